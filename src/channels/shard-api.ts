@@ -1,0 +1,3 @@
+/** Main ↔ shard messages of the channels area (type-only). */
+ 
+export interface ChannelShardApi {}

@@ -1,0 +1,72 @@
+#!/usr/bin/env node
+/**
+ * `herald [--config <path>] [--allow-uws-fallback]`: starts Herald, prints where it listens
+ * and the credentials in use when they are the built-in development defaults.
+ */
+import { parseArgs } from 'node:util';
+import { loadConfig, ConfigError } from './config/load.js';
+import { DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './config/schema.js';
+import { DataDirError } from './shards/data-dir.js';
+import { startHerald } from './server.js';
+import { log } from './log.js';
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      config: { type: 'string', short: 'c' },
+      'allow-uws-fallback': { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help) {
+    process.stdout.write('usage: herald [--config <file>] [--allow-uws-fallback]\nEnvironment: HERALD_CONFIG, HERALD_HOST, HERALD_PORT, HERALD_DATA_DIR, HERALD_SHARDS, HERALD_LOG_LEVEL\n');
+    return;
+  }
+  const overrides: Record<string, unknown> = {};
+  if (values['allow-uws-fallback']) overrides.allowUwsFallback = true;
+  const config = loadConfig({ configPath: values.config, overrides });
+  const herald = await startHerald(config);
+  const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
+  const lines = [`Herald listening on http://${shownHost}:${herald.port} (ws://${shownHost}:${herald.port}/app/<key>)`, `data dir: ${config.dataDir}, shards: ${config.shards}`];
+  const defaultApp = config.apps.find((a) => a.id === DEFAULT_APP.id && a.secret === DEFAULT_APP.secret);
+  const defaultPush = config.push.find((p) => p.instanceId === DEFAULT_PUSH_INSTANCE.instanceId && p.secretKey === DEFAULT_PUSH_INSTANCE.secretKey);
+  if (defaultApp || defaultPush) {
+    lines.push('WARNING: built-in development credentials are active; do not use them in production.');
+    if (defaultApp) lines.push(`  channels app: id=${DEFAULT_APP.id} key=${DEFAULT_APP.key} secret=${DEFAULT_APP.secret}`);
+    if (defaultPush) lines.push(`  push instance: instanceId=${DEFAULT_PUSH_INSTANCE.instanceId} secretKey=${DEFAULT_PUSH_INSTANCE.secretKey}`);
+  }
+  process.stdout.write(lines.join('\n') + '\n');
+
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    signals++;
+    if (signals > 1) {
+      log.warn('second signal: exiting now', { signal });
+      process.exit(1);
+    }
+    log.info('signal received', { signal });
+    const hardStop = setTimeout(() => {
+      log.error('shutdown took too long; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutSeconds * 1000 + 2000);
+    hardStop.unref();
+    herald.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error('shutdown failed', { error: String(err) });
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+main().catch((err: unknown) => {
+  if (err instanceof ConfigError || err instanceof DataDirError) {
+    process.stderr.write(`herald: ${err.message}\n`);
+  } else {
+    process.stderr.write(`herald: failed to start: ${String((err as Error)?.stack ?? err)}\n`);
+  }
+  process.exit(1);
+});

@@ -1,0 +1,84 @@
+/** Loads, validates and freezes the configuration: file, then environment overrides. */
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { z } from 'zod';
+import { configSchema, type HeraldConfig } from './schema.js';
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+export interface ConfigSources {
+  /** Path given with --config; HERALD_CONFIG is used when absent. */
+  configPath?: string | undefined;
+  env?: NodeJS.ProcessEnv;
+  /** Values that win over file and environment (tests, embedding). */
+  overrides?: Record<string, unknown>;
+}
+
+/** Reads the config file named by --config or HERALD_CONFIG (if any) and applies HERALD_* overrides. */
+export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> {
+  const env = sources.env ?? process.env;
+  const path = sources.configPath ?? env.HERALD_CONFIG;
+  let raw: Record<string, unknown> = {};
+  if (path) {
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (err) {
+      throw new ConfigError(`cannot read config file ${path}: ${(err as Error).message}`);
+    }
+    try {
+      raw = JSON.parse(text) as Record<string, unknown>;
+    } catch (err) {
+      throw new ConfigError(`config file ${path} is not valid JSON: ${(err as Error).message}`);
+    }
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+      throw new ConfigError(`config file ${path} must hold a JSON object`);
+    }
+  }
+  const fromEnv: Record<string, unknown> = {};
+  if (env.HERALD_HOST) fromEnv.host = env.HERALD_HOST;
+  if (env.HERALD_PORT) fromEnv.port = envInteger('HERALD_PORT', env.HERALD_PORT);
+  if (env.HERALD_DATA_DIR) fromEnv.dataDir = env.HERALD_DATA_DIR;
+  if (env.HERALD_SHARDS) fromEnv.shards = envInteger('HERALD_SHARDS', env.HERALD_SHARDS);
+  return parseConfig({ ...raw, ...fromEnv, ...sources.overrides });
+}
+
+/** Validates a raw config object; throws ConfigError naming the path of the first bad field. */
+export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
+  const result = configSchema.safeParse(raw);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const where = issue.path.length ? issue.path.join('.') : '(root)';
+    throw new ConfigError(`invalid config at ${where}: ${issue.message}`);
+  }
+  const parsed = result.data;
+  checkUnique(parsed.apps.map((a) => a.id), 'apps', 'id');
+  checkUnique(parsed.apps.map((a) => a.key), 'apps', 'key');
+  checkUnique(parsed.push.map((p) => p.instanceId), 'push', 'instanceId');
+  const shards = parsed.shards ?? Math.max(1, availableParallelism() - 1);
+  return deepFreeze({ ...parsed, shards });
+}
+
+function checkUnique(values: string[], list: string, field: string): void {
+  const seen = new Set<string>();
+  values.forEach((v, i) => {
+    if (seen.has(v)) throw new ConfigError(`invalid config at ${list}.${i}.${field}: duplicate value "${v}"`);
+    seen.add(v);
+  });
+}
+
+function envInteger(name: string, value: string): number {
+  const n = z.coerce.number().int().safeParse(value);
+  if (!n.success) throw new ConfigError(`environment variable ${name} must be an integer, got "${value}"`);
+  return n.data;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}

@@ -1,0 +1,155 @@
+/**
+ * The one configuration schema. Parsed once at start-up (see load.ts), frozen, and
+ * failing fast with the path of the first bad field. Field names are a public contract:
+ * users' config files and the tests rely on them (docs/configuration.md documents each).
+ */
+import { z } from 'zod';
+
+/** Characters allowed in channel names, interest names and webhook filters. */
+const NAME_CHARS = /^[A-Za-z0-9_\-=@,.;]+$/;
+
+export const CHANNEL_WEBHOOK_EVENTS = [
+  'channel_occupied',
+  'channel_vacated',
+  'member_added',
+  'member_removed',
+  'client_event',
+  'cache_miss',
+  'subscription_count',
+] as const;
+export type ChannelWebhookEvent = (typeof CHANNEL_WEBHOOK_EVENTS)[number];
+
+const channelWebhookSchema = z.strictObject({
+  url: z.url(),
+  events: z.array(z.enum(CHANNEL_WEBHOOK_EVENTS)).min(1).default([...CHANNEL_WEBHOOK_EVENTS]),
+  /** Only channels whose name starts with this prefix produce events for this receiver. */
+  filter: z.strictObject({ channelNamePrefix: z.string().regex(NAME_CHARS).optional() }).optional(),
+});
+
+const appSchema = z.strictObject({
+  id: z.string().min(1).max(200),
+  key: z.string().min(1).max(200),
+  secret: z.string().min(1),
+  enabled: z.boolean().default(true),
+  clientEvents: z.boolean().default(false),
+  userAuthentication: z.boolean().default(false),
+  subscriptionCount: z.boolean().default(false),
+  /** Concurrent WebSocket connections allowed for the app; null = unlimited. */
+  maxConnections: z.number().int().positive().nullable().default(null),
+  /** Messages per UTC day (a request with `info` counts two); null = unlimited. */
+  messageQuota: z.number().int().positive().nullable().default(null),
+  /** Seconds of silence before the server pings a client (sent in connection_established). */
+  activityTimeout: z.number().int().min(5).max(600).default(120),
+  /** Presence members per channel. */
+  maxPresenceMembers: z.number().int().positive().default(100),
+  /** Bytes of JSON-encoded user_info per presence member. */
+  maxPresenceUserInfoBytes: z.number().int().positive().default(1024),
+  /** Client events per second per connection before 4301. */
+  maxClientEventsPerSecond: z.number().int().positive().default(10),
+  /** Bytes of `data` per event (HTTP trigger and client events). */
+  maxEventDataBytes: z.number().int().positive().default(10 * 1024),
+  /** Events per batch trigger (C2). */
+  maxBatchSize: z.number().int().positive().default(10),
+  /** Seconds a cache channel keeps its last event. */
+  cacheTtlSeconds: z.number().int().positive().default(30 * 60),
+  webhooks: z.array(channelWebhookSchema).default([]),
+});
+
+const caFile = z.string().min(1).nullable().default(null);
+
+const apnsSchema = z.strictObject({
+  endpoint: z.url().default('https://api.push.apple.com'),
+  teamId: z.string().min(1),
+  keyId: z.string().min(1),
+  privateKey: z.string().min(1),
+  caFile,
+});
+
+const fcmSchema = z.strictObject({
+  endpoint: z.url().default('https://fcm.googleapis.com'),
+  tokenUri: z.url().default('https://oauth2.googleapis.com/token'),
+  projectId: z.string().min(1),
+  clientEmail: z.string().min(1),
+  privateKey: z.string().min(1),
+  caFile,
+});
+
+const webSchema = z.strictObject({
+  vapidPublicKey: z.string().min(1),
+  vapidPrivateKey: z.string().min(1),
+  subject: z.string().min(1),
+  caFile,
+});
+
+const pushWebhookSchema = z.strictObject({
+  url: z.url(),
+  secret: z.string().min(1),
+});
+
+const pushInstanceSchema = z.strictObject({
+  instanceId: z.uuid(),
+  secretKey: z.string().min(1),
+  /** Publish requests per second (P1 + P2) before 429. */
+  maxPublishesPerSecond: z.number().int().positive().default(100),
+  /** Notifications (recipient devices) per UTC month before 402; null = unlimited. */
+  notificationQuota: z.number().int().positive().nullable().default(null),
+  apns: apnsSchema.nullable().default(null),
+  fcm: fcmSchema.nullable().default(null),
+  web: webSchema.nullable().default(null),
+  webhooks: z.array(pushWebhookSchema).default([]),
+});
+
+const webhookDeliverySchema = z.strictObject({
+  /** Events of one app and URL within this window go out in one request (ms). */
+  batchWindowMs: z.number().int().min(0).default(50),
+  /** Delay before channel_vacated / member_removed is sent; cancelled by a re-occupy (ms). */
+  reloadDebounceMs: z.number().int().min(0).default(3000),
+  /** Attempts per batch before it is dead-lettered. */
+  maxAttempts: z.number().int().positive().default(8),
+  /** Per-request timeout (ms). */
+  timeoutMs: z.number().int().positive().default(5000),
+  /** First retry delay (ms), doubled per attempt with jitter. */
+  retryBaseMs: z.number().int().positive().default(1000),
+  /** Concurrent requests per receiver URL (per shard). */
+  concurrencyPerUrl: z.number().int().positive().default(4),
+});
+
+export const DEFAULT_APP = Object.freeze({ id: 'app-id', key: 'app-key', secret: 'app-secret' });
+export const DEFAULT_PUSH_INSTANCE = Object.freeze({
+  instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10',
+  secretKey: 'push-secret',
+});
+
+export const configSchema = z.strictObject({
+  host: z.string().min(1).default('0.0.0.0'),
+  port: z.number().int().min(0).max(65535).default(6001),
+  dataDir: z.string().min(1).default('./data'),
+  /** Worker-thread shards; default cores − 1, at least 1. */
+  shards: z.number().int().min(1).max(64).optional(),
+  pushDomain: z.string().min(1).default('pushnotifications.pusher.com'),
+  /** Timeout for one main→shard request (ms); a timed-out request answers 500. */
+  shardRequestTimeoutMs: z.number().int().positive().default(10_000),
+  /** Seconds allowed for a graceful shutdown before the process exits anyway. */
+  shutdownTimeoutSeconds: z.number().positive().default(10),
+  /** Largest HTTP request body read (bytes); specific routes have smaller limits. */
+  maxRequestBodyBytes: z.number().int().positive().default(256 * 1024),
+  /** Largest WebSocket frame accepted (bytes); larger frames close the socket with 1009. */
+  maxWebSocketFrameBytes: z.number().int().positive().default(32 * 1024),
+  /** Bytes buffered for one slow socket before it is disconnected with 4100. */
+  maxSocketBackpressureBytes: z.number().int().positive().default(1024 * 1024),
+  /** Run on uWebSockets.js' slow JavaScript fallback instead of refusing to start. */
+  allowUwsFallback: z.boolean().default(false),
+  webhookDelivery: webhookDeliverySchema.default(webhookDeliverySchema.parse({})),
+  apps: z.array(appSchema).default([appSchema.parse({ ...DEFAULT_APP })]),
+  push: z.array(pushInstanceSchema).default([pushInstanceSchema.parse({ ...DEFAULT_PUSH_INSTANCE })]),
+});
+
+export type HeraldConfig = z.infer<typeof configSchema> & { shards: number };
+export type AppConfig = z.infer<typeof appSchema>;
+export type PushInstanceConfig = z.infer<typeof pushInstanceSchema>;
+export type ApnsConfig = z.infer<typeof apnsSchema>;
+export type FcmConfig = z.infer<typeof fcmSchema>;
+export type WebPushConfig = z.infer<typeof webSchema>;
+export type ChannelWebhookConfig = z.infer<typeof channelWebhookSchema>;
+export type PushWebhookConfig = z.infer<typeof pushWebhookSchema>;
+export type WebhookDeliveryConfig = z.infer<typeof webhookDeliverySchema>;

@@ -1,0 +1,7 @@
+/** Push publish-api routes. */
+import type { ServerContext } from '../../server-context.js';
+import type { Route } from '../../http/router.js';
+
+export function publishApiRoutes(_ctx: ServerContext): Route[] {
+  return [];
+}

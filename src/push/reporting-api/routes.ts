@@ -1,0 +1,7 @@
+/** Push reporting-api routes. */
+import type { ServerContext } from '../../server-context.js';
+import type { Route } from '../../http/router.js';
+
+export function reportingApiRoutes(_ctx: ServerContext): Route[] {
+  return [];
+}

@@ -1,0 +1,3 @@
+/** Main ↔ shard messages of the push area (type-only). */
+ 
+export interface PushShardApi {}

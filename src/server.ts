@@ -1,0 +1,122 @@
+/**
+ * Herald's main thread: the uWS front end (HTTP routes and the WebSocket endpoint) and the
+ * shard pool. This thread stays an I/O loop: storage, gateway calls and per-device work
+ * happen on the shards.
+ */
+import { resolve } from 'node:path';
+import type { us_listen_socket } from 'uWebSockets.js';
+import type { HeraldConfig } from './config/schema.js';
+import { loadUws, type UwsModule } from './http/uws-native.js';
+import { registerRoutes, type Route } from './http/router.js';
+import { inFlight, errorReply, statusLine } from './http/uws-http.js';
+import { systemRoutes } from './http/system-routes.js';
+import { openDataDir } from './shards/data-dir.js';
+import { ShardPool } from './shards/pool.js';
+import { HeraldError, CLOSE_CODES } from './errors.js';
+import { log } from './log.js';
+import type { ServerContext, ServerState } from './server-context.js';
+import { registerWebSocket, type WebSocketEndpoint } from './channels/ws/endpoint.js';
+import { channelApiRoutes } from './channels/http-api/routes.js';
+import { deviceApiRoutes } from './push/device-api/routes.js';
+import { publishApiRoutes } from './push/publish-api/routes.js';
+import { reportingApiRoutes } from './push/reporting-api/routes.js';
+
+export interface RunningHerald {
+  readonly port: number;
+  readonly host: string;
+  readonly nativeUws: boolean;
+  /** Graceful shutdown; resolves when storage is flushed and workers stopped. */
+  stop(): Promise<void>;
+}
+
+export async function startHerald(config: Readonly<HeraldConfig>): Promise<RunningHerald> {
+  const { uws, native } = loadUws(config.allowUwsFallback);
+  if (!native) log.warn('RUNNING ON THE SLOW uWebSockets.js JAVASCRIPT FALLBACK: do not benchmark or deploy this');
+  const dataDir = resolve(config.dataDir);
+  const identity = openDataDir(dataDir, config.shards);
+  const shards = new ShardPool({
+    shardCount: config.shards,
+    dataDir,
+    config,
+    installSecret: identity.installSecret,
+    requestTimeoutMs: config.shardRequestTimeoutMs,
+  });
+  // Start every worker now so a broken shard fails start-up, not the first request.
+  await shards.broadcast({ type: 'core.ping' }, 30_000);
+
+  const app = uws.App();
+  const state: ServerState = { ready: false, draining: false };
+  const ctx = {
+    config,
+    app,
+    shards,
+    appsById: new Map(config.apps.map((a) => [a.id, a])),
+    appsByKey: new Map(config.apps.map((a) => [a.key, a])),
+    pushInstances: new Map(config.push.map((p) => [p.instanceId, p])),
+    installSecret: identity.installSecret,
+    state,
+  } as Omit<ServerContext, 'channels'> as ServerContext;
+  const ws = registerWebSocket(ctx);
+  ctx.channels = ws.adapter;
+
+  const routes: Route[] = [
+    ...systemRoutes(ctx),
+    ...channelApiRoutes(ctx),
+    ...deviceApiRoutes(ctx),
+    ...publishApiRoutes(ctx),
+    ...reportingApiRoutes(ctx),
+  ];
+  registerRoutes(app, routes);
+  app.any('/*', (res, req) => {
+    const method = req.getMethod();
+    const path = req.getUrl();
+    const reply = errorReply(new HeraldError('ROUTE_NOT_FOUND', `No route for ${method.toUpperCase()} ${path}`), 'channel', path);
+    res.cork(() => {
+      res.writeStatus(statusLine(reply.status)).writeHeader('content-type', 'application/json').end(String(reply.body));
+    });
+  });
+
+  const listenSocket = await listen(uws, app, config.host, config.port);
+  const port = uws.us_socket_local_port(listenSocket);
+  state.ready = true;
+  log.info('herald listening', { host: config.host, port, shards: config.shards, dataDir, nativeUws: native });
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= shutdown(uws, listenSocket, ws, shards, state, config.shutdownTimeoutSeconds * 1000);
+    return stopping;
+  };
+  return { port, host: config.host, nativeUws: native, stop };
+}
+
+function listen(uws: UwsModule, app: ReturnType<UwsModule['App']>, host: string, port: number): Promise<us_listen_socket> {
+  return new Promise((resolvePromise, reject) => {
+    app.listen(host, port, (socket) => {
+      if (socket) resolvePromise(socket);
+      else reject(new Error(`cannot listen on ${host}:${port} (in use or not permitted)`));
+    });
+    void uws;
+  });
+}
+
+async function shutdown(
+  uws: UwsModule,
+  listenSocket: us_listen_socket,
+  ws: WebSocketEndpoint,
+  shards: ShardPool,
+  state: ServerState,
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  state.draining = true;
+  state.ready = false;
+  log.info('shutting down: no new connections');
+  uws.us_listen_socket_close(listenSocket);
+  ws.closeAll(CLOSE_CODES.GENERIC_RECONNECT, 'Server shutting down');
+  while (inFlight.count > 0 && Date.now() < deadline - 2000) {
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  if (inFlight.count > 0) log.warn('shutdown: requests still in flight at the deadline', { inFlight: inFlight.count });
+  await shards.close();
+  log.info('shutdown complete');
+}

@@ -1,0 +1,3 @@
+/** Main ↔ shard messages of the webhooks area (type-only). */
+ 
+export interface WebhookShardApi {}

@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, parseConfig } from '../../../src/config/load.js';
+
+describe('config', () => {
+  it('has embedded defaults: port 6001, ./data, a default app and push instance', () => {
+    const c = parseConfig({});
+    expect(c.port).toBe(6001);
+    expect(c.host).toBe('0.0.0.0');
+    expect(c.dataDir).toBe('./data');
+    expect(c.shards).toBeGreaterThanOrEqual(1);
+    expect(c.apps[0]).toMatchObject({ id: 'app-id', key: 'app-key', secret: 'app-secret', enabled: true, clientEvents: false });
+    expect(c.push[0]).toMatchObject({ instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10', secretKey: 'push-secret', maxPublishesPerSecond: 100 });
+  });
+
+  it('is frozen all the way down', () => {
+    const c = parseConfig({});
+    expect(Object.isFrozen(c)).toBe(true);
+    expect(Object.isFrozen(c.apps[0])).toBe(true);
+    expect(() => {
+      (c.apps as unknown as unknown[]).push({});
+    }).toThrow();
+  });
+
+  it('environment overrides the file values', () => {
+    const c = loadConfig({ env: { HERALD_PORT: '7001', HERALD_HOST: '127.0.0.1', HERALD_DATA_DIR: '/tmp/x', HERALD_SHARDS: '3' } });
+    expect(c).toMatchObject({ port: 7001, host: '127.0.0.1', dataDir: '/tmp/x', shards: 3 });
+  });
+
+  it('fails with the path of the bad field', () => {
+    expect(() => parseConfig({ push: [{ instanceId: 'not-a-uuid', secretKey: 's' }] })).toThrow(/push\.0\.instanceId/);
+    expect(() => parseConfig({ apps: [{ id: 'a', key: 'k', secret: 's', webhooks: [{ url: 'x' }] }] })).toThrow(/apps\.0\.webhooks\.0\.url/);
+    expect(() => parseConfig({ port: 70000 })).toThrow(ConfigError);
+  });
+
+  it('rejects duplicate app keys', () => {
+    const app = { id: 'a', key: 'k', secret: 's' };
+    expect(() => parseConfig({ apps: [app, { ...app, id: 'b' }] })).toThrow(/apps\.1\.key: duplicate/);
+  });
+});
