@@ -1,8 +1,30 @@
-/** Shard side of the push area: devices, interests, users and publish fan-out. */
+/**
+ * Shard side of the push area: devices (records, interests, users), publish fan-out and
+ * delivery reports. One DeviceStore per shard over the shard's LMDB environment, shared by
+ * the three sub-areas.
+ */
 import type { ShardArea, ShardContext } from '../shards/context.js';
 import type { PushShardApi } from './shard-api.js';
 import type { WebhookEmitter } from '../webhooks/emitter.js';
+import { DeviceStore } from './store/device-store.js';
+import { createDeviceArea } from './devices/shard-handlers.js';
+import { createPublishArea } from './publish/shard-handlers.js';
+import { createReportArea } from './reporting/shard-handlers.js';
 
-export function createPushArea(_ctx: ShardContext, _webhooks: WebhookEmitter): ShardArea<PushShardApi> {
-  return { handlers: {} };
+/** What each push sub-area gets. */
+export interface PushAreaDeps {
+  ctx: ShardContext;
+  store: DeviceStore;
+  webhooks: WebhookEmitter;
+}
+
+export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): ShardArea<PushShardApi> {
+  const deps: PushAreaDeps = { ctx, store: new DeviceStore(ctx.root), webhooks };
+  const areas = [createDeviceArea(deps), createPublishArea(deps), createReportArea(deps)];
+  return {
+    handlers: Object.assign({}, ...areas.map((a) => a.handlers)) as ShardArea<PushShardApi>['handlers'],
+    close: async () => {
+      for (const area of areas) await area.close?.();
+    },
+  };
 }

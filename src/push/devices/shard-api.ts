@@ -1,0 +1,2 @@
+/** Main ↔ shard messages of push devices (type-only). */
+export interface DeviceShardApi {}

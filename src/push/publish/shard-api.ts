@@ -1,0 +1,2 @@
+/** Main ↔ shard messages of push publish (type-only). */
+export interface PublishShardApi {}

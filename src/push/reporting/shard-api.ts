@@ -1,0 +1,2 @@
+/** Main ↔ shard messages of push reporting (type-only). */
+export interface ReportShardApi {}

@@ -1,0 +1,120 @@
+/**
+ * Binary keys for the device store's LMDB databases.
+ *
+ * A key is a tuple of strings. Each part is written as UTF-8 with the bytes 0x00 and 0x01 escaped
+ * as 0x01 0x01 and 0x01 0x02, and parts are joined by 0x00. Two properties follow:
+ * - byte order is tuple order: the separator sorts below every content byte, so a part sorts
+ *   before any longer part it is a prefix of (`a` < `a.b` < `ab`);
+ * - prefix ranges are exact: every key whose leading parts are P lies in
+ *   [encode(P) + 0x00, encode(P) + 0x01), so the range of interest `a` never holds `ab`.
+ * Any string is safe as a part (user ids are arbitrary text), except lone UTF-16 surrogates,
+ * which UTF-8 cannot carry; those are rejected rather than silently merged into U+FFFD.
+ */
+
+const SEPARATOR = 0x00;
+const ESCAPE = 0x01;
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** True when `part` can be stored in a key without loss (it has no lone UTF-16 surrogate). */
+export function isEncodableKeyPart(part: string): boolean {
+  return !LONE_SURROGATE.test(part);
+}
+
+function partBytes(part: string): Buffer {
+  const bytes = Buffer.from(part, 'utf8');
+  // Only non-ASCII text can hold a surrogate; skip the regex for the common ASCII case.
+  if (bytes.length !== part.length && !isEncodableKeyPart(part)) {
+    throw new RangeError('key part contains a lone UTF-16 surrogate');
+  }
+  return bytes;
+}
+
+function escapedLength(bytes: Buffer): number {
+  let length = bytes.length;
+  for (let i = 0; i < bytes.length; i++) if (bytes[i]! <= ESCAPE) length++;
+  return length;
+}
+
+/** Encodes a tuple as one key, with `trailer` bytes (a range bound) appended. */
+function encode(parts: readonly string[], trailer: number[]): Buffer {
+  const encoded = parts.map(partBytes);
+  let length = trailer.length + Math.max(0, parts.length - 1);
+  for (const bytes of encoded) length += escapedLength(bytes);
+  const key = Buffer.allocUnsafe(length);
+  let at = 0;
+  encoded.forEach((bytes, index) => {
+    if (index > 0) key[at++] = SEPARATOR;
+    for (let i = 0; i < bytes.length; i++) {
+      const byte = bytes[i]!;
+      if (byte <= ESCAPE) {
+        key[at++] = ESCAPE;
+        key[at++] = byte + 1;
+      } else {
+        key[at++] = byte;
+      }
+    }
+  });
+  for (const byte of trailer) key[at++] = byte;
+  return key;
+}
+
+/** The key for the tuple `parts`. Throws a RangeError for a part with a lone surrogate. */
+export function encodeKey(parts: readonly string[]): Buffer {
+  return encode(parts, []);
+}
+
+/** Bounds (start inclusive, end exclusive) of every key whose leading parts are `prefix`. */
+export function prefixRange(prefix: readonly string[]): { start: Buffer; end: Buffer } {
+  return { start: encode(prefix, [SEPARATOR]), end: encode(prefix, [ESCAPE]) };
+}
+
+/**
+ * The first possible key after every key that starts with the tuple `parts`: with `parts` a
+ * full key, the start of a range that continues strictly after it.
+ */
+export function keyAfter(parts: readonly string[]): Buffer {
+  return encode(parts, [ESCAPE]);
+}
+
+function decodePart(key: Buffer, start: number, end: number): string {
+  let escapes = 0;
+  for (let i = start; i < end; i++) {
+    if (key[i] === ESCAPE) {
+      escapes++;
+      i++; // the escaped byte may itself be 0x01
+    }
+  }
+  if (escapes === 0) return key.toString('utf8', start, end);
+  const bytes = Buffer.allocUnsafe(end - start - escapes);
+  let at = 0;
+  for (let i = start; i < end; i++) {
+    const byte = key[i]!;
+    bytes[at++] = byte === ESCAPE ? key[++i]! - 1 : byte;
+  }
+  return bytes.toString('utf8');
+}
+
+function asBuffer(key: Uint8Array): Buffer {
+  return Buffer.isBuffer(key) ? key : Buffer.from(key.buffer, key.byteOffset, key.byteLength);
+}
+
+/** The tuple a key was encoded from. */
+export function decodeKey(key: Uint8Array): string[] {
+  const bytes = asBuffer(key);
+  const parts: string[] = [];
+  let start = 0;
+  for (let i = 0; i <= bytes.length; i++) {
+    if (i === bytes.length || bytes[i] === SEPARATOR) {
+      parts.push(decodePart(bytes, start, i));
+      start = i + 1;
+    }
+  }
+  return parts;
+}
+
+/** The last part of a key, without decoding the others (separators are the only 0x00 bytes). */
+export function lastKeyPart(key: Uint8Array): string {
+  const bytes = asBuffer(key);
+  return decodePart(bytes, bytes.lastIndexOf(SEPARATOR) + 1, bytes.length);
+}
