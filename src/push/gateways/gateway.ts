@@ -1,0 +1,96 @@
+/**
+ * The contract between the push publisher (running in shard worker threads) and the
+ * per-platform gateway clients. Types only: each implementation lives in its own file
+ * (apns.ts, fcm.ts, web.ts) and factory.ts builds them from an instance's config.
+ */
+
+/** The three push platforms Beams supports; also the device registration kinds. */
+export type Platform = 'apns' | 'fcm' | 'web';
+
+/** One notification for one device; payload is the publish's platform object (apns/fcm/web) with data.pusher already merged in by the caller. */
+export interface GatewayMessage {
+  /** Herald's device id, carried for logging and reporting only; never sent to the gateway. */
+  deviceId: string;
+  /** The gateway token: APNs device token (hex), FCM registration token, or base64 PushSubscription JSON for web. */
+  token: string;
+  /** APNs topic (the app's bundle id). Ignored by FCM and web push. */
+  bundleIdentifier?: string;
+  payload: Record<string, unknown>;
+}
+
+/**
+ * What became of one send. `dead-token` means the gateway said the token will never work again,
+ * so the caller should delete the device; `failed` is anything else that did not deliver
+ * (after retries, where retrying made sense). `status` is the last HTTP status, when there was one.
+ */
+export type GatewayOutcome =
+  | { kind: 'sent' }
+  | { kind: 'dead-token'; reason: string }
+  | { kind: 'failed'; reason: string; status?: number };
+
+/**
+ * A long-lived client for one platform of one instance. `send` never rejects for gateway or
+ * network trouble (that is a `failed` outcome); a rejection means a bug.
+ */
+export interface GatewayClient {
+  readonly platform: Platform;
+  send(message: GatewayMessage): Promise<GatewayOutcome>;
+  /** Closes connections; sends still waiting on a retry delay resolve as `failed`. */
+  close(): Promise<void>;
+}
+
+/** APNs token-based (.p8) authentication. `endpoint` is e.g. `https://api.push.apple.com` (or a local fake). */
+export interface ApnsConfig {
+  /** Origin of the APNs HTTP/2 API, e.g. `https://api.sandbox.push.apple.com`. */
+  endpoint: string;
+  /** Apple developer team id: the provider token's `iss`. */
+  teamId: string;
+  /** Id of the signing key: the provider token header's `kid`. */
+  keyId: string;
+  /** The .p8 key: PEM, PKCS8, EC P-256. */
+  privateKey: string;
+  /** Path of an extra PEM CA bundle to trust (tests); null uses the system roots. */
+  caFile: string | null;
+}
+
+/** FCM HTTP v1 with a service account (the fields of a service-account JSON file). */
+export interface FcmConfig {
+  /** Origin of the FCM API, e.g. `https://fcm.googleapis.com`. */
+  endpoint: string;
+  /** OAuth2 token URI, e.g. `https://oauth2.googleapis.com/token`; also the assertion's `aud`. */
+  tokenUri: string;
+  projectId: string;
+  /** Service account e-mail: the assertion's `iss`. */
+  clientEmail: string;
+  /** Service account key: PEM, PKCS8, RSA. */
+  privateKey: string;
+  /** Path of an extra PEM CA bundle to trust (tests); null uses the system roots. */
+  caFile: string | null;
+}
+
+/** Web push with VAPID (RFC 8292). Keys are base64url as produced by `web-push generateVAPIDKeys`. */
+export interface WebPushConfig {
+  /** Uncompressed P-256 public key, base64url (65 bytes decoded). */
+  vapidPublicKey: string;
+  /** P-256 private scalar, base64url (32 bytes decoded). */
+  vapidPrivateKey: string;
+  /** VAPID `sub` claim: a `mailto:` or `https:` contact URL. */
+  subject: string;
+  /** Path of an extra PEM CA bundle to trust (tests only); absent or null uses the system roots. */
+  caFile?: string | null;
+}
+
+/**
+ * How hard to try on retryable answers (429, 5xx, network errors). `attempts` counts every
+ * request including the first; delays grow as baseDelayMs * 2^(n-1) with jitter, capped at
+ * maxDelayMs. A Retry-After longer than maxDelayMs ends the retries (the send fails) rather
+ * than holding a publish for longer than the policy allows.
+ */
+export interface RetryPolicy {
+  /** Total requests per send, at least 1. Default 3. */
+  attempts: number;
+  /** First backoff delay in milliseconds. Default 200. */
+  baseDelayMs: number;
+  /** Upper bound on any single delay in milliseconds. Default 10 000. */
+  maxDelayMs: number;
+}
