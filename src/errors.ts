@@ -44,6 +44,24 @@ export const ERROR_CATALOGUE = {
   INFO_NOT_APPLICABLE: { status: 400, kind: 'Bad Request', message: 'Requested info attribute is not available for this channel' },
   NOT_PRESENCE_CHANNEL: { status: 400, kind: 'Bad Request', message: 'Channel is not a presence channel' },
 
+  // WebSocket protocol (docs/protocol.md). `kind` is the `type` of pusher:subscription_error;
+  // other failures go out as pusher:error {code: null, message} and keep the connection open.
+  WS_INVALID_MESSAGE: { status: 400, kind: 'InvalidMessage', message: 'Message is not a JSON object with a string "event"' },
+  WS_BINARY_MESSAGE: { status: 400, kind: 'InvalidMessage', message: 'Binary frames are not part of the protocol; send JSON text frames' },
+  WS_MESSAGE_TOO_LARGE: { status: 413, kind: 'InvalidMessage', message: 'WebSocket message larger than the limit' },
+  WS_UNKNOWN_EVENT: { status: 400, kind: 'InvalidMessage', message: 'Unknown event' },
+  SUBSCRIPTION_INVALID_CHANNEL: { status: 400, kind: 'InvalidChannel', message: 'Invalid channel name' },
+  SUBSCRIPTION_AUTH_FAILED: { status: 401, kind: 'AuthError', message: 'Invalid signature' },
+  SUBSCRIPTION_BAD_CHANNEL_DATA: { status: 401, kind: 'AuthError', message: 'channel_data must be a JSON object with a user_id' },
+  SUBSCRIPTION_TOO_MANY_CHANNELS: { status: 403, kind: 'LimitReached', message: 'Too many channels on one connection' },
+  PRESENCE_MEMBER_LIMIT: { status: 403, kind: 'LimitReached', message: 'Presence channel is full' },
+  PRESENCE_USER_INFO_TOO_LARGE: { status: 413, kind: 'LimitReached', message: 'user_info larger than the limit' },
+  SUBSCRIPTION_FAILED: { status: 500, kind: 'ServerError', message: 'Subscription could not be recorded; retry' },
+  CLIENT_EVENTS_DISABLED: { status: 403, kind: 'Forbidden', message: 'Client events are not enabled for this app' },
+  CLIENT_EVENT_REFUSED: { status: 403, kind: 'Forbidden', message: 'Client event refused' },
+  SIGNIN_DISABLED: { status: 403, kind: 'Forbidden', message: 'User authentication is not enabled for this app' },
+  SIGNIN_FAILED: { status: 401, kind: 'AuthError', message: 'Invalid user authentication' },
+
   // Push APIs (device, publish, reporting)
   INSTANCE_ID_MISSING: { status: 400, kind: 'Bad Request', message: 'Instance id missing from path' },
   INSTANCE_ID_INVALID: { status: 400, kind: 'Bad Request', message: 'Instance id is not valid' },
@@ -69,6 +87,11 @@ export const ERROR_CATALOGUE = {
   INVALID_INTEREST_NAME: { status: 400, kind: 'Bad Request', message: 'Interest name is not valid: at most 164 characters of A-Z a-z 0-9 _ - = @ , . ;' },
   INTEREST_NAME_MISSING: { status: 400, kind: 'Bad Request', message: 'Interest name missing from path' },
   TOO_MANY_INTERESTS: { status: 400, kind: 'Bad Request', message: 'More than 5000 interests in the set' },
+  DEVICE_TOKEN_MALFORMED: { status: 400, kind: 'Bad Request', message: 'The device token is not in the format of the platform' },
+  DEVICE_FIELD_INVALID: { status: 400, kind: 'Bad Request', message: 'A request body field has the wrong type' },
+  DEVICE_BODY_TOO_LARGE: { status: 400, kind: 'Bad Request', message: 'Request body too large' },
+  WEB_PUSH_NOT_CONFIGURED: { status: 404, kind: 'Not Found', message: 'Web push is not configured for this instance' },
+  USER_ID_INVALID: { status: 400, kind: 'Bad Request', message: 'User id must have 1 to 164 characters' },
   SECRET_KEY_MISSING: { status: 400, kind: 'Bad Request', message: 'Authorization header missing' },
   SECRET_KEY_INVALID: { status: 401, kind: 'Unauthorized', message: 'Incorrect secret key' },
   PUBLISH_BODY_TOO_LARGE: { status: 400, kind: 'Bad Request', message: 'Request body too large' },
@@ -78,6 +101,7 @@ export const ERROR_CATALOGUE = {
   PUBLISH_NOT_FOUND: { status: 404, kind: 'Not Found', message: 'Could not find the publish' },
   REPORT_FIELD_MISSING: { status: 400, kind: 'Bad Request', message: 'A required report field is missing' },
   REPORT_FIELD_INVALID: { status: 400, kind: 'Bad Request', message: 'A report field has the wrong type' },
+  REPORT_BODY_TOO_LARGE: { status: 400, kind: 'Bad Request', message: 'Report body too large' },
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

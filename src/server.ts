@@ -10,6 +10,7 @@ import { loadUws, type UwsModule } from './http/uws-native.js';
 import { registerRoutes, type Route } from './http/router.js';
 import { inFlight, errorReply, statusLine } from './http/uws-http.js';
 import { systemRoutes } from './http/system-routes.js';
+import { metricsRoutes } from './http/metrics-routes.js';
 import { openDataDir } from './shards/data-dir.js';
 import { ShardPool } from './shards/pool.js';
 import { HeraldError, CLOSE_CODES } from './errors.js';
@@ -61,6 +62,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
 
   const routes: Route[] = [
     ...systemRoutes(ctx),
+    ...metricsRoutes(ctx),
     ...channelApiRoutes(ctx),
     ...deviceApiRoutes(ctx),
     ...publishApiRoutes(ctx),

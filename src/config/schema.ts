@@ -104,7 +104,7 @@ const webhookDeliverySchema = z.strictObject({
   batchWindowMs: z.number().int().min(0).default(50),
   /** Delay before channel_vacated / member_removed is sent; cancelled by a re-occupy (ms). */
   reloadDebounceMs: z.number().int().min(0).default(3000),
-  /** Attempts per batch before it is dead-lettered. */
+  /** Attempts per event (per receiver) before it is dead-lettered. */
   maxAttempts: z.number().int().positive().default(8),
   /** Per-request timeout (ms). */
   timeoutMs: z.number().int().positive().default(5000),
@@ -112,6 +112,31 @@ const webhookDeliverySchema = z.strictObject({
   retryBaseMs: z.number().int().positive().default(1000),
   /** Concurrent requests per receiver URL (per shard). */
   concurrencyPerUrl: z.number().int().positive().default(4),
+});
+
+/** How shards fan a publish out to the gateways (per shard: each shard sends to its own devices). */
+const pushDeliverySchema = z.strictObject({
+  /** Gateway sends in flight per shard, shared by every running publish; bounds memory and sockets. */
+  concurrency: z.number().int().min(1).max(10_000).default(256),
+  /**
+   * Devices handled between two durable checkpoints of a publish's scan position. After a
+   * crash at most this many (plus the sends in flight) are sent again; smaller costs more writes.
+   */
+  checkpointEvery: z.number().int().min(1).default(1000),
+  /** Requests per notification to one gateway, including the first (429, 5xx and network errors are retried). */
+  retryAttempts: z.number().int().min(1).max(20).default(3),
+  /** First retry delay (ms), doubled per attempt with jitter; a longer Retry-After wins. */
+  retryBaseDelayMs: z.number().int().min(0).default(200),
+  /** Longest single retry delay (ms); a Retry-After above it fails the send instead of holding the publish. */
+  retryMaxDelayMs: z.number().int().min(0).default(10_000),
+  /** Deadline of one gateway request (ms). */
+  requestTimeoutMs: z.number().int().positive().default(10_000),
+  /** HTTP/2 connections per instance to APNs and to FCM, per shard. */
+  connectionsPerGateway: z.number().int().min(1).max(64).default(2),
+  /** On shutdown, how long sends in flight may finish before they are cut and left to the restart (ms). */
+  shutdownGraceMs: z.number().int().min(0).default(1000),
+  /** Days a finished publish's per-shard record (state, counts) is kept for the statistics endpoint. */
+  retentionDays: z.number().positive().default(30),
 });
 
 export const DEFAULT_APP = Object.freeze({ id: 'app-id', key: 'app-key', secret: 'app-secret' });
@@ -137,9 +162,14 @@ export const configSchema = z.strictObject({
   maxWebSocketFrameBytes: z.number().int().positive().default(32 * 1024),
   /** Bytes buffered for one slow socket before it is disconnected with 4100. */
   maxSocketBackpressureBytes: z.number().int().positive().default(1024 * 1024),
+  /** Milliseconds a client has to answer the server's pusher:ping before it is closed with 4201. */
+  webSocketPongTimeoutMs: z.number().int().positive().default(30_000),
+  /** How often (ms) the main thread checks sockets for silence (ping, 4201) and backpressure (4100). */
+  webSocketSweepIntervalMs: z.number().int().min(10).max(60_000).default(1000),
   /** Run on uWebSockets.js' slow JavaScript fallback instead of refusing to start. */
   allowUwsFallback: z.boolean().default(false),
   webhookDelivery: webhookDeliverySchema.default(webhookDeliverySchema.parse({})),
+  pushDelivery: pushDeliverySchema.default(pushDeliverySchema.parse({})),
   apps: z.array(appSchema).default([appSchema.parse({ ...DEFAULT_APP })]),
   push: z.array(pushInstanceSchema).default([pushInstanceSchema.parse({ ...DEFAULT_PUSH_INSTANCE })]),
 });
@@ -153,3 +183,4 @@ export type WebPushConfig = z.infer<typeof webSchema>;
 export type ChannelWebhookConfig = z.infer<typeof channelWebhookSchema>;
 export type PushWebhookConfig = z.infer<typeof pushWebhookSchema>;
 export type WebhookDeliveryConfig = z.infer<typeof webhookDeliverySchema>;
+export type PushDeliveryConfig = z.infer<typeof pushDeliverySchema>;

@@ -1,22 +1,51 @@
-/** How other areas inside a shard hand events to the webhook outbox. */
+/**
+ * How other areas inside a shard worker hand events to the webhook outbox. Both methods are
+ * synchronous fire-and-forget: the event is queued for a durable LMDB write in the same tick
+ * (committed within a few ms, see docs/webhooks.md "Delivery guarantees") and delivered in
+ * the background with retries. Callers never await anything and never see delivery errors.
+ * The outbox write is issued inside the call, so it commits no later than any LMDB write the
+ * caller issues afterwards in the same shard: await your own later write to know both are on disk.
+ */
+
+/** A channel event exactly as it goes into the webhook body (`events[]`), before Herald adds its `id`. */
+export type ChannelEventBody =
+  | { name: 'channel_occupied'; channel: string }
+  | { name: 'channel_vacated'; channel: string }
+  | { name: 'member_added'; channel: string; user_id: string }
+  | { name: 'member_removed'; channel: string; user_id: string }
+  | { name: 'client_event'; channel: string; event: string; data: string; socket_id: string; user_id?: string }
+  | { name: 'cache_miss'; channel: string }
+  | { name: 'subscription_count'; channel: string; subscription_count: number };
+
+/**
+ * One raw channel event, emitted in the order it happened on the shard owning the channel.
+ * Send vacated/member_removed as they happen: the outbox applies the reload debounce.
+ */
 export interface ChannelWebhookEvent {
   appId: string;
-  /** Event object as it goes in the webhook body, e.g. {name: 'channel_occupied', channel}. */
-  event: { name: string; channel: string; [field: string]: unknown };
+  event: ChannelEventBody;
 }
 
-export interface PushWebhookEvent {
-  instanceId: string;
-  /** Either an instance webhook kind (v1.*) or a per-publish webhookUrl delivery. */
-  kind: string;
-  payload: Record<string, unknown>;
-  /** For per-publish webhooks (webhookUrl); instance webhooks use the instance's list. */
-  url?: string;
-}
+/** The instance webhook kinds of the Beams webhook reference. */
+export type PushInstanceWebhookKind =
+  | 'v1.PublishToUsersAttempt'
+  | 'v1.UserNotificationAcknowledgement'
+  | 'v1.UserNotificationOpen';
+
+/**
+ * A push webhook. Without `url`: an instance webhook, wrapped as `{payload, metadata}`, signed
+ * (HMAC-SHA1, `Webhook-Signature`) and sent to every `push[].webhooks[]` entry of the instance.
+ * With `url`: a per-publish `webhookUrl` delivery; `payload` (`{publishId, status, results}`)
+ * is sent as-is, unsigned, and `kind` is only a label for logs and the `Webhook-Event-Type`
+ * header (e.g. `publish.STARTED`, `publish.FINISHED`).
+ */
+export type PushWebhookEvent =
+  | { instanceId: string; kind: PushInstanceWebhookKind; payload: Record<string, unknown>; url?: undefined }
+  | { instanceId: string; kind: string; payload: Record<string, unknown>; url: string };
 
 export interface WebhookEmitter {
-  /** Records a channel event durably in this shard's outbox (batched, retried). */
+  /** Records a channel event durably in this shard's outbox (debounced, batched, retried). */
   channelEvent(e: ChannelWebhookEvent): void;
-  /** Records a push webhook durably in this shard's outbox. */
+  /** Records a push webhook durably in this shard's outbox (retried; one event per request). */
   pushEvent(e: PushWebhookEvent): void;
 }

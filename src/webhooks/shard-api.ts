@@ -1,3 +1,35 @@
 /** Main ↔ shard messages of the webhooks area (type-only). */
- 
-export interface WebhookShardApi {}
+
+/**
+ * One shard's webhook delivery counters. Counters (`sent` … `suppressed`) count since the
+ * shard started; `pending`, `held`, `inFlight` and `deadLetterStored` are current values.
+ * Events are counted once per receiver: an event sent to two URLs counts two.
+ */
+export interface WebhookStats {
+  shard: number;
+  /** Events delivered (their request answered 2xx). */
+  sent: number;
+  /** Requests answered 2xx. */
+  requests: number;
+  /** Requests that failed: non-2xx answer, timeout or network error. */
+  failedAttempts: number;
+  /** Events given up after `webhookDelivery.maxAttempts` failed attempts (or whose receiver left the config). */
+  deadLettered: number;
+  /** vacated/occupied (member removed/added) pairs dropped by the reload debounce. */
+  suppressed: number;
+  /** Events in the outbox, not yet delivered: waiting, held by the debounce, retrying or in flight. */
+  pending: number;
+  /** Of `pending`, events held by the reload debounce. */
+  held: number;
+  /** Requests currently open. */
+  inFlight: number;
+  /** Receivers (app or instance and URL) with events pending. */
+  receivers: number;
+  /** Dead-letter records kept in this shard's LMDB (the newest ones, up to a cap). */
+  deadLetterStored: number;
+}
+
+export interface WebhookShardApi {
+  /** Delivery counters of one shard; GET /metrics sums them over shards. */
+  'webhooks.stats': { req: {}; res: WebhookStats };
+}

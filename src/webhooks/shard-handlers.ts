@@ -1,11 +1,17 @@
-/** Shard side of the webhooks area: the durable outbox and its sender. */
+/** Shard side of the webhooks area: the durable outbox (the shard's WebhookEmitter) and its stats. */
 import type { ShardArea, ShardContext } from '../shards/context.js';
 import type { WebhookShardApi } from './shard-api.js';
 import type { WebhookEmitter } from './emitter.js';
+import { WebhookOutbox } from './outbox.js';
 
-export function createWebhookArea(_ctx: ShardContext): ShardArea<WebhookShardApi> & { emitter: WebhookEmitter } {
+/** Opens the outbox (resuming stored entries) and exposes `webhooks.stats`. */
+export function createWebhookArea(ctx: ShardContext): ShardArea<WebhookShardApi> & { emitter: WebhookEmitter } {
+  const outbox = new WebhookOutbox({ root: ctx.root, config: ctx.config, shardIndex: ctx.shardIndex });
   return {
-    handlers: {},
-    emitter: { channelEvent: () => undefined, pushEvent: () => undefined },
+    handlers: {
+      'webhooks.stats': () => outbox.stats(),
+    },
+    emitter: outbox,
+    close: () => outbox.close(),
   };
 }

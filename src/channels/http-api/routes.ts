@@ -1,7 +1,73 @@
-/** Channel HTTP API routes (C1-C6). */
+/**
+ * Channel HTTP API routes (C1-C6). Every route authenticates the signed query (401), refuses
+ * a disabled app (403), then runs its handler. Answers carry `Access-Control-Allow-Origin: *`
+ * and each path answers an OPTIONS preflight, so a browser page can call the API: the
+ * signature, not a cookie, is the credential.
+ */
 import type { ServerContext } from '../../server-context.js';
-import type { Route } from '../../http/router.js';
+import type { Method, Route } from '../../http/router.js';
+import type { Handler, Reply, RequestContext, RouteOptions } from '../../http/uws-http.js';
+import { HeraldError } from '../../errors.js';
+import { parseQueryPairs } from './params.js';
+import { authenticateRequest } from './signature.js';
+import { MessageQuota } from './quota.js';
+import type { ChannelApiRequest } from './request.js';
+import { triggerBatch, triggerEvent } from './events.js';
+import { channelInfo, listChannels, presenceUsers } from './channels.js';
+import { terminateUserConnections } from './users.js';
 
-export function channelApiRoutes(_ctx: ServerContext): Route[] {
-  return [];
+const CORS_ORIGIN = { 'access-control-allow-origin': '*' } as const;
+/** Headers a preflight allows when the browser does not list the ones it wants. */
+const DEFAULT_ALLOWED_HEADERS = 'content-type, x-pusher-library';
+/** Seconds a browser may cache a preflight answer. */
+const PREFLIGHT_MAX_AGE_SECONDS = 86_400;
+
+type ApiHandler = (req: ChannelApiRequest) => Reply | Promise<Reply>;
+
+/**
+ * Wraps a handler with authentication and the disabled-app check. Exported for the
+ * benchmarks, which drive the same path without a socket.
+ */
+export function signedHandler(ctx: Pick<ServerContext, 'appsByKey'>, handler: ApiHandler): Handler {
+  return (rc: RequestContext) => {
+    const query = parseQueryPairs(rc.query);
+    const app = authenticateRequest({ method: rc.method, path: rc.path, query, body: rc.body, appId: rc.params.appId ?? '' }, ctx.appsByKey);
+    if (!app.enabled) throw new HeraldError('APP_DISABLED', `Application ${app.id} is disabled; enable it in the server configuration`);
+    return handler({ app, query, body: rc.body, params: rc.params });
+  };
+}
+
+/** Answers a CORS preflight: 204 allowing GET/POST from any origin with the requested headers. */
+function preflight(rc: RequestContext): Reply {
+  const requested = rc.headers['access-control-request-headers'];
+  const allowHeaders = requested && /^[A-Za-z0-9\-_, ]{1,512}$/.test(requested) ? requested : DEFAULT_ALLOWED_HEADERS;
+  return {
+    status: 204,
+    headers: {
+      'access-control-allow-methods': 'GET, POST, OPTIONS',
+      'access-control-allow-headers': allowHeaders,
+      'access-control-max-age': String(PREFLIGHT_MAX_AGE_SECONDS),
+    },
+  };
+}
+
+/** The C1-C6 routes plus an OPTIONS preflight per path. */
+export function channelApiRoutes(ctx: ServerContext): Route[] {
+  const quota = new MessageQuota();
+  const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ORIGIN };
+  const write: RouteOptions = { errorStyle: 'channel', bodyLimit: ctx.config.maxRequestBodyBytes, bodyTooLarge: 'BODY_TOO_LARGE', extraHeaders: CORS_ORIGIN };
+  // ctx.channels is read per request: the adapter object belongs to the WebSocket area.
+  const api: [Method, string, RouteOptions, ApiHandler][] = [
+    ['post', '/apps/:appId/events', write, (r) => triggerEvent(ctx.channels, quota, r)],
+    ['post', '/apps/:appId/batch_events', write, (r) => triggerBatch(ctx.channels, quota, r)],
+    ['get', '/apps/:appId/channels', read, (r) => listChannels(ctx.channels, r)],
+    ['get', '/apps/:appId/channels/:channelName', read, (r) => channelInfo(ctx.channels, r)],
+    ['get', '/apps/:appId/channels/:channelName/users', read, (r) => presenceUsers(ctx.channels, r)],
+    ['post', '/apps/:appId/users/:userId/terminate_connections', write, (r) => terminateUserConnections(ctx.channels, r)],
+  ];
+  const routes: Route[] = api.map(([method, pattern, options, handler]) => ({ method, pattern, options, handler: signedHandler(ctx, handler) }));
+  for (const pattern of new Set(api.map(([, p]) => p))) {
+    routes.push({ method: 'options', pattern, options: read, handler: preflight });
+  }
+  return routes;
 }

@@ -1,8 +1,145 @@
-/** Shard side of push publish. */
+/**
+ * Shard side of push publish: stores accepted publishes, runs this shard's part of each in the
+ * background (PublishRun), resumes unfinished parts at start-up, answers per-part statistics
+ * and monthly usage, and coordinates completion webhooks with the other shards
+ * (PublishCoordinator). close() stops the runs at a checkpoint and closes the gateway clients.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { HeraldError } from '../../errors.js';
+import { log } from '../../log.js';
 import type { ShardArea } from '../../shards/context.js';
 import type { PushAreaDeps } from '../shard-handlers.js';
-import type { PublishShardApi } from './shard-api.js';
+import { broadcastChannelBus, PublishCoordinator } from './coordinator.js';
+import { GatewayRegistry } from './gateway-registry.js';
+import { usageMonth, PublishStore, type ShardReport } from './publish-store.js';
+import { initialProgress, PublishRun, reportOf, type PublishRunDeps } from './publish-run.js';
+import { SendLimiter } from './send-limiter.js';
+import type { PublishJob, PublishShardApi } from './shard-api.js';
 
-export function createPublishArea(_deps: PushAreaDeps): ShardArea<PublishShardApi> {
-  return { handlers: {} };
+const DAY_MS = 86_400_000;
+/** First retention sweep after start, then every SWEEP_EVERY_MS. */
+const FIRST_SWEEP_MS = 60_000;
+const SWEEP_EVERY_MS = 3_600_000;
+
+/** Builds the publish area of one shard and resumes its unfinished publishes. */
+export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi> {
+  const { ctx, webhooks } = deps;
+  const delivery = ctx.config.pushDelivery;
+  const publishes = new PublishStore(ctx.root);
+  const gateways = new GatewayRegistry(ctx.config.push, delivery);
+  const limiter = new SendLimiter(delivery.concurrency);
+  const coordinator = new PublishCoordinator({
+    shardIndex: ctx.shardIndex,
+    shardCount: ctx.shardCount,
+    publishes,
+    webhooks,
+    // Named after the data dir: two servers in one process must not hear each other.
+    bus: broadcastChannelBus(`herald-publish:${ctx.dataDir}`),
+  });
+  const runDeps: PublishRunDeps = {
+    shardIndex: ctx.shardIndex,
+    devices: deps.store,
+    publishes,
+    gateways,
+    limiter,
+    checkpointEvery: delivery.checkpointEvery,
+    windowSize: Math.max(64, delivery.concurrency * 4),
+  };
+  const runs = new Map<string, { run: PublishRun; done: Promise<void> }>();
+  let closing = false;
+
+  const launch = (job: PublishJob, record = initialProgress(job)): void => {
+    const run = new PublishRun(job, record, runDeps);
+    const done = run.run().then(
+      (outcome) => {
+        runs.delete(job.publishId);
+        if (outcome === 'finished') coordinator.partFinished(run.report());
+      },
+      (err: unknown) => {
+        runs.delete(job.publishId);
+        log.error('publish run failed', { shard: ctx.shardIndex, publishId: job.publishId, error: String((err as Error)?.stack ?? err) });
+      },
+    );
+    runs.set(job.publishId, { run, done });
+  };
+
+  // Resume what a stop or crash interrupted.
+  const unreported: ShardReport[] = [];
+  let resumed = 0;
+  for (const publishId of publishes.openPublishIds()) {
+    const progress = publishes.progress(publishId);
+    if (!progress) continue;
+    if (progress.state === 'finished') {
+      if (!progress.reported) unreported.push(reportOf(progress, ctx.shardIndex));
+      continue;
+    }
+    const job = publishes.job(publishId);
+    if (!job) {
+      log.error('unfinished publish without its job record', { shard: ctx.shardIndex, publishId });
+      continue;
+    }
+    launch(job, progress);
+    resumed++;
+  }
+  if (resumed > 0) log.info('publishes resumed', { shard: ctx.shardIndex, publishes: resumed });
+  coordinator.resume(unreported);
+
+  const sweep = (): void => {
+    publishes
+      .sweep(Date.now() - delivery.retentionDays * DAY_MS)
+      .then((deleted) => {
+        if (deleted > 0) log.info('expired publish records deleted', { shard: ctx.shardIndex, publishes: deleted });
+      })
+      .catch((err: unknown) => log.error('publish retention sweep failed', { error: String(err) }));
+  };
+  let sweepTimer: NodeJS.Timeout = setTimeout(function tick() {
+    sweep();
+    sweepTimer = setTimeout(tick, SWEEP_EVERY_MS).unref();
+  }, FIRST_SWEEP_MS).unref();
+
+  return {
+    handlers: {
+      'publish.start': async ({ job }) => {
+        if (closing) throw new HeraldError('SHARD_UNAVAILABLE', 'Shard is shutting down');
+        if (publishes.progress(job.publishId)) return { stored: true };
+        const coordinates = coordinator.coordinates(job.publishId);
+        if (coordinates) coordinator.started(job);
+        const created = await publishes.create(job, initialProgress(job), coordinates);
+        // Answer first; the fan-out starts on the next turn. A publish stored while closing waits for the restart.
+        if (created) setImmediate(() => !closing && launch(job));
+        return { stored: true };
+      },
+      'publish.stats': ({ instanceId, publishId }) => {
+        const running = runs.get(publishId)?.run;
+        if (running) return { stats: running.job.instanceId === instanceId ? running.stats() : null };
+        const progress = publishes.progress(publishId);
+        if (!progress || progress.instanceId !== instanceId) return { stats: null };
+        const { position: _position, reported: _reported, ...stats } = progress;
+        return { stats: { ...stats, shard: ctx.shardIndex } };
+      },
+      'publish.usage': ({ instanceId }) => {
+        const month = usageMonth(Date.now());
+        let notifications = publishes.usage(instanceId, month);
+        for (const { run } of runs.values()) {
+          if (run.job.instanceId === instanceId) notifications += run.unpersistedNotifications();
+        }
+        return { month, notifications };
+      },
+    },
+    close: async () => {
+      closing = true;
+      clearTimeout(sweepTimer);
+      const active = [...runs.values()];
+      for (const { run } of active) run.stop();
+      limiter.close();
+      const allDone = Promise.all(active.map((a) => a.done));
+      // Let sends in flight finish for a moment; the rest are cut and sent again after the restart.
+      await Promise.race([allDone, sleep(delivery.shutdownGraceMs)]);
+      for (const { run } of active) run.cutSends();
+      await gateways.close();
+      await allDone;
+      await coordinator.close();
+      await publishes.flushed();
+    },
+  };
 }

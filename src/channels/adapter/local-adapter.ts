@@ -1,0 +1,122 @@
+/**
+ * The single-process channel adapter: channel state lives on the shard owning each channel
+ * (`channelShardFor`), frames go to sockets through uWS topics, and the live connections are
+ * this process's own (the registry). A scale-out adapter would replace the topic publish with
+ * a pub/sub fan-out and the shard state with a shared store, behind the same interface.
+ */
+import type { TemplatedApp } from 'uWebSockets.js';
+import { CLOSE_CODES } from '../../errors.js';
+import type { ShardPool } from '../../shards/pool.js';
+import { channelShardFor } from '../../shards/hash.js';
+import { channelType } from '../names.js';
+import type {
+  ChannelAdapter,
+  ChannelInfo,
+  ChannelInfoRequest,
+  SubscribeRequest,
+  SubscribeResult,
+  UnsubscribeResult,
+} from './channel-adapter.js';
+import { errorFrame, snapshotOf, topicFor } from '../ws/frames.js';
+import type { SocketRegistry } from '../ws/registry.js';
+
+export class LocalChannelAdapter implements ChannelAdapter {
+  constructor(
+    private readonly uws: TemplatedApp,
+    private readonly shards: ShardPool,
+    private readonly registry: SocketRegistry,
+  ) {}
+
+  private shardOf(appId: string, channel: string): number {
+    return channelShardFor(appId, channel, this.shards.shardCount);
+  }
+
+  publish(appId: string, channel: string, frame: string, exceptSocketId?: string): void {
+    const topic = topicFor(appId, channel);
+    if (exceptSocketId !== undefined) {
+      const except = this.registry.get(appId, exceptSocketId);
+      // A socket's own publish leaves that socket out. Some uWS builds refuse a publish from a
+      // socket that never subscribed to anything: such a socket is on no topic, so the plain
+      // publish below cannot reach it either.
+      if (except?.ws && !except.closed && except.ws.publish(topic, frame)) return;
+    }
+    this.uws.publish(topic, frame);
+  }
+
+  storeCachedEvent(appId: string, channel: string, event: string, data: string): void {
+    this.shards.send(this.shardOf(appId, channel), { type: 'channels.storeCache', appId, channel, event, data });
+  }
+
+  async subscribe(req: SubscribeRequest): Promise<SubscribeResult> {
+    const message = { type: 'channels.subscribe' as const, appId: req.appId, channel: req.channel, socketId: req.socketId };
+    const res = await this.shards.request(
+      this.shardOf(req.appId, req.channel),
+      req.member ? { ...message, member: { userId: req.member.userId, userInfo: req.member.userInfo ?? null } } : message,
+    );
+    const out: SubscribeResult = { subscriptionCount: res.subscriptionCount };
+    if (res.members) {
+      out.presence = snapshotOf(res.members);
+      out.memberAdded = res.memberAdded ?? false;
+    }
+    if (res.cached !== undefined) out.cached = res.cached;
+    return out;
+  }
+
+  async unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
+    const res = await this.shards.request(this.shardOf(appId, channel), { type: 'channels.unsubscribe', appId, channel, socketId });
+    const out: UnsubscribeResult = { subscriptionCount: res.subscriptionCount };
+    if (res.memberRemoved !== undefined) out.memberRemoved = res.memberRemoved;
+    return out;
+  }
+
+  async channelInfo(appId: string, channel: string, want: ChannelInfoRequest): Promise<ChannelInfo> {
+    const res = await this.shards.request(this.shardOf(appId, channel), {
+      type: 'channels.info',
+      appId,
+      channel,
+      userCount: want.userCount === true,
+      subscriptionCount: want.subscriptionCount === true,
+      cache: want.cache === true && channelType(channel).cache,
+    });
+    const out: ChannelInfo = { occupied: res.occupied };
+    if (res.userCount !== undefined) out.userCount = res.userCount;
+    if (res.subscriptionCount !== undefined) out.subscriptionCount = res.subscriptionCount;
+    if (want.cache) out.cache = res.cache ?? null;
+    return out;
+  }
+
+  async listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<Record<string, { user_count?: number }>> {
+    const message = { type: 'channels.list' as const, appId, withUserCount };
+    const answers = await this.shards.broadcast(prefix === undefined ? message : { ...message, prefix });
+    const rows = answers.flatMap((a) => a.channels).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    // Null prototype: `__proto__` is a valid channel name. Sorted, whatever shard answered first.
+    const out = Object.create(null) as Record<string, { user_count?: number }>;
+    for (const [channel, userCount] of rows) out[channel] = withUserCount && userCount !== null ? { user_count: userCount } : {};
+    return out;
+  }
+
+  async presenceUserIds(appId: string, channel: string): Promise<string[]> {
+    const res = await this.shards.request(this.shardOf(appId, channel), { type: 'channels.users', appId, channel });
+    return res.userIds;
+  }
+
+  terminateUserConnections(appId: string, userId: string): number {
+    const sockets = this.registry.userSockets(appId, userId);
+    let closed = 0;
+    for (const state of sockets) {
+      if (state.closed || !state.ws) continue;
+      const ws = state.ws;
+      ws.cork(() => {
+        ws.send(errorFrame(CLOSE_CODES.UNAUTHORIZED, 'Connection terminated by the server'));
+        ws.end(CLOSE_CODES.UNAUTHORIZED, 'Connection terminated by the server');
+      });
+      closed++;
+    }
+    return closed;
+  }
+
+  hasSocket(appId: string, socketId: string): boolean {
+    const state = this.registry.get(appId, socketId);
+    return state !== undefined && !state.closed;
+  }
+}

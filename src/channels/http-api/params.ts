@@ -1,0 +1,177 @@
+/**
+ * Parameters of channel API requests: the query string (as signed), the JSON body, and the
+ * zod shapes of the trigger (C1) and batch (C2) bodies. Only shape lives here; the rules
+ * that need the app (data size, batch size, quota) are applied by the handlers.
+ */
+import { z } from 'zod';
+import { HeraldError } from '../../errors.js';
+
+/** One `key=value` of the query string, both URL-decoded, in the order received. */
+export type QueryPair = readonly [key: string, value: string];
+
+/** Query keys that authenticate the request and are never request parameters. */
+export const AUTH_PARAM_KEYS: ReadonlySet<string> = new Set(['auth_key', 'auth_timestamp', 'auth_version', 'auth_signature', 'body_md5']);
+
+/** Largest event name, characters. */
+export const MAX_EVENT_NAME_LENGTH = 200;
+/** Channels one C1 trigger may name. */
+export const MAX_CHANNELS_PER_EVENT = 100;
+
+/**
+ * Splits a raw query string into decoded pairs. `+` reads as a space (form encoding, as the
+ * SDKs that escape their query strings write it); a malformed escape is kept as written.
+ */
+export function parseQueryPairs(query: string): QueryPair[] {
+  const pairs: QueryPair[] = [];
+  if (query === '') return pairs;
+  for (const part of query.split('&')) {
+    if (part === '') continue;
+    const eq = part.indexOf('=');
+    const key = eq === -1 ? part : part.slice(0, eq);
+    const value = eq === -1 ? '' : part.slice(eq + 1);
+    pairs.push([decodeComponent(key), decodeComponent(value)]);
+  }
+  return pairs;
+}
+
+function decodeComponent(s: string): string {
+  if (!s.includes('%') && !s.includes('+')) return s;
+  const spaced = s.replace(/\+/g, ' ');
+  try {
+    return decodeURIComponent(spaced);
+  } catch {
+    return spaced;
+  }
+}
+
+/**
+ * Request parameters carried in the query string, keys lower-cased, authentication keys
+ * left out. `key[]=a&key[]=b` gives `key: ['a', 'b']`; a repeated plain key keeps its last value.
+ */
+export function queryParams(pairs: readonly QueryPair[]): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [rawKey, value] of pairs) {
+    const key = rawKey.toLowerCase();
+    if (AUTH_PARAM_KEYS.has(key)) continue;
+    if (key.endsWith('[]')) {
+      const name = key.slice(0, -2);
+      const prev = out[name];
+      out[name] = Array.isArray(prev) ? [...prev, value] : [value];
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The JSON object body of a POST; an empty body is `{}`. */
+export function parseJsonObjectBody(body: Buffer): Record<string, unknown> {
+  if (body.length === 0) return {};
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    throw new HeraldError('INVALID_UTF8');
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new HeraldError('INVALID_JSON', `Request body is not valid JSON: ${(err as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new HeraldError('INVALID_JSON', 'Request body must be a JSON object');
+  }
+  return value as Record<string, unknown>;
+}
+
+/** POST parameters: the query-string ones, overridden field by field by the JSON body. */
+export function postParams(pairs: readonly QueryPair[], body: Buffer): Record<string, unknown> {
+  return { ...queryParams(pairs), ...parseJsonObjectBody(body) };
+}
+
+/** The parameters a route accepts besides authentication; anything else is a 400. */
+export function rejectUnexpectedParams(params: Record<string, unknown>, allowed: readonly string[], route: string): void {
+  const unexpected = Object.keys(params).filter((k) => !allowed.includes(k));
+  if (unexpected.length > 0) {
+    const accepts = allowed.length === 0 ? 'takes no parameters' : `accepts only ${allowed.join(', ')}`;
+    throw new HeraldError('INVALID_PARAMETERS', `${route} ${accepts}; got ${unexpected.join(', ')}`);
+  }
+}
+
+const str = z.string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') });
+const optStr = z.string({ error: 'must be a string' }).optional();
+
+const eventName = str
+  .min(1, 'must not be empty')
+  .max(MAX_EVENT_NAME_LENGTH, `must be at most ${MAX_EVENT_NAME_LENGTH} characters`);
+
+/** C1 body (spec 2.1). `channels` may be a single string when it came from `channels=` in a query. */
+export const triggerSchema = z.object({
+  name: eventName,
+  /** A string, typically JSON-encoded; relayed exactly as given. */
+  data: str,
+  channels: z
+    .preprocess(
+      (v) => (typeof v === 'string' ? [v] : v),
+      z
+        .array(z.string({ error: 'must be a string' }), { error: 'must be an array of channel names' })
+        .min(1, 'must name at least one channel')
+        .max(MAX_CHANNELS_PER_EVENT, `may name at most ${MAX_CHANNELS_PER_EVENT} channels`),
+    )
+    .optional(),
+  channel: optStr,
+  socket_id: optStr,
+  info: optStr,
+});
+export type TriggerParams = z.infer<typeof triggerSchema>;
+
+/** One event of a C2 batch (spec 2.1, batch event object). */
+export const batchEventSchema = z.object({
+  name: eventName,
+  data: str,
+  channel: str,
+  socket_id: optStr,
+  info: optStr,
+});
+export type BatchEventParams = z.infer<typeof batchEventSchema>;
+
+/** C2 body. The per-app limit on its length is checked by the handler. */
+export const batchSchema = z.object({
+  batch: z.array(z.unknown(), { error: (iss) => (iss.input === undefined ? 'is required' : 'must be an array of events') }),
+});
+
+/**
+ * Parses with a zod schema; a mismatch is a 400 naming the first bad field, e.g.
+ * `batch[2].channel is required`. `where` prefixes the path (the batch index).
+ */
+export function parseWith<S extends z.ZodType>(schema: S, value: unknown, where = ''): z.infer<S> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const path = where + issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('');
+  throw new HeraldError('INVALID_PARAMETERS', `${path.replace(/^\./, '') || 'body'} ${issue.message}`);
+}
+
+/** The info attributes a request may name (spec 2.3). */
+export type InfoAttribute = 'user_count' | 'subscription_count' | 'cache';
+
+/**
+ * Splits a comma-separated `info` value into attribute names; names outside `accepted` are
+ * a 400 that lists what the endpoint accepts. Absent or empty gives an empty set.
+ */
+export function parseInfo(info: string | undefined, accepted: readonly InfoAttribute[], where: string): Set<InfoAttribute> {
+  const out = new Set<InfoAttribute>();
+  if (info === undefined) return out;
+  for (const raw of info.split(',')) {
+    const name = raw.trim();
+    if (name === '') continue;
+    if (!(accepted as readonly string[]).includes(name)) {
+      throw new HeraldError('INVALID_PARAMETERS', `${where}: unknown info attribute '${name}'; accepted here: ${accepted.join(', ')}`);
+    }
+    out.add(name as InfoAttribute);
+  }
+  return out;
+}

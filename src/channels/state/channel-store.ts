@@ -1,0 +1,203 @@
+/**
+ * Shard-side channel state for the channels one shard owns: subscriber sockets, presence
+ * members (with how many connections each user has on the channel) and cache entries.
+ * Everything is in memory: the state describes live connections of this process, so it has
+ * nothing to survive a restart for. Cached events are in memory too and are lost on restart
+ * (docs/protocol.md says so). Plain synchronous code, no I/O: the shard handlers wrap it.
+ */
+import { HeraldError } from '../../errors.js';
+
+/** A presence member as held by the shard: user_info is kept as given (null when absent). */
+interface Member {
+  userInfo: unknown;
+  /** Connections of this user subscribed to the channel. */
+  connections: number;
+}
+
+interface ChannelState {
+  /** socket id → user id (presence) or null. */
+  subscribers: Map<string, string | null>;
+  /** Presence channels only: user id → member. */
+  members: Map<string, Member> | null;
+}
+
+interface CacheEntry {
+  event: string;
+  data: string;
+  /** Epoch ms after which the entry is gone. */
+  expiresAt: number;
+}
+
+/** What changed with one join, for the caller's frames and webhooks. */
+export interface JoinOutcome {
+  /** False when the socket was already subscribed (a repeated join changes nothing). */
+  changed: boolean;
+  /** The channel had no subscriber before this join. */
+  occupied: boolean;
+  /** Presence: this was the user's first connection on the channel. */
+  memberAdded: boolean;
+  subscriptionCount: number;
+  /** Presence only: members after the join, as [user id, user_info] pairs in join order. */
+  members?: [string, unknown][];
+}
+
+/** What changed with one leave. */
+export interface LeaveOutcome {
+  /** False when the socket was not subscribed. */
+  changed: boolean;
+  /** The last subscriber left. */
+  vacated: boolean;
+  /** Presence: the user whose last connection left, if any. */
+  memberRemoved: string | null;
+  subscriptionCount: number;
+}
+
+export interface JoinRequest {
+  appId: string;
+  channel: string;
+  socketId: string;
+  /** Presence channels: the member; required there, ignored elsewhere. */
+  member?: { userId: string; userInfo?: unknown };
+  /** Presence channels: distinct users allowed. */
+  maxMembers: number;
+}
+
+export class ChannelStore {
+  /** appId → channel → state. Only occupied channels have an entry. */
+  private readonly apps = new Map<string, Map<string, ChannelState>>();
+  /** appId → channel → cached last event. */
+  private readonly caches = new Map<string, Map<string, CacheEntry>>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  join(req: JoinRequest, presence: boolean): JoinOutcome {
+    let channels = this.apps.get(req.appId);
+    const existing = channels?.get(req.channel);
+    if (existing?.subscribers.has(req.socketId)) {
+      return { changed: false, occupied: false, memberAdded: false, subscriptionCount: existing.subscribers.size, ...this.snapshot(existing) };
+    }
+    const userId = presence ? req.member?.userId : undefined;
+    if (presence && userId === undefined) throw new Error('presence join without a member');
+    if (userId !== undefined && existing?.members && !existing.members.has(userId) && existing.members.size >= req.maxMembers) {
+      throw new HeraldError('PRESENCE_MEMBER_LIMIT', `Presence channel ${req.channel} already has its maximum of ${req.maxMembers} members`);
+    }
+    if (!channels) {
+      channels = new Map();
+      this.apps.set(req.appId, channels);
+    }
+    let state = existing;
+    if (!state) {
+      state = { subscribers: new Map(), members: presence ? new Map() : null };
+      channels.set(req.channel, state);
+    }
+    state.subscribers.set(req.socketId, userId ?? null);
+    let memberAdded = false;
+    if (userId !== undefined && state.members) {
+      const member = state.members.get(userId);
+      if (member) {
+        member.connections++;
+      } else {
+        state.members.set(userId, { userInfo: req.member?.userInfo ?? null, connections: 1 });
+        memberAdded = true;
+      }
+    }
+    return { changed: true, occupied: !existing, memberAdded, subscriptionCount: state.subscribers.size, ...this.snapshot(state) };
+  }
+
+  leave(appId: string, channel: string, socketId: string): LeaveOutcome {
+    const channels = this.apps.get(appId);
+    const state = channels?.get(channel);
+    if (!channels || !state || !state.subscribers.has(socketId)) {
+      return { changed: false, vacated: false, memberRemoved: null, subscriptionCount: state?.subscribers.size ?? 0 };
+    }
+    const userId = state.subscribers.get(socketId) ?? null;
+    state.subscribers.delete(socketId);
+    let memberRemoved: string | null = null;
+    if (userId !== null && state.members) {
+      const member = state.members.get(userId);
+      if (member && --member.connections <= 0) {
+        state.members.delete(userId);
+        memberRemoved = userId;
+      }
+    }
+    const vacated = state.subscribers.size === 0;
+    if (vacated) {
+      channels.delete(channel);
+      if (channels.size === 0) this.apps.delete(appId);
+    }
+    return { changed: true, vacated, memberRemoved, subscriptionCount: state.subscribers.size };
+  }
+
+  subscriptionCount(appId: string, channel: string): number {
+    return this.apps.get(appId)?.get(channel)?.subscribers.size ?? 0;
+  }
+
+  /** Distinct users of a presence channel (0 elsewhere). */
+  userCount(appId: string, channel: string): number {
+    return this.apps.get(appId)?.get(channel)?.members?.size ?? 0;
+  }
+
+  userIds(appId: string, channel: string): string[] {
+    const members = this.apps.get(appId)?.get(channel)?.members;
+    return members ? [...members.keys()] : [];
+  }
+
+  /** Occupied channels of the app on this shard, optionally by prefix. */
+  list(appId: string, prefix: string | undefined): { channel: string; userCount: number }[] {
+    const channels = this.apps.get(appId);
+    if (!channels) return [];
+    const out: { channel: string; userCount: number }[] = [];
+    for (const [channel, state] of channels) {
+      if (prefix !== undefined && !channel.startsWith(prefix)) continue;
+      out.push({ channel, userCount: state.members?.size ?? 0 });
+    }
+    return out;
+  }
+
+  storeCached(appId: string, channel: string, event: string, data: string, ttlSeconds: number): void {
+    let entries = this.caches.get(appId);
+    if (!entries) {
+      entries = new Map();
+      this.caches.set(appId, entries);
+    }
+    entries.set(channel, { event, data, expiresAt: this.now() + ttlSeconds * 1000 });
+  }
+
+  /** The live cache entry, with its whole seconds left, or null. */
+  cached(appId: string, channel: string): { event: string; data: string; ttl: number } | null {
+    const entries = this.caches.get(appId);
+    const entry = entries?.get(channel);
+    if (!entries || !entry) return null;
+    const left = entry.expiresAt - this.now();
+    if (left <= 0) {
+      entries.delete(channel);
+      if (entries.size === 0) this.caches.delete(appId);
+      return null;
+    }
+    return { event: entry.event, data: entry.data, ttl: Math.ceil(left / 1000) };
+  }
+
+  /** Drops expired cache entries; returns how many. Called on a timer by the shard. */
+  pruneCache(): number {
+    const now = this.now();
+    let pruned = 0;
+    for (const [appId, entries] of this.caches) {
+      for (const [channel, entry] of entries) {
+        if (entry.expiresAt <= now) {
+          entries.delete(channel);
+          pruned++;
+        }
+      }
+      if (entries.size === 0) this.caches.delete(appId);
+    }
+    return pruned;
+  }
+
+  /** Pairs rather than an object keyed by user id: a user id may be any string, `__proto__` included. */
+  private snapshot(state: ChannelState): { members?: [string, unknown][] } {
+    if (!state.members) return {};
+    const members: [string, unknown][] = [];
+    for (const [id, member] of state.members) members.push([id, member.userInfo]);
+    return { members };
+  }
+}

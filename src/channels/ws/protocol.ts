@@ -1,0 +1,272 @@
+/**
+ * What a connection may send (Pusher protocol 7): ping/pong, subscribe, unsubscribe, sign-in
+ * and client events. Bad input is answered with pusher:error or pusher:subscription_error and
+ * the connection stays open; only the client-event rate limit (4301), a failed sign-in (4009)
+ * and an oversized message (1009) close it.
+ */
+import type { WebSocket, TemplatedApp } from 'uWebSockets.js';
+import type { HeraldConfig } from '../../config/schema.js';
+import { CLOSE_CODES, HeraldError } from '../../errors.js';
+import type { ShardPool } from '../../shards/pool.js';
+import { channelShardFor } from '../../shards/hash.js';
+import type { ChannelAdapter } from '../adapter/channel-adapter.js';
+import { channelSignatureInput, userSignatureInput, verifyAuth } from '../auth.js';
+import { channelType, isValidChannelName, requiresAuth } from '../names.js';
+import * as frames from './frames.js';
+import type { SocketRegistry, SocketState, SocketUserData } from './registry.js';
+import type { Subscriptions } from './subscriptions.js';
+
+/** Channels one connection may hold (joined or in flight): bounds per-socket state and shard traffic. */
+export const MAX_CHANNELS_PER_CONNECTION = 1000;
+/** Longest presence / sign-in user id, in characters. */
+export const MAX_USER_ID_LENGTH = 200;
+/** Most user ids in a sign-in watchlist. */
+export const MAX_WATCHLIST_LENGTH = 100;
+
+type Ws = WebSocket<SocketUserData>;
+
+export interface ProtocolDeps {
+  readonly config: Readonly<HeraldConfig>;
+  readonly uws: TemplatedApp;
+  readonly shards: ShardPool;
+  readonly registry: SocketRegistry;
+  readonly adapter: ChannelAdapter;
+  readonly subscriptions: Subscriptions;
+}
+
+export class ProtocolHandler {
+  /** App ids with a webhook that wants client_event: only those cost a shard message per client event. */
+  private readonly clientEventWebhookApps: ReadonlySet<string>;
+
+  constructor(private readonly deps: ProtocolDeps) {
+    this.clientEventWebhookApps = new Set(
+      deps.config.apps.filter((a) => a.webhooks.some((w) => w.events.includes('client_event'))).map((a) => a.id),
+    );
+  }
+
+  /** One frame from the client. `raw` is only valid during this call. */
+  handle(state: SocketState, ws: Ws, raw: ArrayBuffer, isBinary: boolean): void {
+    state.lastSeenMs = Date.now();
+    state.pingSentMs = 0;
+    const limit = this.deps.config.maxWebSocketFrameBytes;
+    if (raw.byteLength > limit) {
+      const message = `Message of ${raw.byteLength} bytes is larger than the limit of ${limit} bytes`;
+      ws.cork(() => {
+        ws.send(frames.herrorFrame(new HeraldError('WS_MESSAGE_TOO_LARGE', message)));
+        ws.end(1009, 'Message too big');
+      });
+      return;
+    }
+    if (isBinary) return this.fail(ws, new HeraldError('WS_BINARY_MESSAGE'));
+    let msg: unknown;
+    try {
+      // uWS has already refused text frames that are not valid UTF-8.
+      msg = JSON.parse(Buffer.from(raw).toString('utf8'));
+    } catch {
+      return this.fail(ws, new HeraldError('WS_INVALID_MESSAGE', 'Message is not valid JSON'));
+    }
+    if (!isObject(msg) || typeof msg.event !== 'string') return this.fail(ws, new HeraldError('WS_INVALID_MESSAGE'));
+    const event = msg.event;
+    switch (event) {
+      case 'pusher:ping':
+        ws.send(frames.PONG_FRAME);
+        return;
+      case 'pusher:pong':
+        return;
+      case 'pusher:subscribe':
+        return this.subscribe(state, ws, dataObject(msg.data));
+      case 'pusher:unsubscribe':
+        return this.unsubscribe(state, ws, dataObject(msg.data));
+      case 'pusher:signin':
+        return this.signin(state, ws, dataObject(msg.data));
+      default:
+        if (event.startsWith('client-')) return this.clientEvent(state, ws, event, msg.channel, msg.data);
+        return this.fail(ws, new HeraldError('WS_UNKNOWN_EVENT', `Unknown event '${event.slice(0, 100)}'`));
+    }
+  }
+
+  private fail(ws: Ws, err: HeraldError): void {
+    ws.send(frames.herrorFrame(err));
+  }
+
+  private subscribe(state: SocketState, ws: Ws, data: Record<string, unknown> | null): void {
+    const channel = data?.channel;
+    if (typeof channel !== 'string') return this.fail(ws, new HeraldError('WS_INVALID_MESSAGE', 'pusher:subscribe needs data.channel'));
+    if (channel.startsWith(frames.SERVER_TO_USER_PREFIX)) return this.subscribeUserChannel(state, ws, channel);
+    const refuse = (err: HeraldError): void => {
+      ws.send(frames.subscriptionError(channel, err));
+    };
+    if (!isValidChannelName(channel)) {
+      return refuse(new HeraldError('SUBSCRIPTION_INVALID_CHANNEL', 'Invalid channel name: 1 to 200 characters of A-Z a-z 0-9 _ - = @ , . ;'));
+    }
+    const existing = state.channels.get(channel);
+    if (existing?.wanted) return;
+    if (!existing && state.channels.size >= MAX_CHANNELS_PER_CONNECTION) {
+      return refuse(new HeraldError('SUBSCRIPTION_TOO_MANY_CHANNELS', `A connection may subscribe to at most ${MAX_CHANNELS_PER_CONNECTION} channels`));
+    }
+    const app = state.app;
+    const presence = channelType(channel).kind === 'presence';
+    const channelData = data!.channel_data;
+    if (requiresAuth(channel)) {
+      if (presence && typeof channelData !== 'string') {
+        return refuse(new HeraldError('SUBSCRIPTION_BAD_CHANNEL_DATA', 'Presence subscriptions need channel_data (a JSON string)'));
+      }
+      const input = channelSignatureInput(state.socketId, channel, presence ? (channelData as string) : undefined);
+      if (!verifyAuth(app.key, app.secret, data!.auth, input)) {
+        return refuse(new HeraldError('SUBSCRIPTION_AUTH_FAILED', `Invalid signature for ${channel}: expected HMAC-SHA256 of '${input}' with the app secret, as '<key>:<hex>'`));
+      }
+    }
+    if (!presence) return this.deps.subscriptions.subscribe(state, channel);
+    const member = parseMember(channelData as string);
+    if (member instanceof HeraldError) return refuse(member);
+    const infoBytes = member.userInfo === null ? 0 : Buffer.byteLength(JSON.stringify(member.userInfo), 'utf8');
+    if (infoBytes > app.maxPresenceUserInfoBytes) {
+      return refuse(new HeraldError('PRESENCE_USER_INFO_TOO_LARGE', `user_info is ${infoBytes} bytes; the limit is ${app.maxPresenceUserInfoBytes} bytes`));
+    }
+    this.deps.subscriptions.subscribe(state, channel, member);
+  }
+
+  /** `#server-to-user-<id>`: pusher-js subscribes after sign-in; only that user may. */
+  private subscribeUserChannel(state: SocketState, ws: Ws, channel: string): void {
+    if (state.userId === null || channel !== frames.SERVER_TO_USER_PREFIX + state.userId) {
+      ws.send(frames.subscriptionError(channel, new HeraldError('SUBSCRIPTION_AUTH_FAILED', 'Sign in as this user before subscribing to its channel')));
+      return;
+    }
+    ws.cork(() => {
+      ws.send(frames.subscriptionSucceeded(channel));
+      ws.subscribe(frames.topicFor(state.app.id, channel));
+    });
+  }
+
+  private unsubscribe(state: SocketState, ws: Ws, data: Record<string, unknown> | null): void {
+    const channel = data?.channel;
+    if (typeof channel !== 'string') return this.fail(ws, new HeraldError('WS_INVALID_MESSAGE', 'pusher:unsubscribe needs data.channel'));
+    if (channel.startsWith(frames.SERVER_TO_USER_PREFIX)) {
+      ws.unsubscribe(frames.topicFor(state.app.id, channel));
+      return;
+    }
+    this.deps.subscriptions.unsubscribe(state, channel);
+  }
+
+  private clientEvent(state: SocketState, ws: Ws, event: string, channel: unknown, rawData: unknown): void {
+    const app = state.app;
+    const now = Date.now();
+    if (now - state.clientEventWindowMs >= 1000) {
+      state.clientEventWindowMs = now;
+      state.clientEventCount = 0;
+    }
+    if (++state.clientEventCount > app.maxClientEventsPerSecond) {
+      const message = `Client event rejected: more than ${app.maxClientEventsPerSecond} client events per second`;
+      ws.cork(() => {
+        ws.send(frames.errorFrame(CLOSE_CODES.CLIENT_EVENT_RATE_LIMIT, message));
+        ws.end(CLOSE_CODES.CLIENT_EVENT_RATE_LIMIT, 'Client event rate limit exceeded');
+      });
+      return;
+    }
+    if (!app.clientEvents) return this.fail(ws, new HeraldError('CLIENT_EVENTS_DISABLED'));
+    if (typeof channel !== 'string') return this.fail(ws, new HeraldError('WS_INVALID_MESSAGE', 'A client event needs a channel'));
+    const kind = channelType(channel).kind;
+    if (kind !== 'private' && kind !== 'presence') {
+      const why = kind === 'encrypted' ? 'encrypted channels do not accept client events' : 'client events are only accepted on private and presence channels';
+      return this.fail(ws, new HeraldError('CLIENT_EVENT_REFUSED', `Client event ${event.slice(0, 100)} on ${channel.slice(0, 200)} refused: ${why}`));
+    }
+    const m = state.channels.get(channel);
+    if (!m?.delivered) {
+      return this.fail(ws, new HeraldError('CLIENT_EVENT_REFUSED', `Client event refused: not subscribed to ${channel.slice(0, 200)}`));
+    }
+    if (event.length > 200) return this.fail(ws, new HeraldError('CLIENT_EVENT_REFUSED', 'Client event names are at most 200 characters'));
+    const data = typeof rawData === 'string' ? rawData : JSON.stringify(rawData ?? null);
+    const bytes = Buffer.byteLength(data, 'utf8');
+    if (bytes > app.maxEventDataBytes) {
+      return this.fail(ws, new HeraldError('EVENT_DATA_TOO_LARGE', `Client event data is ${bytes} bytes; the limit is ${app.maxEventDataBytes} bytes`));
+    }
+    const userId = kind === 'presence' ? m.joinedAs?.userId : undefined;
+    // Encoded once; the socket's own publish leaves the sender out.
+    ws.publish(frames.topicFor(app.id, channel), frames.channelEvent(event, channel, data, userId));
+    if (channelType(channel).cache) this.deps.adapter.storeCachedEvent(app.id, channel, event, data);
+    if (this.clientEventWebhookApps.has(app.id)) {
+      const shard = channelShardFor(app.id, channel, this.deps.shards.shardCount);
+      const req = { type: 'channels.clientEvent' as const, appId: app.id, channel, event, data, socketId: state.socketId };
+      this.deps.shards.send(shard, userId === undefined ? req : { ...req, userId });
+    }
+  }
+
+  private signin(state: SocketState, ws: Ws, data: Record<string, unknown> | null): void {
+    const app = state.app;
+    if (!app.userAuthentication) return this.fail(ws, new HeraldError('SIGNIN_DISABLED'));
+    if (state.userId !== null) return this.fail(ws, new HeraldError('SIGNIN_FAILED', `Already signed in as ${state.userId}`));
+    const userData = data?.user_data;
+    const refuse = (message: string): void => {
+      ws.cork(() => {
+        ws.send(frames.errorFrame(CLOSE_CODES.UNAUTHORIZED, message));
+        ws.end(CLOSE_CODES.UNAUTHORIZED, 'Sign-in refused');
+      });
+    };
+    if (typeof userData !== 'string') return refuse('pusher:signin needs user_data (a JSON string)');
+    if (!verifyAuth(app.key, app.secret, data!.auth, userSignatureInput(state.socketId, userData))) {
+      return refuse('Invalid user authentication signature');
+    }
+    let user: unknown;
+    try {
+      user = JSON.parse(userData);
+    } catch {
+      return refuse('user_data is not valid JSON');
+    }
+    if (!isObject(user) || typeof user.id !== 'string' || user.id === '' || user.id.length > MAX_USER_ID_LENGTH) {
+      return refuse(`user_data needs an id of 1 to ${MAX_USER_ID_LENGTH} characters`);
+    }
+    const watchlist = user.watchlist ?? [];
+    if (!Array.isArray(watchlist) || watchlist.length > MAX_WATCHLIST_LENGTH || !watchlist.every((w) => typeof w === 'string')) {
+      return refuse(`user_data.watchlist must be an array of at most ${MAX_WATCHLIST_LENGTH} user ids`);
+    }
+    const userId = user.id;
+    const cameOnline = this.deps.registry.addUser(state, userId);
+    if (cameOnline) {
+      this.deps.uws.publish(frames.watchTopicFor(app.id, userId), frames.watchlistEvents([{ name: 'online', user_ids: [userId] }]));
+    }
+    const watched = [...new Set(watchlist as string[])];
+    const online = watched.filter((id) => this.deps.registry.isOnline(app.id, id));
+    const offline = watched.filter((id) => !this.deps.registry.isOnline(app.id, id));
+    ws.cork(() => {
+      ws.send(frames.signinSuccess(userData));
+      for (const id of watched) ws.subscribe(frames.watchTopicFor(app.id, id));
+      const initial: { name: 'online' | 'offline'; user_ids: string[] }[] = [];
+      if (online.length > 0) initial.push({ name: 'online', user_ids: online });
+      if (offline.length > 0) initial.push({ name: 'offline', user_ids: offline });
+      if (initial.length > 0) ws.send(frames.watchlistEvents(initial));
+    });
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** `data` as an object: pusher-js sends an object; some clients send it JSON-encoded. */
+function dataObject(data: unknown): Record<string, unknown> | null {
+  if (typeof data === 'string') {
+    try {
+      data = JSON.parse(data);
+    } catch {
+      return null;
+    }
+  }
+  return isObject(data) ? data : null;
+}
+
+/** The presence member from signed channel_data: `{user_id, user_info?}`. */
+function parseMember(channelData: string): { userId: string; userInfo: unknown } | HeraldError {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(channelData);
+  } catch {
+    return new HeraldError('SUBSCRIPTION_BAD_CHANNEL_DATA', 'channel_data is not valid JSON');
+  }
+  if (!isObject(parsed)) return new HeraldError('SUBSCRIPTION_BAD_CHANNEL_DATA');
+  const raw = parsed.user_id;
+  const userId = typeof raw === 'number' && Number.isFinite(raw) ? String(raw) : raw;
+  if (typeof userId !== 'string' || userId === '' || userId.length > MAX_USER_ID_LENGTH) {
+    return new HeraldError('SUBSCRIPTION_BAD_CHANNEL_DATA', `channel_data.user_id must be a string of 1 to ${MAX_USER_ID_LENGTH} characters`);
+  }
+  return { userId, userInfo: parsed.user_info ?? null };
+}

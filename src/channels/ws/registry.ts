@@ -1,0 +1,136 @@
+/**
+ * Main-thread per-connection state and the registry of live connections: by socket id and,
+ * for signed-in users, by user id, per app. Used for socket_id exclusion, C5
+ * terminate_connections, connection quotas, watchlists and the sweep.
+ */
+import type { WebSocket } from 'uWebSockets.js';
+import type { AppConfig } from '../../config/schema.js';
+
+/** What the main thread believes about one channel of one connection (see subscriptions.ts). */
+export interface Membership {
+  /** The client wants to be subscribed (false after unsubscribe or close). */
+  wanted: boolean;
+  /** The owning shard holds this subscription (as of the last answered request). */
+  joined: boolean;
+  /** A shard request for this channel is in flight. */
+  busy: boolean;
+  /** The client has been told subscription_succeeded and the socket is on the topic. */
+  delivered: boolean;
+  /** Presence channels: the member of the latest subscribe (used by the next join). */
+  request?: { userId: string; userInfo: unknown } | undefined;
+  /** Presence channels: the member the shard holds for this connection. */
+  joinedAs?: { userId: string; userInfo: unknown } | undefined;
+  /** Failed leave requests in a row. */
+  leaveAttempts: number;
+}
+
+export interface SocketState {
+  readonly socketId: string;
+  readonly app: AppConfig;
+  /** Set in open; never touched after `closed`. */
+  ws: WebSocket<SocketUserData> | null;
+  closed: boolean;
+  /** Channel name → membership, for channels joined, joining or leaving. */
+  readonly channels: Map<string, Membership>;
+  /** Signed-in user (pusher:signin), if any. */
+  userId: string | null;
+  /** Epoch ms of the last frame received. */
+  lastSeenMs: number;
+  /** Epoch ms the server's pusher:ping went out, 0 when none is outstanding. */
+  pingSentMs: number;
+  /** Client-event rate window: start (epoch ms) and events in it. */
+  clientEventWindowMs: number;
+  clientEventCount: number;
+}
+
+/** What uWS carries for each socket: the state, or why the connection is refused. */
+export interface SocketUserData {
+  state: SocketState | null;
+  reject: { code: number; message: string } | null;
+}
+
+interface AppSockets {
+  readonly sockets: Map<string, SocketState>;
+  /** Signed-in user id → that user's live connections. */
+  readonly users: Map<string, Set<SocketState>>;
+}
+
+export class SocketRegistry {
+  private readonly apps = new Map<string, AppSockets>();
+  /** Every live connection, for the sweep and closeAll. */
+  readonly all = new Set<SocketState>();
+  private readonly bySocketId = new Map<string, SocketState>();
+
+  private forApp(appId: string): AppSockets {
+    let entry = this.apps.get(appId);
+    if (!entry) {
+      entry = { sockets: new Map(), users: new Map() };
+      this.apps.set(appId, entry);
+    }
+    return entry;
+  }
+
+  connectionCount(appId?: string): number {
+    return appId === undefined ? this.all.size : (this.apps.get(appId)?.sockets.size ?? 0);
+  }
+
+  /** True when any app has a live connection with this id (ids are unique per process). */
+  hasSocketId(socketId: string): boolean {
+    return this.bySocketId.has(socketId);
+  }
+
+  add(state: SocketState): void {
+    this.forApp(state.app.id).sockets.set(state.socketId, state);
+    this.bySocketId.set(state.socketId, state);
+    this.all.add(state);
+  }
+
+  /** Removes the connection; returns true when it was its user's last one (user went offline). */
+  remove(state: SocketState): boolean {
+    this.all.delete(state);
+    this.bySocketId.delete(state.socketId);
+    const app = this.apps.get(state.app.id);
+    if (!app) return false;
+    app.sockets.delete(state.socketId);
+    let lastOfUser = false;
+    if (state.userId !== null) lastOfUser = this.removeUserSocket(app, state.userId, state);
+    if (app.sockets.size === 0 && app.users.size === 0) this.apps.delete(state.app.id);
+    return lastOfUser;
+  }
+
+  get(appId: string, socketId: string): SocketState | undefined {
+    return this.apps.get(appId)?.sockets.get(socketId);
+  }
+
+  /** Records a sign-in; returns true when it is the user's first connection (user came online). */
+  addUser(state: SocketState, userId: string): boolean {
+    const app = this.forApp(state.app.id);
+    let set = app.users.get(userId);
+    const first = !set;
+    if (!set) {
+      set = new Set();
+      app.users.set(userId, set);
+    }
+    set.add(state);
+    state.userId = userId;
+    return first;
+  }
+
+  isOnline(appId: string, userId: string): boolean {
+    return this.apps.get(appId)?.users.has(userId) ?? false;
+  }
+
+  userSockets(appId: string, userId: string): SocketState[] {
+    const set = this.apps.get(appId)?.users.get(userId);
+    return set ? [...set] : [];
+  }
+
+  private removeUserSocket(app: AppSockets, userId: string, state: SocketState): boolean {
+    const set = app.users.get(userId);
+    if (!set) return false;
+    set.delete(state);
+    if (set.size > 0) return false;
+    app.users.delete(userId);
+    return true;
+  }
+}

@@ -1,0 +1,182 @@
+/**
+ * Keeps each connection's channel memberships in step with the shards, whatever order
+ * subscribe, unsubscribe and close arrive in. Per (connection, channel) the client's wish
+ * (`wanted`) and the shard's state (`joined`) are reconciled with at most one shard request
+ * in flight: a close during a join is followed by a leave as soon as the join answers, and an
+ * unsubscribe + subscribe during a leave re-joins after it. No member or subscriber is left
+ * behind by a socket that drops without unsubscribing.
+ */
+import type { TemplatedApp } from 'uWebSockets.js';
+import { HeraldError } from '../../errors.js';
+import { log } from '../../log.js';
+import type { ChannelAdapter, SubscribeResult } from '../adapter/channel-adapter.js';
+import { channelType } from '../names.js';
+import * as frames from './frames.js';
+import type { Membership, SocketState } from './registry.js';
+
+/** Leave attempts before a failing shard is given up on (the subscription may then linger). */
+const LEAVE_ATTEMPTS = 3;
+const LEAVE_RETRY_MS = 500;
+
+export class Subscriptions {
+  /** `draining`: the server is shutting down (see leave). */
+  constructor(
+    private readonly uws: TemplatedApp,
+    private readonly adapter: ChannelAdapter,
+    private readonly draining: () => boolean,
+  ) {}
+
+  /** The client asked to subscribe (already authorised). A repeated subscribe is ignored. */
+  subscribe(state: SocketState, channel: string, member?: { userId: string; userInfo: unknown }): void {
+    let m = state.channels.get(channel);
+    if (m?.wanted) return;
+    if (!m) {
+      m = { wanted: true, joined: false, busy: false, delivered: false, leaveAttempts: 0 };
+      state.channels.set(channel, m);
+    }
+    m.wanted = true;
+    m.request = member;
+    this.reconcile(state, channel, m);
+  }
+
+  /** The client asked to unsubscribe; unknown channels are ignored. */
+  unsubscribe(state: SocketState, channel: string): void {
+    const m = state.channels.get(channel);
+    if (!m || !m.wanted) return;
+    m.wanted = false;
+    if (m.delivered) {
+      m.delivered = false;
+      if (!state.closed) state.ws?.unsubscribe(frames.topicFor(state.app.id, channel));
+    }
+    this.reconcile(state, channel, m);
+  }
+
+  /** The socket closed: leave every channel joined or being joined. uWS already dropped its topics. */
+  closed(state: SocketState): void {
+    for (const [channel, m] of state.channels) {
+      m.wanted = false;
+      m.delivered = false;
+      this.reconcile(state, channel, m);
+    }
+  }
+
+  private reconcile(state: SocketState, channel: string, m: Membership): void {
+    if (m.busy) return;
+    if (m.wanted && !m.joined) {
+      this.join(state, channel, m);
+    } else if (!m.wanted && m.joined) {
+      if (state.closed && this.draining() && state.app.webhooks.length === 0) {
+        // Shutting down: channel state is in memory and goes with the process; a leave
+        // matters only for the webhooks it produces (channel_vacated, member_removed).
+        m.joined = false;
+        this.reconcile(state, channel, m);
+        return;
+      }
+      this.leave(state, channel, m);
+    } else if (!m.wanted && !m.joined && state.channels.get(channel) === m) {
+      state.channels.delete(channel);
+    }
+  }
+
+  private join(state: SocketState, channel: string, m: Membership): void {
+    m.busy = true;
+    const member = m.request;
+    const req = member
+      ? { appId: state.app.id, channel, socketId: state.socketId, member: { userId: member.userId, userInfo: member.userInfo } }
+      : { appId: state.app.id, channel, socketId: state.socketId };
+    this.adapter.subscribe(req).then(
+      (res) => {
+        m.busy = false;
+        m.joined = true;
+        m.joinedAs = member;
+        if (m.wanted && !state.closed) this.deliver(state, channel, m, res);
+        else this.announceJoinToOthers(state, channel, m, res);
+        this.reconcile(state, channel, m);
+      },
+      (err: unknown) => {
+        m.busy = false;
+        const limit = err instanceof HeraldError && err.code !== 'SHARD_UNAVAILABLE' && err.code !== 'INTERNAL';
+        // A refused join changed nothing; after any other failure the shard may hold it: leave.
+        m.joined = !limit;
+        m.joinedAs = member;
+        if (m.wanted && !state.closed && state.ws) {
+          const herr = limit ? (err as HeraldError) : new HeraldError('SUBSCRIPTION_FAILED');
+          state.ws.send(frames.subscriptionError(channel, herr));
+        }
+        if (!limit) log.warn('channel subscribe failed', { appId: state.app.id, channel, error: String(err) });
+        m.wanted = false;
+        this.reconcile(state, channel, m);
+      },
+    );
+  }
+
+  /** subscription_succeeded, the cached event, then the others' member_added and the new count. */
+  private deliver(state: SocketState, channel: string, m: Membership, res: SubscribeResult): void {
+    const ws = state.ws!;
+    const topic = frames.topicFor(state.app.id, channel);
+    const type = channelType(channel);
+    ws.cork(() => {
+      ws.send(frames.subscriptionSucceeded(channel, res.presence));
+      ws.subscribe(topic);
+      m.delivered = true;
+      if (res.cached !== undefined) {
+        ws.send(res.cached ? frames.channelEvent(res.cached.event, channel, res.cached.data) : frames.cacheMiss(channel));
+      }
+      if (res.memberAdded && m.joinedAs) {
+        // The socket's own publish: everyone on the topic but the new member's connection.
+        ws.publish(topic, frames.memberAdded(channel, m.joinedAs.userId, m.joinedAs.userInfo));
+      }
+    });
+    if (state.app.subscriptionCount && type.kind !== 'presence') {
+      this.uws.publish(topic, frames.subscriptionCount(channel, res.subscriptionCount));
+    }
+  }
+
+  /**
+   * A join the client no longer wants (closed or unsubscribed meanwhile): the socket is on no
+   * topic, but others may already see the member in their snapshots, so they get the same
+   * member_added / count they would have, and the leave that follows corrects it.
+   */
+  private announceJoinToOthers(state: SocketState, channel: string, m: Membership, res: SubscribeResult): void {
+    const topic = frames.topicFor(state.app.id, channel);
+    if (res.memberAdded && m.joinedAs) this.uws.publish(topic, frames.memberAdded(channel, m.joinedAs.userId, m.joinedAs.userInfo));
+    if (state.app.subscriptionCount && channelType(channel).kind !== 'presence') {
+      this.uws.publish(topic, frames.subscriptionCount(channel, res.subscriptionCount));
+    }
+  }
+
+  private leave(state: SocketState, channel: string, m: Membership): void {
+    m.busy = true;
+    this.adapter.unsubscribe(state.app.id, channel, state.socketId).then(
+      (res) => {
+        m.busy = false;
+        m.joined = false;
+        m.leaveAttempts = 0;
+        const topic = frames.topicFor(state.app.id, channel);
+        if (res.memberRemoved && m.joinedAs) this.uws.publish(topic, frames.memberRemoved(channel, m.joinedAs.userId));
+        if (state.app.subscriptionCount && channelType(channel).kind !== 'presence') {
+          this.uws.publish(topic, frames.subscriptionCount(channel, res.subscriptionCount));
+        }
+        m.joinedAs = undefined;
+        this.reconcile(state, channel, m);
+      },
+      (err: unknown) => {
+        m.leaveAttempts++;
+        // During shutdown the shards stop answering: best effort, no retries, no noise.
+        const draining = this.draining();
+        if (!draining) log.warn('channel unsubscribe failed', { appId: state.app.id, channel, attempt: m.leaveAttempts, error: String(err) });
+        if (!draining && m.leaveAttempts < LEAVE_ATTEMPTS) {
+          setTimeout(() => {
+            m.busy = false;
+            this.reconcile(state, channel, m);
+          }, LEAVE_RETRY_MS).unref();
+          return;
+        }
+        m.busy = false;
+        m.joined = false;
+        m.leaveAttempts = 0;
+        this.reconcile(state, channel, m);
+      },
+    );
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * The durable half of the webhook outbox: two named databases in the shard's LMDB environment.
+ *
+ *   webhooks/outbox  seq → OutboxEntry   one event for one receiver, until it is delivered
+ *   webhooks/dead    seq → DeadLetter    entries given up on (newest MAX_DEAD_LETTERS kept)
+ *
+ * `seq` is a per-shard counter, so key order is the order in which events happened. Writes
+ * are lmdb-js asynchronous writes: every write issued in one event-loop turn goes into one
+ * transaction, committed and fdatasynced (overlappingSync off, see src/shards/storage.ts) in
+ * the background right after that turn. Nothing here blocks the shard's event loop.
+ */
+import type { Database, RootDatabase } from 'lmdb';
+import { log } from '../log.js';
+
+/** Where one entry goes. `hook` is the index in the instance's `webhooks` list (its secret). */
+export type WebhookTarget =
+  | { kind: 'channel'; appId: string; url: string }
+  | { kind: 'push'; instanceId: string; url: string; hook: number }
+  | { kind: 'publish'; instanceId: string; url: string };
+
+/** One event for one receiver, as stored. */
+export interface OutboxEntry {
+  seq: number;
+  /** Event id, the same for every receiver of one event and across retries: receivers de-duplicate on it. */
+  id: string;
+  target: WebhookTarget;
+  /** Channel entries: the event object as it goes into `events[]` (it carries `id`). */
+  event?: Record<string, unknown>;
+  /** Push and publish entries: the exact body, fixed once so every retry sends the same bytes. */
+  body?: string;
+  /** Push: `Webhook-Event-Type`; publish: the caller's label. */
+  eventType?: string;
+  /** When the event happened, ms since the epoch. */
+  createdAt: number;
+  /** Not sent before this time (ms): the debounce release time, or the next retry. */
+  notBefore: number;
+  /** Failed attempts so far. */
+  attempts: number;
+  /** Reload-debounce key while the entry is held (channel_vacated / member_removed). */
+  holdKey?: string;
+}
+
+/** A dead-lettered entry and why it was given up on. */
+export interface DeadLetter {
+  entry: OutboxEntry;
+  /** ms since the epoch. */
+  deadAt: number;
+  reason: string;
+}
+
+/** Dead-letter records kept per shard; older ones are deleted as new ones arrive. */
+export const MAX_DEAD_LETTERS = 10_000;
+
+export class OutboxStore {
+  private readonly outbox: Database<OutboxEntry, number>;
+  private readonly dead: Database<DeadLetter, number>;
+  private lastSeq: number;
+  private deadCount: number;
+
+  constructor(private readonly root: RootDatabase) {
+    this.outbox = root.openDB<OutboxEntry, number>({ name: 'webhooks/outbox' });
+    this.dead = root.openDB<DeadLetter, number>({ name: 'webhooks/dead' });
+    const lastOutbox = first(this.outbox.getKeys({ reverse: true, limit: 1 }));
+    const lastDead = first(this.dead.getKeys({ reverse: true, limit: 1 }));
+    this.lastSeq = Math.max(lastOutbox ?? 0, lastDead ?? 0);
+    this.deadCount = this.dead.getCount();
+  }
+
+  /** The next sequence number (strictly increasing within this shard's data dir). */
+  nextSeq(): number {
+    return ++this.lastSeq;
+  }
+
+  /** Every stored entry, in the order the events happened. */
+  loadPending(): OutboxEntry[] {
+    return [...this.outbox.getRange({}).map(({ value }) => value)];
+  }
+
+  /** Writes (or rewrites) an entry; durable once the current turn's transaction commits. */
+  put(entry: OutboxEntry): void {
+    this.watch(this.outbox.put(entry.seq, entry));
+  }
+
+  remove(seq: number): void {
+    this.watch(this.outbox.remove(seq));
+  }
+
+  /** Moves an entry to the dead letters (same transaction as the removal: same turn). */
+  deadLetter(entry: OutboxEntry, reason: string, now: number): void {
+    this.watch(this.outbox.remove(entry.seq));
+    this.watch(this.dead.put(entry.seq, { entry, deadAt: now, reason }));
+    this.deadCount++;
+    if (this.deadCount > MAX_DEAD_LETTERS) {
+      for (const seq of this.dead.getKeys({ limit: this.deadCount - MAX_DEAD_LETTERS })) {
+        this.watch(this.dead.remove(seq));
+        this.deadCount--;
+      }
+    }
+  }
+
+  /** Dead-letter records kept, newest first. */
+  deadLetters(limit = 100): DeadLetter[] {
+    return [...this.dead.getRange({ reverse: true, limit }).map(({ value }) => value)];
+  }
+
+  get deadLetterCount(): number {
+    return this.deadCount;
+  }
+
+  /** Resolves once every write issued so far is committed and on disk. */
+  async flushed(): Promise<void> {
+    await this.root.flushed;
+  }
+
+  private watch(write: Promise<boolean>): void {
+    write.catch((err: unknown) => log.error('webhook outbox write failed', { error: String(err) }));
+  }
+}
+
+function first<T>(iterable: Iterable<T>): T | undefined {
+  for (const value of iterable) return value;
+  return undefined;
+}

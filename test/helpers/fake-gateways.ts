@@ -1,0 +1,151 @@
+/**
+ * Starts the three fake gateways (APNs, FCM with its OAuth2 token endpoint, web push) on local
+ * TLS ports and builds the matching Herald push instance config: endpoints, tokenUri, keys and
+ * caFile pointing at them. Each fake can be slowed down (`delayMs`) to keep a publish running,
+ * e.g. across a kill -9. Also a plain HTTP receiver for the webhooks a publish produces.
+ */
+import { createServer } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApnsFake } from '../fakes/apns-fake.js';
+import { FcmFake } from '../fakes/fcm-fake.js';
+import type { FakeRequest, FakeResponse } from '../fakes/fake-server.js';
+import { apnsKeys, fcmKeys, TEST_CA_FILE, vapidKeys } from '../fakes/tls.js';
+import { WebPushFake } from '../fakes/webpush-fake.js';
+
+export const APNS_TEAM_ID = 'HERALDTEAM';
+export const APNS_KEY_ID = 'HERALDKEY1';
+export const FCM_PROJECT_ID = 'herald-test';
+export const FCM_CLIENT_EMAIL = 'herald@herald-test.iam.gserviceaccount.com';
+export const VAPID_SUBJECT = 'mailto:push@herald.test';
+
+/** APNs fake that can wait `delayMs` before answering each request. */
+export class SlowApnsFake extends ApnsFake {
+  delayMs = 0;
+  protected override async handle(request: FakeRequest): Promise<FakeResponse> {
+    if (this.delayMs > 0) await sleep(this.delayMs);
+    return super.handle(request);
+  }
+}
+
+/** FCM fake whose messages:send (not the token endpoint) can wait `delayMs`. */
+export class SlowFcmFake extends FcmFake {
+  delayMs = 0;
+  protected override async handle(request: FakeRequest): Promise<FakeResponse> {
+    if (this.delayMs > 0 && request.path !== '/token') await sleep(this.delayMs);
+    return super.handle(request);
+  }
+}
+
+/** Web push fake that can wait `delayMs` before answering each push. */
+export class SlowWebPushFake extends WebPushFake {
+  delayMs = 0;
+  protected override async handle(request: FakeRequest): Promise<FakeResponse> {
+    if (this.delayMs > 0) await sleep(this.delayMs);
+    return super.handle(request);
+  }
+}
+
+export interface FakeGateways {
+  apns: SlowApnsFake;
+  fcm: SlowFcmFake;
+  web: SlowWebPushFake;
+  /**
+   * A `push[]` entry for Herald's config with all three gateways pointing at the fakes;
+   * `overrides` are merged on top (instanceId, secretKey, webhooks, quotas...).
+   */
+  instanceConfig(overrides?: Record<string, unknown>): Record<string, unknown>;
+  /** Sets the answer delay of all three fakes, ms. */
+  setDelay(ms: number): void;
+  /** Forgets dead tokens and scripted failures on all three. */
+  resetBehaviour(): void;
+  stop(): Promise<void>;
+}
+
+/** Starts the three fakes on free ports; call stop() in afterAll. */
+export async function startFakeGateways(): Promise<FakeGateways> {
+  const vapid = vapidKeys();
+  const apns = await new SlowApnsFake({ teamId: APNS_TEAM_ID, keyId: APNS_KEY_ID, publicKey: apnsKeys().publicKey }).start();
+  const fcm = await new SlowFcmFake({ projectId: FCM_PROJECT_ID, clientEmail: FCM_CLIENT_EMAIL, publicKey: fcmKeys().publicKey }).start();
+  const web = await new SlowWebPushFake({ vapidPublicKey: vapid.publicKey }).start();
+  return {
+    apns,
+    fcm,
+    web,
+    instanceConfig: (overrides = {}) => ({
+      apns: { endpoint: apns.origin, teamId: APNS_TEAM_ID, keyId: APNS_KEY_ID, privateKey: apnsKeys().privateKey, caFile: TEST_CA_FILE },
+      fcm: {
+        endpoint: fcm.origin,
+        tokenUri: fcm.tokenUri,
+        projectId: FCM_PROJECT_ID,
+        clientEmail: FCM_CLIENT_EMAIL,
+        privateKey: fcmKeys().privateKey,
+        caFile: TEST_CA_FILE,
+      },
+      web: { vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: VAPID_SUBJECT, caFile: TEST_CA_FILE },
+      ...overrides,
+    }),
+    setDelay: (ms) => {
+      apns.delayMs = ms;
+      fcm.delayMs = ms;
+      web.delayMs = ms;
+    },
+    resetBehaviour: () => {
+      apns.resetBehaviour();
+      fcm.resetBehaviour();
+      web.resetBehaviour();
+    },
+    stop: async () => {
+      await Promise.all([apns.stop(), fcm.stop(), web.stop()]);
+    },
+  };
+}
+
+/** One request a HookReceiver got. */
+export interface ReceivedHook {
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  json: unknown;
+}
+
+/** A plain HTTP server standing in for webhook receivers (per-publish webhookUrl and instance webhooks); answers 200. */
+export interface HookReceiver {
+  /** `http://127.0.0.1:<port>`. */
+  origin: string;
+  received: ReceivedHook[];
+  /** Requests whose path is `path`. */
+  at(path: string): ReceivedHook[];
+  stop(): Promise<void>;
+}
+
+/** Starts a HookReceiver on a free port; call stop() in afterAll. */
+export async function startHookReceiver(): Promise<HookReceiver> {
+  const received: ReceivedHook[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      let json: unknown;
+      try {
+        json = JSON.parse(body);
+      } catch {
+        json = undefined;
+      }
+      received.push({ path: req.url ?? '', headers: req.headers, body, json });
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('unexpected address');
+  return {
+    origin: `http://127.0.0.1:${address.port}`,
+    received,
+    at: (path) => received.filter((hook) => hook.path === path),
+    stop: () => new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}

@@ -1,0 +1,84 @@
+import { describe, expect, it } from 'vitest';
+import { ChannelStore } from '../../../../src/channels/state/channel-store.js';
+import { HeraldError } from '../../../../src/errors.js';
+
+const join = (store: ChannelStore, socketId: string, channel = 'presence-room', userId?: string, maxMembers = 100) =>
+  store.join({ appId: 'a', channel, socketId, member: userId === undefined ? undefined : { userId, userInfo: { n: userId } }, maxMembers }, channel.startsWith('presence-'));
+
+describe('ChannelStore subscriptions', () => {
+  it('reports occupied on the first subscriber and vacated on the last', () => {
+    const store = new ChannelStore();
+    expect(join(store, '1.1', 'news')).toMatchObject({ changed: true, occupied: true, subscriptionCount: 1 });
+    expect(join(store, '1.2', 'news')).toMatchObject({ changed: true, occupied: false, subscriptionCount: 2 });
+    expect(store.leave('a', 'news', '1.1')).toMatchObject({ changed: true, vacated: false, subscriptionCount: 1 });
+    expect(store.leave('a', 'news', '1.2')).toMatchObject({ changed: true, vacated: true, subscriptionCount: 0 });
+    expect(store.list('a', undefined)).toEqual([]);
+  });
+
+  it('ignores a repeated join and a leave of a socket that is not subscribed', () => {
+    const store = new ChannelStore();
+    join(store, '1.1', 'news');
+    expect(join(store, '1.1', 'news')).toMatchObject({ changed: false, occupied: false, subscriptionCount: 1 });
+    expect(store.leave('a', 'news', '9.9')).toMatchObject({ changed: false, vacated: false, subscriptionCount: 1 });
+    expect(store.leave('a', 'other', '1.1')).toMatchObject({ changed: false, subscriptionCount: 0 });
+  });
+
+  it('counts a presence user once across connections', () => {
+    const store = new ChannelStore();
+    expect(join(store, '1.1', 'presence-room', 'u1')).toMatchObject({ memberAdded: true, members: [['u1', { n: 'u1' }]] });
+    expect(join(store, '1.2', 'presence-room', 'u1')).toMatchObject({ memberAdded: false, subscriptionCount: 2 });
+    expect(store.userCount('a', 'presence-room')).toBe(1);
+    expect(store.leave('a', 'presence-room', '1.1').memberRemoved).toBeNull();
+    expect(store.leave('a', 'presence-room', '1.2').memberRemoved).toBe('u1');
+    expect(store.userIds('a', 'presence-room')).toEqual([]);
+  });
+
+  it('refuses a new user past maxMembers but admits more connections of a member', () => {
+    const store = new ChannelStore();
+    join(store, '1.1', 'presence-room', 'u1', 2);
+    join(store, '1.2', 'presence-room', 'u2', 2);
+    expect(() => join(store, '1.3', 'presence-room', 'u3', 2)).toThrow(HeraldError);
+    expect(join(store, '1.4', 'presence-room', 'u2', 2)).toMatchObject({ memberAdded: false });
+    expect(store.subscriptionCount('a', 'presence-room')).toBe(3);
+  });
+
+  it('keeps apps apart and lists by prefix with user counts', () => {
+    const store = new ChannelStore();
+    join(store, '1.1', 'presence-x', 'u1');
+    join(store, '1.2', 'news');
+    store.join({ appId: 'b', channel: 'news', socketId: '2.1', maxMembers: 100 }, false);
+    expect(store.subscriptionCount('a', 'news')).toBe(1);
+    expect(store.list('a', 'presence-')).toEqual([{ channel: 'presence-x', userCount: 1 }]);
+    expect(store.list('b', undefined)).toEqual([{ channel: 'news', userCount: 0 }]);
+  });
+
+  it('keeps a __proto__ user id as data', () => {
+    const store = new ChannelStore();
+    expect(join(store, '1.1', 'presence-room', '__proto__').members).toEqual([['__proto__', { n: '__proto__' }]]);
+  });
+});
+
+describe('ChannelStore cache', () => {
+  it('keeps the last event for the TTL and reports the seconds left', () => {
+    let now = 1_000_000;
+    const store = new ChannelStore(() => now);
+    expect(store.cached('a', 'cache-x')).toBeNull();
+    store.storeCached('a', 'cache-x', 'e1', 'd1', 30);
+    store.storeCached('a', 'cache-x', 'e2', 'd2', 30);
+    now += 10_500;
+    expect(store.cached('a', 'cache-x')).toEqual({ event: 'e2', data: 'd2', ttl: 20 });
+    expect(store.cached('b', 'cache-x')).toBeNull();
+    now += 20_000;
+    expect(store.cached('a', 'cache-x')).toBeNull();
+  });
+
+  it('prunes expired entries', () => {
+    let now = 0;
+    const store = new ChannelStore(() => now);
+    store.storeCached('a', 'cache-1', 'e', 'd', 1);
+    store.storeCached('a', 'cache-2', 'e', 'd', 60);
+    now = 2000;
+    expect(store.pruneCache()).toBe(1);
+    expect(store.cached('a', 'cache-2')).not.toBeNull();
+  });
+});

@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import * as frames from '../../../../src/channels/ws/frames.js';
+import { HeraldError } from '../../../../src/errors.js';
+
+describe('topics', () => {
+  it('never gives two (app, channel) pairs the same topic', () => {
+    const pairs: [string, string][] = [
+      ['a', 'b:c'], ['a:b', 'c'], ['a', 'bc'], ['ab', 'c'], ['1:a', 'b'], ['1', 'a:b'], ['a/b', '#'], ['a', '#server-to-user-x'],
+    ];
+    const topics = pairs.map(([a, c]) => frames.topicFor(a, c));
+    expect(new Set(topics).size).toBe(pairs.length);
+    expect(frames.watchTopicFor('a', 'x')).not.toBe(frames.topicFor('a', ':watch:x'));
+    for (const t of topics) expect(t).not.toMatch(/[/+#]/);
+  });
+});
+
+describe('frames', () => {
+  it('carries data as a JSON string, except pusher:error', () => {
+    const established = JSON.parse(frames.connectionEstablished('1.2', 120)) as { event: string; data: string };
+    expect(JSON.parse(established.data)).toEqual({ socket_id: '1.2', activity_timeout: 120 });
+    expect(JSON.parse(frames.errorFrame(4001, 'no'))).toEqual({ event: 'pusher:error', data: { code: 4001, message: 'no' } });
+    const count = JSON.parse(frames.subscriptionCount('c', 3)) as { data: string };
+    expect(JSON.parse(count.data)).toEqual({ subscription_count: 3 });
+  });
+
+  it('builds the presence snapshot with a __proto__ user id intact', () => {
+    const frame = JSON.parse(frames.subscriptionSucceeded('presence-x', [['__proto__', { a: 1 }], ['u2', null]])) as { data: string };
+    expect(JSON.parse(frame.data)).toEqual({ presence: { ids: ['__proto__', 'u2'], hash: JSON.parse('{"__proto__":{"a":1},"u2":null}'), count: 2 } });
+    expect(JSON.parse(frame.data).presence.hash).toHaveProperty(['__proto__']);
+  });
+
+  it('reports subscription errors with the catalogue kind and status', () => {
+    const frame = JSON.parse(frames.subscriptionError('private-x', new HeraldError('SUBSCRIPTION_AUTH_FAILED')));
+    expect(frame).toEqual({ event: 'pusher:subscription_error', channel: 'private-x', data: { type: 'AuthError', error: 'Invalid signature', status: 401 } });
+  });
+
+  it('adds user_id to presence client events only when given', () => {
+    expect(JSON.parse(frames.channelEvent('client-a', 'presence-x', '{}', 'u1'))).toEqual({ event: 'client-a', channel: 'presence-x', data: '{}', user_id: 'u1' });
+    expect(JSON.parse(frames.channelEvent('e', 'c', 'd'))).toEqual({ event: 'e', channel: 'c', data: 'd' });
+  });
+});

@@ -1,0 +1,427 @@
+/**
+ * The webhook outbox driven directly, with a real LMDB environment in a temp dir and real
+ * local HTTP receivers: batching, order, retries, per-URL isolation, dead letters, the reload
+ * debounce, resume after a restart, and the push webhook formats.
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createHmac } from 'node:crypto';
+import Pusher from 'pusher';
+import type { RootDatabase } from 'lmdb';
+import { parseConfig } from '../../../src/config/load.js';
+import { openShardDatabase } from '../../../src/shards/storage.js';
+import { WebhookOutbox } from '../../../src/webhooks/outbox.js';
+import type { ChannelEventBody } from '../../../src/webhooks/emitter.js';
+import { WebhookReceiver } from '../../helpers/webhook-receiver.js';
+
+const APP = { id: 'app-1', key: 'key-1', secret: 'secret-1' };
+const INSTANCE = '0b6c9a1e-2f53-4c1b-9a55-8f0d2e7c4b11';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function receiver(): Promise<WebhookReceiver> {
+  const r = await WebhookReceiver.start();
+  cleanups.push(() => r.close());
+  return r;
+}
+
+interface Setup {
+  webhooks?: Array<Record<string, unknown>>;
+  pushWebhooks?: Array<{ url: string; secret: string }>;
+  delivery?: Record<string, unknown>;
+  dir?: string;
+}
+
+/** An outbox on a (new or given) data dir; closed and removed after the test. */
+function openOutbox(setup: Setup): { outbox: WebhookOutbox; root: RootDatabase; dir: string; close: () => Promise<void> } {
+  const config = parseConfig({
+    apps: [{ ...APP, webhooks: setup.webhooks ?? [] }],
+    push: [{ instanceId: INSTANCE, secretKey: 'push-secret', webhooks: setup.pushWebhooks ?? [] }],
+    webhookDelivery: { batchWindowMs: 30, reloadDebounceMs: 300, maxAttempts: 5, timeoutMs: 2000, retryBaseMs: 50, concurrencyPerUrl: 4, ...setup.delivery },
+  });
+  const dir = setup.dir ?? mkdtempSync(join(tmpdir(), 'herald-outbox-'));
+  if (!setup.dir) cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const root = openShardDatabase(join(dir, 'shard-0'));
+  const outbox = new WebhookOutbox({ root, config, shardIndex: 0 });
+  let closed = false;
+  const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    await outbox.close();
+    await root.close();
+  };
+  cleanups.push(close);
+  return { outbox, root, dir, close };
+}
+
+function emit(outbox: WebhookOutbox, event: ChannelEventBody): void {
+  outbox.channelEvent({ appId: APP.id, event });
+}
+
+/** The official server SDK, used here only to check webhook signatures. */
+const sdk = (secret: string): Pusher => new Pusher({ appId: APP.id, key: APP.key, secret, host: '127.0.0.1' });
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('channel webhooks: format and batching', () => {
+  it('sends events of one window in one signed request, in order, each with an id', async () => {
+    const r = await receiver();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }] });
+    emit(outbox, { name: 'channel_occupied', channel: 'presence-room' });
+    emit(outbox, { name: 'member_added', channel: 'presence-room', user_id: 'u1' });
+    emit(outbox, { name: 'client_event', channel: 'presence-room', event: 'client-typing', data: '{"a":1}', socket_id: '1.2', user_id: 'u1' });
+    emit(outbox, { name: 'cache_miss', channel: 'cache-news' });
+    emit(outbox, { name: 'subscription_count', channel: 'news', subscription_count: 3 });
+    await r.waitFor(() => r.delivered().length >= 1);
+    await sleep(100);
+    expect(r.requests).toHaveLength(1);
+    const req = r.requests[0]!;
+    expect(req.method).toBe('POST');
+    expect(req.headers['content-type']).toBe('application/json');
+    expect(req.headers['x-pusher-key']).toBe(APP.key);
+    expect(req.headers['x-pusher-signature']).toBe(createHmac('sha256', APP.secret).update(req.rawBody).digest('hex'));
+    const pusher = sdk(APP.secret);
+    const hook = pusher.webhook({ headers: req.headers, rawBody: req.rawBody });
+    expect(hook.isValid()).toBe(true);
+    expect(Math.abs(hook.getTime().getTime() - Date.now())).toBeLessThan(5000);
+    const events = hook.getEvents() as unknown as Array<Record<string, unknown>>;
+    expect(events.map((e) => e.name)).toEqual(['channel_occupied', 'member_added', 'client_event', 'cache_miss', 'subscription_count']);
+    expect(events[1]).toMatchObject({ channel: 'presence-room', user_id: 'u1' });
+    expect(events[2]).toMatchObject({ event: 'client-typing', data: '{"a":1}', socket_id: '1.2', user_id: 'u1' });
+    expect(events[4]).toMatchObject({ channel: 'news', subscription_count: 3 });
+    for (const e of events) expect(e.id).toMatch(UUID);
+    expect(new Set(events.map((e) => e.id)).size).toBe(5);
+    // A wrong secret does not validate.
+    expect(sdk('other').webhook({ headers: req.headers, rawBody: req.rawBody }).isValid()).toBe(false);
+    expect(outbox.stats()).toMatchObject({ sent: 5, requests: 1, failedAttempts: 0, pending: 0 });
+  });
+
+  it('applies each receiver\'s events list and channel-name prefix filter', async () => {
+    const all = await receiver();
+    const some = await receiver();
+    const { outbox } = openOutbox({
+      webhooks: [
+        { url: all.url() },
+        { url: some.url(), events: ['channel_occupied', 'channel_vacated'], filter: { channelNamePrefix: 'private-' } },
+      ],
+      delivery: { reloadDebounceMs: 0 },
+    });
+    emit(outbox, { name: 'channel_occupied', channel: 'private-a' });
+    emit(outbox, { name: 'channel_occupied', channel: 'public-b' });
+    emit(outbox, { name: 'cache_miss', channel: 'private-a' });
+    emit(outbox, { name: 'channel_vacated', channel: 'private-a' });
+    await all.waitFor(() => all.deliveredEvents().length === 4);
+    await some.waitFor(() => some.deliveredEvents().length === 2);
+    expect(some.deliveredEvents().map((e) => `${e.name}:${e.channel}`)).toEqual(['channel_occupied:private-a', 'channel_vacated:private-a']);
+    // The same event carries the same id at every receiver.
+    expect(some.deliveredEvents()[0]!.id).toBe(all.deliveredEvents()[0]!.id);
+  });
+
+  it('sends the credentials of a receiver URL as Basic authorization', async () => {
+    const r = await receiver();
+    const url = r.url('/auth').replace('http://', 'http://hook:pa%24s@');
+    const { outbox } = openOutbox({ webhooks: [{ url }] });
+    emit(outbox, { name: 'channel_occupied', channel: 'auth' });
+    await r.waitFor(() => r.delivered().length === 1);
+    expect(r.requests[0]!.path).toBe('/auth');
+    expect(r.requests[0]!.headers.authorization).toBe(`Basic ${Buffer.from('hook:pa$s').toString('base64')}`);
+  });
+
+  it('splits a large backlog into requests of at most 100 events, keeping the order (one connection)', async () => {
+    const r = await receiver();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], delivery: { concurrencyPerUrl: 1 } });
+    for (let i = 0; i < 250; i++) emit(outbox, { name: 'subscription_count', channel: 'c', subscription_count: i });
+    await r.waitFor(() => r.deliveredEvents().length === 250);
+    expect(r.requests.map((q) => (JSON.parse(q.rawBody) as { events: unknown[] }).events.length)).toEqual([100, 100, 50]);
+    expect(r.deliveredEvents().map((e) => e.subscription_count)).toEqual([...Array(250).keys()]);
+  });
+
+  it('keeps at most concurrencyPerUrl requests open to one URL', async () => {
+    const r = await receiver();
+    r.setDelay(200);
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], delivery: { concurrencyPerUrl: 2 } });
+    for (let i = 0; i < 500; i++) emit(outbox, { name: 'subscription_count', channel: 'c', subscription_count: i });
+    await r.waitFor(() => r.deliveredEvents().length === 500, 5000);
+    expect(r.requests).toHaveLength(5);
+    expect(r.maxConcurrent).toBe(2);
+  });
+});
+
+describe('channel webhooks: retries, isolation and dead letters', () => {
+  it('retries a failing receiver with backoff until it succeeds; every event arrives with the same id', async () => {
+    const r = await receiver();
+    r.failNext(3, 500);
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }] });
+    emit(outbox, { name: 'channel_occupied', channel: 'a' });
+    emit(outbox, { name: 'channel_occupied', channel: 'b' });
+    await r.waitFor(() => r.delivered().length >= 1, 5000);
+    expect(r.requests.length).toBe(4);
+    const failedBodies = r.requests.slice(0, 3).map((q) => JSON.parse(q.rawBody) as { events: Array<{ id: string }> });
+    const delivered = r.deliveredEvents();
+    expect(delivered.map((e) => e.channel)).toEqual(['a', 'b']);
+    for (const body of failedBodies) expect(body.events.map((e) => e.id)).toEqual(delivered.map((e) => e.id));
+    // Backoff: the gaps grow (base 50 ms, doubled, jittered between half and all of it).
+    const gaps = r.requests.slice(1).map((q, i) => q.receivedAt - r.requests[i]!.receivedAt);
+    expect(gaps[0]).toBeGreaterThanOrEqual(20);
+    expect(gaps[2]).toBeGreaterThanOrEqual(95);
+    // Every retried request is signed again (time_ms changes with each attempt).
+    const pusher = sdk(APP.secret);
+    for (const q of r.requests) expect(pusher.webhook({ headers: q.headers, rawBody: q.rawBody }).isValid()).toBe(true);
+    await vi.waitFor(() => expect(outbox.stats()).toMatchObject({ sent: 2, requests: 1, failedAttempts: 3, deadLettered: 0, pending: 0 }));
+  });
+
+  it('treats a timeout as a failed attempt and retries', async () => {
+    const r = await receiver();
+    r.setDelay(400);
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], delivery: { timeoutMs: 150 } });
+    emit(outbox, { name: 'channel_occupied', channel: 'slow' });
+    await sleep(250);
+    r.setDelay(0);
+    await r.waitFor(() => r.delivered().length >= 1, 5000);
+    expect(outbox.stats().failedAttempts).toBeGreaterThanOrEqual(1);
+    expect(r.deliveredEvents()[0]).toMatchObject({ name: 'channel_occupied', channel: 'slow' });
+  });
+
+  it('a slow or failing receiver does not delay another one', async () => {
+    const slow = await receiver();
+    const failing = await receiver();
+    const healthy = await receiver();
+    slow.setDelay(1500);
+    failing.failAll(503);
+    const { outbox } = openOutbox({ webhooks: [{ url: slow.url() }, { url: failing.url() }, { url: healthy.url() }], delivery: { concurrencyPerUrl: 1 } });
+    const started = Date.now();
+    for (let round = 0; round < 5; round++) {
+      emit(outbox, { name: 'channel_occupied', channel: `c${round}` });
+      await sleep(60);
+    }
+    await healthy.waitFor(() => healthy.deliveredEvents().length === 5, 2000);
+    expect(Date.now() - started).toBeLessThan(1200);
+    // Each healthy request went out one batch window after its event, not behind the others.
+    expect(healthy.requests.length).toBeGreaterThanOrEqual(4);
+    expect(slow.delivered().length).toBe(0);
+    expect(failing.delivered().length).toBe(0);
+  });
+
+  it('dead-letters after maxAttempts: kept in LMDB, logged with url and attempts, counted', async () => {
+    const r = await receiver();
+    r.failAll(502);
+    const warnings: string[] = [];
+    const spy = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      if (String(chunk).includes('"level":"warn"')) warnings.push(String(chunk));
+      return true;
+    });
+    cleanups.push(() => spy.mockRestore());
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], delivery: { maxAttempts: 3, retryBaseMs: 20 } });
+    emit(outbox, { name: 'channel_occupied', channel: 'doomed' });
+    emit(outbox, { name: 'cache_miss', channel: 'doomed' });
+    await vi.waitFor(() => expect(outbox.stats().deadLettered).toBe(2), { timeout: 3000, interval: 20 });
+    expect(r.requests).toHaveLength(3);
+    expect(outbox.stats()).toMatchObject({ failedAttempts: 3, deadLettered: 2, pending: 0, deadLetterStored: 2, sent: 0 });
+    await outbox.flushed();
+    const dead = outbox.deadLetters();
+    expect(dead.map((d) => d.entry.event?.name).sort()).toEqual(['cache_miss', 'channel_occupied']);
+    expect(dead[0]).toMatchObject({ reason: 'HTTP 502', entry: { attempts: 3, target: { kind: 'channel', url: r.url() } } });
+    const line = warnings.find((w) => w.includes('webhook dead-lettered'));
+    expect(line).toBeDefined();
+    expect(JSON.parse(line!)).toMatchObject({ url: r.url(), attempts: 3, events: 2, appId: APP.id });
+    expect(line).not.toContain(APP.secret);
+    // Nothing more is tried.
+    await sleep(200);
+    expect(r.requests).toHaveLength(3);
+  });
+});
+
+describe('channel webhooks: reload debounce', () => {
+  it('holds channel_vacated for reloadDebounceMs, then sends it', async () => {
+    const r = await receiver();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }] });
+    const at = Date.now();
+    emit(outbox, { name: 'channel_vacated', channel: 'gone' });
+    expect(outbox.stats()).toMatchObject({ pending: 1, held: 1 });
+    await r.waitFor(() => r.delivered().length === 1, 3000);
+    expect(r.requests[0]!.receivedAt - at).toBeGreaterThanOrEqual(290);
+    expect(r.deliveredEvents()[0]).toMatchObject({ name: 'channel_vacated', channel: 'gone' });
+  });
+
+  it('a re-occupy (same user re-added) within the window sends neither event', async () => {
+    const r = await receiver();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }] });
+    emit(outbox, { name: 'member_removed', channel: 'presence-p', user_id: 'u1' });
+    emit(outbox, { name: 'channel_vacated', channel: 'presence-p' });
+    await sleep(100);
+    emit(outbox, { name: 'channel_occupied', channel: 'presence-p' });
+    emit(outbox, { name: 'member_added', channel: 'presence-p', user_id: 'u1' });
+    emit(outbox, { name: 'client_event', channel: 'presence-p', event: 'client-x', data: '1', socket_id: '1.1', user_id: 'u1' });
+    await r.waitFor(() => r.delivered().length >= 1);
+    await sleep(500);
+    expect(r.deliveredEvents().map((e) => e.name)).toEqual(['client_event']);
+    expect(outbox.stats()).toMatchObject({ suppressed: 2, pending: 0, held: 0 });
+  });
+
+  it('a different user, or a re-occupy after the window, is not suppressed', async () => {
+    const r = await receiver();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }] });
+    emit(outbox, { name: 'member_removed', channel: 'presence-q', user_id: 'u1' });
+    emit(outbox, { name: 'member_added', channel: 'presence-q', user_id: 'u2' });
+    emit(outbox, { name: 'channel_vacated', channel: 'late' });
+    await sleep(450);
+    emit(outbox, { name: 'channel_occupied', channel: 'late' });
+    await r.waitFor(() => r.deliveredEvents().length === 4, 3000);
+    expect(r.deliveredEvents().map((e) => `${e.name}:${String(e.user_id ?? e.channel)}`)).toEqual([
+      'member_added:u2',
+      'member_removed:u1',
+      'channel_vacated:late',
+      'channel_occupied:late',
+    ]);
+  });
+
+  it('a hold cancels the re-occupy even for a receiver that does not want channel_vacated', async () => {
+    const r = await receiver();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url(), events: ['channel_occupied', 'cache_miss'] }] });
+    emit(outbox, { name: 'channel_occupied', channel: 'x' });
+    emit(outbox, { name: 'channel_vacated', channel: 'x' });
+    emit(outbox, { name: 'channel_occupied', channel: 'x' });
+    emit(outbox, { name: 'cache_miss', channel: 'marker' });
+    await r.waitFor(() => r.deliveredEvents().length >= 2);
+    await sleep(400);
+    expect(r.deliveredEvents().map((e) => e.name)).toEqual(['channel_occupied', 'cache_miss']);
+  });
+});
+
+describe('durability: resume after a restart', () => {
+  it('entries written before a stop are delivered by the next outbox on the same data, with the same ids', async () => {
+    const r = await receiver();
+    r.failAll(503);
+    const first = openOutbox({ webhooks: [{ url: r.url() }], delivery: { maxAttempts: 50 } });
+    emit(first.outbox, { name: 'channel_occupied', channel: 'kept' });
+    emit(first.outbox, { name: 'channel_vacated', channel: 'held' });
+    await r.waitFor(() => r.requests.length >= 1);
+    const failedIds = (JSON.parse(r.requests[0]!.rawBody) as { events: Array<{ id: string }> }).events.map((e) => e.id);
+    await first.outbox.flushed();
+    await first.close();
+
+    r.failAll(false);
+    const second = openOutbox({ webhooks: [{ url: r.url() }], dir: first.dir });
+    expect(second.outbox.stats()).toMatchObject({ pending: 2 });
+    await r.waitFor(() => r.deliveredEvents().length === 2, 3000);
+    const delivered = r.deliveredEvents();
+    expect(delivered.map((e) => e.name)).toEqual(['channel_occupied', 'channel_vacated']);
+    expect(delivered[0]!.id).toBe(failedIds[0]);
+    await second.outbox.flushed();
+    await second.close();
+
+    // Delivered entries are gone from LMDB: a third start sends nothing.
+    const third = openOutbox({ webhooks: [{ url: r.url() }], dir: first.dir });
+    expect(third.outbox.stats().pending).toBe(0);
+  });
+
+  it('events emitted while closing are stored and sent after the next start', async () => {
+    const r = await receiver();
+    r.setDelay(300);
+    const first = openOutbox({ webhooks: [{ url: r.url() }] });
+    emit(first.outbox, { name: 'channel_occupied', channel: 'before-close' });
+    await vi.waitFor(() => expect(first.outbox.stats().inFlight).toBe(1));
+    const closing = first.close();
+    emit(first.outbox, { name: 'channel_occupied', channel: 'while-closing' });
+    await closing;
+    expect(r.deliveredEvents().map((e) => e.channel)).toEqual(['before-close']);
+
+    r.setDelay(0);
+    const second = openOutbox({ webhooks: [{ url: r.url() }], dir: first.dir });
+    await r.waitFor(() => r.deliveredEvents().length === 2);
+    expect(r.deliveredEvents().map((e) => e.channel)).toEqual(['before-close', 'while-closing']);
+    await vi.waitFor(() => expect(second.outbox.stats().pending).toBe(0));
+  });
+
+  it('entries for a receiver no longer in the config are dead-lettered on start', async () => {
+    const r = await receiver();
+    r.failAll(503);
+    const first = openOutbox({ webhooks: [{ url: r.url() }], delivery: { maxAttempts: 50 } });
+    emit(first.outbox, { name: 'channel_occupied', channel: 'orphan' });
+    await first.outbox.flushed();
+    await first.close();
+    const spy = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    cleanups.push(() => spy.mockRestore());
+    const second = openOutbox({ webhooks: [], dir: first.dir });
+    expect(second.outbox.stats()).toMatchObject({ pending: 0, deadLettered: 1, deadLetterStored: 1 });
+    await second.outbox.flushed();
+    expect(second.outbox.deadLetters()[0]!.reason).toBe('receiver no longer configured');
+  });
+});
+
+describe('push webhooks', () => {
+  it('instance webhooks: Beams body, HMAC-SHA1 signature per webhook secret, event type header', async () => {
+    const a = await receiver();
+    const b = await receiver();
+    const { outbox } = openOutbox({ pushWebhooks: [{ url: a.url('/a'), secret: 'secret-a' }, { url: b.url('/b'), secret: 'secret-b' }] });
+    const payload = { instance_id: INSTANCE, publish_id: 'pubid-1', users_delivered_to_gateway: ['u1'], users_no_devices: [], users_gateway_failed: [] };
+    outbox.pushEvent({ instanceId: INSTANCE, kind: 'v1.PublishToUsersAttempt', payload });
+    await a.waitFor(() => a.delivered().length === 1);
+    await b.waitFor(() => b.delivered().length === 1);
+    const ids = new Set<string>();
+    for (const [r, secret, path] of [[a, 'secret-a', '/a'], [b, 'secret-b', '/b']] as const) {
+      const req = r.requests[0]!;
+      expect(req.path).toBe(path);
+      expect(req.headers['content-type']).toBe('application/json');
+      expect(req.headers['webhook-event-type']).toBe('v1.PublishToUsersAttempt');
+      expect(req.headers['webhook-signature']).toBe(createHmac('sha1', secret).update(req.rawBody).digest('hex'));
+      const body = JSON.parse(req.rawBody) as { payload: unknown; metadata: Record<string, string> };
+      expect(body.payload).toEqual(payload);
+      expect(body.metadata).toMatchObject({ event_type: 'v1.PublishToUsersAttempt', product: 'beams' });
+      expect(body.metadata.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+0000$/);
+      expect(body.metadata.event_id).toMatch(UUID);
+      expect(req.headers['x-herald-event-id']).toBe(body.metadata.event_id);
+      ids.add(body.metadata.event_id!);
+    }
+    expect(ids.size).toBe(1);
+  });
+
+  it('retries an instance webhook with the same bytes, and sends one request per event', async () => {
+    const r = await receiver();
+    r.failNext(2, 500);
+    const { outbox } = openOutbox({ pushWebhooks: [{ url: r.url(), secret: 's' }] });
+    outbox.pushEvent({ instanceId: INSTANCE, kind: 'v1.UserNotificationOpen', payload: { instance_id: INSTANCE, publish_id: 'p1', user_id: 'u1' } });
+    outbox.pushEvent({ instanceId: INSTANCE, kind: 'v1.UserNotificationAcknowledgement', payload: { instance_id: INSTANCE, publish_id: 'p1', user_id: 'u1' } });
+    await r.waitFor(() => r.delivered().length === 2, 5000);
+    const types = r.delivered().map((q) => q.headers['webhook-event-type']).sort();
+    expect(types).toEqual(['v1.UserNotificationAcknowledgement', 'v1.UserNotificationOpen']);
+    const byId = new Map<string, Set<string>>();
+    for (const q of r.requests) {
+      const id = q.headers['x-herald-event-id']!;
+      byId.set(id, (byId.get(id) ?? new Set()).add(q.rawBody));
+    }
+    expect(byId.size).toBe(2);
+    for (const bodies of byId.values()) expect(bodies.size).toBe(1);
+  });
+
+  it('per-publish webhookUrl: the payload as-is, unsigned', async () => {
+    const r = await receiver();
+    const { outbox } = openOutbox({});
+    const payload = { publishId: 'pubid-9', status: 'FINISHED', results: { apns: { sent: 1, failed: 0 } } };
+    outbox.pushEvent({ instanceId: INSTANCE, kind: 'publish.FINISHED', payload, url: r.url('/publish') });
+    outbox.pushEvent({ instanceId: INSTANCE, kind: 'publish.FINISHED', payload, url: 'ftp://example.invalid/' });
+    await r.waitFor(() => r.delivered().length === 1);
+    const req = r.requests[0]!;
+    expect(JSON.parse(req.rawBody)).toEqual(payload);
+    expect(req.headers['webhook-signature']).toBeUndefined();
+    expect(req.headers['content-type']).toBe('application/json');
+    await vi.waitFor(() => expect(outbox.stats()).toMatchObject({ sent: 1, pending: 0 }));
+  });
+
+  it('forgets a receiver once its queue is empty (one-off webhookUrls do not pile up)', async () => {
+    const r = await receiver();
+    const { outbox } = openOutbox({});
+    for (let i = 0; i < 20; i++) {
+      outbox.pushEvent({ instanceId: INSTANCE, kind: 'publish.FINISHED', payload: { publishId: `p${i}` }, url: r.url(`/publish/${i}`) });
+    }
+    expect(outbox.stats()).toMatchObject({ pending: 20, receivers: 20 });
+    await r.waitFor(() => r.delivered().length === 20);
+    await vi.waitFor(() => expect(outbox.stats()).toMatchObject({ sent: 20, pending: 0, receivers: 0, inFlight: 0 }));
+  });
+});
