@@ -156,7 +156,7 @@ export const configSchema = z.strictObject({
   shardRequestTimeoutMs: z.number().int().positive().default(10_000),
   /** Seconds allowed for a graceful shutdown before the process exits anyway. */
   shutdownTimeoutSeconds: z.number().positive().default(10),
-  /** Largest HTTP request body read (bytes); specific routes have smaller limits. */
+  /** Largest body (bytes) of a channel API request (C1, C2); the push APIs have their fixed limits (docs/push-api.md). */
   maxRequestBodyBytes: z.number().int().positive().default(256 * 1024),
   /** Largest WebSocket frame accepted (bytes); larger frames close the socket with 1009. */
   maxWebSocketFrameBytes: z.number().int().positive().default(32 * 1024),
