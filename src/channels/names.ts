@@ -11,6 +11,15 @@ const SOCKET_ID = /^\d{1,19}\.\d{1,19}$/;
 
 export const MAX_CHANNEL_NAME_LENGTH = 200;
 
+/**
+ * Prefix of the per-user channel pusher-js subscribes to after `pusher:signin` and the `pusher`
+ * SDK's `sendToUser` triggers to. `#` is outside the channel-name characters on purpose: no
+ * client can subscribe to it as an ordinary channel. Same value as ws/frames.ts.
+ */
+export const SERVER_TO_USER_PREFIX = '#server-to-user-';
+/** Longest sign-in / presence user id, in characters (UTF-16 units). Same value as ws/protocol.ts. */
+export const MAX_USER_ID_LENGTH = 200;
+
 export type ChannelKind = 'public' | 'private' | 'encrypted' | 'presence';
 
 export interface ChannelType {
@@ -25,6 +34,26 @@ export function isValidChannelName(name: string): boolean {
 
 export function isValidSocketId(socketId: string): boolean {
   return SOCKET_ID.test(socketId);
+}
+
+/** A user id as `pusher:signin` accepts it: any 1 to MAX_USER_ID_LENGTH characters. */
+export function isValidUserId(userId: string): boolean {
+  return userId !== '' && userId.length <= MAX_USER_ID_LENGTH;
+}
+
+/**
+ * The user id of a `#server-to-user-<id>` name, or null when the name is not one or its id
+ * is not a valid user id. Only server triggers (C1, C2) may name such a channel.
+ */
+export function serverToUserId(name: string): string | null {
+  if (!name.startsWith(SERVER_TO_USER_PREFIX)) return null;
+  const userId = name.slice(SERVER_TO_USER_PREFIX.length);
+  return isValidUserId(userId) ? userId : null;
+}
+
+/** Names a server trigger may publish to: valid channel names and `#server-to-user-<user id>`. */
+export function isValidTriggerChannel(name: string): boolean {
+  return isValidChannelName(name) || serverToUserId(name) !== null;
 }
 
 export function channelType(name: string): ChannelType {

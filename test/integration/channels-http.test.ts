@@ -9,7 +9,7 @@ import type { Channel } from 'pusher-js';
 import { HeraldProcess, startHerald } from '../helpers/herald-process.js';
 
 const MAIN = { id: 'app-id', key: 'app-key', secret: 'app-secret', userAuthentication: true };
-const COUNTED = { id: 'counted-id', key: 'counted-key', secret: 'counted-secret', subscriptionCount: true };
+const COUNTED = { id: 'counted-id', key: 'counted-key', secret: 'counted-secret', subscriptionCount: true, userAuthentication: true };
 const QUOTA = { id: 'quota-id', key: 'quota-key', secret: 'quota-secret', messageQuota: 4 };
 type Creds = typeof MAIN | typeof COUNTED | typeof QUOTA;
 
@@ -267,6 +267,116 @@ describe('C5 terminateUserConnections with the pusher SDK', () => {
     again.pusher.signin();
     await again.pusher.user.signinDonePromise;
     expect(again.pusher.connection.state).toBe('connected');
+  });
+});
+
+/** A client signed in as `userId`, once pusher-js has joined its `#server-to-user-<id>` channel. */
+async function signedIn(userId: string, creds: Creds = MAIN): Promise<Client> {
+  const client = await connect(creds, userId);
+  client.pusher.signin();
+  await client.pusher.user.signinDonePromise;
+  await waitFor(() => client.pusher.user.serverToUserChannel?.subscribed === true, `${userId}'s server-to-user channel`);
+  return client;
+}
+
+/** Events the signed-in user of `client` receives on its user channel (`pusher.user.bind`). */
+function userEvents(client: Client, ...names: string[]): Received[] {
+  const received: Received[] = [];
+  for (const event of names) client.pusher.user.bind(event, (data: unknown) => received.push({ event, data }));
+  return received;
+}
+
+/** A signed POST of a JSON body through the SDK, which JSON-encodes `body` itself (its typings say string). */
+function sdkPost(path: string, body: object, creds: Creds = MAIN): ReturnType<Pusher['post']> {
+  return sdk(creds).post({ path, body: body as unknown as string });
+}
+
+/** The status and error code of a refused SDK call. */
+async function refusal(call: Promise<unknown>): Promise<{ status: number | undefined; code: string; error: string }> {
+  const err = (await call.then(
+    () => null,
+    (e: unknown) => e,
+  )) as Pusher.RequestError | null;
+  expect(err, 'the request should have been refused').not.toBeNull();
+  const body = JSON.parse(err!.body ?? '{}') as { code: string; error: string };
+  return { status: err!.status, code: body.code, error: body.error };
+}
+
+describe('sendToUser with the pusher SDK', () => {
+  it("delivers to every signed-in connection of that user and to no one else's", async () => {
+    const u1 = [await signedIn('u1'), await signedIn('u1')];
+    const u2 = await signedIn('u2');
+    const [onU1a, onU1b, onU2] = [...u1, u2].map((c) => userEvents(c, 'hello', 'marker'));
+    const res = await sdk().sendToUser('u1', 'hello', { a: 1 });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({});
+    // Triggered after hello, on the same path: once u2 has it, hello would have arrived too.
+    await sdk().sendToUser('u2', 'marker', 'for u2');
+    await waitFor(() => onU1a!.length === 1 && onU1b!.length === 1 && onU2!.length === 1, 'hello on u1, marker on u2');
+    expect(onU1a).toEqual([{ event: 'hello', data: { a: 1 } }]);
+    expect(onU1b).toEqual([{ event: 'hello', data: { a: 1 } }]);
+    expect(onU2).toEqual([{ event: 'marker', data: 'for u2' }]);
+  });
+
+  it('reaches a user id of any characters and leaves out the socket_id connection', async () => {
+    const odd = 'mail@x.org/ü 1#2';
+    const [a, b] = [await signedIn(odd), await signedIn(odd)];
+    const [onA, onB] = [userEvents(a, 'ev'), userEvents(b, 'ev')];
+    await sdk().sendToUser(odd, 'ev', 'all');
+    await sdkPost('/events', { name: 'ev', data: 'not a', channels: [`#server-to-user-${odd}`], socket_id: a.socketId });
+    await waitFor(() => onA.length === 1 && onB.length === 2, 'events on both connections');
+    expect(onA.map((e) => e.data)).toEqual(['all']);
+    expect(onB.map((e) => e.data)).toEqual(['all', 'not a']);
+  });
+
+  it('is accepted in C1 and C2 next to ordinary channels, with {} for info', async () => {
+    const u = await signedIn('counted-user', COUNTED);
+    const onUser = userEvents(u, 'c1', 'c2');
+    const plain = await subscribe(u, 'counted-plain');
+    const c1 = await sdkPost(
+      '/events',
+      { name: 'c1', data: 'one', channels: ['#server-to-user-counted-user', 'counted-plain'], info: 'subscription_count,user_count' },
+      COUNTED,
+    );
+    expect(await c1.json()).toEqual({ channels: { '#server-to-user-counted-user': {}, 'counted-plain': { subscription_count: 1 } } });
+    const c2 = await sdk(COUNTED).triggerBatch([
+      { channel: '#server-to-user-counted-user', name: 'c2', data: 'two', info: 'subscription_count' },
+      { channel: 'counted-plain', name: 'c2', data: 'three' },
+    ]);
+    expect(await c2.json()).toEqual({ batch: [{}, {}] });
+    await waitFor(() => onUser.length === 2 && plain.length === 2, 'user and channel events');
+    expect(onUser).toEqual([
+      { event: 'c1', data: 'one' },
+      { event: 'c2', data: 'two' },
+    ]);
+    expect(plain).toEqual([
+      { event: 'c1', data: 'one' },
+      { event: 'c2', data: 'three' },
+    ]);
+  });
+
+  it('refuses every other # name in triggers, and # names in C3, C4 and C6, with 400', async () => {
+    const trigger = (channels: string[]) => sdkPost('/events', { name: 'ev', data: 'x', channels });
+    const bogus = await refusal(trigger(['ok', '#bogus']));
+    expect(bogus).toMatchObject({ status: 400, code: 'INVALID_CHANNEL_NAME' });
+    expect(bogus.error).toContain("channels[1] '#bogus' is not a valid channel name");
+    for (const channels of [['#server-to-user-'], [`#server-to-user-${'x'.repeat(201)}`], ['#server-to-user'], ['server-to-user-#u1']]) {
+      expect(await refusal(trigger(channels))).toMatchObject({ status: 400, code: 'INVALID_CHANNEL_NAME' });
+    }
+    expect((await refusal(trigger(['#server-to-user-']))).error).toContain('the user id after #server-to-user- must be 1 to 200 characters');
+    const batch = await refusal(sdk().triggerBatch([{ channel: '#bogus', name: 'ev', data: 'x' }]));
+    expect(batch).toMatchObject({ status: 400, code: 'INVALID_CHANNEL_NAME' });
+    expect(batch.error).toContain("batch[0].channel '#bogus'");
+
+    expect(await refusal(sdk().get({ path: '/channels/%23server-to-user-u1' }))).toMatchObject({ status: 400, code: 'INVALID_CHANNEL_NAME' });
+    expect(await refusal(sdk().get({ path: '/channels/%23server-to-user-u1/users' }))).toMatchObject({ status: 400, code: 'INVALID_CHANNEL_NAME' });
+    // C3: the SDK does not escape query values, so sign the decoded value and send it escaped.
+    const path = '/apps/app-id/channels';
+    const signed = `auth_key=app-key&auth_timestamp=${Math.floor(Date.now() / 1000)}&auth_version=1.0&filter_by_prefix=#server-to-user-`;
+    const signature = new SdkToken(MAIN.key, MAIN.secret).sign(`GET\n${path}\n${signed}`);
+    const list = await fetch(`${herald.baseUrl}${path}?${signed.replace('#', '%23')}&auth_signature=${signature}`);
+    expect(list.status).toBe(400);
+    expect(await list.json()).toMatchObject({ code: 'INVALID_PARAMETERS' });
   });
 });
 

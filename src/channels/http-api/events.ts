@@ -8,7 +8,15 @@ import type { AppConfig } from '../../config/schema.js';
 import type { Reply } from '../../http/uws-http.js';
 import { HeraldError } from '../../errors.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
-import { channelType, isPresenceChannel, isValidChannelName, isValidSocketId } from '../names.js';
+import {
+  channelType,
+  isPresenceChannel,
+  isValidSocketId,
+  isValidTriggerChannel,
+  MAX_USER_ID_LENGTH,
+  SERVER_TO_USER_PREFIX,
+  serverToUserId,
+} from '../names.js';
 import { batchEventSchema, batchSchema, parseInfo, parseWith, postParams, triggerSchema, type InfoAttribute } from './params.js';
 import { messageCost, type MessageQuota } from './quota.js';
 import type { ChannelApiRequest } from './request.js';
@@ -35,17 +43,21 @@ interface EventFields {
 }
 
 /**
- * Applies the rules that shape alone does not: channel names, socket id, info attribute
- * names and the app's data size limit (413). `label(i)` names channel i in messages.
+ * Applies the rules that shape alone does not: channel names (plus `#server-to-user-<user id>`,
+ * the SDK's sendToUser), socket id, info attribute names and the app's data size limit (413).
+ * `label(i)` names channel i in messages.
  */
 export function validateEvent(app: AppConfig, fields: EventFields, where: string, label: (i: number) => string): ValidEvent {
   fields.channels.forEach((channel, i) => {
-    if (!isValidChannelName(channel)) {
-      throw new HeraldError(
-        'INVALID_CHANNEL_NAME',
-        `${label(i)} '${channel.slice(0, 210)}' is not a valid channel name: 1 to 200 characters of A-Z a-z 0-9 _ - = @ , . ;`,
-      );
+    if (isValidTriggerChannel(channel)) return;
+    const quoted = `${label(i)} '${channel.slice(0, 230)}'`;
+    if (channel.startsWith(SERVER_TO_USER_PREFIX)) {
+      throw new HeraldError('INVALID_CHANNEL_NAME', `${quoted} names no user: the user id after ${SERVER_TO_USER_PREFIX} must be 1 to ${MAX_USER_ID_LENGTH} characters`);
     }
+    throw new HeraldError(
+      'INVALID_CHANNEL_NAME',
+      `${quoted} is not a valid channel name: 1 to 200 characters of A-Z a-z 0-9 _ - = @ , . ; (or ${SERVER_TO_USER_PREFIX}<user id>)`,
+    );
   });
   if (fields.socket_id !== undefined && !isValidSocketId(fields.socket_id)) {
     throw new HeraldError('INVALID_SOCKET_ID', `${where}socket_id '${fields.socket_id.slice(0, 64)}' is not a socket id (<digits>.<digits>)`);
@@ -62,7 +74,9 @@ export function validateEvent(app: AppConfig, fields: EventFields, where: string
 
 /**
  * Hands an event to the adapter: one frame per channel, built once, `data` exactly as
- * triggered; the socket_id's connection is left out. Cache channels also keep it.
+ * triggered; the socket_id's connection is left out. Cache channels also keep it. A
+ * `#server-to-user-<id>` frame goes out the same way: the user's signed-in connections
+ * subscribed to that channel's topic (ws/protocol.ts).
  */
 export function publishEvent(adapter: ChannelAdapter, appId: string, event: ValidEvent): void {
   for (const channel of event.channels) {
@@ -75,7 +89,8 @@ export function publishEvent(adapter: ChannelAdapter, appId: string, event: Vali
 /**
  * The attributes of one channel a trigger asked for. Attributes that do not apply to the
  * channel (user_count off presence, subscription_count on presence or when the app does not
- * count subscriptions) are left out, so the object may be empty (spec 4.1 C1).
+ * count subscriptions, any on `#server-to-user-<id>`, which keeps no state) are left out, so
+ * the object may be empty (spec 4.1 C1).
  */
 export async function triggerInfo(
   adapter: ChannelAdapter,
@@ -83,6 +98,7 @@ export async function triggerInfo(
   channel: string,
   info: ReadonlySet<InfoAttribute>,
 ): Promise<Record<string, number>> {
+  if (serverToUserId(channel) !== null) return {};
   const presence = isPresenceChannel(channel);
   const userCount = presence && info.has('user_count');
   const subscriptionCount = !presence && app.subscriptionCount && info.has('subscription_count');

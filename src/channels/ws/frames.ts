@@ -20,8 +20,8 @@ export function watchTopicFor(appId: string, userId: string): string {
   return `${encodeURIComponent(appId)}::watch:${encodeURIComponent(userId)}`;
 }
 
-/** Prefix of the per-user channel pusher-js subscribes to after sign-in. */
-export const SERVER_TO_USER_PREFIX = '#server-to-user-';
+/** Prefix of the per-user channel pusher-js subscribes to after sign-in (one definition, in names.ts). */
+export { SERVER_TO_USER_PREFIX } from '../names.js';
 
 export function connectionEstablished(socketId: string, activityTimeoutSeconds: number): string {
   return JSON.stringify({

@@ -11,15 +11,13 @@ import type { ShardPool } from '../../shards/pool.js';
 import { channelShardFor } from '../../shards/hash.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import { channelSignatureInput, userSignatureInput, verifyAuth } from '../auth.js';
-import { channelType, isValidChannelName, requiresAuth } from '../names.js';
+import { MAX_USER_ID_LENGTH, channelType, isValidChannelName, requiresAuth } from '../names.js';
 import * as frames from './frames.js';
 import type { SocketRegistry, SocketState, SocketUserData } from './registry.js';
 import type { Subscriptions } from './subscriptions.js';
 
 /** Channels one connection may hold (joined or in flight): bounds per-socket state and shard traffic. */
 export const MAX_CHANNELS_PER_CONNECTION = 1000;
-/** Longest presence / sign-in user id, in characters. */
-export const MAX_USER_ID_LENGTH = 200;
 /** Most user ids in a sign-in watchlist. */
 export const MAX_WATCHLIST_LENGTH = 100;
 

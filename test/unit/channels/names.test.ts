@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { channelType, isValidChannelName, isValidSocketId, requiresAuth } from '../../../src/channels/names.js';
+import {
+  channelType,
+  isValidChannelName,
+  isValidSocketId,
+  isValidTriggerChannel,
+  isValidUserId,
+  requiresAuth,
+  serverToUserId,
+} from '../../../src/channels/names.js';
 
 describe('channel names', () => {
   it('accepts the allowed characters up to 200', () => {
@@ -30,5 +38,37 @@ describe('channel names', () => {
     expect(isValidSocketId('123')).toBe(false);
     expect(isValidSocketId('1.2.3')).toBe(false);
     expect(isValidSocketId('a.b')).toBe(false);
+  });
+
+  it('validates user ids as sign-in does: any 1 to 200 characters', () => {
+    expect(isValidUserId('u1')).toBe(true);
+    expect(isValidUserId('a b/#ü')).toBe(true);
+    expect(isValidUserId('x'.repeat(200))).toBe(true);
+    expect(isValidUserId('x'.repeat(201))).toBe(false);
+    expect(isValidUserId('')).toBe(false);
+  });
+
+  it('reads the user id of #server-to-user-<id> and nothing else', () => {
+    expect(serverToUserId('#server-to-user-u1')).toBe('u1');
+    expect(serverToUserId('#server-to-user-a b/#')).toBe('a b/#');
+    expect(serverToUserId(`#server-to-user-${'x'.repeat(200)}`)).toBe('x'.repeat(200));
+    expect(serverToUserId(`#server-to-user-${'x'.repeat(201)}`)).toBeNull();
+    expect(serverToUserId('#server-to-user-')).toBeNull();
+    expect(serverToUserId('#server-to-user')).toBeNull();
+    expect(serverToUserId('#Server-to-user-u1')).toBeNull();
+    expect(serverToUserId('server-to-user-u1')).toBeNull();
+    expect(serverToUserId(' #server-to-user-u1')).toBeNull();
+  });
+
+  it('lets triggers name channels and #server-to-user-<id>, no other # name', () => {
+    expect(isValidTriggerChannel('news')).toBe(true);
+    expect(isValidTriggerChannel('#server-to-user-u1')).toBe(true);
+    expect(isValidTriggerChannel('#bogus')).toBe(false);
+    expect(isValidTriggerChannel('#server-to-user-')).toBe(false);
+    expect(isValidTriggerChannel('news#1')).toBe(false);
+    // Only triggers accept it: everywhere else the channel-name rule still refuses '#'.
+    expect(isValidChannelName('#server-to-user-u1')).toBe(false);
+    expect(channelType('#server-to-user-cache-x')).toEqual({ kind: 'public', cache: false });
+    expect(requiresAuth('#server-to-user-private-x')).toBe(false);
   });
 });
