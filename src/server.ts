@@ -119,6 +119,6 @@ async function shutdown(
     await new Promise((r) => setTimeout(r, 20));
   }
   if (inFlight.count > 0) log.warn('shutdown: requests still in flight at the deadline', { inFlight: inFlight.count });
-  await shards.close();
+  await shards.close(Math.max(1000, deadline - Date.now()));
   log.info('shutdown complete');
 }

@@ -44,6 +44,18 @@ export interface ChannelShardApi {
     req: { appId: string; channel: string };
     res: { userIds: string[] };
   };
+  /**
+   * Records again subscriptions this shard lost when its worker was replaced (the main thread
+   * still holds them). Silent: no webhooks, no member limit, no cache replay; a subscription
+   * the shard already has is left as it is.
+   */
+  'channels.restore': {
+    req: {
+      appId: string;
+      subscriptions: { channel: string; socketId: string; member?: { userId: string; userInfo?: unknown } }[];
+    };
+    res: { restored: number };
+  };
   /** Keeps the last event of a cache channel for the app's cacheTtlSeconds. */
   'channels.storeCache': {
     req: { appId: string; channel: string; event: string; data: string };

@@ -74,6 +74,18 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
         return res;
       },
 
+      'channels.restore': (req) => {
+        appFor(req.appId);
+        let restored = 0;
+        for (const sub of req.subscriptions) {
+          const presence = channelType(sub.channel).kind === 'presence';
+          if (presence && !sub.member) continue;
+          const join = { appId: req.appId, channel: sub.channel, socketId: sub.socketId, maxMembers: Number.POSITIVE_INFINITY };
+          if (store.join(sub.member ? { ...join, member: sub.member } : join, presence).changed) restored++;
+        }
+        return { restored };
+      },
+
       'channels.info': (req) => {
         const subscriptionCount = store.subscriptionCount(req.appId, req.channel);
         const res: ChannelShardApi['channels.info']['res'] = { occupied: subscriptionCount > 0 };

@@ -1,10 +1,16 @@
-/** GET /ready and GET /health. */
+/**
+ * GET /ready and GET /health; with HERALD_TEST_HOOKS=1 only, the test route
+ * POST /debug/shards/:shard/crash (never registered otherwise).
+ */
+import { HeraldError } from '../errors.js';
 import type { ServerContext } from '../server-context.js';
 import type { Route } from './router.js';
 
 export function systemRoutes(ctx: ServerContext): Route[] {
   const options = { errorStyle: 'plain' as const, bodyLimit: 0 };
+  const testRoutes: Route[] = process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(ctx)] : [];
   return [
+    ...testRoutes,
     {
       method: 'get',
       pattern: '/ready',
@@ -28,4 +34,27 @@ export function systemRoutes(ctx: ServerContext): Route[] {
       },
     },
   ];
+}
+
+/**
+ * Test hook: makes shard `:shard` crash (`core.crash`). `?hold_ms=` blocks the worker that long
+ * first, so requests sent meanwhile are held by the dying worker. The answer is the crash as
+ * a client sees it: 500 SHARD_UNAVAILABLE, as soon as the worker is gone.
+ */
+function crashRoute(ctx: ServerContext): Route {
+  return {
+    method: 'post',
+    pattern: '/debug/shards/:shard/crash',
+    options: { errorStyle: 'plain', bodyLimit: 0 },
+    handler: async (req) => {
+      const shard = Number(req.params.shard);
+      if (!Number.isInteger(shard) || shard < 0 || shard >= ctx.shards.shardCount) {
+        throw new HeraldError('INVALID_PARAMETERS', `shard must be an integer in [0, ${ctx.shards.shardCount})`);
+      }
+      const holdMs = Number(new URLSearchParams(req.query).get('hold_ms') ?? 0);
+      if (!Number.isFinite(holdMs) || holdMs < 0 || holdMs > 10_000) throw new HeraldError('INVALID_PARAMETERS', 'hold_ms must be in [0, 10000]');
+      await ctx.shards.request(shard, { type: 'core.crash', holdMs });
+      return { status: 200, body: { crashed: false } };
+    },
+  };
 }

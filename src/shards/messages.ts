@@ -14,6 +14,12 @@ export interface CoreShardApi {
   'core.ping': { req: {}; res: { shardIndex: number; pid: number; uptimeMs: number } };
   /** Flush pending writes and close LMDB; the shard answers nothing else afterwards. */
   'core.close': { req: {}; res: { closed: true } };
+  /**
+   * Test hook, honoured only when the worker sees HERALD_TEST_HOOKS=1 (ROUTE_NOT_FOUND
+   * otherwise): the worker blocks its thread for `holdMs` (requests sent meanwhile pile up
+   * on it), then exits abruptly, as a crashed worker would. It never answers.
+   */
+  'core.crash': { req: { holdMs?: number }; res: never };
 }
 
 export interface ShardApi extends CoreShardApi, ChannelShardApi, PushShardApi, WebhookShardApi {}
@@ -23,10 +29,12 @@ export type ShardRequestOf<K extends ShardRequestType> = { type: K } & ShardApi[
 export type ShardResponseOf<K extends ShardRequestType> = ShardApi[K]['res'];
 export type ShardRequest = { [K in ShardRequestType]: ShardRequestOf<K> }[ShardRequestType];
 
-/** What a shard sends back for every request: a value or an expected error from the catalogue. */
-export type ShardReply =
-  | { ok: true; value: unknown }
-  | { ok: false; code: string; message: string };
+/**
+ * What a shard sends back for every request: a value or an expected error from the catalogue,
+ * and `boot`, the answering worker's thread id (unique per process, growing): a higher one than
+ * before means the shard's worker was replaced and its in-memory state is gone.
+ */
+export type ShardReply = ({ ok: true; value: unknown } | { ok: false; code: string; message: string }) & { boot: number };
 
 /** Passed to every worker at start-up. */
 export interface ShardWorkerData {

@@ -2,7 +2,12 @@
  * Main-thread side of the shards: one single-thread Piscina pool per shard, so a key always
  * reaches the same worker (and its LMDB environment). Every request is msgpackr-encoded,
  * carries an id (for logs) and a timeout; a timeout or a crashed worker answers a clean
- * SHARD_UNAVAILABLE (500) instead of hanging. Piscina replaces a worker that died.
+ * SHARD_UNAVAILABLE (500) instead of hanging.
+ *
+ * A worker that dies is replaced by Piscina: the requests it held are rejected at once (its
+ * `exit` event), the next ones go to the new worker. Its in-memory state (channel members) is
+ * gone, so the pool tells `onShardRestart` listeners, before any later request can reach the
+ * new worker, and they re-send what they need.
  */
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
@@ -13,6 +18,11 @@ import type { ShardReply, ShardRequestOf, ShardRequestType, ShardResponseOf, Sha
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
+/** How long close() waits for the requests already sent to settle before closing the shards (ms). */
+const DEFAULT_DRAIN_TIMEOUT_MS = 5_000;
+/** How long a shard gets to flush and close its storage (ms). */
+const CLOSE_TIMEOUT_MS = 10_000;
+
 export interface ShardPoolOptions {
   shardCount: number;
   dataDir: string;
@@ -21,16 +31,36 @@ export interface ShardPoolOptions {
   requestTimeoutMs: number;
 }
 
+/** Called with the shard index when a shard's worker was replaced (its memory is gone). */
+export type ShardRestartListener = (shard: number) => void;
+
 export class ShardPool {
   readonly shardCount: number;
   private readonly pools: Piscina[];
   private readonly timeoutMs: number;
   private nextId = 1;
-  private closed = false;
+  /** Tasks handed to each shard's Piscina pool and not settled yet. */
+  private readonly inFlight: number[];
+  /** Per shard: called when its in-flight count drops to 0 (close() waits on them). */
+  private readonly drainWaiters: (() => void)[][];
+  /** Per shard: highest worker thread id seen (0: none yet). */
+  private readonly boots: number[];
+  /** Per shard: worker deaths so far; a request that sees this change died with its worker. */
+  private readonly losses: number[];
+  /** Per shard: a loss was announced and the replacement's thread id is not known yet. */
+  private readonly lossAnnounced: boolean[];
+  private readonly restartListeners: ShardRestartListener[] = [];
+  /** close() has begun: new requests are refused. */
+  private closing: Promise<void> | undefined;
 
   constructor(opts: ShardPoolOptions) {
     this.shardCount = opts.shardCount;
     this.timeoutMs = opts.requestTimeoutMs;
+    this.inFlight = new Array<number>(opts.shardCount).fill(0);
+    this.drainWaiters = Array.from({ length: opts.shardCount }, () => []);
+    this.boots = new Array<number>(opts.shardCount).fill(0);
+    this.losses = new Array<number>(opts.shardCount).fill(0);
+    this.lossAnnounced = new Array<boolean>(opts.shardCount).fill(false);
     const filename = fileURLToPath(new URL('./worker.js', import.meta.url));
     this.pools = [];
     for (let shardIndex = 0; shardIndex < opts.shardCount; shardIndex++) {
@@ -53,37 +83,27 @@ export class ShardPool {
         workerData,
       });
       pool.on('error', (err: unknown) => log.error('shard worker error', { shard: shardIndex, error: String(err) }));
+      pool.on('workerCreate', (worker: { id: number }) => this.noteBoot(shardIndex, worker.id));
+      // Emitted synchronously while Piscina handles the worker's exit, before it rejects the
+      // tasks the worker held and before its replacement can take any task.
+      pool.on('workerDestroy', () => this.workerLost(shardIndex));
       this.pools.push(pool);
     }
   }
 
+  /**
+   * Registers a listener told when a shard's worker died and was replaced: whatever that shard
+   * held in memory is gone. It runs before any request sent after the death can reach the new
+   * worker, so requests it sends are the first the new worker handles.
+   */
+  onShardRestart(listener: ShardRestartListener): void {
+    this.restartListeners.push(listener);
+  }
+
   /** Sends one request to a shard and resolves with its answer. Throws HeraldError. */
   async request<K extends ShardRequestType>(shard: number, message: ShardRequestOf<K>, timeoutMs = this.timeoutMs): Promise<ShardResponseOf<K>> {
-    if (this.closed) throw new HeraldError('SHARD_UNAVAILABLE', 'Server is shutting down');
-    const pool = this.pools[shard];
-    if (!pool) throw new Error(`no shard ${shard}`);
-    const id = this.nextId++;
-    const encoded = packr.pack({ id, ...message });
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new HeraldError('SHARD_UNAVAILABLE', `Shard ${shard} did not answer within ${timeoutMs} ms`)), timeoutMs);
-    });
-    try {
-      const raw = (await Promise.race([pool.run(encoded), timeout])) as Uint8Array;
-      const reply = packr.unpack(raw) as ShardReply;
-      if (reply.ok) return reply.value as ShardResponseOf<K>;
-      if (reply.code in ERROR_CATALOGUE) throw new HeraldError(reply.code as ErrorCode, reply.message);
-      throw new HeraldError('INTERNAL', reply.message);
-    } catch (err) {
-      if (err instanceof HeraldError) {
-        if (err.code === 'SHARD_UNAVAILABLE') log.warn('shard request failed', { shard, id, type: message.type, error: err.message });
-        throw err;
-      }
-      log.error('shard request failed', { shard, id, type: message.type, error: String(err) });
-      throw new HeraldError('SHARD_UNAVAILABLE');
-    } finally {
-      clearTimeout(timer);
-    }
+    if (this.closing) throw new HeraldError('SHARD_UNAVAILABLE', 'Server is shutting down');
+    return this.run(shard, message, timeoutMs);
   }
 
   /** Fire-and-forget: failures are logged, never thrown. */
@@ -96,15 +116,123 @@ export class ShardPool {
     return Promise.all(this.pools.map((_, i) => this.request(i, message, timeoutMs)));
   }
 
-  /** Asks every shard to flush and close its storage, then stops the workers. */
-  async close(): Promise<void> {
-    if (this.closed) return;
-    try {
-      await this.broadcast({ type: 'core.close' }, 10_000);
-    } catch (err) {
-      log.warn('shard close failed', { error: String(err) });
-    }
-    this.closed = true;
+  /**
+   * Stops accepting requests, waits (at most `drainTimeoutMs`) for those already sent to each
+   * shard to settle, then asks that shard to stop its background work and flush and close its
+   * storage, then stops the workers. Closing only after the drain matters: a shard handles up
+   * to 1024 requests at once, so a close sent earlier would overtake queued requests.
+   */
+  close(drainTimeoutMs = DEFAULT_DRAIN_TIMEOUT_MS): Promise<void> {
+    this.closing ??= this.closeShards(drainTimeoutMs);
+    return this.closing;
+  }
+
+  private async closeShards(drainTimeoutMs: number): Promise<void> {
+    const deadline = Date.now() + drainTimeoutMs;
+    await Promise.all(
+      this.pools.map(async (_, shard) => {
+        if (!(await this.drained(shard, deadline))) {
+          log.warn('shard close: requests still in flight at the drain deadline', { shard, inFlight: this.inFlight[shard] });
+        }
+        try {
+          await this.run(shard, { type: 'core.close' }, CLOSE_TIMEOUT_MS);
+        } catch (err) {
+          log.warn('shard close failed', { shard, error: String(err) });
+        }
+      }),
+    );
     await Promise.all(this.pools.map((p) => p.destroy()));
+  }
+
+  private async run<K extends ShardRequestType>(shard: number, message: ShardRequestOf<K>, timeoutMs: number): Promise<ShardResponseOf<K>> {
+    const pool = this.pools[shard];
+    if (!pool) throw new Error(`no shard ${shard}`);
+    const id = this.nextId++;
+    const encoded = packr.pack({ id, ...message });
+    const losses = this.losses[shard];
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new HeraldError('SHARD_UNAVAILABLE', `Shard ${shard} did not answer within ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      const raw = (await Promise.race([this.track(shard, pool.run(encoded) as Promise<Uint8Array>), timeout])) as Uint8Array;
+      const reply = packr.unpack(raw) as ShardReply;
+      this.noteBoot(shard, reply.boot);
+      if (reply.ok) return reply.value as ShardResponseOf<K>;
+      if (reply.code in ERROR_CATALOGUE) throw new HeraldError(reply.code as ErrorCode, reply.message);
+      throw new HeraldError('INTERNAL', reply.message);
+    } catch (err) {
+      if (err instanceof HeraldError) {
+        if (err.code === 'SHARD_UNAVAILABLE') log.warn('shard request failed', { shard, id, type: message.type, error: err.message });
+        throw err;
+      }
+      // The worker died holding this request: workerLost() logged it once for all of them.
+      if (this.losses[shard] !== losses) throw new HeraldError('SHARD_UNAVAILABLE', `Shard ${shard} stopped while handling the request`);
+      log.error('shard request failed', { shard, id, type: message.type, error: String(err) });
+      throw new HeraldError('SHARD_UNAVAILABLE');
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Counts a task as in flight on its shard until it settles (whatever the caller's timeout). */
+  private track<T>(shard: number, task: Promise<T>): Promise<T> {
+    this.inFlight[shard]!++;
+    const settled = (): void => {
+      if (--this.inFlight[shard]! > 0) return;
+      const waiters = this.drainWaiters[shard]!.splice(0);
+      for (const waiter of waiters) waiter();
+    };
+    task.then(settled, settled);
+    return task;
+  }
+
+  /** Resolves true once the shard has nothing in flight, false at the deadline. */
+  private drained(shard: number, deadline: number): Promise<boolean> {
+    if (this.inFlight[shard] === 0) return Promise.resolve(true);
+    return new Promise((resolvePromise) => {
+      const timer = setTimeout(() => resolvePromise(false), Math.max(0, deadline - Date.now()));
+      this.drainWaiters[shard]!.push(() => {
+        clearTimeout(timer);
+        resolvePromise(true);
+      });
+    });
+  }
+
+  /** A worker of the shard is gone. Outside close(), that is a crash: Piscina starts another. */
+  private workerLost(shard: number): void {
+    if (this.closing) return;
+    this.losses[shard]!++;
+    log.error('shard worker died; its requests fail with SHARD_UNAVAILABLE and a new worker starts', { shard, inFlight: this.inFlight[shard] });
+    if (this.lossAnnounced[shard]) return; // the replacement died before it was ready: same loss
+    this.lossAnnounced[shard] = true;
+    // A microtask: Piscina is still inside its exit handling (re-entering it is unsafe), and
+    // this runs before the continuations of the requests it is about to reject, so whatever
+    // the listeners send reaches the new worker first.
+    queueMicrotask(() => this.announceRestart(shard));
+  }
+
+  /** Records a worker thread id seen for the shard; a new one nobody announced is a restart too. */
+  private noteBoot(shard: number, boot: number): void {
+    const known = this.boots[shard]!;
+    if (!(boot > known)) return;
+    this.boots[shard] = boot;
+    if (this.lossAnnounced[shard]) {
+      this.lossAnnounced[shard] = false;
+    } else if (known !== 0 && !this.closing) {
+      log.warn('shard worker replaced without a reported exit', { shard });
+      this.announceRestart(shard);
+    }
+  }
+
+  private announceRestart(shard: number): void {
+    if (this.closing) return;
+    for (const listener of this.restartListeners) {
+      try {
+        listener(shard);
+      } catch (err) {
+        log.error('shard restart listener failed', { shard, error: String((err as Error)?.stack ?? err) });
+      }
+    }
   }
 }

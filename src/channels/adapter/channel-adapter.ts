@@ -38,6 +38,17 @@ export interface UnsubscribeResult {
   subscriptionCount: number;
 }
 
+/** A subscription the front end holds (restore()): presence ones carry their member. */
+export interface HeldSubscription {
+  appId: string;
+  channel: string;
+  socketId: string;
+  member?: PresenceMember;
+}
+
+/** Tells which channels lost their state (see ChannelAdapter.onStateLost). */
+export type LostChannels = (appId: string, channel: string) => boolean;
+
 export interface ChannelInfoRequest {
   userCount?: boolean;
   subscriptionCount?: boolean;
@@ -74,4 +85,12 @@ export interface ChannelAdapter {
   terminateUserConnections(appId: string, userId: string): number;
   /** True when a socket id belongs to a live local connection of the app. */
   hasSocket(appId: string, socketId: string): boolean;
+  /**
+   * For adapters whose state can be lost while the sockets stay connected (the local one: a
+   * shard worker died and was replaced, its subscribers and members with it). Registers `held`,
+   * which the adapter calls with the channels that lost their state; it answers the
+   * subscriptions the front end holds on them, and the adapter records those again, silently:
+   * no frames, no webhooks, no member limit. Adapters that cannot lose state leave it out.
+   */
+  onStateLost?(held: (lost: LostChannels) => HeldSubscription[]): void;
 }

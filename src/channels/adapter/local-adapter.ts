@@ -6,6 +6,7 @@
  */
 import type { TemplatedApp } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
+import { log } from '../../log.js';
 import type { ShardPool } from '../../shards/pool.js';
 import { channelShardFor } from '../../shards/hash.js';
 import { channelType } from '../names.js';
@@ -13,6 +14,8 @@ import type {
   ChannelAdapter,
   ChannelInfo,
   ChannelInfoRequest,
+  HeldSubscription,
+  LostChannels,
   SubscribeRequest,
   SubscribeResult,
   UnsubscribeResult,
@@ -20,12 +23,54 @@ import type {
 import { errorFrame, snapshotOf, topicFor } from '../ws/frames.js';
 import type { SocketRegistry } from '../ws/registry.js';
 
+/** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
+const RESTORE_BATCH = 1000;
+
 export class LocalChannelAdapter implements ChannelAdapter {
+  private readonly heldListeners: ((lost: LostChannels) => HeldSubscription[])[] = [];
+
   constructor(
     private readonly uws: TemplatedApp,
     private readonly shards: ShardPool,
     private readonly registry: SocketRegistry,
-  ) {}
+  ) {
+    shards.onShardRestart((shard) => this.restoreShard(shard));
+  }
+
+  onStateLost(held: (lost: LostChannels) => HeldSubscription[]): void {
+    this.heldListeners.push(held);
+  }
+
+  /**
+   * A shard worker was replaced: its channel state is gone. Re-records, on the new worker,
+   * every subscription the front end holds on channels of that shard (the pool calls this
+   * before any later request can reach the new worker, so these joins are handled first).
+   */
+  private restoreShard(shard: number): void {
+    const lost: LostChannels = (appId, channel) => this.shardOf(appId, channel) === shard;
+    const byApp = new Map<string, HeldSubscription[]>();
+    for (const held of this.heldListeners) {
+      for (const sub of held(lost)) {
+        let list = byApp.get(sub.appId);
+        if (!list) byApp.set(sub.appId, (list = []));
+        list.push(sub);
+      }
+    }
+    let total = 0;
+    for (const [appId, subs] of byApp) {
+      total += subs.length;
+      for (let i = 0; i < subs.length; i += RESTORE_BATCH) {
+        const subscriptions = subs.slice(i, i + RESTORE_BATCH).map(({ channel, socketId, member }) =>
+          member ? { channel, socketId, member: { userId: member.userId, userInfo: member.userInfo ?? null } } : { channel, socketId },
+        );
+        this.shards.request(shard, { type: 'channels.restore', appId, subscriptions }).catch((err: unknown) => {
+          // Another crash: its own restart restores again.
+          log.warn('channel state restore failed', { shard, appId, error: String(err) });
+        });
+      }
+    }
+    log.info('shard restarted: channel subscriptions re-sent', { shard, subscriptions: total });
+  }
 
   private shardOf(appId: string, channel: string): number {
     return channelShardFor(appId, channel, this.shards.shardCount);

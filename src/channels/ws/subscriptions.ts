@@ -9,7 +9,7 @@
 import type { TemplatedApp } from 'uWebSockets.js';
 import { HeraldError } from '../../errors.js';
 import { log } from '../../log.js';
-import type { ChannelAdapter, SubscribeResult } from '../adapter/channel-adapter.js';
+import type { ChannelAdapter, HeldSubscription, LostChannels, SubscribeResult } from '../adapter/channel-adapter.js';
 import { channelType } from '../names.js';
 import * as frames from './frames.js';
 import type { Membership, SocketState } from './registry.js';
@@ -19,12 +19,37 @@ const LEAVE_ATTEMPTS = 3;
 const LEAVE_RETRY_MS = 500;
 
 export class Subscriptions {
+  /** Connections with at least one membership, closed ones with a leave pending included. */
+  private readonly tracked = new Set<SocketState>();
+
   /** `draining`: the server is shutting down (see leave). */
   constructor(
     private readonly uws: TemplatedApp,
     private readonly adapter: ChannelAdapter,
     private readonly draining: () => boolean,
-  ) {}
+  ) {
+    adapter.onStateLost?.((lost) => this.held(lost));
+  }
+
+  /**
+   * The subscriptions the adapter holds (as far as this thread knows) on channels that lost
+   * their state, for the adapter to record again. Leaves in flight or waiting for a retry are
+   * included: they failed or will fail on the lost state, and their retry then removes the
+   * member for real (member_removed, webhooks). Joins in flight are not: they fail, and the
+   * client is told so.
+   */
+  private held(lost: LostChannels): HeldSubscription[] {
+    const out: HeldSubscription[] = [];
+    for (const state of this.tracked) {
+      for (const [channel, m] of state.channels) {
+        if (!m.joined || !lost(state.app.id, channel)) continue;
+        const sub: HeldSubscription = { appId: state.app.id, channel, socketId: state.socketId };
+        if (m.joinedAs) sub.member = { userId: m.joinedAs.userId, userInfo: m.joinedAs.userInfo };
+        out.push(sub);
+      }
+    }
+    return out;
+  }
 
   /** The client asked to subscribe (already authorised). A repeated subscribe is ignored. */
   subscribe(state: SocketState, channel: string, member?: { userId: string; userInfo: unknown }): void {
@@ -33,6 +58,7 @@ export class Subscriptions {
     if (!m) {
       m = { wanted: true, joined: false, busy: false, delivered: false, leaveAttempts: 0 };
       state.channels.set(channel, m);
+      this.tracked.add(state);
     }
     m.wanted = true;
     m.request = member;
@@ -75,6 +101,7 @@ export class Subscriptions {
       this.leave(state, channel, m);
     } else if (!m.wanted && !m.joined && state.channels.get(channel) === m) {
       state.channels.delete(channel);
+      if (state.channels.size === 0) this.tracked.delete(state);
     }
   }
 

@@ -1,0 +1,185 @@
+/**
+ * ShardPool with real shard workers: the compiled pool and worker (dist/src/shards, built
+ * here when older than src/) on a temp data dir. Covers the close ordering (requests already
+ * sent finish before the shards close) and a crashed worker (the requests it held fail at once
+ * with SHARD_UNAVAILABLE, a new worker takes over, restart listeners are told).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPO_ROOT } from '../../helpers/herald-process.js';
+import type { ShardPool as ShardPoolClass } from '../../../src/shards/pool.js';
+
+type PoolModule = typeof import('../../../src/shards/pool.js');
+type LoadModule = typeof import('../../../src/config/load.js');
+type DataDirModule = typeof import('../../../src/shards/data-dir.js');
+
+const DIST_POOL = join(REPO_ROOT, 'dist/src/shards/pool.js');
+
+/** Newest modification time (ms) of the .ts files under a directory. */
+function newestSource(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestSource(path));
+    else if (entry.name.endsWith('.ts')) newest = Math.max(newest, statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+/** `npm run build` (tsc) unless dist is newer than every source file: the workers run compiled JS. */
+function ensureBuilt(): void {
+  let built = 0;
+  try {
+    built = statSync(DIST_POOL).mtimeMs;
+  } catch {
+    // not built yet
+  }
+  if (built >= newestSource(join(REPO_ROOT, 'src'))) return;
+  const tsc = spawnSync(process.execPath, [join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: REPO_ROOT, encoding: 'utf8' });
+  // tsc still emits when another file has a type error; the workers only need the output.
+  if (tsc.status !== 0) process.stderr.write(`pool.test: tsc reported errors:\n${tsc.stdout}${tsc.stderr}\n`);
+  statSync(DIST_POOL);
+}
+
+let ShardPool: PoolModule['ShardPool'];
+let parseConfig: LoadModule['parseConfig'];
+let openDataDir: DataDirModule['openDataDir'];
+const dirs: string[] = [];
+
+beforeAll(async () => {
+  ensureBuilt();
+  const dist = (path: string) => pathToFileURL(join(REPO_ROOT, 'dist/src', path)).href;
+  ({ ShardPool } = (await import(dist('shards/pool.js'))) as PoolModule);
+  ({ parseConfig } = (await import(dist('config/load.js'))) as LoadModule);
+  ({ openDataDir } = (await import(dist('shards/data-dir.js'))) as DataDirModule);
+}, 120_000);
+
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A pool of `shards` workers on a fresh temp data dir, with a long request timeout. */
+async function newPool(shards: number, requestTimeoutMs = 30_000): Promise<ShardPoolClass> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'herald-pool-test-'));
+  dirs.push(dataDir);
+  const identity = openDataDir(dataDir, shards);
+  const config = parseConfig({ dataDir, shards });
+  const pool = new ShardPool({ shardCount: shards, dataDir, config, installSecret: identity.installSecret, requestTimeoutMs });
+  await pool.broadcast({ type: 'core.ping' }, 30_000);
+  return pool;
+}
+
+/** Runs `fn` with what this process writes to stderr (Herald's log lines) captured. */
+async function withStderr<T>(fn: () => Promise<T>): Promise<{ result: T; stderr: string }> {
+  const original = process.stderr.write.bind(process.stderr);
+  let captured = '';
+  process.stderr.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    captured += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString();
+    return (original as (...args: unknown[]) => boolean)(chunk, ...rest);
+  }) as typeof process.stderr.write;
+  try {
+    return { result: await fn(), stderr: captured };
+  } finally {
+    process.stderr.write = original;
+  }
+}
+
+/** Settles a request into 'ok' or its error code. */
+function outcome(p: Promise<unknown>): Promise<string> {
+  return p.then(
+    () => 'ok',
+    (err: unknown) => String((err as { code?: string }).code ?? err),
+  );
+}
+
+/** With HERALD_TEST_HOOKS=1 in the environment the workers are created with (they copy it). */
+async function withTestHooks<T>(value: string | undefined, fn: () => Promise<T>): Promise<T> {
+  const before = process.env.HERALD_TEST_HOOKS;
+  if (value === undefined) delete process.env.HERALD_TEST_HOOKS;
+  else process.env.HERALD_TEST_HOOKS = value;
+  try {
+    return await fn();
+  } finally {
+    if (before === undefined) delete process.env.HERALD_TEST_HOOKS;
+    else process.env.HERALD_TEST_HOOKS = before;
+  }
+}
+
+describe('ShardPool.close', () => {
+  it('lets every request already sent finish before the shards close: 3000 pings then close()', async () => {
+    const pool = await newPool(2);
+    const { result, stderr } = await withStderr(async () => {
+      // 1500 per shard: more than the 1024 a worker takes at once, so some wait in Piscina's queue.
+      const pings = Array.from({ length: 3000 }, (_, i) => outcome(pool.request(i % 2, { type: 'core.ping' })));
+      const closed = pool.close();
+      expect(pool.close()).toBe(closed); // a second close() waits for the same one
+      const outcomes = await Promise.all(pings);
+      await closed;
+      return { outcomes, after: await outcome(pool.request(0, { type: 'core.ping' })) };
+    });
+    expect(result.outcomes.filter((o) => o !== 'ok')).toEqual([]);
+    // Closed: new requests are refused cleanly.
+    expect(result.after).toBe('SHARD_UNAVAILABLE');
+    expect(stderr).not.toMatch(/Unexpected message from Worker|Terminating worker thread|Shard is closing|shard worker error/);
+  }, 30_000);
+});
+
+describe('a crashed shard worker', () => {
+  it('fails the requests it held at once, is replaced, and the pool says so', async () => {
+    await withTestHooks('1', async () => {
+      const pool = await newPool(2);
+      try {
+        const restarts: number[] = [];
+        pool.onShardRestart((shard) => restarts.push(shard));
+        const before = await pool.request(0, { type: 'core.ping' });
+
+        const started = Date.now();
+        // The worker blocks for 300 ms then exits: the pings sent meanwhile are held by it.
+        const crash = outcome(pool.request(0, { type: 'core.crash', holdMs: 300 }));
+        await new Promise((r) => setTimeout(r, 50));
+        const held = Array.from({ length: 50 }, () => outcome(pool.request(0, { type: 'core.ping' })));
+        const other = Array.from({ length: 10 }, () => outcome(pool.request(1, { type: 'core.ping' })));
+        expect(await crash).toBe('SHARD_UNAVAILABLE');
+        expect(await Promise.all(held)).toEqual(held.map(() => 'SHARD_UNAVAILABLE'));
+        // Promptly: the hold plus a little, far from the 30 s request timeout.
+        expect(Date.now() - started).toBeLessThan(3000);
+        expect(await Promise.all(other)).toEqual(other.map(() => 'ok')); // the other shard is untouched
+        expect(restarts).toEqual([0]);
+
+        // The replacement answers, started after the crash (the old worker was up before `started`).
+        const after = await pool.request(0, { type: 'core.ping' });
+        expect(after.shardIndex).toBe(0);
+        expect(before.shardIndex).toBe(0);
+        expect(after.uptimeMs).toBeLessThan(Date.now() - started - 250);
+
+        // And a replacement can crash and be replaced too.
+        expect(await outcome(pool.request(0, { type: 'core.crash' }))).toBe('SHARD_UNAVAILABLE');
+        expect(await outcome(pool.request(0, { type: 'core.ping' }))).toBe('ok');
+        expect(restarts).toEqual([0, 0]);
+      } finally {
+        await pool.close();
+      }
+    });
+  }, 30_000);
+
+  it('is refused without HERALD_TEST_HOOKS=1: the worker answers an error and keeps running', async () => {
+    await withTestHooks(undefined, async () => {
+      const pool = await newPool(1);
+      try {
+        const restarts: number[] = [];
+        pool.onShardRestart((shard) => restarts.push(shard));
+        const before = await pool.request(0, { type: 'core.ping' });
+        expect(await outcome(pool.request(0, { type: 'core.crash' }))).toBe('ROUTE_NOT_FOUND');
+        const after = await pool.request(0, { type: 'core.ping' });
+        expect(after.uptimeMs).toBeGreaterThanOrEqual(before.uptimeMs); // the same worker
+        expect(restarts).toEqual([]);
+      } finally {
+        await pool.close();
+      }
+    });
+  }, 30_000);
+});
