@@ -1,0 +1,152 @@
+/**
+ * `npm run bench:fanout [-- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N]
+ *  [--payload BYTES] [--cpu-prof] [scenario ...]]`
+ *
+ * Whole-system fan-out benchmark over loopback: for each scenario, starts the built Herald and
+ * then the bare-uWS ceiling (bench/fanout/ceiling-server.ts), each fresh, and drives both with
+ * the same load clients (bench/fanout/load-client.ts, forked) and the same signed keep-alive
+ * triggers (sent from this process). Prints a table with Herald/ceiling ratios and writes
+ * bench/results/<timestamp>.json. Figures, never pass/fail; the exit code is 0 unless the
+ * benchmark itself broke. Scenario names: see SCENARIOS in bench/fanout/scenarios.ts.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { ClientPool } from './fanout/client-pool.js';
+import { machineInfo, renderTable, type RunRecord, type ScenarioRecord, type TargetOutcome } from './fanout/report.js';
+import { FULL_SIZES, QUICK_SIZES, SCENARIOS, type Scenario, type Sizes } from './fanout/scenarios.js';
+import { BENCH_APP, startTarget, type RunningTarget, type TargetName } from './fanout/targets.js';
+import { TriggerClient } from './fanout/trigger-client.js';
+
+const REPO_ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+/** A scenario on one target is abandoned (and reported as an error) after this long. */
+const SCENARIO_TIMEOUT_MS = { quick: 120_000, full: 300_000 };
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    quick: { type: 'boolean', default: false },
+    target: { type: 'string', multiple: true },
+    clients: { type: 'string', default: '2' },
+    'http-connections': { type: 'string', default: '32' },
+    payload: { type: 'string', default: '100' },
+    'cpu-prof': { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+});
+
+if (values.help) {
+  process.stdout.write(
+    'usage: npm run bench:fanout -- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N] [--payload BYTES] [--cpu-prof] [scenario ...]\n' +
+      `scenarios: ${SCENARIOS.map((s) => s.name).join(', ')}\n`,
+  );
+  process.exit(0);
+}
+
+const unknown = positionals.filter((name) => !SCENARIOS.some((s) => s.name === name));
+if (unknown.length) {
+  process.stderr.write(`unknown scenario(s): ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}\n`);
+  process.exit(2);
+}
+const selected = positionals.length ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS;
+const targets = (values.target?.length ? values.target : ['herald', 'ceiling']) as TargetName[];
+const quick = values.quick!;
+const sizes: Sizes = quick ? QUICK_SIZES : FULL_SIZES;
+const clientProcesses = Math.max(1, Number(values.clients));
+const httpConnections = Math.max(1, Number(values['http-connections']));
+const payloadBytes = Math.max(20, Number(values.payload));
+const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+const resultsDir = join(REPO_ROOT, 'bench/results');
+const cpuProfDir = values['cpu-prof'] ? join(resultsDir, `profiles-${stamp}`) : undefined;
+
+const log = (line: string): void => {
+  process.stdout.write(`${line}\n`);
+};
+
+async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms / 1000} s`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function runOne(scenario: Scenario, name: TargetName, heraldMaxUnitsPerSec: number | undefined): Promise<TargetOutcome> {
+  const started = performance.now();
+  log(`${scenario.name} on ${name}`);
+  let target: RunningTarget;
+  try {
+    target = await startTarget(name, { cpuProfDir, profileLabel: `${scenario.name}-${name}` });
+  } catch (err) {
+    const error = err instanceof Error ? err.message : String(err);
+    log(`  ERROR: ${error.split('\n')[0]}`);
+    return { error, elapsedMs: performance.now() - started };
+  }
+  const pool = new ClientPool(clientProcesses);
+  const trigger = new TriggerClient(target.baseUrl, BENCH_APP, httpConnections, payloadBytes);
+  try {
+    const metrics = await withTimeout(
+      scenario.run({ target, pool, trigger, sizes, httpConnections, heraldMaxUnitsPerSec, log }),
+      quick ? SCENARIO_TIMEOUT_MS.quick : SCENARIO_TIMEOUT_MS.full,
+      `${scenario.name} on ${name}`,
+    );
+    return { metrics, elapsedMs: performance.now() - started };
+  } catch (err) {
+    const error = err instanceof Error ? err.message : String(err);
+    log(`  ERROR: ${error.split('\n')[0]}`);
+    return { error, elapsedMs: performance.now() - started };
+  } finally {
+    trigger.close();
+    await withTimeout(pool.closeSockets(), 30_000, 'closing sockets').catch(() => undefined);
+    await pool.dispose();
+    await target.stop();
+  }
+}
+
+async function main(): Promise<void> {
+  const machine = machineInfo();
+  const needed = Math.max(sizes.broadcastLarge, sizes.connectStorm, sizes.idleConnections);
+  log(`machine: ${machine.nproc} cores (${machine.cpuModel}), ${machine.memGiB} GiB, node ${machine.node}, load ${machine.loadAverageAtStart}`);
+  log(`open files limit: soft ${machine.openFilesSoft}, hard ${machine.openFilesHard} (the server needs ~${needed} sockets, each load client ~${Math.ceil(needed / clientProcesses)})`);
+  if (Number(machine.openFilesSoft) < needed + 500) {
+    log(`WARNING: the open files limit is below ${needed + 500}; raise it (ulimit -n) or expect failed connects`);
+  }
+  log(`${quick ? 'QUICK' : 'FULL'} run; ${clientProcesses} load-client processes, ${httpConnections} keep-alive trigger connections, ${payloadBytes} B event data`);
+  const run: RunRecord = {
+    startedAt: new Date().toISOString(),
+    command: process.argv.slice(2).join(' '),
+    quick,
+    options: { targets, clientProcesses, httpConnections, payloadBytes, sizes, cpuProfDir },
+    machine,
+    scenarios: [],
+  };
+  mkdirSync(resultsDir, { recursive: true });
+  const file = join(resultsDir, `${stamp}.json`);
+  for (const scenario of selected) {
+    const record: ScenarioRecord = { name: scenario.name, description: scenario.description };
+    run.scenarios.push(record);
+    if (targets.includes('herald')) record.herald = await runOne(scenario, 'herald', undefined);
+    const heraldMax = record.herald?.metrics?.find((m) => m.name === 'max: triggers/s' || m.name === 'max: batches/s')?.value;
+    if (targets.includes('ceiling')) record.ceiling = await runOne(scenario, 'ceiling', heraldMax);
+    // Written after every scenario, so a run cut short keeps what it measured.
+    writeFileSync(file, JSON.stringify(run, null, 2));
+  }
+  log('');
+  log(renderTable(run));
+  log('');
+  log(`results: ${file}`);
+  if (cpuProfDir) log(`cpu profiles: ${cpuProfDir}`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`bench:fanout failed: ${String((err as Error)?.stack ?? err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,479 @@
+/**
+ * The fan-out scenarios. Each runs against one freshly started target (Herald or the ceiling),
+ * is bounded in time and count, and returns named metrics that fanout.ts lines up side by side.
+ *
+ * Trigger scenarios (broadcast, unicast, batch) run three phases, each ended by a drain (wait
+ * until every expected frame has arrived, bounded) so loss is counted, not guessed:
+ *  1. max: closed loop over `httpConnections` keep-alive sockets, throttled so no subscriber
+ *     has more than SOCKET_BACKLOG frames outstanding (the server's backpressure limit is
+ *     never reached, so the server is never forced to drop or disconnect);
+ *  2. moderate: open loop at a fixed, comfortable rate, for the latency figures;
+ *  3. half: open loop at half of Herald's max trigger rate (measured in phase 1 on Herald; the
+ *     ceiling is driven at Herald's figure, so both p99s are at the same rate).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { monotonicUs } from './clock.js';
+import type { ClientPool, PoolStats } from './client-pool.js';
+import type { ChannelPlan } from './client-messages.js';
+import { CpuMeter, machineBusyCpuUs, mainThreadCpuUs, processCpuUs, processSystemCpuUs, rssKb } from './proc-stats.js';
+import { BENCH_APP, type RunningTarget } from './targets.js';
+import type { TriggerClient } from './trigger-client.js';
+
+/** A figure of one scenario on one target. */
+export interface Metric {
+  name: string;
+  unit: string;
+  value: number;
+  /** Which direction is good, for reading the ratio. */
+  better: 'higher' | 'lower' | 'none';
+}
+
+/** Counts and times for a whole run; `--quick` picks the small set. */
+export interface Sizes {
+  broadcastSmall: number;
+  broadcastLarge: number;
+  unicastChannels: number;
+  batchChannels: number;
+  presenceMembers: number;
+  connectStorm: number;
+  idleConnections: number;
+  /** Length of each trigger phase, ms. */
+  phaseMs: number;
+}
+
+export const FULL_SIZES: Sizes = {
+  broadcastSmall: 1_000,
+  broadcastLarge: 10_000,
+  unicastChannels: 1_000,
+  batchChannels: 1_000,
+  presenceMembers: 1_000,
+  connectStorm: 10_000,
+  idleConnections: 10_000,
+  phaseMs: 5_000,
+};
+
+export const QUICK_SIZES: Sizes = {
+  broadcastSmall: 200,
+  broadcastLarge: 1_000,
+  unicastChannels: 200,
+  batchChannels: 200,
+  presenceMembers: 100,
+  connectStorm: 1_000,
+  idleConnections: 1_000,
+  phaseMs: 1_500,
+};
+
+export interface ScenarioContext {
+  target: RunningTarget;
+  pool: ClientPool;
+  trigger: TriggerClient;
+  sizes: Sizes;
+  /** Keep-alive HTTP connections for the closed-loop phase. */
+  httpConnections: number;
+  /** Herald's max units/s for this scenario when already measured (the ceiling run uses it). */
+  heraldMaxUnitsPerSec?: number;
+  log: (line: string) => void;
+}
+
+export interface Scenario {
+  name: string;
+  description: string;
+  run(ctx: ScenarioContext): Promise<Metric[]>;
+}
+
+/**
+ * Frames a subscriber may have outstanding in the max phase: enough to keep every queue busy
+ * between two progress reports, far under the 1 MiB backpressure cap (~64 × 150 B).
+ */
+const SOCKET_BACKLOG = 64;
+/** Upper bound on units sent in one phase, whatever the duration. */
+const MAX_UNITS_PER_PHASE = 500_000;
+/** Open-loop phases give up sending (and say so) past this many unanswered requests. */
+const MAX_IN_FLIGHT = 4_096;
+/** Longest wait for stragglers after a phase, ms. */
+const DRAIN_TIMEOUT_MS = 15_000;
+
+const metric = (name: string, unit: string, value: number, better: Metric['better'] = 'none'): Metric => ({ name, unit, value, better });
+
+/** How one trigger "unit" (a C1 request or a C2 batch) is sent and what it should deliver. */
+interface TriggerShape {
+  /** Sends unit number `i`. */
+  fire(trigger: TriggerClient, i: number): Promise<number>;
+  /** Frames one unit delivers in total. */
+  deliveriesPerUnit: number;
+  /** Events one unit carries (1 for C1, the batch size for C2). */
+  eventsPerUnit: number;
+  /** Subscriber sockets (for the backlog window). */
+  subscribers: number;
+  /** Rate of the moderate phase, units/s. */
+  moderateRate: number;
+  /** Plural, e.g. `triggers`. */
+  unitName: string;
+  /** Singular, e.g. `trigger`. */
+  unitSingular: string;
+}
+
+interface PhaseResult {
+  unitsOk: number;
+  unitsFailed: number;
+  sendMs: number;
+  /** From the first send until the last expected frame arrived (or the drain gave up), ms. */
+  totalMs: number;
+  expected: number;
+  stats: PoolStats;
+  /** % of one core: server (all threads), its main thread, each load client, trigger sender, the rest of the machine. */
+  cpu: CpuFigures;
+  /** Open loop only: false when the sender could not keep the rate. */
+  rateHeld: boolean;
+}
+
+/** CPU over a phase, % of one core (ticks of 10 ms: short phases are coarse). */
+interface CpuFigures {
+  server: number;
+  serverMain: number;
+  /** Kernel time of the server process (all threads). */
+  serverSystem: number;
+  clients: number[];
+  trigger: number;
+  others: number;
+  seconds: number;
+}
+
+/** Server CPU time per operation, µs: how much of a core one trigger/connect/join costs the server, whoever was saturated. */
+function serverCpuPer(cpu: CpuFigures, operations: number, which: 'server' | 'serverMain' = 'server'): number {
+  return operations > 0 ? (cpu[which] / 100) * cpu.seconds * 1e6 / operations : 0;
+}
+
+function cpuMeter(ctx: ScenarioContext): CpuMeter {
+  const pid = ctx.target.pid;
+  const pids = ctx.pool.pids;
+  return new CpuMeter(() => {
+    const self = process.cpuUsage();
+    return [machineBusyCpuUs(), processCpuUs(pid), mainThreadCpuUs(pid), processSystemCpuUs(pid), ...pids.map(processCpuUs), self.user + self.system];
+  });
+}
+
+function cpuResult(meter: CpuMeter): CpuFigures {
+  const p = meter.percent();
+  const [machine, server, serverMain, serverSystem] = [p[0]!, p[1]!, p[2]!, p[3]!];
+  const clients = p.slice(4, -1);
+  const trigger = p[p.length - 1]!;
+  const others = Math.max(0, machine - server - trigger - clients.reduce((a, b) => a + b, 0));
+  return { server, serverMain, serverSystem, clients, trigger, others, seconds: meter.elapsedSeconds() };
+}
+
+/** Waits until the pool has received `expected` frames, or nothing arrived for a while. */
+async function drain(ctx: ScenarioContext, expected: number): Promise<void> {
+  const deadline = Date.now() + DRAIN_TIMEOUT_MS;
+  let last = -1;
+  let stalledSince = Date.now();
+  while (ctx.pool.received < expected && Date.now() < deadline) {
+    await ctx.pool.nextProgress(100);
+    if (ctx.pool.received !== last) {
+      last = ctx.pool.received;
+      stalledSince = Date.now();
+    } else if (Date.now() - stalledSince > 3_000) {
+      break;
+    }
+  }
+}
+
+async function waitForAnswers(trigger: TriggerClient): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (trigger.inFlight > 0 && Date.now() < deadline) await sleep(5);
+}
+
+async function finishPhase(ctx: ScenarioContext, shape: TriggerShape, startUs: number, sendMs: number, okBefore: number, failedBefore: number, meter: CpuMeter, rateHeld: boolean): Promise<PhaseResult> {
+  await waitForAnswers(ctx.trigger);
+  const cpu = cpuResult(meter);
+  const unitsOk = ctx.trigger.ok - okBefore;
+  const unitsFailed = ctx.trigger.failed - failedBefore;
+  const expected = unitsOk * shape.deliveriesPerUnit;
+  await drain(ctx, expected);
+  const totalMs = (monotonicUs() - startUs) / 1000;
+  const stats = await ctx.pool.stats();
+  return { unitsOk, unitsFailed, sendMs, totalMs, expected, stats, cpu, rateHeld };
+}
+
+/** Phase 1: as fast as the server answers, within the per-subscriber backlog window. */
+async function maxPhase(ctx: ScenarioContext, shape: TriggerShape): Promise<PhaseResult> {
+  await ctx.pool.reset();
+  const okBefore = ctx.trigger.ok;
+  const failedBefore = ctx.trigger.failed;
+  const windowUnits = Math.max(1, Math.floor((SOCKET_BACKLOG * shape.subscribers) / shape.deliveriesPerUnit));
+  const meter = cpuMeter(ctx);
+  const startUs = monotonicUs();
+  const endAt = performance.now() + ctx.sizes.phaseMs;
+  let sent = 0;
+  const lane = async (): Promise<void> => {
+    while (performance.now() < endAt && sent < MAX_UNITS_PER_PHASE) {
+      while (sent - ctx.pool.received / shape.deliveriesPerUnit > windowUnits && performance.now() < endAt) {
+        await ctx.pool.nextProgress(50);
+      }
+      await shape.fire(ctx.trigger, sent++);
+    }
+  };
+  await Promise.all(Array.from({ length: ctx.httpConnections }, lane));
+  const sendMs = (monotonicUs() - startUs) / 1000;
+  return finishPhase(ctx, shape, startUs, sendMs, okBefore, failedBefore, meter, true);
+}
+
+/** Phases 2 and 3: `rate` units/s for the phase length, whatever the answers. */
+async function fixedRatePhase(ctx: ScenarioContext, shape: TriggerShape, rate: number): Promise<PhaseResult> {
+  await ctx.pool.reset();
+  const okBefore = ctx.trigger.ok;
+  const failedBefore = ctx.trigger.failed;
+  const total = Math.max(1, Math.min(MAX_UNITS_PER_PHASE, Math.round((rate * ctx.sizes.phaseMs) / 1000)));
+  const meter = cpuMeter(ctx);
+  const startUs = monotonicUs();
+  const start = performance.now();
+  let sent = 0;
+  let rateHeld = true;
+  while (sent < total) {
+    const due = Math.min(total, Math.floor(((performance.now() - start) / 1000) * rate) + 1);
+    while (sent < due) {
+      if (ctx.trigger.inFlight >= MAX_IN_FLIGHT) {
+        rateHeld = false;
+        break;
+      }
+      void shape.fire(ctx.trigger, sent++);
+    }
+    if (!rateHeld) break;
+    const nextAt = start + (sent / rate) * 1000;
+    const wait = nextAt - performance.now();
+    // Timers are ~1 ms coarse; below that, yield to I/O and re-check.
+    if (wait >= 1) await sleep(Math.floor(wait));
+    else await new Promise((r) => setImmediate(r));
+  }
+  const sendMs = (monotonicUs() - startUs) / 1000;
+  return finishPhase(ctx, shape, startUs, sendMs, okBefore, failedBefore, meter, rateHeld);
+}
+
+function phaseMetrics(prefix: string, shape: TriggerShape, r: PhaseResult, throughput: boolean): Metric[] {
+  const lat = r.stats.histogram.summary();
+  const out: Metric[] = [];
+  if (throughput) {
+    out.push(metric(`${prefix} ${shape.unitName}/s`, '/s', (r.unitsOk / r.sendMs) * 1000, 'higher'));
+    if (shape.eventsPerUnit > 1) out.push(metric(`${prefix} events/s`, '/s', ((r.unitsOk * shape.eventsPerUnit) / r.sendMs) * 1000, 'higher'));
+    out.push(metric(`${prefix} delivered msgs/s`, '/s', (r.stats.received / r.totalMs) * 1000, 'higher'));
+  } else {
+    out.push(metric(`${prefix} rate achieved`, `${shape.unitName}/s`, (r.unitsOk / r.sendMs) * 1000));
+  }
+  out.push(
+    metric(`${prefix} latency p50`, 'ms', lat.p50, 'lower'),
+    metric(`${prefix} latency p99`, 'ms', lat.p99, 'lower'),
+    metric(`${prefix} latency max`, 'ms', lat.max, 'lower'),
+    metric(`${prefix} loss`, 'msgs', r.expected - r.stats.received, 'lower'),
+  );
+  if (r.unitsFailed > 0) out.push(metric(`${prefix} failed triggers`, 'reqs', r.unitsFailed, 'lower'));
+  if (!r.rateHeld) out.push(metric(`${prefix} rate NOT held (sender gave up)`, 'flag', 1, 'lower'));
+  if (r.stats.closedByServer > 0) out.push(metric(`${prefix} sockets closed by server`, 'sockets', r.stats.closedByServer, 'lower'));
+  if (throughput) {
+    out.push(
+      metric(`${prefix} cpu server (all threads)`, '% core', r.cpu.server),
+      metric(`${prefix} cpu server main thread`, '% core', r.cpu.serverMain),
+      metric(`${prefix} cpu server in kernel (sys)`, '% core', r.cpu.serverSystem),
+      metric(`${prefix} cpu load clients (sum)`, '% core', r.cpu.clients.reduce((a, b) => a + b, 0)),
+      metric(`${prefix} cpu trigger sender`, '% core', r.cpu.trigger),
+      metric(`${prefix} cpu other processes`, '% core', r.cpu.others),
+      metric(`${prefix} server cpu per ${shape.unitSingular}`, 'µs', serverCpuPer(r.cpu, r.unitsOk), 'lower'),
+      metric(`${prefix} server main-thread cpu per ${shape.unitSingular}`, 'µs', serverCpuPer(r.cpu, r.unitsOk, 'serverMain'), 'lower'),
+    );
+  }
+  return out;
+}
+
+async function connectAndSubscribe(ctx: ScenarioContext, count: number, plan: ChannelPlan): Promise<Metric[]> {
+  const connected = await ctx.pool.connect(ctx.target.wsUrl, count, 100);
+  if (connected.failed > 0) ctx.log(`  ${connected.failed} connects failed: ${connected.errors.join('; ')}`);
+  const subscribed = await ctx.pool.subscribe(plan, 200, { key: BENCH_APP.key, secret: BENCH_APP.secret });
+  if (subscribed.failed > 0) ctx.log(`  ${subscribed.failed} subscriptions failed: ${subscribed.errors.join('; ')}`);
+  if (subscribed.done === 0) throw new Error(`no subscription succeeded: ${subscribed.errors.join('; ')}`);
+  return [metric('subscribed sockets', 'sockets', subscribed.done)];
+}
+
+async function triggerScenario(ctx: ScenarioContext, sockets: number, plan: ChannelPlan, shape: TriggerShape): Promise<Metric[]> {
+  const setup = await connectAndSubscribe(ctx, sockets, plan);
+  shape.subscribers = setup[0]!.value;
+  await ctx.pool.setProgress(true);
+  // Warm-up: JIT both sides and open the keep-alive sockets; drained before the phases reset the counters.
+  const statuses = await Promise.all(Array.from({ length: ctx.httpConnections }, (_, i) => shape.fire(ctx.trigger, i)));
+  const warmOk = statuses.filter((s) => s === 200).length;
+  if (warmOk === 0) throw new Error(`warm-up triggers failed: ${ctx.trigger.firstError ?? 'no answer'}`);
+  await drain(ctx, warmOk * shape.deliveriesPerUnit);
+  await sleep(200);
+
+  const max = await maxPhase(ctx, shape);
+  const maxRate = (max.unitsOk / max.sendMs) * 1000;
+  ctx.log(`  max: ${maxRate.toFixed(0)} ${shape.unitName}/s, ${((max.stats.received / max.totalMs) * 1000).toFixed(0)} delivered/s, loss ${max.expected - max.stats.received}`);
+  const moderate = await fixedRatePhase(ctx, shape, shape.moderateRate);
+  const halfRate = (ctx.heraldMaxUnitsPerSec ?? maxRate) / 2;
+  const half = await fixedRatePhase(ctx, shape, halfRate);
+  ctx.log(`  moderate ${shape.moderateRate}/s p99 ${moderate.stats.histogram.summary().p99.toFixed(2)} ms; half-max ${halfRate.toFixed(0)}/s p99 ${half.stats.histogram.summary().p99.toFixed(2)} ms`);
+  await ctx.pool.setProgress(false);
+  return [
+    ...setup,
+    ...phaseMetrics('max:', shape, max, true),
+    metric(`moderate: rate`, `${shape.unitName}/s`, shape.moderateRate),
+    ...phaseMetrics('moderate:', shape, moderate, false),
+    metric('half: rate (half of Herald max)', `${shape.unitName}/s`, halfRate),
+    ...(ctx.heraldMaxUnitsPerSec === undefined && ctx.target.name === 'ceiling' ? [metric('half: Herald max unknown, used own max', 'flag', 1)] : []),
+    ...phaseMetrics('half:', shape, half, false),
+  ];
+}
+
+function broadcast(name: string, size: (s: Sizes) => number, moderateDeliveriesPerSec: number): Scenario {
+  return {
+    name,
+    description: 'one public channel, N subscribers; C1 triggers to it (broadcast)',
+    run: (ctx) => {
+      const subscribers = size(ctx.sizes);
+      return triggerScenario(ctx, subscribers, { kind: 'one', channel: 'bench-broadcast' }, {
+        fire: (trigger) => trigger.trigger('bench-broadcast'),
+        deliveriesPerUnit: subscribers,
+        eventsPerUnit: 1,
+        subscribers,
+        moderateRate: Math.max(1, Math.round(moderateDeliveriesPerSec / subscribers)),
+        unitName: 'triggers',
+        unitSingular: 'trigger',
+      });
+    },
+  };
+}
+
+const unicast: Scenario = {
+  name: 'unicast',
+  description: 'N public channels × 1 subscriber; C1 triggers round-robin (trigger-bound)',
+  run: (ctx) => {
+    const channels = ctx.sizes.unicastChannels;
+    return triggerScenario(ctx, channels, { kind: 'modulo', prefix: 'bench-unicast-', modulo: channels }, {
+      fire: (trigger, i) => trigger.trigger(`bench-unicast-${i % channels}`),
+      deliveriesPerUnit: 1,
+      eventsPerUnit: 1,
+      subscribers: channels,
+      moderateRate: 1_000,
+      unitName: 'triggers',
+      unitSingular: 'trigger',
+    });
+  },
+};
+
+const BATCH_SIZE = 10;
+
+const batch: Scenario = {
+  name: 'batch',
+  description: `N public channels × 1 subscriber; C2 batches of ${BATCH_SIZE} events on consecutive channels`,
+  run: (ctx) => {
+    const channels = ctx.sizes.batchChannels;
+    return triggerScenario(ctx, channels, { kind: 'modulo', prefix: 'bench-batch-', modulo: channels }, {
+      fire: (trigger, i) => trigger.triggerBatch(Array.from({ length: BATCH_SIZE }, (_, k) => `bench-batch-${(i * BATCH_SIZE + k) % channels}`)),
+      deliveriesPerUnit: BATCH_SIZE,
+      eventsPerUnit: BATCH_SIZE,
+      subscribers: channels,
+      moderateRate: 100,
+      unitName: 'batches',
+      unitSingular: 'batch',
+    });
+  },
+};
+
+const presenceStorm: Scenario = {
+  name: 'presence-storm',
+  description: 'N members join one presence channel at once (signed auth): time until all have subscription_succeeded',
+  run: async (ctx) => {
+    const members = ctx.sizes.presenceMembers;
+    const connected = await ctx.pool.connect(ctx.target.wsUrl, members, 100);
+    if (connected.failed > 0) ctx.log(`  ${connected.failed} connects failed: ${connected.errors.join('; ')}`);
+    await ctx.pool.reset();
+    const meter = cpuMeter(ctx);
+    const wave = await ctx.pool.subscribe({ kind: 'one', channel: 'presence-bench' }, members, { key: BENCH_APP.key, secret: BENCH_APP.secret });
+    const cpu = cpuResult(meter);
+    if (wave.failed > 0) ctx.log(`  ${wave.failed} joins failed: ${wave.errors.join('; ')}`);
+    // Let member_added frames settle before counting them.
+    let other = -1;
+    for (let i = 0; i < 50; i++) {
+      await sleep(200);
+      const now = (await ctx.pool.stats()).other;
+      if (now === other) break;
+      other = now;
+    }
+    ctx.log(`  ${wave.done} joined in ${wave.elapsedMs.toFixed(0)} ms`);
+    return [
+      metric('joined', 'members', wave.done, 'higher'),
+      metric('failed joins', 'members', wave.failed, 'lower'),
+      metric('time until all joined', 'ms', wave.elapsedMs, 'lower'),
+      metric('joins/s', '/s', (wave.done / wave.elapsedMs) * 1000, 'higher'),
+      metric('member_added frames received', 'frames', other),
+      metric('cpu server (all threads)', '% core', cpu.server),
+      metric('cpu server main thread', '% core', cpu.serverMain),
+      metric('cpu load clients (sum)', '% core', cpu.clients.reduce((a, b) => a + b, 0)),
+      metric('cpu other processes', '% core', cpu.others),
+      metric('server cpu per join', 'µs', serverCpuPer(cpu, wave.done), 'lower'),
+    ];
+  },
+};
+
+const connectStorm: Scenario = {
+  name: 'connect-storm',
+  description: 'N WebSocket connects, 500 handshakes in flight: connects/s until all have connection_established',
+  run: async (ctx) => {
+    const count = ctx.sizes.connectStorm;
+    const meter = cpuMeter(ctx);
+    const wave = await ctx.pool.connect(ctx.target.wsUrl, count, 250);
+    const cpu = cpuResult(meter);
+    if (wave.failed > 0) ctx.log(`  ${wave.failed} connects failed: ${wave.errors.join('; ')}`);
+    ctx.log(`  ${wave.done} connected in ${wave.elapsedMs.toFixed(0)} ms`);
+    return [
+      metric('connected', 'sockets', wave.done, 'higher'),
+      metric('failed connects', 'sockets', wave.failed, 'lower'),
+      metric('connects/s', '/s', (wave.done / wave.elapsedMs) * 1000, 'higher'),
+      metric('cpu server (all threads)', '% core', cpu.server),
+      metric('cpu server main thread', '% core', cpu.serverMain),
+      metric('cpu load clients (sum)', '% core', cpu.clients.reduce((a, b) => a + b, 0)),
+      metric('cpu other processes', '% core', cpu.others),
+      metric('server cpu per connect', 'µs', serverCpuPer(cpu, wave.done), 'lower'),
+    ];
+  },
+};
+
+const idleMemory: Scenario = {
+  name: 'idle-memory',
+  description: 'server VmRSS before and after N idle connections, then after each subscribes to its own channel',
+  run: async (ctx) => {
+    const count = ctx.sizes.idleConnections;
+    const pid = ctx.target.pid;
+    await sleep(1_000);
+    const empty = rssKb(pid);
+    const wave = await ctx.pool.connect(ctx.target.wsUrl, count, 100);
+    await sleep(2_000);
+    const connected = rssKb(pid);
+    const subscribed = await ctx.pool.subscribe({ kind: 'modulo', prefix: 'idle-', modulo: count }, 200);
+    await sleep(2_000);
+    const withSubscription = rssKb(pid);
+    const perConnection = ((connected.total - empty.total) * 1024) / Math.max(1, wave.done);
+    ctx.log(`  VmRSS empty ${empty.total} KiB, +${wave.done} idle ${connected.total} KiB (${perConnection.toFixed(0)} B each), +1 subscription each ${withSubscription.total} KiB`);
+    const per = (after: number, before: number, n: number): number => ((after - before) * 1024) / Math.max(1, n);
+    return [
+      metric('idle connections', 'sockets', wave.done),
+      metric('VmRSS empty server', 'KiB', empty.total, 'lower'),
+      metric('VmRSS with idle connections', 'KiB', connected.total, 'lower'),
+      metric('VmRSS per idle connection', 'B', perConnection, 'lower'),
+      metric('  idle: RssAnon part', 'B', per(connected.anon, empty.anon, wave.done), 'lower'),
+      metric('  idle: RssFile part', 'B', per(connected.file, empty.file, wave.done), 'lower'),
+      metric('VmRSS per connection + 1 subscription', 'B', per(withSubscription.total, empty.total, subscribed.done), 'lower'),
+      metric('  subscribed: RssAnon part', 'B', per(withSubscription.anon, empty.anon, subscribed.done), 'lower'),
+      metric('  subscribed: RssFile part', 'B', per(withSubscription.file, empty.file, subscribed.done), 'lower'),
+    ];
+  },
+};
+
+/** Every scenario, in run order (idle-memory first, while the machine is calm). */
+export const SCENARIOS: Scenario[] = [
+  idleMemory,
+  broadcast('broadcast-1k', (s) => s.broadcastSmall, 100_000),
+  broadcast('broadcast-10k', (s) => s.broadcastLarge, 100_000),
+  unicast,
+  batch,
+  presenceStorm,
+  connectStorm,
+];

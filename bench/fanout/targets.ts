@@ -1,0 +1,128 @@
+/**
+ * The two servers the fan-out benchmark drives, each started as its own process on a free
+ * loopback port: the built Herald (`dist/src/cli.js`, temp data dir, a config file with the
+ * bench app) and the bare-uWS ceiling (ceiling-server.ts). A fresh process per scenario, so
+ * scenarios do not inherit each other's memory or state.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { BenchApp } from './trigger-client.js';
+
+export type TargetName = 'herald' | 'ceiling';
+
+/** The app both servers are driven with (the ceiling ignores the secret). */
+export const BENCH_APP: BenchApp = { id: 'bench-app', key: 'bench-key', secret: 'bench-secret' };
+
+/** dist/ (this file is dist/bench/fanout/targets.js once built). */
+const DIST = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+const REPO_ROOT = resolve(DIST, '..');
+
+export interface TargetOptions {
+  /** Write V8 CPU profiles of the server process (one per thread) under this directory. */
+  cpuProfDir?: string;
+  /** Sub-directory of cpuProfDir for this start, e.g. `unicast-herald`. */
+  profileLabel?: string;
+}
+
+export interface RunningTarget {
+  name: TargetName;
+  pid: number;
+  port: number;
+  /** `http://127.0.0.1:<port>`. */
+  baseUrl: string;
+  /** WebSocket URL of the bench app. */
+  wsUrl: string;
+  /** Stops the process (graceful, then SIGKILL after 15 s) and removes its temp files. */
+  stop(): Promise<void>;
+}
+
+function herald(dir: string): { args: string[]; env: Record<string, string> } {
+  const configPath = join(dir, 'config.json');
+  writeFileSync(
+    configPath,
+    JSON.stringify({
+      apps: [{ ...BENCH_APP, maxPresenceMembers: 20_000, activityTimeout: 120 }],
+    }),
+  );
+  return {
+    args: [join(DIST, 'src/cli.js'), '--config', configPath],
+    env: {
+      HERALD_HOST: '127.0.0.1',
+      HERALD_PORT: '0',
+      HERALD_DATA_DIR: join(dir, 'data'),
+      HERALD_LOG_LEVEL: process.env.HERALD_LOG_LEVEL ?? 'warn',
+    },
+  };
+}
+
+/** Starts a target and resolves once it prints the port it listens on. */
+export async function startTarget(name: TargetName, options: TargetOptions = {}): Promise<RunningTarget> {
+  const dir = mkdtempSync(join(tmpdir(), `herald-bench-${name}-`));
+  const launch =
+    name === 'herald'
+      ? herald(dir)
+      : { args: [join(DIST, 'bench/fanout/ceiling-server.js'), '--host', '127.0.0.1', '--port', '0'], env: {} };
+  // One directory per target and scenario; Node names each thread's profile (main, shard workers).
+  const execArgs = options.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', join(options.cpuProfDir, options.profileLabel ?? name)] : [];
+  // Extra node flags for the server only (e.g. `--trace-gc`), from BENCH_SERVER_NODE_ARGS.
+  const extraArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...execArgs, ...extraArgs, ...launch.args], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...launch.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => {
+    stderr += d.toString();
+    if (process.env.BENCH_VERBOSE) process.stderr.write(d);
+  });
+  const listening = new Promise<number>((resolvePort, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not start in 30 s\n${stdout}\n${stderr}`)), 30_000);
+    child.stdout!.on('data', (d: Buffer) => {
+      if (process.env.BENCH_VERBOSE) process.stderr.write(d);
+      stdout += d.toString();
+      const m = /listening on (?:http:\/\/[^:]+:|port )(\d+)/.exec(stdout);
+      if (m) {
+        clearTimeout(timer);
+        resolvePort(Number(m[1]));
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited with ${code} before listening\n${stdout}\n${stderr}`));
+    });
+  });
+  let port: number;
+  try {
+    port = await listening;
+  } catch (err) {
+    await stopChild(child);
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const baseUrl = `http://127.0.0.1:${port}`;
+  return {
+    name,
+    pid: child.pid!,
+    port,
+    baseUrl,
+    wsUrl: `ws://127.0.0.1:${port}/app/${BENCH_APP.key}?protocol=7&client=js&version=8.4.0&flash=false`,
+    stop: async () => {
+      await stopChild(child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  await exited;
+  clearTimeout(timer);
+}
