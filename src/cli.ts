@@ -3,6 +3,7 @@
  * `herald [--config <path>] [--allow-uws-fallback]`: starts Herald, prints where it listens
  * and the credentials in use when they are the built-in development defaults.
  */
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig, ConfigError } from './config/load.js';
 import { DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './config/schema.js';
@@ -27,7 +28,7 @@ async function main(): Promise<void> {
   const config = loadConfig({ configPath: values.config, overrides });
   const herald = await startHerald(config);
   const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
-  const lines = [`Herald listening on http://${shownHost}:${herald.port} (ws://${shownHost}:${herald.port}/app/<key>)`, `data dir: ${config.dataDir}, shards: ${config.shards}`];
+  const lines = [`Herald listening on http://${shownHost}:${herald.port} (ws://${shownHost}:${herald.port}/app/<key>)`, `data dir: ${resolve(config.dataDir)}, shards: ${config.shards}`];
   const defaultApp = config.apps.find((a) => a.id === DEFAULT_APP.id && a.secret === DEFAULT_APP.secret);
   const defaultPush = config.push.find((p) => p.instanceId === DEFAULT_PUSH_INSTANCE.instanceId && p.secretKey === DEFAULT_PUSH_INSTANCE.secretKey);
   if (defaultApp || defaultPush) {
@@ -58,6 +59,11 @@ async function main(): Promise<void> {
       },
     );
   };
+  // A rejected promise nobody awaited is a bug; log it rather than let Node end the process
+  // and every connection with it.
+  process.on('unhandledRejection', (reason: unknown) => {
+    log.error('unhandled promise rejection', { error: String((reason as Error)?.stack ?? reason) });
+  });
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
 }

@@ -24,6 +24,7 @@ export const ERROR_CATALOGUE = {
   INVALID_UTF8: { status: 400, kind: 'Bad Request', message: 'Request body is not valid UTF-8' },
   INTERNAL: { status: 500, kind: 'Internal Server Error', message: 'Internal server error' },
   SHARD_UNAVAILABLE: { status: 500, kind: 'Internal Server Error', message: 'A storage shard failed to answer; retry the request' },
+  NOT_READY: { status: 503, kind: 'Service Unavailable', message: 'Server is shutting down; retry the request' },
 
   // Channel API (C1-C6)
   AUTH_MISSING_PARAMS: { status: 401, kind: 'Unauthorized', message: 'Missing authentication parameters' },

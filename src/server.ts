@@ -8,7 +8,7 @@ import type { us_listen_socket } from 'uWebSockets.js';
 import type { HeraldConfig } from './config/schema.js';
 import { loadUws, type UwsModule } from './http/uws-native.js';
 import { registerRoutes, type Route } from './http/router.js';
-import { inFlight, errorReply, statusLine } from './http/uws-http.js';
+import { inFlight, errorReply, type Reply, type RequestContext } from './http/uws-http.js';
 import { systemRoutes } from './http/system-routes.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { openDataDir } from './shards/data-dir.js';
@@ -68,15 +68,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     ...publishApiRoutes(ctx),
     ...reportingApiRoutes(ctx),
   ];
-  registerRoutes(app, routes);
-  app.any('/*', (res, req) => {
-    const method = req.getMethod();
-    const path = req.getUrl();
-    const reply = errorReply(new HeraldError('ROUTE_NOT_FOUND', `No route for ${method.toUpperCase()} ${path}`), 'channel', path);
-    res.cork(() => {
-      res.writeStatus(statusLine(reply.status)).writeHeader('content-type', 'application/json').end(String(reply.body));
-    });
-  });
+  registerRoutes(app, [...routes, ...notFoundRoutes()], { draining: () => state.draining });
 
   const listenSocket = await listen(uws, app, config.host, config.port);
   const port = uws.us_socket_local_port(listenSocket);
@@ -89,6 +81,24 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     return stopping;
   };
   return { port, host: config.host, nativeUws: native, stop };
+}
+
+/** First path segments of the push APIs (Beams): their 404s use the push error body. */
+const PUSH_PREFIXES = ['device_api', 'publish_api', 'reporting_api', 'customer_api', 'user_api'];
+
+/**
+ * The catch-all 404 for every method and path no route serves (registered last; uWS prefers
+ * any more specific pattern). Paths under a push API prefix answer in the push error shape,
+ * every other one in the channel API's; both with `Access-Control-Allow-Origin: *` like the
+ * APIs themselves, so a browser page sees the error instead of a CORS failure.
+ */
+function notFoundRoutes(): Route[] {
+  const notFound = (rc: RequestContext): Reply => {
+    const first = rc.path.split('/')[1] ?? '';
+    const err = new HeraldError('ROUTE_NOT_FOUND', `No route for ${rc.method.toUpperCase()} ${rc.path}`);
+    return errorReply(err, PUSH_PREFIXES.includes(first) ? 'push' : 'channel', rc.path);
+  };
+  return [{ method: 'any', pattern: '/*', handler: notFound, options: { errorStyle: 'channel', bodyLimit: 0, extraHeaders: { 'access-control-allow-origin': '*' } } }];
 }
 
 function listen(uws: UwsModule, app: ReturnType<UwsModule['App']>, host: string, port: number): Promise<us_listen_socket> {

@@ -28,6 +28,7 @@ const SEED_BATCH = 10_000;
 /** Files whose content decides the seeded bytes; a change reseeds. */
 const SOURCES = [
   'src/push/store/device-store.ts',
+  'src/push/store/device-record.ts',
   'src/push/store/keys.ts',
   'src/push/device-api/device-id.ts',
   'src/push/device-api/gateway-token.ts',

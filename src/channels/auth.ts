@@ -1,18 +1,22 @@
 /**
  * Socket authorisation signatures of the Pusher protocol: `auth` is `<app key>:<hex
  * HMAC-SHA256>` with the app secret over `socket_id:channel` (private and encrypted channels),
- * `socket_id:channel:channel_data` (presence) or `socket_id::user::user_data` (sign-in).
+ * `socket_id:channel:channel_data` (presence, and any channel subscribed with channel_data)
+ * or `socket_id::user::user_data` (sign-in).
  * Comparisons are constant time over equal-length buffers, so a wrong signature reveals
  * nothing about the right one.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { constantTimeEqual, hmacSha256Hex } from '../crypto.js';
 
 /** Hex HMAC-SHA256 of `message` with the app secret. */
 export function sign(secret: string, message: string): string {
-  return createHmac('sha256', secret).update(message, 'utf8').digest('hex');
+  return hmacSha256Hex(secret, message);
 }
 
-/** The string a channel subscription signs (channel_data only for presence channels). */
+/**
+ * The string a channel subscription signs: `channel_data` is part of it whenever the client
+ * sent one (presence channels always do; private channels do when the auth endpoint gave one).
+ */
 export function channelSignatureInput(socketId: string, channel: string, channelData?: string): string {
   return channelData === undefined ? `${socketId}:${channel}` : `${socketId}:${channel}:${channelData}`;
 }
@@ -32,8 +36,5 @@ export function verifyAuth(appKey: string, secret: string, auth: unknown, input:
   const colon = auth.lastIndexOf(':');
   if (colon <= 0) return false;
   if (auth.slice(0, colon) !== appKey) return false;
-  const given = Buffer.from(auth.slice(colon + 1), 'utf8');
-  const expected = Buffer.from(sign(secret, input), 'utf8');
-  if (given.length !== expected.length) return false;
-  return timingSafeEqual(given, expected);
+  return constantTimeEqual(sign(secret, input), auth.slice(colon + 1));
 }

@@ -14,10 +14,10 @@ export const MAX_CHANNEL_NAME_LENGTH = 200;
 /**
  * Prefix of the per-user channel pusher-js subscribes to after `pusher:signin` and the `pusher`
  * SDK's `sendToUser` triggers to. `#` is outside the channel-name characters on purpose: no
- * client can subscribe to it as an ordinary channel. Same value as ws/frames.ts.
+ * client can subscribe to it as an ordinary channel.
  */
 export const SERVER_TO_USER_PREFIX = '#server-to-user-';
-/** Longest sign-in / presence user id, in characters (UTF-16 units). Same value as ws/protocol.ts. */
+/** Longest sign-in / presence / watchlist user id, in characters (UTF-16 units). */
 export const MAX_USER_ID_LENGTH = 200;
 
 export type ChannelKind = 'public' | 'private' | 'encrypted' | 'presence';
@@ -36,9 +36,21 @@ export function isValidSocketId(socketId: string): boolean {
   return SOCKET_ID.test(socketId);
 }
 
-/** A user id as `pusher:signin` accepts it: any 1 to MAX_USER_ID_LENGTH characters. */
+/**
+ * A user id as sign-in, watchlists, presence channel_data and `#server-to-user-<id>` accept
+ * it: 1 to MAX_USER_ID_LENGTH characters of well-formed UTF-16. A lone surrogate (possible in
+ * JSON: `"\ud800"`) has no UTF-8 form: such an id could not be encoded, logged or sent intact.
+ */
 export function isValidUserId(userId: string): boolean {
-  return userId !== '' && userId.length <= MAX_USER_ID_LENGTH;
+  return userId !== '' && userId.length <= MAX_USER_ID_LENGTH && isWellFormed(userId);
+}
+
+/**
+ * True when the string has no lone surrogate (`String.prototype.isWellFormed`, Node 20; the
+ * ES2022 typings this project compiles against do not declare it yet).
+ */
+export function isWellFormed(s: string): boolean {
+  return (s as string & { isWellFormed(): boolean }).isWellFormed();
 }
 
 /**
@@ -69,6 +81,14 @@ export function channelType(name: string): ChannelType {
 
 export function isPresenceChannel(name: string): boolean {
   return name.startsWith('presence-');
+}
+
+/**
+ * Whether subscription counts are kept for the channel (socket event and webhook): the app's
+ * `subscriptionCount` switch, and never on presence channels (they have member events).
+ */
+export function countsSubscriptions(app: { readonly subscriptionCount: boolean }, channel: string): boolean {
+  return app.subscriptionCount && !isPresenceChannel(channel);
 }
 
 /** Channels whose subscriptions need a signature (private, encrypted, presence). */

@@ -2,23 +2,40 @@
  * Shard side of the channels area: channel state for the channels this shard owns (see
  * state/channel-store.ts) and the channel webhooks that state changes produce. Webhook events
  * are handed to the emitter raw and in the order they happen; debouncing is the webhook area's.
+ *
+ * For apps with webhooks, occupied channels and presence members are also recorded in LMDB
+ * (state/occupancy-journal.ts). A worker starting after a crash or kill -9 finds the channels
+ * its predecessor left occupied and emits their member_removed and channel_vacated, through
+ * the reload debounce: clients that come back within reloadDebounceMs cancel them (their
+ * channel_occupied / member_added are dropped with them), otherwise receivers learn the
+ * channels are empty. After a worker crash, the main thread's restore re-records the
+ * subscriptions it still holds: for those the shard emits channel_occupied / member_added
+ * into the debounce, which cancels the held events in the same way.
  */
 import type { AppConfig } from '../config/schema.js';
 import { HeraldError } from '../errors.js';
+import { log } from '../log.js';
 import type { ShardArea, ShardContext } from '../shards/context.js';
 import type { ChannelEventBody, WebhookEmitter } from '../webhooks/emitter.js';
-import { channelType } from './names.js';
+import { channelType, countsSubscriptions } from './names.js';
 import type { ChannelShardApi } from './shard-api.js';
-import { ChannelStore } from './state/channel-store.js';
+import { ChannelStore, type JoinOutcome, type LeaveOutcome } from './state/channel-store.js';
+import { OccupancyJournal } from './state/occupancy-journal.js';
 
 /** How often expired cache entries are dropped (ms); reads check expiry themselves. */
 const CACHE_PRUNE_INTERVAL_MS = 60_000;
+/**
+ * How long after start a restore may still cancel the vacated events emitted for recorded
+ * channels (ms, after the reload debounce). Restores follow a worker restart within ms.
+ */
+const RECOVERY_WINDOW_MS = 60_000;
 
 export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): ShardArea<ChannelShardApi> {
   const store = new ChannelStore();
   const apps = new Map<string, AppConfig>(ctx.config.apps.map((a) => [a.id, a]));
   const prune = setInterval(() => store.pruneCache(), CACHE_PRUNE_INTERVAL_MS);
   prune.unref();
+  const journal = new OccupancyJournal(ctx.root);
 
   const appFor = (appId: string): AppConfig => {
     const app = apps.get(appId);
@@ -28,9 +45,20 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
   const emit = (app: AppConfig, event: ChannelEventBody): void => {
     if (app.webhooks.length > 0) webhooks.channelEvent({ appId: app.id, event });
   };
-  /** subscription_count webhooks follow the app's subscriptionCount switch, like the socket event. */
-  const countsSubscriptions = (app: AppConfig, channel: string): boolean =>
-    app.subscriptionCount && channelType(channel).kind !== 'presence';
+  /** Keeps the occupancy record in step with a join (apps with webhooks only). */
+  const recordJoin = (app: AppConfig, channel: string, outcome: JoinOutcome, userId: string | undefined): void => {
+    if (app.webhooks.length === 0 || !outcome.changed) return;
+    if (outcome.occupied) journal.occupied(app.id, channel);
+    if (outcome.memberAdded && userId !== undefined) journal.memberAdded(app.id, channel, userId);
+  };
+  const recordLeave = (app: AppConfig, channel: string, outcome: LeaveOutcome): void => {
+    if (app.webhooks.length === 0 || !outcome.changed) return;
+    if (outcome.memberRemoved !== null) journal.memberRemoved(app.id, channel, outcome.memberRemoved);
+    if (outcome.vacated) journal.vacated(app.id, channel);
+  };
+  const recovered = recoverOccupancy(journal, apps, emit);
+  const forgetRecovered = setTimeout(() => recovered.clear(), ctx.config.webhookDelivery.reloadDebounceMs + RECOVERY_WINDOW_MS);
+  forgetRecovered.unref();
 
   return {
     handlers: {
@@ -39,6 +67,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
         const type = channelType(req.channel);
         const presence = type.kind === 'presence';
         const outcome = store.join({ ...req, maxMembers: app.maxPresenceMembers }, presence);
+        recordJoin(app, req.channel, outcome, req.member?.userId);
         if (outcome.changed) {
           if (outcome.occupied) emit(app, { name: 'channel_occupied', channel: req.channel });
           if (outcome.memberAdded && req.member) emit(app, { name: 'member_added', channel: req.channel, user_id: req.member.userId });
@@ -62,6 +91,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
       'channels.unsubscribe': (req) => {
         const app = appFor(req.appId);
         const outcome = store.leave(req.appId, req.channel, req.socketId);
+        recordLeave(app, req.channel, outcome);
         if (outcome.changed) {
           if (outcome.memberRemoved !== null) emit(app, { name: 'member_removed', channel: req.channel, user_id: outcome.memberRemoved });
           if (countsSubscriptions(app, req.channel)) {
@@ -75,13 +105,25 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
       },
 
       'channels.restore': (req) => {
-        appFor(req.appId);
+        const app = appFor(req.appId);
         let restored = 0;
         for (const sub of req.subscriptions) {
           const presence = channelType(sub.channel).kind === 'presence';
           if (presence && !sub.member) continue;
           const join = { appId: req.appId, channel: sub.channel, socketId: sub.socketId, maxMembers: Number.POSITIVE_INFINITY };
-          if (store.join(sub.member ? { ...join, member: sub.member } : join, presence).changed) restored++;
+          const outcome = store.join(sub.member ? { ...join, member: sub.member } : join, presence);
+          if (!outcome.changed) continue;
+          restored++;
+          const userId = presence ? sub.member?.userId : undefined;
+          recordJoin(app, sub.channel, outcome, userId);
+          // Silent, except where this start emitted a vacated / member_removed for the channel
+          // (recorded occupied by the previous worker): the re-occupy cancels it in the debounce.
+          if (outcome.occupied && recovered.delete(recoveredKey(req.appId, sub.channel))) {
+            emit(app, { name: 'channel_occupied', channel: sub.channel });
+          }
+          if (outcome.memberAdded && userId !== undefined && recovered.delete(recoveredKey(req.appId, sub.channel, userId))) {
+            emit(app, { name: 'member_added', channel: sub.channel, user_id: userId });
+          }
         }
         return { restored };
       },
@@ -118,6 +160,39 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
     },
     close: async () => {
       clearInterval(prune);
+      clearTimeout(forgetRecovered);
     },
   };
+}
+
+function recoveredKey(appId: string, channel: string, userId?: string): string {
+  return userId === undefined ? JSON.stringify([appId, channel]) : JSON.stringify([appId, channel, userId]);
+}
+
+/**
+ * Reads (and clears) the occupancy record left by the previous worker and emits, for each
+ * recorded channel of an app that still has webhooks, member_removed for its members then
+ * channel_vacated, as a real leave would. Answers the keys of what it emitted, so a restore
+ * can cancel them.
+ */
+function recoverOccupancy(
+  journal: OccupancyJournal,
+  apps: ReadonlyMap<string, AppConfig>,
+  emit: (app: AppConfig, event: ChannelEventBody) => void,
+): Set<string> {
+  const emitted = new Set<string>();
+  let channels = 0;
+  for (const { appId, channel, members } of journal.takeAll()) {
+    const app = apps.get(appId);
+    if (!app || app.webhooks.length === 0) continue;
+    channels++;
+    for (const userId of members) {
+      emit(app, { name: 'member_removed', channel, user_id: userId });
+      emitted.add(recoveredKey(appId, channel, userId));
+    }
+    emit(app, { name: 'channel_vacated', channel });
+    emitted.add(recoveredKey(appId, channel));
+  }
+  if (channels > 0) log.info('channels left occupied by the previous worker: vacated (debounced)', { channels, members: emitted.size - channels });
+  return emitted;
 }

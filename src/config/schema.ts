@@ -79,6 +79,12 @@ const webSchema = z.strictObject({
   vapidPrivateKey: z.string().min(1),
   subject: z.string().min(1),
   caFile,
+  /**
+   * Accept web push endpoints on loopback, private, link-local or unspecified addresses and
+   * `localhost` names (refused by default: registration is unauthenticated and Herald POSTs
+   * to the endpoint). For tests and push services on a private network.
+   */
+  allowPrivateEndpoints: z.boolean().default(false),
 });
 
 const pushWebhookSchema = z.strictObject({
@@ -127,8 +133,13 @@ const pushDeliverySchema = z.strictObject({
   retryAttempts: z.number().int().min(1).max(20).default(3),
   /** First retry delay (ms), doubled per attempt with jitter; a longer Retry-After wins. */
   retryBaseDelayMs: z.number().int().min(0).default(200),
-  /** Longest single retry delay (ms); a Retry-After above it fails the send instead of holding the publish. */
+  /** Longest single backoff delay between retries (ms). */
   retryMaxDelayMs: z.number().int().min(0).default(10_000),
+  /**
+   * Longest Retry-After waited out (ms). A 429/503 with Retry-After pauses every send of that
+   * gateway client (web push: of that push service); a longer one fails the sends until it is over.
+   */
+  retryMaxPauseMs: z.number().int().min(0).default(60_000),
   /** Deadline of one gateway request (ms). */
   requestTimeoutMs: z.number().int().positive().default(10_000),
   /** HTTP/2 connections per instance to APNs and to FCM, per shard. */

@@ -1,5 +1,7 @@
 /** The route table: every HTTP route of Herald, registered on the uWS app in one place. */
-import type { TemplatedApp } from 'uWebSockets.js';
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import { HeraldError } from '../errors.js';
+import { log } from '../log.js';
 import { uwsHandler, type Handler, type RouteOptions } from './uws-http.js';
 
 export type Method = 'get' | 'post' | 'put' | 'del' | 'patch' | 'options' | 'any';
@@ -10,14 +12,52 @@ export interface Route {
   pattern: string;
   handler: Handler;
   options: RouteOptions;
+  /**
+   * Answered normally while the server drains (probes: /ready, /health, /metrics). Every other
+   * route answers 503 NOT_READY then, on keep-alive connections opened before the drain.
+   */
+  servedWhileDraining?: boolean;
+}
+
+export interface RegisterOptions {
+  /** True once shutdown has begun. */
+  draining?: () => boolean;
 }
 
 export function paramNames(pattern: string): string[] {
   return pattern.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
 }
 
-export function registerRoutes(app: TemplatedApp, routes: readonly Route[]): void {
+export function registerRoutes(app: TemplatedApp, routes: readonly Route[], opts: RegisterOptions = {}): void {
+  const draining = opts.draining;
   for (const route of routes) {
-    app[route.method](route.pattern, uwsHandler(paramNames(route.pattern), route.handler, route.options));
+    const handler: Handler =
+      draining && !route.servedWhileDraining
+        ? (rc) => {
+            if (draining()) throw new HeraldError('NOT_READY', 'Server is shutting down: retry on another instance or after the restart');
+            return route.handler(rc);
+          }
+        : route.handler;
+    app[route.method](route.pattern, guarded(uwsHandler(paramNames(route.pattern), handler, route.options)));
   }
+}
+
+/**
+ * uWS ends the process on any exception thrown out of a request callback. The route helper
+ * catches handler failures itself; this is the last guard around it: the failure is logged and
+ * the request, when it is not answered yet, gets a bare 500 and its connection closed.
+ */
+function guarded(callback: (res: HttpResponse, req: HttpRequest) => void): (res: HttpResponse, req: HttpRequest) => void {
+  return (res, req) => {
+    try {
+      callback(res, req);
+    } catch (err) {
+      log.error('http request callback failed', { error: String((err as Error)?.stack ?? err) });
+      try {
+        res.cork(() => res.writeStatus('500 Internal Server Error').end('', true));
+      } catch {
+        // Already answered or aborted: uWS refuses the access, nothing more to do.
+      }
+    }
+  };
 }

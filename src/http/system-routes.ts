@@ -1,20 +1,22 @@
 /**
- * GET /ready and GET /health; with HERALD_TEST_HOOKS=1 only, the test route
- * POST /debug/shards/:shard/crash (never registered otherwise).
+ * GET /ready and GET /health (both answered while draining); with HERALD_TEST_HOOKS=1 only, the
+ * test routes POST /debug/shards/:shard/crash and /hold (never registered otherwise).
  */
 import { HeraldError } from '../errors.js';
 import type { ServerContext } from '../server-context.js';
 import type { Route } from './router.js';
+import type { RequestContext } from './uws-http.js';
 
 export function systemRoutes(ctx: ServerContext): Route[] {
   const options = { errorStyle: 'plain' as const, bodyLimit: 0 };
-  const testRoutes: Route[] = process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(ctx)] : [];
+  const testRoutes: Route[] = process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(ctx), holdRoute(ctx)] : [];
   return [
     ...testRoutes,
     {
       method: 'get',
       pattern: '/ready',
       options,
+      servedWhileDraining: true,
       handler: () =>
         ctx.state.ready && !ctx.state.draining
           ? { status: 200, body: { ready: true } }
@@ -24,6 +26,7 @@ export function systemRoutes(ctx: ServerContext): Route[] {
       method: 'get',
       pattern: '/health',
       options,
+      servedWhileDraining: true,
       handler: async () => {
         try {
           const shards = await ctx.shards.broadcast({ type: 'core.ping' }, 2000);
@@ -47,14 +50,37 @@ function crashRoute(ctx: ServerContext): Route {
     pattern: '/debug/shards/:shard/crash',
     options: { errorStyle: 'plain', bodyLimit: 0 },
     handler: async (req) => {
-      const shard = Number(req.params.shard);
-      if (!Number.isInteger(shard) || shard < 0 || shard >= ctx.shards.shardCount) {
-        throw new HeraldError('INVALID_PARAMETERS', `shard must be an integer in [0, ${ctx.shards.shardCount})`);
-      }
-      const holdMs = Number(new URLSearchParams(req.query).get('hold_ms') ?? 0);
-      if (!Number.isFinite(holdMs) || holdMs < 0 || holdMs > 10_000) throw new HeraldError('INVALID_PARAMETERS', 'hold_ms must be in [0, 10000]');
+      const { shard, holdMs } = testHookParams(ctx, req);
       await ctx.shards.request(shard, { type: 'core.crash', holdMs });
       return { status: 200, body: { crashed: false } };
     },
   };
+}
+
+/**
+ * Test hook: blocks shard `:shard`'s thread for `?hold_ms=` (`core.hold`), as a stalled shard
+ * would, then lets it go on; answers once the shard is free again. Requests sent to the shard
+ * meanwhile wait in its queue, in order.
+ */
+function holdRoute(ctx: ServerContext): Route {
+  return {
+    method: 'post',
+    pattern: '/debug/shards/:shard/hold',
+    options: { errorStyle: 'plain', bodyLimit: 0 },
+    handler: async (req) => {
+      const { shard, holdMs } = testHookParams(ctx, req);
+      const res = await ctx.shards.request(shard, { type: 'core.hold', holdMs }, holdMs + ctx.config.shardRequestTimeoutMs);
+      return { status: 200, body: res };
+    },
+  };
+}
+
+function testHookParams(ctx: ServerContext, req: RequestContext): { shard: number; holdMs: number } {
+  const shard = Number(req.params.shard);
+  if (!Number.isInteger(shard) || shard < 0 || shard >= ctx.shards.shardCount) {
+    throw new HeraldError('INVALID_PARAMETERS', `shard must be an integer in [0, ${ctx.shards.shardCount})`);
+  }
+  const holdMs = Number(new URLSearchParams(req.query).get('hold_ms') ?? 0);
+  if (!Number.isFinite(holdMs) || holdMs < 0 || holdMs > 10_000) throw new HeraldError('INVALID_PARAMETERS', 'hold_ms must be in [0, 10000]');
+  return { shard, holdMs };
 }

@@ -17,13 +17,16 @@ export interface RequestContext {
   readonly path: string;
   /** Raw query string without '?'. */
   readonly query: string;
-  /** Header names lower-cased. */
+  /**
+   * Header names lower-cased: every header, or only those the route lists in
+   * RouteOptions.headers (absent or empty ones left out).
+   */
   readonly headers: Readonly<Record<string, string>>;
   /** Route parameters, URL-decoded, by name. */
   readonly params: Readonly<Record<string, string>>;
   /** Body bytes (empty for routes that read none). */
   readonly body: Buffer;
-  /** Remote address, for logs. */
+  /** Remote address, for logs; read when first asked for, '' once the response is finished. */
   readonly remoteAddress: string;
 }
 
@@ -44,6 +47,12 @@ export interface RouteOptions {
   bodyTooLarge?: ErrorCode;
   /** Extra headers on every answer (CORS). */
   extraHeaders?: Record<string, string>;
+  /**
+   * Lower-case names of the request headers the handler reads. Absent: all headers are copied
+   * (one native call per header); a route that needs few should list them, as the channel API
+   * does. `content-length` is read for the body limit either way.
+   */
+  headers?: readonly string[];
 }
 
 const STATUS_TEXT: Record<number, string> = {
@@ -61,80 +70,197 @@ export function statusLine(status: number): string {
   return STATUS_TEXT[status] ?? `${status} Status`;
 }
 
-/** Builds the uWS handler for one route: capture, read body within the limit, run, answer. */
-export function uwsHandler(paramNames: readonly string[], handler: Handler, opts: RouteOptions) {
-  return (res: HttpResponse, req: HttpRequest): void => {
-    const state = { aborted: false };
-    inFlight.count++;
-    res.onAborted(() => {
-      if (!state.aborted) inFlight.count--;
-      state.aborted = true;
-    });
-    const headers: Record<string, string> = {};
-    req.forEach((k, v) => {
-      headers[k] = v;
-    });
+const EMPTY_BODY = Buffer.alloc(0);
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
+/** A route's options, prepared once at registration. */
+interface CompiledRoute {
+  readonly paramNames: readonly string[];
+  readonly handler: Handler;
+  readonly opts: RouteOptions;
+  /** undefined: copy every header. */
+  readonly headerNames: readonly string[] | undefined;
+  readonly extraHeaders: readonly (readonly [string, string])[];
+}
+
+/**
+ * One request and its response: the RequestContext handed to the handler and the state the
+ * uWS callbacks share. `res` is valid until `done` (answered or aborted).
+ */
+class Exchange implements RequestContext {
+  readonly method: string;
+  readonly path: string;
+  readonly query: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly params: Readonly<Record<string, string>>;
+  body: Buffer = EMPTY_BODY;
+  /** Answered or aborted: `res` must not be touched again. */
+  done = false;
+  private remote: string | undefined;
+  /** Body chunks so far, when the body came in more than one. */
+  private chunks: Buffer[] | undefined;
+  private size = 0;
+  private rejected = false;
+
+  constructor(
+    private readonly res: HttpResponse,
+    req: HttpRequest,
+    private readonly route: CompiledRoute,
+  ) {
+    this.method = req.getMethod();
+    this.path = req.getUrl();
+    this.query = req.getQuery() ?? '';
+    const names = route.headerNames;
+    if (names === undefined) {
+      const headers: Record<string, string> = {};
+      req.forEach((k, v) => {
+        headers[k] = v;
+      });
+      this.headers = headers;
+    } else if (names.length === 0) {
+      this.headers = NO_HEADERS;
+    } else {
+      const headers: Record<string, string> = {};
+      for (const name of names) {
+        const value = req.getHeader(name);
+        if (value !== '') headers[name] = value;
+      }
+      this.headers = headers;
+    }
+    const paramNames = route.paramNames;
     const params: Record<string, string> = {};
     for (let i = 0; i < paramNames.length; i++) {
       params[paramNames[i]!] = safeDecode(req.getParameter(i) ?? '');
     }
-    const base = {
-      method: req.getCaseSensitiveMethod().toLowerCase(),
-      path: req.getUrl(),
-      query: req.getQuery() ?? '',
-      headers,
-      params,
-      remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
-    };
-    const run = (body: Buffer): void => {
-      let result: Reply | Promise<Reply>;
-      try {
-        result = handler({ ...base, body });
-      } catch (err) {
-        send(res, state, errorReply(err, opts.errorStyle, base.path), opts);
-        return;
-      }
-      if (result instanceof Promise) {
-        result.then(
-          (reply) => send(res, state, reply, opts),
-          (err: unknown) => send(res, state, errorReply(err, opts.errorStyle, base.path), opts),
-        );
-      } else {
-        send(res, state, result, opts);
-      }
-    };
-    if (opts.bodyLimit === 0 || base.method === 'get' || base.method === 'head') {
-      run(Buffer.alloc(0));
+    this.params = params;
+  }
+
+  get remoteAddress(): string {
+    if (this.remote === undefined) {
+      if (this.done) return '';
+      this.remote = Buffer.from(this.res.getRemoteAddressAsText()).toString();
+    }
+    return this.remote;
+  }
+
+  aborted(): void {
+    if (!this.done) inFlight.count--;
+    this.done = true;
+  }
+
+  /** Takes one body chunk (uWS frees its memory after the callback: copied once here). */
+  data(chunk: ArrayBuffer, isLast: boolean): void {
+    try {
+      this.takeChunk(chunk, isLast);
+    } catch (err) {
+      // Inside a uWS callback: a throw would end the process.
+      this.rejected = true;
+      this.send(errorReply(err, this.route.opts.errorStyle, this.path), true);
+    }
+  }
+
+  private takeChunk(chunk: ArrayBuffer, isLast: boolean): void {
+    if (this.rejected) return;
+    this.size += chunk.byteLength;
+    if (this.size > this.route.opts.bodyLimit) {
+      this.rejected = true;
+      this.tooLarge();
       return;
     }
-    const tooLarge = (): void => {
-      const err = new HeraldError(opts.bodyTooLarge ?? 'BODY_TOO_LARGE', `Request body is larger than ${opts.bodyLimit} bytes`);
-      send(res, state, errorReply(err, opts.errorStyle, base.path), opts, true);
-    };
-    const declared = Number(headers['content-length']);
-    if (Number.isFinite(declared) && declared > opts.bodyLimit) {
-      tooLarge();
+    const copy = Buffer.from(new Uint8Array(chunk));
+    if (isLast && this.chunks === undefined) {
+      this.run(copy);
+    } else {
+      (this.chunks ??= []).push(copy);
+      if (isLast) this.run(Buffer.concat(this.chunks, this.size));
+    }
+  }
+
+  tooLarge(): void {
+    const opts = this.route.opts;
+    const err = new HeraldError(opts.bodyTooLarge ?? 'BODY_TOO_LARGE', `Request body is larger than ${opts.bodyLimit} bytes`);
+    this.send(errorReply(err, opts.errorStyle, this.path), true);
+  }
+
+  run(body: Buffer): void {
+    this.body = body;
+    let result: Reply | Promise<Reply>;
+    try {
+      result = this.route.handler(this);
+    } catch (err) {
+      this.send(errorReply(err, this.route.opts.errorStyle, this.path));
       return;
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let rejected = false;
-    res.onData((chunk, isLast) => {
-      if (rejected) return;
-      size += chunk.byteLength;
-      if (size > opts.bodyLimit) {
-        rejected = true;
-        tooLarge();
-        return;
-      }
-      // uWS reuses the chunk's memory after this callback returns: copy it.
-      chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
-      if (isLast) run(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    if (result instanceof Promise) {
+      result.then(
+        (reply) => this.send(reply),
+        (err: unknown) => this.send(errorReply(err, this.route.opts.errorStyle, this.path)),
+      );
+    } else {
+      this.send(result);
+    }
+  }
+
+  /**
+   * Answers once; a no-op after an abort or an earlier answer. Never throws: it runs inside
+   * uWS callbacks and promise continuations, where a throw would end the process.
+   */
+  send(reply: Reply, closeConnection = false): void {
+    if (this.done) return;
+    let body: string | Buffer;
+    try {
+      body = reply.body === undefined ? '' : typeof reply.body === 'string' || Buffer.isBuffer(reply.body) ? reply.body : JSON.stringify(reply.body);
+    } catch (err) {
+      // A reply body that cannot be encoded is a bug: answer 500 instead.
+      reply = errorReply(err, this.route.opts.errorStyle, this.path);
+      body = reply.body as string;
+    }
+    this.done = true;
+    inFlight.count--;
+    const res = this.res;
+    const extra = this.route.extraHeaders;
+    res.cork(() => {
+      // uWS answers 200 OK unless told otherwise: one native call less on the common path.
+      if (reply.status !== 200) res.writeStatus(statusLine(reply.status));
+      const headers = reply.headers;
+      if (body !== '' && (headers === undefined || !('content-type' in headers))) res.writeHeader('content-type', 'application/json');
+      if (headers !== undefined) for (const k in headers) res.writeHeader(k, headers[k]!);
+      for (let i = 0; i < extra.length; i++) res.writeHeader(extra[i]![0], extra[i]![1]);
+      res.end(body, closeConnection);
     });
+  }
+}
+
+/** Builds the uWS handler for one route: capture, read body within the limit, run, answer. */
+export function uwsHandler(paramNames: readonly string[], handler: Handler, opts: RouteOptions) {
+  const route: CompiledRoute = {
+    paramNames,
+    handler,
+    opts,
+    headerNames: opts.headers?.map((h) => h.toLowerCase()),
+    extraHeaders: Object.entries(opts.extraHeaders ?? {}),
+  };
+  const readsBody = opts.bodyLimit > 0;
+  const contentLengthCopied = route.headerNames === undefined || route.headerNames.includes('content-length');
+  return (res: HttpResponse, req: HttpRequest): void => {
+    const exchange = new Exchange(res, req, route);
+    inFlight.count++;
+    res.onAborted(() => exchange.aborted());
+    if (!readsBody || exchange.method === 'get' || exchange.method === 'head') {
+      exchange.run(EMPTY_BODY);
+      return;
+    }
+    const declared = Number(contentLengthCopied ? exchange.headers['content-length'] : req.getHeader('content-length'));
+    if (Number.isFinite(declared) && declared > opts.bodyLimit) {
+      exchange.tooLarge();
+      return;
+    }
+    res.onData((chunk, isLast) => exchange.data(chunk, isLast));
   };
 }
 
 function safeDecode(s: string): string {
+  if (!s.includes('%')) return s;
   try {
     return decodeURIComponent(s);
   } catch {
@@ -153,25 +279,4 @@ export function errorReply(err: unknown, style: ErrorStyle, path: string): Reply
   }
   const body = style === 'push' ? pushErrorBody(herr) : channelErrorBody(herr);
   return { status: herr.status, body };
-}
-
-function send(
-  res: HttpResponse,
-  state: { aborted: boolean },
-  reply: Reply,
-  opts: RouteOptions,
-  closeConnection = false,
-): void {
-  if (state.aborted) return;
-  state.aborted = true; // a response is answered once
-  inFlight.count--;
-  const body = reply.body === undefined ? '' : typeof reply.body === 'string' || Buffer.isBuffer(reply.body) ? reply.body : JSON.stringify(reply.body);
-  res.cork(() => {
-    res.writeStatus(statusLine(reply.status));
-    const headers = reply.headers ?? {};
-    if (!('content-type' in headers) && body !== '') res.writeHeader('content-type', 'application/json');
-    for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
-    if (opts.extraHeaders) for (const [k, v] of Object.entries(opts.extraHeaders)) res.writeHeader(k, v);
-    res.end(body, closeConnection);
-  });
 }

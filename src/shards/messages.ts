@@ -8,7 +8,6 @@ import type { ChannelShardApi } from '../channels/shard-api.js';
 import type { PushShardApi } from '../push/shard-api.js';
 import type { WebhookShardApi } from '../webhooks/shard-api.js';
 
- 
 export interface CoreShardApi {
   /** Liveness and identity; used at start-up and by /health. */
   'core.ping': { req: {}; res: { shardIndex: number; pid: number; uptimeMs: number } };
@@ -20,6 +19,11 @@ export interface CoreShardApi {
    * on it), then exits abruptly, as a crashed worker would. It never answers.
    */
   'core.crash': { req: { holdMs?: number }; res: never };
+  /**
+   * Test hook, honoured only with HERALD_TEST_HOOKS=1 like core.crash: the worker blocks its
+   * thread for `holdMs` (at most 10 000; requests sent meanwhile wait), then answers and goes on.
+   */
+  'core.hold': { req: { holdMs: number }; res: { heldMs: number } };
 }
 
 export interface ShardApi extends CoreShardApi, ChannelShardApi, PushShardApi, WebhookShardApi {}
@@ -28,6 +32,14 @@ export type ShardRequestType = keyof ShardApi;
 export type ShardRequestOf<K extends ShardRequestType> = { type: K } & ShardApi[K]['req'];
 export type ShardResponseOf<K extends ShardRequestType> = ShardApi[K]['res'];
 export type ShardRequest = { [K in ShardRequestType]: ShardRequestOf<K> }[ShardRequestType];
+
+/**
+ * A request as the main thread sends it: the request plus `id` (for logs) and `deadline`,
+ * epoch ms after which the main thread no longer waits for the answer. A shard that reaches
+ * a request past its deadline (it was queued behind a stall) answers SHARD_UNAVAILABLE
+ * without running it: the caller has already been told it failed.
+ */
+export type ShardEnvelope = ShardRequest & { id: number; deadline: number };
 
 /**
  * What a shard sends back for every request: a value or an expected error from the catalogue,

@@ -1,8 +1,11 @@
 /**
  * Main-thread side of the shards: one single-thread Piscina pool per shard, so a key always
  * reaches the same worker (and its LMDB environment). Every request is msgpackr-encoded,
- * carries an id (for logs) and a timeout; a timeout or a crashed worker answers a clean
- * SHARD_UNAVAILABLE (500) instead of hanging.
+ * carries an id (for logs) and a deadline; a timeout, a full queue or a crashed worker answers
+ * a clean SHARD_UNAVAILABLE (500) instead of hanging. A request that reaches its shard after
+ * its deadline (queued behind a stalled worker) is not run: its caller was already told it
+ * failed. Each shard's queue is bounded (maxQueuePerShard), so a stalled shard cannot make
+ * the main thread's memory grow without limit.
  *
  * A worker that dies is replaced by Piscina: the requests it held are rejected at once (its
  * `exit` event), the next ones go to the new worker. Its in-memory state (channel members) is
@@ -11,17 +14,28 @@
  */
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
-import { Packr } from 'msgpackr';
 import { HeraldError, ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
 import { log } from '../log.js';
-import type { ShardReply, ShardRequestOf, ShardRequestType, ShardResponseOf, ShardWorkerData } from './messages.js';
+import { createShardPackr } from './codec.js';
+import type { ShardEnvelope, ShardReply, ShardRequestOf, ShardRequestType, ShardResponseOf, ShardWorkerData } from './messages.js';
 
-const packr = new Packr({ useRecords: false, moreTypes: false });
+const packr = createShardPackr();
 
-/** How long close() waits for the requests already sent to settle before closing the shards (ms). */
-const DEFAULT_DRAIN_TIMEOUT_MS = 5_000;
-/** How long a shard gets to flush and close its storage (ms). */
-const CLOSE_TIMEOUT_MS = 10_000;
+/** Default bound on a whole close(): draining the requests already sent, then closing storage (ms). */
+const DEFAULT_CLOSE_TIMEOUT_MS = 15_000;
+/**
+ * Part of close()'s budget kept for the shards to flush and close their storage after the
+ * drain (ms); at most half the budget.
+ */
+const STORAGE_CLOSE_RESERVE_MS = 5_000;
+/** Requests a shard's Piscina queue holds beyond the 1024 its worker takes at once. */
+export const DEFAULT_MAX_QUEUE_PER_SHARD = 10_000;
+/** Requests a worker takes at once (Piscina concurrentTasksPerWorker). */
+const TASKS_PER_WORKER = 1024;
+/** At most one "queue full" warning per shard per this many ms. */
+const QUEUE_FULL_LOG_INTERVAL_MS = 1_000;
+/** Piscina's rejection when a pool's queue is at maxQueue. */
+const QUEUE_AT_LIMIT = 'Task queue is at limit';
 
 export interface ShardPoolOptions {
   shardCount: number;
@@ -29,6 +43,8 @@ export interface ShardPoolOptions {
   config: unknown;
   installSecret: string;
   requestTimeoutMs: number;
+  /** Requests queued per shard beyond what its worker holds (default DEFAULT_MAX_QUEUE_PER_SHARD); more fail at once. */
+  maxQueuePerShard?: number;
 }
 
 /** Called with the shard index when a shard's worker was replaced (its memory is gone). */
@@ -50,6 +66,8 @@ export class ShardPool {
   /** Per shard: a loss was announced and the replacement's thread id is not known yet. */
   private readonly lossAnnounced: boolean[];
   private readonly restartListeners: ShardRestartListener[] = [];
+  /** Per shard: when the last "queue full" warning was logged (epoch ms). */
+  private readonly queueFullLoggedAt: number[];
   /** close() has begun: new requests are refused. */
   private closing: Promise<void> | undefined;
 
@@ -61,6 +79,7 @@ export class ShardPool {
     this.boots = new Array<number>(opts.shardCount).fill(0);
     this.losses = new Array<number>(opts.shardCount).fill(0);
     this.lossAnnounced = new Array<boolean>(opts.shardCount).fill(false);
+    this.queueFullLoggedAt = new Array<number>(opts.shardCount).fill(0);
     const filename = fileURLToPath(new URL('./worker.js', import.meta.url));
     this.pools = [];
     for (let shardIndex = 0; shardIndex < opts.shardCount; shardIndex++) {
@@ -79,7 +98,8 @@ export class ShardPool {
         // Shards run background work (webhook sends, push fan-out) between tasks:
         // the worker's event loop must never block on Atomics.wait.
         atomics: 'disabled',
-        concurrentTasksPerWorker: 1024,
+        concurrentTasksPerWorker: TASKS_PER_WORKER,
+        maxQueue: opts.maxQueuePerShard ?? DEFAULT_MAX_QUEUE_PER_SHARD,
         workerData,
       });
       pool.on('error', (err: unknown) => log.error('shard worker error', { shard: shardIndex, error: String(err) }));
@@ -117,27 +137,33 @@ export class ShardPool {
   }
 
   /**
-   * Stops accepting requests, waits (at most `drainTimeoutMs`) for those already sent to each
-   * shard to settle, then asks that shard to stop its background work and flush and close its
-   * storage, then stops the workers. Closing only after the drain matters: a shard handles up
-   * to 1024 requests at once, so a close sent earlier would overtake queued requests.
+   * Stops accepting requests, waits for those already sent to each shard to settle, then asks
+   * that shard to stop its background work and flush and close its storage, then stops the
+   * workers. Closing only after the drain matters: a shard handles up to 1024 requests at
+   * once, so a close sent earlier would overtake queued requests.
+   *
+   * The whole close takes at most about `timeoutMs`: the drain ends early enough to leave the
+   * storage close its reserve (STORAGE_CLOSE_RESERVE_MS, at most half the budget), and the
+   * storage close gets what is left. A stuck shard is then stopped without its close: what it
+   * had committed is on disk (LMDB commits are synchronous), what it had not is lost.
    */
-  close(drainTimeoutMs = DEFAULT_DRAIN_TIMEOUT_MS): Promise<void> {
-    this.closing ??= this.closeShards(drainTimeoutMs);
+  close(timeoutMs = DEFAULT_CLOSE_TIMEOUT_MS): Promise<void> {
+    this.closing ??= this.closeShards(timeoutMs);
     return this.closing;
   }
 
-  private async closeShards(drainTimeoutMs: number): Promise<void> {
-    const deadline = Date.now() + drainTimeoutMs;
+  private async closeShards(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const drainDeadline = deadline - Math.min(STORAGE_CLOSE_RESERVE_MS, timeoutMs / 2);
     await Promise.all(
       this.pools.map(async (_, shard) => {
-        if (!(await this.drained(shard, deadline))) {
+        if (!(await this.drained(shard, drainDeadline))) {
           log.warn('shard close: requests still in flight at the drain deadline', { shard, inFlight: this.inFlight[shard] });
         }
         try {
-          await this.run(shard, { type: 'core.close' }, CLOSE_TIMEOUT_MS);
+          await this.run(shard, { type: 'core.close' }, Math.max(1, deadline - Date.now()));
         } catch (err) {
-          log.warn('shard close failed', { shard, error: String(err) });
+          log.warn('shard close failed: stopping the worker without it', { shard, error: String(err) });
         }
       }),
     );
@@ -148,7 +174,8 @@ export class ShardPool {
     const pool = this.pools[shard];
     if (!pool) throw new Error(`no shard ${shard}`);
     const id = this.nextId++;
-    const encoded = packr.pack({ id, ...message });
+    const envelope = { ...message, id, deadline: Date.now() + timeoutMs } as ShardEnvelope;
+    const encoded = packr.pack(envelope);
     const losses = this.losses[shard];
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -166,8 +193,18 @@ export class ShardPool {
         if (err.code === 'SHARD_UNAVAILABLE') log.warn('shard request failed', { shard, id, type: message.type, error: err.message });
         throw err;
       }
+      if ((err as Error)?.message === QUEUE_AT_LIMIT) {
+        const now = Date.now();
+        if (now - this.queueFullLoggedAt[shard]! >= QUEUE_FULL_LOG_INTERVAL_MS) {
+          this.queueFullLoggedAt[shard] = now;
+          log.warn('shard queue full: requests refused until it drains', { shard, inFlight: this.inFlight[shard] });
+        }
+        throw new HeraldError('SHARD_UNAVAILABLE', `Shard ${shard} is overloaded: too many requests waiting`);
+      }
       // The worker died holding this request: workerLost() logged it once for all of them.
       if (this.losses[shard] !== losses) throw new HeraldError('SHARD_UNAVAILABLE', `Shard ${shard} stopped while handling the request`);
+      // close() stopped a worker that had not finished (logged there).
+      if (this.closing) throw new HeraldError('SHARD_UNAVAILABLE', `Shard ${shard} was stopped by the shutdown`);
       log.error('shard request failed', { shard, id, type: message.type, error: String(err) });
       throw new HeraldError('SHARD_UNAVAILABLE');
     } finally {

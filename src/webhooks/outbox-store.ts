@@ -2,7 +2,7 @@
  * The durable half of the webhook outbox: two named databases in the shard's LMDB environment.
  *
  *   webhooks/outbox  seq → OutboxEntry   one event for one receiver, until it is delivered
- *   webhooks/dead    seq → DeadLetter    entries given up on (newest MAX_DEAD_LETTERS kept)
+ *   webhooks/dead    seq → DeadLetter    entries given up on (about the newest MAX_DEAD_LETTERS kept)
  *
  * `seq` is a per-shard counter, so key order is the order in which events happened. Writes
  * are lmdb-js asynchronous writes: every write issued in one event-loop turn goes into one
@@ -48,22 +48,33 @@ export interface DeadLetter {
   reason: string;
 }
 
-/** Dead-letter records kept per shard; older ones are deleted as new ones arrive. */
+/**
+ * Dead-letter records kept per shard; older ones (lowest seq) are deleted as new ones arrive.
+ * A burst may pass the cap until its records are on disk (see trimDeadLetters).
+ */
 export const MAX_DEAD_LETTERS = 10_000;
 
 export class OutboxStore {
   private readonly outbox: Database<OutboxEntry, number>;
   private readonly dead: Database<DeadLetter, number>;
   private lastSeq: number;
+  /** Dead-letter records stored or being stored, trims issued subtracted. */
   private deadCount: number;
+  /** A trim waits for the writes issued so far to be on disk. */
+  private trimScheduled = false;
 
-  constructor(private readonly root: RootDatabase) {
+  /** `maxDeadLetters`: the dead-letter cap (MAX_DEAD_LETTERS; smaller in tests). */
+  constructor(
+    private readonly root: RootDatabase,
+    private readonly maxDeadLetters = MAX_DEAD_LETTERS,
+  ) {
     this.outbox = root.openDB<OutboxEntry, number>({ name: 'webhooks/outbox' });
     this.dead = root.openDB<DeadLetter, number>({ name: 'webhooks/dead' });
     const lastOutbox = first(this.outbox.getKeys({ reverse: true, limit: 1 }));
     const lastDead = first(this.dead.getKeys({ reverse: true, limit: 1 }));
     this.lastSeq = Math.max(lastOutbox ?? 0, lastDead ?? 0);
     this.deadCount = this.dead.getCount();
+    if (this.deadCount > this.maxDeadLetters) this.scheduleTrim();
   }
 
   /** The next sequence number (strictly increasing within this shard's data dir). */
@@ -90,11 +101,48 @@ export class OutboxStore {
     this.watch(this.outbox.remove(entry.seq));
     this.watch(this.dead.put(entry.seq, { entry, deadAt: now, reason }));
     this.deadCount++;
-    if (this.deadCount > MAX_DEAD_LETTERS) {
-      for (const seq of this.dead.getKeys({ limit: this.deadCount - MAX_DEAD_LETTERS })) {
+    if (this.deadCount > this.maxDeadLetters) this.scheduleTrim();
+  }
+
+  /**
+   * Trims the dead letters to the cap once every write issued so far is on disk, one trim at
+   * a time. Reads see committed data only: a trim run at once would not see this turn's
+   * records, and several in one turn would pick the same oldest keys again and again, each
+   * counted as a removal, so the count would drift below the real size and the store grow
+   * past its cap. After the flush, the keys read are exactly the stored ones, and the next trim
+   * waits for this one's removals in turn.
+   */
+  private scheduleTrim(): void {
+    if (this.trimScheduled) return;
+    this.trimScheduled = true;
+    this.root.flushed.then(
+      () => {
+        this.trimScheduled = false;
+        this.trimDeadLetters();
+      },
+      (err: unknown) => {
+        this.trimScheduled = false;
+        log.error('webhook dead-letter trim skipped: flush failed', { error: String(err) });
+      },
+    );
+  }
+
+  private trimDeadLetters(): void {
+    const excess = this.deadCount - this.maxDeadLetters;
+    if (excess <= 0) return;
+    try {
+      let removed = 0;
+      for (const seq of this.dead.getKeys({ limit: excess })) {
         this.watch(this.dead.remove(seq));
-        this.deadCount--;
+        removed++;
       }
+      this.deadCount -= removed;
+      // Records written after the flush this trim waited for were not visible yet: trim again
+      // once they are on disk, or the store would stay over its cap until the next dead letter.
+      if (this.deadCount > this.maxDeadLetters) this.scheduleTrim();
+    } catch (err) {
+      // The environment was closed meanwhile (shutdown): the next start trims.
+      log.debug('webhook dead-letter trim skipped', { error: String(err) });
     }
   }
 

@@ -4,8 +4,10 @@
  * caFile pointing at them. Each fake can be slowed down (`delayMs`) to keep a publish running,
  * e.g. across a kill -9. Also a plain HTTP receiver for the webhooks a publish produces.
  */
+import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { deviceShardFor } from '../../src/shards/hash.js';
 import { ApnsFake } from '../fakes/apns-fake.js';
 import { FcmFake } from '../fakes/fcm-fake.js';
 import type { FakeRequest, FakeResponse } from '../fakes/fake-server.js';
@@ -81,7 +83,8 @@ export async function startFakeGateways(): Promise<FakeGateways> {
         privateKey: fcmKeys().privateKey,
         caFile: TEST_CA_FILE,
       },
-      web: { vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: VAPID_SUBJECT, caFile: TEST_CA_FILE },
+      // The fake's endpoints are on 127.0.0.1, which Herald refuses unless told otherwise.
+      web: { vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: VAPID_SUBJECT, caFile: TEST_CA_FILE, allowPrivateEndpoints: true },
       ...overrides,
     }),
     setDelay: (ms) => {
@@ -98,6 +101,69 @@ export async function startFakeGateways(): Promise<FakeGateways> {
       await Promise.all([apns.stop(), fcm.stop(), web.stop()]);
     },
   };
+}
+
+/** Where a running Herald is and how many shards it has, for confirmGatewayClients. */
+export interface HeraldTarget {
+  baseUrl: string;
+  instanceId: string;
+  secretKey: string;
+  shards: number;
+}
+
+/**
+ * Makes every shard's APNs, FCM and web push clients of an instance have one accepted send,
+ * as a real deployment's first publish does: a client treats dead-token answers as dead (and
+ * deletes the device) only after that (src/push/gateways/dead-token-guard.ts). Registers
+ * devices through the device API until each shard holds one per platform, publishes to them,
+ * waits until the fakes have accepted every one, then deletes them again.
+ */
+export async function confirmGatewayClients(fakes: FakeGateways, target: HeraldTarget): Promise<void> {
+  const devices = `${target.baseUrl}/device_api/v1/instances/${target.instanceId}/devices`;
+  const json = { 'content-type': 'application/json' };
+  const interest = `warm-up-${randomBytes(4).toString('hex')}`;
+  const kept: { platform: 'apns' | 'fcm' | 'web'; id: string; token: string }[] = [];
+  for (const platform of ['apns', 'fcm', 'web'] as const) {
+    const covered = new Set<number>();
+    for (let attempt = 0; covered.size < target.shards; attempt++) {
+      if (attempt > 64 * target.shards) throw new Error(`could not place a ${platform} device on every shard`);
+      const token = platform === 'apns' ? randomBytes(32).toString('hex')
+        : platform === 'fcm' ? `warm-up-fcm-${randomBytes(8).toString('hex')}`
+          : fakes.web.createSubscription().token;
+      const created = await fetch(`${devices}/${platform}`, {
+        method: 'POST', headers: json, body: JSON.stringify({ token, ...(platform === 'apns' ? { bundleIdentifier: 'com.herald.warm-up' } : {}) }),
+      });
+      if (created.status !== 200) throw new Error(`warm-up registration answered ${created.status}: ${await created.text()}`);
+      const { id } = (await created.json()) as { id: string };
+      const shard = deviceShardFor(id, target.shards);
+      if (covered.has(shard)) {
+        await fetch(`${devices}/${platform}/${id}`, { method: 'DELETE' });
+        continue;
+      }
+      covered.add(shard);
+      kept.push({ platform, id, token });
+      const subscribed = await fetch(`${devices}/${platform}/${id}/interests/${interest}`, { method: 'POST' });
+      if (subscribed.status !== 200) throw new Error(`warm-up subscription answered ${subscribed.status}`);
+    }
+  }
+  const published = await fetch(`${target.baseUrl}/publish_api/v1/instances/${target.instanceId}/publishes/interests`, {
+    method: 'POST',
+    headers: { ...json, authorization: `Bearer ${target.secretKey}` },
+    body: JSON.stringify({
+      interests: [interest],
+      apns: { aps: { alert: 'warm-up' } },
+      fcm: { notification: { title: 'warm-up' } },
+      web: { notification: { title: 'warm-up' } },
+    }),
+  });
+  if (published.status !== 200) throw new Error(`warm-up publish answered ${published.status}: ${await published.text()}`);
+  const accepted = (device: (typeof kept)[number]): boolean => fakes[device.platform].delivered.some((r) => r.token === device.token);
+  const deadline = Date.now() + 10_000;
+  while (!kept.every(accepted)) {
+    if (Date.now() > deadline) throw new Error('the fakes did not accept every warm-up send');
+    await sleep(20);
+  }
+  await Promise.all(kept.map((device) => fetch(`${devices}/${device.platform}/${device.id}`, { method: 'DELETE' })));
 }
 
 /** One request a HookReceiver got. */

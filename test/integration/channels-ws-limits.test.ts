@@ -143,6 +143,8 @@ describe('liveness', () => {
     expect(pingedAfter).toBeGreaterThanOrEqual(4900);
     const { code } = await silent.closed;
     expect(code).toBe(4201);
+    // Told why first, as every other close that carries a 4xxx code.
+    expect(silent.frames.find((f) => f.event === 'pusher:error')?.data).toMatchObject({ code: 4201 });
     expect(Date.now() - started - pingedAfter).toBeGreaterThanOrEqual(900);
 
     await answering.next((f) => f.event === 'pusher:ping', 1000);

@@ -308,6 +308,31 @@ describe('channels and authorisation', () => {
     expect(presence.members.me.id).toBe('kind-tester');
   });
 
+  it('accepts a private channel authorised with channel_data, as the SDK signs it and pusher-js sends it', async () => {
+    const signer = sdk(APP_A);
+    const p = new Pusher(APP_A.key, {
+      wsHost: '127.0.0.1', wsPort: herald.port, forceTLS: false, enabledTransports: ['ws'], cluster: 'local', disableStats: true,
+      channelAuthorization: {
+        endpoint: '/unused',
+        transport: 'ajax',
+        // The SDK signs socket:channel:channel_data whenever data is given, private channels included.
+        customHandler: ({ socketId, channelName }: { socketId: string; channelName: string }, cb: (err: Error | null, data: PusherServer.ChannelAuthResponse) => void) =>
+          cb(null, signer.authorizeChannel(socketId, channelName, { user_id: 'priv-user', user_info: { plan: 'pro' } })),
+      },
+    });
+    cleanups.push(() => p.disconnect());
+    await connected(p);
+    await subscribed(p, 'private-with-data');
+
+    // The signature still covers channel_data: a tampered one is refused.
+    const { raw, socketId } = await RawClient.connect(APP_A);
+    const signed = signer.authorizeChannel(socketId, 'private-with-data', { user_id: 'u1' });
+    raw.send({ event: 'pusher:subscribe', data: { channel: 'private-with-data', auth: signed.auth, channel_data: JSON.stringify({ user_id: 'u2' }) } });
+    expect((await raw.event('pusher:subscription_error')).data).toMatchObject({ type: 'AuthError', status: 401 });
+    raw.send({ event: 'pusher:subscribe', data: { channel: 'private-with-data', ...signed } });
+    await raw.event('pusher_internal:subscription_succeeded');
+  });
+
   it('refuses a bad signature with subscription_error AuthError 401', async () => {
     const p = client(APP_A, { wrongSecret: true, member: { user_id: 'mallory' } });
     await connected(p);
@@ -636,6 +661,20 @@ describe('server events through the HTTP API', () => {
     await expect.poll(() => got2).toEqual([{ n: 1 }, { n: 2 }]);
     await sleep(200);
     expect(got1).toEqual([{ n: 1 }]);
+  });
+
+  it('leaves out the socket_id given even when that socket is the channel\'s only subscriber', async () => {
+    const alone = client(APP_A);
+    await connected(alone);
+    const { channel } = await subscribed(alone, 'solo-feed');
+    const got: unknown[] = [];
+    channel.bind('update', (d: unknown) => got.push(d));
+    await sdk(APP_A).trigger('solo-feed', 'update', { n: 1 }, { socket_id: alone.connection.socket_id });
+    await sleep(300);
+    expect(got).toEqual([]);
+    // Without the socket_id it is delivered.
+    await sdk(APP_A).trigger('solo-feed', 'update', { n: 2 });
+    await expect.poll(() => got).toEqual([{ n: 2 }]);
   });
 
   it('keeps a triggered event on a cache channel for the next subscriber', async () => {

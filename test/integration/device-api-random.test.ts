@@ -74,7 +74,8 @@ describe(`randomised device operations (seed ${SEED})`, () => {
           everSeen.set(slot.id, slot.platform);
           const existing = model.get(slot.id);
           expect(new Set(res.body.initialInterestSet)).toEqual(existing?.interests ?? new Set());
-          model.set(slot.id, { platform: slot.platform, token: slot.token, interests: existing?.interests ?? new Set(), ...(existing?.userId ? { userId: existing.userId } : {}), ...((metadata ?? existing?.metadata) ? { metadata: metadata ?? existing!.metadata! } : {}) });
+          // Re-registering keeps the interests but clears the user association (docs/push-api.md).
+          model.set(slot.id, { platform: slot.platform, token: slot.token, interests: existing?.interests ?? new Set(), ...((metadata ?? existing?.metadata) ? { metadata: metadata ?? existing!.metadata! } : {}) });
         },
       }),
       // delete

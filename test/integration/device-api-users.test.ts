@@ -52,6 +52,22 @@ describe('user association with SDK tokens (D10, D11, web)', () => {
     expect((await api.get('fcm', id)).body.userId).toBe('');
   });
 
+  it('re-registering a token clears its user (another person on the same device can associate theirs) and keeps its interests', async () => {
+    const token = tokenFor('fcm', 'shared-tablet');
+    const id = await api.registerOk('fcm', token);
+    expect((await api.addInterest('fcm', id, 'family-news')).status).toBe(200);
+    expect((await api.setUser('fcm', id, sdk.generateToken('alice-tablet').token)).status).toBe(200);
+    expect((await api.get('fcm', id)).body.userId).toBe('alice-tablet');
+
+    // Bob signs in on the same tablet: the app registers the same token again.
+    const again = await api.register('fcm', { token });
+    expect(again.body).toEqual({ id, initialInterestSet: ['family-news'] });
+    expect((await api.get('fcm', id)).body.userId).toBe('');
+    const bob = await api.setUser('fcm', id, sdk.generateToken('bob-tablet').token);
+    expect(bob.status, JSON.stringify(bob.body)).toBe(200);
+    expect((await api.get('fcm', id)).body.userId).toBe('bob-tablet');
+  });
+
   it('takes user ids of any characters, up to 164', async () => {
     const id = await api.registerOk('apns', tokenFor('apns', 'unicode'));
     const userId = `ユーザー/${'é'.repeat(150)} ?#&`;

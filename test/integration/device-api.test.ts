@@ -10,12 +10,19 @@ import {
   type ApiResponse, type Platform, type RequestOptions,
 } from './device-api-helpers.js';
 
+/** A third instance whose web push service may live on a private network. */
+const PRIVATE_WEB_INSTANCE = {
+  instanceId: '6c5d4e3f-2a1b-4c0d-9e8f-7a6b5c4d3e2f',
+  secretKey: 'private-web-secret',
+  web: { ...WEB_INSTANCE.web, allowPrivateEndpoints: true },
+};
+
 let herald: HeraldProcess;
 let api: DeviceApi;
 let webApi: DeviceApi;
 
 beforeAll(async () => {
-  herald = await startHerald({ config: { push: [DEFAULT_PUSH, WEB_INSTANCE] } });
+  herald = await startHerald({ config: { push: [DEFAULT_PUSH, WEB_INSTANCE, PRIVATE_WEB_INSTANCE] } });
   api = new DeviceApi(herald.baseUrl, DEFAULT_PUSH.instanceId);
   webApi = new DeviceApi(herald.baseUrl, WEB_INSTANCE.instanceId);
 });
@@ -143,6 +150,26 @@ describe('device records (D3-D9)', () => {
     expectPushError(await api.setToken('apns', apnsId, { token: 'not hex' }), 400, 'device token');
     const webId = await webApi.registerOk('web', webToken('old'));
     expect((await webApi.setToken('web', webId, { token: webToken('new') })).status).toBe(200);
+  });
+});
+
+describe('web push endpoints on private addresses (SSRF)', () => {
+  const privateEndpoints = [
+    'https://169.254.169.254/latest/meta-data/', 'https://127.0.0.1:6001/debug', 'https://localhost/x', 'https://10.0.0.7/x',
+    'https://192.168.1.20/x', 'https://[::1]/x', 'https://[fd00::5]/x', 'https://2130706433/x',
+  ];
+
+  it('refuses them at registration (401) and token refresh (400) unless push[].web.allowPrivateEndpoints', async () => {
+    const publicId = await webApi.registerOk('web', webToken('ssrf-public'));
+    for (const [n, endpoint] of privateEndpoints.entries()) {
+      const token = webToken(`ssrf-${n}`, { endpoint });
+      expectPushError(await webApi.register('web', { token }), 401, 'incorrect device token', 'allowPrivateEndpoints');
+      // Registration needs no credentials, so the default instance (no web config) refuses them too.
+      expectPushError(await api.register('web', { token }), 401, 'allowPrivateEndpoints');
+      expectPushError(await webApi.setToken('web', publicId, { token }), 400, 'allowPrivateEndpoints');
+      const allowed = await call(herald.baseUrl, 'POST', `/device_api/v1/instances/${PRIVATE_WEB_INSTANCE.instanceId}/devices/web`, { body: { token } });
+      expect(allowed.status, endpoint).toBe(200);
+    }
   });
 });
 

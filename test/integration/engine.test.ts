@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { CLI, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
+import { request as httpRequest, Agent } from 'node:http';
+import { CLI, DEFAULT_PUSH, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
 
 describe('engine: start-up, routes, shutdown', () => {
   let herald: HeraldProcess;
@@ -32,7 +33,32 @@ describe('engine: start-up, routes, shutdown', () => {
     const res = await fetch(`${herald.baseUrl}/no/such/route`);
     expect(res.status).toBe(404);
     expect(res.headers.get('content-type')).toBe('application/json');
+    expect(res.headers.get('access-control-allow-origin')).toBe('*');
     expect(await res.json()).toMatchObject({ code: 'ROUTE_NOT_FOUND' });
+  });
+
+  it('answers unknown push API paths with 404 in the push error shape', async () => {
+    // Paths no push route pattern (`/device_api/*` …) matches reach the catch-all.
+    for (const path of ['/customer_api', '/user_api', '/device_api', '/publish_api', '/reporting_api']) {
+      const res = await fetch(`${herald.baseUrl}${path}`, { method: 'POST' });
+      expect(res.status, path).toBe(404);
+      expect(res.headers.get('access-control-allow-origin'), path).toBe('*');
+      expect(await res.json(), path).toEqual({ error: 'Not Found', description: expect.stringContaining(path) });
+    }
+  });
+
+  it('prints the data dir resolved against the current directory', async () => {
+    expect(herald.stdout).toContain(`data dir: ${herald.dataDir},`);
+    const dataDir = mkdtempSync(join(tmpdir(), 'herald-relative-'));
+    const relativeDir = relative(REPO_ROOT, dataDir);
+    const other = await startHerald({ shards: 1, env: { HERALD_DATA_DIR: relativeDir } });
+    try {
+      expect(relativeDir.startsWith('..')).toBe(true);
+      expect(other.stdout).toContain(`data dir: ${dataDir},`);
+    } finally {
+      await other.dispose();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 
   it('writes the data dir identity with the shard count', () => {
@@ -91,4 +117,73 @@ describe('engine: configuration errors fail fast', () => {
     expect(r.status).toBe(1);
     expect(r.stderr).toContain('created with 2 shards');
   });
+});
+
+/** A GET or POST over the given agent (keep-alive: the same connection each time). */
+function send(agent: Agent, port: number, method: string, path: string): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method, path, agent }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text === '' ? undefined : (JSON.parse(text) as unknown) }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function exited(herald: HeraldProcess): Promise<number | null> {
+  const child = herald.child!;
+  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+describe('engine: shutdown', () => {
+  const running: HeraldProcess[] = [];
+  afterAll(async () => {
+    for (const h of running) await h.dispose();
+  });
+
+  it('answers 503 NOT_READY to requests on keep-alive connections while it drains', async () => {
+    const herald = await startHerald({ env: { HERALD_TEST_HOOKS: '1' }, config: { shutdownTimeoutSeconds: 5 } });
+    running.push(herald);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      expect((await send(agent, herald.port, 'GET', '/ready')).status).toBe(200);
+      // A request in flight keeps the drain open for a while.
+      const held = fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=1500`, { method: 'POST' }).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 100));
+      const exit = exited(herald);
+      herald.child!.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 300));
+
+      const channels = await send(agent, herald.port, 'GET', '/apps/app-id/channels');
+      expect(channels.status).toBe(503);
+      expect(channels.body).toMatchObject({ code: 'NOT_READY' });
+      const device = await send(agent, herald.port, 'GET', `/device_api/v1/instances/${DEFAULT_PUSH.instanceId}/devices/fcm/some-device`);
+      expect(device.status).toBe(503);
+      expect(device.body).toEqual({ error: 'Service Unavailable', description: expect.any(String) });
+      expect(await send(agent, herald.port, 'GET', '/ready')).toEqual({ status: 503, body: { ready: false, draining: true } });
+
+      await held;
+      expect(await exit).toBe(0);
+    } finally {
+      agent.destroy();
+    }
+  }, 30_000);
+
+  it('stops within shutdownTimeoutSeconds, exit code 0, when a shard is stuck', async () => {
+    const herald = await startHerald({ env: { HERALD_TEST_HOOKS: '1' }, config: { shutdownTimeoutSeconds: 2 } });
+    running.push(herald);
+    // Shard 0 blocks for 9 s: its storage close cannot be answered in time.
+    void fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=9000`, { method: 'POST' }).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 100));
+    const exit = exited(herald);
+    const started = Date.now();
+    herald.child!.kill('SIGTERM');
+    // The CLI's hard stop (timeout + 2 s, exit code 1) is not what ends it.
+    expect(await exit).toBe(0);
+    expect(Date.now() - started).toBeLessThan(3500);
+    expect(herald.stderr).toContain('shard close failed');
+  }, 30_000);
 });

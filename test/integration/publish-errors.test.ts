@@ -3,7 +3,9 @@
  * fetch: status, and the push error body `{"error", "description"}`.
  */
 import { request as httpRequest } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deviceShardFor } from '../../src/shards/hash.js';
 import { startFakeGateways, startHookReceiver, type FakeGateways, type HookReceiver } from '../helpers/fake-gateways.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 
@@ -198,4 +200,57 @@ describe('publish API errors (table 7.3)', () => {
     // Other instances are not affected.
     expect((await publish()).status).toBe(200);
   });
+});
+
+describe('a publish that a shard failed to store', () => {
+  it('answers 500 and is not sent by the shards that did store it (publish.cancel)', async () => {
+    const crashing = await startHerald({
+      shards: 2,
+      env: { HERALD_TEST_HOOKS: '1' },
+      config: {
+        push: [fakes.instanceConfig({ ...DEFAULT_PUSH })],
+        pushDelivery: { concurrency: 1 },
+        webhookDelivery: { batchWindowMs: 0 },
+        shardRequestTimeoutMs: 20_000,
+      },
+    });
+    try {
+      // Ten devices on shard 0 subscribed to the interest; one send at a time, 300 ms each: 3 s in all.
+      const devices = `${crashing.baseUrl}/device_api/v1/instances/${DEFAULT_PUSH.instanceId}/devices/fcm`;
+      const tokens: string[] = [];
+      for (let n = 0; tokens.length < 10; n++) {
+        const token = `fcm-cancel-${process.pid}-${n}`;
+        const created = await fetch(devices, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+        const { id } = (await created.json()) as { id: string };
+        if (deviceShardFor(id, 2) !== 0) continue;
+        expect((await fetch(`${devices}/${id}/interests/doomed`, { method: 'POST' })).status).toBe(200);
+        tokens.push(token);
+      }
+      const sent = () => fakes.fcm.received.filter((r) => tokens.includes(r.token!)).length;
+      fakes.fcm.delayMs = 300;
+
+      // Shard 1 blocks for 1.5 s, then dies: the publish's start, sent meanwhile, dies with it.
+      const crash = fetch(`${crashing.baseUrl}/debug/shards/1/crash?hold_ms=1500`, { method: 'POST' });
+      await sleep(200);
+      const hookPath = '/cancelled-publish';
+      const response = await fetch(`${crashing.baseUrl}/publish_api/v1/instances/${DEFAULT_PUSH.instanceId}/publishes/interests`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${DEFAULT_PUSH.secretKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ interests: ['doomed'], fcm: { notification: { title: 'never mind' } }, webhookUrl: `${hooks.origin}${hookPath}` }),
+      });
+      expect(response.status).toBe(500);
+      expect(((await response.json()) as { error: string }).error).toBe('Internal Server Error');
+      await crash;
+
+      // Shard 0 had started sending; the cancel stopped it at the send in flight.
+      const sentAtAnswer = sent();
+      await sleep(3_500);
+      expect(sent()).toBeLessThanOrEqual(sentAtAnswer + 1);
+      expect(sent()).toBeLessThan(tokens.length);
+      expect(hooks.at(hookPath).filter((h) => (h.json as { status?: string }).status === 'FINISHED')).toEqual([]);
+    } finally {
+      fakes.fcm.delayMs = 0;
+      await crashing.dispose();
+    }
+  }, 30_000);
 });

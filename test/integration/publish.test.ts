@@ -7,7 +7,9 @@ import { createHmac } from 'node:crypto';
 import PushNotifications from '@pusher/push-notifications-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deviceShardFor } from '../../src/shards/hash.js';
-import { APNS_TEAM_ID, startFakeGateways, startHookReceiver, type FakeGateways, type HookReceiver } from '../helpers/fake-gateways.js';
+import {
+  APNS_TEAM_ID, confirmGatewayClients, startFakeGateways, startHookReceiver, type FakeGateways, type HookReceiver,
+} from '../helpers/fake-gateways.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 
 /**
@@ -40,6 +42,8 @@ beforeAll(async () => {
     },
   });
   beams = beamsClient(herald.port);
+  // Dead tokens below must be deleted: every shard's clients need an accepted send first.
+  await confirmGatewayClients(fakes, { baseUrl: herald.baseUrl, instanceId: INSTANCE, secretKey: DEFAULT_PUSH.secretKey, shards: 2 });
 });
 
 afterAll(async () => {
@@ -247,6 +251,21 @@ describe('publish to users (P2)', () => {
     });
     // carol's only device had a dead token: it is gone.
     expect(await deviceStatus(carol)).toBe(404);
+  });
+});
+
+describe('re-registration and users', () => {
+  it('a re-registered token no longer gets its previous user\'s publishes', async () => {
+    const token = apnsToken();
+    const device = await register('apns', token, [], 'frank');
+    const reRegistered = await register('apns', token); // another person signs in on the same phone
+    expect(reRegistered.id).toBe(device.id);
+
+    const { publishId } = await beams.publishToUsers(['frank'], { apns: PAYLOAD.apns });
+    const attempt = await until('v1.PublishToUsersAttempt', () =>
+      hooks.at('/instance').find((h) => (h.json as { payload?: { publish_id?: string } }).payload?.publish_id === publishId));
+    expect((attempt.json as { payload: { users_no_devices: string[] } }).payload.users_no_devices).toEqual(['frank']);
+    expect(deliveredFor(publishId).apns).toEqual([]);
   });
 });
 

@@ -11,6 +11,7 @@ import PusherJs from 'pusher-js';
 import { channelShardFor, deviceShardFor } from '../../src/shards/hash.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { call, DeviceApi, tokenFor } from './device-api-helpers.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 /** pusher-js is CommonJS: under NodeNext its default import is the constructor itself at run time. */
 const Pusher = PusherJs as unknown as typeof PusherJs.default;
@@ -213,4 +214,75 @@ describe('a crashed shard worker', () => {
       await plain.dispose();
     }
   });
+});
+
+describe('a crashed shard worker of an app with webhooks', () => {
+  const HOOK_APP = { id: 'crash-hook-app', key: 'crash-hook-key', secret: 'crash-hook-secret' };
+  const RELOAD_DEBOUNCE_MS = 400;
+  let receiver: WebhookReceiver;
+  let hooked: HeraldProcess;
+  const hookClients: Pusher[] = [];
+
+  beforeAll(async () => {
+    receiver = await WebhookReceiver.start();
+    hooked = await startHerald({
+      shards: SHARDS,
+      env: { HERALD_TEST_HOOKS: '1' },
+      config: {
+        apps: [{ ...HOOK_APP, webhooks: [{ url: receiver.url('/hook') }] }],
+        webhookDelivery: { batchWindowMs: 20, reloadDebounceMs: RELOAD_DEBOUNCE_MS, retryBaseMs: 50 },
+      },
+    });
+  });
+  afterAll(async () => {
+    for (const c of hookClients) c.disconnect();
+    await hooked?.dispose();
+    await receiver?.close();
+  });
+
+  function onCrashedShard(prefix: string): string {
+    for (let n = 0; ; n++) {
+      if (channelShardFor(HOOK_APP.id, `${prefix}-${n}`, SHARDS) === CRASHED) return `${prefix}-${n}`;
+    }
+  }
+
+  const labels = (): string[] =>
+    receiver.deliveredEvents().map((e) => `${String(e.name)}:${String(e.channel)}${e.user_id === undefined ? '' : `:${String(e.user_id)}`}`);
+
+  it('sends no channel_vacated or member_removed for the subscriptions restored from the live sockets', async () => {
+    const presence = onCrashedShard('presence-kept');
+    const plain = onCrashedShard('kept');
+    const signer = new PusherServer({ appId: HOOK_APP.id, key: HOOK_APP.key, secret: HOOK_APP.secret, host: '127.0.0.1' });
+    const pusher = new Pusher(HOOK_APP.key, {
+      wsHost: '127.0.0.1', wsPort: hooked.port, forceTLS: false, enabledTransports: ['ws'], cluster: 'local', disableStats: true,
+      channelAuthorization: {
+        endpoint: '/unused',
+        transport: 'ajax',
+        customHandler: ({ socketId, channelName }: { socketId: string; channelName: string }, cb: (err: Error | null, data: PusherServer.ChannelAuthResponse) => void) =>
+          cb(null, signer.authorizeChannel(socketId, channelName, { user_id: 'stays' })),
+      },
+    });
+    hookClients.push(pusher);
+    await subscribe(pusher, presence);
+    await subscribe(pusher, plain);
+    await receiver.waitFor(() => [`channel_occupied:${presence}`, `member_added:${presence}:stays`, `channel_occupied:${plain}`].every((l) => labels().includes(l)), 5000, 'occupied');
+    await new Promise((r) => setTimeout(r, 150)); // the occupancy record is committed
+
+    const crashed = await call(hooked.baseUrl, 'POST', `/debug/shards/${CRASHED}/crash`, { noContentType: true });
+    expect(crashed.status).toBe(500);
+    // The new worker finds both channels recorded occupied and emits their leave into the
+    // debounce; the restore of the live subscriptions cancels it.
+    await new Promise((r) => setTimeout(r, RELOAD_DEBOUNCE_MS + 800));
+    expect(labels().filter((l) => l.includes(presence) || l.includes(plain))).toEqual([
+      `channel_occupied:${presence}`,
+      `member_added:${presence}:stays`,
+      `channel_occupied:${plain}`,
+    ]);
+    const metrics = (await call(hooked.baseUrl, 'GET', '/metrics')).body as { webhooks: { shards: { shard: number; suppressed: number }[] } };
+    expect(metrics.webhooks.shards[CRASHED]!.suppressed).toBe(3);
+
+    // A real leave afterwards is still sent.
+    pusher.disconnect();
+    await receiver.waitFor(() => labels().includes(`channel_vacated:${plain}`) && labels().includes(`member_removed:${presence}:stays`), 5000, 'vacated after leave');
+  }, 30_000);
 });

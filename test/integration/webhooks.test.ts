@@ -278,3 +278,64 @@ describe('channel webhooks: kill -9 with events pending', () => {
     expect(new Set(vacatedB.map((e) => e.id)).size).toBe(1);
   });
 });
+
+describe('channel webhooks: channels occupied at a kill -9', () => {
+  let receiver: WebhookReceiver;
+  let herald: HeraldProcess;
+  const clients: PusherClient[] = [];
+  /** Long enough for a restart and a reconnect to fall inside it. */
+  const RELOAD_DEBOUNCE_MS = 2500;
+
+  beforeAll(async () => {
+    receiver = await WebhookReceiver.start();
+    herald = await startHerald({ config: heraldConfig(receiver, { reloadDebounceMs: RELOAD_DEBOUNCE_MS }) });
+  });
+  afterAll(async () => {
+    for (const c of clients) c.disconnect();
+    await herald?.dispose();
+    await receiver?.close();
+  });
+
+  /** Subscribes `user` to both channels, waits until the receiver has their occupied events, then kills Herald. */
+  async function occupyThenKill(user: string, presence: string, plain: string): Promise<void> {
+    const pusher = await connect(herald, clients, user);
+    await subscribe(pusher, presence);
+    await subscribe(pusher, plain);
+    const occupied = [`channel_occupied:${presence}`, `member_added:${presence}:${user}`, `channel_occupied:${plain}`];
+    await waitFor(() => occupied.every((l) => verifiedEvents(receiver).some((e) => label(e) === l)), 'occupied events');
+    await sleep(COMMIT_MARGIN_MS);
+    await herald.kill9();
+    pusher.disconnect();
+  }
+
+  it('sends member_removed and channel_vacated after the restart when nobody comes back', async () => {
+    await occupyThenKill('dana', 'presence-gone', 'gone-plain');
+    const before = receiver.requests.length;
+    const restarted = Date.now();
+    await herald.restart();
+    const expected = ['member_removed:presence-gone:dana', 'channel_vacated:presence-gone', 'channel_vacated:gone-plain'];
+    await waitFor(() => expected.every((l) => verifiedEvents(receiver).some((e) => label(e) === l)), expected.join(', '), RELOAD_DEBOUNCE_MS + 5000);
+    // Through the reload debounce, like any leave.
+    const firstVacated = receiver.requests.slice(before).find((r) => r.status === 200 && verified(r).some((e) => e.name === 'channel_vacated'));
+    expect(firstVacated!.receivedAt - restarted).toBeGreaterThanOrEqual(RELOAD_DEBOUNCE_MS - 200);
+    const presenceEvents = verifiedEvents(receiver).filter((e) => e.channel === 'presence-gone').map(label);
+    expect(presenceEvents.slice(-2)).toEqual(['member_removed:presence-gone:dana', 'channel_vacated:presence-gone']);
+  });
+
+  it('sends nothing when the client subscribes again within reloadDebounceMs', async () => {
+    await occupyThenKill('erin', 'presence-back', 'back-plain');
+    const seen = verifiedEvents(receiver).length;
+    await herald.restart();
+    // The client reconnects (to the new port) and subscribes again, as pusher-js does.
+    const again = await connect(herald, clients, 'erin');
+    await subscribe(again, 'presence-back');
+    await subscribe(again, 'back-plain');
+    await sleep(RELOAD_DEBOUNCE_MS + 700);
+    // subscription_count follows every join and is not debounced: only occupancy events count here.
+    const after = verifiedEvents(receiver)
+      .slice(seen)
+      .filter((e) => (e.channel === 'presence-back' || e.channel === 'back-plain') && e.name !== 'subscription_count');
+    expect(after.map(label)).toEqual([]);
+    expect((await metrics(herald)).suppressed).toBeGreaterThanOrEqual(3);
+  });
+});

@@ -36,7 +36,7 @@ export const suite: MicroSuite = {
     };
     const adapter: ChannelAdapter = {
       publish: () => void published++,
-      storeCachedEvent: notUsed, subscribe: notUsed, unsubscribe: notUsed, channelInfo: notUsed,
+      storeCachedEvent: notUsed, clientEvent: notUsed, subscribe: notUsed, unsubscribe: notUsed, channelInfo: notUsed,
       listChannels: notUsed, presenceUserIds: notUsed, terminateUserConnections: notUsed, hasSocket: notUsed,
     };
     const quota = new MessageQuota();

@@ -20,6 +20,12 @@ export interface SubscribeRequest {
   member?: PresenceMember;
 }
 
+/** A cache channel's cached event: name and data as last published. */
+export interface CachedEvent {
+  event: string;
+  data: string;
+}
+
 export interface SubscribeResult {
   /** Presence only: the members after this join (for subscription_succeeded). */
   presence?: { ids: string[]; hash: Record<string, unknown>; count: number };
@@ -27,8 +33,25 @@ export interface SubscribeResult {
   memberAdded?: boolean;
   /** Subscribers (connections) after this join, for subscription_count. */
   subscriptionCount: number;
-  /** Cache channels only: the cached event to replay, or null on a miss. */
-  cached?: { event: string; data: string } | null;
+  /**
+   * Cache channels only: the event to replay to the new subscriber, or null on a miss. Call it
+   * in the same synchronous block that puts the socket on the channel's topic, in the event-loop
+   * turn the subscribe resolved in: an event published on the channel after the owning shard
+   * read its cache (while the join was in flight, when the socket could not receive it yet)
+   * replaces the shard's answer, so the subscriber never gets an older event as the latest.
+   */
+  cached?: () => CachedEvent | null;
+}
+
+/** A relayed client event, for the client_event webhook. */
+export interface RelayedClientEvent {
+  appId: string;
+  channel: string;
+  event: string;
+  data: string;
+  socketId: string;
+  /** Presence channels: the sender's user id. */
+  userId?: string;
 }
 
 export interface UnsubscribeResult {
@@ -71,6 +94,11 @@ export interface ChannelAdapter {
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): void;
   /** Records the last event of a cache channel (fire-and-forget to the owning shard). */
   storeCachedEvent(appId: string, channel: string, event: string, data: string): void;
+  /**
+   * A client event was relayed: hands it to the client_event webhook (fire-and-forget). Call
+   * it only for apps with a webhook that wants client_event: it costs a message per event.
+   */
+  clientEvent(e: RelayedClientEvent): void;
   /** Records a subscription on the owning shard; the caller has already authorised it. */
   subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
   /** Removes a subscription (explicit unsubscribe or socket close). */

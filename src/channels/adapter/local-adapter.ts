@@ -11,23 +11,38 @@ import type { ShardPool } from '../../shards/pool.js';
 import { channelShardFor } from '../../shards/hash.js';
 import { channelType } from '../names.js';
 import type {
+  CachedEvent,
   ChannelAdapter,
   ChannelInfo,
   ChannelInfoRequest,
   HeldSubscription,
   LostChannels,
+  RelayedClientEvent,
   SubscribeRequest,
   SubscribeResult,
   UnsubscribeResult,
 } from './channel-adapter.js';
-import { errorFrame, snapshotOf, topicFor } from '../ws/frames.js';
-import type { SocketRegistry } from '../ws/registry.js';
+import { snapshotOf, topicFor } from '../ws/frames.js';
+import { endWithError, type SocketRegistry } from '../ws/registry.js';
 
 /** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
 const RESTORE_BATCH = 1000;
 
+/**
+ * A cache channel with joins in flight: how many, and the cache events stored on it so far
+ * (a count, and the latest). A join compares the count at its start with the count when it
+ * is delivered (see subscribe).
+ */
+interface CacheWatch {
+  joins: number;
+  stored: number;
+  latest: CachedEvent | null;
+}
+
 export class LocalChannelAdapter implements ChannelAdapter {
   private readonly heldListeners: ((lost: LostChannels) => HeldSubscription[])[] = [];
+  /** Cache channels with a join in flight, by `appId\0channel`; empty almost always. */
+  private readonly cacheWatches = new Map<string, CacheWatch>();
 
   constructor(
     private readonly uws: TemplatedApp,
@@ -80,31 +95,76 @@ export class LocalChannelAdapter implements ChannelAdapter {
     const topic = topicFor(appId, channel);
     if (exceptSocketId !== undefined) {
       const except = this.registry.get(appId, exceptSocketId);
-      // A socket's own publish leaves that socket out. Some uWS builds refuse a publish from a
-      // socket that never subscribed to anything: such a socket is on no topic, so the plain
-      // publish below cannot reach it either.
-      if (except?.ws && !except.closed && except.ws.publish(topic, frame)) return;
+      // A socket's own publish reaches everyone on the topic but that socket. Its return value
+      // cannot decide anything (false also when nobody else is subscribed), and a socket that is
+      // not on the topic cannot receive the plain publish anyway.
+      if (except?.ws && !except.closed && except.ws.isSubscribed(topic)) {
+        except.ws.publish(topic, frame);
+        return;
+      }
     }
     this.uws.publish(topic, frame);
   }
 
   storeCachedEvent(appId: string, channel: string, event: string, data: string): void {
+    if (this.cacheWatches.size > 0) {
+      const watch = this.cacheWatches.get(cacheWatchKey(appId, channel));
+      if (watch) {
+        watch.stored++;
+        watch.latest = { event, data };
+      }
+    }
     this.shards.send(this.shardOf(appId, channel), { type: 'channels.storeCache', appId, channel, event, data });
   }
 
+  clientEvent(e: RelayedClientEvent): void {
+    this.shards.send(this.shardOf(e.appId, e.channel), { type: 'channels.clientEvent', ...e });
+  }
+
+  /**
+   * Cache channels: the shard reads its cache when it handles the join, but the socket joins
+   * the channel's topic only when the answer is back. An event published in between reaches
+   * neither the socket (not on the topic yet) nor the shard's answer (stored after the read:
+   * a shard handles requests in the order they were sent). So while a join is in flight the
+   * cache events of its channel are counted here, and `cached()` answers the latest of them
+   * when there was one, the shard's entry otherwise. The watch lasts until the end of the
+   * event-loop turn the answer arrived in (setImmediate), which is when the caller delivers.
+   */
   async subscribe(req: SubscribeRequest): Promise<SubscribeResult> {
     const message = { type: 'channels.subscribe' as const, appId: req.appId, channel: req.channel, socketId: req.socketId };
-    const res = await this.shards.request(
-      this.shardOf(req.appId, req.channel),
-      req.member ? { ...message, member: { userId: req.member.userId, userInfo: req.member.userInfo ?? null } } : message,
-    );
-    const out: SubscribeResult = { subscriptionCount: res.subscriptionCount };
-    if (res.members) {
-      out.presence = snapshotOf(res.members);
-      out.memberAdded = res.memberAdded ?? false;
+    const watchKey = channelType(req.channel).cache ? cacheWatchKey(req.appId, req.channel) : undefined;
+    let watch: CacheWatch | undefined;
+    let storedBefore = 0;
+    if (watchKey !== undefined) {
+      watch = this.cacheWatches.get(watchKey);
+      if (!watch) this.cacheWatches.set(watchKey, (watch = { joins: 0, stored: 0, latest: null }));
+      watch.joins++;
+      storedBefore = watch.stored;
     }
-    if (res.cached !== undefined) out.cached = res.cached;
-    return out;
+    try {
+      const res = await this.shards.request(
+        this.shardOf(req.appId, req.channel),
+        req.member ? { ...message, member: { userId: req.member.userId, userInfo: req.member.userInfo ?? null } } : message,
+      );
+      const out: SubscribeResult = { subscriptionCount: res.subscriptionCount };
+      if (res.members) {
+        out.presence = snapshotOf(res.members);
+        out.memberAdded = res.memberAdded ?? false;
+      }
+      if (res.cached !== undefined) {
+        const fromShard = res.cached;
+        const seen = watch;
+        out.cached = () => (seen && seen.stored > storedBefore ? seen.latest : fromShard);
+      }
+      return out;
+    } finally {
+      if (watch && watchKey !== undefined) {
+        const done = watch;
+        setImmediate(() => {
+          if (--done.joins === 0 && this.cacheWatches.get(watchKey) === done) this.cacheWatches.delete(watchKey);
+        });
+      }
+    }
   }
 
   async unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
@@ -150,11 +210,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
     let closed = 0;
     for (const state of sockets) {
       if (state.closed || !state.ws) continue;
-      const ws = state.ws;
-      ws.cork(() => {
-        ws.send(errorFrame(CLOSE_CODES.UNAUTHORIZED, 'Connection terminated by the server'));
-        ws.end(CLOSE_CODES.UNAUTHORIZED, 'Connection terminated by the server');
-      });
+      endWithError(state.ws, CLOSE_CODES.UNAUTHORIZED, 'Connection terminated by the server');
       closed++;
     }
     return closed;
@@ -164,4 +220,8 @@ export class LocalChannelAdapter implements ChannelAdapter {
     const state = this.registry.get(appId, socketId);
     return state !== undefined && !state.closed;
   }
+}
+
+function cacheWatchKey(appId: string, channel: string): string {
+  return `${appId}\u0000${channel}`;
 }

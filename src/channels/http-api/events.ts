@@ -9,7 +9,6 @@ import type { Reply } from '../../http/uws-http.js';
 import { HeraldError } from '../../errors.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import {
-  channelType,
   isPresenceChannel,
   isValidSocketId,
   isValidTriggerChannel,
@@ -17,12 +16,16 @@ import {
   SERVER_TO_USER_PREFIX,
   serverToUserId,
 } from '../names.js';
-import { batchEventSchema, batchSchema, parseInfo, parseWith, postParams, triggerSchema, type InfoAttribute } from './params.js';
+import { parseBatchEventParams, parseBatchParams, parseInfo, parseTriggerParams, postParams, type InfoAttribute } from './params.js';
 import { messageCost, type MessageQuota } from './quota.js';
 import type { ChannelApiRequest } from './request.js';
 
 /** Attributes a trigger may ask for (cache is only for C4). */
 const TRIGGER_INFO: readonly InfoAttribute[] = ['user_count', 'subscription_count'];
+/** The info of an event that asks for none (shared: never mutated). */
+const NO_INFO: ReadonlySet<InfoAttribute> = new Set();
+/** The answer to a trigger without info (the JSON of `{}`, not re-encoded per request). */
+const emptyOk = (): Reply => ({ status: 200, body: '{}' });
 
 /** A validated event, ready to publish. */
 export interface ValidEvent {
@@ -48,8 +51,10 @@ interface EventFields {
  * `label(i)` names channel i in messages.
  */
 export function validateEvent(app: AppConfig, fields: EventFields, where: string, label: (i: number) => string): ValidEvent {
-  fields.channels.forEach((channel, i) => {
-    if (isValidTriggerChannel(channel)) return;
+  const channels = fields.channels;
+  for (let i = 0; i < channels.length; i++) {
+    const channel = channels[i]!;
+    if (isValidTriggerChannel(channel)) continue;
     const quoted = `${label(i)} '${channel.slice(0, 230)}'`;
     if (channel.startsWith(SERVER_TO_USER_PREFIX)) {
       throw new HeraldError('INVALID_CHANNEL_NAME', `${quoted} names no user: the user id after ${SERVER_TO_USER_PREFIX} must be 1 to ${MAX_USER_ID_LENGTH} characters`);
@@ -58,18 +63,31 @@ export function validateEvent(app: AppConfig, fields: EventFields, where: string
       'INVALID_CHANNEL_NAME',
       `${quoted} is not a valid channel name: 1 to 200 characters of A-Z a-z 0-9 _ - = @ , . ; (or ${SERVER_TO_USER_PREFIX}<user id>)`,
     );
-  });
+  }
   if (fields.socket_id !== undefined && !isValidSocketId(fields.socket_id)) {
     throw new HeraldError('INVALID_SOCKET_ID', `${where}socket_id '${fields.socket_id.slice(0, 64)}' is not a socket id (<digits>.<digits>)`);
   }
-  const info = parseInfo(fields.info, TRIGGER_INFO, `${where}info`);
-  const bytes = Buffer.byteLength(fields.data, 'utf8');
-  if (bytes > app.maxEventDataBytes) {
-    throw new HeraldError('EVENT_DATA_TOO_LARGE', `${where}data is ${bytes} bytes; the limit is ${app.maxEventDataBytes} bytes`);
+  const info = fields.info === undefined ? NO_INFO : parseInfo(fields.info, TRIGGER_INFO, `${where}info`);
+  // A UTF-16 unit is at most 3 UTF-8 bytes: short data cannot be over the limit, no need to count.
+  if (fields.data.length * 3 > app.maxEventDataBytes) {
+    const bytes = Buffer.byteLength(fields.data, 'utf8');
+    if (bytes > app.maxEventDataBytes) {
+      throw new HeraldError('EVENT_DATA_TOO_LARGE', `${where}data is ${bytes} bytes; the limit is ${app.maxEventDataBytes} bytes`);
+    }
   }
-  const event: ValidEvent = { name: fields.name, data: fields.data, channels: [...new Set(fields.channels)], info };
+  const event: ValidEvent = { name: fields.name, data: fields.data, channels: channels.length === 1 ? [channels[0]!] : [...new Set(channels)], info };
   if (fields.socket_id !== undefined) event.socketId = fields.socket_id;
   return event;
+}
+
+/** Cache channels (`cache-`, `private-cache-`, `private-encrypted-cache-`, `presence-cache-`) keep their last event; as names.ts channelType. */
+function isCacheChannel(channel: string): boolean {
+  return (
+    channel.startsWith('cache-') ||
+    channel.startsWith('private-cache-') ||
+    channel.startsWith('presence-cache-') ||
+    channel.startsWith('private-encrypted-cache-')
+  );
 }
 
 /**
@@ -79,10 +97,15 @@ export function validateEvent(app: AppConfig, fields: EventFields, where: string
  * subscribed to that channel's topic (ws/protocol.ts).
  */
 export function publishEvent(adapter: ChannelAdapter, appId: string, event: ValidEvent): void {
+  // Several channels share the JSON of name and data (up to 10 KB): encoded once, the same
+  // bytes as JSON.stringify({ event, channel, data }) per channel.
+  const shared = event.channels.length > 1;
+  const head = shared ? `{"event":${JSON.stringify(event.name)},"channel":` : '';
+  const tail = shared ? `,"data":${JSON.stringify(event.data)}}` : '';
   for (const channel of event.channels) {
-    const frame = JSON.stringify({ event: event.name, channel, data: event.data });
+    const frame = shared ? head + JSON.stringify(channel) + tail : JSON.stringify({ event: event.name, channel, data: event.data });
     adapter.publish(appId, channel, frame, event.socketId);
-    if (channelType(channel).cache) adapter.storeCachedEvent(appId, channel, event.name, event.data);
+    if (isCacheChannel(channel)) adapter.storeCachedEvent(appId, channel, event.name, event.data);
   }
 }
 
@@ -110,20 +133,22 @@ export async function triggerInfo(
   return out;
 }
 
+const channelsLabel = (i: number): string => `channels[${i}]`;
+const channelLabel = (): string => 'channel';
+
 /** C1: one event to 1-100 channels; with `info`, the attributes of each unique channel. */
 export function triggerEvent(adapter: ChannelAdapter, quota: MessageQuota, req: ChannelApiRequest): Reply | Promise<Reply> {
   const { app } = req;
-  const params = parseWith(triggerSchema, postParams(req.query, req.body));
+  const params = parseTriggerParams(postParams(req.query, req.body));
   if (params.channel !== undefined && params.channels !== undefined) {
     throw new HeraldError('INVALID_PARAMETERS', 'Give either channels or channel, not both');
   }
   const channels = params.channels ?? (params.channel !== undefined ? [params.channel] : undefined);
   if (channels === undefined) throw new HeraldError('INVALID_PARAMETERS', 'channels (or channel) is required');
-  const named = params.channels !== undefined ? (i: number) => `channels[${i}]` : () => 'channel';
-  const event = validateEvent(app, { ...params, channels }, '', named);
+  const event = validateEvent(app, { name: params.name, data: params.data, channels, socket_id: params.socket_id, info: params.info }, '', params.channels !== undefined ? channelsLabel : channelLabel);
   quota.charge(app, messageCost(event.channels.length, event.info.size > 0));
   publishEvent(adapter, app.id, event);
-  if (event.info.size === 0) return { status: 200, body: {} };
+  if (event.info.size === 0) return emptyOk();
   return Promise.all(event.channels.map((c) => triggerInfo(adapter, app, c, event.info))).then((attributes) => {
     const out: Record<string, Record<string, number>> = {};
     event.channels.forEach((c, i) => {
@@ -136,19 +161,30 @@ export function triggerEvent(adapter: ChannelAdapter, quota: MessageQuota, req: 
 /** C2: up to app.maxBatchSize events, each to its own channel; `info` answered per index. */
 export function triggerBatch(adapter: ChannelAdapter, quota: MessageQuota, req: ChannelApiRequest): Reply | Promise<Reply> {
   const { app } = req;
-  const { batch } = parseWith(batchSchema, postParams(req.query, req.body));
+  const { batch } = parseBatchParams(postParams(req.query, req.body));
   if (batch.length === 0) throw new HeraldError('INVALID_PARAMETERS', 'batch must hold at least one event');
   if (batch.length > app.maxBatchSize) {
     throw new HeraldError('INVALID_PARAMETERS', `batch holds ${batch.length} events; at most ${app.maxBatchSize} are allowed per request`);
   }
-  const events = batch.map((raw, i) => {
+  const events: ValidEvent[] = new Array(batch.length);
+  let cost = 0;
+  let withInfo = false;
+  for (let i = 0; i < batch.length; i++) {
+    const fields = parseBatchEventParams(batch[i], i);
     const where = `batch[${i}].`;
-    const fields = parseWith(batchEventSchema, raw, `batch[${i}]`);
-    return validateEvent(app, { ...fields, channels: [fields.channel] }, where, () => `${where}channel`);
-  });
-  quota.charge(app, events.reduce((sum, e) => sum + messageCost(1, e.info.size > 0), 0));
+    const event = validateEvent(
+      app,
+      { name: fields.name, data: fields.data, channels: [fields.channel], socket_id: fields.socket_id, info: fields.info },
+      where,
+      () => `${where}channel`,
+    );
+    events[i] = event;
+    cost += messageCost(1, event.info.size > 0);
+    if (event.info.size > 0) withInfo = true;
+  }
+  quota.charge(app, cost);
   for (const event of events) publishEvent(adapter, app.id, event);
-  if (events.every((e) => e.info.size === 0)) return { status: 200, body: {} };
+  if (!withInfo) return emptyOk();
   // Events asking the same thing of the same channel share one lookup.
   const lookups = new Map<string, Promise<Record<string, number>>>();
   const answers = events.map((e) => {

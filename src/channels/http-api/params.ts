@@ -23,13 +23,20 @@ export const MAX_CHANNELS_PER_EVENT = 100;
  */
 export function parseQueryPairs(query: string): QueryPair[] {
   const pairs: QueryPair[] = [];
-  if (query === '') return pairs;
-  for (const part of query.split('&')) {
-    if (part === '') continue;
-    const eq = part.indexOf('=');
-    const key = eq === -1 ? part : part.slice(0, eq);
-    const value = eq === -1 ? '' : part.slice(eq + 1);
-    pairs.push([decodeComponent(key), decodeComponent(value)]);
+  const length = query.length;
+  let start = 0;
+  while (start < length) {
+    let end = query.indexOf('&', start);
+    if (end === -1) end = length;
+    if (end > start) {
+      const eq = query.indexOf('=', start);
+      pairs.push(
+        eq === -1 || eq > end
+          ? [decodeComponent(query.slice(start, end)), '']
+          : [decodeComponent(query.slice(start, eq)), decodeComponent(query.slice(eq + 1, end))],
+      );
+    }
+    start = end + 1;
   }
   return pairs;
 }
@@ -89,7 +96,13 @@ export function parseJsonObjectBody(body: Buffer): Record<string, unknown> {
 
 /** POST parameters: the query-string ones, overridden field by field by the JSON body. */
 export function postParams(pairs: readonly QueryPair[], body: Buffer): Record<string, unknown> {
-  return { ...queryParams(pairs), ...parseJsonObjectBody(body) };
+  const fromBody = parseJsonObjectBody(body);
+  // The usual request carries only authentication in its query: the parsed body (a fresh
+  // object) already is the answer, no copy needed.
+  for (const [key] of pairs) {
+    if (!AUTH_PARAM_KEYS.has(key.toLowerCase())) return { ...queryParams(pairs), ...fromBody };
+  }
+  return fromBody;
 }
 
 /** The parameters a route accepts besides authentication; anything else is a 400. */
@@ -142,6 +155,64 @@ export type BatchEventParams = z.infer<typeof batchEventSchema>;
 export const batchSchema = z.object({
   batch: z.array(z.unknown(), { error: (iss) => (iss.input === undefined ? 'is required' : 'must be an array of events') }),
 });
+
+/**
+ * The C1 parameters, as `parseWith(triggerSchema, value)` gives them. The common shape is
+ * checked by hand (a few typeof tests instead of a zod parse); anything else, valid or not,
+ * goes through zod, so answers and error messages are zod's.
+ */
+export function parseTriggerParams(value: Record<string, unknown>): TriggerParams {
+  return triggerFastPath(value) ?? parseWith(triggerSchema, value);
+}
+
+function isOptionalString(v: unknown): v is string | undefined {
+  return v === undefined || typeof v === 'string';
+}
+
+function isEventName(v: unknown): v is string {
+  return typeof v === 'string' && v.length > 0 && v.length <= MAX_EVENT_NAME_LENGTH;
+}
+
+/** The trigger when it has the common, valid shape; undefined sends it to zod. */
+function triggerFastPath(value: Record<string, unknown>): TriggerParams | undefined {
+  const { name, data, channel, socket_id: socketId, info } = value;
+  let channels = value.channels;
+  if (!isEventName(name) || typeof data !== 'string' || !isOptionalString(channel) || !isOptionalString(socketId) || !isOptionalString(info)) {
+    return undefined;
+  }
+  if (typeof channels === 'string') {
+    channels = [channels];
+  } else if (channels !== undefined) {
+    if (!Array.isArray(channels) || channels.length === 0 || channels.length > MAX_CHANNELS_PER_EVENT) return undefined;
+    for (let i = 0; i < channels.length; i++) if (typeof channels[i] !== 'string') return undefined;
+  }
+  const out: TriggerParams = { name, data };
+  if (channels !== undefined) out.channels = channels as string[];
+  if (channel !== undefined) out.channel = channel;
+  if (socketId !== undefined) out.socket_id = socketId;
+  if (info !== undefined) out.info = info;
+  return out;
+}
+
+/** The C2 body, as `parseWith(batchSchema, value)` gives it (zod only when `batch` is not an array). */
+export function parseBatchParams(value: Record<string, unknown>): { batch: unknown[] } {
+  const batch = value.batch;
+  return Array.isArray(batch) ? { batch } : parseWith(batchSchema, value);
+}
+
+/** One C2 event, as `parseWith(batchEventSchema, raw, \`batch[${index}]\`)` gives it (hand-checked common shape, else zod). */
+export function parseBatchEventParams(raw: unknown, index: number): BatchEventParams {
+  if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
+    const { name, data, channel, socket_id: socketId, info } = raw as Record<string, unknown>;
+    if (isEventName(name) && typeof data === 'string' && typeof channel === 'string' && isOptionalString(socketId) && isOptionalString(info)) {
+      const out: BatchEventParams = { name, data, channel };
+      if (socketId !== undefined) out.socket_id = socketId;
+      if (info !== undefined) out.info = info;
+      return out;
+    }
+  }
+  return parseWith(batchEventSchema, raw, `batch[${index}]`);
+}
 
 /**
  * Parses with a zod schema; a mismatch is a 400 naming the first bad field, e.g.

@@ -54,8 +54,10 @@ function preflight(rc: RequestContext): Reply {
 /** The C1-C6 routes plus an OPTIONS preflight per path. */
 export function channelApiRoutes(ctx: ServerContext): Route[] {
   const quota = new MessageQuota();
-  const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ORIGIN };
-  const write: RouteOptions = { errorStyle: 'channel', bodyLimit: ctx.config.maxRequestBodyBytes, bodyTooLarge: 'BODY_TOO_LARGE', extraHeaders: CORS_ORIGIN };
+  // The API reads no request header (the signature is in the query): none is copied.
+  const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ORIGIN, headers: [] };
+  const write: RouteOptions = { ...read, bodyLimit: ctx.config.maxRequestBodyBytes, bodyTooLarge: 'BODY_TOO_LARGE' };
+  const preflightOptions: RouteOptions = { ...read, headers: ['access-control-request-headers'] };
   // ctx.channels is read per request: the adapter object belongs to the WebSocket area.
   const api: [Method, string, RouteOptions, ApiHandler][] = [
     ['post', '/apps/:appId/events', write, (r) => triggerEvent(ctx.channels, quota, r)],
@@ -67,7 +69,7 @@ export function channelApiRoutes(ctx: ServerContext): Route[] {
   ];
   const routes: Route[] = api.map(([method, pattern, options, handler]) => ({ method, pattern, options, handler: signedHandler(ctx, handler) }));
   for (const pattern of new Set(api.map(([, p]) => p))) {
-    routes.push({ method: 'options', pattern, options: read, handler: preflight });
+    routes.push({ method: 'options', pattern, options: preflightOptions, handler: preflight });
   }
   return routes;
 }

@@ -6,8 +6,8 @@
  * A failure is a 401 whose description says what was expected (the string to sign, never
  * the secret nor the expected signature). Pure functions: benchmarks reuse them.
  */
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { AppConfig } from '../../config/schema.js';
+import { constantTimeEqual, hmacSha256Hex, md5Hex } from '../../crypto.js';
 import { HeraldError } from '../../errors.js';
 import type { QueryPair } from './params.js';
 
@@ -29,39 +29,37 @@ export interface SignedRequest {
   readonly appId: string;
 }
 
+export { constantTimeEqual, hmacSha256Hex, md5Hex } from '../../crypto.js';
+
 /**
  * The string to sign: upper-case method, path, and the query pairs except auth_signature,
  * keys lower-cased, sorted by key (repeated keys such as `channels[]` keep their order),
- * written `key=value` and joined by `&`.
+ * written `key=value` and joined by `&`. SDKs send their keys sorted, so that case is built
+ * in one pass without intermediate arrays; any other order is sorted (stably) first.
  */
 export function stringToSign(method: string, path: string, query: readonly QueryPair[]): string {
-  const params = query
+  let params = '';
+  let first = true;
+  let previous = '';
+  for (let i = 0; i < query.length; i++) {
+    const pair = query[i]!;
+    const key = pair[0].toLowerCase();
+    if (key === 'auth_signature') continue;
+    if (key < previous) return `${method.toUpperCase()}\n${path}\n${sortedParams(query)}`;
+    previous = key;
+    params += first ? `${key}=${pair[1]}` : `&${key}=${pair[1]}`;
+    first = false;
+  }
+  return `${method.toUpperCase()}\n${path}\n${params}`;
+}
+
+function sortedParams(query: readonly QueryPair[]): string {
+  return query
     .map(([k, v]) => [k.toLowerCase(), v] as const)
     .filter(([k]) => k !== 'auth_signature')
     .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
     .map(([k, v]) => `${k}=${v}`)
     .join('&');
-  return `${method.toUpperCase()}\n${path}\n${params}`;
-}
-
-/** Lower-case hex HMAC-SHA256 of `data` keyed with `secret`. */
-export function hmacSha256Hex(secret: string, data: string): string {
-  return createHmac('sha256', secret).update(data, 'utf8').digest('hex');
-}
-
-/** Lower-case hex MD5 of a body, as body_md5 carries it. */
-export function md5Hex(body: Buffer | string): string {
-  return createHash('md5').update(body).digest('hex');
-}
-
-/**
- * Constant-time string comparison. Lengths are compared first (a hex digest's length is
- * public); equal-length inputs are compared with crypto.timingSafeEqual.
- */
-export function constantTimeEqual(expected: string, given: string): boolean {
-  const a = Buffer.from(expected, 'utf8');
-  const b = Buffer.from(given, 'utf8');
-  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 /** Signs a request: the auth_signature value for these method, path and pairs. */
@@ -80,28 +78,36 @@ function clip(s: string, max = 128): string {
  * timestamp within ±600 s of `nowMs`, body_md5, signature. Throws a 401 HeraldError.
  */
 export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<string, AppConfig>, nowMs = Date.now()): AppConfig {
-  const auth = new Map<string, string>();
-  for (const [k, v] of req.query) {
-    const key = k.toLowerCase();
-    if (key.startsWith('auth_') || key === 'body_md5') {
-      if (!auth.has(key)) auth.set(key, v);
+  // The first occurrence of each authentication parameter counts.
+  let key: string | undefined;
+  let timestampText: string | undefined;
+  let version: string | undefined;
+  let given: string | undefined;
+  let bodyMd5: string | undefined;
+  for (let i = 0; i < req.query.length; i++) {
+    const pair = req.query[i]!;
+    switch (pair[0].toLowerCase()) {
+      case 'auth_key': key ??= pair[1]; break;
+      case 'auth_timestamp': timestampText ??= pair[1]; break;
+      case 'auth_version': version ??= pair[1]; break;
+      case 'auth_signature': given ??= pair[1]; break;
+      case 'body_md5': bodyMd5 ??= pair[1]; break;
     }
   }
-  const missing = ['auth_key', 'auth_timestamp', 'auth_version', 'auth_signature'].filter((k) => !auth.get(k));
-  if (missing.length > 0) {
+  if (!key || !timestampText || !version || !given) {
+    const missing = [['auth_key', key], ['auth_timestamp', timestampText], ['auth_version', version], ['auth_signature', given]]
+      .filter(([, v]) => !v)
+      .map(([k]) => k);
     throw new HeraldError('AUTH_MISSING_PARAMS', `Missing authentication query parameters: ${missing.join(', ')} (see the auth_* parameters of the channel API)`);
   }
-  const key = auth.get('auth_key')!;
   const app = appsByKey.get(key);
   if (!app) throw new HeraldError('AUTH_UNKNOWN_KEY', `Unknown auth_key '${clip(key)}'`);
   if (app.id !== req.appId) {
     throw new HeraldError('AUTH_APP_MISMATCH', `auth_key '${clip(key)}' does not belong to app id '${clip(req.appId)}' of the path`);
   }
-  const version = auth.get('auth_version')!;
   if (version !== AUTH_VERSION) {
     throw new HeraldError('AUTH_BAD_VERSION', `auth_version must be ${AUTH_VERSION}; got '${clip(version)}'`);
   }
-  const timestampText = auth.get('auth_timestamp')!;
   const nowSeconds = Math.floor(nowMs / 1000);
   if (!/^\d{1,15}$/.test(timestampText)) {
     throw new HeraldError('AUTH_STALE_TIMESTAMP', `auth_timestamp must be whole seconds since 1970-01-01 UTC; got '${clip(timestampText)}' (server time ${nowSeconds})`);
@@ -113,7 +119,6 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
       `Timestamp expired: auth_timestamp ${timestamp} is not within ${MAX_TIMESTAMP_SKEW_SECONDS} s of server time ${nowSeconds}; check the caller's clock`,
     );
   }
-  const bodyMd5 = auth.get('body_md5');
   if (req.body.length > 0 || bodyMd5 !== undefined) {
     const actual = md5Hex(req.body);
     if (bodyMd5 === undefined) {
@@ -123,7 +128,6 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
       throw new HeraldError('AUTH_BAD_BODY_MD5', `body_md5 does not match the body: expected ${actual} (hex MD5 of the ${req.body.length} body bytes), got '${clip(bodyMd5)}'`);
     }
   }
-  const given = auth.get('auth_signature')!;
   const signed = stringToSign(req.method, req.path, req.query);
   if (constantTimeEqual(hmacSha256Hex(app.secret, signed), given)) return app;
   // Clients sign the path before escaping it; accept the decoded form too (e.g. a user id with a space).

@@ -5,7 +5,7 @@
  * state only; channel state lives on the shards (see subscriptions.ts and the adapter).
  */
 import { randomInt } from 'node:crypto';
-import type { WebSocket } from 'uWebSockets.js';
+import type { HttpRequest, HttpResponse, WebSocket, us_socket_context_t } from 'uWebSockets.js';
 import type { ServerContext } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
@@ -14,7 +14,7 @@ import { LocalChannelAdapter } from '../adapter/local-adapter.js';
 import * as frames from './frames.js';
 import { parseHandshake } from './handshake.js';
 import { ProtocolHandler } from './protocol.js';
-import { SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
+import { SocketRegistry, endWithError, type SocketState, type SocketUserData } from './registry.js';
 import { Subscriptions } from './subscriptions.js';
 import { Sweeper } from './sweeper.js';
 
@@ -26,6 +26,10 @@ export interface WebSocketEndpoint {
 }
 
 type Ws = WebSocket<SocketUserData>;
+
+function describe(err: unknown): string {
+  return String((err as Error)?.stack ?? err);
+}
 
 function markActive(ws: Ws): void {
   const state = ws.getUserData().state;
@@ -40,7 +44,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
   const registry = new SocketRegistry();
   const adapter = new LocalChannelAdapter(ctx.app, ctx.shards, registry);
   const subscriptions = new Subscriptions(ctx.app, adapter, () => ctx.state.draining);
-  const protocol = new ProtocolHandler({ config, uws: ctx.app, shards: ctx.shards, registry, adapter, subscriptions });
+  const protocol = new ProtocolHandler({ config, uws: ctx.app, registry, adapter, subscriptions });
   const sweeper = new Sweeper(registry, {
     intervalMs: config.webSocketSweepIntervalMs,
     pongTimeoutMs: config.webSocketPongTimeoutMs,
@@ -65,59 +69,32 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
     idleTimeout: 0,
     sendPingsAutomatically: false,
 
+    // uWS ends the process on any exception thrown out of one of these callbacks: each body is
+    // guarded, and a failure is logged and confined to its connection.
     upgrade: (res, req, context) => {
-      const handshake = ctx.state.draining
-        ? { ok: false as const, code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' }
-        : parseHandshake(req.getUrl(), req.getQuery() ?? '', ctx.appsByKey);
-      let userData: SocketUserData;
-      if (handshake.ok) {
-        const now = Date.now();
-        const state: SocketState = {
-          socketId: newSocketId(),
-          app: handshake.app,
-          ws: null,
-          closed: false,
-          channels: new Map(),
-          userId: null,
-          lastSeenMs: now,
-          pingSentMs: 0,
-          clientEventWindowMs: 0,
-          clientEventCount: 0,
-        };
-        userData = { state, reject: null };
-      } else {
-        userData = { state: null, reject: { code: handshake.code, message: handshake.message } };
+      try {
+        upgrade(res, req, context);
+      } catch (err) {
+        log.error('websocket upgrade failed', { error: describe(err) });
+        try {
+          res.cork(() => res.writeStatus('500 Internal Server Error').end('', true));
+        } catch {
+          // Already answered or aborted: nothing left to tell the client.
+        }
       }
-      res.upgrade(
-        userData,
-        req.getHeader('sec-websocket-key'),
-        req.getHeader('sec-websocket-protocol'),
-        req.getHeader('sec-websocket-extensions'),
-        context,
-      );
     },
 
     open: (ws: Ws) => {
-      const { state, reject } = ws.getUserData();
-      let refusal = reject;
-      if (!refusal && state) {
-        const max = state.app.maxConnections;
-        if (ctx.state.draining) {
-          refusal = { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' };
-        } else if (max !== null && registry.connectionCount(state.app.id) >= max) {
-          refusal = { code: CLOSE_CODES.OVER_CONNECTION_QUOTA, message: `Application is over its connection quota of ${max}` };
+      try {
+        open(ws);
+      } catch (err) {
+        log.error('websocket open failed', { error: describe(err) });
+        try {
+          ws.end(1011, 'Internal error');
+        } catch {
+          // Already closed.
         }
       }
-      if (refusal || !state) {
-        const { code, message } = refusal ?? { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Refused' };
-        ws.getUserData().state = null;
-        ws.send(frames.errorFrame(code, message));
-        ws.end(code, message);
-        return;
-      }
-      state.ws = ws;
-      registry.add(state);
-      ws.send(frames.connectionEstablished(state.socketId, state.app.activityTimeout));
     },
 
     message: (ws: Ws, message: ArrayBuffer, isBinary: boolean) => {
@@ -126,7 +103,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
       try {
         protocol.handle(state, ws, message, isBinary);
       } catch (err) {
-        log.error('websocket message handler failed', { appId: state.app.id, error: String((err as Error)?.stack ?? err) });
+        log.error('websocket message handler failed', { appId: state.app.id, error: describe(err) });
       }
     },
 
@@ -140,13 +117,82 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
       state.closed = true;
       state.ws = null;
       const userId = state.userId;
-      const wentOffline = registry.remove(state);
-      if (userId !== null && wentOffline) {
-        ctx.app.publish(frames.watchTopicFor(state.app.id, userId), frames.watchlistEvents([{ name: 'offline', user_ids: [userId] }]));
+      // Each step on its own: whatever fails, the connection still leaves the registry and
+      // every channel (no member or subscriber left behind).
+      let wentOffline = false;
+      try {
+        wentOffline = registry.remove(state);
+      } catch (err) {
+        log.error('websocket close: registry removal failed', { appId: state.app.id, error: describe(err) });
       }
-      subscriptions.closed(state);
+      try {
+        if (userId !== null && wentOffline) {
+          ctx.app.publish(frames.watchTopicFor(state.app.id, userId), frames.watchlistEvents([{ name: 'offline', user_ids: [userId] }]));
+        }
+      } catch (err) {
+        log.error('websocket close: watchlist offline event failed', { appId: state.app.id, error: describe(err) });
+      }
+      try {
+        subscriptions.closed(state);
+      } catch (err) {
+        log.error('websocket close: leaving channels failed', { appId: state.app.id, error: describe(err) });
+      }
     },
   });
+
+  function upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+    const handshake = ctx.state.draining
+      ? { ok: false as const, code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' }
+      : parseHandshake(req.getUrl(), req.getQuery() ?? '', ctx.appsByKey);
+    let userData: SocketUserData;
+    if (handshake.ok) {
+      const now = Date.now();
+      const state: SocketState = {
+        socketId: newSocketId(),
+        app: handshake.app,
+        ws: null,
+        closed: false,
+        channels: new Map(),
+        userId: null,
+        lastSeenMs: now,
+        pingSentMs: 0,
+        clientEventWindowMs: 0,
+        clientEventCount: 0,
+      };
+      userData = { state, reject: null };
+    } else {
+      userData = { state: null, reject: { code: handshake.code, message: handshake.message } };
+    }
+    res.upgrade(
+      userData,
+      req.getHeader('sec-websocket-key'),
+      req.getHeader('sec-websocket-protocol'),
+      req.getHeader('sec-websocket-extensions'),
+      context,
+    );
+  }
+
+  function open(ws: Ws): void {
+    const { state, reject } = ws.getUserData();
+    let refusal = reject;
+    if (!refusal && state) {
+      const max = state.app.maxConnections;
+      if (ctx.state.draining) {
+        refusal = { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' };
+      } else if (max !== null && registry.connectionCount(state.app.id) >= max) {
+        refusal = { code: CLOSE_CODES.OVER_CONNECTION_QUOTA, message: `Application is over its connection quota of ${max}` };
+      }
+    }
+    if (refusal || !state) {
+      const { code, message } = refusal ?? { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Refused' };
+      ws.getUserData().state = null;
+      endWithError(ws, code, message);
+      return;
+    }
+    state.ws = ws;
+    registry.add(state);
+    ws.send(frames.connectionEstablished(state.socketId, state.app.activityTimeout));
+  }
 
   return {
     adapter,

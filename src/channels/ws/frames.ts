@@ -4,20 +4,48 @@
  * an object `{code, message}` (protocol-notes.md).
  */
 import type { HeraldError } from '../../errors.js';
+import { isWellFormed } from '../names.js';
 
 /**
  * The uWS topic of a channel of an app. Both parts are URI-encoded, so the app id cannot run
  * into the channel name (a socket of app A never receives app B's frames, even on the same
  * channel name) and no topic holds the `/`, `+` or `#` that some uWS builds read as MQTT
- * levels and wildcards.
+ * levels and wildcards. Never throws (see topicPart).
  */
 export function topicFor(appId: string, channel: string): string {
-  return `${encodeURIComponent(appId)}:${encodeURIComponent(channel)}`;
+  return `${topicPart(appId)}:${topicPart(channel)}`;
 }
 
 /** Topic on which a signed-in user's watchers hear about them (not a subscribable channel). */
 export function watchTopicFor(appId: string, userId: string): string {
-  return `${encodeURIComponent(appId)}::watch:${encodeURIComponent(userId)}`;
+  return `${topicPart(appId)}::watch:${topicPart(userId)}`;
+}
+
+/**
+ * `encodeURIComponent`, except that it cannot throw: a lone surrogate (on which
+ * encodeURIComponent throws URIError) becomes `%u<4 hex digits>`, a form encodeURIComponent
+ * never produces, so distinct strings keep distinct topics. Topic names are built inside uWS
+ * callbacks, where a throw ends the process; ids are validated well before (names.ts), this is
+ * the last line of defence.
+ */
+export function topicPart(s: string): string {
+  if (isWellFormed(s)) return encodeURIComponent(s);
+  let out = '';
+  let start = 0;
+  for (let i = 0; i < s.length; i++) {
+    const unit = s.charCodeAt(i);
+    if (unit < 0xd800 || unit > 0xdfff) continue;
+    if (unit <= 0xdbff && i + 1 < s.length) {
+      const next = s.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        i++; // a well-formed pair
+        continue;
+      }
+    }
+    out += `${encodeURIComponent(s.slice(start, i))}%u${unit.toString(16).toUpperCase()}`;
+    start = i + 1;
+  }
+  return out + encodeURIComponent(s.slice(start));
 }
 
 /** Prefix of the per-user channel pusher-js subscribes to after sign-in (one definition, in names.ts). */

@@ -7,13 +7,11 @@
 import type { WebSocket, TemplatedApp } from 'uWebSockets.js';
 import type { HeraldConfig } from '../../config/schema.js';
 import { CLOSE_CODES, HeraldError } from '../../errors.js';
-import type { ShardPool } from '../../shards/pool.js';
-import { channelShardFor } from '../../shards/hash.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import { channelSignatureInput, userSignatureInput, verifyAuth } from '../auth.js';
-import { MAX_USER_ID_LENGTH, channelType, isValidChannelName, requiresAuth } from '../names.js';
+import { MAX_USER_ID_LENGTH, channelType, isValidChannelName, isValidUserId, requiresAuth } from '../names.js';
 import * as frames from './frames.js';
-import type { SocketRegistry, SocketState, SocketUserData } from './registry.js';
+import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
 import type { Subscriptions } from './subscriptions.js';
 
 /** Channels one connection may hold (joined or in flight): bounds per-socket state and shard traffic. */
@@ -26,7 +24,6 @@ type Ws = WebSocket<SocketUserData>;
 export interface ProtocolDeps {
   readonly config: Readonly<HeraldConfig>;
   readonly uws: TemplatedApp;
-  readonly shards: ShardPool;
   readonly registry: SocketRegistry;
   readonly adapter: ChannelAdapter;
   readonly subscriptions: Subscriptions;
@@ -48,12 +45,8 @@ export class ProtocolHandler {
     state.pingSentMs = 0;
     const limit = this.deps.config.maxWebSocketFrameBytes;
     if (raw.byteLength > limit) {
-      const message = `Message of ${raw.byteLength} bytes is larger than the limit of ${limit} bytes`;
-      ws.cork(() => {
-        ws.send(frames.herrorFrame(new HeraldError('WS_MESSAGE_TOO_LARGE', message)));
-        ws.end(1009, 'Message too big');
-      });
-      return;
+      // WS_MESSAGE_TOO_LARGE: a pusher:error without a close code, then the standard 1009.
+      return endWithError(ws, 1009, `Message of ${raw.byteLength} bytes is larger than the limit of ${limit} bytes`, null, 'Message too big');
     }
     if (isBinary) return this.fail(ws, new HeraldError('WS_BINARY_MESSAGE'));
     let msg: unknown;
@@ -109,7 +102,10 @@ export class ProtocolHandler {
       if (presence && typeof channelData !== 'string') {
         return refuse(new HeraldError('SUBSCRIPTION_BAD_CHANNEL_DATA', 'Presence subscriptions need channel_data (a JSON string)'));
       }
-      const input = channelSignatureInput(state.socketId, channel, presence ? (channelData as string) : undefined);
+      // channel_data is signed whenever it is sent, on any channel: the pusher SDKs'
+      // authorizeChannel(socket, channel, data) sign it for private channels too, and pusher-js
+      // forwards it.
+      const input = channelSignatureInput(state.socketId, channel, typeof channelData === 'string' ? channelData : undefined);
       if (!verifyAuth(app.key, app.secret, data!.auth, input)) {
         return refuse(new HeraldError('SUBSCRIPTION_AUTH_FAILED', `Invalid signature for ${channel}: expected HMAC-SHA256 of '${input}' with the app secret, as '<key>:<hex>'`));
       }
@@ -155,11 +151,7 @@ export class ProtocolHandler {
     }
     if (++state.clientEventCount > app.maxClientEventsPerSecond) {
       const message = `Client event rejected: more than ${app.maxClientEventsPerSecond} client events per second`;
-      ws.cork(() => {
-        ws.send(frames.errorFrame(CLOSE_CODES.CLIENT_EVENT_RATE_LIMIT, message));
-        ws.end(CLOSE_CODES.CLIENT_EVENT_RATE_LIMIT, 'Client event rate limit exceeded');
-      });
-      return;
+      return endWithError(ws, CLOSE_CODES.CLIENT_EVENT_RATE_LIMIT, message, CLOSE_CODES.CLIENT_EVENT_RATE_LIMIT, 'Client event rate limit exceeded');
     }
     if (!app.clientEvents) return this.fail(ws, new HeraldError('CLIENT_EVENTS_DISABLED'));
     if (typeof channel !== 'string') return this.fail(ws, new HeraldError('WS_INVALID_MESSAGE', 'A client event needs a channel'));
@@ -183,9 +175,7 @@ export class ProtocolHandler {
     ws.publish(frames.topicFor(app.id, channel), frames.channelEvent(event, channel, data, userId));
     if (channelType(channel).cache) this.deps.adapter.storeCachedEvent(app.id, channel, event, data);
     if (this.clientEventWebhookApps.has(app.id)) {
-      const shard = channelShardFor(app.id, channel, this.deps.shards.shardCount);
-      const req = { type: 'channels.clientEvent' as const, appId: app.id, channel, event, data, socketId: state.socketId };
-      this.deps.shards.send(shard, userId === undefined ? req : { ...req, userId });
+      this.deps.adapter.clientEvent({ appId: app.id, channel, event, data, socketId: state.socketId, ...(userId === undefined ? {} : { userId }) });
     }
   }
 
@@ -194,12 +184,7 @@ export class ProtocolHandler {
     if (!app.userAuthentication) return this.fail(ws, new HeraldError('SIGNIN_DISABLED'));
     if (state.userId !== null) return this.fail(ws, new HeraldError('SIGNIN_FAILED', `Already signed in as ${state.userId}`));
     const userData = data?.user_data;
-    const refuse = (message: string): void => {
-      ws.cork(() => {
-        ws.send(frames.errorFrame(CLOSE_CODES.UNAUTHORIZED, message));
-        ws.end(CLOSE_CODES.UNAUTHORIZED, 'Sign-in refused');
-      });
-    };
+    const refuse = (message: string): void => endWithError(ws, CLOSE_CODES.UNAUTHORIZED, message, CLOSE_CODES.UNAUTHORIZED, 'Sign-in refused');
     if (typeof userData !== 'string') return refuse('pusher:signin needs user_data (a JSON string)');
     if (!verifyAuth(app.key, app.secret, data!.auth, userSignatureInput(state.socketId, userData))) {
       return refuse('Invalid user authentication signature');
@@ -210,12 +195,12 @@ export class ProtocolHandler {
     } catch {
       return refuse('user_data is not valid JSON');
     }
-    if (!isObject(user) || typeof user.id !== 'string' || user.id === '' || user.id.length > MAX_USER_ID_LENGTH) {
-      return refuse(`user_data needs an id of 1 to ${MAX_USER_ID_LENGTH} characters`);
+    if (!isObject(user) || typeof user.id !== 'string' || !isValidUserId(user.id)) {
+      return refuse(`user_data needs an id of 1 to ${MAX_USER_ID_LENGTH} characters (well-formed UTF-16)`);
     }
     const watchlist = user.watchlist ?? [];
-    if (!Array.isArray(watchlist) || watchlist.length > MAX_WATCHLIST_LENGTH || !watchlist.every((w) => typeof w === 'string')) {
-      return refuse(`user_data.watchlist must be an array of at most ${MAX_WATCHLIST_LENGTH} user ids`);
+    if (!Array.isArray(watchlist) || watchlist.length > MAX_WATCHLIST_LENGTH || !watchlist.every((w) => typeof w === 'string' && isValidUserId(w))) {
+      return refuse(`user_data.watchlist must be an array of at most ${MAX_WATCHLIST_LENGTH} user ids of 1 to ${MAX_USER_ID_LENGTH} characters`);
     }
     const userId = user.id;
     const cameOnline = this.deps.registry.addUser(state, userId);
@@ -263,8 +248,8 @@ function parseMember(channelData: string): { userId: string; userInfo: unknown }
   if (!isObject(parsed)) return new HeraldError('SUBSCRIPTION_BAD_CHANNEL_DATA');
   const raw = parsed.user_id;
   const userId = typeof raw === 'number' && Number.isFinite(raw) ? String(raw) : raw;
-  if (typeof userId !== 'string' || userId === '' || userId.length > MAX_USER_ID_LENGTH) {
-    return new HeraldError('SUBSCRIPTION_BAD_CHANNEL_DATA', `channel_data.user_id must be a string of 1 to ${MAX_USER_ID_LENGTH} characters`);
+  if (typeof userId !== 'string' || !isValidUserId(userId)) {
+    return new HeraldError('SUBSCRIPTION_BAD_CHANNEL_DATA', `channel_data.user_id must be a string of 1 to ${MAX_USER_ID_LENGTH} characters (well-formed UTF-16)`);
   }
   return { userId, userInfo: parsed.user_info ?? null };
 }

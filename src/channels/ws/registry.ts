@@ -5,6 +5,20 @@
  */
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../../config/schema.js';
+import { errorFrame } from './frames.js';
+
+/**
+ * Closes a connection the way the protocol asks: a `pusher:error` saying why, then the close
+ * frame, in one cork. `errorCode` is the pusher:error `code` (the close code unless told
+ * otherwise; null for errors that are not close codes, such as a 1009 close). `reason` is the
+ * close frame's short text (at most 123 bytes; defaults to the message).
+ */
+export function endWithError(ws: WebSocket<unknown>, closeCode: number, message: string, errorCode: number | null = closeCode, reason = message): void {
+  ws.cork(() => {
+    ws.send(errorFrame(errorCode, message));
+    ws.end(closeCode, reason);
+  });
+}
 
 /** What the main thread believes about one channel of one connection (see subscriptions.ts). */
 export interface Membership {

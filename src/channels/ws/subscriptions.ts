@@ -10,7 +10,7 @@ import type { TemplatedApp } from 'uWebSockets.js';
 import { HeraldError } from '../../errors.js';
 import { log } from '../../log.js';
 import type { ChannelAdapter, HeldSubscription, LostChannels, SubscribeResult } from '../adapter/channel-adapter.js';
-import { channelType } from '../names.js';
+import { countsSubscriptions } from '../names.js';
 import * as frames from './frames.js';
 import type { Membership, SocketState } from './registry.js';
 
@@ -134,27 +134,28 @@ export class Subscriptions {
         m.wanted = false;
         this.reconcile(state, channel, m);
       },
-    );
+    ).catch((err: unknown) => this.bookkeepingFailed(state, channel, 'join', err));
   }
 
   /** subscription_succeeded, the cached event, then the others' member_added and the new count. */
   private deliver(state: SocketState, channel: string, m: Membership, res: SubscribeResult): void {
     const ws = state.ws!;
     const topic = frames.topicFor(state.app.id, channel);
-    const type = channelType(channel);
     ws.cork(() => {
       ws.send(frames.subscriptionSucceeded(channel, res.presence));
       ws.subscribe(topic);
       m.delivered = true;
       if (res.cached !== undefined) {
-        ws.send(res.cached ? frames.channelEvent(res.cached.event, channel, res.cached.data) : frames.cacheMiss(channel));
+        // Read now, as the socket joins the topic: later events reach it live (see SubscribeResult).
+        const cached = res.cached();
+        ws.send(cached ? frames.channelEvent(cached.event, channel, cached.data) : frames.cacheMiss(channel));
       }
       if (res.memberAdded && m.joinedAs) {
         // The socket's own publish: everyone on the topic but the new member's connection.
         ws.publish(topic, frames.memberAdded(channel, m.joinedAs.userId, m.joinedAs.userInfo));
       }
     });
-    if (state.app.subscriptionCount && type.kind !== 'presence') {
+    if (countsSubscriptions(state.app, channel)) {
       this.uws.publish(topic, frames.subscriptionCount(channel, res.subscriptionCount));
     }
   }
@@ -167,9 +168,17 @@ export class Subscriptions {
   private announceJoinToOthers(state: SocketState, channel: string, m: Membership, res: SubscribeResult): void {
     const topic = frames.topicFor(state.app.id, channel);
     if (res.memberAdded && m.joinedAs) this.uws.publish(topic, frames.memberAdded(channel, m.joinedAs.userId, m.joinedAs.userInfo));
-    if (state.app.subscriptionCount && channelType(channel).kind !== 'presence') {
+    if (countsSubscriptions(state.app, channel)) {
       this.uws.publish(topic, frames.subscriptionCount(channel, res.subscriptionCount));
     }
+  }
+
+  /**
+   * A bug in the handling of an answer (frames, reconcile). Logged; the promise chain ends here,
+   * since an unhandled rejection would end the process.
+   */
+  private bookkeepingFailed(state: SocketState, channel: string, step: 'join' | 'leave', err: unknown): void {
+    log.error(`channel ${step} bookkeeping failed`, { appId: state.app.id, channel, error: String((err as Error)?.stack ?? err) });
   }
 
   private leave(state: SocketState, channel: string, m: Membership): void {
@@ -181,7 +190,7 @@ export class Subscriptions {
         m.leaveAttempts = 0;
         const topic = frames.topicFor(state.app.id, channel);
         if (res.memberRemoved && m.joinedAs) this.uws.publish(topic, frames.memberRemoved(channel, m.joinedAs.userId));
-        if (state.app.subscriptionCount && channelType(channel).kind !== 'presence') {
+        if (countsSubscriptions(state.app, channel)) {
           this.uws.publish(topic, frames.subscriptionCount(channel, res.subscriptionCount));
         }
         m.joinedAs = undefined;
@@ -204,6 +213,6 @@ export class Subscriptions {
         m.leaveAttempts = 0;
         this.reconcile(state, channel, m);
       },
-    );
+    ).catch((err: unknown) => this.bookkeepingFailed(state, channel, 'leave', err));
   }
 }

@@ -9,8 +9,9 @@
  * headroom to queue the 4100 close frame behind the backlog before closing.
  */
 import { CLOSE_CODES } from '../../errors.js';
+import { log } from '../../log.js';
 import { PING_FRAME } from './frames.js';
-import type { SocketRegistry } from './registry.js';
+import { endWithError, type SocketRegistry } from './registry.js';
 
 export interface SweepOptions {
   intervalMs: number;
@@ -25,7 +26,13 @@ export class Sweeper {
     private readonly registry: SocketRegistry,
     private readonly opts: SweepOptions,
   ) {
-    this.timer = setInterval(() => this.sweep(Date.now()), opts.intervalMs);
+    this.timer = setInterval(() => {
+      try {
+        this.sweep(Date.now());
+      } catch (err) {
+        log.error('websocket sweep failed', { error: String((err as Error)?.stack ?? err) });
+      }
+    }, opts.intervalMs);
     this.timer.unref();
   }
 
@@ -35,11 +42,12 @@ export class Sweeper {
       const ws = state.ws;
       if (state.closed || !ws) continue;
       if (ws.getBufferedAmount() > maxBackpressureBytes) {
-        ws.end(CLOSE_CODES.OVER_CAPACITY, 'Too slow a consumer: send buffer over the limit');
+        // Queued behind the backlog: uWS holds up to twice the limit (see above).
+        endWithError(ws, CLOSE_CODES.OVER_CAPACITY, 'Too slow a consumer: send buffer over the limit');
         continue;
       }
       if (state.pingSentMs !== 0) {
-        if (now - state.pingSentMs >= pongTimeoutMs) ws.end(CLOSE_CODES.PONG_NOT_RECEIVED, 'Pong reply not received');
+        if (now - state.pingSentMs >= pongTimeoutMs) endWithError(ws, CLOSE_CODES.PONG_NOT_RECEIVED, 'Pong reply not received');
       } else if (now - state.lastSeenMs >= state.app.activityTimeout * 1000) {
         state.pingSentMs = now;
         ws.send(PING_FRAME);

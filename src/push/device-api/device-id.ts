@@ -5,21 +5,13 @@
  *   <platform> "-" hex(HMAC-SHA256(installSecret, instanceId \0 platform \0 token))[0..32)
  *
  * Deterministic, so registering the same token again answers the same device (with its
- * interests and user) instead of creating a duplicate; unguessable without the installation
+ * interests; the user association is cleared) instead of creating a duplicate; unguessable without the installation
  * secret, and 128 bits leave no practical chance of collision. Known limitation: after a token
  * refresh (D9) the device keeps its id, but registering the NEW token creates another device
  * (its id derives from the new token).
  */
 import { createHmac } from 'node:crypto';
 import type { Platform } from '../gateways/gateway.js';
-
-/** The push platforms, in path order (`/devices/<platform>`). */
-export const PLATFORMS: readonly Platform[] = ['apns', 'fcm', 'web'];
-
-/** True when a path segment names a platform Herald serves. */
-export function isPlatform(value: string): value is Platform {
-  return (PLATFORMS as readonly string[]).includes(value);
-}
 
 /** Hex digits of the HMAC kept in an id: 128 bits. */
 const ID_HEX_LENGTH = 32;

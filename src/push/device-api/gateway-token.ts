@@ -6,24 +6,29 @@
  * is stable).
  */
 import type { Platform } from '../gateways/gateway.js';
+import { parseSubscriptionToken, type SubscriptionRules } from '../gateways/web-subscription.js';
 
 /** Longest FCM registration token accepted, characters (real ones are about 160). */
 const MAX_FCM_TOKEN_LENGTH = 4096;
-/** Longest web token accepted: base64 of a PushSubscription JSON (real ones are about 400-800). */
-const MAX_WEB_TOKEN_LENGTH = 8192;
 
 /** A token ready to store, or why it is not one (text for an error description). */
 export type TokenCheck = { ok: true; token: string } | { ok: false; reason: string };
 
-/** Checks and normalises a gateway token of `platform`. */
-export function checkGatewayToken(platform: Platform, token: string): TokenCheck {
+/**
+ * Checks and normalises a gateway token of `platform`. `web` rules come from the instance's
+ * `push[].web` config (the endpoint host rule, see ../gateways/web-subscription.ts).
+ */
+export function checkGatewayToken(platform: Platform, token: string, web: SubscriptionRules = {}): TokenCheck {
   switch (platform) {
     case 'apns':
       return checkApnsToken(token);
     case 'fcm':
       return checkFcmToken(token);
-    case 'web':
-      return checkWebToken(token);
+    case 'web': {
+      // The same parser and rules as the web push client uses at send time.
+      const parsed = parseSubscriptionToken(token, web);
+      return parsed.ok ? { ok: true, token } : { ok: false, reason: parsed.reason };
+    }
   }
 }
 
@@ -41,42 +46,4 @@ function checkFcmToken(token: string): TokenCheck {
     return { ok: false, reason: `an FCM device token must be 1 to ${MAX_FCM_TOKEN_LENGTH} printable ASCII characters without spaces` };
   }
   return { ok: true, token };
-}
-
-/**
- * A web device token is base64 of the browser's PushSubscription JSON (what the web SDK sends:
- * `btoa(JSON.stringify(subscription))`): `{endpoint: https URL, keys: {p256dh, auth}}` with a
- * 65-byte uncompressed P-256 key and an auth secret of at least 16 bytes, as RFC 8291 needs.
- */
-function checkWebToken(token: string): TokenCheck {
-  const bad = (why: string): TokenCheck => ({ ok: false, reason: `a web device token must be base64 of a PushSubscription JSON: ${why}` });
-  if (token.length > MAX_WEB_TOKEN_LENGTH) return bad(`longer than ${MAX_WEB_TOKEN_LENGTH} characters`);
-  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(token)) return bad('not base64');
-  let subscription: unknown;
-  try {
-    subscription = JSON.parse(Buffer.from(token, 'base64').toString('utf8'));
-  } catch {
-    return bad('does not decode to JSON');
-  }
-  if (typeof subscription !== 'object' || subscription === null) return bad('does not decode to a JSON object');
-  const { endpoint, keys } = subscription as { endpoint?: unknown; keys?: unknown };
-  if (typeof endpoint !== 'string') return bad('endpoint missing');
-  let url: URL;
-  try {
-    url = new URL(endpoint);
-  } catch {
-    return bad('endpoint is not a URL');
-  }
-  if (url.protocol !== 'https:') return bad('endpoint must be an https URL');
-  if (typeof keys !== 'object' || keys === null) return bad('keys missing');
-  const { p256dh, auth } = keys as { p256dh?: unknown; auth?: unknown };
-  if (typeof p256dh !== 'string' || base64UrlBytes(p256dh) !== 65) return bad('keys.p256dh must be a 65-byte P-256 public key in base64url');
-  if (typeof auth !== 'string' || (base64UrlBytes(auth) ?? 0) < 16) return bad('keys.auth must be at least 16 bytes in base64url');
-  return { ok: true, token };
-}
-
-/** Decoded length of a base64url (or base64) string, or undefined when it is not one. */
-function base64UrlBytes(value: string): number | undefined {
-  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(value)) return undefined;
-  return Buffer.from(value, 'base64url').length;
 }

@@ -9,13 +9,14 @@ import type { Reply, RequestContext } from '../../http/uws-http.js';
 import type { ServerContext } from '../../server-context.js';
 import type { PushInstanceConfig } from '../../config/schema.js';
 import { deviceShardFor } from '../../shards/hash.js';
-import type { Platform } from '../gateways/gateway.js';
+import { isPlatform, type Platform } from '../gateways/gateway.js';
 import {
   okReply, parseJsonObject, quote, readAuthorization, requireInstance, requireJsonContentType, requireSecretKey, secretEquals,
 } from '../api-common.js';
 import { expectedIssuer, isValidUserId, verifyUserToken, MAX_USER_ID_LENGTH } from '../jwt.js';
-import { deviceIdFor, isDeviceIdOf, isPlatform } from './device-id.js';
+import { deviceIdFor, isDeviceIdOf } from './device-id.js';
 import { checkGatewayToken } from './gateway-token.js';
+import type { SubscriptionRules } from '../gateways/web-subscription.js';
 import { parseInterestLimit, parseInterestSet, parseMetadata, requireInterestName } from './fields.js';
 
 /** Devices one user may hold (spec section 8). */
@@ -107,7 +108,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
         throw new HeraldError('DEVICE_FIELD_INVALID', `bundleIdentifier must be a string, got ${typeof bundleIdentifier}`);
       }
       const metadata = body['metadata'] === undefined || body['metadata'] === null ? undefined : parseMetadata(platform, body['metadata']);
-      const checked = checkGatewayToken(platform, rawToken);
+      const checked = checkGatewayToken(platform, rawToken, webTokenRules(instance));
       if (!checked.ok) throw new HeraldError('DEVICE_TOKEN_INVALID', `Incorrect device token: ${checked.reason}`);
 
       const deviceId = deviceIdFor(ctx.installSecret, instance.instanceId, platform, checked.token);
@@ -159,7 +160,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
         throw new HeraldError('DEVICE_TOKEN_MISSING', 'The token field (the new device token) is missing');
       }
       if (typeof rawToken !== 'string') throw new HeraldError('DEVICE_FIELD_INVALID', `token (the device token) must be a string, got ${typeof rawToken}`);
-      const checked = checkGatewayToken(t.platform, rawToken);
+      const checked = checkGatewayToken(t.platform, rawToken, webTokenRules(t.instance));
       if (!checked.ok) throw new HeraldError('DEVICE_TOKEN_MALFORMED', `Malformed device token: ${checked.reason}`);
       const { found } = await ctx.shards.request(t.shard, { type: 'device.setToken', ...key(t), token: checked.token });
       if (!found) throw deviceNotFound(t.deviceId, t.platform);
@@ -289,6 +290,11 @@ function requireRegistrationCredentials(req: RequestContext, instance: PushInsta
   if (auth.kind !== 'bearer' || !secretEquals(auth.token, instance.secretKey)) {
     throw new HeraldError('INSTANCE_CREDENTIALS_INVALID', 'Incorrect instance credentials: the Authorization header is not Bearer <secret key> of this instance');
   }
+}
+
+/** The instance's rules for web tokens: the endpoint host rule is lifted only by `push[].web.allowPrivateEndpoints`. */
+function webTokenRules(instance: PushInstanceConfig): SubscriptionRules {
+  return { allowPrivateEndpoints: instance.web?.allowPrivateEndpoints ?? false };
 }
 
 function interestFromPath(req: RequestContext): string {

@@ -8,7 +8,7 @@
 import { HeraldError, type ErrorCode } from '../../errors.js';
 import type { Reply, RequestContext } from '../../http/uws-http.js';
 import { corsPreflightReply, quote } from '../api-common.js';
-import { isPlatform } from './device-id.js';
+import { isPlatform } from '../gateways/gateway.js';
 
 /** A path shape: literal segments and `:name` parameters, and the methods it serves. */
 export interface PathTemplate {

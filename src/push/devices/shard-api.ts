@@ -24,7 +24,7 @@ export interface DeviceView {
 export type SetUserOutcome = 'ok' | 'not-found' | 'already-associated' | 'limit';
 
 export interface DeviceShardApi {
-  /** Creates or refreshes a device (D1/D2); an existing device keeps its interests and user. */
+  /** Creates or refreshes a device (D1/D2); an existing device keeps its interests but loses its user association. */
   'device.register': {
     req: DeviceKey & { platform: Platform; token: string; bundleIdentifier?: string; metadata?: Record<string, string> };
     res: { id: string; initialInterestSet: string[]; created: boolean };

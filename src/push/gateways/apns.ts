@@ -1,15 +1,20 @@
 /**
  * APNs provider API client: HTTP/2, token-based (ES256 JWT) authentication, a small pool of
- * sessions each carrying many concurrent streams.
+ * sessions each carrying many concurrent streams. A 429/503 Retry-After pauses the whole
+ * client (gateway-pause.ts); dead-token answers delete devices only once the client has had
+ * an accepted send (dead-token-guard.ts: APNs answers BadDeviceToken to every token of the
+ * other environment, sandbox vs production).
  */
 import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { OutgoingHttpHeaders } from 'node:http2';
 import { importPKCS8, SignJWT, type CryptoKey } from 'jose';
+import { DeadTokenGuard } from './dead-token-guard.js';
 import type { ApnsConfig, GatewayClient, GatewayMessage, GatewayOutcome, RetryPolicy } from './gateway.js';
+import { GatewayPause } from './gateway-pause.js';
 import { Http2SessionPool } from './http2-pool.js';
 import {
-  isRetryableStatus, parseRetryAfter, resolveRetryPolicy, transportFailure, withRetries, type AttemptResult,
+  closingController, isRetryableStatus, parseRetryAfter, resolveRetryPolicy, transportFailure, withRetries, type AttemptResult,
 } from './retry.js';
 
 export interface ApnsClientOptions {
@@ -137,7 +142,9 @@ export class ApnsClient implements GatewayClient {
   readonly #token: ApnsProviderToken;
   readonly #retry: Readonly<RetryPolicy>;
   readonly #now: () => number;
-  readonly #closing = new AbortController();
+  readonly #closing = closingController();
+  readonly #pause = new GatewayPause();
+  readonly #guard: DeadTokenGuard;
 
   constructor(config: Readonly<ApnsConfig>, options: ApnsClientOptions = {}) {
     const refreshMs = options.tokenRefreshMs ?? 30 * MINUTE_MS;
@@ -152,6 +159,10 @@ export class ApnsClient implements GatewayClient {
     this.#now = options.now ?? Date.now;
     this.#retry = resolveRetryPolicy(options.retry);
     this.#token = new ApnsProviderToken(config, refreshMs, this.#now);
+    this.#guard = new DeadTokenGuard(
+      `APNs ${new URL(config.endpoint).origin}`,
+      'check the APNs endpoint/environment: push[].apns.endpoint must be https://api.sandbox.push.apple.com for development (sandbox) tokens and https://api.push.apple.com for production ones',
+    );
     this.#pool = new Http2SessionPool({
       origin: config.endpoint,
       ca: config.caFile ? readFileSync(config.caFile) : undefined,
@@ -162,7 +173,8 @@ export class ApnsClient implements GatewayClient {
 
   send(message: GatewayMessage): Promise<GatewayOutcome> {
     const request = buildApnsRequest(message);
-    return withRetries(this.#retry, () => this.#attempt(request), this.#closing.signal);
+    return withRetries(this.#retry, () => this.#attempt(request), this.#closing.signal, this.#pause)
+      .then((outcome) => this.#guard.judge(outcome));
   }
 
   async close(): Promise<void> {

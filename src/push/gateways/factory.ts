@@ -16,7 +16,7 @@ export interface GatewayInstanceConfig {
 
 /** Settings shared by every client built here. */
 export interface GatewayFactoryOptions {
-  /** Retry policy for all three platforms; unset fields take the defaults (3 attempts, 200 ms, 10 s). */
+  /** Retry policy for all three platforms; unset fields take the defaults (3 attempts, 200 ms, 10 s backoff, 60 s pause). */
   retry?: Partial<RetryPolicy>;
   /** Deadline per gateway request in ms. Default 10 000. */
   requestTimeoutMs?: number;

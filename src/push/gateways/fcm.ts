@@ -1,15 +1,21 @@
 /**
  * FCM HTTP v1 client: OAuth2 access token from the service-account JWT grant, one
- * `messages:send` request per device token over a small pool of HTTP/2 sessions.
+ * `messages:send` request per device token over a small pool of HTTP/2 sessions. A failed
+ * token fetch is remembered for a while (sends fail or wait on it without asking the token
+ * endpoint again); a 429/503 Retry-After pauses the whole client (gateway-pause.ts); dead-token
+ * answers delete devices only once the client has had an accepted send (dead-token-guard.ts).
  */
 import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import { importPKCS8, SignJWT, type CryptoKey } from 'jose';
 import type { FcmConfig, GatewayClient, GatewayMessage, GatewayOutcome, RetryPolicy } from './gateway.js';
+import { isObject } from '../is-object.js';
+import { DeadTokenGuard } from './dead-token-guard.js';
+import { GatewayPause } from './gateway-pause.js';
 import { Http2SessionPool, type Http2Response } from './http2-pool.js';
 import {
-  isRetryableStatus, parseRetryAfter, resolveRetryPolicy, transportFailure, withRetries,
+  closingController, isRetryableStatus, parseRetryAfter, resolveRetryPolicy, transportFailure, withRetries,
   type AttemptResult, type RetryableFailure,
 } from './retry.js';
 
@@ -29,6 +35,13 @@ export const FCM_SCOPE = 'https://www.googleapis.com/auth/firebase.messaging';
 const ASSERTION_LIFETIME_S = 3600;
 /** An access token is replaced this long before Google says it expires, in ms. */
 const TOKEN_EARLY_REFRESH_MS = 5 * 60_000;
+/**
+ * How long a failed token fetch is remembered before the endpoint is asked again, in ms: a
+ * refusal (wrong key, revoked account: retrying cannot help) and a transient failure (5xx,
+ * network). Without it every batch of sends would fetch again.
+ */
+const TOKEN_FAILURE_CACHE_MS = 30_000;
+const TOKEN_TRANSIENT_FAILURE_CACHE_MS = 2_000;
 
 /** Fields of the legacy `notification` object that FCM v1 keeps at message.notification. */
 const V1_NOTIFICATION_KEYS = new Set(['title', 'body', 'image']);
@@ -95,9 +108,12 @@ export function buildFcmMessage(token: string, payload: Record<string, unknown>)
   return message;
 }
 
-/** The OAuth2 token endpoint said no, or could not be reached. */
+/**
+ * The OAuth2 token endpoint said no, or could not be reached. `cachedForMs`: this is an
+ * earlier fetch's failure, remembered for that many more ms (no fetch was made).
+ */
 class TokenFetchError extends Error {
-  constructor(message: string, readonly retryable: boolean, readonly status?: number) {
+  constructor(message: string, readonly retryable: boolean, readonly status?: number, readonly cachedForMs?: number) {
     super(message);
     this.name = 'TokenFetchError';
   }
@@ -112,6 +128,7 @@ class FcmAccessToken {
   #key: Promise<CryptoKey> | undefined;
   #current: { token: string; refreshAtMs: number } | undefined;
   #fetching: Promise<string> | undefined;
+  #failure: { error: TokenFetchError; untilMs: number } | undefined;
 
   constructor(config: FcmConfig, ca: Buffer | undefined, timeoutMs: number, now: () => number) {
     this.#config = config;
@@ -120,12 +137,32 @@ class FcmAccessToken {
     this.#now = now;
   }
 
+  /** The cached token, a fresh one, or a TokenFetchError (possibly a remembered one, with cachedForMs). */
   get(): Promise<string> {
     const current = this.#current;
     if (current && this.#now() < current.refreshAtMs) return Promise.resolve(current.token);
-    this.#fetching ??= this.#fetch().finally(() => {
-      this.#fetching = undefined;
-    });
+    const failure = this.#failure;
+    if (failure) {
+      const leftMs = failure.untilMs - this.#now();
+      if (leftMs > 0) {
+        const { message, retryable, status } = failure.error;
+        return Promise.reject(new TokenFetchError(message, retryable, status, leftMs));
+      }
+      this.#failure = undefined;
+    }
+    this.#fetching ??= this.#fetch()
+      .catch((error: unknown) => {
+        // Anything else (a key that will not import or sign) is configuration: retrying cannot help.
+        const fetchError = error instanceof TokenFetchError
+          ? error
+          : new TokenFetchError(error instanceof Error ? error.message : String(error), false);
+        const keepMs = fetchError.retryable ? TOKEN_TRANSIENT_FAILURE_CACHE_MS : TOKEN_FAILURE_CACHE_MS;
+        this.#failure = { error: fetchError, untilMs: this.#now() + keepMs };
+        throw fetchError;
+      })
+      .finally(() => {
+        this.#fetching = undefined;
+      });
     return this.#fetching;
   }
 
@@ -207,7 +244,9 @@ export class FcmClient implements GatewayClient {
   readonly #retry: Readonly<RetryPolicy>;
   readonly #path: string;
   readonly #now: () => number;
-  readonly #closing = new AbortController();
+  readonly #closing = closingController();
+  readonly #pause = new GatewayPause();
+  readonly #guard: DeadTokenGuard;
 
   constructor(config: Readonly<FcmConfig>, options: FcmClientOptions = {}) {
     // Catch a wrong key at start-up rather than on the first publish.
@@ -221,11 +260,16 @@ export class FcmClient implements GatewayClient {
     this.#path = `/v1/projects/${encodeURIComponent(config.projectId)}/messages:send`;
     this.#token = new FcmAccessToken(config, ca, timeoutMs, this.#now);
     this.#pool = new Http2SessionPool({ origin: config.endpoint, ca, size: options.poolSize ?? 2, requestTimeoutMs: timeoutMs });
+    this.#guard = new DeadTokenGuard(
+      `FCM ${new URL(config.endpoint).origin} project ${config.projectId}`,
+      'check push[].fcm.endpoint and projectId (the tokens must come from apps of that Firebase project)',
+    );
   }
 
   send(message: GatewayMessage): Promise<GatewayOutcome> {
     const body = JSON.stringify({ message: buildFcmMessage(message.token, message.payload) });
-    return withRetries(this.#retry, () => this.#attempt(body), this.#closing.signal);
+    return withRetries(this.#retry, () => this.#attempt(body), this.#closing.signal, this.#pause)
+      .then((outcome) => this.#guard.judge(outcome));
   }
 
   async close(): Promise<void> {
@@ -241,12 +285,7 @@ export class FcmClient implements GatewayClient {
       try {
         accessToken = await this.#token.get();
       } catch (error) {
-        if (error instanceof TokenFetchError) {
-          const reason = `oauth: ${error.message}`;
-          if (!error.retryable) return error.status === undefined ? { kind: 'failed', reason } : { kind: 'failed', reason, status: error.status };
-          return error.status === undefined ? { kind: 'retry', reason } : { kind: 'retry', reason, status: error.status };
-        }
-        return { kind: 'failed', reason: `oauth: ${error instanceof Error ? error.message : String(error)}` };
+        return tokenFailure(error);
       }
       try {
         response = await this.#pool.request({
@@ -285,6 +324,23 @@ export class FcmClient implements GatewayClient {
   }
 }
 
+/**
+ * What a failed access-token fetch makes of the attempt: a refusal fails it, a transient
+ * failure is retried; a remembered failure (no fetch made) fails at once, or for a transient
+ * one is retried once it is forgotten.
+ */
+function tokenFailure(error: unknown): AttemptResult {
+  if (!(error instanceof TokenFetchError)) return { kind: 'failed', reason: `oauth: ${error instanceof Error ? error.message : String(error)}` };
+  const status = error.status === undefined ? {} : { status: error.status };
+  if (error.cachedForMs === undefined) {
+    const reason = `oauth: ${error.message}`;
+    return error.retryable ? { kind: 'retry', reason, ...status } : { kind: 'failed', reason, ...status };
+  }
+  const reason = `oauth: ${error.message} (an earlier fetch's answer; the token endpoint is asked again in ${Math.ceil(error.cachedForMs / 1000)} s)`;
+  // Without the status: this wait is the send's own, it must not pause (and re-pause) the whole client.
+  return error.retryable ? { kind: 'retry', reason, retryAfterMs: error.cachedForMs } : { kind: 'failed', reason, ...status };
+}
+
 /** An INVALID_ARGUMENT is about the token (so the device is dead) rather than about the payload. */
 function concernsToken(error: FcmError): boolean {
   return error.tokenFieldViolation || /registration token/i.test(error.message ?? '');
@@ -311,8 +367,4 @@ function parseFcmError(body: Buffer): FcmError {
     if (violations.some((violation) => isObject(violation) && violation['field'] === 'message.token')) result.tokenFieldViolation = true;
   }
   return result;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }

@@ -1,11 +1,20 @@
 /**
  * The contract between the push publisher (running in shard worker threads) and the
- * per-platform gateway clients. Types only: each implementation lives in its own file
- * (apns.ts, fcm.ts, web.ts) and factory.ts builds them from an instance's config.
+ * per-platform gateway clients: types, plus the one list of platforms. Each implementation
+ * lives in its own file (apns.ts, fcm.ts, web.ts) and factory.ts builds them from an
+ * instance's config.
  */
 
 /** The three push platforms Beams supports; also the device registration kinds. */
 export type Platform = 'apns' | 'fcm' | 'web';
+
+/** Every platform, in the order Herald lists them (paths, counts, webhook results). */
+export const PLATFORMS: readonly Platform[] = Object.freeze(['apns', 'fcm', 'web'] as const);
+
+/** True when `value` names a platform Herald serves (a path segment, a stored field). */
+export function isPlatform(value: string): value is Platform {
+  return (PLATFORMS as readonly string[]).includes(value);
+}
 
 /** One notification for one device; payload is the publish's platform object (apns/fcm/web) with data.pusher already merged in by the caller. */
 export interface GatewayMessage {
@@ -78,19 +87,28 @@ export interface WebPushConfig {
   subject: string;
   /** Path of an extra PEM CA bundle to trust (tests only); absent or null uses the system roots. */
   caFile?: string | null;
+  /**
+   * Send to endpoints on loopback, private, link-local or unspecified addresses and localhost
+   * names (see web-subscription.ts). Default false: such a send fails without a request.
+   */
+  allowPrivateEndpoints?: boolean;
 }
 
 /**
  * How hard to try on retryable answers (429, 5xx, network errors). `attempts` counts every
- * request including the first; delays grow as baseDelayMs * 2^(n-1) with jitter, capped at
- * maxDelayMs. A Retry-After longer than maxDelayMs ends the retries (the send fails) rather
- * than holding a publish for longer than the policy allows.
+ * request including the first; backoff delays grow as baseDelayMs * 2^(n-1) with jitter,
+ * capped at maxDelayMs. A Retry-After is honoured up to maxPauseMs; a 429 or 503 with
+ * Retry-After pauses the whole client (web push: that push service) for that long. A longer
+ * Retry-After fails the send, and every send of the client until the pause is over, rather
+ * than holding a publish longer than the policy allows.
  */
 export interface RetryPolicy {
   /** Total requests per send, at least 1. Default 3. */
   attempts: number;
   /** First backoff delay in milliseconds. Default 200. */
   baseDelayMs: number;
-  /** Upper bound on any single delay in milliseconds. Default 10 000. */
+  /** Upper bound on one backoff delay in milliseconds. Default 10 000. */
   maxDelayMs: number;
+  /** Longest Retry-After (milliseconds) waited out rather than failing. Default 60 000. */
+  maxPauseMs: number;
 }

@@ -1,7 +1,9 @@
 /**
  * A few long-lived HTTP/2 sessions to one origin, each carrying many concurrent streams, as
  * APNs and FCM ask of their clients. Sessions that receive GOAWAY, close or fail are dropped
- * and replaced on the next request; nothing is retried here (that is retry.ts's job).
+ * and replaced on the next request, and so is a session a request timed out on (a half-open
+ * connection would otherwise fail every send until the OS gives up on it); nothing is
+ * retried here (that is retry.ts's job).
  */
 import http2 from 'node:http2';
 
@@ -71,9 +73,10 @@ export class Http2SessionPool {
   request(headers: http2.OutgoingHttpHeaders, body: string | Buffer): Promise<Http2Response> {
     if (this.#closed) return Promise.reject(new Error('HTTP/2 session pool is closed'));
     const slot = this.#leastBusySlot();
+    let session: http2.ClientHttp2Session;
     let stream: http2.ClientHttp2Stream;
     try {
-      const session = this.#sessionFor(slot);
+      session = this.#sessionFor(slot);
       stream = session.request({ ':method': 'POST', ...headers });
     } catch (error) {
       this.#retire(slot);
@@ -89,17 +92,21 @@ export class Http2SessionPool {
       let responseHeaders: http2.IncomingHttpHeaders = {};
       const chunks: Buffer[] = [];
       let bodyBytes = 0;
+      // A deadline for the whole exchange, not stream inactivity: a response trickling in
+      // byte by byte must not hold a send (and its permit) for ever.
+      const deadline = setTimeout(() => {
+        finish(Object.assign(new Error(`no response within ${this.#requestTimeoutMs} ms`), { code: 'ETIMEDOUT' }));
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+        this.#retireAfterTimeout(slot, session);
+      }, this.#requestTimeoutMs);
       const finish = (error: Error | undefined): void => {
         if (settled) return;
         settled = true;
+        clearTimeout(deadline);
         slot.active--;
         if (error) reject(error);
         else resolve({ status, headers: responseHeaders, body: Buffer.concat(chunks) });
       };
-      stream.setTimeout(this.#requestTimeoutMs, () => {
-        finish(Object.assign(new Error(`no response within ${this.#requestTimeoutMs} ms`), { code: 'ETIMEDOUT' }));
-        stream.close(http2.constants.NGHTTP2_CANCEL);
-      });
       stream.on('response', (h) => {
         status = Number(h[':status']);
         responseHeaders = h;
@@ -112,7 +119,8 @@ export class Http2SessionPool {
       });
       stream.on('end', () => finish(status ? undefined : new Error('stream ended without a response')));
       stream.on('error', (error) => finish(error));
-      stream.on('close', () => finish(new Error(`stream closed before the response ended (rst code ${stream.rstCode})`)));
+      // Every stream closes, mostly after 'end' settled it: build the Error (a stack capture) only when it is news.
+      stream.on('close', () => settled || finish(new Error(`stream closed before the response ended (rst code ${stream.rstCode})`)));
       stream.end(body);
     });
   }
@@ -165,6 +173,17 @@ export class Http2SessionPool {
       this.#open.delete(session);
     });
     return session;
+  }
+
+  /**
+   * A request on `session` timed out: if the slot still uses it, stop giving it streams and
+   * close it. Its other streams may finish; one that cannot (a dead connection) is cut by its
+   * own deadline, and the session is destroyed once every stream's deadline has passed.
+   */
+  #retireAfterTimeout(slot: Slot, session: http2.ClientHttp2Session): void {
+    if (slot.session !== session) return;
+    this.#retire(slot);
+    setTimeout(() => session.destroy(), this.#requestTimeoutMs + CLOSE_GRACE_MS).unref();
   }
 
   /** Stops giving new streams to the slot's session and closes it once its streams finish. */

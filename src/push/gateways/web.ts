@@ -1,14 +1,21 @@
 /**
  * Web push client: RFC 8291 (aes128gcm) payload encryption and RFC 8292 VAPID via the
- * `web-push` library, delivered (RFC 8030) with node:https over a keep-alive agent.
+ * `web-push` library, delivered (RFC 8030) with node:https over a keep-alive agent. Tokens
+ * are parsed by web-subscription.ts with the rules the device API applies at registration,
+ * so an endpoint on a private address registered before the rule is still not sent to. Per
+ * push service origin, a 429/503 Retry-After pauses every send to it (gateway-pause.ts) and
+ * its 404/410 answers delete devices only once it has accepted a send (dead-token-guard.ts).
  */
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import webpush from 'web-push';
+import { DeadTokenGuard } from './dead-token-guard.js';
 import type { GatewayClient, GatewayMessage, GatewayOutcome, RetryPolicy, WebPushConfig } from './gateway.js';
+import { GatewayPause } from './gateway-pause.js';
 import {
-  isRetryableStatus, parseRetryAfter, resolveRetryPolicy, transportFailure, withRetries, type AttemptResult,
+  closingController, isRetryableStatus, parseRetryAfter, resolveRetryPolicy, transportFailure, withRetries, type AttemptResult,
 } from './retry.js';
+import { parseSubscriptionToken, type PushSubscriptionJson } from './web-subscription.js';
 
 export interface WebPushClientOptions {
   retry?: Partial<RetryPolicy>;
@@ -18,37 +25,16 @@ export interface WebPushClientOptions {
   maxSocketsPerOrigin?: number;
 }
 
-/** A browser PushSubscription as `JSON.stringify` renders it. */
-export interface PushSubscriptionJson {
-  endpoint: string;
-  keys: { p256dh: string; auth: string };
-}
-
 /** Default TTL: how long the push service keeps an undelivered message, in seconds (4 weeks, as web-push). */
 export const DEFAULT_WEB_PUSH_TTL_S = 2_419_200;
 
-/**
- * Decodes a Beams web device token: base64 (or base64url, or raw JSON) of the PushSubscription
- * JSON. Undefined when it is not a usable subscription (https endpoint, both keys present).
- */
-export function decodeSubscriptionToken(token: string): PushSubscriptionJson | undefined {
-  let parsed: unknown;
-  try {
-    // Node's base64 decoder also accepts the base64url alphabet and missing padding.
-    const json = token.trimStart().startsWith('{') ? token : Buffer.from(token, 'base64').toString('utf8');
-    parsed = JSON.parse(json);
-  } catch {
-    return undefined;
-  }
-  if (parsed === null || typeof parsed !== 'object') return undefined;
-  const { endpoint, keys } = parsed as { endpoint?: unknown; keys?: { p256dh?: unknown; auth?: unknown } | null };
-  if (typeof endpoint !== 'string' || !keys || typeof keys.p256dh !== 'string' || typeof keys.auth !== 'string') return undefined;
-  try {
-    if (new URL(endpoint).protocol !== 'https:') return undefined;
-  } catch {
-    return undefined;
-  }
-  return { endpoint, keys: { p256dh: keys.p256dh, auth: keys.auth } };
+/** Push service origins whose pause and dead-token guard are remembered (the oldest is forgotten first). */
+const MAX_TRACKED_ORIGINS = 1024;
+
+/** What the client keeps per push service origin: each service answers for itself. */
+interface OriginState {
+  pause: GatewayPause;
+  guard: DeadTokenGuard;
 }
 
 /**
@@ -62,7 +48,9 @@ export class WebPushClient implements GatewayClient {
   readonly #agent: https.Agent;
   readonly #retry: Readonly<RetryPolicy>;
   readonly #timeoutMs: number;
-  readonly #closing = new AbortController();
+  readonly #allowPrivateEndpoints: boolean;
+  readonly #closing = closingController();
+  readonly #origins = new Map<string, OriginState>();
 
   constructor(config: Readonly<WebPushConfig>, options: WebPushClientOptions = {}) {
     this.#vapid = { subject: config.subject, publicKey: config.vapidPublicKey, privateKey: config.vapidPrivateKey };
@@ -70,6 +58,7 @@ export class WebPushClient implements GatewayClient {
     webpush.getVapidHeaders('https://push.example', this.#vapid.subject, this.#vapid.publicKey, this.#vapid.privateKey, 'aes128gcm');
     this.#retry = resolveRetryPolicy(options.retry);
     this.#timeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.#allowPrivateEndpoints = config.allowPrivateEndpoints ?? false;
     this.#agent = new https.Agent({
       keepAlive: true,
       maxSockets: options.maxSocketsPerOrigin ?? 64,
@@ -78,13 +67,20 @@ export class WebPushClient implements GatewayClient {
   }
 
   send(message: GatewayMessage): Promise<GatewayOutcome> {
-    const subscription = decodeSubscriptionToken(message.token);
-    if (!subscription) return Promise.resolve({ kind: 'dead-token', reason: 'InvalidSubscription' });
+    const parsed = parseSubscriptionToken(message.token, { allowPrivateEndpoints: this.#allowPrivateEndpoints });
+    if (!parsed.ok) {
+      // A private endpoint is refused by configuration, not by the push service: keep the device.
+      if (parsed.privateEndpoint) return Promise.resolve({ kind: 'failed', reason: `EndpointNotAllowed: ${parsed.reason}` });
+      return Promise.resolve({ kind: 'dead-token', reason: 'InvalidSubscription' });
+    }
+    const { subscription } = parsed;
     const { time_to_live: ttl, ...payload } = message.payload;
     const ttlSeconds = typeof ttl === 'number' && Number.isFinite(ttl) && ttl >= 0 ? Math.trunc(ttl) : DEFAULT_WEB_PUSH_TTL_S;
     const plaintext = JSON.stringify(payload);
+    const origin = this.#originState(new URL(subscription.endpoint).origin);
     // Encrypt once per attempt: each attempt gets a fresh salt, key pair and VAPID JWT (whose exp is 12 h ahead).
-    return withRetries(this.#retry, () => this.#attempt(subscription, plaintext, ttlSeconds), this.#closing.signal);
+    return withRetries(this.#retry, () => this.#attempt(subscription, plaintext, ttlSeconds), this.#closing.signal, origin.pause)
+      .then((outcome) => origin.guard.judge(outcome));
   }
 
   async close(): Promise<void> {
@@ -122,6 +118,21 @@ export class WebPushClient implements GatewayClient {
     return { kind: 'failed', reason: `HTTP ${status}`, status };
   }
 
+  /** The pause and guard of one push service origin, created on first use. */
+  #originState(origin: string): OriginState {
+    let state = this.#origins.get(origin);
+    if (!state) {
+      state = {
+        pause: new GatewayPause(),
+        guard: new DeadTokenGuard(`web push service ${origin}`, 'check that this push service accepts Herald\'s VAPID key and requests'),
+      };
+      this.#origins.set(origin, state);
+      // Endpoints come from unauthenticated registrations: bound what they can make us remember.
+      if (this.#origins.size > MAX_TRACKED_ORIGINS) this.#origins.delete(this.#origins.keys().next().value!);
+    }
+    return state;
+  }
+
   #post(details: webpush.RequestDetails): Promise<{ status: number; retryAfter: string | undefined }> {
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(details.headers)) {
@@ -132,18 +143,27 @@ export class WebPushClient implements GatewayClient {
         method: 'POST',
         headers,
         agent: this.#agent,
-        timeout: this.#timeoutMs,
       }, (response) => {
         // The body of a push service answer carries nothing we act on; drain it so the socket is reused.
         response.resume();
         response.on('end', () => {
+          clearTimeout(deadline);
           const retryAfter = response.headers['retry-after'];
           resolve({ status: response.statusCode ?? 0, retryAfter });
         });
-        response.on('error', reject);
+        response.on('error', (error) => {
+          clearTimeout(deadline);
+          reject(error);
+        });
       });
-      request.on('timeout', () => request.destroy(Object.assign(new Error(`no response within ${this.#timeoutMs} ms`), { code: 'ETIMEDOUT' })));
-      request.on('error', reject);
+      // A deadline for the whole exchange (a socket timeout would only catch silence).
+      const deadline = setTimeout(() => {
+        request.destroy(Object.assign(new Error(`no response within ${this.#timeoutMs} ms`), { code: 'ETIMEDOUT' }));
+      }, this.#timeoutMs);
+      request.on('error', (error) => {
+        clearTimeout(deadline);
+        reject(error);
+      });
       request.end(details.body ?? undefined);
     });
   }

@@ -1,7 +1,7 @@
 /**
  * Completion of a publish across shards. Every shard fans out its own devices; one shard per
  * publish, `shardForKey(publishId, shardCount)`, is its coordinator: it queues the STARTED
- * webhook when the publish is stored, collects every shard's finished part, and once all are in
+ * webhook once the publish is stored, collects every shard's finished part, and once all are in
  * queues FINISHED (per-gateway counts over all shards) and, for user publishes,
  * `v1.PublishToUsersAttempt`. Shards talk over a BroadcastChannel between worker threads,
  * without the main thread.
@@ -19,9 +19,9 @@ import { BroadcastChannel } from 'node:worker_threads';
 import { log } from '../../log.js';
 import { shardForKey } from '../../shards/hash.js';
 import type { WebhookEmitter } from '../../webhooks/emitter.js';
-import type { Platform } from '../gateways/gateway.js';
+import { PLATFORMS, type Platform } from '../gateways/gateway.js';
 import type { CoordinatorRecord, PublishStore, ShardReport } from './publish-store.js';
-import { addGatewayCounts, emptyGatewayCounts, PLATFORMS, userAttemptOutcome, webhookResults } from './results.js';
+import { addGatewayCounts, emptyGatewayCounts, userAttemptOutcome, webhookResults } from './results.js';
 import type { PublishJob } from './shard-api.js';
 
 /** What shards say to each other about publishes. */
@@ -82,7 +82,7 @@ export class PublishCoordinator {
     return shardForKey(publishId, this.deps.shardCount) === this.deps.shardIndex;
   }
 
-  /** Coordinator, before the job is stored (same turn): queue STARTED. */
+  /** Coordinator, once the job is stored: queue STARTED. */
   started(job: PublishJob): void {
     if (!job.webhookUrl) return;
     this.deps.webhooks.pushEvent({
@@ -103,6 +103,11 @@ export class PublishCoordinator {
     this.unacked.set(report.publishId, { report, nextAt: Date.now() + RESEND_FIRST_MS, delayMs: RESEND_FIRST_MS });
     this.deps.bus.post({ type: 'finished', report });
     this.timer ??= setInterval(() => this.resendDue(false), RESEND_FIRST_MS).unref();
+  }
+
+  /** The publish was cancelled: stop re-posting this shard's report of it. */
+  forget(publishId: string): void {
+    this.unacked.delete(publishId);
   }
 
   /**

@@ -21,7 +21,12 @@ export class GatewayRegistry {
   constructor(instances: readonly PushInstanceConfig[], delivery: Readonly<PushDeliveryConfig>) {
     this.instances = new Map(instances.map((instance) => [instance.instanceId, instance]));
     this.options = {
-      retry: { attempts: delivery.retryAttempts, baseDelayMs: delivery.retryBaseDelayMs, maxDelayMs: Math.max(delivery.retryMaxDelayMs, delivery.retryBaseDelayMs) },
+      retry: {
+        attempts: delivery.retryAttempts,
+        baseDelayMs: delivery.retryBaseDelayMs,
+        maxDelayMs: Math.max(delivery.retryMaxDelayMs, delivery.retryBaseDelayMs),
+        maxPauseMs: delivery.retryMaxPauseMs,
+      },
       requestTimeoutMs: delivery.requestTimeoutMs,
       poolSize: delivery.connectionsPerGateway,
     };

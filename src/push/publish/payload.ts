@@ -13,6 +13,7 @@
  * has any key besides `pusher`. A customer `data.pusher` key is replaced by Herald's.
  */
 import type { Platform } from '../gateways/gateway.js';
+import { isObject } from '../is-object.js';
 
 /** The metadata object under `data.pusher`. */
 export interface PusherMetadata {
@@ -20,10 +21,6 @@ export interface PusherMetadata {
   publishId: string;
   hasDisplayableContent: boolean;
   hasData: boolean;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 function customerDataKeys(payload: Record<string, unknown>): number {

@@ -19,14 +19,14 @@
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { log } from '../../log.js';
-import type { Platform } from '../gateways/gateway.js';
+import { PLATFORMS, type Platform } from '../gateways/gateway.js';
 import { CLOSED_OUTCOME } from '../gateways/retry.js';
 import type { DeviceStore, ScanPosition } from '../store/device-store.js';
 import { CompletionWindow } from './completion-window.js';
 import type { GatewayRegistry } from './gateway-registry.js';
 import { gatewayPayload } from './payload.js';
 import { usageMonth, type ProgressRecord, type PublishStore, type ShardReport } from './publish-store.js';
-import { emptyGatewayCounts, PLATFORMS } from './results.js';
+import { emptyGatewayCounts } from './results.js';
 import type { SendLimiter } from './send-limiter.js';
 import type { GatewayCounts, PublishJob, PublishShardStats } from './shard-api.js';
 
@@ -52,6 +52,7 @@ type DeviceOutcome = 'skipped' | 'sent' | 'failed' | 'removed';
 interface Slot {
   position: ScanPosition;
   platform: Platform;
+  /** The device's user, for user publishes only: an interest publish keeps no user ids in memory. */
   userId: string | undefined;
   outcome: DeviceOutcome;
 }
@@ -59,6 +60,7 @@ interface Slot {
 interface Tally {
   recipients: number;
   gateways: Record<Platform, GatewayCounts>;
+  /** User publishes only (at most the 1000 target users); empty for interest publishes. */
   usersWithDevices: Set<string>;
   usersDelivered: Set<string>;
 }
@@ -157,8 +159,9 @@ export class PublishRun {
     }
     const resumeFrom = this.record.position ?? undefined;
     const scan = this.job.kind === 'interests'
-      ? this.deps.devices.scanInterests(this.job.instanceId, this.job.targets, resumeFrom)
-      : this.deps.devices.scanUsers(this.job.instanceId, this.job.targets, resumeFrom);
+      ? this.deps.devices.scanInterestSteps(this.job.instanceId, this.job.targets, resumeFrom)
+      : this.deps.devices.scanUserSteps(this.job.instanceId, this.job.targets, resumeFrom);
+    const tracksUsers = this.job.kind === 'users';
     const inFlight = new Set<Promise<void>>();
     let exhausted = false;
     let sinceYield = 0;
@@ -187,7 +190,17 @@ export class PublishRun {
           break;
         }
         const { device, position } = next.value;
-        const slot = this.window.push({ position, platform: device.platform, userId: device.userId, outcome: 'skipped' });
+        if (device === null) {
+          // A stretch of devices skipped inside the scan (de-duplication): nothing to send or
+          // count, and the resume position stays with the last device handled. Let I/O and
+          // shard requests in before reading on.
+          this.deps.limiter.release();
+          sinceYield = 0;
+          await yieldToEventLoop();
+          continue;
+        }
+        const userId = tracksUsers ? device.userId : undefined;
+        const slot = this.window.push({ position, platform: device.platform, userId, outcome: 'skipped' });
         const payload = payloads[device.platform];
         const client = payload ? this.deps.gateways.client(this.job.instanceId, device.platform) : undefined;
         if (!payload || typeof client === 'string' || client === undefined) {
@@ -298,10 +311,8 @@ export class PublishRun {
 
   private async removeDevice(deviceId: string, token: string): Promise<void> {
     try {
-      // A device re-registered with a new token since the scan read it keeps living.
-      if (this.deps.devices.get(this.job.instanceId, deviceId)?.token === token) {
-        await this.deps.devices.delete(this.job.instanceId, deviceId);
-      }
+      // A device re-registered with a new token since the scan read it keeps living (checked inside the transaction).
+      await this.deps.devices.deleteIfToken(this.job.instanceId, deviceId, token);
     } catch (err) {
       log.error('could not delete a device with a dead token', { publishId: this.job.publishId, error: String(err) });
     }

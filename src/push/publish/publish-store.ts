@@ -29,6 +29,8 @@ export interface ProgressRecord extends Omit<PublishShardStats, 'shard'> {
   position: ScanPosition | null;
   /** The coordinator acknowledged this shard's finished part. */
   reported: boolean;
+  /** Cancelled (`publish.cancel`) before every shard had stored it: stopped, never resumed or reported. */
+  cancelled?: true;
 }
 
 /** What a shard tells the coordinator when its part is finished. */
@@ -164,6 +166,31 @@ export class PublishStore {
       if (record) this.db.putSync(encodeKey(['coord', publishId]), { ...record, finalized: true });
       this.db.removeSync(encodeKey(['coord-open', publishId]));
       this.dropJobIfUnneeded(publishId);
+    });
+  }
+
+  /**
+   * Cancels this shard's part of a publish (`publish.cancel`): its record becomes finished,
+   * reported and cancelled, the coordinator's record (if this shard has one) finalized without
+   * webhooks, the job is dropped and the retention index takes it like any finished publish.
+   * Call once its run has stopped (the run's last checkpoint would overwrite the record).
+   * False when this shard has no record of the publish.
+   */
+  cancel(publishId: string, nowMs: number = Date.now()): Promise<boolean> {
+    return this.root.childTransaction(() => {
+      const progress = this.progress(publishId);
+      if (!progress) return false;
+      const finishedAt = progress.finishedAt ?? nowMs;
+      this.db.putSync(encodeKey(['progress', publishId]), {
+        ...progress, state: 'finished', finishedAt, updatedAt: nowMs, reported: true, cancelled: true,
+      } satisfies ProgressRecord);
+      this.db.removeSync(encodeKey(['open', publishId]));
+      const coordinator = this.coordinator(publishId);
+      if (coordinator) this.db.putSync(encodeKey(['coord', publishId]), { ...coordinator, finalized: true });
+      this.db.removeSync(encodeKey(['coord-open', publishId]));
+      this.db.putSync(encodeKey(['done', doneTime(finishedAt), publishId]), true);
+      this.dropJobIfUnneeded(publishId);
+      return true;
     });
   }
 

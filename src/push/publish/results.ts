@@ -4,10 +4,8 @@
  * per-user outcome of a user publish (`v1.PublishToUsersAttempt`). Safe to import from the
  * main thread and from shards.
  */
-import type { Platform } from '../gateways/gateway.js';
+import { PLATFORMS, type Platform } from '../gateways/gateway.js';
 import type { GatewayCounts, PublishKind, PublishShardStats, PublishState } from './shard-api.js';
-
-export const PLATFORMS: readonly Platform[] = ['apns', 'fcm', 'web'];
 
 /** Zero counts for every platform. */
 export function emptyGatewayCounts(): Record<Platform, GatewayCounts> {

@@ -92,11 +92,20 @@ export interface PublishUsage {
 
 export interface PublishShardApi {
   /**
-   * Broadcast to every shard when a publish is accepted: each shard stores the job durably
-   * (and, on the coordinator shard, records it and queues the STARTED webhook), answers, then
+   * Sent to every shard when a publish is accepted: each shard stores the job durably (and,
+   * on the coordinator shard, records it and then queues the STARTED webhook), answers, then
    * fans out over its own devices in the background. Idempotent per publishId.
    */
   'publish.start': { req: { job: PublishJob }; res: { stored: true } };
+  /**
+   * Sent by the main thread to every shard when `publish.start` failed on some shard: the
+   * request answers 500 without a publishId, so the publish must not go out from the shards
+   * that stored it. Stops this shard's run of it (sends in flight finish), marks it cancelled
+   * (finished, reported, finalized: never resumed, no FINISHED webhook) and forgets the job. A
+   * shard that has not stored it yet (its start still queued) will not run it.
+   * `cancelled`: this shard had stored the publish.
+   */
+  'publish.cancel': { req: { publishId: string }; res: { cancelled: boolean } };
   /**
    * This shard's part of a publish, or null when this shard has no record of it (unknown,
    * expired, or another instance's). The statistics endpoint broadcasts and merges the parts

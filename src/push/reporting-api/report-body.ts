@@ -49,10 +49,12 @@ export function parseReport(instanceId: string, body: Record<string, unknown>): 
   if (kind === undefined) throw invalid('event', 'must be "delivery" or "open"', event);
   const publishId = idField(body, 'publishId');
   const deviceId = idField(body, 'deviceId');
-  const timestampSecs = body.timestampSecs;
-  if (typeof timestampSecs !== 'number' || !Number.isSafeInteger(timestampSecs) || timestampSecs < 0) {
-    throw invalid('timestampSecs', 'must be a non-negative integer (Unix seconds)', timestampSecs);
+  const rawTimestamp = body.timestampSecs;
+  // Some web SDK versions send Date.now() / 1000: a fraction of a second is dropped, not refused.
+  if (typeof rawTimestamp !== 'number' || !Number.isFinite(rawTimestamp) || rawTimestamp < 0) {
+    throw invalid('timestampSecs', 'must be a non-negative number (Unix seconds)', rawTimestamp);
   }
+  const timestampSecs = Math.floor(rawTimestamp);
 
   const report: DeliveryReport = { instanceId, publishId, deviceId, kind, timestampSecs };
   if (body.userId !== undefined && body.userId !== null) report.userId = idField(body, 'userId');

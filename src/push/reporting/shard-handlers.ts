@@ -12,7 +12,6 @@ import { log } from '../../log.js';
 import type { ShardArea } from '../../shards/context.js';
 import type { PushAreaDeps } from '../shard-handlers.js';
 import type { PushInstanceWebhookKind } from '../../webhooks/emitter.js';
-import { PublishStore } from '../publish/publish-store.js';
 import { ReportStore } from './report-store.js';
 import { removeReportsOfGonePublishes } from './prune.js';
 import type { DeliveryReport, ReportKind, ReportShardApi } from './shard-api.js';
@@ -31,9 +30,8 @@ const WEBHOOK_KIND: Record<ReportKind, PushInstanceWebhookKind> = {
 
 /** The reporting handlers of one shard, over its LMDB environment; close() stops the background prune. */
 export function createReportArea(deps: PushAreaDeps): ShardArea<ReportShardApi> {
-  const { ctx, store: devices, webhooks } = deps;
+  const { ctx, store: devices, publishes, webhooks } = deps;
   const reports = new ReportStore(ctx.root);
-  const publishes = new PublishStore(ctx.root);
   /** publishId → instanceId of publishes seen on this shard, oldest first. Positive answers only. */
   const knownPublishes = new Map<string, string>();
 
@@ -78,13 +76,15 @@ export function createReportArea(deps: PushAreaDeps): ShardArea<ReportShardApi> 
         const device = devices.get(report.instanceId, report.deviceId);
         if (!device) return { outcome: 'unknown-device' };
         if (publishInstance(report.publishId) !== report.instanceId) return { outcome: 'unknown-publish' };
-        const outcome = await reports.record(report);
+        // Duplicates (SDK retries are common) are answered from a read: no write, no webhook.
+        if (reports.has(report.instanceId, report.publishId, report.kind, report.deviceId)) return { outcome: 'duplicate' };
         // A webhook names a user only when the device belongs to that user, so a report cannot
-        // make Herald vouch for someone else's user id.
-        if (outcome === 'recorded' && report.userId !== undefined && report.userId === device.userId) {
-          emitUserWebhook(report);
-        }
-        return { outcome };
+        // make Herald vouch for someone else's user id. It is queued in the same turn as the
+        // record's write is issued, and the outbox write commits no later (LMDB commits in
+        // order): a recorded report always has its webhook, even across a crash. At least
+        // once: two copies of one report racing here may both queue it.
+        if (report.userId !== undefined && report.userId === device.userId) emitUserWebhook(report);
+        return { outcome: await reports.record(report) };
       },
 
       'report.counts': ({ instanceId, publishId }) => reports.countsFor(instanceId, publishId),

@@ -6,7 +6,7 @@
  * by keys.ts (exact prefix ranges, any text safe), and every key starts with the instance id,
  * so instances never see each other's data.
  *
- *   push/devices           (instanceId, deviceId)            → DeviceRecord (msgpack)
+ *   push/devices           (instanceId, deviceId)            → DeviceRecord (device-record.ts)
  *   push/interests         (instanceId, interest, deviceId)  → empty   fan-out by interest
  *   push/device-interests  (instanceId, deviceId, interest)  → empty   a device's interests, by name
  *   push/users             (instanceId, userId, deviceId)    → empty   fan-out by user, user limits
@@ -26,8 +26,11 @@ import type { Database, RootDatabase } from 'lmdb';
 import type { Platform } from '../gateways/gateway.js';
 import { openShardDatabase } from '../../shards/storage.js';
 import { decodeInterestCursor, encodeInterestCursor } from './cursor.js';
+import { decodeDeviceRecord, decodeScanDevice, encodeDeviceRecord, type DeviceRecord, type ScanDevice } from './device-record.js';
 import { MAX_INTERESTS_PER_DEVICE } from './interest-name.js';
-import { decodeKey, encodeKey, keyAfter, lastKeyPart, prefixRange } from './keys.js';
+import { decodeKey, encodeKey, joinKeys, keyAfter, keyAfterKey, keyPartFrom, lastKeyPart, lastPartOffset, prefixRange } from './keys.js';
+
+export type { ScanDevice } from './device-record.js';
 
 /** A registered device as the device API and the publisher see it. */
 export interface Device {
@@ -48,7 +51,7 @@ export interface Device {
   interestCount: number;
 }
 
-/** What register() reports: the device's interests survive a re-registration. */
+/** What register() reports: the device's interests survive a re-registration (its user does not). */
 export interface RegisterResult {
   id: string;
   /** The device's current interests, sorted by name; empty for a new device. */
@@ -83,9 +86,25 @@ export interface ScanPosition {
 
 /** One device of a fan-out, with the position to resume from once it has been handled. */
 export interface ScannedDevice {
-  device: Device;
+  device: ScanDevice;
   position: ScanPosition;
 }
+
+/**
+ * Yielded by the step scans after SCAN_BATCH index entries in a row were passed over without
+ * a device (de-duplicated, or stale), so that one `next()` never walks an unbounded stretch:
+ * the caller should let other work run before pulling again. `position` is where the scan
+ * stands (resuming from it skips nothing that was not yet handled).
+ */
+export interface ScanProgress {
+  device: null;
+  position: ScanPosition;
+  /** Index entries passed over since the last device or progress step. */
+  skipped: number;
+}
+
+/** What the step scans yield: a device to handle, or a progress step. */
+export type ScanStep = ScannedDevice | ScanProgress;
 
 /** Per-instance totals on this shard, for stats and tests. */
 export interface StoreCounts {
@@ -95,23 +114,15 @@ export interface StoreCounts {
   devicesWithUser: number;
 }
 
-/** The stored value; id and instance id live in the key. Optional fields are omitted, never undefined. */
-interface DeviceRecord {
-  platform: Platform;
-  token: string;
-  bundleIdentifier?: string;
-  metadata?: Record<string, string>;
-  userId?: string;
-  createdAt: number;
-  interestCount: number;
-}
-
 type IndexDatabase = Database<Uint8Array, Uint8Array>;
 
 const EMPTY = Buffer.alloc(0);
 
-/** Index keys read per cursor during a fan-out; the cursor is closed between batches. */
-const SCAN_BATCH = 256;
+/**
+ * Index keys read per cursor during a fan-out (the cursor is closed between batches), and the
+ * most index entries a step scan passes over without yielding.
+ */
+export const SCAN_BATCH = 256;
 
 /** Opens a shard's LMDB environment with the durable settings of src/shards/storage.ts. */
 export function openShardStore(path: string): RootDatabase {
@@ -150,13 +161,25 @@ function checkScanPosition(position: ScanPosition | undefined): void {
   }
 }
 
+/** The interests a multi-interest scan has already walked, by name and as encoded key parts. */
+class EarlierInterests {
+  readonly names: ReadonlySet<string>;
+  readonly keys: readonly Buffer[];
+
+  constructor(names: readonly string[]) {
+    this.names = new Set(names);
+    this.keys = names.map((name) => encodeKey([name]));
+  }
+}
+
 /**
  * Devices, interests and user associations of one shard, over named databases of the shard's
  * LMDB environment. Every async method resolves only after its transaction is durable.
  */
 export class DeviceStore {
   private readonly root: RootDatabase;
-  private readonly devices: Database<DeviceRecord, Uint8Array>;
+  /** Values are device-record.ts bytes (or msgpack, from before that format); read with record(). */
+  private readonly devices: Database<Buffer, Uint8Array>;
   private readonly interestIndex: IndexDatabase;
   private readonly deviceInterests: IndexDatabase;
   private readonly userIndex: IndexDatabase;
@@ -164,16 +187,20 @@ export class DeviceStore {
   /** Opens (creating when missing) the store's databases; must not run inside a transaction. */
   constructor(root: RootDatabase) {
     this.root = root;
-    this.devices = root.openDB<DeviceRecord, Uint8Array>('push/devices', { keyEncoding: 'binary', encoding: 'msgpack' });
-    const index = { keyEncoding: 'binary', encoding: 'binary' } as const;
-    this.interestIndex = root.openDB<Uint8Array, Uint8Array>('push/interests', index);
-    this.deviceInterests = root.openDB<Uint8Array, Uint8Array>('push/device-interests', index);
-    this.userIndex = root.openDB<Uint8Array, Uint8Array>('push/users', index);
+    const binary = { keyEncoding: 'binary', encoding: 'binary' } as const;
+    this.devices = root.openDB<Buffer, Uint8Array>('push/devices', binary);
+    this.interestIndex = root.openDB<Uint8Array, Uint8Array>('push/interests', binary);
+    this.deviceInterests = root.openDB<Uint8Array, Uint8Array>('push/device-interests', binary);
+    this.userIndex = root.openDB<Uint8Array, Uint8Array>('push/users', binary);
   }
 
   /**
    * Creates the device or, when the id exists, replaces its platform and token (and bundle id
-   * and metadata when given; undefined keeps the stored ones), keeping interests and user.
+   * and metadata when given; undefined keeps the stored ones). A re-registered device keeps
+   * its interests (device-level settings) but loses its user association, record and user
+   * index alike, in the same transaction: ids derive from the token, so re-registering is
+   * what a new app install or another person on the same device does, and they must not get
+   * the previous user's notifications nor be refused their own association.
    */
   register(
     instanceId: string,
@@ -186,17 +213,17 @@ export class DeviceStore {
     const key = encodeKey([instanceId, deviceId]);
     const now = Date.now();
     return this.root.childTransaction((): RegisterResult => {
-      const existing = this.devices.get(key);
+      const existing = this.record(key);
       const record = withoutUndefined({
         platform,
         token,
         bundleIdentifier: bundleIdentifier ?? existing?.bundleIdentifier,
         metadata: metadata ?? existing?.metadata,
-        userId: existing?.userId,
         createdAt: existing?.createdAt ?? now,
         interestCount: existing?.interestCount ?? 0,
       });
-      this.devices.putSync(key, record);
+      if (existing?.userId !== undefined) this.userIndex.removeSync(encodeKey([instanceId, existing.userId, deviceId]));
+      this.putRecord(key, record);
       const initialInterestSet = existing ? this.interestsOf(instanceId, deviceId) : [];
       return { id: deviceId, initialInterestSet, created: !existing };
     });
@@ -204,15 +231,29 @@ export class DeviceStore {
 
   /** The device, or undefined when this shard has no such device in the instance. */
   get(instanceId: string, deviceId: string): Device | undefined {
-    const record = this.devices.get(encodeKey([instanceId, deviceId]));
+    const record = this.record(encodeKey([instanceId, deviceId]));
     return record && toDevice(instanceId, deviceId, record);
   }
 
   /** Removes the device with its interests and user association; false when it did not exist. */
   delete(instanceId: string, deviceId: string): Promise<boolean> {
     return this.root.childTransaction(() => {
-      const record = this.devices.get(encodeKey([instanceId, deviceId]));
+      const record = this.record(encodeKey([instanceId, deviceId]));
       if (!record) return false;
+      this.removeDevice(instanceId, deviceId, record);
+      return true;
+    });
+  }
+
+  /**
+   * Removes the device only if its token is still `token` (compared inside the transaction):
+   * a device re-registered or refreshed (D9) with another token since a publish read it keeps
+   * living. False when it was not removed.
+   */
+  deleteIfToken(instanceId: string, deviceId: string, token: string): Promise<boolean> {
+    return this.root.childTransaction(() => {
+      const record = this.record(encodeKey([instanceId, deviceId]));
+      if (!record || record.token !== token) return false;
       this.removeDevice(instanceId, deviceId, record);
       return true;
     });
@@ -236,11 +277,11 @@ export class DeviceStore {
     const key = encodeKey([instanceId, deviceId]);
     const userKey = encodeKey([instanceId, userId, deviceId]);
     return this.root.childTransaction((): SetUserResult => {
-      const record = this.devices.get(key);
+      const record = this.record(key);
       if (!record) return 'not-found';
       if (record.userId === userId) return 'ok';
       if (record.userId !== undefined) return 'already-associated';
-      this.devices.putSync(key, withoutUndefined({ ...record, userId }));
+      this.putRecord(key, withoutUndefined({ ...record, userId }));
       this.userIndex.putSync(userKey, EMPTY);
       return 'ok';
     });
@@ -290,7 +331,7 @@ export class DeviceStore {
     }
     const key = encodeKey([instanceId, deviceId]);
     return this.root.childTransaction((): ReplaceInterestsResult => {
-      const record = this.devices.get(key);
+      const record = this.record(key);
       if (!record) return 'not-found';
       const current = this.interestsOf(instanceId, deviceId);
       const currentSet = new Set(current);
@@ -301,7 +342,7 @@ export class DeviceStore {
       const added = [...wanted].filter((name) => !currentSet.has(name)).sort();
       for (const name of added) this.subscribe(instanceId, deviceId, name);
       if (record.interestCount !== wanted.size) {
-        this.devices.putSync(key, withoutUndefined({ ...record, interestCount: wanted.size }));
+        this.putRecord(key, withoutUndefined({ ...record, interestCount: wanted.size }));
       }
       return 'ok';
     });
@@ -312,12 +353,12 @@ export class DeviceStore {
     const key = encodeKey([instanceId, deviceId]);
     const subscription = encodeKey([instanceId, deviceId, interest]);
     return this.root.childTransaction((): AddInterestResult => {
-      const record = this.devices.get(key);
+      const record = this.record(key);
       if (!record) return 'not-found';
       if (this.deviceInterests.doesExist(subscription)) return 'unchanged';
       if (record.interestCount >= MAX_INTERESTS_PER_DEVICE) return 'too-many';
       this.subscribe(instanceId, deviceId, interest);
-      this.devices.putSync(key, withoutUndefined({ ...record, interestCount: record.interestCount + 1 }));
+      this.putRecord(key, withoutUndefined({ ...record, interestCount: record.interestCount + 1 }));
       return 'added';
     });
   }
@@ -327,11 +368,11 @@ export class DeviceStore {
     const key = encodeKey([instanceId, deviceId]);
     const subscription = encodeKey([instanceId, deviceId, interest]);
     return this.root.childTransaction((): RemoveInterestResult => {
-      const record = this.devices.get(key);
+      const record = this.record(key);
       if (!record) return 'not-found';
       if (!this.deviceInterests.doesExist(subscription)) return 'unchanged';
       this.unsubscribe(instanceId, deviceId, interest);
-      this.devices.putSync(key, withoutUndefined({ ...record, interestCount: record.interestCount - 1 }));
+      this.putRecord(key, withoutUndefined({ ...record, interestCount: record.interestCount - 1 }));
       return 'removed';
     });
   }
@@ -343,7 +384,7 @@ export class DeviceStore {
       const deviceIds = Array.from(this.userIndex.getKeys(range), lastKeyPart);
       let deleted = 0;
       for (const deviceId of deviceIds) {
-        const record = this.devices.get(encodeKey([instanceId, deviceId]));
+        const record = this.record(encodeKey([instanceId, deviceId]));
         if (record) {
           this.removeDevice(instanceId, deviceId, record);
           deleted++;
@@ -362,41 +403,83 @@ export class DeviceStore {
    * No read transaction or cursor is held between yields, so a slow consumer does not pin
    * old pages; the price is that devices changed while the scan runs may be seen in their new
    * state, and one moved between interests mid-scan may be missed or seen twice.
+   *
+   * A stretch of skipped devices is walked inside one `next()`; the fan-out, which must not
+   * block its thread that long, uses scanInterestSteps.
    */
-  *scanInterests(
-    instanceId: string,
-    interests: readonly string[],
-    resumeFrom?: ScanPosition,
-  ): Generator<ScannedDevice, void, undefined> {
+  *scanInterests(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScannedDevice, void, undefined> {
+    for (const step of this.scanInterestSteps(instanceId, interests, resumeFrom)) {
+      if (step.device !== null) yield step;
+    }
+  }
+
+  /**
+   * scanInterests that also yields a ScanProgress step after every SCAN_BATCH index entries
+   * passed over without a device (with 100k devices subscribed to both `a` and `b`, the walk
+   * of `b` is all skips: without the steps, one `next()` took most of a second).
+   */
+  *scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
     const list = normaliseScanList(interests);
+    const instanceKey = encodeKey([instanceId]);
     let after = resumeFrom?.afterDeviceId ?? null;
+    let skipped = 0;
     for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = null) {
-      const interest = list[listIndex]!;
-      const earlier = new Set(list.slice(0, listIndex));
-      for (const deviceId of this.scanIndex(this.interestIndex, [instanceId, interest], after)) {
-        const record = this.devices.get(encodeKey([instanceId, deviceId]));
-        if (!record || this.subscribedToAny(instanceId, deviceId, record, earlier)) continue;
-        yield { device: toDevice(instanceId, deviceId, record), position: { listIndex, afterDeviceId: deviceId } };
+      const earlier = new EarlierInterests(list.slice(0, listIndex));
+      for (const batch of this.indexBatches(this.interestIndex, [instanceId, list[listIndex]!], after)) {
+        for (const indexKey of batch) {
+          // The device id's bytes in the index key are already encoded: the record key reuses them.
+          const deviceKey = joinKeys(instanceKey, indexKey, lastPartOffset(indexKey));
+          const deviceId = keyPartFrom(deviceKey, instanceKey.length + 1);
+          const bytes = this.devices.getBinaryFast(deviceKey);
+          // Decoded before subscribedToAny's reads reuse the buffer.
+          const device = bytes && decodeScanDevice(bytes, deviceId, instanceId);
+          if (!device || this.subscribedToAny(instanceId, deviceId, deviceKey, device.interestCount, earlier)) {
+            if (++skipped >= SCAN_BATCH) {
+              yield { device: null, position: { listIndex, afterDeviceId: deviceId }, skipped };
+              skipped = 0;
+            }
+            continue;
+          }
+          skipped = 0;
+          yield { device, position: { listIndex, afterDeviceId: deviceId } };
+        }
       }
     }
   }
 
   /** Streams every device of any of `userIds`, like scanInterests (a device has one user, so no de-duplication is needed). */
-  *scanUsers(
-    instanceId: string,
-    userIds: readonly string[],
-    resumeFrom?: ScanPosition,
-  ): Generator<ScannedDevice, void, undefined> {
+  *scanUsers(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScannedDevice, void, undefined> {
+    for (const step of this.scanUserSteps(instanceId, userIds, resumeFrom)) {
+      if (step.device !== null) yield step;
+    }
+  }
+
+  /** scanUsers with progress steps, like scanInterestSteps (stale user index entries are the only skips). */
+  *scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
     const list = normaliseScanList(userIds);
+    const instanceKey = encodeKey([instanceId]);
     let after = resumeFrom?.afterDeviceId ?? null;
+    let skipped = 0;
     for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = null) {
       const userId = list[listIndex]!;
-      for (const deviceId of this.scanIndex(this.userIndex, [instanceId, userId], after)) {
-        const record = this.devices.get(encodeKey([instanceId, deviceId]));
-        if (!record || record.userId !== userId) continue;
-        yield { device: toDevice(instanceId, deviceId, record), position: { listIndex, afterDeviceId: deviceId } };
+      for (const batch of this.indexBatches(this.userIndex, [instanceId, userId], after)) {
+        for (const indexKey of batch) {
+          const deviceKey = joinKeys(instanceKey, indexKey, lastPartOffset(indexKey));
+          const deviceId = keyPartFrom(deviceKey, instanceKey.length + 1);
+          const bytes = this.devices.getBinaryFast(deviceKey);
+          const device = bytes && decodeScanDevice(bytes, deviceId, instanceId);
+          if (!device || device.userId !== userId) {
+            if (++skipped >= SCAN_BATCH) {
+              yield { device: null, position: { listIndex, afterDeviceId: deviceId }, skipped };
+              skipped = 0;
+            }
+            continue;
+          }
+          skipped = 0;
+          yield { device, position: { listIndex, afterDeviceId: deviceId } };
+        }
       }
     }
   }
@@ -420,7 +503,8 @@ export class DeviceStore {
     const problems: string[] = [];
     const range = instanceId === undefined ? {} : prefixRange([instanceId]);
 
-    for (const { key, value: record } of this.devices.getRange(range)) {
+    for (const { key, value } of this.devices.getRange(range)) {
+      const record = decodeDeviceRecord(value);
       const parts = decodeKey(key);
       if (parts.length !== 2) {
         problems.push(`device key has ${parts.length} parts: ${JSON.stringify(parts)}`);
@@ -474,7 +558,7 @@ export class DeviceStore {
         continue;
       }
       const [instance, userId, deviceId] = parts as [string, string, string];
-      const record = this.devices.get(encodeKey([instance, deviceId]));
+      const record = this.record(encodeKey([instance, deviceId]));
       if (!record) problems.push(`user index ${instance}/${userId}/${deviceId}: no such device`);
       else if (record.userId !== userId) {
         problems.push(`user index ${instance}/${userId}/${deviceId}: device belongs to ${record.userId ?? 'no user'}`);
@@ -483,13 +567,24 @@ export class DeviceStore {
     return problems;
   }
 
+  /** The stored record under a device key, decoded at once (getBinaryFast's bytes are reused by the next read). */
+  private record(key: Uint8Array): DeviceRecord | undefined {
+    const bytes = this.devices.getBinaryFast(key);
+    return bytes && decodeDeviceRecord(bytes);
+  }
+
+  /** Writes a record in the current format. Inside a transaction only. */
+  private putRecord(key: Uint8Array, record: DeviceRecord): void {
+    this.devices.putSync(key, encodeDeviceRecord(record));
+  }
+
   /** Read-modify-write of one record in its own transaction; false when the device does not exist. */
   private update(instanceId: string, deviceId: string, change: (record: DeviceRecord) => DeviceRecord): Promise<boolean> {
     const key = encodeKey([instanceId, deviceId]);
     return this.root.childTransaction(() => {
-      const record = this.devices.get(key);
+      const record = this.record(key);
       if (!record) return false;
-      this.devices.putSync(key, withoutUndefined(change(record)));
+      this.putRecord(key, withoutUndefined(change(record)));
       return true;
     });
   }
@@ -518,39 +613,37 @@ export class DeviceStore {
   }
 
   /**
-   * Device ids (the last key part) of an index range, strictly after `afterDeviceId` when
-   * given, read SCAN_BATCH keys at a time so no cursor stays open while the caller works.
+   * The keys of an index range in batches of SCAN_BATCH, starting strictly after the key whose
+   * last part is `afterDeviceId` when given; no cursor stays open while the caller works.
    */
-  private *scanIndex(
-    index: IndexDatabase,
-    prefix: readonly string[],
-    afterDeviceId: string | null,
-  ): Generator<string, void, undefined> {
-    const { end } = prefixRange(prefix);
-    let start = afterDeviceId === null ? prefixRange(prefix).start : keyAfter([...prefix, afterDeviceId]);
+  private *indexBatches(index: IndexDatabase, prefix: readonly string[], afterDeviceId: string | null): Generator<Uint8Array[], void, undefined> {
+    const range = prefixRange(prefix);
+    let start = afterDeviceId === null ? range.start : keyAfter([...prefix, afterDeviceId]);
     for (;;) {
-      const deviceIds = Array.from(index.getKeys({ start, end, limit: SCAN_BATCH }), lastKeyPart);
-      yield* deviceIds;
-      if (deviceIds.length < SCAN_BATCH) return;
-      start = keyAfter([...prefix, deviceIds[deviceIds.length - 1]!]);
+      const keys = Array.from(index.getKeys({ start, end: range.end, limit: SCAN_BATCH }));
+      if (keys.length > 0) yield keys;
+      if (keys.length < SCAN_BATCH) return;
+      start = keyAfterKey(keys[keys.length - 1]!);
     }
   }
 
   /**
-   * Whether the device is subscribed to any of `names`: walks the device's own interests when
-   * it has fewer than there are names, else one point lookup per name. Memory stays flat.
+   * Whether the device (`deviceKey` = its record's key) is subscribed to any of the `earlier`
+   * interests: walks the device's own interests when it has fewer than there are names, else
+   * one point lookup per name. Memory stays flat.
    */
-  private subscribedToAny(instanceId: string, deviceId: string, record: DeviceRecord, names: ReadonlySet<string>): boolean {
-    if (names.size === 0 || record.interestCount === 0) return false;
-    if (record.interestCount < names.size) {
+  private subscribedToAny(instanceId: string, deviceId: string, deviceKey: Buffer, interestCount: number, earlier: EarlierInterests): boolean {
+    if (earlier.names.size === 0 || interestCount === 0) return false;
+    if (interestCount < earlier.names.size) {
       for (const key of this.deviceInterests.getKeys(prefixRange([instanceId, deviceId]))) {
-        if (names.has(lastKeyPart(key))) return true;
+        if (earlier.names.has(lastKeyPart(key))) return true;
       }
       return false;
     }
-    for (const name of names) {
-      if (this.deviceInterests.doesExist(encodeKey([instanceId, deviceId, name]))) return true;
+    for (const nameKey of earlier.keys) {
+      if (this.deviceInterests.doesExist(joinKeys(deviceKey, nameKey))) return true;
     }
     return false;
   }
+
 }

@@ -77,6 +77,14 @@ export function keyAfter(parts: readonly string[]): Buffer {
   return encode(parts, [ESCAPE]);
 }
 
+/** The first possible key after `key` and every key it is a prefix of (keyAfter, from an encoded key). */
+export function keyAfterKey(key: Uint8Array): Buffer {
+  const after = Buffer.allocUnsafe(key.length + 1);
+  after.set(key, 0);
+  after[key.length] = ESCAPE;
+  return after;
+}
+
 function decodePart(key: Buffer, start: number, end: number): string {
   let escapes = 0;
   for (let i = start; i < end; i++) {
@@ -113,8 +121,31 @@ export function decodeKey(key: Uint8Array): string[] {
   return parts;
 }
 
-/** The last part of a key, without decoding the others (separators are the only 0x00 bytes). */
+/** Where the last part of a key begins, in bytes (separators are the only 0x00 bytes). */
+export function lastPartOffset(key: Uint8Array): number {
+  return key.lastIndexOf(SEPARATOR) + 1;
+}
+
+/** The last part of a key, without decoding the others. */
 export function lastKeyPart(key: Uint8Array): string {
-  const bytes = asBuffer(key);
-  return decodePart(bytes, bytes.lastIndexOf(SEPARATOR) + 1, bytes.length);
+  return decodePart(asBuffer(key), lastPartOffset(key), key.length);
+}
+
+/** The part of a key that starts at byte `start` and ends the key (start = lastPartOffset(key): the last part). */
+export function keyPartFrom(key: Uint8Array, start: number): string {
+  return decodePart(asBuffer(key), start, key.length);
+}
+
+/**
+ * encodeKey([...a, ...b]) from `head` = encodeKey(a) and the bytes of encodeKey(b) that start at
+ * `tailStart` in `tail` (at a part boundary), copied as they are: no decoding and re-encoding.
+ * With tailStart = lastPartOffset(tail), b is the last part of `tail`.
+ */
+export function joinKeys(head: Uint8Array, tail: Uint8Array, tailStart = 0): Buffer {
+  const key = Buffer.allocUnsafe(head.length + 1 + tail.length - tailStart);
+  key.set(head, 0);
+  let at = head.length;
+  key[at++] = SEPARATOR;
+  for (let i = tailStart; i < tail.length; i++) key[at++] = tail[i]!;
+  return key;
 }

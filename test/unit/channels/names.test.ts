@@ -40,12 +40,18 @@ describe('channel names', () => {
     expect(isValidSocketId('a.b')).toBe(false);
   });
 
-  it('validates user ids as sign-in does: any 1 to 200 characters', () => {
+  it('validates user ids as sign-in does: 1 to 200 characters of well-formed UTF-16', () => {
     expect(isValidUserId('u1')).toBe(true);
     expect(isValidUserId('a b/#ü')).toBe(true);
     expect(isValidUserId('x'.repeat(200))).toBe(true);
     expect(isValidUserId('x'.repeat(201))).toBe(false);
     expect(isValidUserId('')).toBe(false);
+    // Well-formed UTF-16 only: a lone surrogate (JSON "\ud800") has no UTF-8 form.
+    expect(isValidUserId('a\ud800b')).toBe(false);
+    expect(isValidUserId('\udc00')).toBe(false);
+    expect(isValidUserId('x\ud83d')).toBe(false);
+    expect(isValidUserId('smile \ud83d\ude00')).toBe(true);
+    expect(serverToUserId('#server-to-user-a\ud800')).toBeNull();
   });
 
   it('reads the user id of #server-to-user-<id> and nothing else', () => {

@@ -1,8 +1,10 @@
 /**
  * ShardPool with real shard workers: the compiled pool and worker (dist/src/shards, built
  * here when older than src/) on a temp data dir. Covers the close ordering (requests already
- * sent finish before the shards close) and a crashed worker (the requests it held fail at once
- * with SHARD_UNAVAILABLE, a new worker takes over, restart listeners are told).
+ * sent finish before the shards close), a crashed worker (the requests it held fail at once
+ * with SHARD_UNAVAILABLE, a new worker takes over, restart listeners are told), and a stalled
+ * one (requests past their deadline are not run; a full queue refuses at once; close() keeps
+ * to its budget).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -63,12 +65,19 @@ afterAll(() => {
 });
 
 /** A pool of `shards` workers on a fresh temp data dir, with a long request timeout. */
-async function newPool(shards: number, requestTimeoutMs = 30_000): Promise<ShardPoolClass> {
+async function newPool(shards: number, requestTimeoutMs = 30_000, maxQueuePerShard?: number): Promise<ShardPoolClass> {
   const dataDir = mkdtempSync(join(tmpdir(), 'herald-pool-test-'));
   dirs.push(dataDir);
   const identity = openDataDir(dataDir, shards);
   const config = parseConfig({ dataDir, shards });
-  const pool = new ShardPool({ shardCount: shards, dataDir, config, installSecret: identity.installSecret, requestTimeoutMs });
+  const pool = new ShardPool({
+    shardCount: shards,
+    dataDir,
+    config,
+    installSecret: identity.installSecret,
+    requestTimeoutMs,
+    ...(maxQueuePerShard === undefined ? {} : { maxQueuePerShard }),
+  });
   await pool.broadcast({ type: 'core.ping' }, 30_000);
   return pool;
 }
@@ -180,6 +189,68 @@ describe('a crashed shard worker', () => {
       } finally {
         await pool.close();
       }
+    });
+  }, 30_000);
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The default app of parseConfig({}): the channel requests below use it. */
+const APP_ID = 'app-id';
+
+describe('a stalled shard', () => {
+  it('does not run the requests that timed out while it was blocked', async () => {
+    await withTestHooks('1', async () => {
+      const pool = await newPool(1);
+      try {
+        const hold = pool.request(0, { type: 'core.hold', holdMs: 600 }, 5000);
+        await sleep(50); // the worker is blocked now
+        const late = Array.from({ length: 20 }, (_, i) =>
+          outcome(pool.request(0, { type: 'channels.subscribe', appId: APP_ID, channel: `late-${i}`, socketId: `1.${i}` }, 100)),
+        );
+        expect(await Promise.all(late)).toEqual(late.map(() => 'SHARD_UNAVAILABLE'));
+        expect(await hold).toEqual({ heldMs: 600 });
+        // The shard reached the 20 subscribes after their deadline: it recorded none of them.
+        expect((await pool.request(0, { type: 'channels.list', appId: APP_ID, withUserCount: false })).channels).toEqual([]);
+        // A request that is on time still runs.
+        await pool.request(0, { type: 'channels.subscribe', appId: APP_ID, channel: 'on-time', socketId: '2.1' });
+        expect((await pool.request(0, { type: 'channels.list', appId: APP_ID, withUserCount: false })).channels).toEqual([['on-time', null]]);
+      } finally {
+        await pool.close();
+      }
+    });
+  }, 30_000);
+
+  it('refuses requests at once with SHARD_UNAVAILABLE once its queue is full', async () => {
+    await withTestHooks('1', async () => {
+      const pool = await newPool(1, 30_000, 10);
+      try {
+        const hold = pool.request(0, { type: 'core.hold', holdMs: 500 });
+        await sleep(50);
+        // 1024 go to the blocked worker (Piscina's per-worker window), 10 wait in the queue.
+        const accepted = Array.from({ length: 1023 + 10 }, () => outcome(pool.request(0, { type: 'core.ping' })));
+        const started = Date.now();
+        const refused = await Promise.all(Array.from({ length: 5 }, () => outcome(pool.request(0, { type: 'core.ping' }))));
+        expect(refused).toEqual(refused.map(() => 'SHARD_UNAVAILABLE'));
+        expect(Date.now() - started).toBeLessThan(300); // not after the hold: at once
+        await hold;
+        expect((await Promise.all(accepted)).filter((o) => o !== 'ok')).toEqual([]);
+        expect(await outcome(pool.request(0, { type: 'core.ping' }))).toBe('ok');
+      } finally {
+        await pool.close();
+      }
+    });
+  }, 30_000);
+
+  it('keeps close() within its budget when a shard is stuck', async () => {
+    await withTestHooks('1', async () => {
+      const pool = await newPool(2);
+      const hold = outcome(pool.request(0, { type: 'core.hold', holdMs: 8000 }, 20_000));
+      await sleep(50);
+      const started = Date.now();
+      await pool.close(1000);
+      // Drain and storage close together within the budget (plus stopping the workers).
+      expect(Date.now() - started).toBeLessThan(2500);
+      expect(await hold).toBe('SHARD_UNAVAILABLE');
     });
   }, 30_000);
 });

@@ -12,6 +12,16 @@ describe('topics', () => {
     expect(frames.watchTopicFor('a', 'x')).not.toBe(frames.topicFor('a', ':watch:x'));
     for (const t of topics) expect(t).not.toMatch(/[/+#]/);
   });
+
+  it('never throws, and keeps ids with lone surrogates apart from each other and from others', () => {
+    const ids = ['a\ud800b', 'a\udc00b', 'a\ufffdb', 'a%uD800b', 'a%25uD800b', '\ud83d', '\ud83d\ude00', '\ude00\ud83d', 'x\ud800'];
+    const topics = ids.map((id) => frames.watchTopicFor('app', id));
+    expect(new Set(topics).size).toBe(ids.length);
+    expect(frames.topicFor('app', 'a\ud800')).toBe('app:a%uD800');
+    // Well-formed strings encode exactly as encodeURIComponent does.
+    expect(frames.topicPart('\ud83d\ude00 a/b')).toBe(encodeURIComponent('\ud83d\ude00 a/b'));
+    for (const t of topics) expect(t).not.toMatch(/[/+#]/);
+  });
 });
 
 describe('frames', () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { deviceIdFor, isDeviceIdOf, isPlatform } from '../../../../src/push/device-api/device-id.js';
+import { deviceIdFor, isDeviceIdOf } from '../../../../src/push/device-api/device-id.js';
+import { isPlatform } from '../../../../src/push/gateways/gateway.js';
 
 const SECRET = 'ab'.repeat(32);
 const INSTANCE = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';

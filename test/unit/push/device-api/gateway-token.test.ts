@@ -57,4 +57,28 @@ describe('gateway token formats', () => {
       }
     }
   });
+
+  it('web: refuses endpoints on loopback, private, link-local or unspecified addresses and localhost names, unless allowed', () => {
+    const keys = { p256dh: P256DH, auth: AUTH };
+    const refused = [
+      'https://127.0.0.1:8443/push/x', 'https://127.8.9.10/x', 'https://localhost/x', 'https://LOCALHOST./x', 'https://push.localhost/x',
+      'https://10.1.2.3/x', 'https://172.16.0.1/x', 'https://172.31.255.255/x', 'https://192.168.1.1/x',
+      'https://169.254.169.254/latest/meta-data', 'https://0.0.0.0/x', 'https://[::1]/x', 'https://[::]/x',
+      'https://[fe80::1]/x', 'https://[fc00::1]/x', 'https://[fd12:3456::1]/x', 'https://[::ffff:127.0.0.1]/x', 'https://[::ffff:10.0.0.1]/x',
+      // Numeric forms the URL parser normalises to 127.0.0.1.
+      'https://2130706433/x', 'https://0x7f.1/x', 'https://127.1/x',
+    ];
+    for (const endpoint of refused) {
+      const token = web({ endpoint, keys });
+      const result = checkGatewayToken('web', token);
+      expect(result.ok, endpoint).toBe(false);
+      if (!result.ok) expect(result.reason).toContain('allowPrivateEndpoints');
+      expect(checkGatewayToken('web', token, { allowPrivateEndpoints: true }), endpoint).toEqual({ ok: true, token });
+    }
+    const accepted = [
+      'https://fcm.googleapis.com/fcm/send/abc', 'https://updates.push.services.mozilla.com/wpush/v2/x', 'https://8.8.8.8/x',
+      'https://172.32.0.1/x', 'https://192.169.0.1/x', 'https://[2001:db8::1]/x', 'https://localhost.example.com/x',
+    ];
+    for (const endpoint of accepted) expect(checkGatewayToken('web', web({ endpoint, keys })).ok, endpoint).toBe(true);
+  });
 });

@@ -61,13 +61,30 @@ describe('ApnsClient against the fake APNs', () => {
     expect(fake.delivered[0]).toMatchObject({ pushType: 'background', priority: '5' });
   });
 
-  it('reports dead tokens for 410 Unregistered and 400 BadDeviceToken', async () => {
-    fake.deadTokens.add(TOKEN);
+  it('reports dead tokens for 410 Unregistered and 400 BadDeviceToken once it has had an accepted send', async () => {
     const client = makeClient();
     const payload = { aps: { alert: 'x' } };
+    expect(await client.send({ deviceId: 'd0', token: 'cd'.repeat(32), bundleIdentifier: BUNDLE, payload })).toEqual({ kind: 'sent' });
+    fake.deadTokens.add(TOKEN);
     expect(await client.send({ deviceId: 'd1', token: TOKEN, bundleIdentifier: BUNDLE, payload })).toEqual({ kind: 'dead-token', reason: 'Unregistered' });
     expect(await client.send({ deviceId: 'd2', token: 'not-hex!', bundleIdentifier: BUNDLE, payload })).toEqual({ kind: 'dead-token', reason: 'BadDeviceToken' });
-    expect(fake.received).toHaveLength(2);
+    expect(fake.received).toHaveLength(3);
+  });
+
+  it('keeps devices while it has accepted nothing: every BadDeviceToken (wrong environment) is failed, not dead', async () => {
+    const client = makeClient();
+    const payload = { aps: { alert: 'x' } };
+    // What a sandbox endpoint answers to production tokens (and the other way round): BadDeviceToken to all of them.
+    const outcomes = await Promise.all(Array.from({ length: 25 }, (_, i) => client.send({ deviceId: `d${i}`, token: `bad-${i}`, bundleIdentifier: BUNDLE, payload })));
+    for (const outcome of outcomes) {
+      expect(outcome.kind).toBe('failed');
+      expect((outcome as { reason: string }).reason).toMatch(/^BadDeviceToken \(device kept: APNs https:\/\/127\.0\.0\.1:\d+ has accepted no send.*check the APNs endpoint\/environment/);
+    }
+    fake.deadTokens.add(TOKEN);
+    expect((await client.send({ deviceId: 'd', token: TOKEN, bundleIdentifier: BUNDLE, payload })).kind).toBe('failed');
+    // One accepted send confirms the endpoint: from then on a dead token is dead.
+    expect(await client.send({ deviceId: 'ok', token: 'ef'.repeat(32), bundleIdentifier: BUNDLE, payload })).toEqual({ kind: 'sent' });
+    expect(await client.send({ deviceId: 'd', token: TOKEN, bundleIdentifier: BUNDLE, payload })).toEqual({ kind: 'dead-token', reason: 'Unregistered' });
   });
 
   it('fails without retrying on MissingTopic and InvalidProviderToken', async () => {
@@ -94,11 +111,34 @@ describe('ApnsClient against the fake APNs', () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(990);
   });
 
-  it('gives up at once when Retry-After exceeds maxDelayMs', async () => {
-    fake.failNext(TOKEN, 1, 429, { retryAfterSeconds: 60 });
-    const outcome = await makeClient().send({ deviceId: 'd1', token: TOKEN, bundleIdentifier: BUNDLE, payload: { aps: { alert: 'x' } } });
+  it('gives up at once when Retry-After exceeds the pause limit, and fails the other sends without requests until it is over', async () => {
+    fake.failNext(TOKEN, 1, 429, { retryAfterSeconds: 61 });
+    const client = makeClient();
+    const outcome = await client.send({ deviceId: 'd1', token: TOKEN, bundleIdentifier: BUNDLE, payload: { aps: { alert: 'x' } } });
     expect(outcome).toMatchObject({ kind: 'failed', status: 429 });
+    expect((outcome as { reason: string }).reason).toMatch(/Retry-After 61 s exceeds the 60 s pause limit/);
+    const others = await Promise.all(Array.from({ length: 10 }, (_, i) => client.send({
+      deviceId: `o${i}`, token: i.toString(16).padStart(64, '0'), bundleIdentifier: BUNDLE, payload: { aps: { alert: 'x' } },
+    })));
+    for (const other of others) expect(other).toMatchObject({ kind: 'failed', status: 429, reason: expect.stringMatching(/^TooManyRequests: .*not sent$/) });
     expect(fake.received).toHaveLength(1);
+  });
+
+  it('a 503 with Retry-After pauses every send of the client until it is over', async () => {
+    fake.failNext(TOKEN, 1, 503, { retryAfterSeconds: 1 });
+    const client = makeClient();
+    const payload = { aps: { alert: 'x' } };
+    const first = client.send({ deviceId: 'd1', token: TOKEN, bundleIdentifier: BUNDLE, payload });
+    while (fake.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    const started = performance.now();
+    const others = await Promise.all(Array.from({ length: 10 }, (_, i) => client.send({
+      deviceId: `o${i}`, token: (i + 1).toString(16).padStart(64, '0'), bundleIdentifier: BUNDLE, payload,
+    })));
+    expect(others.every((o) => o.kind === 'sent')).toBe(true);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(800);
+    expect(await first).toEqual({ kind: 'sent' });
+    // Nothing reached the gateway during the pause: the 503, then eleven accepted sends.
+    expect(fake.received.map((r) => r.status)).toEqual([503, ...Array<number>(11).fill(200)]);
   });
 
   it('fails after the configured attempts on a persistent 500', async () => {

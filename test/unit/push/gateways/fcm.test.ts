@@ -1,8 +1,10 @@
 import { generateKeyPairSync } from 'node:crypto';
+import { createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildFcmMessage, FcmClient, type FcmClientOptions } from '../../../../src/push/gateways/fcm.js';
 import { FcmFake } from '../../../fakes/fcm-fake.js';
-import { apnsKeys, fcmKeys, TEST_CA_FILE } from '../../../fakes/tls.js';
+import { apnsKeys, fcmKeys, serverTlsOptions, TEST_CA_FILE } from '../../../fakes/tls.js';
 
 const PROJECT = 'herald-test';
 const CLIENT_EMAIL = 'herald@herald-test.iam.gserviceaccount.com';
@@ -54,14 +56,18 @@ describe('FcmClient against the fake FCM', () => {
     expect(accessToken).toBe(fake.accessTokensIssued[0]);
   });
 
-  it('reports dead tokens for 404 UNREGISTERED and 400 INVALID_ARGUMENT on the token', async () => {
+  it('reports dead tokens for 404 UNREGISTERED and 400 INVALID_ARGUMENT on the token, once it has had an accepted send', async () => {
     fake.deadTokens.add('gone');
     fake.invalidTokens.add('garbage');
     const client = makeClient();
     const payload = { notification: { title: 'x' } };
+    const unconfirmed = await client.send({ deviceId: 'd1', token: 'gone', payload });
+    expect(unconfirmed.kind).toBe('failed');
+    expect((unconfirmed as { reason: string }).reason).toMatch(/^UNREGISTERED \(device kept: FCM .* has accepted no send/);
+    expect(await client.send({ deviceId: 'd0', token: TOKEN, payload })).toEqual({ kind: 'sent' });
     expect(await client.send({ deviceId: 'd1', token: 'gone', payload })).toEqual({ kind: 'dead-token', reason: 'UNREGISTERED' });
     expect(await client.send({ deviceId: 'd2', token: 'garbage', payload })).toEqual({ kind: 'dead-token', reason: 'INVALID_ARGUMENT' });
-    expect(fake.received).toHaveLength(2);
+    expect(fake.received).toHaveLength(4);
   });
 
   it('fails, without condemning the token, when INVALID_ARGUMENT is about the payload', async () => {
@@ -127,6 +133,55 @@ describe('FcmClient against the fake FCM', () => {
     expect(outcome).toMatchObject({ kind: 'failed', status: 400 });
     expect((outcome as { reason: string }).reason).toMatch(/invalid_grant/);
     expect(fake.rejected).toHaveLength(1);
+  });
+
+  it('remembers a refused token fetch for 30 s: later sends fail at once without asking the token endpoint', async () => {
+    const otherKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    const client = new FcmClient(
+      { endpoint: fake.origin, tokenUri: fake.tokenUri, projectId: PROJECT, clientEmail: CLIENT_EMAIL, privateKey: otherKey, caFile: TEST_CA_FILE },
+      { retry: { baseDelayMs: 1 }, now: () => clock },
+    );
+    clients.push(client);
+    const send = (i: number) => client.send({ deviceId: `d${i}`, token: `t${i}`, payload: {} });
+    expect((await send(0)).kind).toBe('failed');
+    const later = await Promise.all(Array.from({ length: 20 }, (_, i) => send(i + 1)));
+    for (const outcome of later) {
+      expect(outcome).toMatchObject({ kind: 'failed', status: 400 });
+      expect((outcome as { reason: string }).reason).toMatch(/invalid_grant.*asked again in 30 s/);
+    }
+    expect(fake.rejected).toHaveLength(1);
+    clock += 31_000;
+    expect((await send(99)).kind).toBe('failed');
+    expect(fake.rejected).toHaveLength(2);
+    expect(fake.received).toHaveLength(0);
+  });
+
+  it('remembers a transient token failure for 2 s: sends wait it out (not failing at once) and fetch again once', async () => {
+    let fetches = 0;
+    const tokenEndpoint = createServer(serverTlsOptions(), (req, res) => {
+      fetches++;
+      req.resume();
+      res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"backend_error"}');
+    });
+    await new Promise<void>((resolve) => tokenEndpoint.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = tokenEndpoint.address() as AddressInfo;
+      const client = new FcmClient(
+        { endpoint: fake.origin, tokenUri: `https://127.0.0.1:${port}/token`, projectId: PROJECT, clientEmail: CLIENT_EMAIL, privateKey: keys.privateKey, caFile: TEST_CA_FILE },
+        { retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 10 } },
+      );
+      clients.push(client);
+      const started = performance.now();
+      const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => client.send({ deviceId: `d${i}`, token: `t${i}`, payload: {} })));
+      for (const outcome of outcomes) expect(outcome).toMatchObject({ kind: 'failed', reason: expect.stringMatching(/^oauth: token endpoint answered 503/) });
+      // Attempt 1: one shared fetch. Attempt 2: the remembered failure, waited out (2 s). Attempt 3: one fetch again.
+      expect(fetches).toBe(2);
+      expect(performance.now() - started).toBeGreaterThanOrEqual(1_800);
+      expect(fake.received).toHaveLength(0);
+    } finally {
+      tokenEndpoint.closeAllConnections();
+      await new Promise((resolve) => tokenEndpoint.close(resolve));
+    }
   });
 
   it('refuses a key that is not RSA at construction', () => {

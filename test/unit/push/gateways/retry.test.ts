@@ -2,10 +2,12 @@ import { describe, expect, it } from 'vitest';
 import {
   backoffDelayMs, isRetryableStatus, parseRetryAfter, resolveRetryPolicy, withRetries, type AttemptResult,
 } from '../../../../src/push/gateways/retry.js';
+import { GatewayPause } from '../../../../src/push/gateways/gateway-pause.js';
 
 describe('retry helpers', () => {
   it('fills defaults and rejects nonsense', () => {
-    expect(resolveRetryPolicy()).toEqual({ attempts: 3, baseDelayMs: 200, maxDelayMs: 10_000 });
+    expect(resolveRetryPolicy()).toEqual({ attempts: 3, baseDelayMs: 200, maxDelayMs: 10_000, maxPauseMs: 60_000 });
+    expect(() => resolveRetryPolicy({ maxPauseMs: -1 })).toThrow(RangeError);
     expect(() => resolveRetryPolicy({ attempts: 0 })).toThrow(RangeError);
     expect(() => resolveRetryPolicy({ baseDelayMs: 50, maxDelayMs: 10 })).toThrow(RangeError);
   });
@@ -45,6 +47,40 @@ describe('retry helpers', () => {
       return { kind: 'retry', reason: 'busy', status: 503 };
     })).toEqual({ kind: 'failed', reason: 'busy', status: 503 });
     expect(calls).toBe(3);
+  });
+
+  it('with a pause: a 429 Retry-After makes every other send wait, a pause above maxPauseMs fails them without an attempt', async () => {
+    const policy = resolveRetryPolicy({ attempts: 3, baseDelayMs: 1, maxPauseMs: 1_000 });
+    const pause = new GatewayPause();
+    const calls: number[] = [];
+    const started = performance.now();
+    const throttled = await withRetries(policy, async (n) => {
+      calls.push(performance.now() - started);
+      return n === 1 ? { kind: 'retry', reason: 'TooManyRequests', status: 429, retryAfterMs: 300 } : { kind: 'sent' };
+    }, undefined, pause);
+    expect(throttled).toEqual({ kind: 'sent' });
+    expect(calls[1]).toBeGreaterThanOrEqual(295);
+
+    pause.pauseFor(300, 'TooManyRequests', 429);
+    const waited = performance.now();
+    expect(await withRetries(policy, async () => ({ kind: 'sent' }), undefined, pause)).toEqual({ kind: 'sent' });
+    expect(performance.now() - waited).toBeGreaterThanOrEqual(295);
+
+    pause.pauseFor(5_000, 'TooManyRequests', 429);
+    let attempted = false;
+    const refused = await withRetries(policy, async () => {
+      attempted = true;
+      return { kind: 'sent' };
+    }, undefined, pause);
+    expect(attempted).toBe(false);
+    expect(refused).toMatchObject({ kind: 'failed', status: 429, reason: expect.stringMatching(/^TooManyRequests: .*above the 1 s pause limit; not sent$/) });
+  });
+
+  it('a 500 with Retry-After delays only its own send', async () => {
+    const policy = resolveRetryPolicy({ attempts: 2, baseDelayMs: 1 });
+    const pause = new GatewayPause();
+    await withRetries(policy, async (n) => (n === 1 ? { kind: 'retry', reason: 'busy', status: 500, retryAfterMs: 50 } : { kind: 'sent' }), undefined, pause);
+    expect(pause.remaining().ms).toBe(0);
   });
 
   it('ends early when aborted', async () => {

@@ -1,5 +1,7 @@
+import { createECDH } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { decodeSubscriptionToken, WebPushClient, type WebPushClientOptions } from '../../../../src/push/gateways/web.js';
+import { WebPushClient, type WebPushClientOptions } from '../../../../src/push/gateways/web.js';
+import { parseSubscriptionToken } from '../../../../src/push/gateways/web-subscription.js';
 import { TEST_CA_FILE, vapidKeys } from '../../../fakes/tls.js';
 import { WebPushFake } from '../../../fakes/webpush-fake.js';
 
@@ -20,9 +22,9 @@ describe('WebPushClient against the fake push service', () => {
     await fake.stop();
   });
 
-  function makeClient(options: WebPushClientOptions = {}): WebPushClient {
+  function makeClient(options: WebPushClientOptions = {}, allowPrivateEndpoints = true): WebPushClient {
     const client = new WebPushClient(
-      { vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: SUBJECT, caFile: TEST_CA_FILE },
+      { vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: SUBJECT, caFile: TEST_CA_FILE, allowPrivateEndpoints },
       { retry: { attempts: 3, baseDelayMs: 5, maxDelayMs: 2_000 }, ...options },
     );
     clients.push(client);
@@ -49,17 +51,83 @@ describe('WebPushClient against the fake push service', () => {
     expect(fake.delivered[0]).toMatchObject({ ttl: '60', plaintext: '{"notification":{"title":"x"}}' });
   });
 
-  it('reports 410 and 404 as dead tokens, and an undecodable token as dead without sending', async () => {
+  it('reports 410 and 404 as dead tokens once the push service has accepted a send, and an undecodable token as dead without sending', async () => {
     const gone = fake.createSubscription();
     fake.deadTokens.add(gone.token);
     const client = makeClient();
+    expect(await client.send({ deviceId: 'd0', token: fake.createSubscription().token, payload: {} })).toEqual({ kind: 'sent' });
     expect(await client.send({ deviceId: 'd1', token: gone.token, payload: {} })).toEqual({ kind: 'dead-token', reason: 'HTTP 410' });
 
     const unknown = Buffer.from(JSON.stringify({ ...gone.subscription, endpoint: `${fake.origin}/push/unknown` })).toString('base64');
     expect(await client.send({ deviceId: 'd2', token: unknown, payload: {} })).toEqual({ kind: 'dead-token', reason: 'HTTP 404' });
 
     expect(await client.send({ deviceId: 'd3', token: 'bm90IGpzb24=', payload: {} })).toEqual({ kind: 'dead-token', reason: 'InvalidSubscription' });
+    expect(fake.received).toHaveLength(2);
+  });
+
+  it('keeps devices (failed, not dead) while a push service has accepted nothing: one guard per origin', async () => {
+    const client = makeClient();
+    const gone = fake.createSubscription();
+    fake.deadTokens.add(gone.token);
+    const outcome = await client.send({ deviceId: 'd1', token: gone.token, payload: {} });
+    expect(outcome.kind).toBe('failed');
+    expect((outcome as { reason: string }).reason).toMatch(/^HTTP 410 \(device kept: .*has accepted no send/);
+
+    // Another push service that accepted a send does not vouch for this one.
+    const other = await new WebPushFake({ vapidPublicKey: vapid.publicKey }).start();
+    try {
+      expect(await client.send({ deviceId: 'd2', token: other.createSubscription().token, payload: {} })).toEqual({ kind: 'sent' });
+      expect((await client.send({ deviceId: 'd1', token: gone.token, payload: {} })).kind).toBe('failed');
+    } finally {
+      await other.stop();
+    }
+    expect(await client.send({ deviceId: 'd3', token: fake.createSubscription().token, payload: {} })).toEqual({ kind: 'sent' });
+    expect(await client.send({ deviceId: 'd1', token: gone.token, payload: {} })).toEqual({ kind: 'dead-token', reason: 'HTTP 410' });
+  });
+
+  it('does not send to a private endpoint unless allowPrivateEndpoints (tokens registered before the rule)', async () => {
+    const subscription = fake.createSubscription();
+    const outcome = await makeClient({}, false).send({ deviceId: 'd1', token: subscription.token, payload: {} });
+    expect(outcome.kind).toBe('failed');
+    expect((outcome as { reason: string }).reason).toMatch(/^EndpointNotAllowed: .*127\.0\.0\.1.*allowPrivateEndpoints/);
+    expect(fake.received).toHaveLength(0);
+  });
+
+  it('a 429 with Retry-After pauses every send to that push service, not to others', async () => {
+    const client = makeClient();
+    const throttled = fake.createSubscription();
+    fake.failNext(throttled.token, 1, 429, { retryAfterSeconds: 1 });
+    const first = client.send({ deviceId: 'd1', token: throttled.token, payload: {} });
+    while (fake.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    const other = await new WebPushFake({ vapidPublicKey: vapid.publicKey }).start();
+    try {
+      const started = performance.now();
+      const elsewhere = await client.send({ deviceId: 'd3', token: other.createSubscription().token, payload: {} });
+      expect(elsewhere).toEqual({ kind: 'sent' });
+      expect(performance.now() - started).toBeLessThan(700);
+      const sameService = await client.send({ deviceId: 'd2', token: fake.createSubscription().token, payload: {} });
+      expect(sameService).toEqual({ kind: 'sent' });
+      expect(performance.now() - started).toBeGreaterThanOrEqual(800);
+      expect(await first).toEqual({ kind: 'sent' });
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it('a Retry-After above the pause limit fails the sends to that service at once, without requests', async () => {
+    const client = makeClient({ retry: { attempts: 3, baseDelayMs: 5, maxDelayMs: 2_000, maxPauseMs: 60_000 } });
+    const throttled = fake.createSubscription();
+    fake.failNext(throttled.token, 1, 429, { retryAfterSeconds: 120 });
+    const started = performance.now();
+    const first = await client.send({ deviceId: 'd1', token: throttled.token, payload: {} });
+    expect(first).toMatchObject({ kind: 'failed', status: 429 });
+    const outcomes = await Promise.all(Array.from({ length: 5 }, (_, i) => client.send({ deviceId: `d${i}`, token: fake.createSubscription().token, payload: {} })));
+    for (const outcome of outcomes) {
+      expect(outcome).toMatchObject({ kind: 'failed', status: 429 });
+      expect((outcome as { reason: string }).reason).toMatch(/Retry-After.*pause limit; not sent/);
+    }
     expect(fake.received).toHaveLength(1);
+    expect(performance.now() - started).toBeLessThan(1000);
   });
 
   it('retries 429 and 503, then delivers', async () => {
@@ -114,19 +182,26 @@ describe('WebPushClient against the fake push service', () => {
   });
 });
 
-describe('decodeSubscriptionToken', () => {
-  const subscription = { endpoint: 'https://push.example/abc', keys: { p256dh: 'BPk', auth: 'xyz' } };
+describe('parseSubscriptionToken (the rules of registration and of send time)', () => {
+  const ecdh = createECDH('prime256v1');
+  ecdh.generateKeys();
+  const subscription = {
+    endpoint: 'https://push.example/abc',
+    keys: { p256dh: ecdh.getPublicKey().toString('base64url'), auth: Buffer.alloc(16, 1).toString('base64url') },
+  };
 
-  it('decodes base64, base64url and raw JSON', () => {
-    const json = JSON.stringify(subscription);
-    expect(decodeSubscriptionToken(Buffer.from(json).toString('base64'))).toEqual(subscription);
-    expect(decodeSubscriptionToken(Buffer.from(json).toString('base64url'))).toEqual(subscription);
-    expect(decodeSubscriptionToken(json)).toEqual(subscription);
+  it('decodes base64 and base64url', () => {
+    const json = JSON.stringify({ ...subscription, expirationTime: null });
+    expect(parseSubscriptionToken(Buffer.from(json).toString('base64'))).toEqual({ ok: true, subscription });
+    expect(parseSubscriptionToken(Buffer.from(json).toString('base64url'))).toEqual({ ok: true, subscription });
   });
 
-  it('rejects tokens without keys or with a non-https endpoint', () => {
-    expect(decodeSubscriptionToken(Buffer.from(JSON.stringify({ endpoint: subscription.endpoint })).toString('base64'))).toBeUndefined();
-    expect(decodeSubscriptionToken(JSON.stringify({ ...subscription, endpoint: 'http://push.example/abc' }))).toBeUndefined();
-    expect(decodeSubscriptionToken('!!!')).toBeUndefined();
+  it('refuses raw JSON, tokens without usable keys and non-https endpoints', () => {
+    const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64');
+    expect(parseSubscriptionToken(JSON.stringify(subscription)).ok).toBe(false);
+    expect(parseSubscriptionToken(encode({ endpoint: subscription.endpoint })).ok).toBe(false);
+    expect(parseSubscriptionToken(encode({ ...subscription, keys: { p256dh: 'BPk', auth: 'xyz' } })).ok).toBe(false);
+    expect(parseSubscriptionToken(encode({ ...subscription, endpoint: 'http://push.example/abc' })).ok).toBe(false);
+    expect(parseSubscriptionToken('!!!').ok).toBe(false);
   });
 });

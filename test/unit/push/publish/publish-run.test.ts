@@ -144,6 +144,14 @@ describe('PublishRun', () => {
   });
 
   it('deletes devices whose token is dead and retries 429/5xx', async () => {
+    // Dead-token answers delete devices only once each client has had an accepted send (dead-token-guard.ts).
+    const shared = deps();
+    await devices.register(INSTANCE, 'ios-live', 'apns', apnsToken(40), BUNDLE, undefined);
+    await devices.register(INSTANCE, 'and-live', 'fcm', 'fcm-live', undefined, undefined);
+    await devices.register(INSTANCE, 'web-live', 'web', fakes.web.createSubscription().token, undefined, undefined);
+    for (const id of ['ios-live', 'and-live', 'web-live']) await devices.addInterest(INSTANCE, id, 'warm-up');
+    expect(await (await startJob(job('interests', ['warm-up'], PAYLOADS), shared)).result).toBe('finished');
+
     const deadWeb = fakes.web.createSubscription();
     await devices.register(INSTANCE, 'ios-dead', 'apns', apnsToken(4), BUNDLE, undefined);
     await devices.register(INSTANCE, 'and-dead', 'fcm', 'fcm-dead', undefined, undefined);
@@ -158,7 +166,7 @@ describe('PublishRun', () => {
     fakes.fcm.failNext('fcm-retry', 1, 429);
 
     const j = job('interests', ['news'], PAYLOADS);
-    const { result } = await startJob(j, deps());
+    const { result } = await startJob(j, shared);
     expect(await result).toBe('finished');
 
     for (const id of ['ios-dead', 'and-dead', 'web-dead']) expect(devices.get(INSTANCE, id)).toBeUndefined();
@@ -189,6 +197,67 @@ describe('PublishRun', () => {
       withDevices: ['alice', 'bob'],
       deliveredToGateway: ['alice'],
     });
+  });
+
+  it('keeps the devices a fresh client calls dead (no accepted send yet): failed, not removed', async () => {
+    await devices.register(INSTANCE, 'ios-suspect', 'apns', apnsToken(41), BUNDLE, undefined);
+    await devices.addInterest(INSTANCE, 'ios-suspect', 'suspect');
+    fakes.apns.failNext(apnsToken(41), 1, 400, { reason: 'BadDeviceToken' });
+    const j = job('interests', ['suspect'], { apns: PAYLOADS.apns });
+    expect(await (await startJob(j, deps())).result).toBe('finished');
+    expect(devices.get(INSTANCE, 'ios-suspect')).toBeDefined();
+    expect(publishes.progress(j.publishId)!.gateways.apns).toEqual({ recipients: 1, sent: 0, failed: 1, removed: 0 });
+  });
+
+  it('keeps no user ids in memory for an interest publish, only for a user publish', async () => {
+    for (let i = 0; i < 20; i++) {
+      await devices.register(INSTANCE, `fan-${i}`, 'fcm', `fcm-fan-${i}`, undefined, undefined);
+      await devices.addInterest(INSTANCE, `fan-${i}`, 'fans');
+      await devices.setUser(INSTANCE, `fan-${i}`, `user-${i}`);
+    }
+    const interests = new PublishRun(job('interests', ['fans'], { fcm: PAYLOADS.fcm }), initialProgress(job('interests', ['fans'], { fcm: PAYLOADS.fcm })), deps());
+    expect(await interests.run()).toBe('finished');
+    expect(interests.report().recipients).toBe(20);
+    for (const tally of [interests['live'], interests['committed']]) {
+      expect(tally.usersWithDevices.size).toBe(0);
+      expect(tally.usersDelivered.size).toBe(0);
+    }
+
+    const usersJob = job('users', ['user-1', 'user-2'], { fcm: PAYLOADS.fcm });
+    const users = new PublishRun(usersJob, initialProgress(usersJob), deps());
+    expect(await users.run()).toBe('finished');
+    expect([...users['committed'].usersDelivered].sort()).toEqual(['user-1', 'user-2']);
+  });
+
+  it('lets the event loop in while the scan skips devices already reached under an earlier interest', async () => {
+    // 1024 devices in five interests: the walks of `b` to `e` skip 4096 devices in all. No payload
+    // for their platform, so no send either: the loop yields only every 256 devices handled, and
+    // on the scan's progress steps (one per 256 skipped).
+    const count = 1024;
+    await Promise.all(Array.from({ length: count }, async (_, i) => {
+      const id = `multi-${String(i).padStart(4, '0')}`;
+      await devices.register(INSTANCE, id, 'apns', apnsToken(5000 + i), BUNDLE, undefined);
+      await devices.replaceInterests(INSTANCE, id, ['a', 'b', 'c', 'd', 'e']);
+    }));
+    let ticks = 0;
+    let ticking = true;
+    const tick = (): void => {
+      ticks++;
+      if (ticking) setImmediate(tick);
+    };
+    // `now` is read when the run starts and when its scan is exhausted (checkpoints off until then).
+    const ticksAtNow: number[] = [];
+    const j = job('interests', ['a', 'b', 'c', 'd', 'e'], { web: PAYLOADS.web });
+    const run = new PublishRun(j, initialProgress(j), deps({ checkpointEvery: 1e9, now: () => (ticksAtNow.push(ticks), Date.now()) }));
+    setImmediate(tick);
+    try {
+      expect(await run.run()).toBe('finished');
+    } finally {
+      ticking = false;
+    }
+    const duringScan = ticksAtNow[1]! - ticksAtNow[0]!;
+    // 4 turns for the devices handled, 16 for the skipped ones.
+    expect(duringScan).toBeGreaterThanOrEqual(((count / 256) * 5) * 0.75);
   });
 
   it('stops at a checkpoint and resumes after it: every device reached, counts exact', async () => {

@@ -50,7 +50,8 @@ describe('parseReport', () => {
   it('refuses wrong types, naming the field', () => {
     const cases: [string, unknown][] = [
       ['event', 'click'], ['event', 1], ['publishId', 42], ['publishId', ''], ['deviceId', ['x']], ['deviceId', {}],
-      ['timestampSecs', '1700000000'], ['timestampSecs', 1.5], ['timestampSecs', -1], ['userId', 7], ['userId', ''],
+      ['timestampSecs', '1700000000'], ['timestampSecs', -1], ['timestampSecs', -0.5], ['timestampSecs', Infinity], ['timestampSecs', NaN],
+      ['userId', 7], ['userId', ''],
       ['appInBackground', 'true'], ['hasDisplayableContent', 1], ['hasData', 'no'],
     ];
     for (const [field, value] of cases) {
@@ -58,6 +59,11 @@ describe('parseReport', () => {
       expect(code, `${field}=${JSON.stringify(value)}`).toBe('REPORT_FIELD_INVALID');
       expect(message).toContain(field);
     }
+  });
+
+  it('takes a fractional timestampSecs (web SDKs send Date.now() / 1000) and drops the fraction', () => {
+    expect(parseReport(INSTANCE, { ...valid, timestampSecs: 1_700_000_000.789 }).timestampSecs).toBe(1_700_000_000);
+    expect(parseReport(INSTANCE, { ...valid, timestampSecs: 0.25 }).timestampSecs).toBe(0);
   });
 
   it('caps id lengths and refuses text that cannot be stored', () => {

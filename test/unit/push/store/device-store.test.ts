@@ -12,11 +12,24 @@ import {
   DeviceStore,
   normaliseScanList,
   openShardStore,
+  SCAN_BATCH,
   type ScanPosition,
   type ScannedDevice,
+  type ScanProgress,
 } from '../../../../src/push/store/device-store.js';
 import { isValidInterestName, MAX_INTERESTS_PER_DEVICE } from '../../../../src/push/store/interest-name.js';
-import { decodeKey, encodeKey, isEncodableKeyPart, keyAfter, lastKeyPart, prefixRange } from '../../../../src/push/store/keys.js';
+import {
+  decodeKey,
+  encodeKey,
+  isEncodableKeyPart,
+  joinKeys,
+  keyAfter,
+  keyAfterKey,
+  keyPartFrom,
+  lastKeyPart,
+  lastPartOffset,
+  prefixRange,
+} from '../../../../src/push/store/keys.js';
 
 const projectRoot = fileURLToPath(new URL('../../../../', import.meta.url));
 
@@ -137,6 +150,21 @@ describe('keys', () => {
     }
   });
 
+  it('joins encoded keys and reuses the encoded bytes of a key\'s last part', () => {
+    for (const a of parts) {
+      for (const b of parts) {
+        expect(joinKeys(encodeKey(['i', a]), encodeKey([b, 'x']))).toEqual(encodeKey(['i', a, b, 'x']));
+        const indexKey = encodeKey(['i', a, b]);
+        const start = lastPartOffset(indexKey);
+        // A plain Uint8Array, as lmdb-js returns keys.
+        const asRead = new Uint8Array(indexKey);
+        expect(joinKeys(encodeKey(['i']), asRead, start)).toEqual(encodeKey(['i', b]));
+        expect(keyPartFrom(asRead, start)).toBe(b);
+        expect(keyAfterKey(asRead)).toEqual(keyAfter(['i', a, b]));
+      }
+    }
+  });
+
   it('rejects lone surrogates instead of storing U+FFFD', () => {
     expect(isEncodableKeyPart('ok 😀')).toBe(true);
     expect(isEncodableKeyPart('bad \ud800')).toBe(false);
@@ -201,7 +229,10 @@ describe('DeviceStore', () => {
 
     const again = await store.register('inst', 'd1', 'apns', 'tok-2', undefined, undefined);
     expect(again).toEqual({ id: 'd1', initialInterestSet: ['a', 'b'], created: false });
-    expect(store.get('inst', 'd1')).toEqual({ ...device, token: 'tok-2', userId: 'alice', interestCount: 2 });
+    // Interests survive a re-registration; the user association does not.
+    expect(store.get('inst', 'd1')).toEqual({ ...device, token: 'tok-2', interestCount: 2 });
+    expect(store.countUserDevices('inst', 'alice')).toBe(0);
+    expect(await store.setUser('inst', 'd1', 'alice')).toBe('ok');
 
     expect(await store.delete('inst', 'd1')).toBe(true);
     expect(await store.delete('inst', 'd1')).toBe(false);
@@ -215,6 +246,39 @@ describe('DeviceStore', () => {
     expect(reborn).toEqual({ id: 'd1', initialInterestSet: [], created: true });
     expect(store.get('inst', 'd1')).not.toHaveProperty('bundleIdentifier');
     expect(store.get('inst', 'd1')).not.toHaveProperty('userId');
+  });
+
+  it('re-registering a device clears its user (record and user index) and keeps its interests', async () => {
+    const { store } = freshStore();
+    await store.register('inst', 'shared-phone', 'fcm', 'tok', undefined, undefined);
+    await store.replaceInterests('inst', 'shared-phone', ['news']);
+    expect(await store.setUser('inst', 'shared-phone', 'alice')).toBe('ok');
+    expect(scannedIds(store.scanUsers('inst', ['alice']))).toEqual(['shared-phone']);
+
+    // Another person signs in on the same phone: the app registers the same token again.
+    expect(await store.register('inst', 'shared-phone', 'fcm', 'tok', undefined, undefined)).toEqual({ id: 'shared-phone', initialInterestSet: ['news'], created: false });
+    expect(store.get('inst', 'shared-phone')).not.toHaveProperty('userId');
+    expect(store.countUserDevices('inst', 'alice')).toBe(0);
+    expect(scannedIds(store.scanUsers('inst', ['alice']))).toEqual([]);
+    expect(scannedIds(store.scanInterests('inst', ['news']))).toEqual(['shared-phone']);
+    expect(await store.setUser('inst', 'shared-phone', 'bob')).toBe('ok');
+    expect(scannedIds(store.scanUsers('inst', ['bob']))).toEqual(['shared-phone']);
+    expect(store.checkConsistency()).toEqual([]);
+  });
+
+  it('deleteIfToken deletes only while the device still has that token', async () => {
+    const { store } = freshStore();
+    await store.register('inst', 'd1', 'apns', 'old-token', 'b', undefined);
+    await store.addInterest('inst', 'd1', 'news');
+    await store.setUser('inst', 'd1', 'alice');
+    await store.setToken('inst', 'd1', 'new-token');
+    expect(await store.deleteIfToken('inst', 'd1', 'old-token')).toBe(false);
+    expect(store.get('inst', 'd1')).toMatchObject({ token: 'new-token', userId: 'alice', interestCount: 1 });
+    expect(await store.deleteIfToken('inst', 'd1', 'new-token')).toBe(true);
+    expect(store.get('inst', 'd1')).toBeUndefined();
+    expect(await store.deleteIfToken('inst', 'd1', 'new-token')).toBe(false);
+    expect(store.counts('inst')).toEqual({ devices: 0, subscriptions: 0, devicesWithUser: 0 });
+    expect(store.checkConsistency()).toEqual([]);
   });
 
   it('sets metadata and token only on existing devices', async () => {
@@ -462,6 +526,30 @@ describe('DeviceStore', () => {
       }
     });
 
+    it('step scans yield a progress step every SCAN_BATCH de-duplicated devices, and resume from it', async () => {
+      const { store } = freshStore();
+      const both = Array.from({ length: 1000 }, (_, i) => `both-${String(i).padStart(4, '0')}`);
+      await Promise.all(both.map(async (id) => {
+        await store.register('inst', id, 'fcm', `t-${id}`, undefined, undefined);
+        await store.replaceInterests('inst', id, ['a', 'b']);
+      }));
+      await store.register('inst', 'zz-b-only', 'fcm', 't', undefined, undefined);
+      await store.addInterest('inst', 'zz-b-only', 'b');
+
+      const steps = [...store.scanInterestSteps('inst', ['b', 'a'])];
+      const devices = steps.filter((s): s is ScannedDevice => s.device !== null).map((s) => s.device.id);
+      expect(devices).toEqual([...both, 'zz-b-only']);
+      expect(devices).toEqual(scannedIds(store.scanInterests('inst', ['a', 'b'])));
+      // Walking `b`, the 1000 devices also in `a` are skipped: never more than SCAN_BATCH of them without a step.
+      const progress = steps.filter((s): s is ScanProgress => s.device === null);
+      expect(progress.map((s) => s.skipped)).toEqual([SCAN_BATCH, SCAN_BATCH, SCAN_BATCH]);
+      expect(progress.map((s) => s.position)).toEqual([255, 511, 767].map((n) => ({ listIndex: 1, afterDeviceId: both[n] })));
+
+      for (const step of progress) {
+        expect(scannedIds(store.scanInterests('inst', ['a', 'b'], JSON.parse(JSON.stringify(step.position)) as ScanPosition))).toEqual(['zz-b-only']);
+      }
+    });
+
     it('stops cleanly when the consumer stops early and sees later deletions', async () => {
       const store = await populated();
       const scan = store.scanInterests('inst', ['even']);
@@ -497,6 +585,67 @@ describe('DeviceStore', () => {
     expect(store.countUserDevices('inst2', 'alice')).toBe(1);
     expect(store.checkConsistency('inst2')).toEqual([]);
     expect(store.checkConsistency()).toEqual([]);
+  });
+
+  it('reads a store written in the msgpack record format of earlier versions, and rewrites records as they change', async () => {
+    const { path, root } = freshStore();
+    // The records exactly as earlier versions wrote them: lmdb-js's default msgpack encoding.
+    const legacyDevices = root.openDB<Record<string, unknown>, Uint8Array>('push/devices', { keyEncoding: 'binary', encoding: 'msgpack' });
+    const index = { keyEncoding: 'binary', encoding: 'binary' } as const;
+    const interests = root.openDB<Uint8Array, Uint8Array>('push/interests', index);
+    const deviceInterests = root.openDB<Uint8Array, Uint8Array>('push/device-interests', index);
+    const users = root.openDB<Uint8Array, Uint8Array>('push/users', index);
+    const legacy = {
+      'fcm-1': { platform: 'fcm', token: 'fcm-token-1', createdAt: 1_700_000_000_001, interestCount: 2, metadata: { sdkVersion: '2.0.0', androidVersion: '14' } },
+      'apns-2': {
+        platform: 'apns',
+        token: 'apns-token-2',
+        createdAt: 1_700_000_000_002,
+        interestCount: 1,
+        bundleIdentifier: 'com.example.app',
+        metadata: { sdkVersion: '4.0.0', iosVersion: '17.4' },
+        userId: 'alice ü',
+      },
+      'web-3': { platform: 'web', token: '{"endpoint":"https://push.example/x"}', createdAt: 1_700_000_000_003, interestCount: 0 },
+    } as const;
+    const subscriptions: Record<string, string[]> = { 'fcm-1': ['news', 'sport'], 'apns-2': ['news'], 'web-3': [] };
+    await root.childTransaction(() => {
+      for (const [id, record] of Object.entries(legacy)) {
+        legacyDevices.putSync(encodeKey(['inst', id]), record);
+        for (const name of subscriptions[id]!) {
+          interests.putSync(encodeKey(['inst', name, id]), Buffer.alloc(0));
+          deviceInterests.putSync(encodeKey(['inst', id, name]), Buffer.alloc(0));
+        }
+      }
+      users.putSync(encodeKey(['inst', 'alice ü', 'apns-2']), Buffer.alloc(0));
+    });
+    await closeRoot(root);
+
+    const checkAll = (store: DeviceStore): void => {
+      expect(store.checkConsistency()).toEqual([]);
+      expect(store.counts('inst')).toEqual({ devices: 3, subscriptions: 3, devicesWithUser: 1 });
+      expect(store.get('inst', 'apns-2')).toEqual({ id: 'apns-2', instanceId: 'inst', ...legacy['apns-2'] });
+      expect(store.get('inst', 'web-3')).toEqual({ id: 'web-3', instanceId: 'inst', ...legacy['web-3'] });
+      expect([...store.scanInterests('inst', ['sport', 'news'])].map((s) => s.device)).toEqual([
+        { id: 'apns-2', instanceId: 'inst', platform: 'apns', token: 'apns-token-2', bundleIdentifier: 'com.example.app', userId: 'alice ü', interestCount: 1 },
+        { id: 'fcm-1', instanceId: 'inst', platform: 'fcm', token: store.get('inst', 'fcm-1')!.token, bundleIdentifier: undefined, userId: undefined, interestCount: 2 },
+      ]);
+      expect(scannedIds(store.scanUsers('inst', ['alice ü']))).toEqual(['apns-2']);
+      expect(allInterests(store, 'inst', 'fcm-1')).toEqual(['news', 'sport']);
+    };
+    const reopened = openAt(path);
+    checkAll(reopened.store);
+    expect(reopened.store.get('inst', 'fcm-1')).toEqual({ id: 'fcm-1', instanceId: 'inst', ...legacy['fcm-1'] });
+
+    // A change rewrites that record in the current format; the others stay as they were.
+    expect(await reopened.store.setToken('inst', 'fcm-1', 'fcm-token-1b')).toBe(true);
+    const raw = reopened.root.openDB<Buffer, Uint8Array>('push/devices', { keyEncoding: 'binary', encoding: 'binary' });
+    expect(raw.getBinary(encodeKey(['inst', 'fcm-1']))![0]).toBe(0xc1);
+    expect(raw.getBinary(encodeKey(['inst', 'apns-2']))![0]).not.toBe(0xc1);
+    expect(reopened.store.get('inst', 'fcm-1')).toEqual({ id: 'fcm-1', instanceId: 'inst', ...legacy['fcm-1'], token: 'fcm-token-1b' });
+    checkAll(reopened.store);
+    await closeRoot(reopened.root);
+    checkAll(openAt(path).store);
   });
 
   it('reports index disagreements it is shown', async () => {
@@ -552,6 +701,7 @@ describe('DeviceStore', () => {
         const next: ModelDevice = device ?? { platform, token, interests: new Set() };
         next.platform = platform;
         next.token = token;
+        delete next.userId; // a re-registration clears the user association
         if (bundle !== undefined) next.bundleIdentifier = bundle;
         if (metadata !== undefined) next.metadata = metadata;
         devices.set(id, next);

@@ -1,0 +1,169 @@
+/**
+ * The WebSocket endpoint against input and timing that well-behaved clients never produce:
+ * user ids that are not well-formed UTF-16 (they must be refused, never take the process down),
+ * and an event triggered on a cache channel while a subscription to it is in flight (the new
+ * subscriber must get that event as the latest, not an older one). Uses the test-only
+ * `POST /debug/shards/:n/hold` (HERALD_TEST_HOOKS=1) to make the race deterministic.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import PusherServer from 'pusher';
+import WebSocket from 'ws';
+import { channelShardFor } from '../../src/shards/hash.js';
+import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
+
+const APP = { id: 'hard-app', key: 'hard-key', secret: 'hard-secret', userAuthentication: true, clientEvents: true };
+const SHARDS = 2;
+/** A user id with a lone (high) surrogate: valid in JSON (`"\ud800"`), not in UTF-8. */
+const LONE = 'a\ud800b';
+
+let herald: HeraldProcess;
+const cleanups: (() => void)[] = [];
+
+beforeAll(async () => {
+  herald = await startHerald({ shards: SHARDS, env: { HERALD_TEST_HOOKS: '1' }, config: { apps: [APP] } });
+});
+afterAll(async () => {
+  for (const c of cleanups) c();
+  await herald?.dispose();
+});
+
+function sdk(): PusherServer {
+  return new PusherServer({ appId: APP.id, key: APP.key, secret: APP.secret, host: '127.0.0.1', port: String(herald.port) });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Frame {
+  event: string;
+  channel?: string;
+  data?: unknown;
+}
+
+/** A bare protocol client: every frame, with `data` JSON-decoded when it is a string. */
+class RawClient {
+  readonly frames: Frame[] = [];
+  readonly closed: Promise<{ code: number; reason: string }>;
+  socketId = '';
+
+  private constructor(readonly ws: WebSocket) {
+    ws.on('message', (raw) => {
+      const frame = JSON.parse(raw.toString()) as Frame;
+      if (typeof frame.data === 'string') {
+        try {
+          frame.data = JSON.parse(frame.data);
+        } catch {
+          // as sent
+        }
+      }
+      this.frames.push(frame);
+    });
+    ws.on('error', () => undefined);
+    this.closed = new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+    cleanups.push(() => ws.terminate());
+  }
+
+  static async connect(): Promise<RawClient> {
+    const c = new RawClient(new WebSocket(`ws://127.0.0.1:${herald.port}/app/${APP.key}?protocol=7&client=js&version=8.4.0`));
+    const established = await c.next('pusher:connection_established');
+    c.socketId = (established.data as { socket_id: string }).socket_id;
+    return c;
+  }
+
+  send(message: unknown): void {
+    this.ws.send(JSON.stringify(message));
+  }
+
+  async next(event: string, ms = 3000): Promise<Frame> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const found = this.frames.find((f) => f.event === event);
+      if (found) return found;
+      if (Date.now() > deadline) throw new Error(`no ${event} within ${ms} ms; got ${JSON.stringify(this.frames.slice(-5))}`);
+      await sleep(10);
+    }
+  }
+}
+
+/** The server still serves: the process runs and a new client connects and gets a pong. */
+async function stillServing(): Promise<void> {
+  expect(herald.child?.exitCode).toBeNull();
+  expect(herald.child?.signalCode).toBeNull();
+  const probe = await RawClient.connect();
+  probe.send({ event: 'pusher:ping', data: {} });
+  await probe.next('pusher:pong');
+}
+
+describe('user ids that are not well-formed UTF-16', () => {
+  it('refuses a signed sign-in whose id has a lone surrogate (4009), and survives its close', async () => {
+    const raw = await RawClient.connect();
+    raw.send({ event: 'pusher:signin', data: sdk().authenticateUser(raw.socketId, { id: LONE }) });
+    expect((await raw.next('pusher:error')).data).toMatchObject({ code: 4009 });
+    expect((await raw.closed).code).toBe(4009);
+    await sleep(100);
+    await stillServing();
+  });
+
+  it('refuses a watchlist entry with a lone surrogate (4009), and survives its close', async () => {
+    const raw = await RawClient.connect();
+    raw.send({ event: 'pusher:signin', data: sdk().authenticateUser(raw.socketId, { id: 'fine', watchlist: ['ok', 'x\udc00'] }) });
+    expect((await raw.next('pusher:error')).data).toMatchObject({ code: 4009 });
+    expect((await raw.closed).code).toBe(4009);
+    await sleep(100);
+    await stillServing();
+  });
+
+  it('refuses presence channel_data whose user_id has a lone surrogate, and survives the close', async () => {
+    const raw = await RawClient.connect();
+    const auth = sdk().authorizeChannel(raw.socketId, 'presence-lone', { user_id: LONE });
+    raw.send({ event: 'pusher:subscribe', data: { channel: 'presence-lone', ...auth } });
+    expect(await raw.next('pusher:subscription_error')).toMatchObject({ channel: 'presence-lone', data: { type: 'AuthError', status: 401 } });
+    raw.ws.close();
+    await raw.closed;
+    await sleep(100);
+    await stillServing();
+  });
+
+  it('answers 400 to a trigger to #server-to-user-<id with a lone surrogate>', async () => {
+    const err = (await sdk().sendToUser(LONE, 'hello', {}).then(
+      () => null,
+      (e: unknown) => e,
+    )) as { status?: number; body?: string } | null;
+    expect(err?.status).toBe(400);
+    expect(JSON.parse(err!.body!)).toMatchObject({ code: 'INVALID_CHANNEL_NAME' });
+    // A well-formed id is still accepted.
+    expect((await sdk().sendToUser('good-user', 'hello', {})).status).toBe(200);
+    await stillServing();
+  });
+});
+
+describe('a cache channel event racing a subscription', () => {
+  it('replays the event triggered while the subscription was in flight, not the one cached before', async () => {
+    let channel = '';
+    for (let n = 0; channelShardFor(APP.id, (channel = `cache-race-${n}`), SHARDS) !== 0; n++);
+    await sdk().trigger(channel, 'score', { n: 1 });
+    await sleep(100); // cached on the shard
+
+    // The channel's shard stalls; the subscribe's join waits behind the stall.
+    const held = fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=700`, { method: 'POST' });
+    await sleep(100);
+    const raw = await RawClient.connect();
+    raw.send({ event: 'pusher:subscribe', data: { channel } });
+    await sleep(100);
+    // Published while the join is queued: the socket is not on the topic yet, and the shard
+    // reads its cache (score 1) before it stores this one.
+    await sdk().trigger(channel, 'score', { n: 2 });
+    expect((await held).status).toBe(200);
+
+    await raw.next('pusher_internal:subscription_succeeded');
+    await sleep(100);
+    const i = raw.frames.findIndex((f) => f.event === 'pusher_internal:subscription_succeeded');
+    expect(raw.frames[i + 1]).toMatchObject({ event: 'score', channel, data: { n: 2 } });
+    expect(raw.frames.filter((f) => f.event === 'score')).toHaveLength(1);
+
+    // And a later subscriber gets the same latest event from the shard.
+    const late = await RawClient.connect();
+    late.send({ event: 'pusher:subscribe', data: { channel } });
+    await late.next('score');
+    expect(late.frames.filter((f) => f.event === 'score').map((f) => f.data)).toEqual([{ n: 2 }]);
+  });
+});
