@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { monotonicUs } from './clock.js';
 import type { ClientPool, PoolStats } from './client-pool.js';
 import type { ChannelPlan } from './client-messages.js';
-import { CpuMeter, machineBusyCpuUs, mainThreadCpuUs, processCpuUs, processSystemCpuUs, rssKb } from './proc-stats.js';
+import { CpuMeter, machineBusyCpuUs, mainThreadCpuUs, processCpuUs, processSystemCpuUs, rssKb } from '../proc-stats.js';
 import { BENCH_APP, type RunningTarget } from './targets.js';
 import type { TriggerClient } from './trigger-client.js';
 
@@ -137,6 +137,16 @@ interface CpuFigures {
   trigger: number;
   others: number;
   seconds: number;
+}
+
+/** Where the CPU went during a connect or join wave: server (all threads, main), load clients, the rest. */
+function waveCpuMetrics(cpu: CpuFigures): Metric[] {
+  return [
+    metric('cpu server (all threads)', '% core', cpu.server),
+    metric('cpu server main thread', '% core', cpu.serverMain),
+    metric('cpu load clients (sum)', '% core', cpu.clients.reduce((a, b) => a + b, 0)),
+    metric('cpu other processes', '% core', cpu.others),
+  ];
 }
 
 /** Server CPU time per operation, µs: how much of a core one trigger/connect/join costs the server, whoever was saturated. */
@@ -404,10 +414,7 @@ const presenceStorm: Scenario = {
       metric('time until all joined', 'ms', wave.elapsedMs, 'lower'),
       metric('joins/s', '/s', (wave.done / wave.elapsedMs) * 1000, 'higher'),
       metric('member_added frames received', 'frames', other),
-      metric('cpu server (all threads)', '% core', cpu.server),
-      metric('cpu server main thread', '% core', cpu.serverMain),
-      metric('cpu load clients (sum)', '% core', cpu.clients.reduce((a, b) => a + b, 0)),
-      metric('cpu other processes', '% core', cpu.others),
+      ...waveCpuMetrics(cpu),
       metric('server cpu per join', 'µs', serverCpuPer(cpu, wave.done), 'lower'),
     ];
   },
@@ -427,10 +434,7 @@ const connectStorm: Scenario = {
       metric('connected', 'sockets', wave.done, 'higher'),
       metric('failed connects', 'sockets', wave.failed, 'lower'),
       metric('connects/s', '/s', (wave.done / wave.elapsedMs) * 1000, 'higher'),
-      metric('cpu server (all threads)', '% core', cpu.server),
-      metric('cpu server main thread', '% core', cpu.serverMain),
-      metric('cpu load clients (sum)', '% core', cpu.clients.reduce((a, b) => a + b, 0)),
-      metric('cpu other processes', '% core', cpu.others),
+      ...waveCpuMetrics(cpu),
       metric('server cpu per connect', 'µs', serverCpuPer(cpu, wave.done), 'lower'),
     ];
   },

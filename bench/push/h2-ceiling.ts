@@ -13,7 +13,7 @@ import { BENCH_ACCESS_TOKEN } from './fake-gateway-protocol.js';
 import type { FakeGatewayProcess } from './fake-gateway-control.js';
 import type { CeilingWorkerData, CeilingWorkerMessage } from './h2-ceiling-worker.js';
 import { BENCH_APNS, BENCH_FCM } from './herald-launcher.js';
-import { CpuClock, machineBusyCpuUs, processCpuUs } from './proc-sampler.js';
+import { CpuMeter, machineBusyCpuUs, processCpuUs } from '../proc-stats.js';
 import { epochMs } from './publish-client.js';
 
 export interface CeilingOptions {
@@ -94,7 +94,7 @@ export async function runCeiling(options: CeilingOptions): Promise<CeilingResult
     }
     await Promise.race([Promise.all(firstMessage.values()), timeout]);
     gateway.reset();
-    const cpu = new CpuClock(() => [processCpuUs(process.pid), processCpuUs(gateway.pid), machineBusyCpuUs()]);
+    const cpu = new CpuMeter(() => [processCpuUs(process.pid), processCpuUs(gateway.pid), machineBusyCpuUs()]);
     const done = workers.map(nextMessage);
     const startedAt = epochMs();
     const reached = gateway.waitFor(options.members, options.timeoutMs);
@@ -102,7 +102,7 @@ export async function runCeiling(options: CeilingOptions): Promise<CeilingResult
     const counts = await Promise.race([reached, timeout]);
     const handoffMs = epochMs() - startedAt;
     if (counts.rejected > 0) throw new Error(`the fake gateway refused ${counts.rejected} ceiling requests (wrong path or no authorization)`);
-    const [clientPct, gatewayPct, machinePct] = cpu.percentSince() as [number, number, number];
+    const [clientPct, gatewayPct, machinePct] = cpu.percent() as [number, number, number];
     const results = await Promise.race([Promise.all(done), timeout]);
     let ok = 0;
     let failed = 0;

@@ -12,7 +12,8 @@ import type { DataDirIdentity } from '../../src/shards/data-dir.js';
 import { benchDevice, BENCH_INSTANCE } from './dataset.js';
 import type { FakeGatewayProcess } from './fake-gateway-control.js';
 import { launchHerald } from './herald-launcher.js';
-import { CpuClock, machineBusyCpuUs, MemorySampler, processCpuUs, readMemoryKb, type MemoryKb, type MemoryPeaks } from './proc-sampler.js';
+import { CpuMeter, machineBusyCpuUs, processCpuUs, readMemoryKb, type MemoryKb } from '../proc-stats.js';
+import { MemorySampler, type MemoryPeaks } from './proc-sampler.js';
 import { epochMs, publish, requireDevice, waitFinished, type AcceptedPublish } from './publish-client.js';
 import type { SeededDataDir } from './seed.js';
 
@@ -109,9 +110,9 @@ export async function runHeraldAudience(options: HeraldAudienceOptions): Promise
       const idle = readMemoryKb(herald.pid);
 
       const sampler = new MemorySampler(herald.pid);
-      const cpu = new CpuClock(() => [processCpuUs(herald.pid), processCpuUs(gateway.pid), machineBusyCpuUs()]);
+      const cpu = new CpuMeter(() => [processCpuUs(herald.pid), processCpuUs(gateway.pid), machineBusyCpuUs()]);
       const run = await publishAndWait(herald.baseUrl, gateway, options.interest, options.members, options.timeoutMs);
-      const [heraldPct, gatewayPct, machinePct] = cpu.percentSince() as [number, number, number];
+      const [heraldPct, gatewayPct, machinePct] = cpu.percent() as [number, number, number];
       const stats = await waitFinished(herald.baseUrl, run.accepted.publishId, 60_000);
       const peaks = sampler.stop();
 

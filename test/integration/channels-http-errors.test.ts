@@ -4,51 +4,23 @@
  * Herald's signature.ts) and sent with fetch, so each can be tampered with precisely.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHash, createHmac } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { Agent, request as httpRequest } from 'node:http';
 import Pusher from 'pusher';
 import { HeraldProcess, startHerald } from '../helpers/herald-process.js';
+import type { ChannelsCreds as Creds } from '../helpers/sdk-clients.js';
+import { signedQuery, type SignOptions } from '../helpers/signed-request.js';
 
 const MAIN = { id: 'app-id', key: 'app-key', secret: 'app-secret' };
 const OTHER = { id: 'other-id', key: 'other-key', secret: 'other-secret' };
 const DISABLED = { id: 'off-id', key: 'off-key', secret: 'off-secret', enabled: false };
 const QUOTA = { id: 'quota-id', key: 'quota-key', secret: 'quota-secret', messageQuota: 5 };
 
-interface Creds {
-  id: string;
-  key: string;
-  secret: string;
-}
-
-interface SignOptions {
-  /** Query parameters besides the auth ones; arrays are written key[]=v. */
-  params?: Record<string, string | string[]>;
-  body?: string;
-  timestamp?: number;
-  /** Overrides body_md5 (null leaves it out). */
-  bodyMd5?: string | null;
-  signature?: string;
-}
-
 let herald: HeraldProcess;
 
 /** Sends a request signed as the spec says; values are URL-escaped in the URL, not in the signed string. */
 async function signedFetch(creds: Creds, method: 'GET' | 'POST', path: string, opts: SignOptions = {}): Promise<{ status: number; body: Record<string, unknown>; headers: Headers }> {
-  const pairs: [string, string][] = [
-    ['auth_key', creds.key],
-    ['auth_timestamp', String(opts.timestamp ?? Math.floor(Date.now() / 1000))],
-    ['auth_version', '1.0'],
-  ];
-  const md5 = opts.bodyMd5 === undefined ? (opts.body ? createHash('md5').update(opts.body).digest('hex') : undefined) : opts.bodyMd5;
-  if (md5 !== undefined && md5 !== null) pairs.push(['body_md5', md5]);
-  for (const [k, v] of Object.entries(opts.params ?? {})) {
-    if (Array.isArray(v)) for (const item of v) pairs.push([`${k}[]`, item]);
-    else pairs.push([k, v]);
-  }
-  pairs.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-  const toSign = `${method}\n${path}\n${pairs.map(([k, v]) => `${k}=${v}`).join('&')}`;
-  const signature = opts.signature ?? createHmac('sha256', creds.secret).update(toSign).digest('hex');
-  const query = [...pairs, ['auth_signature', signature]].map(([k, v]) => `${k}=${encodeURIComponent(v!)}`).join('&');
+  const query = signedQuery(creds, method, path, opts);
   const res = await fetch(`${herald.baseUrl}${path}?${query}`, {
     method,
     ...(opts.body !== undefined ? { body: opts.body, headers: { 'content-type': 'application/json' } } : {}),

@@ -2,13 +2,13 @@
  * How the built server reads channel API requests off the wire (src/http/uws-http.ts): bodies
  * that arrive in many chunks are reassembled byte for byte, the size limit holds while a body
  * streams in, event data is measured in UTF-8 bytes right at the limit, and the API answers
- * without copying request headers it does not read. Signed here with node:crypto.
+ * without copying request headers it does not read. Signed by hand (test/helpers/signed-request.ts).
  */
-import { createHash, createHmac } from 'node:crypto';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-process.js';
+import { signedQuery } from '../helpers/signed-request.js';
 
 let herald: HeraldProcess;
 
@@ -21,19 +21,12 @@ afterAll(async () => {
 });
 
 /** The query string of a signed POST of `body` to `path`. */
-function signedQuery(path: string, body: string): string {
-  const params = [
-    `auth_key=${DEFAULT_APP.key}`,
-    `auth_timestamp=${Math.floor(Date.now() / 1000)}`,
-    'auth_version=1.0',
-    `body_md5=${createHash('md5').update(body).digest('hex')}`,
-  ].join('&');
-  const signature = createHmac('sha256', DEFAULT_APP.secret).update(`POST\n${path}\n${params}`).digest('hex');
-  return `${params}&auth_signature=${signature}`;
+function signedPostQuery(path: string, body: string): string {
+  return signedQuery(DEFAULT_APP, 'POST', path, { body });
 }
 
 async function post(path: string, body: string): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${herald.baseUrl}${path}?${signedQuery(path, body)}`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+  const res = await fetch(`${herald.baseUrl}${path}?${signedPostQuery(path, body)}`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
@@ -91,7 +84,7 @@ describe('channel API request reading', () => {
     const answer = await new Promise<string>((resolve) => {
       let text = '';
       const socket = connect(herald.port, '127.0.0.1', () => {
-        socket.write(`POST ${path}?${signedQuery(path, '{}')} HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n`);
+        socket.write(`POST ${path}?${signedPostQuery(path, '{}')} HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n`);
         // 5 × 64 KiB: over the 256 KiB limit, and little enough left unread when the server
         // closes that the kernel does not reset the connection before the answer is read.
         const chunk = `10000\r\n${'x'.repeat(0x10000)}\r\n`;

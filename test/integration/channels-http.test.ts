@@ -4,18 +4,15 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import Pusher from 'pusher';
-import PusherJs from 'pusher-js';
 import type { Channel } from 'pusher-js';
 import { HeraldProcess, startHerald } from '../helpers/herald-process.js';
+import { channelsSdk, pusherJsClient, type PusherJsClient as PusherClient } from '../helpers/sdk-clients.js';
 
 const MAIN = { id: 'app-id', key: 'app-key', secret: 'app-secret', userAuthentication: true };
 const COUNTED = { id: 'counted-id', key: 'counted-key', secret: 'counted-secret', subscriptionCount: true, userAuthentication: true };
 const QUOTA = { id: 'quota-id', key: 'quota-key', secret: 'quota-secret', messageQuota: 4 };
 type Creds = typeof MAIN | typeof COUNTED | typeof QUOTA;
 
-/** pusher-js is CommonJS: under NodeNext its default import is the constructor itself at run time. */
-const PusherClient = PusherJs as unknown as typeof PusherJs.default;
-type PusherClient = InstanceType<typeof PusherJs.default>;
 /** The SDK's own signer (exported at run time, missing from its typings). */
 const SdkToken = (Pusher as unknown as { Token: new (key: string, secret: string) => { sign(data: string): string } }).Token;
 
@@ -23,7 +20,7 @@ let herald: HeraldProcess;
 const clients: PusherClient[] = [];
 
 function sdk(creds: Creds = MAIN): Pusher {
-  return new Pusher({ appId: creds.id, key: creds.key, secret: creds.secret, host: '127.0.0.1', port: String(herald.port), useTLS: false });
+  return channelsSdk(herald.port, creds);
 }
 
 /** Fetches JSON until `done(body)` holds or `ms` pass; returns the last body. */
@@ -53,13 +50,7 @@ interface Client {
 /** A connected pusher-js client; `userId` makes its presence subscriptions and sign-in that user. */
 async function connect(creds: Creds = MAIN, userId = 'anon'): Promise<Client> {
   const server = sdk(creds);
-  const pusher = new PusherClient(creds.key, {
-    wsHost: '127.0.0.1',
-    wsPort: herald.port,
-    forceTLS: false,
-    enabledTransports: ['ws'],
-    cluster: 'local',
-    disableStats: true,
+  const pusher = pusherJsClient(herald.port, creds.key, {
     channelAuthorization: {
       customHandler: ({ socketId, channelName }, callback) =>
         callback(null, server.authorizeChannel(socketId, channelName, channelName.startsWith('presence-') ? { user_id: userId, user_info: { name: userId } } : undefined)),

@@ -10,6 +10,8 @@ import PusherServer from 'pusher';
 import WebSocket from 'ws';
 import { channelShardFor } from '../../src/shards/hash.js';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
+import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
+import { channelsSdk } from '../helpers/sdk-clients.js';
 
 const APP = { id: 'hard-app', key: 'hard-key', secret: 'hard-secret', userAuthentication: true, clientEvents: true };
 const SHARDS = 2;
@@ -28,16 +30,10 @@ afterAll(async () => {
 });
 
 function sdk(): PusherServer {
-  return new PusherServer({ appId: APP.id, key: APP.key, secret: APP.secret, host: '127.0.0.1', port: String(herald.port) });
+  return channelsSdk(herald.port, APP);
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-interface Frame {
-  event: string;
-  channel?: string;
-  data?: unknown;
-}
 
 /** A bare protocol client: every frame, with `data` JSON-decoded when it is a string. */
 class RawClient {
@@ -47,15 +43,7 @@ class RawClient {
 
   private constructor(readonly ws: WebSocket) {
     ws.on('message', (raw) => {
-      const frame = JSON.parse(raw.toString()) as Frame;
-      if (typeof frame.data === 'string') {
-        try {
-          frame.data = JSON.parse(frame.data);
-        } catch {
-          // as sent
-        }
-      }
-      this.frames.push(frame);
+      this.frames.push(decodeFrame(raw.toString()));
     });
     ws.on('error', () => undefined);
     this.closed = new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));

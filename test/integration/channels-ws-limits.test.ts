@@ -6,13 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Socket } from 'node:net';
-import PusherJs from 'pusher-js';
 import PusherServer from 'pusher';
 import WebSocket from 'ws';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
-
-/** pusher-js is CommonJS: under NodeNext its default import is the constructor itself at run time. */
-const Pusher = PusherJs as unknown as typeof PusherJs.default;
+import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
+import { channelsSdk, pusherJsClient } from '../helpers/sdk-clients.js';
 
 const IDLE = { id: 'idle', key: 'idle-key', secret: 'idle-secret', activityTimeout: 5 };
 const FLOOD = { id: 'flood', key: 'flood-key', secret: 'flood-secret', clientEvents: true, maxClientEventsPerSecond: 5000 };
@@ -42,13 +40,7 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function sdk(app: App): PusherServer {
-  return new PusherServer({ appId: app.id, key: app.key, secret: app.secret, host: '127.0.0.1', port: String(herald.port) });
-}
-
-interface Frame {
-  event: string;
-  channel?: string;
-  data?: unknown;
+  return channelsSdk(herald.port, app);
 }
 
 /** A bare protocol client that records every frame (data JSON-decoded when a string). */
@@ -63,15 +55,7 @@ class RawClient {
   constructor(readonly ws: WebSocket) {
     ws.on('message', (raw: Buffer) => {
       this.bytes += raw.length;
-      const frame = JSON.parse(raw.toString()) as Frame;
-      if (typeof frame.data === 'string') {
-        try {
-          frame.data = JSON.parse(frame.data);
-        } catch {
-          // data as sent
-        }
-      }
-      this.frames.push(frame);
+      this.frames.push(decodeFrame(raw.toString()));
       for (const w of this.waiters.splice(0)) w();
     });
     ws.on('error', () => undefined);
@@ -133,7 +117,7 @@ describe('liveness', () => {
     answering.ws.on('message', (raw: Buffer) => {
       if (raw.toString().includes('"pusher:ping"')) answering.send({ event: 'pusher:pong', data: {} });
     });
-    const official = new Pusher(IDLE.key, { wsHost: '127.0.0.1', wsPort: herald.port, forceTLS: false, enabledTransports: ['ws'], cluster: 'local', disableStats: true });
+    const official = pusherJsClient(herald.port, IDLE.key);
     cleanups.push(() => official.disconnect());
     const officialStates: string[] = [];
     official.connection.bind('state_change', ({ current }: { current: string }) => officialStates.push(current));

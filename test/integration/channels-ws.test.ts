@@ -5,14 +5,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type Socket } from 'node:net';
-import PusherJs from 'pusher-js';
 import PusherServer from 'pusher';
 import WebSocket from 'ws';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
-
-/** pusher-js is CommonJS: under NodeNext its default import is the constructor itself at run time. */
-const Pusher = PusherJs as unknown as typeof PusherJs.default;
-type Pusher = InstanceType<typeof PusherJs.default>;
+import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
+import { channelsSdk, pusherJsClient, type PusherJsClient as Pusher } from '../helpers/sdk-clients.js';
 
 const MASTER_KEY = Buffer.alloc(32, 7).toString('base64');
 
@@ -39,7 +36,7 @@ afterAll(async () => {
 });
 
 function sdk(app: App): PusherServer {
-  return new PusherServer({ appId: app.id, key: app.key, secret: app.secret, host: '127.0.0.1', port: String(herald.port), encryptionMasterKeyBase64: MASTER_KEY });
+  return channelsSdk(herald.port, app, { encryptionMasterKeyBase64: MASTER_KEY });
 }
 
 interface ClientOptions {
@@ -54,8 +51,7 @@ interface ClientOptions {
 /** A pusher-js client whose auth handlers sign locally with the official server SDK. */
 function client(app: App, opts: ClientOptions = {}): Pusher {
   const signer = sdk(opts.wrongSecret ? { ...app, secret: 'not-the-secret' } : app);
-  const pusher = new Pusher(app.key, {
-    wsHost: '127.0.0.1', wsPort: herald.port, forceTLS: false, enabledTransports: ['ws'], cluster: 'local', disableStats: true,
+  const pusher = pusherJsClient(herald.port, app.key, {
     channelAuthorization: {
       endpoint: '/unused',
       transport: 'ajax',
@@ -107,13 +103,6 @@ async function subscribed(pusher: Pusher, name: string) {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-interface Frame {
-  event: string;
-  channel?: string;
-  data?: unknown;
-  user_id?: string;
-}
-
 /** A bare protocol client: every frame received, with `data` JSON-decoded when it is a string. */
 class RawClient {
   readonly frames: Frame[] = [];
@@ -123,15 +112,7 @@ class RawClient {
 
   constructor(readonly ws: WebSocket) {
     ws.on('message', (raw) => {
-      const frame = JSON.parse(raw.toString()) as Frame;
-      if (typeof frame.data === 'string') {
-        try {
-          frame.data = JSON.parse(frame.data);
-        } catch {
-          // data as sent
-        }
-      }
-      this.frames.push(frame);
+      this.frames.push(decodeFrame(raw.toString()));
       for (const w of this.waiters.splice(0)) w();
     });
     ws.on('error', () => undefined);
@@ -218,7 +199,7 @@ describe('connection', () => {
   });
 
   it('pusher-js sees the refusal of an unknown key and does not reconnect', async () => {
-    const p = new Pusher('no-such-key', { wsHost: '127.0.0.1', wsPort: herald.port, forceTLS: false, enabledTransports: ['ws'], cluster: 'local', disableStats: true });
+    const p = pusherJsClient(herald.port, 'no-such-key');
     cleanups.push(() => p.disconnect());
     const err = await next<{ error?: { data?: { code?: number } } }>(p.connection, 'error');
     expect(err.error?.data?.code).toBe(4001);
@@ -310,8 +291,7 @@ describe('channels and authorisation', () => {
 
   it('accepts a private channel authorised with channel_data, as the SDK signs it and pusher-js sends it', async () => {
     const signer = sdk(APP_A);
-    const p = new Pusher(APP_A.key, {
-      wsHost: '127.0.0.1', wsPort: herald.port, forceTLS: false, enabledTransports: ['ws'], cluster: 'local', disableStats: true,
+    const p = pusherJsClient(herald.port, APP_A.key, {
       channelAuthorization: {
         endpoint: '/unused',
         transport: 'ajax',

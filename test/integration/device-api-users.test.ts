@@ -4,8 +4,9 @@
  * a user with the SDK's deleteUser and the documented customer_api path.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import PushNotifications from '@pusher/push-notifications-server';
+import type PushNotifications from '@pusher/push-notifications-server';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
+import { beamsSdk } from '../helpers/sdk-clients.js';
 import { call, DeviceApi, expectPushError, tokenFor, userToken, WEB_INSTANCE, type Platform } from './device-api-helpers.js';
 
 let herald: HeraldProcess;
@@ -15,15 +16,9 @@ let sdk: PushNotifications;
 beforeAll(async () => {
   herald = await startHerald({ config: { push: [DEFAULT_PUSH, WEB_INSTANCE] } });
   api = new DeviceApi(herald.baseUrl, DEFAULT_PUSH.instanceId);
-  sdk = officialSdk(DEFAULT_PUSH.instanceId, DEFAULT_PUSH.secretKey);
+  sdk = beamsSdk(herald.port, DEFAULT_PUSH.instanceId, DEFAULT_PUSH.secretKey);
 });
 afterAll(() => herald?.dispose());
-
-/** The official server SDK pointed at Herald over plain HTTP (`port` is not in its typings). */
-function officialSdk(instanceId: string, secretKey: string): PushNotifications {
-  const options = { instanceId, secretKey, endpoint: '127.0.0.1', port: herald.port };
-  return new PushNotifications(options as PushNotifications.Options);
-}
 
 /** Registers `count` devices of `platform` with distinct tokens, in parallel. */
 function registerMany(platform: Platform, prefix: string, count: number): Promise<string[]> {
@@ -44,7 +39,7 @@ describe('user association with SDK tokens (D10, D11, web)', () => {
 
   it('refuses an SDK token of another instance (wrong secret) and a token for another issuer', async () => {
     const id = await api.registerOk('fcm', tokenFor('fcm', 'mallory'));
-    const otherSdk = officialSdk(WEB_INSTANCE.instanceId, WEB_INSTANCE.secretKey);
+    const otherSdk = beamsSdk(herald.port, WEB_INSTANCE.instanceId, WEB_INSTANCE.secretKey);
     expectPushError(await api.setUser('fcm', id, otherSdk.generateToken('mallory').token), 401, 'signature');
     // Signed with this instance's key but issued for the other instance: 403.
     const crossIssuer = await userToken(DEFAULT_PUSH.secretKey, WEB_INSTANCE.instanceId, { sub: 'mallory' });

@@ -4,20 +4,11 @@
  * bounded by the checkpoint interval and the sends in flight, and the FINISHED webhook counts
  * each device exactly once. A graceful stop (SIGTERM) in the middle sends nobody twice.
  */
-import PushNotifications from '@pusher/push-notifications-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deviceShardFor } from '../../src/shards/hash.js';
 import { startFakeGateways, startHookReceiver, type FakeGateways, type HookReceiver } from '../helpers/fake-gateways.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
-
-/**
- * The official server SDK pointed at Herald over plain HTTP. `port` is an option the SDK reads
- * (see protocol-notes) but its type declarations omit.
- */
-function beamsClient(port: number): PushNotifications {
-  const options = { instanceId: DEFAULT_PUSH.instanceId, secretKey: DEFAULT_PUSH.secretKey, endpoint: '127.0.0.1', port };
-  return new PushNotifications(options);
-}
+import { beamsSdk } from '../helpers/sdk-clients.js';
 
 const INSTANCE = DEFAULT_PUSH.instanceId;
 /** Sends in flight per shard and devices per checkpoint: together they bound the duplicates. */
@@ -98,7 +89,7 @@ describe('publish across a kill -9', () => {
     expect(new Set(ids.map((id) => deviceShardFor(id, SHARDS))).size).toBe(SHARDS);
 
     fakes.setDelay(150);
-    const beams = beamsClient(herald.port);
+    const beams = beamsSdk(herald.port);
     const { publishId } = await beams.publishToInterests(['everyone'], {
       apns: { aps: { alert: 'restart' } },
       fcm: { notification: { title: 'restart' } },
@@ -140,7 +131,7 @@ describe('publish across a kill -9', () => {
       await register('fcm', fcm, 'graceful');
     }
     fakes.setDelay(150);
-    const beams = beamsClient(herald.port);
+    const beams = beamsSdk(herald.port);
     const { publishId } = await beams.publishToInterests(['graceful'], { fcm: { notification: { title: 'graceful' } }, webhookUrl: `${hooks.origin}/graceful` });
     await until('some deliveries', () => deliveredTokens(publishId).length >= 4);
     // SIGTERM: sends in flight get pushDelivery.shutdownGraceMs (1 s) to finish, far more than the fake's 150 ms.

@@ -4,22 +4,14 @@
  * TLS, real auth and encryption) as the receiving end.
  */
 import { createHmac } from 'node:crypto';
-import PushNotifications from '@pusher/push-notifications-server';
+import type PushNotifications from '@pusher/push-notifications-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deviceShardFor } from '../../src/shards/hash.js';
 import {
   APNS_TEAM_ID, confirmGatewayClients, startFakeGateways, startHookReceiver, type FakeGateways, type HookReceiver,
 } from '../helpers/fake-gateways.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
-
-/**
- * The official server SDK pointed at Herald over plain HTTP. `port` is an option the SDK reads
- * (see protocol-notes) but its type declarations omit.
- */
-function beamsClient(port: number): PushNotifications {
-  const options = { instanceId: DEFAULT_PUSH.instanceId, secretKey: DEFAULT_PUSH.secretKey, endpoint: '127.0.0.1', port };
-  return new PushNotifications(options);
-}
+import { beamsSdk } from '../helpers/sdk-clients.js';
 
 const INSTANCE = DEFAULT_PUSH.instanceId;
 const BUNDLE = 'com.herald.publish-test';
@@ -41,7 +33,7 @@ beforeAll(async () => {
       webhookDelivery: { batchWindowMs: 0, retryBaseMs: 100 },
     },
   });
-  beams = beamsClient(herald.port);
+  beams = beamsSdk(herald.port);
   // Dead tokens below must be deleted: every shard's clients need an accepted send first.
   await confirmGatewayClients(fakes, { baseUrl: herald.baseUrl, instanceId: INSTANCE, secretKey: DEFAULT_PUSH.secretKey, shards: 2 });
 });

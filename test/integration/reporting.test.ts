@@ -7,9 +7,10 @@
  * Raw fetch for the reporting API, as the client SDKs send it.
  */
 import { createHmac } from 'node:crypto';
-import PushNotifications from '@pusher/push-notifications-server';
+import type PushNotifications from '@pusher/push-notifications-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PUSH, HeraldProcess, pushConfig, startHerald } from '../helpers/herald-process.js';
+import { beamsSdk } from '../helpers/sdk-clients.js';
 import { confirmGatewayClients, startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { WebhookReceiver, type ReceivedRequest } from '../helpers/webhook-receiver.js';
 
@@ -34,9 +35,7 @@ beforeAll(async () => {
       ],
     },
   });
-  // `port` is read by the SDK (plain HTTP to `endpoint`) though its typings leave it out.
-  const options = { instanceId: INSTANCE, secretKey: DEFAULT_PUSH.secretKey, endpoint: '127.0.0.1', port: herald.port };
-  sdk = new PushNotifications(options);
+  sdk = beamsSdk(herald.port, INSTANCE, DEFAULT_PUSH.secretKey);
   // The statistics test needs a dead token deleted: every shard's clients need an accepted send first.
   await confirmGatewayClients(gateways, { baseUrl: herald.baseUrl, instanceId: INSTANCE, secretKey: DEFAULT_PUSH.secretKey, shards: 2 });
 });
@@ -438,8 +437,7 @@ describe('R1/R2: 500 when the storage shard fails to answer', () => {
     });
     const { id: deviceId } = (await res.json()) as { id: string };
     expect((await fetch(`${devices}/${deviceId}/interests/news`, { method: 'POST' })).status).toBe(200);
-    const options = { instanceId: INSTANCE, secretKey: DEFAULT_PUSH.secretKey, endpoint: '127.0.0.1', port: normal.port };
-    const { publishId } = await new PushNotifications(options).publishToInterests(['news'], { fcm: FCM_PAYLOAD });
+    const { publishId } = await beamsSdk(normal.port, INSTANCE, DEFAULT_PUSH.secretKey).publishToInterests(['news'], { fcm: FCM_PAYLOAD });
     await normal.stop();
 
     const impatient = new HeraldProcess({ shards: 1, dataDir: normal.dataDir, config: { shardRequestTimeoutMs: 1 } });

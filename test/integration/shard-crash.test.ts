@@ -7,15 +7,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import PusherServer from 'pusher';
-import PusherJs from 'pusher-js';
 import { channelShardFor, deviceShardFor } from '../../src/shards/hash.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
+import { channelsSdk, pusherJsClient, type PusherJsClient as Pusher } from '../helpers/sdk-clients.js';
 import { call, DeviceApi, tokenFor } from './device-api-helpers.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
-
-/** pusher-js is CommonJS: under NodeNext its default import is the constructor itself at run time. */
-const Pusher = PusherJs as unknown as typeof PusherJs.default;
-type Pusher = InstanceType<typeof PusherJs.default>;
 
 const APP = { id: 'crash-app', key: 'crash-key', secret: 'crash-secret', subscriptionCount: true };
 const SHARDS = 2;
@@ -52,14 +48,13 @@ afterAll(async () => {
 });
 
 function sdk(): PusherServer {
-  return new PusherServer({ appId: APP.id, key: APP.key, secret: APP.secret, host: '127.0.0.1', port: String(herald.port), useTLS: false });
+  return channelsSdk(herald.port, APP);
 }
 
 /** A pusher-js client whose presence subscriptions are signed for `member`. */
 function client(member?: { user_id: string; user_info: Record<string, unknown> }): Pusher {
   const signer = sdk();
-  const pusher = new Pusher(APP.key, {
-    wsHost: '127.0.0.1', wsPort: herald.port, forceTLS: false, enabledTransports: ['ws'], cluster: 'local', disableStats: true,
+  const pusher = pusherJsClient(herald.port, APP.key, {
     channelAuthorization: {
       endpoint: '/unused',
       transport: 'ajax',
@@ -253,8 +248,7 @@ describe('a crashed shard worker of an app with webhooks', () => {
     const presence = onCrashedShard('presence-kept');
     const plain = onCrashedShard('kept');
     const signer = new PusherServer({ appId: HOOK_APP.id, key: HOOK_APP.key, secret: HOOK_APP.secret, host: '127.0.0.1' });
-    const pusher = new Pusher(HOOK_APP.key, {
-      wsHost: '127.0.0.1', wsPort: hooked.port, forceTLS: false, enabledTransports: ['ws'], cluster: 'local', disableStats: true,
+    const pusher = pusherJsClient(hooked.port, HOOK_APP.key, {
       channelAuthorization: {
         endpoint: '/unused',
         transport: 'ajax',

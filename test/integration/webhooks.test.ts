@@ -6,14 +6,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Pusher from 'pusher';
-import PusherJs from 'pusher-js';
 import type { Channel } from 'pusher-js';
 import { HeraldProcess, startHerald } from '../helpers/herald-process.js';
+import { pusherJsClient, type PusherJsClient as PusherClient } from '../helpers/sdk-clients.js';
 import { WebhookReceiver, type ReceivedRequest } from '../helpers/webhook-receiver.js';
-
-/** pusher-js is CommonJS: under NodeNext its default import is the constructor itself at run time. */
-const PusherClient = PusherJs as unknown as typeof PusherJs.default;
-type PusherClient = InstanceType<typeof PusherJs.default>;
 
 const APP = { id: 'hook-app', key: 'hook-key', secret: 'hook-secret' };
 const SDK = new Pusher({ appId: APP.id, key: APP.key, secret: APP.secret, host: '127.0.0.1' });
@@ -55,13 +51,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A connected pusher-js client whose presence subscriptions are user `userId`. */
 async function connect(herald: HeraldProcess, clients: PusherClient[], userId = 'u1'): Promise<PusherClient> {
-  const pusher = new PusherClient(APP.key, {
-    wsHost: '127.0.0.1',
-    wsPort: herald.port,
-    forceTLS: false,
-    enabledTransports: ['ws'],
-    cluster: 'local',
-    disableStats: true,
+  const pusher = pusherJsClient(herald.port, APP.key, {
     channelAuthorization: {
       customHandler: ({ socketId, channelName }, callback) =>
         callback(null, SDK.authorizeChannel(socketId, channelName, channelName.startsWith('presence-') ? { user_id: userId, user_info: { name: userId } } : undefined)),

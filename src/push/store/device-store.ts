@@ -161,6 +161,13 @@ function checkScanPosition(position: ScanPosition | undefined): void {
   }
 }
 
+/** The device steps of a step scan, without its progress steps. */
+function* devicesOnly(steps: Iterable<ScanStep>): Generator<ScannedDevice, void, undefined> {
+  for (const step of steps) {
+    if (step.device !== null) yield step;
+  }
+}
+
 /** The interests a multi-interest scan has already walked, by name and as encoded key parts. */
 class EarlierInterests {
   readonly names: ReadonlySet<string>;
@@ -408,9 +415,7 @@ export class DeviceStore {
    * block its thread that long, uses scanInterestSteps.
    */
   *scanInterests(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScannedDevice, void, undefined> {
-    for (const step of this.scanInterestSteps(instanceId, interests, resumeFrom)) {
-      if (step.device !== null) yield step;
-    }
+    yield* devicesOnly(this.scanInterestSteps(instanceId, interests, resumeFrom));
   }
 
   /**
@@ -419,69 +424,23 @@ export class DeviceStore {
    * of `b` is all skips: without the steps, one `next()` took most of a second).
    */
   *scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    checkScanPosition(resumeFrom);
-    const list = normaliseScanList(interests);
-    const instanceKey = encodeKey([instanceId]);
-    let after = resumeFrom?.afterDeviceId ?? null;
-    let skipped = 0;
-    for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = null) {
+    yield* this.indexSteps(instanceId, this.interestIndex, interests, resumeFrom, (list, listIndex) => {
       const earlier = new EarlierInterests(list.slice(0, listIndex));
-      for (const batch of this.indexBatches(this.interestIndex, [instanceId, list[listIndex]!], after)) {
-        for (const indexKey of batch) {
-          // The device id's bytes in the index key are already encoded: the record key reuses them.
-          const deviceKey = joinKeys(instanceKey, indexKey, lastPartOffset(indexKey));
-          const deviceId = keyPartFrom(deviceKey, instanceKey.length + 1);
-          const bytes = this.devices.getBinaryFast(deviceKey);
-          // Decoded before subscribedToAny's reads reuse the buffer.
-          const device = bytes && decodeScanDevice(bytes, deviceId, instanceId);
-          if (!device || this.subscribedToAny(instanceId, deviceId, deviceKey, device.interestCount, earlier)) {
-            if (++skipped >= SCAN_BATCH) {
-              yield { device: null, position: { listIndex, afterDeviceId: deviceId }, skipped };
-              skipped = 0;
-            }
-            continue;
-          }
-          skipped = 0;
-          yield { device, position: { listIndex, afterDeviceId: deviceId } };
-        }
-      }
-    }
+      return (device, deviceId, deviceKey) => this.subscribedToAny(instanceId, deviceId, deviceKey, device.interestCount, earlier);
+    });
   }
 
   /** Streams every device of any of `userIds`, like scanInterests (a device has one user, so no de-duplication is needed). */
   *scanUsers(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScannedDevice, void, undefined> {
-    for (const step of this.scanUserSteps(instanceId, userIds, resumeFrom)) {
-      if (step.device !== null) yield step;
-    }
+    yield* devicesOnly(this.scanUserSteps(instanceId, userIds, resumeFrom));
   }
 
   /** scanUsers with progress steps, like scanInterestSteps (stale user index entries are the only skips). */
   *scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    checkScanPosition(resumeFrom);
-    const list = normaliseScanList(userIds);
-    const instanceKey = encodeKey([instanceId]);
-    let after = resumeFrom?.afterDeviceId ?? null;
-    let skipped = 0;
-    for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = null) {
+    yield* this.indexSteps(instanceId, this.userIndex, userIds, resumeFrom, (list, listIndex) => {
       const userId = list[listIndex]!;
-      for (const batch of this.indexBatches(this.userIndex, [instanceId, userId], after)) {
-        for (const indexKey of batch) {
-          const deviceKey = joinKeys(instanceKey, indexKey, lastPartOffset(indexKey));
-          const deviceId = keyPartFrom(deviceKey, instanceKey.length + 1);
-          const bytes = this.devices.getBinaryFast(deviceKey);
-          const device = bytes && decodeScanDevice(bytes, deviceId, instanceId);
-          if (!device || device.userId !== userId) {
-            if (++skipped >= SCAN_BATCH) {
-              yield { device: null, position: { listIndex, afterDeviceId: deviceId }, skipped };
-              skipped = 0;
-            }
-            continue;
-          }
-          skipped = 0;
-          yield { device, position: { listIndex, afterDeviceId: deviceId } };
-        }
-      }
-    }
+      return (device) => device.userId !== userId;
+    });
   }
 
   /** Totals for one instance on this shard (each a range count, linear in its size). */
@@ -610,6 +569,48 @@ export class DeviceStore {
     for (const interest of this.interestsOf(instanceId, deviceId)) this.unsubscribe(instanceId, deviceId, interest);
     if (record.userId !== undefined) this.userIndex.removeSync(encodeKey([instanceId, record.userId, deviceId]));
     this.devices.removeSync(encodeKey([instanceId, deviceId]));
+  }
+
+  /**
+   * The step scan behind scanInterestSteps/scanUserSteps: walks `index` under each name of the
+   * normalised `names` list from `resumeFrom`, yielding each device whose record exists and is
+   * not skipped by `skipFor(list, listIndex)` (built once per list entry), and a ScanProgress
+   * step after every SCAN_BATCH entries in a row passed over.
+   */
+  private *indexSteps(
+    instanceId: string,
+    index: IndexDatabase,
+    names: readonly string[],
+    resumeFrom: ScanPosition | undefined,
+    skipFor: (list: readonly string[], listIndex: number) => (device: ScanDevice, deviceId: string, deviceKey: Buffer) => boolean,
+  ): Generator<ScanStep, void, undefined> {
+    checkScanPosition(resumeFrom);
+    const list = normaliseScanList(names);
+    const instanceKey = encodeKey([instanceId]);
+    let after = resumeFrom?.afterDeviceId ?? null;
+    let skipped = 0;
+    for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = null) {
+      const skip = skipFor(list, listIndex);
+      for (const batch of this.indexBatches(index, [instanceId, list[listIndex]!], after)) {
+        for (const indexKey of batch) {
+          // The device id's bytes in the index key are already encoded: the record key reuses them.
+          const deviceKey = joinKeys(instanceKey, indexKey, lastPartOffset(indexKey));
+          const deviceId = keyPartFrom(deviceKey, instanceKey.length + 1);
+          const bytes = this.devices.getBinaryFast(deviceKey);
+          // Decoded before skip()'s reads reuse the buffer.
+          const device = bytes && decodeScanDevice(bytes, deviceId, instanceId);
+          if (!device || skip(device, deviceId, deviceKey)) {
+            if (++skipped >= SCAN_BATCH) {
+              yield { device: null, position: { listIndex, afterDeviceId: deviceId }, skipped };
+              skipped = 0;
+            }
+            continue;
+          }
+          skipped = 0;
+          yield { device, position: { listIndex, afterDeviceId: deviceId } };
+        }
+      }
+    }
   }
 
   /**

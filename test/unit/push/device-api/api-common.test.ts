@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { HeraldError } from '../../../../src/errors.js';
+import { codeOf } from '../../../helpers/error-code.js';
 import {
   isValidInstanceId, parseJsonObject, pushRouteOptions, readAuthorization, requireInstance, requireJsonContentType, requireSecretKey, secretEquals,
 } from '../../../../src/push/api-common.js';
@@ -7,16 +7,6 @@ import type { PushInstanceConfig } from '../../../../src/config/schema.js';
 
 const INSTANCE = { instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10', secretKey: 'push-secret' } as PushInstanceConfig;
 const ctx = { pushInstances: new Map([[INSTANCE.instanceId, INSTANCE]]) };
-
-function codeOf(f: () => unknown): string | undefined {
-  try {
-    f();
-  } catch (err) {
-    if (err instanceof HeraldError) return err.code;
-    throw err;
-  }
-  return undefined;
-}
 
 describe('push API common checks', () => {
   it('finds instances by UUID-shaped id', () => {

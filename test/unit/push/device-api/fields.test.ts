@@ -1,16 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { HeraldError } from '../../../../src/errors.js';
+import { codeOf } from '../../../helpers/error-code.js';
 import { parseInterestLimit, parseInterestSet, parseMetadata } from '../../../../src/push/device-api/fields.js';
-
-function codeOf(f: () => unknown): string | undefined {
-  try {
-    f();
-  } catch (err) {
-    if (err instanceof HeraldError) return err.code;
-    throw err;
-  }
-  return undefined;
-}
 
 describe('device API fields', () => {
   it('keeps the platform metadata fields, strings only, null as absent', () => {

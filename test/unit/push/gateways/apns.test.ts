@@ -130,6 +130,9 @@ describe('ApnsClient against the fake APNs', () => {
     const payload = { aps: { alert: 'x' } };
     const first = client.send({ deviceId: 'd1', token: TOKEN, bundleIdentifier: BUNDLE, payload });
     while (fake.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    // The fake has answered; give the client's session a moment to read the 503 and pause
+    // (on a loaded machine the answer can still be in flight when the fake records it).
+    await new Promise((resolve) => setTimeout(resolve, 100));
     const started = performance.now();
     const others = await Promise.all(Array.from({ length: 10 }, (_, i) => client.send({
       deviceId: `o${i}`, token: (i + 1).toString(16).padStart(64, '0'), bundleIdentifier: BUNDLE, payload,
@@ -194,6 +197,8 @@ describe('ApnsClient against the fake APNs', () => {
     const client = makeClient();
     const pending = client.send({ deviceId: 'd1', token: TOKEN, bundleIdentifier: BUNDLE, payload: { aps: { alert: 'x' } } });
     while (fake.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    // Let the client read the answer the fake has recorded (in flight on a loaded machine).
+    await new Promise((resolve) => setTimeout(resolve, 100));
     await client.close();
     expect(await pending).toEqual({ kind: 'failed', reason: 'gateway client closed' });
   });

@@ -99,6 +99,8 @@ describe('WebPushClient against the fake push service', () => {
     fake.failNext(throttled.token, 1, 429, { retryAfterSeconds: 1 });
     const first = client.send({ deviceId: 'd1', token: throttled.token, payload: {} });
     while (fake.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    // Let the client read the answer the fake has recorded (in flight on a loaded machine).
+    await new Promise((resolve) => setTimeout(resolve, 100));
     const other = await new WebPushFake({ vapidPublicKey: vapid.publicKey }).start();
     try {
       const started = performance.now();

@@ -1,7 +1,11 @@
 /**
- * Per-process figures from /proc (Linux only): resident memory and CPU time, so the benchmark
- * can report RSS per idle connection and which process (server, its main thread, the load
- * clients, the trigger sender) was saturated during a phase.
+ * Per-process figures from /proc (Linux only), shared by the fan-out and push benchmarks:
+ * resident memory and CPU time, so a benchmark can report RSS per idle connection or per
+ * publish and which process (server, its main thread, the load clients, the trigger sender,
+ * the fake gateway) was saturated during a phase.
+ *
+ * VmRSS counts LMDB's memory-mapped pages a process has touched (RssFile) as well as its heap
+ * and buffers (RssAnon); only RssAnon is memory the process holds on to, so both are kept.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -19,6 +23,29 @@ function clockTicks(): number {
   return ticksPerSecond;
 }
 
+/** Memory figures of /proc/<pid>/status, KiB. */
+export interface MemoryKb {
+  /** VmRSS: resident now. */
+  rss: number;
+  /** VmHWM: the highest VmRSS since the process started. */
+  hwm: number;
+  /** RssAnon: heap, stacks, buffers. */
+  anon: number;
+  /** RssFile: file-backed pages (LMDB maps, code). */
+  file: number;
+}
+
+/** The memory figures of a process now (zeros when it is gone). */
+export function readMemoryKb(pid: number): MemoryKb {
+  try {
+    const text = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const field = (name: string): number => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
+    return { rss: field('VmRSS'), hwm: field('VmHWM'), anon: field('RssAnon'), file: field('RssFile') };
+  } catch {
+    return { rss: 0, hwm: 0, anon: 0, file: 0 };
+  }
+}
+
 /** Resident memory of a process, KiB: VmRSS and its anonymous (heap) and file-backed (mapped files, LMDB) parts. */
 export interface Rss {
   total: number;
@@ -28,13 +55,8 @@ export interface Rss {
 
 /** VmRSS, RssAnon and RssFile of a process, in KiB (0 when unreadable). */
 export function rssKb(pid: number): Rss {
-  try {
-    const text = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const field = (name: string): number => Number(new RegExp(`${name}:\\s+(\\d+)\\s+kB`).exec(text)?.[1] ?? 0);
-    return { total: field('VmRSS'), anon: field('RssAnon'), file: field('RssFile') };
-  } catch {
-    return { total: 0, anon: 0, file: 0 };
-  }
+  const { rss, anon, file } = readMemoryKb(pid);
+  return { total: rss, anon, file };
 }
 
 /** utime + stime (or stime alone) from a /proc stat file, in µs (0 when unreadable). */
