@@ -23,11 +23,17 @@ import type { Platform } from '../gateways/gateway.js';
 /** A device as stored; id and instance id live in the key. Optional fields are omitted, never undefined. */
 export interface DeviceRecord {
   platform: Platform;
+  /** Gateway token: APNs device token, FCM registration token or web push subscription. */
   token: string;
+  /** APNs topic (the app's bundle id); absent when never supplied. */
   bundleIdentifier?: string;
+  /** SDK and OS versions the SDK reported (apnsMetadata / fcmMetadata). */
   metadata?: Record<string, string>;
+  /** The user the device is associated with (D10/D11); absent until associated. */
   userId?: string;
+  /** First registration, milliseconds since the Unix epoch. */
   createdAt: number;
+  /** How many interests the device is subscribed to. */
   interestCount: number;
 }
 

@@ -33,22 +33,9 @@ import { decodeKey, encodeKey, joinKeys, keyAfter, keyAfterKey, keyPartFrom, las
 export type { ScanDevice } from './device-record.js';
 
 /** A registered device as the device API and the publisher see it. */
-export interface Device {
+export interface Device extends DeviceRecord {
   id: string;
   instanceId: string;
-  platform: Platform;
-  /** Gateway token: APNs device token, FCM registration token or web push subscription. */
-  token: string;
-  /** APNs topic (the app's bundle id); absent when never supplied. */
-  bundleIdentifier?: string;
-  /** SDK and OS versions the SDK reported (apnsMetadata / fcmMetadata). */
-  metadata?: Record<string, string>;
-  /** The user the device is associated with (D10/D11); absent until associated. */
-  userId?: string;
-  /** First registration, milliseconds since the Unix epoch. */
-  createdAt: number;
-  /** How many interests the device is subscribed to. */
-  interestCount: number;
 }
 
 /** What register() reports: the device's interests survive a re-registration (its user does not). */
