@@ -3,6 +3,7 @@ import type { TemplatedApp } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig, PushInstanceConfig } from './config/schema.js';
 import type { ShardPool } from './shards/pool.js';
 import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
+import type { DebugTap } from './admin/tap.js';
 
 export interface ServerState {
   /** Accepting traffic (GET /ready answers 200). */
@@ -20,6 +21,8 @@ export interface ServerContext {
   readonly pushInstances: ReadonlyMap<string, PushInstanceConfig>;
   readonly installSecret: string;
   readonly state: ServerState;
+  /** Where the front end reports connections, subscriptions and events for the dashboard (src/admin). */
+  readonly debug: DebugTap;
   /** Set once the channel area has registered its WebSocket endpoint. */
   channels: ChannelAdapter;
 }

@@ -21,6 +21,8 @@ import { channelApiRoutes } from './channels/http-api/routes.js';
 import { deviceApiRoutes } from './push/device-api/routes.js';
 import { publishApiRoutes } from './push/publish-api/routes.js';
 import { reportingApiRoutes } from './push/reporting-api/routes.js';
+import { DebugHub } from './admin/debug-hub.js';
+import { createAdminArea, type AdminArea } from './admin/admin-area.js';
 
 export interface RunningHerald {
   readonly port: number;
@@ -35,6 +37,9 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   if (!native) log.warn('RUNNING ON THE SLOW uWebSockets.js JAVASCRIPT FALLBACK: do not benchmark or deploy this');
   const dataDir = resolve(config.dataDir);
   const identity = openDataDir(dataDir, config.shards);
+  const startedAt = Date.now();
+  // Before the shards start: their workers greet it to learn which apps are watched.
+  const debug = new DebugHub({ dataDir });
   const shards = new ShardPool({
     shardCount: config.shards,
     dataDir,
@@ -56,9 +61,12 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     pushInstances: new Map(config.push.map((p) => [p.instanceId, p])),
     installSecret: identity.installSecret,
     state,
+    debug,
   } as Omit<ServerContext, 'channels'> as ServerContext;
   const ws = registerWebSocket(ctx);
   ctx.channels = ws.adapter;
+  const token = config.admin.token;
+  const admin = token === null ? undefined : createAdminArea({ ctx, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt });
 
   const routes: Route[] = [
     ...systemRoutes(ctx),
@@ -67,6 +75,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     ...deviceApiRoutes(ctx),
     ...publishApiRoutes(ctx),
     ...reportingApiRoutes(ctx),
+    ...(admin?.routes ?? []),
   ];
   registerRoutes(app, [...routes, ...notFoundRoutes()], { draining: () => state.draining });
 
@@ -77,7 +86,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
-    stopping ??= shutdown(uws, listenSocket, ws, shards, state, config.shutdownTimeoutSeconds * 1000);
+    stopping ??= shutdown(uws, listenSocket, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin);
     return stopping;
   };
   return { port, host: config.host, nativeUws: native, stop };
@@ -118,6 +127,7 @@ async function shutdown(
   shards: ShardPool,
   state: ServerState,
   timeoutMs: number,
+  admin: AdminArea | undefined,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   state.draining = true;
@@ -125,6 +135,7 @@ async function shutdown(
   log.info('shutting down: no new connections');
   uws.us_listen_socket_close(listenSocket);
   ws.closeAll(CLOSE_CODES.GENERIC_RECONNECT, 'Server shutting down');
+  admin?.close();
   while (inFlight.count > 0 && Date.now() < deadline - 2000) {
     await new Promise((r) => setTimeout(r, 20));
   }

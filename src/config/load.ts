@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { configSchema, type HeraldConfig } from './schema.js';
+import { DEFAULT_ADMIN_TOKEN, configSchema, type HeraldConfig } from './schema.js';
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -42,6 +42,9 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
   if (env.HERALD_PORT) fromEnv.port = envInteger('HERALD_PORT', env.HERALD_PORT);
   if (env.HERALD_DATA_DIR) fromEnv.dataDir = env.HERALD_DATA_DIR;
   if (env.HERALD_SHARDS) fromEnv.shards = envInteger('HERALD_SHARDS', env.HERALD_SHARDS);
+  // The embedded development defaults (no config file) come with the development admin token.
+  if (env.HERALD_ADMIN_TOKEN !== undefined) fromEnv.admin = { ...adminOf(raw), token: env.HERALD_ADMIN_TOKEN || null };
+  else if (!path) fromEnv.admin = { token: DEFAULT_ADMIN_TOKEN };
   return parseConfig({ ...raw, ...fromEnv, ...sources.overrides });
 }
 
@@ -59,6 +62,11 @@ export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
   checkUnique(parsed.push.map((p) => p.instanceId), 'push', 'instanceId');
   const shards = parsed.shards ?? Math.max(1, availableParallelism() - 1);
   return deepFreeze({ ...parsed, shards });
+}
+
+function adminOf(raw: Record<string, unknown>): Record<string, unknown> {
+  const admin = raw.admin;
+  return typeof admin === 'object' && admin !== null && !Array.isArray(admin) ? (admin as Record<string, unknown>) : {};
 }
 
 function checkUnique(values: string[], list: string, field: string): void {

@@ -60,8 +60,8 @@ export function channelApiRoutes(ctx: ServerContext): Route[] {
   const preflightOptions: RouteOptions = { ...read, headers: ['access-control-request-headers'] };
   // ctx.channels is read per request: the adapter object belongs to the WebSocket area.
   const api: [Method, string, RouteOptions, ApiHandler][] = [
-    ['post', '/apps/:appId/events', write, (r) => triggerEvent(ctx.channels, quota, r)],
-    ['post', '/apps/:appId/batch_events', write, (r) => triggerBatch(ctx.channels, quota, r)],
+    ['post', '/apps/:appId/events', write, (r) => triggerEvent(ctx.channels, quota, r, ctx.debug)],
+    ['post', '/apps/:appId/batch_events', write, (r) => triggerBatch(ctx.channels, quota, r, ctx.debug)],
     ['get', '/apps/:appId/channels', read, (r) => listChannels(ctx.channels, r)],
     ['get', '/apps/:appId/channels/:channelName', read, (r) => channelInfo(ctx.channels, r)],
     ['get', '/apps/:appId/channels/:channelName/users', read, (r) => presenceUsers(ctx.channels, r)],

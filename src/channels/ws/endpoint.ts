@@ -17,12 +17,14 @@ import { ProtocolHandler } from './protocol.js';
 import { SocketRegistry, endWithError, type SocketState, type SocketUserData } from './registry.js';
 import { Subscriptions } from './subscriptions.js';
 import { Sweeper } from './sweeper.js';
+import { tapSubscriptions } from '../../admin/subscription-tap.js';
 
 export interface WebSocketEndpoint {
   adapter: ChannelAdapter;
   /** Closes every connection with the code (4200 on shutdown). */
   closeAll(code: number, reason: string): void;
-  connectionCount(): number;
+  /** Live connections, of one app or of all. */
+  connectionCount(appId?: string): number;
 }
 
 type Ws = WebSocket<SocketUserData>;
@@ -43,8 +45,9 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
   const { config } = ctx;
   const registry = new SocketRegistry();
   const adapter = new LocalChannelAdapter(ctx.app, ctx.shards, registry);
+  tapSubscriptions(adapter, ctx.debug);
   const subscriptions = new Subscriptions(ctx.app, adapter, () => ctx.state.draining);
-  const protocol = new ProtocolHandler({ config, uws: ctx.app, registry, adapter, subscriptions });
+  const protocol = new ProtocolHandler({ config, uws: ctx.app, registry, adapter, subscriptions, debug: ctx.debug });
   const sweeper = new Sweeper(registry, {
     intervalMs: config.webSocketSweepIntervalMs,
     pongTimeoutMs: config.webSocketPongTimeoutMs,
@@ -111,11 +114,12 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
     ping: (ws: Ws) => markActive(ws),
     pong: (ws: Ws) => markActive(ws),
 
-    close: (ws: Ws) => {
+    close: (ws: Ws, code: number) => {
       const state = ws.getUserData().state;
       if (!state || state.closed) return;
       state.closed = true;
       state.ws = null;
+      ctx.debug.connectionClosed(state.app.id, state.socketId, code);
       const userId = state.userId;
       // Each step on its own: whatever fails, the connection still leaves the registry and
       // every channel (no member or subscriber left behind).
@@ -192,6 +196,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
     state.ws = ws;
     registry.add(state);
     ws.send(frames.connectionEstablished(state.socketId, state.app.activityTimeout));
+    ctx.debug.connectionOpened(state.app.id, state.socketId);
   }
 
   return {
@@ -202,6 +207,6 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
         if (!state.closed && state.ws) state.ws.end(code, reason);
       }
     },
-    connectionCount: () => registry.connectionCount(),
+    connectionCount: (appId) => registry.connectionCount(appId),
   };
 }

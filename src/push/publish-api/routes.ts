@@ -29,7 +29,7 @@ const PREFIX = '/publish_api/v1/instances/:instanceId/publishes';
  * (crash, timeout), sends `publish.cancel` to every shard (those that stored it stop and drop
  * it; one whose start is still queued will not run it) and then rejects with that failure.
  */
-async function startOnEveryShard(ctx: ServerContext, job: PublishJob): Promise<void> {
+export async function startOnEveryShard(ctx: ServerContext, job: PublishJob): Promise<void> {
   const shards = Array.from({ length: ctx.shards.shardCount }, (_, shard) => shard);
   const started = await Promise.allSettled(shards.map((shard) => ctx.shards.request(shard, { type: 'publish.start', job })));
   const failure = started.find((result): result is PromiseRejectedResult => result.status === 'rejected');
@@ -67,6 +67,7 @@ export function publishApiRoutes(ctx: ServerContext): Route[] {
       ...(request.webhookUrl !== undefined ? { webhookUrl: request.webhookUrl } : {}),
     };
     await startOnEveryShard(ctx, job);
+    ctx.debug.publishAccepted(job);
     return okReply({ publishId: job.publishId });
   };
 

@@ -441,6 +441,18 @@ export class DeviceStore {
   }
 
   /**
+   * Devices of one instance on this shard by platform, for the dashboard. Reads every record of
+   * the instance (linear in its size: about a second per million devices), so callers cache it.
+   */
+  platformCounts(instanceId: string): Record<Platform, number> {
+    const counts: Record<Platform, number> = { apns: 0, fcm: 0, web: 0 };
+    for (const { value } of this.devices.getRange(prefixRange([instanceId]))) {
+      counts[decodeDeviceRecord(value).platform]++;
+    }
+    return counts;
+  }
+
+  /**
    * Cross-checks the three indexes against the device records (of one instance, or all) and
    * returns a description of each disagreement; empty means consistent. Reads everything: for
    * tests and offline checks, not request paths.
