@@ -60,14 +60,16 @@ export function OverviewPage() {
         />
         <Stat label="Push notifications / s" value={formatNumber(pushRate.values.at(-1) ?? 0, 1)} hint={data ? `${formatNumber(data.push.notificationsThisMonth)} this month` : undefined} />
       </section>
-      <section class="card">
-        <h2>Messages per second</h2>
-        <LiveChart label="messages per second" series={messages} />
-      </section>
-      <section class="card">
-        <h2>Push notifications per second</h2>
-        <LiveChart label="push notifications per second" series={pushRate} height={100} />
-      </section>
+      <div class="columns">
+        <section class="card">
+          <h2>Messages per second</h2>
+          <LiveChart label="messages per second" series={messages} />
+        </section>
+        <section class="card">
+          <h2>Push notifications per second</h2>
+          <LiveChart label="push notifications per second" series={pushRate} />
+        </section>
+      </div>
       <section class="card">
         <h2>Shards</h2>
         <table>
