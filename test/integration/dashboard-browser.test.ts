@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { DEFAULT_APP, DEFAULT_PUSH, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
-import { chromiumAvailable, collectErrors, launchChromium } from '../helpers/browser.js';
+import { CHROMIUM_PATH, chromiumAvailable, collectErrors, launchChromium } from '../helpers/browser.js';
 import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { beamsSdk, channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
 
@@ -22,32 +22,6 @@ let fakes: FakeGateways;
 let browser: Browser;
 let context: BrowserContext | undefined;
 const clients: PusherJsClient[] = [];
-
-beforeAll(async () => {
-  fakes = await startFakeGateways();
-  [herald, browser] = await Promise.all([
-    startHerald({
-      config: {
-        admin: { token: TOKEN },
-        apps: [{ ...DEFAULT_APP }],
-        push: [{ ...DEFAULT_PUSH, ...fakes.instanceConfig() }],
-      },
-    }),
-    launchChromium(),
-  ]);
-}, 60_000);
-
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.disconnect();
-  await context?.close();
-  context = undefined;
-});
-
-afterAll(async () => {
-  await browser?.close();
-  await herald?.dispose();
-  await fakes?.stop();
-});
 
 /** A page with the token already in sessionStorage (set through the `#token=` sign-in link). */
 async function signedInPage(path: string, viewport = LAPTOP, colorScheme: 'light' | 'dark' = 'light'): Promise<{ page: Page; errors: string[] }> {
@@ -68,7 +42,8 @@ async function screenshot(page: Page, name: string): Promise<void> {
 }
 
 async function noHorizontalScroll(page: Page): Promise<void> {
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  // Evaluated in the page (a string: this file is compiled without the DOM types).
+  const overflow = (await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth')) as number;
   expect(overflow).toBeLessThanOrEqual(0);
 }
 
@@ -78,7 +53,34 @@ function connectClient(): Promise<PusherJsClient> {
   return new Promise((resolve) => client.connection.bind('connected', () => resolve(client)));
 }
 
-describe.skipIf(!chromiumAvailable())('dashboard in Chromium', () => {
+describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium', () => {
+  beforeAll(async () => {
+    if (!chromiumAvailable()) throw new Error(`Chromium not found at ${CHROMIUM_PATH}: apt-get install -y chromium (or HERALD_SKIP_BROWSER=1 to skip these tests)`);
+    fakes = await startFakeGateways();
+    [herald, browser] = await Promise.all([
+      startHerald({
+        config: {
+          admin: { token: TOKEN },
+          apps: [{ ...DEFAULT_APP }],
+          push: [{ ...DEFAULT_PUSH, ...fakes.instanceConfig() }],
+        },
+      }),
+      launchChromium(),
+    ]);
+  }, 60_000);
+
+  afterEach(async () => {
+    for (const c of clients.splice(0)) c.disconnect();
+    await context?.close();
+    context = undefined;
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await herald?.dispose();
+    await fakes?.stop();
+  });
+
   it('refuses a wrong admin token and accepts the right one', async () => {
     context = await browser.newContext({ viewport: LAPTOP });
     const page = await context.newPage();
@@ -167,7 +169,7 @@ describe.skipIf(!chromiumAvailable())('dashboard in Chromium', () => {
       // Loaded: the stat cards are filled from the API.
       await page.locator('.stats .stat').first().waitFor();
       await noHorizontalScroll(page);
-      const background = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+      const background = (await page.evaluate('getComputedStyle(document.body).backgroundColor')) as string;
       expect(background).not.toBe('rgb(246, 247, 249)');
       if (path === '/dashboard') await screenshot(page, 'phone-dark');
       expect(realErrors(errors)).toEqual([]);
