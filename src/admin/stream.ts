@@ -49,6 +49,26 @@ function startStream(res: HttpResponse, req: HttpRequest, deps: AdminDeps, open:
   const authorization = req.getHeader('authorization');
   const appId = new URLSearchParams(req.getQuery() ?? '').get('app');
   let aborted = false;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined = undefined;
+  let unwatch: (() => void) | undefined = undefined;
+  const stop = (): void => {
+    if (stopped) return;
+    stopped = true;
+    clearInterval(timer);
+    unwatch?.();
+    open.delete(close);
+  };
+  const close = (): void => {
+    stop();
+    if (aborted) return;
+    aborted = true;
+    try {
+      res.cork(() => res.end());
+    } catch {
+      // Already gone.
+    }
+  };
   res.onAborted(() => {
     aborted = true;
     stop();
@@ -115,32 +135,13 @@ function startStream(res: HttpResponse, req: HttpRequest, deps: AdminDeps, open:
     );
   };
   stats();
-  const timer = setInterval(stats, STATS_INTERVAL_MS);
-  const unwatch =
+  timer = setInterval(stats, STATS_INTERVAL_MS);
+  unwatch =
     appId === null
       ? undefined
       : deps.hub.watch(appId, (message: DebugMessage) => {
           if (message.type === 'event') write(sse('debug', { t: message.t, ...message.event }), true);
           else write(sse('sampling', { t: message.t, every: message.every, eventsLastSecond: message.eventsLastSecond }), false);
         });
-
-  let stopped = false;
-  function stop(): void {
-    if (stopped) return;
-    stopped = true;
-    clearInterval(timer);
-    unwatch?.();
-    open.delete(close);
-  }
-  function close(): void {
-    stop();
-    if (aborted) return;
-    aborted = true;
-    try {
-      res.cork(() => res.end());
-    } catch {
-      // Already gone.
-    }
-  }
   open.add(close);
 }

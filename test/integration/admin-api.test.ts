@@ -131,6 +131,19 @@ describe('admin API', () => {
     }
   });
 
+  it('runs with the development token and prints the dashboard link under the embedded defaults', async () => {
+    const defaults = await startHerald({ shards: 1 });
+    try {
+      const link = /dashboard: (http:\/\/\S+\/dashboard#token=(\S+))/.exec(defaults.stdout);
+      expect(link?.[2]).toBe('herald-dev-admin-token');
+      const res = await fetch(`${defaults.baseUrl}/admin/v1/session`, { headers: { authorization: `Bearer ${link![2]}` } });
+      expect(res.status).toBe(200);
+      expect((await fetch(`${defaults.baseUrl}/dashboard`)).status).toBe(200);
+    } finally {
+      await defaults.dispose();
+    }
+  });
+
   it('needs the Bearer token (HERALD_ADMIN_TOKEN overrides the config) and never prints it', async () => {
     expect((await admin('/overview', { token: null })).status).toBe(401);
     const wrong = await admin('/overview', { token: CONFIG_TOKEN });
