@@ -48,14 +48,23 @@ export function formatTime(iso: string | number): string {
   return new Date(iso).toLocaleTimeString();
 }
 
-/** A masked secret with a button that fetches the real one and copies it to the clipboard. */
+/**
+ * A masked secret with a button that fetches the real one and copies it to the clipboard. Pages
+ * served over plain HTTP from another host have no clipboard API: the secret is then shown in a
+ * prompt to copy by hand.
+ */
 export function Secret(props: { masked: string; path: string; field: string }) {
   const [state, setState] = useState<string | null>(null);
   const copy = async () => {
     try {
       const body = await api<Record<string, string>>(props.path);
-      await navigator.clipboard.writeText(body[props.field] ?? '');
-      setState('Copied');
+      const secret = body[props.field] ?? '';
+      if (navigator.clipboard && window.isSecureContext) {
+        await navigator.clipboard.writeText(secret);
+        setState('Copied');
+      } else {
+        window.prompt('Copy the secret', secret);
+      }
     } catch {
       setState('Copy failed');
     }
