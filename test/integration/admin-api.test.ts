@@ -26,7 +26,7 @@ beforeAll(async () => {
       apps: [{ ...APP, clientEvents: true, webhooks: [{ url: receiver.url('/hooks'), events: ['channel_occupied'] }] }, OTHER_APP],
       push: [{ ...DEFAULT_PUSH }],
     },
-    env: { HERALD_ADMIN_TOKEN: ENV_TOKEN },
+    env: { HERALD_ADMIN_TOKEN: ENV_TOKEN, HERALD_TEST_HOOKS: '1' },
   });
 }, 60_000);
 
@@ -272,6 +272,35 @@ describe('admin API', () => {
       }, { timeout: 15_000 })
       .toBe('finished');
     expect((await admin(`/push/${DEFAULT_PUSH.instanceId}/publishes`, { method: 'POST', body: { title: 'T', body: 'B' } })).status).toBe(400);
+  });
+
+  it('keeps reporting webhooks after shard workers are replaced (a new worker learns the watched apps)', async () => {
+    const watched = await openStream(`?app=${APP.id}`);
+    try {
+      await watched.next((e) => e.type === 'stats');
+      for (const shard of [0, 1]) {
+        const crash = await fetch(`${herald.baseUrl}/debug/shards/${shard}/crash`, { method: 'POST' });
+        expect(crash.status).toBe(500);
+      }
+      const client = await connect();
+      // Subscribing retries until the replaced worker answers.
+      const channel = `after-crash-${Date.now()}`;
+      await expect
+        .poll(async () => {
+          const sub = client.subscribe(channel);
+          const ok = await new Promise<boolean>((resolve) => {
+            sub.bind('pusher:subscription_succeeded', () => resolve(true));
+            sub.bind('pusher:subscription_error', () => resolve(false));
+          });
+          if (!ok) client.unsubscribe(channel);
+          return ok;
+        }, { timeout: 20_000 })
+        .toBe(true);
+      await watched.next(debugOf('webhook', (d) => d.ok === true && (d.events as string[]).includes('channel_occupied')), 20_000);
+      client.disconnect();
+    } finally {
+      watched.close();
+    }
   });
 
   // Last: it locks this address out of the admin API for a minute.

@@ -124,6 +124,23 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
     await page.getByLabel('API events').uncheck();
     await entry.waitFor({ state: 'detached' });
     await page.getByLabel('API events').check();
+    // Filter by channel: another channel's event is hidden.
+    const sdk = channelsSdk(herald.port, DEFAULT_APP);
+    await sdk.trigger('elsewhere', 'other-event', {});
+    await page.locator('.console li', { hasText: 'other-event' }).waitFor();
+    await page.getByLabel('Filter by channel').fill('orders');
+    await page.locator('.console li', { hasText: 'other-event' }).waitFor({ state: 'detached' });
+    await entry.waitFor();
+    await page.getByLabel('Filter by channel').fill('');
+    // Paused: events that happen meanwhile are not shown.
+    await page.getByRole('button', { name: 'Pause' }).click();
+    await page.getByText('Paused').waitFor();
+    await sdk.trigger('orders', 'while-paused', {});
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await page.locator('.console li', { hasText: 'while-paused' }).count()).toBe(0);
+    await page.getByRole('button', { name: 'Resume' }).click();
+    await sdk.trigger('orders', 'after-resume', {});
+    await page.locator('.console li', { hasText: 'after-resume' }).waitFor();
     await screenshot(page, 'app');
     expect(realErrors(errors)).toEqual([]);
   });
