@@ -9,8 +9,8 @@ import { HeraldError } from '../errors.js';
 import type { AppConfig, PushInstanceConfig } from '../config/schema.js';
 import type { Route } from '../http/router.js';
 import { errorReply, type Handler, type Reply, type RequestContext, type RouteOptions } from '../http/uws-http.js';
-import { sumWebhookStats } from '../http/metrics-routes.js';
 import type { ServerContext } from '../server-context.js';
+import type { WebhookStats } from '../webhooks/shard-api.js';
 import { publishEvent, validateEvent } from '../channels/http-api/events.js';
 import { isPresenceChannel } from '../channels/names.js';
 import { parseJsonObject } from '../push/api-common.js';
@@ -106,6 +106,17 @@ function stringField(body: Record<string, unknown>, name: string, max: number): 
     throw new HeraldError('INVALID_PARAMETERS', `${name} must be a string of 1 to ${max} characters`);
   }
   return value;
+}
+
+/** The shards' webhook figures summed (numbers only; the shard index dropped). */
+function sumWebhookStats(perShard: readonly WebhookStats[]): Record<string, number> {
+  const total: Record<string, number> = {};
+  for (const stats of perShard) {
+    for (const [name, value] of Object.entries(stats)) {
+      if (name !== 'shard' && typeof value === 'number') total[name] = (total[name] ?? 0) + value;
+    }
+  }
+  return total;
 }
 
 /** GET /admin/v1/overview: this node, its shards, webhooks, push usage, apps and instances. */
