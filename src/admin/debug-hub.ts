@@ -10,6 +10,7 @@
  * listeners are told so (a `sampling` notice) to say it on the page.
  */
 import { BroadcastChannel } from 'node:worker_threads';
+import { log } from '../log.js';
 import type { PublishJob } from '../push/publish/shard-api.js';
 import { dataPreview, type DebugEvent, type DebugTap } from './tap.js';
 import { shardTapChannelNames, type ShardTapMessage, type WatchMessage } from './shard-tap.js';
@@ -187,7 +188,17 @@ export class DebugHub implements DebugTap {
     this.send(watch, { type: 'event', t: now, event });
   }
 
+  /**
+   * Never throws: taps are called from inside uWS callbacks and the channel front end's
+   * bookkeeping, which a failing dashboard stream must not interrupt.
+   */
   private send(watch: Watch, message: DebugMessage): void {
-    for (const listener of watch.listeners) listener(message);
+    for (const listener of watch.listeners) {
+      try {
+        listener(message);
+      } catch (err) {
+        log.error('debug stream listener failed', { error: String((err as Error)?.stack ?? err) });
+      }
+    }
   }
 }

@@ -119,7 +119,6 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
       if (!state || state.closed) return;
       state.closed = true;
       state.ws = null;
-      ctx.debug.connectionClosed(state.app.id, state.socketId, code);
       const userId = state.userId;
       // Each step on its own: whatever fails, the connection still leaves the registry and
       // every channel (no member or subscriber left behind).
@@ -141,6 +140,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
       } catch (err) {
         log.error('websocket close: leaving channels failed', { appId: state.app.id, error: describe(err) });
       }
+      ctx.debug.connectionClosed(state.app.id, state.socketId, code);
     },
   });
 
