@@ -42,6 +42,12 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
   if (env.HERALD_PORT) fromEnv.port = envInteger('HERALD_PORT', env.HERALD_PORT);
   if (env.HERALD_DATA_DIR) fromEnv.dataDir = env.HERALD_DATA_DIR;
   if (env.HERALD_SHARDS) fromEnv.shards = envInteger('HERALD_SHARDS', env.HERALD_SHARDS);
+  if (env.HERALD_REDIS_URL) {
+    // Replaces only the URL (and turns the cluster on): keyPrefix and nodeTimeoutMs keep the file's values or defaults.
+    const cluster = raw.cluster;
+    const fromFile = typeof cluster === 'object' && cluster !== null && !Array.isArray(cluster) ? cluster : {};
+    fromEnv.cluster = { ...fromFile, redisUrl: env.HERALD_REDIS_URL };
+  }
   return parseConfig({ ...raw, ...fromEnv, ...sources.overrides });
 }
 

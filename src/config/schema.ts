@@ -150,6 +150,19 @@ const pushDeliverySchema = z.strictObject({
   retentionDays: z.number().positive().default(30),
 });
 
+/**
+ * Scale-out over Redis (docs/scaling.md). Absent: a single node with no Redis at all.
+ * All nodes of a cluster share one Redis, one `keyPrefix` and the same apps configuration.
+ */
+const clusterSchema = z.strictObject({
+  /** `redis://` or `rediss://` (TLS), with an optional password: `redis://:secret@host:6379/0`. */
+  redisUrl: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://'),
+  /** Prepended to every Redis key and pub/sub channel: isolates several clusters on one Redis. */
+  keyPrefix: z.string().min(1).max(100).default('herald:'),
+  /** A node silent (no heartbeat) for this long (ms) is declared dead and reaped by the others. */
+  nodeTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
+});
+
 export const DEFAULT_APP = Object.freeze({ id: 'app-id', key: 'app-key', secret: 'app-secret' });
 export const DEFAULT_PUSH_INSTANCE = Object.freeze({
   instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10',
@@ -183,6 +196,7 @@ export const configSchema = z.strictObject({
   pushDelivery: pushDeliverySchema.default(pushDeliverySchema.parse({})),
   apps: z.array(appSchema).default([appSchema.parse({ ...DEFAULT_APP })]),
   push: z.array(pushInstanceSchema).default([pushInstanceSchema.parse({ ...DEFAULT_PUSH_INSTANCE })]),
+  cluster: clusterSchema.optional(),
 });
 
 export type HeraldConfig = z.infer<typeof configSchema> & { shards: number };
@@ -195,3 +209,4 @@ export type ChannelWebhookConfig = z.infer<typeof channelWebhookSchema>;
 export type PushWebhookConfig = z.infer<typeof pushWebhookSchema>;
 export type WebhookDeliveryConfig = z.infer<typeof webhookDeliverySchema>;
 export type PushDeliveryConfig = z.infer<typeof pushDeliverySchema>;
+export type ClusterConfig = z.infer<typeof clusterSchema>;
