@@ -93,13 +93,13 @@ export class RedisServer {
 }
 
 /** Waits until `check` returns a truthy value (polling), or fails after `timeoutMs`. */
-export async function waitFor<T>(check: () => T | Promise<T>, timeoutMs = 15_000, what = 'condition'): Promise<T> {
+export async function waitFor<T>(check: () => T | Promise<T>, timeoutMs = 15_000, what = 'condition'): Promise<Exclude<T, null | undefined | false | 0 | ''>> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
       const value = await check();
-      if (value) return value;
+      if (value) return value as Exclude<T, null | undefined | false | 0 | ''>;
     } catch (err) {
       last = err;
     }

@@ -26,6 +26,7 @@ import { defineScripts, runScript } from './scripts.js';
 
 /** Channels a reap handles per script call: bounds how long one call holds Redis. */
 export const REAP_BATCH_CHANNELS = 100;
+const NOTHING_REGISTERED: Registration = { transitions: [], channels: [] };
 /** Dead sessions claimed per reaper pass. */
 const CLAIM_PER_PASS = 16;
 
@@ -120,7 +121,7 @@ export class NodeLiveness {
     if (deregister && this.redis.status === 'ready') {
       const session = this.session.current;
       const claimed = await runScript<number>(this.redis, 'heraldClaimSession', [this.keys.prefix, session, session, this.options.nodeTimeoutMs]);
-      if (claimed === 1) this.emit(await this.reapSession(session));
+      if (claimed === 1) await this.reapEntries(session, session, (batch) => this.emit(mergeTransitions(NOTHING_REGISTERED, batch)));
     }
     this.registered = false;
   }
@@ -150,9 +151,8 @@ export class NodeLiveness {
       let reaped = 0;
       for (const dead of claimed) {
         log.warn('cluster: reaping a silent node', { session: dead, by: me });
-        const transitions = await this.reapSession(dead, me);
-        this.emit(transitions);
-        reaped++;
+        // Reported batch by batch: a large dead node's first channels need not wait for its last.
+        if (await this.reapEntries(dead, me, (batch) => this.emit(mergeTransitions(NOTHING_REGISTERED, batch)))) reaped++;
       }
       return reaped;
     } finally {
@@ -198,7 +198,8 @@ export class NodeLiveness {
     const claimed = await whenAvailable(() =>
       runScript<number>(this.redis, 'heraldClaimSession', [this.keys.prefix, me, previous, this.options.nodeTimeoutMs]),
     );
-    const reaped = claimed === 1 ? await this.reapEntries(previous, me) : [];
+    const reaped: ReapedChannel[] = [];
+    if (claimed === 1) await this.reapEntries(previous, me, (batch) => reaped.push(...batch));
     log.info('cluster: node re-registered', { session: me, previous });
     this.emit(mergeTransitions(registered, reaped));
   }
@@ -207,20 +208,19 @@ export class NodeLiveness {
     return runScript<number>(this.redis, 'heraldHeartbeat', [this.keys.prefix, this.session.current, this.options.nodeTimeoutMs, mode]);
   }
 
-  private async reapSession(dead: string, me = this.session.current): Promise<ChannelTransition[]> {
-    return mergeTransitions({ transitions: [], channels: [] }, await this.reapEntries(dead, me));
-  }
-
-  /** Reaps a session this node has claimed, batch by batch, until done or the claim is lost. */
-  private async reapEntries(dead: string, me: string): Promise<ReapedChannel[]> {
-    const out: ReapedChannel[] = [];
+  /**
+   * Reaps a session this node has claimed, batch by batch, handing each batch's channels to
+   * `onBatch`. Returns true when the session is gone, false when the claim was lost to another node.
+   */
+  private async reapEntries(dead: string, me: string, onBatch: (channels: ReapedChannel[]) => void): Promise<boolean> {
     for (;;) {
       const json = await whenAvailable(() =>
         runScript<string>(this.redis, 'heraldReapBatch', [this.keys.prefix, me, dead, this.options.nodeTimeoutMs, REAP_BATCH_CHANNELS]),
       );
       const reply = JSON.parse(json) as ReapReply;
-      if (Array.isArray(reply.channels)) out.push(...reply.channels);
-      if (reply.done || reply.lost) return out;
+      if (Array.isArray(reply.channels) && reply.channels.length > 0) onBatch(reply.channels);
+      if (reply.lost) return false;
+      if (reply.done) return true;
     }
   }
 

@@ -2,7 +2,7 @@
  * Shared channel state on a real private redis-server, with two simulated nodes (two
  * ClusterNodes with different node ids on one Redis): transitions exactly once cluster-wide.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedNode } from '../../../../helpers/cluster-nodes.js';
 import { RedisServer, waitFor } from '../../../../helpers/redis-server.js';
 
@@ -23,8 +23,11 @@ beforeAll(async () => {
   redis = await new RedisServer().start();
 });
 
+afterEach(async () => {
+  await Promise.allSettled(nodes.splice(0).map((n) => n.node.stop(false)));
+});
+
 afterAll(async () => {
-  await Promise.allSettled(nodes.map((n) => n.node.stop(false)));
   await redis.stop();
 });
 
