@@ -67,8 +67,8 @@ export class SimulatedNode {
     return res;
   }
 
-  async leave(appId: string, channel: string, socketId: string) {
+  async leave(appId: string, channel: string, socketId: string, debounceMs = 0) {
     if (this.subscriptions.delete(`${socketId}\0${appId}\0${channel}`)) this.node.bus.unwatch(appId, channel);
-    return this.node.state.leave(appId, channel, socketId);
+    return this.node.state.leave(appId, channel, socketId, debounceMs);
   }
 }

@@ -33,6 +33,13 @@ export interface ClusterJoinOutcome {
   subscriptionCount: number;
   /** Presence only: the members after the join, as [user id, user_info] pairs. */
   members?: [string, unknown][];
+  /**
+   * This occupy came within the reload debounce of a vacate (a page reload): the vacate's node
+   * drops its held channel_vacated and this node does not report channel_occupied.
+   */
+  cancelledVacate: boolean;
+  /** The same for this user's member_removed / member_added. */
+  cancelledMemberRemoval: boolean;
 }
 
 export interface ClusterLeaveOutcome {
@@ -43,6 +50,11 @@ export interface ClusterLeaveOutcome {
   /** Presence: the user whose last connection cluster-wide left (member_removed due, once). */
   memberRemoved: string | null;
   subscriptionCount: number;
+  /**
+   * With a reload debounce: tokens of the holds this leave left for its channel_vacated and
+   * member_removed. Send the held event only if releaseHold answers true when the debounce ends.
+   */
+  holds?: { channel?: string; member?: string };
 }
 
 /** A change of shared state another node did not report: found by a reap or a re-registration. */
@@ -82,8 +94,8 @@ export interface HeldState {
   subscriptions: { appId: string; channel: string; socketId: string; member?: ClusterMember }[];
 }
 
-type JoinReply = [number, number, number, number, string[]];
-type LeaveReply = [number, number, number, number, string];
+type JoinReply = [number, number, number, number, string[], number?, number?];
+type LeaveReply = [number, number, number, number, string, string, string];
 
 export class RedisChannelState {
   constructor(
@@ -101,7 +113,7 @@ export class RedisChannelState {
    */
   async join(appId: string, channel: string, socketId: string, member?: ClusterMember, maxMembers = 0): Promise<ClusterJoinOutcome> {
     const reply = await whenAvailable(() => runScript<JoinReply>(this.redis, 'heraldJoin', this.joinArgs(appId, channel, socketId, member, maxMembers)));
-    const [status, occupied, added, count, flat] = reply;
+    const [status, occupied, added, count, flat, resumedChannel, resumedMember] = reply;
     if (status === -2) {
       this.session.reportGone();
       throw new RedisUnavailableError('node session was reaped; re-registering');
@@ -109,17 +121,41 @@ export class RedisChannelState {
     if (status === -1) {
       throw new HeraldError('PRESENCE_MEMBER_LIMIT', `Presence channel ${channel} already has its maximum of ${maxMembers} members`);
     }
-    const out: ClusterJoinOutcome = { changed: status === 1, occupied: occupied === 1, memberAdded: added === 1, subscriptionCount: count };
+    const out: ClusterJoinOutcome = {
+      changed: status === 1,
+      occupied: occupied === 1,
+      memberAdded: added === 1,
+      subscriptionCount: count,
+      cancelledVacate: resumedChannel === 1,
+      cancelledMemberRemoval: resumedMember === 1,
+    };
     if (member) out.members = pairs(flat);
     return out;
   }
 
-  /** Removes a subscription of this node (explicit unsubscribe or socket close). */
-  async leave(appId: string, channel: string, socketId: string): Promise<ClusterLeaveOutcome> {
-    const [changed, vacated, removed, count, userId] = await whenAvailable(() =>
-      runScript<LeaveReply>(this.redis, 'heraldLeave', [this.keys.prefix, this.session.current, appId, channel, socketId]),
+  /**
+   * Removes a subscription of this node (explicit unsubscribe or socket close). With
+   * `debounceMs` (webhookDelivery.reloadDebounceMs), a vacate or member removal leaves a hold a
+   * join anywhere in the cluster cancels within that time (a page reload): see releaseHold.
+   */
+  async leave(appId: string, channel: string, socketId: string, debounceMs = 0): Promise<ClusterLeaveOutcome> {
+    const [changed, vacated, removed, count, userId, channelHold, memberHold] = await whenAvailable(() =>
+      runScript<LeaveReply>(this.redis, 'heraldLeave', [this.keys.prefix, this.session.current, appId, channel, socketId, debounceMs]),
     );
-    return { changed: changed === 1, vacated: vacated === 1, memberRemoved: removed === 1 ? userId : null, subscriptionCount: count };
+    const out: ClusterLeaveOutcome = { changed: changed === 1, vacated: vacated === 1, memberRemoved: removed === 1 ? userId : null, subscriptionCount: count };
+    if (channelHold || memberHold) out.holds = { ...(channelHold && { channel: channelHold }), ...(memberHold && { member: memberHold }) };
+    return out;
+  }
+
+  /**
+   * The end of a leave's reload debounce: true when the hold is still there (send the held
+   * channel_vacated, or member_removed when `userId` is given), false when a join cancelled it.
+   */
+  async releaseHold(appId: string, channel: string, userId: string | null, token: string): Promise<boolean> {
+    const released = await whenAvailable(() =>
+      runScript<number>(this.redis, 'heraldReleaseHold', [this.keys.prefix, appId, channel, userId ?? '', token]),
+    );
+    return released === 1;
   }
 
   /** C4: one channel's state from shared state. `cache` only when asked. */
@@ -218,12 +254,12 @@ export class RedisChannelState {
       const [, replies] = await Promise.all([Promise.all(connects), Promise.all(joins)]);
       const transitions: ChannelTransition[] = [];
       const channels = new Map<string, RegisteredChannel>();
-      replies.forEach(([status, occupied, added, count], i) => {
+      replies.forEach(([status, occupied, added, count, , resumedChannel, resumedMember], i) => {
         const { appId, channel, member } = held.subscriptions[i]!;
         if (status === -2) throw new RedisUnavailableError('node session gone during registration');
         if (status !== 1) return;
-        if (occupied === 1) transitions.push({ type: 'channel_occupied', appId, channel });
-        if (added === 1 && member) transitions.push({ type: 'member_added', appId, channel, userId: member.userId });
+        if (occupied === 1 && resumedChannel !== 1) transitions.push({ type: 'channel_occupied', appId, channel });
+        if (added === 1 && member && resumedMember !== 1) transitions.push({ type: 'member_added', appId, channel, userId: member.userId });
         const id = `${appId}:${channel}`;
         const entry = channels.get(id) ?? { appId, channel, added: 0, subscriptionCount: 0 };
         entry.added++;

@@ -67,15 +67,19 @@ export class ClusterNode {
   }
 
   /**
-   * Takes the lease of a push instance this node serves, waiting up to nodeTimeoutMs for a
-   * crashed holder's lease to lapse; throws PushLeaseHeldError when a live node has it.
+   * Takes the lease of a push instance this node serves. A crashed holder's lease lapses within
+   * nodeTimeoutMs of its last renewal, so by default this waits up to twice that (timers run
+   * late on a loaded host) before throwing PushLeaseHeldError: then a live node has it.
    */
-  async leasePushInstance(instanceId: string, onLost?: (instanceId: string, holder: string | null) => void): Promise<PushInstanceLease> {
+  async leasePushInstance(
+    instanceId: string,
+    options: { waitMs?: number; onLost?: (instanceId: string, holder: string | null) => void } = {},
+  ): Promise<PushInstanceLease> {
     const lease = new PushInstanceLease(this.connections.commands, this.keys, this.nodeId, instanceId, {
       ttlMs: this.config.nodeTimeoutMs,
-      ...(onLost && { onLost }),
+      ...(options.onLost && { onLost: options.onLost }),
     });
-    await lease.acquire(this.config.nodeTimeoutMs);
+    await lease.acquire(options.waitMs ?? 2 * this.config.nodeTimeoutMs);
     this.leases.push(lease);
     return lease;
   }

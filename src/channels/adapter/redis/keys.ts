@@ -47,6 +47,16 @@ export class RedisKeys {
     return `${this.prefix}cache:${channelId(appId, channel)}`;
   }
 
+  /** STRING `<expiry ms>|<session>|<socketId>`: a channel_vacated held by the reload debounce. */
+  vacateHold(appId: string, channel: string): string {
+    return `${this.prefix}holdc:${channelId(appId, channel)}`;
+  }
+
+  /** HASH user id → hold token: member_removed events held by the reload debounce. */
+  memberRemovalHolds(appId: string, channel: string): string {
+    return `${this.prefix}holdm:${channelId(appId, channel)}`;
+  }
+
   /** HASH socket id → session id: the app's live connections cluster-wide (maxConnections, hasSocket). */
   sockets(appId: string): string {
     return `${this.prefix}sockets:${appId}`;

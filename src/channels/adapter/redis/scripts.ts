@@ -14,8 +14,12 @@
  */
 import type { ChainableCommander, Redis } from 'ioredis';
 
+/** How long (ms) a reload-debounce hold outlives its debounce, so a late holder can still release it. */
+export const HOLD_GRACE_MS = 60_000;
+
 const COMMON = `
 local P = ARGV[1]
+local HOLD_GRACE_MS = ${HOLD_GRACE_MS}
 local function nowMs()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -56,9 +60,10 @@ end
 
 /**
  * ARGV: prefix, session, appId, channel, socketId, presence ('1'|'0'), userId, userInfo JSON,
- * maxMembers (0 = no limit). Returns {status, occupied, memberAdded, count, members}: status 1
- * joined, 0 already subscribed (nothing changed), -1 presence channel full, -2 the session is
- * not alive (reaped or never started: the node must re-register under a new session).
+ * maxMembers (0 = no limit). Returns {status, occupied, memberAdded, count, members,
+ * resumedChannel, resumedMember}: status 1 joined, 0 already subscribed (nothing changed), -1
+ * presence channel full, -2 the session is not alive (reaped or never started: the node must
+ * re-register under a new session). resumed*: the join cancelled a live reload-debounce hold.
  */
 const JOIN = `
 local session, appId, channel, socketId = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -95,18 +100,73 @@ if presence and redis.call('HINCRBY', usersKey, userId, 1) == 1 then
   added = 1
   redis.call('HSET', infoKey, userId, userInfo)
 end
-return {1, occupied, added, count, members()}
+-- A hold left by a leave within the reload debounce: this join cancels it (its vacated or
+-- member_removed is dropped by the holder, and this occupied / member_added is not reported).
+-- An expired hold is left alone: its holder is sending it.
+local resumedChannel, resumedMember = 0, 0
+if occupied == 1 then
+  local h = redis.call('GET', P .. 'holdc:' .. cid)
+  if h and tonumber(string.match(h, '^(%d+)|')) > nowMs() then
+    redis.call('DEL', P .. 'holdc:' .. cid)
+    resumedChannel = 1
+  end
+end
+if added == 1 then
+  local h = redis.call('HGET', P .. 'holdm:' .. cid, userId)
+  if h and tonumber(string.match(h, '^(%d+)|')) > nowMs() then
+    redis.call('HDEL', P .. 'holdm:' .. cid, userId)
+    resumedMember = 1
+  end
+end
+return {1, occupied, added, count, members(), resumedChannel, resumedMember}
 `;
 
-/** ARGV: prefix, session, appId, channel, socketId. Returns {changed, vacated, removed?, count, userId}. */
+/**
+ * ARGV: prefix, session, appId, channel, socketId, debounceMs (0: no holds). Returns {changed,
+ * vacated, removed?, count, userId, channel hold token, member hold token}. With a debounce, a
+ * vacate or member removal leaves a hold (token `<expiry ms>|<session>|<socketId>`) that a join
+ * within debounceMs cancels; the leaver releases it when its debounce ends (RELEASE_HOLD).
+ */
 const LEAVE = `
-local r = leaveOne(ARGV[2], ARGV[3], ARGV[4], ARGV[5])
-if not r then return {0, 0, 0, tonumber(redis.call('GET', P .. 'subs:' .. ARGV[3] .. ':' .. ARGV[4]) or '0'), ''} end
+local session, appId, channel, socketId, debounce = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+local r = leaveOne(session, appId, channel, socketId)
+if not r then return {0, 0, 0, tonumber(redis.call('GET', P .. 'subs:' .. appId .. ':' .. channel) or '0'), '', '', ''} end
+local cid = appId .. ':' .. channel
 local vacated, removed = 0, 0
-if r[1] then vacated = 1 end
-local userId = ''
-if r[2] then removed = 1; userId = r[2] end
-return {1, vacated, removed, r[3], userId}
+local userId, channelHold, memberHold = '', '', ''
+local token = (nowMs() + debounce) .. '|' .. session .. '|' .. socketId
+if r[1] then
+  vacated = 1
+  if debounce > 0 then
+    channelHold = token
+    redis.call('SET', P .. 'holdc:' .. cid, token, 'PX', debounce + HOLD_GRACE_MS)
+  end
+end
+if r[2] then
+  removed = 1
+  userId = r[2]
+  if debounce > 0 then
+    memberHold = token
+    redis.call('HSET', P .. 'holdm:' .. cid, userId, token)
+    redis.call('PEXPIRE', P .. 'holdm:' .. cid, debounce + HOLD_GRACE_MS)
+  end
+end
+return {1, vacated, removed, r[3], userId, channelHold, memberHold}
+`;
+
+/**
+ * ARGV: prefix, appId, channel, userId ('' for the channel hold), token. The holder, at the end
+ * of its debounce: 1 when its hold is still there (send the held event; the hold is removed),
+ * 0 when a join cancelled it (drop the held event).
+ */
+const RELEASE_HOLD = `
+local cid = ARGV[2] .. ':' .. ARGV[3]
+if ARGV[4] == '' then
+  if redis.call('GET', P .. 'holdc:' .. cid) == ARGV[5] then redis.call('DEL', P .. 'holdc:' .. cid); return 1 end
+  return 0
+end
+if redis.call('HGET', P .. 'holdm:' .. cid, ARGV[4]) == ARGV[5] then redis.call('HDEL', P .. 'holdm:' .. cid, ARGV[4]); return 1 end
+return 0
 `;
 
 /** ARGV: prefix, appId, channel, wantCache ('1'|'0'). Returns {count, userCount, cached JSON or false, pttl}. */
@@ -311,6 +371,7 @@ return 0
 const STATE_SCRIPTS = {
   heraldJoin: JOIN,
   heraldLeave: LEAVE,
+  heraldReleaseHold: RELEASE_HOLD,
   heraldInfo: INFO,
   heraldList: LIST,
   heraldCacheGet: CACHE_GET,

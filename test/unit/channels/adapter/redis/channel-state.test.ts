@@ -81,6 +81,31 @@ describe('RedisChannelState', () => {
     expect(await b.state.presenceUserIds('app', 'presence-room')).toEqual(['bob']);
   });
 
+  it('applies the reload debounce cluster-wide: a re-join on another node cancels the held vacate and removal', async () => {
+    const [a, b] = await twoNodes();
+    await a.join('app', 'presence-reload', 'a.1', { userId: 'alice' });
+    const left = await a.leave('app', 'presence-reload', 'a.1', 5000);
+    expect(left).toMatchObject({ vacated: true, memberRemoved: 'alice' });
+    expect(left.holds?.channel).toBeTruthy();
+    expect(left.holds?.member).toBeTruthy();
+    // The page reloads and lands on the other node.
+    const back = await b.join('app', 'presence-reload', 'b.1', { userId: 'alice' });
+    expect(back).toMatchObject({ occupied: true, memberAdded: true, cancelledVacate: true, cancelledMemberRemoval: true });
+    // At the end of its debounce the leaving node learns both were cancelled: nothing is sent.
+    expect(await a.state.releaseHold('app', 'presence-reload', null, left.holds!.channel!)).toBe(false);
+    expect(await a.state.releaseHold('app', 'presence-reload', 'alice', left.holds!.member!)).toBe(false);
+
+    // No re-join within the debounce: the holder sends; a later join is a plain occupy.
+    const gone = await b.leave('app', 'presence-reload', 'b.1', 300);
+    await new Promise((r) => setTimeout(r, 400));
+    const later = await a.join('app', 'presence-reload', 'a.2', { userId: 'alice' });
+    expect(later).toMatchObject({ occupied: true, memberAdded: true, cancelledVacate: false, cancelledMemberRemoval: false });
+    expect(await b.state.releaseHold('app', 'presence-reload', null, gone.holds!.channel!)).toBe(true);
+    expect(await b.state.releaseHold('app', 'presence-reload', 'alice', gone.holds!.member!)).toBe(true);
+    // Without a debounce no hold is left.
+    expect((await a.leave('app', 'presence-reload', 'a.2')).holds).toBeUndefined();
+  });
+
   it('refuses a new presence user beyond maxMembers, cluster-wide, but not another connection of a member', async () => {
     const [a, b] = await twoNodes();
     await a.join('app', 'presence-full', '1.1', { userId: 'u1' }, 2);

@@ -15,7 +15,9 @@ const nodes: SimulatedNode[] = [];
 let counter = 0;
 
 function makeNode(nodeId: string, prefix: string, extra: Partial<ConstructorParameters<typeof SimulatedNode>[0]> = {}): SimulatedNode {
-  const node = new SimulatedNode({ redisUrl: redis.url, nodeId, keyPrefix: prefix, nodeTimeoutMs: 600, heartbeatIntervalMs: 100, reapIntervalMs: 100, ...extra });
+  // Survivors get a generous timeout so a loaded machine cannot make them look dead; the nodes
+  // a test lets die get a short one.
+  const node = new SimulatedNode({ redisUrl: redis.url, nodeId, keyPrefix: prefix, nodeTimeoutMs: 3000, heartbeatIntervalMs: 100, reapIntervalMs: 100, ...extra });
   nodes.push(node);
   return node;
 }
@@ -39,7 +41,7 @@ afterAll(async () => {
 describe('NodeLiveness', () => {
   it('reaps a node that stops heartbeating: its members and channels go, each transition reported by one survivor', async () => {
     const prefix = `r${++counter}:`;
-    const [a, b, c] = [makeNode('a', prefix), makeNode('b', prefix), makeNode('c', prefix)];
+    const [a, b, c] = [makeNode('a', prefix), makeNode('b', prefix), makeNode('c', prefix, { nodeTimeoutMs: 400 })];
     await Promise.all([a.start(), b.start(), c.start()]);
     await a.connect('app', 'a.1');
     await c.connect('app', 'c.1');
@@ -96,7 +98,7 @@ describe('NodeLiveness', () => {
 
   it('lets another survivor take over a reap whose claimant died', async () => {
     const prefix = `r${++counter}:`;
-    const a = makeNode('a', prefix, { heartbeatIntervalMs: 100, reapIntervalMs: 60_000, nodeTimeoutMs: 400 });
+    const a = makeNode('a', prefix, { reapIntervalMs: 60_000 });
     const d = makeNode('d', prefix, { nodeTimeoutMs: 400 });
     await Promise.all([a.start(), d.start()]);
     await d.join('app', 'orphan', 'd.1');
@@ -116,7 +118,7 @@ describe('NodeLiveness', () => {
 
   it('a reaped node that comes back re-registers what it holds, leaving no ghosts', async () => {
     const prefix = `r${++counter}:`;
-    const a = makeNode('a', prefix, { nodeTimeoutMs: 400 });
+    const a = makeNode('a', prefix);
     // A node that stalls: it never heartbeats on its own during the test.
     const z = makeNode('z', prefix, { nodeTimeoutMs: 400, heartbeatIntervalMs: 60_000, reapIntervalMs: 60_000 });
     await Promise.all([a.start(), z.start()]);
@@ -147,7 +149,7 @@ describe('NodeLiveness', () => {
 
   it('a join under a reaped session is refused and makes the node re-register', async () => {
     const prefix = `r${++counter}:`;
-    const a = makeNode('a', prefix, { nodeTimeoutMs: 400 });
+    const a = makeNode('a', prefix);
     const z = makeNode('z', prefix, { nodeTimeoutMs: 400, heartbeatIntervalMs: 60_000, reapIntervalMs: 60_000 });
     await Promise.all([a.start(), z.start()]);
     await z.join('app', 'held', 'z.1');
@@ -160,8 +162,8 @@ describe('NodeLiveness', () => {
 
   it('survives a Redis restart: reconnects, re-registers, and pub/sub delivery resumes', async () => {
     const prefix = `r${++counter}:`;
-    const a = makeNode('a', prefix, { nodeTimeoutMs: 3000, heartbeatIntervalMs: 200, reapIntervalMs: 200 });
-    const b = makeNode('b', prefix, { nodeTimeoutMs: 3000, heartbeatIntervalMs: 200, reapIntervalMs: 200 });
+    const a = makeNode('a', prefix);
+    const b = makeNode('b', prefix);
     await Promise.all([a.start(), b.start()]);
     await a.connect('app', 'a.1');
     await b.connect('app', 'b.1');

@@ -31,10 +31,10 @@ afterAll(async () => {
 
 describe('PushInstanceLease', () => {
   it('refuses a second node while the first renews its lease, naming the holder', async () => {
-    const [a, b] = await started(400, 'a', 'b');
+    const [a, b] = await started(1000, 'a', 'b');
     const lease = await a.node.leasePushInstance(INSTANCE);
-    await new Promise((r) => setTimeout(r, 600)); // longer than the TTL: renewals keep it
-    const err = await b.node.leasePushInstance(INSTANCE).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 1200)); // longer than the TTL: renewals keep it
+    const err = await b.node.leasePushInstance(INSTANCE, { waitMs: 0 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PushLeaseHeldError);
     expect((err as PushLeaseHeldError).holder).toBe(lease.holder);
     expect(lease.isHeld).toBe(true);
