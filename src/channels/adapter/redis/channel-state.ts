@@ -98,6 +98,9 @@ type JoinReply = [number, number, number, number, string[], number?, number?];
 type LeaveReply = [number, number, number, number, string, string, string];
 
 export class RedisChannelState {
+  /** Joins and connects not settled yet (see settled()). */
+  private readonly inFlight = new Set<Promise<unknown>>();
+
   constructor(
     private readonly redis: Redis,
     private readonly keys: RedisKeys,
@@ -111,8 +114,43 @@ export class RedisChannelState {
    * `maxMembers` other users (0: no limit), RedisUnavailableError during an outage or when the
    * session was just found gone (the node re-registers; the caller may retry).
    */
-  async join(appId: string, channel: string, socketId: string, member?: ClusterMember, maxMembers = 0): Promise<ClusterJoinOutcome> {
-    const reply = await whenAvailable(() => runScript<JoinReply>(this.redis, 'heraldJoin', this.joinArgs(appId, channel, socketId, member, maxMembers)));
+  join(appId: string, channel: string, socketId: string, member?: ClusterMember, maxMembers = 0): Promise<ClusterJoinOutcome> {
+    return this.tracked(this.joinRecorded(appId, channel, socketId, member, maxMembers));
+  }
+
+  /**
+   * Resolves once every join and connect issued so far has settled. Re-registration waits for
+   * it before retiring the previous session, so a join in flight across the switch is recorded
+   * under the new session before the old one is reaped.
+   */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  private tracked<T>(work: Promise<T>): Promise<T> {
+    this.inFlight.add(work);
+    work.then(
+      () => this.inFlight.delete(work),
+      () => this.inFlight.delete(work),
+    );
+    return work;
+  }
+
+  private async joinRecorded(appId: string, channel: string, socketId: string, member: ClusterMember | undefined, maxMembers: number): Promise<ClusterJoinOutcome> {
+    const session = this.session.current;
+    const run = (under: string, max: number) =>
+      whenAvailable(() => runScript<JoinReply>(this.redis, 'heraldJoin', this.joinArgs(appId, channel, socketId, member, max, under)));
+    let reply = await run(session, maxMembers);
+    if (this.session.current !== session && reply[0] !== -1) {
+      // The node re-registered while this join was in flight: its snapshot may have missed the
+      // socket, and the session it was recorded under is about to be reaped. Record it under
+      // the current session too (idempotent); transitions reported by either count.
+      const again = await run(this.session.current, reply[0] === 1 ? 0 : maxMembers);
+      reply =
+        reply[0] === -2
+          ? again
+          : [again[0] === -2 ? -2 : reply[0], reply[1] || again[1], reply[2] || again[2], again[3], again[4], reply[5] || again[5], reply[6] || again[6]];
+    }
     const [status, occupied, added, count, flat, resumedChannel, resumedMember] = reply;
     if (status === -2) {
       this.session.reportGone();
@@ -198,10 +236,19 @@ export class RedisChannelState {
    * Counts a new connection of the app cluster-wide. `maxConnections` null: unlimited. Returns
    * accepted false (nothing recorded) when the app is at its limit.
    */
-  async connect(appId: string, socketId: string, maxConnections: number | null): Promise<{ accepted: boolean; connections: number }> {
-    const [status, connections] = await whenAvailable(() =>
-      runScript<[number, number]>(this.redis, 'heraldConnect', [this.keys.prefix, this.session.current, appId, socketId, maxConnections ?? 0]),
-    );
+  connect(appId: string, socketId: string, maxConnections: number | null): Promise<{ accepted: boolean; connections: number }> {
+    return this.tracked(this.connectRecorded(appId, socketId, maxConnections));
+  }
+
+  private async connectRecorded(appId: string, socketId: string, maxConnections: number | null): Promise<{ accepted: boolean; connections: number }> {
+    const session = this.session.current;
+    const run = (under: string, max: number) =>
+      whenAvailable(() => runScript<[number, number]>(this.redis, 'heraldConnect', [this.keys.prefix, under, appId, socketId, max]));
+    let [status, connections] = await run(session, maxConnections ?? 0);
+    if (this.session.current !== session && status !== 0) {
+      // Re-registered meanwhile (see joinRecorded): record under the current session too.
+      [status, connections] = await run(this.session.current, status === 1 ? 0 : (maxConnections ?? 0));
+    }
     if (status === -2) {
       this.session.reportGone();
       throw new RedisUnavailableError('node session was reaped; re-registering');

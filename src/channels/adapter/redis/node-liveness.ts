@@ -193,6 +193,9 @@ export class NodeLiveness {
     const started = this.beat('start');
     const registration = this.state.register(this.options.held());
     const [, registered] = await whenAvailable(() => Promise.all([started, registration]));
+    // Joins in flight across the switch record themselves under the new session too (channel-state.ts):
+    // let them land before the previous session's records are reaped.
+    await this.state.settled();
     this.registered = true;
     const me = this.session.current;
     const claimed = await whenAvailable(() =>

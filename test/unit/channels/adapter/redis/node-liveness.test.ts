@@ -160,6 +160,24 @@ describe('NodeLiveness', () => {
     expect((await z.state.join('app', 'late', 'z.2')).occupied).toBe(true);
   });
 
+  it('a join in flight while the node re-registers ends up recorded under the new session', async () => {
+    const prefix = `r${++counter}:`;
+    const z = makeNode('z', prefix);
+    await z.start();
+    await z.join('app', 'steady', 'z.0');
+    // The join is sent under the current session; the re-registration switches sessions in the
+    // same turn, before the join's answer (and before the node records it as held).
+    const joining = z.join('app', 'inflight', 'z.1');
+    const reregistering = z.node.liveness.reregister();
+    const [joined] = await Promise.all([joining, reregistering]);
+    expect(joined.occupied).toBe(true);
+    expect(await z.state.channelInfo('app', 'inflight')).toMatchObject({ occupied: true, subscriptionCount: 1 });
+    expect(await z.state.channelInfo('app', 'steady')).toMatchObject({ occupied: true, subscriptionCount: 1 });
+    expect(ofType(z.transitions, 'channel_vacated')).toEqual([]);
+    // And it is really under the live session: leaving it vacates the channel.
+    expect((await z.leave('app', 'inflight', 'z.1')).vacated).toBe(true);
+  });
+
   it('survives a Redis restart: reconnects, re-registers, and pub/sub delivery resumes', async () => {
     const prefix = `r${++counter}:`;
     const a = makeNode('a', prefix);
