@@ -172,7 +172,9 @@ export class RedisChannelState {
   }
 
   /**
-   * Removes a subscription of this node (explicit unsubscribe or socket close). With
+   * Removes a subscription of this node (explicit unsubscribe or socket close). Drop it from
+   * what the node reports as held (HeldState) before calling, so that a re-registration's
+   * snapshot taken meanwhile cannot record it again. With
    * `debounceMs` (webhookDelivery.reloadDebounceMs), a vacate or member removal leaves a hold a
    * join anywhere in the cluster cancels within that time (a page reload): see releaseHold.
    */
