@@ -96,6 +96,7 @@ export class NodeLiveness {
 
   /** Registers the session (the connection must be ready) and starts heartbeats and the reaper. */
   async start(): Promise<void> {
+    this.stopped = false;
     await whenAvailable(() => this.beat('start'));
     this.registered = true;
     this.redis.on('ready', this.onReady);
@@ -129,8 +130,10 @@ export class NodeLiveness {
   /** One heartbeat; a beat that finds the session gone re-registers the node. */
   async heartbeat(): Promise<void> {
     try {
+      const session = this.session.current;
       const alive = await whenAvailable(() => this.beat('beat'));
-      if (alive === 0 && !this.stopped) await this.reregister();
+      // A beat of a session already replaced (re-registration in between) means nothing.
+      if (alive === 0 && !this.stopped && session === this.session.current) await this.reregister();
     } catch {
       // Redis is away: the 'ready' event after the reconnect re-registers.
     }
