@@ -2,7 +2,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { PushLeaseHeldError } from '../../../../../src/channels/adapter/redis/push-lease.js';
 import { SimulatedNode } from '../../../../helpers/cluster-nodes.js';
-import { RedisServer } from '../../../../helpers/redis-server.js';
+import { RedisServer, waitFor } from '../../../../helpers/redis-server.js';
 
 const INSTANCE = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';
 let redis: RedisServer;
@@ -48,6 +48,30 @@ describe('PushInstanceLease', () => {
     expect(taken.isHeld).toBe(true);
     await taken.release();
     expect((await c.node.leasePushInstance(INSTANCE)).isHeld).toBe(true);
+  });
+
+  it('takes a lapsed lease back after a Redis restart, and reports a lease another node took', async () => {
+    const [a] = await started(1000, 'a');
+    const lost: (string | null)[] = [];
+    const lease = await a.node.leasePushInstance(INSTANCE, { onLost: (_id, holder) => lost.push(holder) });
+    await redis.kill();
+    await redis.start(); // empty: the lease is gone
+    await waitFor(async () => {
+      const client = redis.client();
+      try {
+        return (await client.get(`l${counter}:lease:push:${INSTANCE}`)) === lease.holder;
+      } finally {
+        client.disconnect();
+      }
+    }, 15_000, 'lease taken back');
+    expect(lease.isHeld).toBe(true);
+    // Someone else holds it now (e.g. it lapsed and another node started): the holder is told.
+    const client = redis.client();
+    await client.set(`l${counter}:lease:push:${INSTANCE}`, 'other/1234', 'PX', 10_000);
+    await client.quit();
+    await waitFor(() => lost.length === 1, 15_000, 'lease reported lost');
+    expect(lost).toEqual(['other/1234']);
+    expect(lease.isHeld).toBe(false);
   });
 
   it('keeps leases of different instances and clusters apart', async () => {
