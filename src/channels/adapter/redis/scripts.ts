@@ -12,7 +12,7 @@
  * Times come from Redis (`TIME`), not from the nodes, so clock skew between nodes cannot make a
  * live node look dead.
  */
-import type { ChainableCommander, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 
 /** How long (ms) a reload-debounce hold outlives its debounce, so a late holder can still release it. */
 export const HOLD_GRACE_MS = 60_000;
@@ -400,9 +400,4 @@ type Runner = Record<ScriptName, (...args: (string | number)[]) => Promise<unkno
 /** Runs a script defined by defineScripts (auto-pipelined with the other commands of the turn). */
 export function runScript<T>(redis: Redis, name: ScriptName, args: (string | number)[]): Promise<T> {
   return (redis as unknown as Runner)[name](...args) as Promise<T>;
-}
-
-/** Queues a script on an explicit pipeline. */
-export function queueScript(pipeline: ChainableCommander, name: ScriptName, args: (string | number)[]): void {
-  (pipeline as unknown as Runner)[name](...args);
 }
