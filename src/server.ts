@@ -18,9 +18,9 @@ import { log } from './log.js';
 import type { ServerContext, ServerState } from './server-context.js';
 import { registerWebSocket, type WebSocketEndpoint } from './channels/ws/endpoint.js';
 import { channelApiRoutes } from './channels/http-api/routes.js';
-import { deviceApiRoutes } from './push/device-api/routes.js';
-import { publishApiRoutes } from './push/publish-api/routes.js';
-import { reportingApiRoutes } from './push/reporting-api/routes.js';
+import { deviceApiRoutes } from './push/http/devices/routes.js';
+import { publishApiRoutes } from './push/http/publishes/routes.js';
+import { reportingApiRoutes } from './push/http/reports/routes.js';
 
 export interface RunningHerald {
   readonly port: number;

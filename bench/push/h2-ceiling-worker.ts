@@ -12,7 +12,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { buildApnsRequest } from '../../src/push/gateways/apns.js';
 import { buildFcmMessage } from '../../src/push/gateways/fcm.js';
 import type { Platform } from '../../src/push/gateways/gateway.js';
-import { gatewayPayload } from '../../src/push/publish/payload.js';
+import { gatewayPayload } from '../../src/push/shard/publishes/payload.js';
 import { BENCH_BUNDLE_ID, BENCH_INSTANCE, platformOf, publishBody, tokenOf } from './dataset.js';
 
 /** What the ceiling gives each worker. */

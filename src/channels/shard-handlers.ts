@@ -18,7 +18,7 @@ import { log } from '../log.js';
 import type { ShardArea, ShardContext } from '../shards/context.js';
 import type { ChannelEventBody, WebhookEmitter } from '../webhooks/emitter.js';
 import { channelType, countsSubscriptions } from './names.js';
-import type { ChannelShardApi } from './shard-api.js';
+import type { ChannelShardApi } from './messages.js';
 import { ChannelStore, type JoinOutcome, type LeaveOutcome } from './state/channel-store.js';
 import { OccupancyJournal } from './state/occupancy-journal.js';
 

@@ -3,7 +3,7 @@
  * alongside). Unauthenticated like /health; it carries counts only, never URLs or secrets.
  */
 import type { ServerContext } from '../server-context.js';
-import type { WebhookStats } from '../webhooks/shard-api.js';
+import type { WebhookStats } from '../webhooks/messages.js';
 import type { Route } from './router.js';
 
 /** Sums every numeric field of the shards' webhook stats except the shard index. */

@@ -4,13 +4,13 @@
  * environment, shared by the three sub-areas.
  */
 import type { ShardArea, ShardContext } from '../shards/context.js';
-import type { PushShardApi } from './shard-api.js';
+import type { PushShardApi } from './messages/index.js';
 import type { WebhookEmitter } from '../webhooks/emitter.js';
-import { DeviceStore } from './store/device-store.js';
-import { PublishStore } from './publish/publish-store.js';
-import { createDeviceArea } from './devices/shard-handlers.js';
-import { createPublishArea } from './publish/shard-handlers.js';
-import { createReportArea } from './reporting/shard-handlers.js';
+import { DeviceStore } from './shard/devices/device-store.js';
+import { PublishStore } from './shard/publishes/publish-store.js';
+import { createDeviceArea } from './shard/devices/handlers.js';
+import { createPublishArea } from './shard/publishes/handlers.js';
+import { createReportArea } from './shard/reports/handlers.js';
 
 /** What each push sub-area gets. */
 export interface PushAreaDeps {

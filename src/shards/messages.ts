@@ -4,9 +4,9 @@
  * in its own module; this file joins them. A request `{type: K, ...ShardApi[K]['req']}`
  * answers `ShardApi[K]['res']`.
  */
-import type { ChannelShardApi } from '../channels/shard-api.js';
-import type { PushShardApi } from '../push/shard-api.js';
-import type { WebhookShardApi } from '../webhooks/shard-api.js';
+import type { ChannelShardApi } from '../channels/messages.js';
+import type { PushShardApi } from '../push/messages/index.js';
+import type { WebhookShardApi } from '../webhooks/messages.js';
 
 export interface CoreShardApi {
   /** Liveness and identity; used at start-up and by /health. */
