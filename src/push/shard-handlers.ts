@@ -11,15 +11,7 @@ import { PublishStore } from './shard/publishes/publish-store.js';
 import { createDeviceArea } from './shard/devices/handlers.js';
 import { createPublishArea } from './shard/publishes/handlers.js';
 import { createReportArea } from './shard/reports/handlers.js';
-
-/** What each push sub-area gets. */
-export interface PushAreaDeps {
-  ctx: ShardContext;
-  store: DeviceStore;
-  /** The shard's publish records: written by the publish area, read by reporting (known publishes, pruning). */
-  publishes: PublishStore;
-  webhooks: WebhookEmitter;
-}
+import type { PushAreaDeps } from './shard/deps.js';
 
 /** Builds the push area of one shard (its stores opened once, then its three sub-areas). */
 export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): ShardArea<PushShardApi> {

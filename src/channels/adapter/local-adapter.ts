@@ -7,7 +7,8 @@
 import type { TemplatedApp } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
-import type { ShardPool } from '../../shards/pool.js';
+import type { ShardRequester } from '../../shards/requester.js';
+import type { ChannelShardApi } from '../messages.js';
 import { channelShardFor } from '../../shards/hash.js';
 import { channelType } from '../names.js';
 import type {
@@ -46,7 +47,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
 
   constructor(
     private readonly uws: TemplatedApp,
-    private readonly shards: ShardPool,
+    private readonly shards: ShardRequester<ChannelShardApi>,
     private readonly registry: SocketRegistry,
   ) {
     shards.onShardRestart((shard) => this.restoreShard(shard));

@@ -1,25 +1,35 @@
 /**
- * The WebSocket endpoint `/app/<key>` (Pusher protocol 7) and the local channel adapter.
+ * The WebSocket endpoint `/app/<key>` (Pusher protocol 7).
  * Every upgrade is accepted so that a refused connection can be told why: pusher:error with
  * the close code, then the close (protocol-notes.md). The main thread keeps per-connection
  * state only; channel state lives on the shards (see subscriptions.ts and the adapter).
  */
 import { randomInt } from 'node:crypto';
 import type { HttpRequest, HttpResponse, WebSocket, us_socket_context_t } from 'uWebSockets.js';
-import type { ServerContext } from '../../server-context.js';
+import type { TemplatedApp } from 'uWebSockets.js';
+import type { AppConfig, HeraldConfig } from '../../config/schema.js';
+import type { ServerState } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
-import { LocalChannelAdapter } from '../adapter/local-adapter.js';
 import * as frames from './frames.js';
 import { parseHandshake } from './handshake.js';
 import { ProtocolHandler } from './protocol.js';
-import { SocketRegistry, endWithError, type SocketState, type SocketUserData } from './registry.js';
+import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
 import { Subscriptions } from './subscriptions.js';
 import { Sweeper } from './sweeper.js';
 
+/** What the endpoint is built from (server.ts): the registry is shared with the local adapter. */
+export interface WebSocketDeps {
+  readonly config: Readonly<HeraldConfig>;
+  readonly app: TemplatedApp;
+  readonly state: ServerState;
+  readonly appsByKey: ReadonlyMap<string, AppConfig>;
+  readonly registry: SocketRegistry;
+  readonly adapter: ChannelAdapter;
+}
+
 export interface WebSocketEndpoint {
-  adapter: ChannelAdapter;
   /** Closes every connection with the code (4200 on shutdown). */
   closeAll(code: number, reason: string): void;
   connectionCount(): number;
@@ -39,10 +49,8 @@ function markActive(ws: Ws): void {
   }
 }
 
-export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
-  const { config } = ctx;
-  const registry = new SocketRegistry();
-  const adapter = new LocalChannelAdapter(ctx.app, ctx.shards, registry);
+export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
+  const { config, registry, adapter } = ctx;
   const subscriptions = new Subscriptions(ctx.app, adapter, () => ctx.state.draining);
   const protocol = new ProtocolHandler({ config, uws: ctx.app, registry, adapter, subscriptions });
   const sweeper = new Sweeper(registry, {
@@ -195,7 +203,6 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
   }
 
   return {
-    adapter,
     closeAll: (code, reason) => {
       sweeper.stop();
       for (const state of [...registry.all]) {

@@ -62,7 +62,7 @@ export interface DeviceShardApi {
   /** Deletes every device of a user on this shard (user deletion API). */
   'device.deleteUser': { req: { instanceId: string; userId: string }; res: { deleted: number } };
   /**
-   * Debug only (no HTTP route): cross-checks this shard's device records and indexes and
+   * Test hook (no HTTP route; ROUTE_NOT_FOUND without test hooks, like core.crash): cross-checks this shard's device records and indexes and
    * lists every disagreement; empty means consistent. Reads everything: tests and offline tools.
    */
   'device.checkConsistency': { req: { instanceId?: string }; res: { problems: string[] } };

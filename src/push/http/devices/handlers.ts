@@ -8,7 +8,6 @@ import { HeraldError } from '../../../errors.js';
 import type { Reply, RequestContext } from '../../../http/uws-http.js';
 import type { ServerContext } from '../../../server-context.js';
 import type { PushInstanceConfig } from '../../../config/schema.js';
-import { deviceShardFor } from '../../../shards/hash.js';
 import { isPlatform, type Platform } from '../../gateways/gateway.js';
 import {
   okReply, parseJsonObject, quote, readAuthorization, requireInstance, requireJsonContentType, requireSecretKey, secretEquals,
@@ -30,7 +29,6 @@ interface DeviceTarget {
   instance: PushInstanceConfig;
   platform: Platform;
   deviceId: string;
-  shard: number;
 }
 
 const PLATFORM_NAMES: Record<Platform, string> = { apns: 'iOS (APNs)', fcm: 'Android (FCM)', web: 'web push' };
@@ -50,9 +48,10 @@ export interface DeviceApiHandlers {
   deleteUser(req: RequestContext): Promise<Reply>;
 }
 
-export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
-  const shardOf = (deviceId: string): number => deviceShardFor(deviceId, ctx.shards.shardCount);
+/** What the device handlers use. */
+export type DeviceApiContext = Pick<ServerContext, 'config' | 'pushInstances' | 'installSecret' | 'devices'>;
 
+export function deviceApiHandlers(ctx: DeviceApiContext): DeviceApiHandlers {
   function requirePlatform(name: string | undefined): Platform {
     if (!name) throw new HeraldError('PLATFORM_NOT_FOUND', 'Device platform missing from path: use apns, fcm or web');
     if (!isPlatform(name)) throw new HeraldError('PLATFORM_NOT_FOUND', `Unknown device platform ${quote(name)}: use apns, fcm or web`);
@@ -78,7 +77,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
       }
       throw deviceNotFound(deviceId, platform);
     }
-    return { instance, platform, deviceId, shard: shardOf(deviceId) };
+    return { instance, platform, deviceId };
   }
 
   function deviceNotFound(deviceId: string, platform: Platform): HeraldError {
@@ -112,7 +111,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
       if (!checked.ok) throw new HeraldError('DEVICE_TOKEN_INVALID', `Incorrect device token: ${checked.reason}`);
 
       const deviceId = deviceIdFor(ctx.installSecret, instance.instanceId, platform, checked.token);
-      const result = await ctx.shards.request(shardOf(deviceId), {
+      const result = await ctx.devices.request({
         type: 'device.register',
         instanceId: instance.instanceId,
         deviceId,
@@ -128,7 +127,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
     async get(req) {
       const t = target(req, 'not-found');
       requireJsonContentType(req.headers, { allowMissing: true });
-      const { device } = await ctx.shards.request(t.shard, { type: 'device.get', ...key(t) });
+      const { device } = await ctx.devices.request({ type: 'device.get', ...key(t) });
       if (!device) throw deviceNotFound(t.deviceId, t.platform);
       return okReply({ id: device.id, userId: device.userId ?? '', ...(device.metadata ? { metadata: device.metadata } : {}) });
     },
@@ -136,7 +135,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
     /** D5/D6: idempotent, 200 whether or not the device existed. */
     async remove(req) {
       const t = target(req, 'absent');
-      if (t) await ctx.shards.request(t.shard, { type: 'device.delete', ...key(t) });
+      if (t) await ctx.devices.request({ type: 'device.delete', ...key(t) });
       return okReply();
     },
 
@@ -145,7 +144,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
       const t = target(req, 'not-found');
       requireJsonContentType(req.headers);
       const metadata = parseMetadata(t.platform, parseJsonObject(req.body), 'Request body (the metadata)');
-      const { found } = await ctx.shards.request(t.shard, { type: 'device.setMetadata', ...key(t), metadata });
+      const { found } = await ctx.devices.request({ type: 'device.setMetadata', ...key(t), metadata });
       if (!found) throw deviceNotFound(t.deviceId, t.platform);
       return okReply();
     },
@@ -162,7 +161,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
       if (typeof rawToken !== 'string') throw new HeraldError('DEVICE_FIELD_INVALID', `token (the device token) must be a string, got ${typeof rawToken}`);
       const checked = checkGatewayToken(t.platform, rawToken, webTokenRules(t.instance));
       if (!checked.ok) throw new HeraldError('DEVICE_TOKEN_MALFORMED', `Malformed device token: ${checked.reason}`);
-      const { found } = await ctx.shards.request(t.shard, { type: 'device.setToken', ...key(t), token: checked.token });
+      const { found } = await ctx.devices.request({ type: 'device.setToken', ...key(t), token: checked.token });
       if (!found) throw deviceNotFound(t.deviceId, t.platform);
       return okReply();
     },
@@ -185,9 +184,8 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
         throw new HeraldError('USER_TOKEN_MALFORMED', 'Authorization token malformed: the header must be Bearer <user token>');
       }
       const userId = await verifyUserToken(auth.token, t.instance.secretKey, expectedIssuer(t.instance.instanceId, ctx.config.pushDomain));
-      const counts = await ctx.shards.broadcast({ type: 'device.countUserDevices', instanceId: t.instance.instanceId, userId });
-      const devicesOnOtherShards = counts.reduce((sum, c, shard) => (shard === t.shard ? sum : sum + c.count), 0);
-      const { outcome } = await ctx.shards.request(t.shard, {
+      const devicesOnOtherShards = await ctx.devices.countUserDevicesElsewhere(t.instance.instanceId, userId, t.deviceId);
+      const { outcome } = await ctx.devices.request({
         type: 'device.setUser',
         ...key(t),
         userId,
@@ -212,7 +210,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
       const query = new URLSearchParams(req.query);
       const limit = parseInterestLimit(query.get('limit'));
       const cursor = query.get('cursor');
-      const page = await ctx.shards.request(t.shard, {
+      const page = await ctx.devices.request({
         type: 'device.listInterests',
         ...key(t),
         limit,
@@ -232,7 +230,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
     async replaceInterests(req) {
       const t = target(req, 'not-found');
       const interests = parseInterestSet(parseJsonObject(req.body));
-      const { outcome } = await ctx.shards.request(t.shard, { type: 'device.replaceInterests', ...key(t), interests });
+      const { outcome } = await ctx.devices.request({ type: 'device.replaceInterests', ...key(t), interests });
       if (outcome === 'not-found') throw deviceNotFound(t.deviceId, t.platform);
       return okReply();
     },
@@ -241,7 +239,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
     async addInterest(req) {
       const t = target(req, 'invalid');
       const interest = interestFromPath(req);
-      const { outcome } = await ctx.shards.request(t.shard, { type: 'device.addInterest', ...key(t), interest });
+      const { outcome } = await ctx.devices.request({ type: 'device.addInterest', ...key(t), interest });
       if (outcome === 'not-found') throw deviceNotFound(t.deviceId, t.platform);
       if (outcome === 'too-many') {
         throw new HeraldError('TOO_MANY_INTERESTS', 'The device already has the maximum of 5000 interests');
@@ -253,7 +251,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
     async removeInterest(req) {
       const t = target(req, 'invalid');
       const interest = interestFromPath(req);
-      const { outcome } = await ctx.shards.request(t.shard, { type: 'device.removeInterest', ...key(t), interest });
+      const { outcome } = await ctx.devices.request({ type: 'device.removeInterest', ...key(t), interest });
       if (outcome === 'not-found') throw deviceNotFound(t.deviceId, t.platform);
       return okReply();
     },
@@ -273,7 +271,7 @@ export function deviceApiHandlers(ctx: ServerContext): DeviceApiHandlers {
       if (!isValidUserId(userId)) {
         throw new HeraldError('USER_ID_INVALID', `User id must have 1 to ${MAX_USER_ID_LENGTH} characters, got ${(userId as string).length}`);
       }
-      await ctx.shards.broadcast({ type: 'device.deleteUser', instanceId: instance.instanceId, userId });
+      await ctx.devices.deleteUser(instance.instanceId, userId);
       return okReply();
     },
   };

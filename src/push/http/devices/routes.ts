@@ -3,10 +3,9 @@
  * deletion (/customer_api/v1 and /user_api/v1). Device routes allow any origin (CORS): the
  * web SDK calls them from the customer's pages.
  */
-import type { ServerContext } from '../../../server-context.js';
 import type { Method, Route } from '../../../http/router.js';
 import { pushRouteOptions } from '../common.js';
-import { deviceApiHandlers } from './handlers.js';
+import { deviceApiHandlers, type DeviceApiContext } from './handlers.js';
 import { pathFallback, pathTemplate } from '../path-fallback.js';
 
 /** Body cap of device routes, bytes: registration and metadata bodies are small. */
@@ -20,7 +19,7 @@ const DEVICE = `${DEVICES}/:deviceId`;
 const INTEREST = `${DEVICE}/interests/:interest`;
 const USER_PATHS = ['/customer_api/v1/instances/:instanceId/users/:userId', '/user_api/v1/instances/:instanceId/users/:userId'];
 
-export function deviceApiRoutes(ctx: ServerContext): Route[] {
+export function deviceApiRoutes(ctx: DeviceApiContext): Route[] {
   const h = deviceApiHandlers(ctx);
   const small = pushRouteOptions({ bodyLimit: Math.min(DEVICE_BODY_LIMIT, ctx.config.maxRequestBodyBytes), bodyTooLarge: 'DEVICE_BODY_TOO_LARGE', cors: true });
   const large = pushRouteOptions({ bodyLimit: INTEREST_SET_BODY_LIMIT, bodyTooLarge: 'DEVICE_BODY_TOO_LARGE', cors: true });

@@ -10,16 +10,13 @@
  */
 import type { PushInstanceConfig } from '../../../config/schema.js';
 import { HeraldError } from '../../../errors.js';
-import type { ShardPool } from '../../../shards/pool.js';
+import type { PublishesClient } from '../../clients/publishes.js';
 
 /** Throws 402 PUBLISH_OVER_QUOTA when the instance has used its monthly notifications. */
-export async function checkNotificationQuota(shards: ShardPool, instance: Pick<PushInstanceConfig, 'instanceId' | 'notificationQuota'>): Promise<void> {
+export async function checkNotificationQuota(publishes: PublishesClient, instance: Pick<PushInstanceConfig, 'instanceId' | 'notificationQuota'>): Promise<void> {
   const quota = instance.notificationQuota;
   if (quota === null) return;
-  const answers = await shards.broadcast({ type: 'publish.usage', instanceId: instance.instanceId });
-  // Shards agree on the month except across a month boundary: count the latest month only.
-  const month = answers.reduce((latest, a) => (a.month > latest ? a.month : latest), '');
-  const used = answers.reduce((sum, a) => sum + (a.month === month ? a.notifications : 0), 0);
+  const { month, notifications: used } = await publishes.usage(instance.instanceId);
   if (used >= quota) {
     throw new HeraldError(
       'PUBLISH_OVER_QUOTA',

@@ -11,7 +11,6 @@
  * cancel it before the 500 goes out, so a publish the client was refused is not sent.
  */
 import { randomUUID } from 'node:crypto';
-import { log } from '../../../log.js';
 import type { ServerContext } from '../../../server-context.js';
 import type { Route } from '../../../http/router.js';
 import type { Reply, RequestContext } from '../../../http/uws-http.js';
@@ -24,30 +23,8 @@ import { P1_BODY_LIMIT, P2_BODY_LIMIT, validatePublishRequest, type PublishReque
 
 const PREFIX = '/publish_api/v1/instances/:instanceId/publishes';
 
-/**
- * Stores the publish on every shard; resolves once all have it durably. If any shard fails
- * (crash, timeout), sends `publish.cancel` to every shard (those that stored it stop and drop
- * it; one whose start is still queued will not run it) and then rejects with that failure.
- */
-async function startOnEveryShard(ctx: ServerContext, job: PublishJob): Promise<void> {
-  const shards = Array.from({ length: ctx.shards.shardCount }, (_, shard) => shard);
-  const started = await Promise.allSettled(shards.map((shard) => ctx.shards.request(shard, { type: 'publish.start', job })));
-  const failure = started.find((result): result is PromiseRejectedResult => result.status === 'rejected');
-  if (!failure) return;
-  const cancels = await Promise.allSettled(shards.map((shard) => ctx.shards.request(shard, { type: 'publish.cancel', publishId: job.publishId })));
-  cancels.forEach((result, shard) => {
-    // A shard that did not store the publish cannot send it; one that did and missed the cancel would.
-    if (result.status === 'rejected' && started[shard]!.status === 'fulfilled') {
-      log.error('publish stored on a shard that could not be told to cancel it: it may be sent although the request failed', {
-        publishId: job.publishId, shard, error: String(result.reason),
-      });
-    }
-  });
-  throw failure.reason;
-}
-
 /** The P1/P2 routes and the `/publish_api/*` fallback. */
-export function publishApiRoutes(ctx: ServerContext): Route[] {
+export function publishApiRoutes(ctx: Pick<ServerContext, 'pushInstances' | 'publishes'>): Route[] {
   const limiter = new PublishRateLimiter();
 
   const publish = (kind: PublishRequest['kind']) => async (rc: RequestContext): Promise<Reply> => {
@@ -56,7 +33,7 @@ export function publishApiRoutes(ctx: ServerContext): Route[] {
     limiter.take(instance.instanceId, instance.maxPublishesPerSecond);
     requireJsonContentType(rc.headers);
     const request = validatePublishRequest(kind, parseJsonObject(rc.body));
-    await checkNotificationQuota(ctx.shards, instance);
+    await checkNotificationQuota(ctx.publishes, instance);
     const job: PublishJob = {
       publishId: `pubid-${randomUUID()}`,
       instanceId: instance.instanceId,
@@ -66,7 +43,7 @@ export function publishApiRoutes(ctx: ServerContext): Route[] {
       acceptedAt: Date.now(),
       ...(request.webhookUrl !== undefined ? { webhookUrl: request.webhookUrl } : {}),
     };
-    await startOnEveryShard(ctx, job);
+    await ctx.publishes.start(job);
     return okReply({ publishId: job.publishId });
   };
 

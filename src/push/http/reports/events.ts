@@ -5,7 +5,6 @@
  * readable JSON object (400), fields (400, one error per missing field). The report is then
  * written on the shard of its device; the 200 comes after that shard's synced commit.
  */
-import { deviceShardFor } from '../../../shards/hash.js';
 import type { Handler, RequestContext, Reply } from '../../../http/uws-http.js';
 import type { ServerContext } from '../../../server-context.js';
 import { okReply, parseJsonObject, requireInstance, requireJsonContentType } from '../common.js';
@@ -15,13 +14,12 @@ import { parseReport } from './report-body.js';
 export const REPORT_BODY_LIMIT = 16 * 1024;
 
 /** The R1/R2 handler. Duplicates and reports of unknown devices answer 200 too (not counted). */
-export function reportEventHandler(ctx: ServerContext): Handler {
+export function reportEventHandler(ctx: Pick<ServerContext, 'pushInstances' | 'reports'>): Handler {
   return async (req: RequestContext): Promise<Reply> => {
     const instance = requireInstance(ctx, req.params.instanceId);
     requireJsonContentType(req.headers);
     const report = parseReport(instance.instanceId, parseJsonObject(req.body));
-    const shard = deviceShardFor(report.deviceId, ctx.shards.shardCount);
-    await ctx.shards.request(shard, { type: 'report.record', report });
+    await ctx.reports.record(report);
     return okReply();
   };
 }

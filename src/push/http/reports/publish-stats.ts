@@ -8,7 +8,7 @@ import { HeraldError } from '../../../errors.js';
 import type { Handler, Reply } from '../../../http/uws-http.js';
 import type { ServerContext } from '../../../server-context.js';
 import type { Platform } from '../../gateways/gateway.js';
-import { mergePublishStats, type MergedPublishStats } from '../../shard/publishes/results.js';
+import type { MergedPublishStats } from '../../shard/publishes/results.js';
 import type { GatewayCounts, PublishKind, PublishState } from '../../messages/publishes.js';
 import { okReply, requireInstance, requireSecretKey } from '../common.js';
 
@@ -63,28 +63,17 @@ function response(merged: MergedPublishStats, delivered: number, opened: number)
 }
 
 /** The statistics handler: 400/401 as the publish API, 404 PUBLISH_NOT_FOUND when no shard knows the publish. */
-export function publishStatsHandler(ctx: ServerContext): Handler {
+export function publishStatsHandler(ctx: Pick<ServerContext, 'pushInstances' | 'publishes' | 'reports'>): Handler {
   return async (req): Promise<Reply> => {
     const instance = requireInstance(ctx, req.params.instanceId);
     requireSecretKey(req.headers, instance);
     const publishId = req.params.publishId;
     if (!publishId) throw new HeraldError('PUBLISH_NOT_FOUND', 'Publish id missing from path');
-    const query = { instanceId: instance.instanceId, publishId };
-    const [parts, counts] = await Promise.all([
-      ctx.shards.broadcast({ type: 'publish.stats', ...query }),
-      ctx.shards.broadcast({ type: 'report.counts', ...query }),
+    const [merged, { delivered, opened }] = await Promise.all([
+      ctx.publishes.stats(instance.instanceId, publishId),
+      ctx.reports.counts(instance.instanceId, publishId),
     ]);
-    const merged = mergePublishStats(
-      parts.map((p) => p.stats),
-      ctx.shards.shardCount,
-    );
     if (!merged) throw new HeraldError('PUBLISH_NOT_FOUND', `Could not find the publish ${publishId} in this instance`);
-    let delivered = 0;
-    let opened = 0;
-    for (const c of counts) {
-      delivered += c.delivered;
-      opened += c.opened;
-    }
     return okReply(response(merged, delivered, opened));
   };
 }

@@ -13,7 +13,7 @@ import { publishStatsHandler } from './publish-stats.js';
 const EVENTS = '/reporting_api/v2/instances/:instanceId/events';
 const PUBLISH = '/publish_api/v1/instances/:instanceId/publishes/:publishId';
 
-export function reportingApiRoutes(ctx: ServerContext): Route[] {
+export function reportingApiRoutes(ctx: Pick<ServerContext, 'pushInstances' | 'publishes' | 'reports'>): Route[] {
   return [
     { method: 'post', pattern: EVENTS, handler: reportEventHandler(ctx), options: pushRouteOptions({ bodyLimit: REPORT_BODY_LIMIT, bodyTooLarge: 'REPORT_BODY_TOO_LARGE', cors: true }) },
     { method: 'options', pattern: EVENTS, handler: () => corsPreflightReply(), options: pushRouteOptions({ bodyLimit: 0, cors: true }) },

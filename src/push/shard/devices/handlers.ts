@@ -2,8 +2,8 @@
  * Shard side of push devices: thin handlers over this shard's DeviceStore. Every write resolves
  * after the store's synced commit, so the main thread's 200 means durable.
  */
-import type { ShardArea } from '../../../shards/context.js';
-import type { PushAreaDeps } from '../../shard-handlers.js';
+import { requireTestHooks, type ShardArea } from '../../../shards/context.js';
+import type { PushAreaDeps } from '../deps.js';
 import type { DeviceShardApi, DeviceView, SetUserOutcome } from '../../messages/devices.js';
 
 export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> {
@@ -75,7 +75,10 @@ export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> 
 
       'device.deleteUser': async ({ instanceId, userId }) => ({ deleted: await store.deleteUser(instanceId, userId) }),
 
-      'device.checkConsistency': ({ instanceId }) => ({ problems: store.checkConsistency(instanceId) }),
+      'device.checkConsistency': ({ instanceId }) => {
+        requireTestHooks(deps.ctx, 'device.checkConsistency');
+        return { problems: store.checkConsistency(instanceId) };
+      },
     },
   };
 }

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { HeraldError } from '../../../errors.js';
 import { log } from '../../../log.js';
 import type { ShardArea } from '../../../shards/context.js';
-import type { PushAreaDeps } from '../../shard-handlers.js';
+import type { PushAreaDeps } from '../deps.js';
 import { broadcastChannelBus, PublishCoordinator } from './coordinator.js';
 import { GatewayRegistry } from './gateway-registry.js';
 import { usageMonth, type ShardReport } from './publish-store.js';

@@ -10,7 +10,7 @@
  */
 import { log } from '../../../log.js';
 import type { ShardArea } from '../../../shards/context.js';
-import type { PushAreaDeps } from '../../shard-handlers.js';
+import type { PushAreaDeps } from '../deps.js';
 import type { PushInstanceWebhookKind } from '../../../webhooks/emitter.js';
 import { ReportStore } from './report-store.js';
 import { removeReportsOfGonePublishes } from './prune.js';

@@ -72,7 +72,7 @@ function config(): Readonly<HeraldConfig> {
 function openArea(emitter: RecordingEmitter): { area: ShardArea<PushShardApi>; devices: DeviceStore; publishes: PublishStore } {
   const root = openShardDatabase(join(dir, 'shard-0'));
   roots.push(root);
-  const ctx: ShardContext = { shardIndex: 0, shardCount: 1, dataDir: dir, config: config(), installSecret: '00'.repeat(32), root };
+  const ctx: ShardContext = { shardIndex: 0, shardCount: 1, dataDir: dir, config: config(), installSecret: '00'.repeat(32), root, testHooks: false };
   const area = createPushArea(ctx, emitter);
   areas.push(area);
   emitter.publishes = new PublishStore(root);

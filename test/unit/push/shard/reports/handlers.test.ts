@@ -45,7 +45,7 @@ beforeEach(async () => {
   emitter = new RecordingEmitter();
   const config = { ...configSchema.parse({ dataDir: dir }), shards: 1 };
   area = createReportArea({
-    ctx: { shardIndex: 0, shardCount: 1, dataDir: dir, config, installSecret: '00'.repeat(32), root },
+    ctx: { shardIndex: 0, shardCount: 1, dataDir: dir, config, installSecret: '00'.repeat(32), root, testHooks: false },
     store: devices,
     publishes,
     webhooks: emitter,
