@@ -21,7 +21,7 @@ const subscribe: ShardEnvelope = { id: 123_456, deadline: 1_700_000_000_000, req
 const members: [string, unknown][] = Array.from({ length: 20 }, (_, i) => [`user-${i}`, { name: `User ${i}` }]);
 const answer: { ok: true; value: ShardResponseOf<HeraldShardApi, 'channels.subscribe'> } = {
   ok: true,
-  value: { subscriptionCount: 20, memberAdded: true, members },
+  value: { subscriptionCount: 20, occupied: false, memberAdded: true, members },
 };
 
 export const suite: MicroSuite = {

@@ -16,6 +16,8 @@ export interface ChannelShardApi {
     };
     res: {
       subscriptionCount: number;
+      /** The channel had no subscriber before this join. */
+      occupied: boolean;
       /** Presence: this join is the user's first connection on the channel. */
       memberAdded?: boolean;
       /** Presence: members after the join, [user id, user_info] in join order. */
@@ -27,7 +29,7 @@ export interface ChannelShardApi {
   /** Removes a subscription; a socket that was not subscribed changes nothing. */
   'channels.unsubscribe': {
     req: { appId: string; channel: string; socketId: string };
-    res: { subscriptionCount: number; memberRemoved?: boolean };
+    res: { subscriptionCount: number; vacated: boolean; memberRemoved?: boolean };
   };
   /** One channel's state (C4, and trigger `info`). */
   'channels.info': {

@@ -51,8 +51,8 @@ function markActive(ws: Ws): void {
 
 export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   const { config, registry, adapter } = ctx;
-  const subscriptions = new Subscriptions(ctx.app, adapter, () => ctx.state.draining);
-  const protocol = new ProtocolHandler({ config, uws: ctx.app, registry, adapter, subscriptions });
+  const subscriptions = new Subscriptions(adapter, () => ctx.state.draining);
+  const protocol = new ProtocolHandler({ config, registry, adapter, subscriptions });
   const sweeper = new Sweeper(registry, {
     intervalMs: config.webSocketSweepIntervalMs,
     pongTimeoutMs: config.webSocketPongTimeoutMs,
@@ -134,9 +134,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
         log.error('websocket close: registry removal failed', { appId: state.app.id, error: describe(err) });
       }
       try {
-        if (userId !== null && wentOffline) {
-          ctx.app.publish(frames.watchTopicFor(state.app.id, userId), frames.watchlistEvents([{ name: 'offline', user_ids: [userId] }]));
-        }
+        if (userId !== null && wentOffline) adapter.userPresence(state.app.id, userId, false);
       } catch (err) {
         log.error('websocket close: watchlist offline event failed', { appId: state.app.id, error: describe(err) });
       }
@@ -187,7 +185,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       const max = state.app.maxConnections;
       if (ctx.state.draining) {
         refusal = { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' };
-      } else if (max !== null && registry.connectionCount(state.app.id) >= max) {
+      } else if (max !== null && adapter.connectionCount(state.app.id) >= max) {
         refusal = { code: CLOSE_CODES.OVER_CONNECTION_QUOTA, message: `Application is over its connection quota of ${max}` };
       }
     }
