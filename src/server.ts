@@ -13,6 +13,7 @@ import { loadUws, type UwsModule } from './http/uws-native.js';
 import { registerRoutes, type Route } from './http/router.js';
 import { inFlight, errorReply, type Reply, type RequestContext } from './http/uws-http.js';
 import { systemRoutes } from './http/system-routes.js';
+import { CORS_ANY_ORIGIN } from './http/cors.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { openDataDir } from './shards/data-dir.js';
 import { ShardPool } from './shards/pool.js';
@@ -125,7 +126,7 @@ function notFoundRoutes(): Route[] {
     const err = new HeraldError('ROUTE_NOT_FOUND', `No route for ${rc.method.toUpperCase()} ${rc.path}`);
     return errorReply(err, PUSH_PREFIXES.includes(first) ? 'push' : 'channel', rc.path);
   };
-  return [{ method: 'any', pattern: '/*', handler: notFound, options: { errorStyle: 'channel', bodyLimit: 0, extraHeaders: { 'access-control-allow-origin': '*' } } }];
+  return [{ method: 'any', pattern: '/*', handler: notFound, options: { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN } }];
 }
 
 function listen(uws: UwsModule, app: ReturnType<UwsModule['App']>, host: string, port: number): Promise<us_listen_socket> {

@@ -98,7 +98,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       } catch (err) {
         log.error('websocket open failed', { error: describe(err) });
         try {
-          ws.end(1011, 'Internal error');
+          ws.end(CLOSE_CODES.INTERNAL_ERROR, 'Internal error');
         } catch {
           // Already closed.
         }

@@ -7,6 +7,7 @@
 import type { WebSocket } from 'uWebSockets.js';
 import type { HeraldConfig } from '../../config/schema.js';
 import { CLOSE_CODES, HeraldError } from '../../errors.js';
+import { isObject } from '../../json.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import { channelSignatureInput, userSignatureInput, verifyAuth } from '../auth.js';
 import { MAX_USER_ID_LENGTH, channelType, isValidChannelName, isValidUserId, requiresAuth } from '../names.js';
@@ -45,7 +46,7 @@ export class ProtocolHandler {
     const limit = this.deps.config.maxWebSocketFrameBytes;
     if (raw.byteLength > limit) {
       // WS_MESSAGE_TOO_LARGE: a pusher:error without a close code, then the standard 1009.
-      return endWithError(ws, 1009, `Message of ${raw.byteLength} bytes is larger than the limit of ${limit} bytes`, null, 'Message too big');
+      return endWithError(ws, CLOSE_CODES.MESSAGE_TOO_BIG, `Message of ${raw.byteLength} bytes is larger than the limit of ${limit} bytes`, null, 'Message too big');
     }
     if (isBinary) return this.fail(ws, new HeraldError('WS_BINARY_MESSAGE'));
     let msg: unknown;
@@ -216,10 +217,6 @@ export class ProtocolHandler {
       if (initial.length > 0) ws.send(frames.watchlistEvents(initial));
     });
   }
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** `data` as an object: pusher-js sends an object; some clients send it JSON-encoded. */

@@ -4,10 +4,12 @@
  * option presets. Each throws a HeraldError from the catalogue, answered with the push error
  * body `{"error", "description"}` by routes built with pushRouteOptions().
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { PushInstanceConfig } from '../../config/schema.js';
+import { secretEquals } from '../../crypto.js';
 import { HeraldError, type ErrorCode } from '../../errors.js';
+import { CORS_ANY_ORIGIN, preflightReply } from '../../http/cors.js';
 import type { Reply, RouteOptions } from '../../http/uws-http.js';
+import { decodeJsonObject } from '../../json.js';
 import type { ServerContext } from '../../server-context.js';
 
 /** Instance ids are UUID-shaped (8-4-4-4-12 hex digits, either case). */
@@ -49,27 +51,15 @@ export function requireJsonContentType(headers: Readonly<Record<string, string>>
   }
 }
 
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
-
 /** Parses a body that must be a JSON object; 400 INVALID_JSON (saying why) otherwise, including invalid UTF-8. */
 export function parseJsonObject(body: Uint8Array): Record<string, unknown> {
   if (body.byteLength === 0) throw new HeraldError('INVALID_JSON', 'Request body is empty: it must be a JSON object');
-  let text: string;
-  try {
-    text = strictUtf8.decode(body);
-  } catch {
-    throw new HeraldError('INVALID_JSON', 'Request body is not valid UTF-8, so not a readable JSON object');
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw new HeraldError('INVALID_JSON', `Request body is not readable JSON: ${(err as Error).message}`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new HeraldError('INVALID_JSON', `Request body must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`);
-  }
-  return value as Record<string, unknown>;
+  const read = decodeJsonObject(body);
+  if (read.ok) return read.value;
+  if (read.why === 'utf8') throw new HeraldError('INVALID_JSON', 'Request body is not valid UTF-8, so not a readable JSON object');
+  if (read.why === 'syntax') throw new HeraldError('INVALID_JSON', `Request body is not readable JSON: ${read.message}`);
+  const value = read.value;
+  throw new HeraldError('INVALID_JSON', `Request body must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`);
 }
 
 /** What an `Authorization` header holds: nothing, a Bearer token, or some other scheme. */
@@ -100,31 +90,11 @@ export function requireSecretKey(headers: Readonly<Record<string, string>>, inst
   }
 }
 
-/** Constant-time equality of two secrets of any lengths. */
-export function secretEquals(presented: string, expected: string): boolean {
-  const a = createHash('sha256').update(presented, 'utf8').digest();
-  const b = createHash('sha256').update(expected, 'utf8').digest();
-  return timingSafeEqual(a, b);
-}
+export { secretEquals };
 
-/**
- * CORS headers for routes browsers call from web pages (the web SDK runs on the customer's
- * origin and sends no credentials, so `*` is enough).
- */
-export const PUSH_CORS_HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  'access-control-allow-origin': '*',
-});
-
-/** Answer to a CORS preflight (OPTIONS) on a push API path. */
+/** Answer to a CORS preflight (OPTIONS) on a push API path (the web SDK calls from the customer's origin). */
 export function corsPreflightReply(): Reply {
-  return {
-    status: 204,
-    headers: {
-      'access-control-allow-methods': 'GET, POST, PUT, DELETE, OPTIONS',
-      'access-control-allow-headers': 'Content-Type, Authorization, X-Pusher-Library',
-      'access-control-max-age': '86400',
-    },
-  };
+  return preflightReply('GET, POST, PUT, DELETE, OPTIONS', 'Content-Type, Authorization, X-Pusher-Library');
 }
 
 /** Route options for a push API route: push error bodies, a body cap (bytes), optional CORS. */
@@ -133,7 +103,7 @@ export function pushRouteOptions(options: { bodyLimit: number; bodyTooLarge?: Er
     errorStyle: 'push',
     bodyLimit: options.bodyLimit,
     ...(options.bodyTooLarge ? { bodyTooLarge: options.bodyTooLarge } : {}),
-    ...(options.cors ? { extraHeaders: { ...PUSH_CORS_HEADERS } } : {}),
+    ...(options.cors ? { extraHeaders: { ...CORS_ANY_ORIGIN } } : {}),
   };
 }
 

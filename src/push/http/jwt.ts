@@ -11,8 +11,8 @@ import { errors, jwtVerify, type JWTPayload } from 'jose';
 import { HeraldError } from '../../errors.js';
 import { isEncodableKeyPart } from '../keys.js';
 
-/** Longest user id (`sub`), in UTF-16 code units as the official SDKs count it. */
-export const MAX_USER_ID_LENGTH = 164;
+/** Longest push user id (`sub`), in UTF-16 code units as the official Beams SDKs count it (channel user ids: channels/names.ts MAX_USER_ID_LENGTH). */
+export const MAX_PUSH_USER_ID_LENGTH = 164;
 
 const encoder = new TextEncoder();
 
@@ -23,7 +23,7 @@ export function expectedIssuer(instanceId: string, pushDomain: string): string {
 
 /** True when `userId` can be a user id: 1 to 164 characters and storable (no lone surrogate). */
 export function isValidUserId(userId: unknown): userId is string {
-  return typeof userId === 'string' && userId.length >= 1 && userId.length <= MAX_USER_ID_LENGTH && isEncodableKeyPart(userId);
+  return typeof userId === 'string' && userId.length >= 1 && userId.length <= MAX_PUSH_USER_ID_LENGTH && isEncodableKeyPart(userId);
 }
 
 /**
@@ -46,7 +46,7 @@ export async function verifyUserToken(token: string, secretKey: string, issuer: 
     throw new HeraldError(
       'USER_TOKEN_SUB_INVALID',
       typeof sub === 'string'
-        ? `User id (sub) must have 1 to ${MAX_USER_ID_LENGTH} characters, got ${sub.length}${isEncodableKeyPart(sub) ? '' : ' including a lone surrogate'}`
+        ? `User id (sub) must have 1 to ${MAX_PUSH_USER_ID_LENGTH} characters, got ${sub.length}${isEncodableKeyPart(sub) ? '' : ' including a lone surrogate'}`
         : `User id (sub) must be a string, got ${typeof sub}`,
     );
   }

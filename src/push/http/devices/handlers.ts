@@ -12,7 +12,7 @@ import { isPlatform, type Platform } from '../../gateways/gateway.js';
 import {
   okReply, parseJsonObject, quote, readAuthorization, requireInstance, requireJsonContentType, requireSecretKey, secretEquals,
 } from '../common.js';
-import { expectedIssuer, isValidUserId, verifyUserToken, MAX_USER_ID_LENGTH } from '../jwt.js';
+import { expectedIssuer, isValidUserId, verifyUserToken, MAX_PUSH_USER_ID_LENGTH } from '../jwt.js';
 import { deviceIdFor, isDeviceIdOf } from './device-id.js';
 import { checkGatewayToken } from './gateway-token.js';
 import type { SubscriptionRules } from '../../gateways/web-subscription.js';
@@ -269,7 +269,7 @@ export function deviceApiHandlers(ctx: DeviceApiContext): DeviceApiHandlers {
       requireSecretKey(req.headers, instance);
       const userId = req.params['userId'] ?? '';
       if (!isValidUserId(userId)) {
-        throw new HeraldError('USER_ID_INVALID', `User id must have 1 to ${MAX_USER_ID_LENGTH} characters, got ${(userId as string).length}`);
+        throw new HeraldError('USER_ID_INVALID', `User id must have 1 to ${MAX_PUSH_USER_ID_LENGTH} characters, got ${(userId as string).length}`);
       }
       await ctx.devices.deleteUser(instance.instanceId, userId);
       return okReply();
