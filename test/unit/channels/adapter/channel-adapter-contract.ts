@@ -7,6 +7,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ChannelAdapter, ChannelSocket } from '../../../../src/channels/adapter/channel-adapter.js';
+import { sleep, until } from '../../../helpers/wait.js';
 
 /** A live connection of the adapter's front end, seen from both ends. */
 export interface ContractConnection {
@@ -28,17 +29,6 @@ export interface AdapterHarness {
 
 /** The app every contract test uses (the harness configures it, with a cache TTL of minutes). */
 export const CONTRACT_APP = 'contract-app';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Waits until `check` holds (polling; generous bound for a loaded machine). */
-async function until(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 export function channelAdapterContract(name: string, make: () => Promise<AdapterHarness>): void {
   describe(`channel adapter contract: ${name}`, () => {
