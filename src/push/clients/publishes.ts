@@ -6,7 +6,7 @@
 import { log } from '../../log.js';
 import type { ShardRequester } from '../../shards/requester.js';
 import type { PublishJob, PublishShardApi } from '../messages/publishes.js';
-import { mergePublishStats, type MergedPublishStats } from '../shard/publishes/results.js';
+import { mergePublishStats, type MergedPublishStats } from '../publish-results.js';
 
 /** An instance's notifications of the current UTC month, over every shard. */
 export interface NotificationUsage {

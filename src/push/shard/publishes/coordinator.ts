@@ -21,7 +21,7 @@ import { shardForKey } from '../../../shards/hash.js';
 import type { WebhookEmitter } from '../../../webhooks/emitter.js';
 import { PLATFORMS, type Platform } from '../../gateways/gateway.js';
 import type { CoordinatorRecord, PublishStore, ShardReport } from './publish-store.js';
-import { addGatewayCounts, emptyGatewayCounts, userAttemptOutcome, webhookResults } from './results.js';
+import { addGatewayCounts, emptyGatewayCounts, userAttemptOutcome, webhookResults } from '../../publish-results.js';
 import type { PublishJob } from '../../messages/publishes.js';
 
 /** What shards say to each other about publishes. */

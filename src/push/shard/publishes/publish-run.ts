@@ -26,7 +26,7 @@ import { CompletionWindow } from './completion-window.js';
 import type { GatewayRegistry } from './gateway-registry.js';
 import { gatewayPayload } from './payload.js';
 import { usageMonth, type ProgressRecord, type PublishStore, type ShardReport } from './publish-store.js';
-import { emptyGatewayCounts } from './results.js';
+import { emptyGatewayCounts } from '../../publish-results.js';
 import type { SendLimiter } from './send-limiter.js';
 import type { GatewayCounts, PublishJob, PublishShardStats } from '../../messages/publishes.js';
 

@@ -4,8 +4,8 @@
  * per-user outcome of a user publish (`v1.PublishToUsersAttempt`). Safe to import from the
  * main thread and from shards.
  */
-import { PLATFORMS, type Platform } from '../../gateways/gateway.js';
-import type { GatewayCounts, PublishKind, PublishShardStats, PublishState } from '../../messages/publishes.js';
+import { PLATFORMS, type Platform } from './gateways/gateway.js';
+import type { GatewayCounts, PublishKind, PublishShardStats, PublishState } from './messages/publishes.js';
 
 /** Zero counts for every platform. */
 export function emptyGatewayCounts(): Record<Platform, GatewayCounts> {
