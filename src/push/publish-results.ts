@@ -4,7 +4,7 @@
  * per-user outcome of a user publish (`v1.PublishToUsersAttempt`). Safe to import from the
  * main thread and from shards.
  */
-import { PLATFORMS, type Platform } from './gateways/gateway.js';
+import { PLATFORMS, type Platform } from './platform.js';
 import type { GatewayCounts, PublishKind, PublishShardStats, PublishState } from './messages/publishes.js';
 
 /** Zero counts for every platform. */

@@ -1,20 +1,10 @@
 /**
  * The contract between the push publisher (running in shard worker threads) and the
- * per-platform gateway clients: types, plus the one list of platforms. Each implementation
+ * per-platform gateway clients (the platforms themselves: ../platform.ts). Each implementation
  * lives in its own file (apns.ts, fcm.ts, web.ts) and factory.ts builds them from an
  * instance's config.
  */
-
-/** The three push platforms Beams supports; also the device registration kinds. */
-export type Platform = 'apns' | 'fcm' | 'web';
-
-/** Every platform, in the order Herald lists them (paths, counts, webhook results). */
-export const PLATFORMS: readonly Platform[] = Object.freeze(['apns', 'fcm', 'web'] as const);
-
-/** True when `value` names a platform Herald serves (a path segment, a stored field). */
-export function isPlatform(value: string): value is Platform {
-  return (PLATFORMS as readonly string[]).includes(value);
-}
+import type { Platform } from '../platform.js';
 
 /** One notification for one device; payload is the publish's platform object (apns/fcm/web) with data.pusher already merged in by the caller. */
 export interface GatewayMessage {

@@ -8,7 +8,7 @@
 import { HeraldError, type ErrorCode } from '../../errors.js';
 import type { Reply, RequestContext } from '../../http/uws-http.js';
 import { corsPreflightReply, quote } from './common.js';
-import { isPlatform } from '../gateways/gateway.js';
+import { isPlatform } from '../platform.js';
 
 /** A path shape: literal segments and `:name` parameters, and the methods it serves. */
 export interface PathTemplate {

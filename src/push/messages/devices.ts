@@ -4,7 +4,7 @@
  * `device.deleteUser`), which are broadcast: a user's devices spread over every shard.
  * Write requests answer only after the store's synced commit.
  */
-import type { Platform } from '../gateways/gateway.js';
+import type { Platform } from '../platform.js';
 
 /** Addresses one device of one instance. */
 export interface DeviceKey {

@@ -2,7 +2,7 @@
  * Main ↔ shard messages of push publish (type-only), and the shapes each shard stores for a
  * publish, which the statistics endpoint (reporting area) reads through `publish.stats`.
  */
-import type { Platform } from '../gateways/gateway.js';
+import type { Platform } from '../platform.js';
 
 /** Which index a publish fans out over: P1 (interests) or P2 (users). */
 export type PublishKind = 'interests' | 'users';

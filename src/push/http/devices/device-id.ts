@@ -11,7 +11,7 @@
  * (its id derives from the new token).
  */
 import { createHmac } from 'node:crypto';
-import type { Platform } from '../../gateways/gateway.js';
+import type { Platform } from '../../platform.js';
 
 /** Hex digits of the HMAC kept in an id: 128 bits. */
 const ID_HEX_LENGTH = 32;

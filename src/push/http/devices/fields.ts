@@ -4,7 +4,7 @@
  * names the offending field.
  */
 import { HeraldError } from '../../../errors.js';
-import type { Platform } from '../../gateways/gateway.js';
+import type { Platform } from '../../platform.js';
 import { isValidInterestName, MAX_INTERESTS_PER_DEVICE } from '../../interest-name.js';
 import { quote } from '../common.js';
 

@@ -5,7 +5,7 @@
  * can never work, and normalise the ones that can (so the device id, derived from the token,
  * is stable).
  */
-import type { Platform } from '../../gateways/gateway.js';
+import type { Platform } from '../../platform.js';
 import { parseSubscriptionToken, type SubscriptionRules } from '../../gateways/web-subscription.js';
 
 /** Longest FCM registration token accepted, characters (real ones are about 160). */

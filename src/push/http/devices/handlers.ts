@@ -8,7 +8,7 @@ import { HeraldError } from '../../../errors.js';
 import type { Reply, RequestContext } from '../../../http/uws-http.js';
 import type { ServerContext } from '../../../server-context.js';
 import type { PushInstanceConfig } from '../../../config/schema.js';
-import { isPlatform, type Platform } from '../../gateways/gateway.js';
+import { isPlatform, type Platform } from '../../platform.js';
 import {
   okReply, parseJsonObject, quote, readAuthorization, requireInstance, requireJsonContentType, requireSecretKey, secretEquals,
 } from '../common.js';

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { HeraldError } from '../../../errors.js';
 import { isEncodableKeyPart } from '../../keys.js';
 import { isValidInterestName, MAX_INTEREST_NAME_LENGTH } from '../../interest-name.js';
-import type { Platform } from '../../gateways/gateway.js';
+import type { Platform } from '../../platform.js';
 
 /** Interests per P1 request (spec 4.3). */
 export const MAX_PUBLISH_INTERESTS = 100;

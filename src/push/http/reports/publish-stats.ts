@@ -7,7 +7,7 @@
 import { HeraldError } from '../../../errors.js';
 import type { Handler, Reply } from '../../../http/uws-http.js';
 import type { ServerContext } from '../../../server-context.js';
-import type { Platform } from '../../gateways/gateway.js';
+import type { Platform } from '../../platform.js';
 import type { MergedPublishStats } from '../../publish-results.js';
 import type { GatewayCounts, PublishKind, PublishState } from '../../messages/publishes.js';
 import { okReply, requireInstance, requireSecretKey } from '../common.js';

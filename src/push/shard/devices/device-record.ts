@@ -18,7 +18,7 @@
  *          key, value, ...) when their flag is set
  */
 import { Packr } from 'msgpackr';
-import type { Platform } from '../../gateways/gateway.js';
+import type { Platform } from '../../platform.js';
 
 /** A device as stored; id and instance id live in the key. Optional fields are omitted, never undefined. */
 export interface DeviceRecord {

@@ -23,7 +23,7 @@
  * Reads are synchronous and see the latest committed state.
  */
 import type { Database, RootDatabase } from 'lmdb';
-import type { Platform } from '../../gateways/gateway.js';
+import type { Platform } from '../../platform.js';
 import { openShardDatabase } from '../../../shards/storage.js';
 import { decodeInterestCursor, encodeInterestCursor } from './cursor.js';
 import { decodeDeviceRecord, decodeScanDevice, encodeDeviceRecord, type DeviceRecord, type ScanDevice } from './device-record.js';

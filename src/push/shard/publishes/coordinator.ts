@@ -19,7 +19,7 @@ import { BroadcastChannel } from 'node:worker_threads';
 import { log } from '../../../log.js';
 import { shardForKey } from '../../../shards/hash.js';
 import type { WebhookEmitter } from '../../../webhooks/emitter.js';
-import { PLATFORMS, type Platform } from '../../gateways/gateway.js';
+import { PLATFORMS, type Platform } from '../../platform.js';
 import type { CoordinatorRecord, PublishStore, ShardReport } from './publish-store.js';
 import { addGatewayCounts, emptyGatewayCounts, userAttemptOutcome, webhookResults } from '../../publish-results.js';
 import type { PublishJob } from '../../messages/publishes.js';

@@ -6,7 +6,8 @@
 import type { PushDeliveryConfig, PushInstanceConfig } from '../../../config/schema.js';
 import { log } from '../../../log.js';
 import { closeGatewayClients, createGatewayClients, type GatewayFactoryOptions } from '../../gateways/factory.js';
-import type { GatewayClient, Platform } from '../../gateways/gateway.js';
+import type { GatewayClient } from '../../gateways/gateway.js';
+import type { Platform } from '../../platform.js';
 
 /** Why a platform of an instance has no client. */
 export type MissingGateway = 'not-configured' | 'unusable-config' | 'closed';

@@ -12,7 +12,7 @@
  * `aps.alert`; FCM/web have a non-empty `notification`; `hasData` when the customer's `data`
  * has any key besides `pusher`. A customer `data.pusher` key is replaced by Herald's.
  */
-import type { Platform } from '../../gateways/gateway.js';
+import type { Platform } from '../../platform.js';
 import { isObject } from '../../../json.js';
 
 /** The metadata object under `data.pusher`. */

@@ -19,7 +19,7 @@
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { log } from '../../../log.js';
-import { PLATFORMS, type Platform } from '../../gateways/gateway.js';
+import { PLATFORMS, type Platform } from '../../platform.js';
 import { CLOSED_OUTCOME } from '../../gateways/retry.js';
 import type { DeviceStore, ScanPosition } from '../devices/device-store.js';
 import { CompletionWindow } from './completion-window.js';

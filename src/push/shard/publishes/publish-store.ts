@@ -21,7 +21,7 @@ import type { Database, RootDatabase } from 'lmdb';
 import type { ScanPosition } from '../devices/device-store.js';
 import { decodeKey, encodeKey, prefixRange } from '../../keys.js';
 import type { GatewayCounts, PublishJob, PublishShardStats, UserOutcomes } from '../../messages/publishes.js';
-import type { Platform } from '../../gateways/gateway.js';
+import type { Platform } from '../../platform.js';
 
 /** The stored part of one shard: its stats (minus the shard index), checkpoint and report flag. */
 export interface ProgressRecord extends Omit<PublishShardStats, 'shard'> {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { deviceIdFor, isDeviceIdOf } from '../../../../../src/push/http/devices/device-id.js';
-import { isPlatform } from '../../../../../src/push/gateways/gateway.js';
+import { isPlatform } from '../../../../../src/push/platform.js';
 
 const SECRET = 'ab'.repeat(32);
 const INSTANCE = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';

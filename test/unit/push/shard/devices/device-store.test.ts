@@ -6,7 +6,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { RootDatabase } from 'lmdb';
 import ts from 'typescript';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Platform } from '../../../../../src/push/gateways/gateway.js';
+import type { Platform } from '../../../../../src/push/platform.js';
 import { decodeInterestCursor, encodeInterestCursor } from '../../../../../src/push/shard/devices/cursor.js';
 import {
   DeviceStore,
