@@ -109,7 +109,7 @@ export interface PublishShardApi {
   /**
    * This shard's part of a publish, or null when this shard has no record of it (unknown,
    * expired, or another instance's). The statistics endpoint broadcasts and merges the parts
-   * with mergePublishStats (src/push/publish/results.ts).
+   * with mergePublishStats (src/push/publish-results.ts).
    */
   'publish.stats': { req: { instanceId: string; publishId: string }; res: { stats: PublishShardStats | null } };
   /**

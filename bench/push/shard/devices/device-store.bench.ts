@@ -1,5 +1,5 @@
 /**
- * The push fan-out read path (src/push/store/device-store.ts `DeviceStore.scanInterests`):
+ * The push fan-out read path (src/push/shard/devices/device-store.ts `DeviceStore.scanInterests`):
  * walking an interest's devices in a shard's LMDB store. Seeds a temp store first (100k
  * devices; 10k with --quick): every device has interest `all` and one of ten `group-<k>`.
  */

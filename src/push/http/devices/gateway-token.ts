@@ -16,7 +16,7 @@ export type TokenCheck = { ok: true; token: string } | { ok: false; reason: stri
 
 /**
  * Checks and normalises a gateway token of `platform`. `web` rules come from the instance's
- * `push[].web` config (the endpoint host rule, see ../gateways/web-subscription.ts).
+ * `push[].web` config (the endpoint host rule, see ../../gateways/web-subscription.ts).
  */
 export function checkGatewayToken(platform: Platform, token: string, web: SubscriptionRules = {}): TokenCheck {
   switch (platform) {

@@ -1,6 +1,6 @@
 /**
  * Durable publish state of one shard, in one named database `push/publish` of the shard's
- * LMDB environment (keys are string tuples encoded by ../store/keys.ts, values msgpack):
+ * LMDB environment (keys are string tuples encoded by ../../keys.ts, values msgpack):
  *
  *   ('job', publishId)                 → PublishJob       the accepted request; dropped once this
  *                                                           shard needs it no more (part reported and,

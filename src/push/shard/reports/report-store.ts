@@ -3,7 +3,7 @@
  * its device, so recording it never leaves that shard; a publish's counts are the sum over
  * shards.
  *
- * Key layout (string tuples encoded by ../store/keys.ts; every key starts with the instance id):
+ * Key layout (string tuples encoded by ../../keys.ts; every key starts with the instance id):
  *
  *   push/reports        (instanceId, publishId, kind, deviceId) → StoredReport   one per (publish, device, kind)
  *   push/report-counts  (instanceId, publishId)                 → ReportCounts   this shard's totals
