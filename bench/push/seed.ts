@@ -29,6 +29,7 @@ const SEED_BATCH = 10_000;
 const SOURCES = [
   'src/push/shard/devices/device-store.ts',
   'src/push/shard/devices/device-record.ts',
+  'src/push/shard/devices/device-databases.ts',
   'src/push/interest-name.ts',
   'src/push/shard/devices/cursor.ts',
   'src/push/keys.ts',

@@ -20,17 +20,22 @@
  * than `transaction` because lmdb-js keeps the partial writes of a plain transaction callback
  * that throws; a child transaction is aborted instead, so a failed method changes nothing.
  *
- * Reads are synchronous and see the latest committed state.
+ * Reads are synchronous and see the latest committed state. This file holds the writes and
+ * point reads; the fan-out walk is device-scan.ts, the cross-check device-consistency.ts.
  */
 import type { Database, RootDatabase } from 'lmdb';
 import type { Platform } from '../../platform.js';
 import { openShardDatabase } from '../../../shards/storage.js';
 import { decodeInterestCursor, encodeInterestCursor } from './cursor.js';
-import { decodeDeviceRecord, decodeScanDevice, encodeDeviceRecord, type DeviceRecord, type ScanDevice } from './device-record.js';
+import { encodeDeviceRecord, type DeviceRecord } from './device-record.js';
+import { checkDeviceConsistency } from './device-consistency.js';
+import { interestsOf, openDeviceDatabases, readRecord, type DeviceDatabases, type IndexDatabase } from './device-databases.js';
+import { DeviceScan, devicesOnly, type ScanPosition, type ScanStep, type ScannedDevice } from './device-scan.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../interest-name.js';
-import { decodeKey, encodeKey, joinKeys, keyAfter, keyAfterKey, keyPartFrom, lastKeyPart, lastPartOffset, prefixRange } from '../../keys.js';
+import { encodeKey, keyAfter, lastKeyPart, prefixRange } from '../../keys.js';
 
 export type { ScanDevice } from './device-record.js';
+export { SCAN_BATCH, normaliseScanList, type ScanPosition, type ScanProgress, type ScanStep, type ScannedDevice } from './device-scan.js';
 
 /** A registered device as the device API and the publisher see it. */
 export interface Device extends DeviceRecord {
@@ -60,39 +65,6 @@ export type ReplaceInterestsResult = 'ok' | 'not-found';
 export type AddInterestResult = 'added' | 'unchanged' | 'not-found' | 'too-many';
 export type RemoveInterestResult = 'removed' | 'unchanged' | 'not-found';
 
-/**
- * How far a publish fan-out got, so an interrupted one resumes after a restart without
- * skipping or repeating devices. `listIndex` indexes the list after normaliseScanList();
- * the scan continues strictly after `afterDeviceId` (null: from the start of that entry).
- * Plain JSON-safe data; persist it as is.
- */
-export interface ScanPosition {
-  readonly listIndex: number;
-  readonly afterDeviceId: string | null;
-}
-
-/** One device of a fan-out, with the position to resume from once it has been handled. */
-export interface ScannedDevice {
-  device: ScanDevice;
-  position: ScanPosition;
-}
-
-/**
- * Yielded by the step scans after SCAN_BATCH index entries in a row were passed over without
- * a device (de-duplicated, or stale), so that one `next()` never walks an unbounded stretch:
- * the caller should let other work run before pulling again. `position` is where the scan
- * stands (resuming from it skips nothing that was not yet handled).
- */
-export interface ScanProgress {
-  device: null;
-  position: ScanPosition;
-  /** Index entries passed over since the last device or progress step. */
-  skipped: number;
-}
-
-/** What the step scans yield: a device to handle, or a progress step. */
-export type ScanStep = ScannedDevice | ScanProgress;
-
 /** Per-instance totals on this shard, for stats and tests. */
 export interface StoreCounts {
   devices: number;
@@ -101,27 +73,11 @@ export interface StoreCounts {
   devicesWithUser: number;
 }
 
-type IndexDatabase = Database<Uint8Array, Uint8Array>;
-
 const EMPTY = Buffer.alloc(0);
-
-/**
- * Index keys read per cursor during a fan-out (the cursor is closed between batches), and the
- * most index entries a step scan passes over without yielding.
- */
-export const SCAN_BATCH = 256;
 
 /** Opens a shard's LMDB environment with the durable settings of src/shards/storage.ts. */
 export function openShardStore(path: string): RootDatabase {
   return openShardDatabase(path);
-}
-
-/**
- * The order in which scanInterests()/scanUsers() walk their list: sorted and de-duplicated,
- * so a ScanPosition means the same thing after a restart.
- */
-export function normaliseScanList(names: readonly string[]): string[] {
-  return [...new Set(names)].sort();
 }
 
 function withoutUndefined(record: DeviceRecord): DeviceRecord {
@@ -141,51 +97,26 @@ function toDevice(instanceId: string, id: string, record: DeviceRecord): Device 
   return { id, instanceId, ...withoutUndefined(record) };
 }
 
-function checkScanPosition(position: ScanPosition | undefined): void {
-  if (position === undefined) return;
-  if (!Number.isSafeInteger(position.listIndex) || position.listIndex < 0) {
-    throw new RangeError(`scan position listIndex must be a non-negative integer, got ${position.listIndex}`);
-  }
-}
-
-/** The device steps of a step scan, without its progress steps. */
-function* devicesOnly(steps: Iterable<ScanStep>): Generator<ScannedDevice, void, undefined> {
-  for (const step of steps) {
-    if (step.device !== null) yield step;
-  }
-}
-
-/** The interests a multi-interest scan has already walked, by name and as encoded key parts. */
-class EarlierInterests {
-  readonly names: ReadonlySet<string>;
-  readonly keys: readonly Buffer[];
-
-  constructor(names: readonly string[]) {
-    this.names = new Set(names);
-    this.keys = names.map((name) => encodeKey([name]));
-  }
-}
-
 /**
  * Devices, interests and user associations of one shard, over named databases of the shard's
  * LMDB environment. Every async method resolves only after its transaction is durable.
  */
 export class DeviceStore {
   private readonly root: RootDatabase;
+  private readonly db: DeviceDatabases;
   /** Values are device-record.ts bytes (or msgpack, from before that format); read with record(). */
   private readonly devices: Database<Buffer, Uint8Array>;
   private readonly interestIndex: IndexDatabase;
   private readonly deviceInterests: IndexDatabase;
   private readonly userIndex: IndexDatabase;
+  private readonly scan: DeviceScan;
 
   /** Opens (creating when missing) the store's databases; must not run inside a transaction. */
   constructor(root: RootDatabase) {
     this.root = root;
-    const binary = { keyEncoding: 'binary', encoding: 'binary' } as const;
-    this.devices = root.openDB<Buffer, Uint8Array>('push/devices', binary);
-    this.interestIndex = root.openDB<Uint8Array, Uint8Array>('push/interests', binary);
-    this.deviceInterests = root.openDB<Uint8Array, Uint8Array>('push/device-interests', binary);
-    this.userIndex = root.openDB<Uint8Array, Uint8Array>('push/users', binary);
+    this.db = openDeviceDatabases(root);
+    ({ devices: this.devices, interestIndex: this.interestIndex, deviceInterests: this.deviceInterests, userIndex: this.userIndex } = this.db);
+    this.scan = new DeviceScan(this.db);
   }
 
   /**
@@ -411,10 +342,7 @@ export class DeviceStore {
    * of `b` is all skips: without the steps, one `next()` took most of a second).
    */
   *scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    yield* this.indexSteps(instanceId, this.interestIndex, interests, resumeFrom, (list, listIndex) => {
-      const earlier = new EarlierInterests(list.slice(0, listIndex));
-      return (device, deviceId, deviceKey) => this.subscribedToAny(instanceId, deviceId, deviceKey, device.interestCount, earlier);
-    });
+    yield* this.scan.interestSteps(instanceId, interests, resumeFrom);
   }
 
   /** Streams every device of any of `userIds`, like scanInterests (a device has one user, so no de-duplication is needed). */
@@ -424,10 +352,7 @@ export class DeviceStore {
 
   /** scanUsers with progress steps, like scanInterestSteps (stale user index entries are the only skips). */
   *scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    yield* this.indexSteps(instanceId, this.userIndex, userIds, resumeFrom, (list, listIndex) => {
-      const userId = list[listIndex]!;
-      return (device) => device.userId !== userId;
-    });
+    yield* this.scan.userSteps(instanceId, userIds, resumeFrom);
   }
 
   /** Totals for one instance on this shard (each a range count, linear in its size). */
@@ -442,81 +367,15 @@ export class DeviceStore {
 
   /**
    * Cross-checks the three indexes against the device records (of one instance, or all) and
-   * returns a description of each disagreement; empty means consistent. Reads everything: for
-   * tests and offline checks, not request paths.
+   * returns a description of each disagreement; empty means consistent (device-consistency.ts).
    */
   checkConsistency(instanceId?: string): string[] {
-    const problems: string[] = [];
-    const range = instanceId === undefined ? {} : prefixRange([instanceId]);
-
-    for (const { key, value } of this.devices.getRange(range)) {
-      const record = decodeDeviceRecord(value);
-      const parts = decodeKey(key);
-      if (parts.length !== 2) {
-        problems.push(`device key has ${parts.length} parts: ${JSON.stringify(parts)}`);
-        continue;
-      }
-      const [instance, deviceId] = parts as [string, string];
-      const where = `device ${instance}/${deviceId}`;
-      let subscriptions = 0;
-      for (const interest of this.interestsOf(instance, deviceId)) {
-        subscriptions++;
-        if (!this.interestIndex.doesExist(encodeKey([instance, interest, deviceId]))) {
-          problems.push(`${where}: interest ${interest} missing from the interest index`);
-        }
-      }
-      if (subscriptions !== record.interestCount) {
-        problems.push(`${where}: interestCount ${record.interestCount} but ${subscriptions} interests indexed`);
-      }
-      if (record.userId !== undefined && !this.userIndex.doesExist(encodeKey([instance, record.userId, deviceId]))) {
-        problems.push(`${where}: user ${record.userId} missing from the user index`);
-      }
-    }
-
-    for (const key of this.interestIndex.getKeys(range)) {
-      const parts = decodeKey(key);
-      if (parts.length !== 3) {
-        problems.push(`interest index key has ${parts.length} parts: ${JSON.stringify(parts)}`);
-        continue;
-      }
-      const [instance, interest, deviceId] = parts as [string, string, string];
-      if (!this.deviceInterests.doesExist(encodeKey([instance, deviceId, interest]))) {
-        problems.push(`interest index ${instance}/${interest}/${deviceId}: no device-interest entry`);
-      }
-    }
-
-    for (const key of this.deviceInterests.getKeys(range)) {
-      const parts = decodeKey(key);
-      if (parts.length !== 3) {
-        problems.push(`device-interest key has ${parts.length} parts: ${JSON.stringify(parts)}`);
-        continue;
-      }
-      const [instance, deviceId, interest] = parts as [string, string, string];
-      if (!this.devices.doesExist(encodeKey([instance, deviceId]))) {
-        problems.push(`device-interest ${instance}/${deviceId}/${interest}: no such device`);
-      }
-    }
-
-    for (const key of this.userIndex.getKeys(range)) {
-      const parts = decodeKey(key);
-      if (parts.length !== 3) {
-        problems.push(`user index key has ${parts.length} parts: ${JSON.stringify(parts)}`);
-        continue;
-      }
-      const [instance, userId, deviceId] = parts as [string, string, string];
-      const record = this.record(encodeKey([instance, deviceId]));
-      if (!record) problems.push(`user index ${instance}/${userId}/${deviceId}: no such device`);
-      else if (record.userId !== userId) {
-        problems.push(`user index ${instance}/${userId}/${deviceId}: device belongs to ${record.userId ?? 'no user'}`);
-      }
-    }
-    return problems;
+    return checkDeviceConsistency(this.db, instanceId);
   }
 
   /** The stored record under a device key, decoded at once (getBinaryFast's bytes are reused by the next read). */
   private record(key: Uint8Array): DeviceRecord | undefined {
-    const bytes = this.devices.getBinaryFast(key);
-    return bytes && decodeDeviceRecord(bytes);
+    return readRecord(this.db, key);
   }
 
   /** Writes a record in the current format. Inside a transaction only. */
@@ -537,7 +396,7 @@ export class DeviceStore {
 
   /** The device's interests, sorted by name (at most MAX_INTERESTS_PER_DEVICE). */
   private interestsOf(instanceId: string, deviceId: string): string[] {
-    return Array.from(this.deviceInterests.getKeys(prefixRange([instanceId, deviceId])), lastKeyPart);
+    return interestsOf(this.db, instanceId, deviceId);
   }
 
   /** Both index entries of one subscription; the caller keeps interestCount right. Inside a transaction only. */
@@ -557,81 +416,4 @@ export class DeviceStore {
     if (record.userId !== undefined) this.userIndex.removeSync(encodeKey([instanceId, record.userId, deviceId]));
     this.devices.removeSync(encodeKey([instanceId, deviceId]));
   }
-
-  /**
-   * The step scan behind scanInterestSteps/scanUserSteps: walks `index` under each name of the
-   * normalised `names` list from `resumeFrom`, yielding each device whose record exists and is
-   * not skipped by `skipFor(list, listIndex)` (built once per list entry), and a ScanProgress
-   * step after every SCAN_BATCH entries in a row passed over.
-   */
-  private *indexSteps(
-    instanceId: string,
-    index: IndexDatabase,
-    names: readonly string[],
-    resumeFrom: ScanPosition | undefined,
-    skipFor: (list: readonly string[], listIndex: number) => (device: ScanDevice, deviceId: string, deviceKey: Buffer) => boolean,
-  ): Generator<ScanStep, void, undefined> {
-    checkScanPosition(resumeFrom);
-    const list = normaliseScanList(names);
-    const instanceKey = encodeKey([instanceId]);
-    let after = resumeFrom?.afterDeviceId ?? null;
-    let skipped = 0;
-    for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = null) {
-      const skip = skipFor(list, listIndex);
-      for (const batch of this.indexBatches(index, [instanceId, list[listIndex]!], after)) {
-        for (const indexKey of batch) {
-          // The device id's bytes in the index key are already encoded: the record key reuses them.
-          const deviceKey = joinKeys(instanceKey, indexKey, lastPartOffset(indexKey));
-          const deviceId = keyPartFrom(deviceKey, instanceKey.length + 1);
-          const bytes = this.devices.getBinaryFast(deviceKey);
-          // Decoded before skip()'s reads reuse the buffer.
-          const device = bytes && decodeScanDevice(bytes, deviceId, instanceId);
-          if (!device || skip(device, deviceId, deviceKey)) {
-            if (++skipped >= SCAN_BATCH) {
-              yield { device: null, position: { listIndex, afterDeviceId: deviceId }, skipped };
-              skipped = 0;
-            }
-            continue;
-          }
-          skipped = 0;
-          yield { device, position: { listIndex, afterDeviceId: deviceId } };
-        }
-      }
-    }
-  }
-
-  /**
-   * The keys of an index range in batches of SCAN_BATCH, starting strictly after the key whose
-   * last part is `afterDeviceId` when given; no cursor stays open while the caller works.
-   */
-  private *indexBatches(index: IndexDatabase, prefix: readonly string[], afterDeviceId: string | null): Generator<Uint8Array[], void, undefined> {
-    const range = prefixRange(prefix);
-    let start = afterDeviceId === null ? range.start : keyAfter([...prefix, afterDeviceId]);
-    for (;;) {
-      const keys = Array.from(index.getKeys({ start, end: range.end, limit: SCAN_BATCH }));
-      if (keys.length > 0) yield keys;
-      if (keys.length < SCAN_BATCH) return;
-      start = keyAfterKey(keys[keys.length - 1]!);
-    }
-  }
-
-  /**
-   * Whether the device (`deviceKey` = its record's key) is subscribed to any of the `earlier`
-   * interests: walks the device's own interests when it has fewer than there are names, else
-   * one point lookup per name. Memory stays flat.
-   */
-  private subscribedToAny(instanceId: string, deviceId: string, deviceKey: Buffer, interestCount: number, earlier: EarlierInterests): boolean {
-    if (earlier.names.size === 0 || interestCount === 0) return false;
-    if (interestCount < earlier.names.size) {
-      for (const key of this.deviceInterests.getKeys(prefixRange([instanceId, deviceId]))) {
-        if (earlier.names.has(lastKeyPart(key))) return true;
-      }
-      return false;
-    }
-    for (const nameKey of earlier.keys) {
-      if (this.deviceInterests.doesExist(joinKeys(deviceKey, nameKey))) return true;
-    }
-    return false;
-  }
-
 }
