@@ -3,7 +3,7 @@
  * delivery reports. One DeviceStore and one PublishStore per shard over the shard's LMDB
  * environment, shared by the three sub-areas.
  */
-import type { ShardArea, ShardContext } from '../shards/context.js';
+import { mergeHandlers, type ShardArea, type ShardContext } from '../shards/context.js';
 import type { PushShardApi } from './messages/index.js';
 import type { WebhookEmitter } from '../webhooks/emitter.js';
 import { DeviceStore } from './shard/devices/device-store.js';
@@ -18,7 +18,7 @@ export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): Sha
   const deps: PushAreaDeps = { ctx, store: new DeviceStore(ctx.root), publishes: new PublishStore(ctx.root), webhooks };
   const areas = [createDeviceArea(deps), createPublishArea(deps), createReportArea(deps)];
   return {
-    handlers: Object.assign({}, ...areas.map((a) => a.handlers)) as ShardArea<PushShardApi>['handlers'],
+    handlers: mergeHandlers(areas.map((a) => a.handlers)) as unknown as ShardArea<PushShardApi>['handlers'],
     close: async () => {
       for (const area of areas) await area.close?.();
     },

@@ -11,14 +11,12 @@ import type { HeraldConfig } from '../config/schema.js';
 import { log } from '../log.js';
 import { createShardPackr } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
-import { requireTestHooks, type ShardArea, type ShardContext } from './context.js';
+import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext } from './context.js';
 import { openShardDatabase } from './storage.js';
 
 const packr = createShardPackr();
 /** Longest block the test hooks (core.crash, core.hold) accept, ms. */
 const MAX_TEST_HOLD_MS = 10_000;
-
-type AnyHandler = (req: unknown) => unknown;
 
 /** Builds the areas of one shard; called once per worker, with its context. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -74,7 +72,7 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
     const type = message.request.type;
     let reply: ShardReply;
     try {
-      const handler = handlers.get(type);
+      const handler = handlers[type];
       if (!handler) throw new Error(`unknown shard request type ${type}`);
       if (closing && type !== 'core.close') throw new HeraldError('SHARD_UNAVAILABLE', 'Shard is closing');
       // Queued behind a stall past the time the main thread waits: it has answered the caller
@@ -91,18 +89,6 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
     }
     return packr.pack(reply);
   };
-}
-
-/** One map of every request type's handler; a type answered twice is a bug, refused at start-up. */
-export function mergeHandlers(maps: readonly Record<string, AnyHandler>[]): Map<string, AnyHandler> {
-  const merged = new Map<string, AnyHandler>();
-  for (const map of maps) {
-    for (const [type, handler] of Object.entries(map)) {
-      if (merged.has(type)) throw new Error(`shard request type ${type} is answered by two areas`);
-      merged.set(type, handler);
-    }
-  }
-  return merged;
 }
 
 /** Blocks this thread for `holdMs` (clamped to [0, MAX_TEST_HOLD_MS]); returns the ms blocked. */

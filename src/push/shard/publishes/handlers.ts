@@ -4,6 +4,15 @@
  * thread could not store everywhere, answers per-part statistics and monthly usage, and
  * coordinates completion webhooks with the other shards (PublishCoordinator). close() stops
  * the runs at a checkpoint and closes the gateway clients.
+ *
+ * A publish, top-down:
+ *   1. push/http/publishes/routes.ts    main thread: checks, rate limit, quota (PublishesClient.usage)
+ *   2. push/clients/publishes.ts        main thread: `publish.start` on every shard (cancel on failure)
+ *   3. this file                        shard: stores the job, launches a PublishRun, resumes after a restart
+ *   4. publish-run.ts                   scans the shard's index (devices/device-scan.ts), sends through
+ *                                       gateway-registry.ts → push/gateways/, checkpoints its position
+ *   5. coordinator.ts                   collects every shard's finished part, queues FINISHED and
+ *                                       v1.PublishToUsersAttempt in the webhook outbox (src/webhooks/)
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HeraldError } from '../../../errors.js';

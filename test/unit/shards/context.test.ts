@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { mergeHandlers } from '../../../src/shards/worker.js';
+import { mergeHandlers } from '../../../src/shards/context.js';
 
 describe('shard worker runtime', () => {
   it('joins the handler maps of every area', () => {
     const merged = mergeHandlers([{ 'core.ping': () => 1 }, { 'a.one': () => 2, 'a.two': () => 3 }, { 'b.one': () => 4 }]);
-    expect([...merged.keys()]).toEqual(['core.ping', 'a.one', 'a.two', 'b.one']);
-    expect(merged.get('b.one')?.(undefined)).toBe(4);
+    expect(Object.keys(merged)).toEqual(['core.ping', 'a.one', 'a.two', 'b.one']);
+    expect(merged['b.one']?.(undefined)).toBe(4);
+    expect(merged['constructor']).toBeUndefined();
   });
 
   it('refuses two areas answering the same request type', () => {
