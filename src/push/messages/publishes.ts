@@ -56,8 +56,8 @@ export interface UserOutcomes {
 }
 
 /**
- * One shard's part of one publish: the stored shape (LMDB, this shard's `publish` database,
- * key `('progress', publishId)`, msgpack) and what `publish.stats` answers.
+ * One shard's part of one publish, as `publish.stats` answers it (built from the stored
+ * ProgressRecord, push/shard/publishes/publish-store.ts, by statsOf).
  *
  * - Counts are exact: a device counts once even when a crash made it be sent twice (counts
  *   are committed together with the scan checkpoint they belong to).

@@ -21,7 +21,7 @@ import type { ShardArea } from '../../../shards/context.js';
 import type { PushAreaDeps } from '../deps.js';
 import { broadcastChannelBus, PublishCoordinator } from './coordinator.js';
 import { GatewayRegistry } from './gateway-registry.js';
-import { usageMonth, type ShardReport } from './publish-store.js';
+import { statsOf, usageMonth, type ShardReport } from './publish-store.js';
 import { initialProgress, PublishRun, reportOf, type PublishRunDeps } from './publish-run.js';
 import { SendLimiter } from './send-limiter.js';
 import type { PublishJob, PublishShardApi } from '../../messages/publishes.js';
@@ -153,8 +153,7 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
         if (running) return { stats: running.job.instanceId === instanceId ? running.stats() : null };
         const progress = publishes.progress(publishId);
         if (!progress || progress.instanceId !== instanceId) return { stats: null };
-        const { position: _position, reported: _reported, cancelled: _cancelled, ...stats } = progress;
-        return { stats: { ...stats, shard: ctx.shardIndex } };
+        return { stats: statsOf(progress, ctx.shardIndex) };
       },
       'publish.usage': ({ instanceId }) => {
         const month = usageMonth(Date.now());

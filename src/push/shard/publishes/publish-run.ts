@@ -25,7 +25,7 @@ import type { DeviceStore, ScanPosition } from '../devices/device-store.js';
 import { CompletionWindow } from './completion-window.js';
 import type { GatewayRegistry } from './gateway-registry.js';
 import { gatewayPayload } from './payload.js';
-import { usageMonth, type ProgressRecord, type PublishStore, type ShardReport } from './publish-store.js';
+import { statsOf, usageMonth, type ProgressRecord, type PublishStore, type ShardReport } from './publish-store.js';
 import { emptyGatewayCounts } from '../../publish-results.js';
 import type { SendLimiter } from './send-limiter.js';
 import type { GatewayCounts, PublishJob, PublishShardStats } from '../../messages/publishes.js';
@@ -263,7 +263,7 @@ export class PublishRun {
 
   /** This part as `publish.stats` shows it: counts of every settled send, including those not yet checkpointed. */
   stats(): PublishShardStats {
-    return { ...this.snapshot(this.live), shard: this.deps.shardIndex };
+    return statsOf(this.snapshot(this.live), this.deps.shardIndex);
   }
 
   /** Notifications counted live but not yet in the stored usage. */

@@ -5,8 +5,8 @@
  *   ('job', publishId)                 → PublishJob       the accepted request; dropped once this
  *                                                           shard needs it no more (part reported and,
  *                                                           on the coordinator, webhooks queued)
- *   ('progress', publishId)            → ProgressRecord   this shard's part: PublishShardStats fields
- *                                                           plus the scan checkpoint and `reported`
+ *   ('progress', publishId)            → ProgressRecord   this shard's part: counts and times, the scan
+ *                                                           checkpoint and `reported` (statsOf: the message)
  *   ('open', publishId)                → true             part not finished, or finished and not yet
  *                                                           acknowledged by the coordinator
  *   ('coord', publishId)               → CoordinatorRecord (coordinator shard only) the parts reported
@@ -20,11 +20,26 @@
 import type { Database, RootDatabase } from 'lmdb';
 import type { ScanPosition } from '../devices/device-store.js';
 import { decodeKey, encodeKey, prefixRange } from '../../keys.js';
-import type { GatewayCounts, PublishJob, PublishShardStats, UserOutcomes } from '../../messages/publishes.js';
+import type { GatewayCounts, PublishJob, PublishKind, PublishShardStats, PublishState, UserOutcomes } from '../../messages/publishes.js';
 import type { Platform } from '../../platform.js';
 
-/** The stored part of one shard: its stats (minus the shard index), checkpoint and report flag. */
-export interface ProgressRecord extends Omit<PublishShardStats, 'shard'> {
+/**
+ * One shard's part of one publish as stored (`('progress', publishId)`, msgpack): its own
+ * shape, not the `publish.stats` message, which is built from it (statsOf), so changing the
+ * message never changes what is on disk. Field meanings as in PublishShardStats.
+ */
+export interface ProgressRecord {
+  publishId: string;
+  instanceId: string;
+  kind: PublishKind;
+  state: PublishState;
+  acceptedAt: number;
+  startedAt: number | null;
+  finishedAt: number | null;
+  updatedAt: number;
+  recipients: number;
+  gateways: Record<Platform, GatewayCounts>;
+  users?: { targets: string[] } & UserOutcomes;
   /** Last device whose outcome is counted here, in scan order; null before the first. */
   position: ScanPosition | null;
   /** The coordinator acknowledged this shard's finished part. */
@@ -56,6 +71,25 @@ export interface UsageDelta {
   instanceId: string;
   month: string;
   notifications: number;
+}
+
+/** The `publish.stats` answer for a part (stored or live) of shard `shard`. */
+export function statsOf(record: ProgressRecord, shard: number): PublishShardStats {
+  const stats: PublishShardStats = {
+    shard,
+    publishId: record.publishId,
+    instanceId: record.instanceId,
+    kind: record.kind,
+    state: record.state,
+    acceptedAt: record.acceptedAt,
+    startedAt: record.startedAt,
+    finishedAt: record.finishedAt,
+    updatedAt: record.updatedAt,
+    recipients: record.recipients,
+    gateways: record.gateways,
+  };
+  if (record.users) stats.users = record.users;
+  return stats;
 }
 
 /** `YYYY-MM` of a time, UTC. */
