@@ -1,26 +1,38 @@
 /**
- * Herald's main thread: the uWS front end (HTTP routes and the WebSocket endpoint) and the
- * shard pool. This thread stays an I/O loop: storage, gateway calls and per-device work
- * happen on the shards.
+ * Herald's composition root, on the main thread: builds the shard pool (its worker entry lists
+ * the areas, shard-worker.ts), one main-thread client per area (the channel adapter; push
+ * devices, publishes, reports; webhooks), the uWS front end (HTTP routes and the WebSocket
+ * endpoint), and hands each route module only the clients and config it uses. This thread
+ * stays an I/O loop: storage, gateway calls and per-device work happen on the shards.
  */
 import { resolve } from 'node:path';
-import type { us_listen_socket } from 'uWebSockets.js';
+import { fileURLToPath } from 'node:url';
+import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { HeraldConfig } from './config/schema.js';
 import { loadUws, type UwsModule } from './http/uws-native.js';
 import { registerRoutes, type Route } from './http/router.js';
 import { inFlight, errorReply, type Reply, type RequestContext } from './http/uws-http.js';
 import { systemRoutes } from './http/system-routes.js';
+import { CORS_ANY_ORIGIN } from './http/cors.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { openDataDir } from './shards/data-dir.js';
 import { ShardPool } from './shards/pool.js';
 import { HeraldError, CLOSE_CODES } from './errors.js';
 import { log } from './log.js';
 import type { ServerContext, ServerState } from './server-context.js';
+import type { HeraldShardApi } from './shard-api.js';
+import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
+import { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
 import { registerWebSocket, type WebSocketEndpoint } from './channels/ws/endpoint.js';
+import { SocketRegistry } from './channels/ws/registry.js';
+import { DevicesClient } from './push/clients/devices.js';
+import { PublishesClient } from './push/clients/publishes.js';
+import { ReportsClient } from './push/clients/reports.js';
+import { WebhooksClient } from './webhooks/client.js';
 import { channelApiRoutes } from './channels/http-api/routes.js';
-import { deviceApiRoutes } from './push/device-api/routes.js';
-import { publishApiRoutes } from './push/publish-api/routes.js';
-import { reportingApiRoutes } from './push/reporting-api/routes.js';
+import { deviceApiRoutes } from './push/http/devices/routes.js';
+import { publishApiRoutes } from './push/http/publishes/routes.js';
+import { reportingApiRoutes } from './push/http/reports/routes.js';
 
 export interface RunningHerald {
   readonly port: number;
@@ -35,7 +47,8 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   if (!native) log.warn('RUNNING ON THE SLOW uWebSockets.js JAVASCRIPT FALLBACK: do not benchmark or deploy this');
   const dataDir = resolve(config.dataDir);
   const identity = openDataDir(dataDir, config.shards);
-  const shards = new ShardPool({
+  const shards = new ShardPool<HeraldShardApi>({
+    workerFile: SHARD_WORKER_FILE,
     shardCount: config.shards,
     dataDir,
     config,
@@ -47,18 +60,22 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
 
   const app = uws.App();
   const state: ServerState = { ready: false, draining: false };
-  const ctx = {
+  const registry = new SocketRegistry();
+  const ctx: ServerContext = {
     config,
-    app,
-    shards,
     appsById: new Map(config.apps.map((a) => [a.id, a])),
     appsByKey: new Map(config.apps.map((a) => [a.key, a])),
     pushInstances: new Map(config.push.map((p) => [p.instanceId, p])),
     installSecret: identity.installSecret,
     state,
-  } as Omit<ServerContext, 'channels'> as ServerContext;
-  const ws = registerWebSocket(ctx);
-  ctx.channels = ws.adapter;
+    core: shards,
+    channels: createChannelAdapter(config, app, shards, registry),
+    devices: new DevicesClient(shards),
+    publishes: new PublishesClient(shards),
+    reports: new ReportsClient(shards),
+    webhooks: new WebhooksClient(shards),
+  };
+  const ws = registerWebSocket({ config, app, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels });
 
   const routes: Route[] = [
     ...systemRoutes(ctx),
@@ -83,6 +100,17 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   return { port, host: config.host, nativeUws: native, stop };
 }
 
+/** The shard worker entry (compiled beside this file): it lists the areas every shard runs. */
+const SHARD_WORKER_FILE = fileURLToPath(new URL('./shard-worker.js', import.meta.url));
+
+/** The channel adapter the config names (`channelAdapter`). */
+function createChannelAdapter(config: Readonly<HeraldConfig>, app: TemplatedApp, shards: ShardPool<HeraldShardApi>, registry: SocketRegistry): ChannelAdapter {
+  switch (config.channelAdapter) {
+    case 'local':
+      return new LocalChannelAdapter(app, shards, registry);
+  }
+}
+
 /** First path segments of the push APIs (Beams): their 404s use the push error body. */
 const PUSH_PREFIXES = ['device_api', 'publish_api', 'reporting_api', 'customer_api', 'user_api'];
 
@@ -98,7 +126,7 @@ function notFoundRoutes(): Route[] {
     const err = new HeraldError('ROUTE_NOT_FOUND', `No route for ${rc.method.toUpperCase()} ${rc.path}`);
     return errorReply(err, PUSH_PREFIXES.includes(first) ? 'push' : 'channel', rc.path);
   };
-  return [{ method: 'any', pattern: '/*', handler: notFound, options: { errorStyle: 'channel', bodyLimit: 0, extraHeaders: { 'access-control-allow-origin': '*' } } }];
+  return [{ method: 'any', pattern: '/*', handler: notFound, options: { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN } }];
 }
 
 function listen(uws: UwsModule, app: ReturnType<UwsModule['App']>, host: string, port: number): Promise<us_listen_socket> {
@@ -115,7 +143,7 @@ async function shutdown(
   uws: UwsModule,
   listenSocket: us_listen_socket,
   ws: WebSocketEndpoint,
-  shards: ShardPool,
+  shards: ShardPool<HeraldShardApi>,
   state: ServerState,
   timeoutMs: number,
 ): Promise<void> {

@@ -192,6 +192,11 @@ export const configSchema = z.strictObject({
   webSocketSweepIntervalMs: z.number().int().min(10).max(60_000).default(1000),
   /** Run on uWebSockets.js' slow JavaScript fallback instead of refusing to start. */
   allowUwsFallback: z.boolean().default(false),
+  /**
+   * Where channel state lives and how frames reach sockets: `local` (this process: the shards
+   * and uWS topics). Chosen once, in the composition root (server.ts).
+   */
+  channelAdapter: z.enum(['local']).default('local'),
   webhookDelivery: webhookDeliverySchema.default(webhookDeliverySchema.parse({})),
   pushDelivery: pushDeliverySchema.default(pushDeliverySchema.parse({})),
   apps: z.array(appSchema).default([appSchema.parse({ ...DEFAULT_APP })]),

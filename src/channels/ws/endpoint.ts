@@ -1,25 +1,35 @@
 /**
- * The WebSocket endpoint `/app/<key>` (Pusher protocol 7) and the local channel adapter.
+ * The WebSocket endpoint `/app/<key>` (Pusher protocol 7).
  * Every upgrade is accepted so that a refused connection can be told why: pusher:error with
  * the close code, then the close (protocol-notes.md). The main thread keeps per-connection
  * state only; channel state lives on the shards (see subscriptions.ts and the adapter).
  */
 import { randomInt } from 'node:crypto';
 import type { HttpRequest, HttpResponse, WebSocket, us_socket_context_t } from 'uWebSockets.js';
-import type { ServerContext } from '../../server-context.js';
+import type { TemplatedApp } from 'uWebSockets.js';
+import type { AppConfig, HeraldConfig } from '../../config/schema.js';
+import type { ServerState } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
-import { LocalChannelAdapter } from '../adapter/local-adapter.js';
 import * as frames from './frames.js';
 import { parseHandshake } from './handshake.js';
 import { ProtocolHandler } from './protocol.js';
-import { SocketRegistry, endWithError, type SocketState, type SocketUserData } from './registry.js';
+import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
 import { Subscriptions } from './subscriptions.js';
 import { Sweeper } from './sweeper.js';
 
+/** What the endpoint is built from (server.ts): the registry is shared with the local adapter. */
+export interface WebSocketDeps {
+  readonly config: Readonly<HeraldConfig>;
+  readonly app: TemplatedApp;
+  readonly state: ServerState;
+  readonly appsByKey: ReadonlyMap<string, AppConfig>;
+  readonly registry: SocketRegistry;
+  readonly adapter: ChannelAdapter;
+}
+
 export interface WebSocketEndpoint {
-  adapter: ChannelAdapter;
   /** Closes every connection with the code (4200 on shutdown). */
   closeAll(code: number, reason: string): void;
   connectionCount(): number;
@@ -39,12 +49,10 @@ function markActive(ws: Ws): void {
   }
 }
 
-export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
-  const { config } = ctx;
-  const registry = new SocketRegistry();
-  const adapter = new LocalChannelAdapter(ctx.app, ctx.shards, registry);
-  const subscriptions = new Subscriptions(ctx.app, adapter, () => ctx.state.draining);
-  const protocol = new ProtocolHandler({ config, uws: ctx.app, registry, adapter, subscriptions });
+export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
+  const { config, registry, adapter } = ctx;
+  const subscriptions = new Subscriptions(adapter, () => ctx.state.draining);
+  const protocol = new ProtocolHandler({ config, registry, adapter, subscriptions });
   const sweeper = new Sweeper(registry, {
     intervalMs: config.webSocketSweepIntervalMs,
     pongTimeoutMs: config.webSocketPongTimeoutMs,
@@ -90,7 +98,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
       } catch (err) {
         log.error('websocket open failed', { error: describe(err) });
         try {
-          ws.end(1011, 'Internal error');
+          ws.end(CLOSE_CODES.INTERNAL_ERROR, 'Internal error');
         } catch {
           // Already closed.
         }
@@ -126,9 +134,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
         log.error('websocket close: registry removal failed', { appId: state.app.id, error: describe(err) });
       }
       try {
-        if (userId !== null && wentOffline) {
-          ctx.app.publish(frames.watchTopicFor(state.app.id, userId), frames.watchlistEvents([{ name: 'offline', user_ids: [userId] }]));
-        }
+        if (userId !== null && wentOffline) adapter.userPresence(state.app.id, userId, false);
       } catch (err) {
         log.error('websocket close: watchlist offline event failed', { appId: state.app.id, error: describe(err) });
       }
@@ -179,7 +185,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
       const max = state.app.maxConnections;
       if (ctx.state.draining) {
         refusal = { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' };
-      } else if (max !== null && registry.connectionCount(state.app.id) >= max) {
+      } else if (max !== null && adapter.connectionCount(state.app.id) >= max) {
         refusal = { code: CLOSE_CODES.OVER_CONNECTION_QUOTA, message: `Application is over its connection quota of ${max}` };
       }
     }
@@ -195,7 +201,6 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
   }
 
   return {
-    adapter,
     closeAll: (code, reason) => {
       sweeper.stop();
       for (const state of [...registry.all]) {
