@@ -159,6 +159,11 @@ export const DEFAULT_PUSH_INSTANCE = Object.freeze({
 export const configSchema = z.strictObject({
   host: z.string().min(1).default('0.0.0.0'),
   port: z.number().int().min(0).max(65535).default(6001),
+  /**
+   * Share the port with other processes (SO_REUSEPORT), for several nodes of one cluster on one
+   * host. Off: a port already in use fails start-up.
+   */
+  reusePort: z.boolean().default(false),
   dataDir: z.string().min(1).default('./data'),
   /** Worker-thread shards; default cores − 1, at least 1. */
   shards: z.number().int().min(1).max(64).optional(),
@@ -177,8 +182,12 @@ export const configSchema = z.strictObject({
   webSocketPongTimeoutMs: z.number().int().positive().default(30_000),
   /** How often (ms) the main thread checks sockets for silence (ping, 4201) and backpressure (4100). */
   webSocketSweepIntervalMs: z.number().int().min(10).max(60_000).default(1000),
-  /** Run on uWebSockets.js' slow JavaScript fallback instead of refusing to start. */
-  allowUwsFallback: z.boolean().default(false),
+  /**
+   * WebSocket connections this node accepts, all apps together; beyond it new ones are refused
+   * with 4100. Absent: derived from the process' open-file limit (config/fd-limit.ts; load.ts
+   * fills it in); null: no node-wide limit.
+   */
+  maxConnections: z.number().int().positive().nullable().optional(),
   webhookDelivery: webhookDeliverySchema.default(webhookDeliverySchema.parse({})),
   pushDelivery: pushDeliverySchema.default(pushDeliverySchema.parse({})),
   apps: z.array(appSchema).default([appSchema.parse({ ...DEFAULT_APP })]),
