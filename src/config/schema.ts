@@ -52,6 +52,11 @@ const appSchema = z.strictObject({
   maxBatchSize: z.number().int().positive().default(10),
   /** Seconds a cache channel keeps its last event. */
   cacheTtlSeconds: z.number().int().positive().default(30 * 60),
+  /**
+   * Bytes of cached last events the app keeps (channel name + event name + data, UTF-8), shared
+   * evenly by the shards; beyond it the oldest written are evicted first.
+   */
+  maxCacheBytes: z.number().int().positive().default(64 * 1024 * 1024),
   webhooks: z.array(channelWebhookSchema).default([]),
 });
 
