@@ -60,8 +60,9 @@ export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
   checkUnique(parsed.push.map((p) => p.instanceId), 'push', 'instanceId');
   const shards = parsed.shards ?? Math.max(1, availableParallelism() - 1);
   const maxConnections =
-    parsed.maxConnections ??
-    defaultMaxConnections({ shards, pushConcurrency: parsed.pushDelivery.concurrency, webhookConcurrencyPerUrl: parsed.webhookDelivery.concurrencyPerUrl });
+    parsed.maxConnections !== undefined
+      ? parsed.maxConnections
+      : defaultMaxConnections({ shards, pushConcurrency: parsed.pushDelivery.concurrency, webhookConcurrencyPerUrl: parsed.webhookDelivery.concurrencyPerUrl });
   return deepFreeze({ ...parsed, shards, maxConnections });
 }
 
