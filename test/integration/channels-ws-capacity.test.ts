@@ -4,9 +4,13 @@
  * again (never a bare TCP close); the node-wide `maxConnections` refuses new connections with
  * 4100 and logs it once.
  */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-process.js';
+import { CLI, DEFAULT_APP, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 
 const BACKPRESSURE_LIMIT = 64 * 1024;
@@ -120,5 +124,36 @@ describe('the node-wide maxConnections', () => {
       }, { timeout: 10_000 })
       .toBe('pusher:connection_established');
     for (const c of accepted.slice(1)) c.ws.close();
+  });
+});
+
+describe('the default node-wide maxConnections', () => {
+  it('follows the open-file limit: with ulimit -n 256, connections past 128 are refused with 4100 and the server keeps serving', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'herald-ulimit-'));
+    const child = spawn('/bin/sh', ['-c', `ulimit -n 256 && exec "${process.execPath}" "${CLI}"`], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, HERALD_HOST: '127.0.0.1', HERALD_PORT: '0', HERALD_SHARDS: '1', HERALD_DATA_DIR: dataDir, HERALD_LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const clients: Client[] = [];
+    try {
+      await expect.poll(() => /listening on http:\/\/[^:]+:(\d+)/.exec(stdout)?.[1], { timeout: 20_000 }).toBeDefined();
+      const port = Number(/listening on http:\/\/[^:]+:(\d+)/.exec(stdout)![1]);
+      expect(stderr).toContain('"maxConnections":128');
+      for (let i = 0; i < 13; i++) clients.push(...(await Promise.all(Array.from({ length: 10 }, () => client(port)))));
+      const refused = clients.filter((c) => c.frames[0]!.event === 'pusher:error');
+      expect(clients.length - refused.length).toBe(128);
+      for (const c of refused) expect(await c.closed).toBe(4100);
+      expect((await fetch(`http://127.0.0.1:${port}/ready`)).status).toBe(200);
+    } finally {
+      for (const c of clients) c.ws.terminate();
+      child.kill('SIGKILL');
+      await new Promise((r) => child.once('exit', r));
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
