@@ -37,15 +37,14 @@ import { reportingApiRoutes } from './push/http/reports/routes.js';
 export interface RunningHerald {
   readonly port: number;
   readonly host: string;
-  readonly nativeUws: boolean;
   /** Graceful shutdown; resolves when storage is flushed and workers stopped. */
   stop(): Promise<void>;
 }
 
 export async function startHerald(config: Readonly<HeraldConfig>): Promise<RunningHerald> {
-  const { uws, native } = loadUws(config.allowUwsFallback);
-  if (!native) log.warn('RUNNING ON THE SLOW uWebSockets.js JAVASCRIPT FALLBACK: do not benchmark or deploy this');
+  const { uws, source: uwsSource } = loadUws();
   const dataDir = resolve(config.dataDir);
+  // Locked for the life of the process (released by the OS when it ends, however it ends).
   const identity = openDataDir(dataDir, config.shards);
   const shards = new ShardPool<HeraldShardApi>({
     workerFile: SHARD_WORKER_FILE,
@@ -87,17 +86,23 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   ];
   registerRoutes(app, [...routes, ...notFoundRoutes()], { draining: () => state.draining });
 
-  const listenSocket = await listen(uws, app, config.host, config.port);
+  let listenSocket: us_listen_socket;
+  try {
+    listenSocket = await listen(app, config.host, config.port, config.reusePort);
+  } catch (err) {
+    await shards.close(5000);
+    throw err;
+  }
   const port = uws.us_socket_local_port(listenSocket);
   state.ready = true;
-  log.info('herald listening', { host: config.host, port, shards: config.shards, dataDir, nativeUws: native });
+  log.info('herald listening', { host: config.host, port, shards: config.shards, dataDir, uws: uwsSource, maxConnections: config.maxConnections ?? null });
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= shutdown(uws, listenSocket, ws, shards, state, config.shutdownTimeoutSeconds * 1000);
     return stopping;
   };
-  return { port, host: config.host, nativeUws: native, stop };
+  return { port, host: config.host, stop };
 }
 
 /** The shard worker entry (compiled beside this file): it lists the areas every shard runs. */
@@ -129,13 +134,36 @@ function notFoundRoutes(): Route[] {
   return [{ method: 'any', pattern: '/*', handler: notFound, options: { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN } }];
 }
 
-function listen(uws: UwsModule, app: ReturnType<UwsModule['App']>, host: string, port: number): Promise<us_listen_socket> {
+/** uSockets' listen option: without it the listen socket has SO_REUSEPORT (ports shared silently). */
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+const LIBUS_LISTEN_DEFAULT = 0;
+
+/** uWS.js types only the (port, options, cb) form; the binary also takes (host, port, options, cb). */
+type ListenWithOptions = (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => unknown;
+
+/** Thrown when the port cannot be had; the CLI prints the message alone. */
+export class ListenError extends Error {
+  override readonly name = 'ListenError';
+}
+
+/**
+ * Listens on host:port; by default alone (a port in use fails), with `reusePort` shared with
+ * other processes that also ask for it.
+ */
+function listen(app: ReturnType<UwsModule['App']>, host: string, port: number, reusePort: boolean): Promise<us_listen_socket> {
   return new Promise((resolvePromise, reject) => {
-    app.listen(host, port, (socket) => {
-      if (socket) resolvePromise(socket);
-      else reject(new Error(`cannot listen on ${host}:${port} (in use or not permitted)`));
+    const options = reusePort ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
+    (app.listen as unknown as ListenWithOptions).call(app, host, port, options, (socket) => {
+      if (socket) {
+        resolvePromise(socket);
+        return;
+      }
+      const hint = reusePort
+        ? 'it is in use by a process that does not share it (or not permitted)'
+        : 'it is in use (another Herald or another program), or not permitted; ' +
+          'to run several Herald nodes of one cluster on one port, set "reusePort": true on each';
+      reject(new ListenError(`cannot listen on ${host}:${port}: ${hint}`));
     });
-    void uws;
   });
 }
 

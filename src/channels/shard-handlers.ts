@@ -147,7 +147,9 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
       'channels.users': (req) => ({ userIds: store.userIds(req.appId, req.channel) }),
 
       'channels.storeCache': (req) => {
-        store.storeCached(req.appId, req.channel, req.event, req.data, appFor(req.appId).cacheTtlSeconds);
+        const app = appFor(req.appId);
+        // The app's bound is shared evenly by the shards (channels hash evenly over them).
+        store.storeCached(req.appId, req.channel, req.event, req.data, app.cacheTtlSeconds, Math.floor(app.maxCacheBytes / ctx.shardCount));
         return {};
       },
 

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { configSchema, type HeraldConfig } from './schema.js';
+import { defaultMaxConnections } from './fd-limit.js';
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -64,7 +65,11 @@ export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
   checkUnique(parsed.apps.map((a) => a.key), 'apps', 'key');
   checkUnique(parsed.push.map((p) => p.instanceId), 'push', 'instanceId');
   const shards = parsed.shards ?? Math.max(1, availableParallelism() - 1);
-  return deepFreeze({ ...parsed, shards });
+  const maxConnections =
+    parsed.maxConnections !== undefined
+      ? parsed.maxConnections
+      : defaultMaxConnections({ shards, pushConcurrency: parsed.pushDelivery.concurrency, webhookConcurrencyPerUrl: parsed.webhookDelivery.concurrencyPerUrl });
+  return deepFreeze({ ...parsed, shards, maxConnections });
 }
 
 function checkUnique(values: string[], list: string, field: string): void {

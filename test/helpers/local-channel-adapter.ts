@@ -53,7 +53,7 @@ export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}): 
   const shards = new ShardPool<HeraldShardApi>({
     workerFile: WORKER_FILE, shardCount: 2, dataDir, config, installSecret: identity.installSecret, requestTimeoutMs: 30_000, testHooks: true,
   });
-  const { uws } = loadUws(false);
+  const { uws } = loadUws();
   const app = uws.App();
   const registry = new SocketRegistry();
   const adapter = new LocalChannelAdapter(app, shards, registry);

@@ -10,7 +10,7 @@ import { CORS_ANY_ORIGIN, preflightReply } from '../../../src/http/cors.js';
 import { paramNames, registerRoutes, type Route } from '../../../src/http/router.js';
 import { loadUws } from '../../../src/http/uws-native.js';
 
-const { uws } = loadUws(false);
+const { uws } = loadUws();
 let listen: us_listen_socket;
 let base: string;
 let draining = false;
