@@ -11,7 +11,7 @@
  */
 import { BroadcastChannel } from 'node:worker_threads';
 import { log } from '../log.js';
-import type { PublishJob } from '../push/publish/shard-api.js';
+import type { PublishJob } from '../push/messages/publishes.js';
 import { dataPreview, type DebugEvent, type DebugTap } from './tap.js';
 import { shardTapChannelNames, type ShardTapMessage, type WatchMessage } from './shard-tap.js';
 

@@ -10,15 +10,12 @@ import type { AppConfig, PushInstanceConfig } from '../config/schema.js';
 import type { Route } from '../http/router.js';
 import { errorReply, type Handler, type Reply, type RequestContext, type RouteOptions } from '../http/uws-http.js';
 import type { ServerContext } from '../server-context.js';
-import type { WebhookStats } from '../webhooks/shard-api.js';
 import { publishEvent, validateEvent } from '../channels/http-api/events.js';
 import { isPresenceChannel } from '../channels/names.js';
-import { parseJsonObject } from '../push/api-common.js';
-import { PLATFORMS, type Platform } from '../push/gateways/gateway.js';
-import { mergePublishStats } from '../push/publish/results.js';
-import type { GatewayCounts, PublishJob } from '../push/publish/shard-api.js';
-import { startOnEveryShard } from '../push/publish-api/routes.js';
-import { validatePublishRequest } from '../push/publish-api/request-schema.js';
+import { parseJsonObject } from '../push/http/common.js';
+import { PLATFORMS, type Platform } from '../push/platform.js';
+import type { GatewayCounts, PublishJob } from '../push/messages/publishes.js';
+import { validatePublishRequest } from '../push/http/publishes/request-schema.js';
 import { SignInRateLimited, type AdminAuth } from './auth.js';
 import type { DebugHub } from './debug-hub.js';
 
@@ -28,11 +25,19 @@ export const MAX_LISTED_CHANNELS = 200;
 const PUBLISHES_WITH_STATE = 10;
 /** How long a device count by platform is reused, ms (it reads every device record). */
 const DEVICE_COUNT_TTL_MS = 10_000;
+/** How long the overview waits for each shard's figures, ms (a busy shard shows as down or unknown). */
+const OVERVIEW_TIMEOUT_MS = 2000;
 /** Largest admin request body, bytes. */
 const BODY_LIMIT = 64 * 1024;
 
+/** What the admin area uses of the server: registries and the per-area clients, never the shard pool. */
+export type AdminContext = Pick<
+  ServerContext,
+  'appsById' | 'pushInstances' | 'state' | 'debug' | 'core' | 'channels' | 'devices' | 'publishes' | 'reports' | 'webhooks'
+>;
+
 export interface AdminDeps {
-  ctx: ServerContext;
+  ctx: AdminContext;
   hub: DebugHub;
   auth: AdminAuth;
   /** Live WebSocket connections of this node, of one app or all. */
@@ -88,13 +93,13 @@ function instanceSummary(instance: PushInstanceConfig) {
   };
 }
 
-function requireApp(ctx: ServerContext, appId: string | undefined): AppConfig {
+function requireApp(ctx: Pick<ServerContext, 'appsById'>, appId: string | undefined): AppConfig {
   const app = appId === undefined ? undefined : ctx.appsById.get(appId);
   if (!app) throw new HeraldError('ADMIN_NOT_FOUND', `No app with id ${String(appId).slice(0, 200)}`);
   return app;
 }
 
-function requirePush(ctx: ServerContext, instanceId: string | undefined): PushInstanceConfig {
+function requirePush(ctx: Pick<ServerContext, 'pushInstances'>, instanceId: string | undefined): PushInstanceConfig {
   const instance = instanceId === undefined ? undefined : ctx.pushInstances.get(instanceId);
   if (!instance) throw new HeraldError('ADMIN_NOT_FOUND', `No push instance with id ${String(instanceId).slice(0, 200)}`);
   return instance;
@@ -108,34 +113,21 @@ function stringField(body: Record<string, unknown>, name: string, max: number): 
   return value;
 }
 
-/** The shards' webhook figures summed (numbers only; the shard index dropped). */
-function sumWebhookStats(perShard: readonly WebhookStats[]): Record<string, number> {
-  const total: Record<string, number> = {};
-  for (const stats of perShard) {
-    for (const [name, value] of Object.entries(stats)) {
-      if (name !== 'shard' && typeof value === 'number') total[name] = (total[name] ?? 0) + value;
-    }
-  }
-  return total;
-}
-
 /** GET /admin/v1/overview: this node, its shards, webhooks, push usage, apps and instances. */
 async function overview(deps: AdminDeps): Promise<Reply> {
   const { ctx } = deps;
   const apps = [...ctx.appsById.values()];
   const instances = [...ctx.pushInstances.values()];
   const [pings, webhooks, channelCounts, usage] = await Promise.all([
-    Promise.all(Array.from({ length: ctx.shards.shardCount }, (_, shard) =>
-      ctx.shards.request(shard, { type: 'core.ping' }, 2000).then(
+    Promise.all(Array.from({ length: ctx.core.shardCount }, (_, shard) =>
+      ctx.core.request(shard, { type: 'core.ping' }, OVERVIEW_TIMEOUT_MS).then(
         (p) => ({ shard, up: true, uptimeMs: p.uptimeMs }),
         () => ({ shard, up: false, uptimeMs: 0 }),
       ),
     )),
-    ctx.shards.broadcast({ type: 'webhooks.stats' }, 2000).then(sumWebhookStats, () => null),
-    Promise.all(apps.map((a) => ctx.channels.listChannels(a.id, undefined, false).then((c) => Object.keys(c).length, () => null))),
-    Promise.all(instances.map((p) =>
-      ctx.shards.broadcast({ type: 'publish.usage', instanceId: p.instanceId }, 2000).then((parts) => parts.reduce((n, u) => n + u.notifications, 0), () => null),
-    )),
+    ctx.webhooks.stats(OVERVIEW_TIMEOUT_MS).then((report) => report.total, () => null),
+    Promise.all(apps.map((a) => ctx.channels.listChannels(a.id, undefined, false).then((rows) => rows.length, () => null))),
+    Promise.all(instances.map((p) => ctx.publishes.usage(p.instanceId, OVERVIEW_TIMEOUT_MS).then((u) => u.notifications, () => null))),
   ]);
   const now = Date.now();
   return {
@@ -148,7 +140,7 @@ async function overview(deps: AdminDeps): Promise<Reply> {
         messages: deps.hub.messages,
         connectionsOpened: deps.hub.connectionsOpened,
         occupiedChannels: channelCounts.reduce<number>((n, c) => n + (c ?? 0), 0),
-        shards: pings.map((p) => ({ ...p, queueDepth: ctx.shards.inFlightCount(p.shard) })),
+        shards: pings.map((p) => ({ ...p, queueDepth: ctx.core.inFlightCount(p.shard) })),
       },
       // Herald runs on one node this round; a clustered deployment will list its nodes here.
       cluster: null,
@@ -165,18 +157,17 @@ async function appView(deps: AdminDeps, rc: RequestContext): Promise<Reply> {
   const { ctx } = deps;
   const app = requireApp(ctx, rc.params.appId);
   const listed = await ctx.channels.listChannels(app.id, undefined, true);
-  const names = Object.keys(listed);
-  const shown = names.slice(0, MAX_LISTED_CHANNELS);
+  const shown = listed.slice(0, MAX_LISTED_CHANNELS);
   const channels = await Promise.all(
-    shown.map(async (name) => {
-      if (isPresenceChannel(name)) return { name, userCount: listed[name]!.user_count ?? 0 };
+    shown.map(async ({ channel: name, userCount }) => {
+      if (isPresenceChannel(name)) return { name, userCount: userCount ?? 0 };
       const info = await ctx.channels.channelInfo(app.id, name, { subscriptionCount: true }).catch(() => null);
       return { name, subscriptionCount: info?.subscriptionCount ?? null };
     }),
   );
   return {
     status: 200,
-    body: { app: appSummary(deps, app), occupiedChannels: names.length, channels, channelsTruncated: names.length > shown.length },
+    body: { app: appSummary(deps, app), occupiedChannels: listed.length, channels, channelsTruncated: listed.length > shown.length },
   };
 }
 
@@ -205,11 +196,7 @@ function deviceCounter(deps: AdminDeps): (instanceId: string) => Promise<Record<
     const now = Date.now();
     const hit = cache.get(instanceId);
     if (hit && now - hit.at < DEVICE_COUNT_TTL_MS) return hit.counts;
-    const counts = deps.ctx.shards.broadcast({ type: 'device.platformCounts', instanceId }).then((parts) => {
-      const total: Record<Platform, number> = { apns: 0, fcm: 0, web: 0 };
-      for (const part of parts) for (const p of PLATFORMS) total[p] += part.counts[p];
-      return total;
-    });
+    const counts = deps.ctx.devices.platformCounts(instanceId);
     cache.set(instanceId, { at: now, counts });
     counts.catch(() => cache.delete(instanceId));
     return counts;
@@ -218,18 +205,10 @@ function deviceCounter(deps: AdminDeps): (instanceId: string) => Promise<Record<
 
 /** One recent publish with its state, per-gateway counts and reports (as the statistics endpoint sums them). */
 async function publishWithState(deps: AdminDeps, instanceId: string, recent: { publishId: string; kind: string; targets: string[]; acceptedAt: number }) {
-  const query = { instanceId, publishId: recent.publishId };
-  const [parts, reports] = await Promise.all([
-    deps.ctx.shards.broadcast({ type: 'publish.stats', ...query }),
-    deps.ctx.shards.broadcast({ type: 'report.counts', ...query }),
+  const [merged, { delivered, opened }] = await Promise.all([
+    deps.ctx.publishes.stats(instanceId, recent.publishId),
+    deps.ctx.reports.counts(instanceId, recent.publishId),
   ]);
-  const merged = mergePublishStats(parts.map((p) => p.stats), deps.ctx.shards.shardCount);
-  let delivered = 0;
-  let opened = 0;
-  for (const r of reports) {
-    delivered += r.delivered;
-    opened += r.opened;
-  }
   const gateways: Partial<Record<Platform, GatewayCounts>> = {};
   if (merged) for (const p of PLATFORMS) if (merged.gateways[p].recipients > 0) gateways[p] = merged.gateways[p];
   return {
@@ -294,7 +273,7 @@ async function testNotification(deps: AdminDeps, rc: RequestContext): Promise<Re
     payloads: request.payloads,
     acceptedAt: Date.now(),
   };
-  await startOnEveryShard(deps.ctx, job);
+  await deps.ctx.publishes.start(job);
   deps.ctx.debug.publishAccepted(job);
   return { status: 200, body: { publishId: job.publishId } };
 }

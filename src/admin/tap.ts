@@ -7,7 +7,7 @@
  * load (see debug-hub.ts). The admin area owns the implementation; the rest of the server sees
  * only this interface, handed to it in the ServerContext.
  */
-import type { PublishJob } from '../push/publish/shard-api.js';
+import type { PublishJob } from '../push/messages/publishes.js';
 
 /** Longest data preview of an event, characters: the console shows the start of the data. */
 export const DATA_PREVIEW_CHARS = 300;

@@ -5,6 +5,8 @@
  * the event creator and the test notification. The browser side is dashboard-browser.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Socket } from 'node:net';
+import WebSocket from 'ws';
 import { DEFAULT_APP, DEFAULT_PUSH, HeraldProcess, startHerald } from '../helpers/herald-process.js';
 import { channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
@@ -13,6 +15,8 @@ const CONFIG_TOKEN = 'config-admin-token-0123456789';
 const ENV_TOKEN = 'env-admin-token-9876543210abc';
 const OTHER_APP = { id: 'other-app', key: 'other-key', secret: 'other-secret-0123456789' };
 const APP = { ...DEFAULT_APP, secret: 'admin-test-app-secret-xyz' };
+/** Large events, so that a socket that stops reading passes its backpressure limit after a few. */
+const SLOW_APP = { id: 'slow-app', key: 'slow-key', secret: 'slow-secret-0123456789', maxEventDataBytes: 200_000 };
 
 let herald: HeraldProcess;
 let receiver: WebhookReceiver;
@@ -23,7 +27,7 @@ beforeAll(async () => {
   herald = await startHerald({
     config: {
       admin: { token: CONFIG_TOKEN },
-      apps: [{ ...APP, clientEvents: true, webhooks: [{ url: receiver.url('/hooks'), events: ['channel_occupied'] }] }, OTHER_APP],
+      apps: [{ ...APP, clientEvents: true, webhooks: [{ url: receiver.url('/hooks'), events: ['channel_occupied'] }] }, OTHER_APP, SLOW_APP],
       push: [{ ...DEFAULT_PUSH }],
     },
     env: { HERALD_ADMIN_TOKEN: ENV_TOKEN, HERALD_TEST_HOOKS: '1' },
@@ -164,7 +168,7 @@ describe('admin API', () => {
     expect(text).not.toContain(DEFAULT_PUSH.secretKey);
     const body = JSON.parse(text) as { node: { shards: unknown[] }; apps: { id: string; secret: string }[]; pushInstances: { instanceId: string }[] };
     expect(body.node.shards).toHaveLength(2);
-    expect(body.apps.map((a) => a.id)).toEqual([APP.id, OTHER_APP.id]);
+    expect(body.apps.map((a) => a.id)).toEqual([APP.id, OTHER_APP.id, SLOW_APP.id]);
     expect(body.apps[0]!.secret).toMatch(/^•+yz$/);
     expect(body.pushInstances[0]!.instanceId).toBe(DEFAULT_PUSH.instanceId);
     expect(await (await admin(`/apps/${APP.id}/secret`)).json()).toEqual({ secret: APP.secret });
@@ -227,6 +231,44 @@ describe('admin API', () => {
     // Nobody watches any more: the taps are off again.
     await expect.poll(async () => ((await (await admin('/overview')).json()) as { apps: { watched: boolean }[] }).apps.some((a) => a.watched)).toBe(false);
   });
+
+  it('shows a slow consumer as closed with 4100 when it is let go', async () => {
+    const watched = await openStream(`?app=${SLOW_APP.id}`);
+    const ws = new WebSocket(`ws://127.0.0.1:${herald.port}/app/${SLOW_APP.key}?protocol=7&client=js&version=8.4.0`);
+    const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
+    ws.on('error', () => undefined);
+    let flooding = true;
+    try {
+      const established = await new Promise<{ socket_id: string }>((resolve, reject) => {
+        ws.once('message', (raw: Buffer) => resolve(JSON.parse(JSON.parse(raw.toString()).data as string) as { socket_id: string }));
+        ws.once('error', reject);
+      });
+      const socketId = established.socket_id;
+      ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'flood' } }));
+      await watched.next(debugOf('subscription', (d) => d.action === 'subscribed' && d.socketId === socketId));
+      // Stop reading: the kernel buffers fill, then the server's send buffer for this socket.
+      (ws as unknown as { _socket: Socket })._socket.pause();
+      const sdk = channelsSdk(herald.port, SLOW_APP);
+      const data = 'z'.repeat(150_000);
+      const flood = (async () => {
+        // Paced well under the console's sampling threshold, so that the close is shown.
+        for (let i = 0; flooding && i < 2000; i++) {
+          await sdk.trigger('flood', 'big', data);
+          await new Promise((r) => setTimeout(r, 40));
+        }
+      })();
+      const gone = await watched.next(debugOf('connection', (d) => d.action === 'closed' && d.socketId === socketId), 60_000);
+      flooding = false;
+      await flood;
+      expect(gone.data.code).toBe(4100);
+      (ws as unknown as { _socket: Socket })._socket.resume();
+      expect(await closed).toBe(4100);
+    } finally {
+      flooding = false;
+      ws.terminate();
+      watched.close();
+    }
+  }, 90_000);
 
   it('samples the console under load and says so', async () => {
     const watched = await openStream(`?app=${APP.id}`);
