@@ -16,10 +16,10 @@ import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { HeraldError, ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
 import { log } from '../log.js';
-import { createShardPackr } from './codec.js';
+import { ShardCodec } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardRequestOf, ShardRequestType, ShardResponseOf, ShardWorkerData } from './messages.js';
 
-const packr = createShardPackr();
+const codec = new ShardCodec();
 
 /** Default bound on a whole close(): draining the requests already sent, then closing storage (ms). */
 const DEFAULT_CLOSE_TIMEOUT_MS = 15_000;
@@ -175,7 +175,7 @@ export class ShardPool {
     if (!pool) throw new Error(`no shard ${shard}`);
     const id = this.nextId++;
     const envelope = { ...message, id, deadline: Date.now() + timeoutMs } as ShardEnvelope;
-    const encoded = packr.pack(envelope);
+    const encoded = codec.encode(envelope);
     const losses = this.losses[shard];
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -183,7 +183,7 @@ export class ShardPool {
     });
     try {
       const raw = (await Promise.race([this.track(shard, pool.run(encoded) as Promise<Uint8Array>), timeout])) as Uint8Array;
-      const reply = packr.unpack(raw) as ShardReply;
+      const reply = codec.decode(raw) as ShardReply;
       this.noteBoot(shard, reply.boot);
       if (reply.ok) return reply.value as ShardResponseOf<K>;
       if (reply.code in ERROR_CATALOGUE) throw new HeraldError(reply.code as ErrorCode, reply.message);

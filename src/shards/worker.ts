@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { HeraldError } from '../errors.js';
 import type { HeraldConfig } from '../config/schema.js';
 import { log } from '../log.js';
-import { createShardPackr } from './codec.js';
+import { ShardCodec } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
 import type { ShardContext } from './context.js';
 import { openShardDatabase } from './storage.js';
@@ -16,7 +16,7 @@ import { createChannelArea } from '../channels/shard-handlers.js';
 import { createPushArea } from '../push/shard-handlers.js';
 import { createWebhookArea } from '../webhooks/shard-handlers.js';
 
-const packr = createShardPackr();
+const codec = new ShardCodec();
 /** Longest block the test hooks (core.crash, core.hold) accept, ms. */
 const MAX_TEST_HOLD_MS = 10_000;
 const data = workerData as ShardWorkerData;
@@ -78,7 +78,7 @@ function blockThread(holdMs: unknown): number {
 
 /** Piscina task entry: one encoded request in, one encoded ShardReply out. */
 export default async function handle(encoded: Uint8Array): Promise<Uint8Array> {
-  const message = packr.unpack(encoded) as ShardEnvelope;
+  const message = codec.decode(encoded) as ShardEnvelope;
   let reply: ShardReply;
   try {
     const handler = handlers[message.type];
@@ -96,5 +96,5 @@ export default async function handle(encoded: Uint8Array): Promise<Uint8Array> {
       reply = { ok: false, code: 'INTERNAL', message: 'Internal error in storage shard', boot: threadId };
     }
   }
-  return packr.pack(reply);
+  return codec.encode(reply);
 }
