@@ -120,6 +120,11 @@ export class ShardPool {
     this.restartListeners.push(listener);
   }
 
+  /** False once close() has begun: requests are refused from then on. */
+  get accepting(): boolean {
+    return this.closing === undefined;
+  }
+
   /** Sends one request to a shard and resolves with its answer. Throws HeraldError. */
   async request<K extends ShardRequestType>(shard: number, message: ShardRequestOf<K>, timeoutMs = this.timeoutMs): Promise<ShardResponseOf<K>> {
     if (this.closing) throw new HeraldError('SHARD_UNAVAILABLE', 'Server is shutting down');

@@ -67,6 +67,8 @@ export interface HeldSubscription {
   channel: string;
   socketId: string;
   member?: PresenceMember;
+  /** The front end no longer wants it: its leave is queued or in flight. */
+  leaving?: boolean;
 }
 
 /** Tells which channels lost their state (see ChannelAdapter.onStateLost). */
@@ -99,9 +101,16 @@ export interface ChannelAdapter {
    * it only for apps with a webhook that wants client_event: it costs a message per event.
    */
   clientEvent(e: RelayedClientEvent): void;
-  /** Records a subscription on the owning shard; the caller has already authorised it. */
-  subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
-  /** Removes a subscription (explicit unsubscribe or socket close). */
+  /**
+   * Records a subscription on the owning shard; the caller has already authorised it. Adapters
+   * may queue joins under load; `wanted` tells whether the caller still wants one that has not
+   * been sent yet: if not, it is dropped and the promise resolves with null (nothing was done).
+   */
+  subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null>;
+  /**
+   * Removes a subscription (explicit unsubscribe or socket close). Never dropped: the adapter
+   * retries until it is applied; it rejects only when the server shuts down.
+   */
   unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult>;
   /** One channel's state (C4). Many channels: call per channel; they live on different shards. */
   channelInfo(appId: string, channel: string, want: ChannelInfoRequest): Promise<ChannelInfo>;

@@ -22,7 +22,9 @@ import type {
   SubscribeResult,
   UnsubscribeResult,
 } from './channel-adapter.js';
-import { snapshotOf, topicFor } from '../ws/frames.js';
+import { memberRemoved, snapshotOf, subscriptionCount, topicFor } from '../ws/frames.js';
+import type { ReconcileRemoval, ReconciledSubscription } from '../shard-api.js';
+import { MembershipBatches } from './membership-batches.js';
 import { endWithError, type SocketRegistry } from '../ws/registry.js';
 
 /** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
@@ -43,13 +45,41 @@ export class LocalChannelAdapter implements ChannelAdapter {
   private readonly heldListeners: ((lost: LostChannels) => HeldSubscription[])[] = [];
   /** Cache channels with a join in flight, by `appId\0channel`; empty almost always. */
   private readonly cacheWatches = new Map<string, CacheWatch>();
+  /** Joins and leaves, batched per shard; leaves never dropped; reconcile (membership-batches.ts). */
+  private readonly memberships: MembershipBatches;
 
   constructor(
     private readonly uws: TemplatedApp,
     private readonly shards: ShardPool,
     private readonly registry: SocketRegistry,
   ) {
+    this.memberships = new MembershipBatches(shards, {
+      held: (shard) => this.heldOn(shard),
+      removed: (removal) => this.announceRemoval(removal),
+    });
     shards.onShardRestart((shard) => this.restoreShard(shard));
+  }
+
+  /** The subscriptions the front end holds on a shard's channels. */
+  private heldOn(shard: number): ReconciledSubscription[] {
+    const lost: LostChannels = (appId, channel) => this.shardOf(appId, channel) === shard;
+    const out: ReconciledSubscription[] = [];
+    for (const held of this.heldListeners) {
+      for (const { appId, channel, socketId, member, leaving } of held(lost)) {
+        const sub: ReconciledSubscription = { appId, channel, socketId };
+        if (member) sub.member = { userId: member.userId, userInfo: member.userInfo ?? null };
+        if (leaving) sub.leaving = true;
+        out.push(sub);
+      }
+    }
+    return out;
+  }
+
+  /** A reconcile removed a ghost subscriber: the channel's sockets see it leave. */
+  private announceRemoval(removal: ReconcileRemoval): void {
+    const topic = topicFor(removal.appId, removal.channel);
+    if (removal.memberRemoved !== undefined) this.uws.publish(topic, memberRemoved(removal.channel, removal.memberRemoved));
+    if (removal.subscriptionCount !== undefined) this.uws.publish(topic, subscriptionCount(removal.channel, removal.subscriptionCount));
   }
 
   onStateLost(held: (lost: LostChannels) => HeldSubscription[]): void {
@@ -130,8 +160,8 @@ export class LocalChannelAdapter implements ChannelAdapter {
    * when there was one, the shard's entry otherwise. The watch lasts until the end of the
    * event-loop turn the answer arrived in (setImmediate), which is when the caller delivers.
    */
-  async subscribe(req: SubscribeRequest): Promise<SubscribeResult> {
-    const message = { type: 'channels.subscribe' as const, appId: req.appId, channel: req.channel, socketId: req.socketId };
+  async subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
+    const message = { appId: req.appId, channel: req.channel, socketId: req.socketId };
     const watchKey = channelType(req.channel).cache ? cacheWatchKey(req.appId, req.channel) : undefined;
     let watch: CacheWatch | undefined;
     let storedBefore = 0;
@@ -142,10 +172,12 @@ export class LocalChannelAdapter implements ChannelAdapter {
       storedBefore = watch.stored;
     }
     try {
-      const res = await this.shards.request(
+      const res = await this.memberships.join(
         this.shardOf(req.appId, req.channel),
         req.member ? { ...message, member: { userId: req.member.userId, userInfo: req.member.userInfo ?? null } } : message,
+        wanted,
       );
+      if (res === null) return null;
       const out: SubscribeResult = { subscriptionCount: res.subscriptionCount };
       if (res.members) {
         out.presence = snapshotOf(res.members);
@@ -168,7 +200,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   async unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
-    const res = await this.shards.request(this.shardOf(appId, channel), { type: 'channels.unsubscribe', appId, channel, socketId });
+    const res = await this.memberships.leave(this.shardOf(appId, channel), { appId, channel, socketId });
     const out: UnsubscribeResult = { subscriptionCount: res.subscriptionCount };
     if (res.memberRemoved !== undefined) out.memberRemoved = res.memberRemoved;
     return out;
