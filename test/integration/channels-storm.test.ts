@@ -7,8 +7,10 @@
  * subscription_error. A handful of sockets toggling subscribe/unsubscribe over 1,000 channels
  * leaves no ghost for other users and never makes GET /channels fail.
  *
- * One shard, so overload is easy to reach: before the fix each join and leave was its own shard
- * request and those finding the shard's queue full were refused (leaves dropped for good).
+ * One shard, stalled (the test hook `POST /debug/shards/0/hold`) while each storm arrives, so
+ * the overload is reached whatever the speed of the machine: before the fix each join and leave
+ * was its own shard request, and those finding the shard's queue full were refused (leaves
+ * dropped for good after three tries, joins answered with subscription_error).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
@@ -33,6 +35,8 @@ const PUSHER_JS_CLIENTS = 5;
 const BURST_CLIENTS = 8000;
 /** Upper bounds on waits (never asserted as durations; the machine may be loaded). */
 const CONVERGE_MS = 45_000;
+/** How long the shard is stalled while a storm arrives (ms). */
+const HOLD_MS = 4000;
 
 interface ClientSpec {
   channels: string[];
@@ -57,9 +61,12 @@ beforeAll(async () => {
   receiver = await WebhookReceiver.start();
   herald = await startHerald({
     shards: 1,
+    env: { HERALD_TEST_HOOKS: '1' },
     config: {
       apps: [{ ...APP, webhooks: [{ url: receiver.url() }] }],
       webhookDelivery: { reloadDebounceMs: 500 },
+      // Requests wait out the stall rather than time out: the storm is the test, not the timeout.
+      shardRequestTimeoutMs: 30_000,
     },
   });
   for (let i = 0; i < CHILDREN; i++) {
@@ -89,6 +96,19 @@ async function onChildren(cmd: string, specs: ClientSpec[], extra: Record<string
     children.map((child, i) => command(child, { cmd, port: herald.port, key: APP.key, secret: APP.secret, clients: specs.slice(i * per, (i + 1) * per), ...extra })),
   );
   return { succeeded: replies.reduce((n, r) => n + (r.succeeded ?? 0), 0), errors: replies.reduce((n, r) => n + (r.errors ?? 0), 0) };
+}
+
+/**
+ * Stalls the shard for HOLD_MS (its thread blocks; requests pile up in its queue). Resolves
+ * once the stall has begun; the returned promise settles when it ends.
+ */
+async function stallShard(): Promise<{ ended: Promise<void> }> {
+  const ended = fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=${HOLD_MS}`, { method: 'POST' }).then(async (res) => {
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+  });
+  await new Promise((r) => setTimeout(r, 300));
+  return { ended };
 }
 
 async function dropChildren(): Promise<void> {
@@ -169,7 +189,7 @@ describe('a mass disconnect on one shard', () => {
     const subscriptions = specs.reduce((n, s) => n + s.channels.length, 0);
 
     let started = Date.now();
-    const connected = await onChildren('connect', specs, { wave: 250 });
+    const connected = await onChildren('connect', specs, { wave: 500 });
     for (let k = 0; k < PUSHER_JS_CLIENTS; k++) {
       const room = `presence-room-${k}`;
       await subscribed(presenceClient(`pjs-${k}`), room);
@@ -179,10 +199,12 @@ describe('a mass disconnect on one shard', () => {
     expect(connected).toEqual({ succeeded: subscriptions, errors: 0 });
     expect((await occupiedChannels()).length).toBe(channels.size);
 
-    // The blip: every socket at once.
+    // The blip: every socket at once, while the shard is stalled.
+    const stall = await stallShard();
     started = Date.now();
     for (const p of pusherClients.splice(0)) p.disconnect();
     await dropChildren();
+    await stall.ended;
     await until('no occupied channel', async () => (await occupiedChannels()).length === 0);
     const emptyMs = Date.now() - started;
     for (let k = 0; k < PRESENCE_ROOMS; k++) {
@@ -210,9 +232,15 @@ describe('a mass disconnect on one shard', () => {
 describe('a reconnect storm on one shard', () => {
   it('subscribes every client without a subscription_error, and leaves nothing behind once they drop', { timeout: 120_000 }, async () => {
     const specs: ClientSpec[] = Array.from({ length: BURST_CLIENTS }, (_, i) => ({ channels: [`burst-${i % 1000}`, `burst-own-${i}`] }));
-    const started = Date.now();
-    const burst = await onChildren('burst', specs);
-    figures.reconnectStorm = { clients: BURST_CLIENTS, subscriptions: BURST_CLIENTS * 2, ms: Date.now() - started, errors: burst.errors };
+    let started = Date.now();
+    await onChildren('open', specs);
+    const openMs = Date.now() - started;
+    // Every client subscribes at once, while the shard is stalled.
+    const stall = await stallShard();
+    started = Date.now();
+    const burst = await onChildren('subscribe', []);
+    await stall.ended;
+    figures.reconnectStorm = { clients: BURST_CLIENTS, subscriptions: BURST_CLIENTS * 2, openMs, subscribeMs: Date.now() - started, errors: burst.errors };
     expect(burst).toEqual({ succeeded: BURST_CLIENTS * 2, errors: 0 });
     await dropChildren();
     await until('no occupied channel', async () => (await occupiedChannels()).length === 0);
@@ -251,6 +279,7 @@ describe('sockets toggling subscriptions', () => {
       }
     })();
     const started = Date.now();
+    const stall = await stallShard();
     for (let round = 0; round < ROUNDS; round++) {
       for (const ws of togglers) {
         for (let c = 0; c < CHANNELS; c++) ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: `toggle-${c}` } }));
@@ -259,6 +288,7 @@ describe('sockets toggling subscriptions', () => {
       if (round === 1) for (const client of innocent.splice(0)) client.disconnect();
       await new Promise((r) => setTimeout(r, 100));
     }
+    await stall.ended;
     for (const ws of togglers) ws.terminate();
     await until('no occupied channel', async () => (await occupiedChannels()).length === 0);
     toggling = false;
