@@ -189,7 +189,7 @@ describe('a mass disconnect on one shard', () => {
     const subscriptions = specs.reduce((n, s) => n + s.channels.length, 0);
 
     let started = Date.now();
-    const connected = await onChildren('connect', specs, { wave: 500 });
+    const connected = await onChildren('connect', specs, { wave: 1000 });
     for (let k = 0; k < PUSHER_JS_CLIENTS; k++) {
       const room = `presence-room-${k}`;
       await subscribed(presenceClient(`pjs-${k}`), room);
