@@ -42,6 +42,8 @@ const MAX_BATCHES_IN_FLIGHT = 4;
 const RECONCILE_PART = 2000;
 /** Every shard is reconciled this often even without failures (ms). */
 export const RECONCILE_INTERVAL_MS = 60_000;
+/** Delay before a failed reconcile is tried again (ms); traffic goes on meanwhile. */
+const RECONCILE_RETRY_MS = 1_000;
 /** First retry delay of leaves whose batch failed (ms), doubled per attempt up to the max. */
 const RETRY_MIN_MS = 100;
 const RETRY_MAX_MS = 5_000;
@@ -283,8 +285,7 @@ export class MembershipBatches {
     } catch (err) {
       if (this.shards.accepting) {
         log.warn('channel state reconcile failed: retrying', { shard, error: String(err) });
-        lane.reconcileDue = true;
-        this.pauseFor(shard, RETRY_MAX_MS);
+        setTimeout(() => this.reconcileSoon(shard), RECONCILE_RETRY_MS).unref();
       }
     } finally {
       lane.reconciling = false;
