@@ -112,6 +112,7 @@ describe('shard message memory', () => {
 
     const before = serverRss();
     const { peak, failure } = await ordinaryTraffic(ORDINARY_REQUESTS);
+    console.log('shard message memory', JSON.stringify({ rssBeforeMb: Math.round(before / 2 ** 20), rssPeakMb: Math.round(peak / 2 ** 20) }));
     expect(peak - before, `RSS grew from ${Math.round(before / 2 ** 20)} MB to a peak of ${Math.round(peak / 2 ** 20)} MB`).toBeLessThan(RSS_GROWTH_BOUND);
     expect(failure).toBeUndefined();
   });
