@@ -3,7 +3,7 @@
  * the load. 10,000 raw clients (over child processes: one process holds only so many sockets)
  * and a few pusher-js presence clients drop at once: afterwards no channel is occupied, no
  * presence member is left, and the webhook receiver got every channel_vacated and
- * member_removed exactly once. A reconnect storm of 8,000 clients × 2 subscriptions gets no
+ * member_removed exactly once. A reconnect storm of 6,000 clients × 2 subscriptions gets no
  * subscription_error. A handful of sockets toggling subscribe/unsubscribe over 1,000 channels
  * leaves no ghost for other users and never makes GET /channels fail.
  *
@@ -32,7 +32,7 @@ const PRESENCE_ROOMS = 50;
 /** pusher-js presence clients dropped with the raw ones. */
 const PUSHER_JS_CLIENTS = 5;
 /** Clients of the reconnect storm, 2 subscriptions each, all at once. */
-const BURST_CLIENTS = 8000;
+const BURST_CLIENTS = 6000;
 /** Upper bounds on waits (never asserted as durations; the machine may be loaded). */
 const CONVERGE_MS = 45_000;
 /** How long the shard is stalled while a storm arrives (ms). */
