@@ -119,9 +119,13 @@ function sdk(): PusherServer {
   return channelsSdk(herald.port, APP);
 }
 
+/** Occupied channels of the app; the last count seen is kept for failure messages. */
+let lastOccupied = 0;
 async function occupiedChannels(): Promise<string[]> {
   const res = await sdk().get({ path: '/channels' });
-  return Object.keys(((await res.json()) as { channels: Record<string, unknown> }).channels);
+  const names = Object.keys(((await res.json()) as { channels: Record<string, unknown> }).channels);
+  lastOccupied = names.length;
+  return names;
 }
 
 /** Polls `probe` until it returns true; fails with `what` after `ms`. */
@@ -129,7 +133,7 @@ async function until(what: string, probe: () => Promise<boolean> | boolean, ms =
   const deadline = Date.now() + ms;
   for (;;) {
     if (await probe()) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (occupied channels: ${lastOccupied})`);
     await new Promise((r) => setTimeout(r, 250));
   }
 }
