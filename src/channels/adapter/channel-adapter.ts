@@ -127,7 +127,8 @@ export interface ChannelAdapter {
    * shard worker died and was replaced, its subscribers and members with it). Registers `held`,
    * which the adapter calls with the channels that lost their state; it answers the
    * subscriptions the front end holds on them, and the adapter records those again, silently:
-   * no frames, no webhooks, no member limit. Adapters that cannot lose state leave it out.
+   * no frames, no webhooks, no member limit. The local adapter also reconciles each shard with
+   * what `held` answers (ghost subscribers removed). Adapters that cannot lose state leave it out.
    */
   onStateLost?(held: (lost: LostChannels) => HeldSubscription[]): void;
 }

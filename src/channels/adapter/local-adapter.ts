@@ -1,8 +1,10 @@
 /**
  * The single-process channel adapter: channel state lives on the shard owning each channel
  * (`channelShardFor`), frames go to sockets through uWS topics, and the live connections are
- * this process's own (the registry). A scale-out adapter would replace the topic publish with
- * a pub/sub fan-out and the shard state with a shared store, behind the same interface.
+ * this process's own (the registry). Joins and leaves go to the shards in per-shard batches
+ * (membership-batches.ts: leaves never dropped, joins queued under load, periodic reconcile).
+ * A scale-out adapter would replace the topic publish with a pub/sub fan-out and the shard
+ * state with a shared store, behind the same interface.
  */
 import type { TemplatedApp } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
