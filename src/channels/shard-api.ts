@@ -49,6 +49,11 @@ export interface ChannelShardApi {
     req: { session: number; subscriptions: ReconciledSubscription[]; last: boolean };
     res: { removed: ReconcileRemoval[]; restored: number };
   };
+  /** A digest of every subscription this shard holds (state/subscription-digest.ts), for the periodic reconcile check. */
+  'channels.digest': {
+    req: {};
+    res: { count: number; sum: number; xor: number };
+  };
   /** One channel's state (C4, and trigger `info`). */
   'channels.info': {
     req: { appId: string; channel: string; userCount?: boolean; subscriptionCount?: boolean; cache?: boolean };

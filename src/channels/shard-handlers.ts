@@ -21,6 +21,7 @@ import { channelType, countsSubscriptions } from './names.js';
 import type { ChannelShardApi, MembershipOp, MembershipOpResult, ReconcileRemoval } from './shard-api.js';
 import { ChannelStore, type JoinOutcome, type LeaveOutcome } from './state/channel-store.js';
 import { Reconciler } from './state/reconciler.js';
+import { subscriptionDigest } from './state/subscription-digest.js';
 import { OccupancyJournal } from './state/occupancy-journal.js';
 
 type SubscribeReq = ChannelShardApi['channels.subscribe']['req'];
@@ -168,6 +169,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
       'channels.unsubscribe': (req) => unsubscribe(req),
       'channels.memberships': (req) => ({ results: req.ops.map(applyMembership) }),
       'channels.reconcile': (req) => reconciler.part(req),
+      'channels.digest': () => subscriptionDigest(store.subscriptions()),
       'channels.restore': (req) => ({ restored: restore(req.appId, req.subscriptions) }),
 
       'channels.info': (req) => {

@@ -21,13 +21,16 @@
  * timed-out batch may or may not have been applied). The shard is then reconciled: once no
  * batch is in flight, the queue pauses, the front end's subscriptions on that shard are sent as
  * `channels.reconcile` and the shard removes what the front end does not hold (webhooks
- * included) and re-records what it lacks. The same check runs every RECONCILE_INTERVAL_MS per
- * shard, so state converges after any overload or crash whatever the cause.
+ * included) and re-records what it lacks. Every RECONCILE_INTERVAL_MS each shard is checked the
+ * same way, first by comparing a digest of both sides (count, sum and xor of key hashes) and
+ * only on a difference with the list, so state converges after any overload or crash whatever
+ * the cause.
  */
 import { HeraldError, type ErrorCode, ERROR_CATALOGUE } from '../../errors.js';
 import { log } from '../../log.js';
 import type { ShardPool } from '../../shards/pool.js';
 import type { ChannelShardApi, MembershipOp, ReconcileRemoval, ReconciledSubscription } from '../shard-api.js';
+import { subscriptionDigest } from '../state/subscription-digest.js';
 
 type JoinReq = ChannelShardApi['channels.subscribe']['req'];
 type JoinRes = ChannelShardApi['channels.subscribe']['res'];
@@ -100,8 +103,11 @@ interface ShardLane {
   /** A pump is scheduled (setImmediate) or a retry timer is pending. */
   scheduled: boolean;
   retryTimer: NodeJS.Timeout | undefined;
-  /** A reconcile is due: it starts once nothing is in flight, and pauses the queue meanwhile. */
-  reconcileDue: boolean;
+  /**
+   * A reconcile is due: it starts once nothing is in flight, and pauses the queue meanwhile.
+   * 'check' compares digests first (the periodic one); 'full' goes straight to the list.
+   */
+  reconcileDue: false | 'check' | 'full';
   reconciling: boolean;
 }
 
@@ -130,7 +136,7 @@ export class MembershipBatches {
       reconciling: false,
     }));
     this.interval = setInterval(() => {
-      for (let shard = 0; shard < this.lanes.length; shard++) this.reconcileSoon(shard);
+      for (let shard = 0; shard < this.lanes.length; shard++) this.reconcileSoon(shard, 'check');
     }, RECONCILE_INTERVAL_MS);
     this.interval.unref();
   }
@@ -154,11 +160,16 @@ export class MembershipBatches {
     return new Promise((resolve, reject) => this.enqueue(shard, { leave, attempts: 0, resolve, reject }));
   }
 
-  /** Asks for a reconcile of the shard as soon as nothing is in flight on it. */
-  reconcileSoon(shard: number): void {
+  /**
+   * Asks for a reconcile of the shard as soon as nothing is in flight on it: `full` sends the
+   * front end's subscriptions; `check` first compares a digest of both sides and sends them only
+   * when it differs (cheap enough to run periodically).
+   */
+  reconcileSoon(shard: number, kind: 'check' | 'full' = 'full'): void {
     const lane = this.lanes[shard];
-    if (!lane || lane.reconcileDue || lane.reconciling) return;
-    lane.reconcileDue = true;
+    // Asked while one runs: it runs again after (what it listed may already be stale).
+    if (!lane || lane.reconcileDue === 'full' || lane.reconcileDue === kind) return;
+    lane.reconcileDue = kind;
     this.schedule(shard);
   }
 
@@ -265,11 +276,18 @@ export class MembershipBatches {
 
   private async reconcile(shard: number): Promise<void> {
     const lane = this.lanes[shard]!;
+    const kind = lane.reconcileDue;
     lane.reconcileDue = false;
     lane.reconciling = true;
     const session = ++this.session;
     try {
       const held = this.opts.held(shard);
+      if (kind === 'check') {
+        const theirs = await this.shards.request(shard, { type: 'channels.digest' });
+        const ours = subscriptionDigest(held.map((sub) => [sub.appId, sub.channel, sub.socketId]));
+        if (theirs.count === ours.count && theirs.sum === ours.sum && theirs.xor === ours.xor) return;
+        log.warn('channel state differs from the front end: reconciling', { shard, shardCount: theirs.count, heldCount: ours.count });
+      }
       let removed: ReconcileRemoval[] = [];
       let restored = 0;
       for (let i = 0; i === 0 || i < held.length; i += RECONCILE_PART) {
@@ -285,7 +303,7 @@ export class MembershipBatches {
     } catch (err) {
       if (this.shards.accepting) {
         log.warn('channel state reconcile failed: retrying', { shard, error: String(err) });
-        setTimeout(() => this.reconcileSoon(shard), RECONCILE_RETRY_MS).unref();
+        setTimeout(() => this.reconcileSoon(shard, kind || 'full'), RECONCILE_RETRY_MS).unref();
       }
     } finally {
       lane.reconciling = false;
