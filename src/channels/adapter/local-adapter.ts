@@ -9,23 +9,26 @@
 import type { TemplatedApp } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
-import type { ShardPool } from '../../shards/pool.js';
+import type { ShardRequester } from '../../shards/requester.js';
+import type { ChannelShardApi } from '../messages.js';
 import { channelShardFor } from '../../shards/hash.js';
 import { channelType } from '../names.js';
 import type {
   CachedEvent,
   ChannelAdapter,
+  ChannelSocket,
   ChannelInfo,
   ChannelInfoRequest,
   HeldSubscription,
   LostChannels,
+  OccupiedChannel,
   RelayedClientEvent,
   SubscribeRequest,
   SubscribeResult,
   UnsubscribeResult,
 } from './channel-adapter.js';
-import { memberRemoved, snapshotOf, subscriptionCount, topicFor } from '../ws/frames.js';
-import type { ReconcileRemoval, ReconciledSubscription } from '../shard-api.js';
+import { memberRemoved, snapshotOf, subscriptionCount, topicFor, watchTopicFor, watchlistEvents } from '../ws/frames.js';
+import type { ReconcileRemoval, ReconciledSubscription } from '../messages.js';
 import { MembershipBatches } from './membership-batches.js';
 import { endWithError, type SocketRegistry } from '../ws/registry.js';
 
@@ -47,12 +50,14 @@ export class LocalChannelAdapter implements ChannelAdapter {
   private readonly heldListeners: ((lost: LostChannels) => HeldSubscription[])[] = [];
   /** Cache channels with a join in flight, by `appId\0channel`; empty almost always. */
   private readonly cacheWatches = new Map<string, CacheWatch>();
+  /** Per answered cache-channel join: the event to replay when its socket is attached (see subscribe). */
+  private readonly cachedOnAttach = new WeakMap<SubscribeResult, () => CachedEvent | null>();
   /** Joins and leaves, batched per shard; leaves never dropped; reconcile (membership-batches.ts). */
   private readonly memberships: MembershipBatches;
 
   constructor(
     private readonly uws: TemplatedApp,
-    private readonly shards: ShardPool,
+    private readonly shards: ShardRequester<ChannelShardApi>,
     private readonly registry: SocketRegistry,
   ) {
     this.memberships = new MembershipBatches(shards, {
@@ -62,8 +67,12 @@ export class LocalChannelAdapter implements ChannelAdapter {
     shards.onShardRestart((shard) => this.restoreShard(shard));
   }
 
-  /** The subscriptions the front end holds on a shard's channels. */
-  private heldOn(shard: number): ReconciledSubscription[] {
+  /**
+   * The subscriptions the front end holds on a shard's channels; null when no front end told
+   * (onStateLost): then nobody knows what should be there, and reconcile does nothing.
+   */
+  private heldOn(shard: number): ReconciledSubscription[] | null {
+    if (this.heldListeners.length === 0) return null;
     const lost: LostChannels = (appId, channel) => this.shardOf(appId, channel) === shard;
     const out: ReconciledSubscription[] = [];
     for (const held of this.heldListeners) {
@@ -77,11 +86,11 @@ export class LocalChannelAdapter implements ChannelAdapter {
     return out;
   }
 
-  /** A reconcile removed a ghost subscriber: the channel's sockets see it leave. */
+  /** A reconcile removed a ghost subscriber: the channel's sockets see it leave (through publish, as every channel frame). */
   private announceRemoval(removal: ReconcileRemoval): void {
-    const topic = topicFor(removal.appId, removal.channel);
-    if (removal.memberRemoved !== undefined) this.uws.publish(topic, memberRemoved(removal.channel, removal.memberRemoved));
-    if (removal.subscriptionCount !== undefined) this.uws.publish(topic, subscriptionCount(removal.channel, removal.subscriptionCount));
+    const { appId, channel } = removal;
+    if (removal.memberRemoved !== undefined) this.publish(appId, channel, memberRemoved(channel, removal.memberRemoved));
+    if (removal.subscriptionCount !== undefined) this.publish(appId, channel, subscriptionCount(channel, removal.subscriptionCount));
   }
 
   onStateLost(held: (lost: LostChannels) => HeldSubscription[]): void {
@@ -138,6 +147,29 @@ export class LocalChannelAdapter implements ChannelAdapter {
     this.uws.publish(topic, frame);
   }
 
+  attach(socket: ChannelSocket, appId: string, channel: string, joined?: SubscribeResult): CachedEvent | null | undefined {
+    socket.subscribe(topicFor(appId, channel));
+    if (joined?.cached === undefined) return undefined;
+    return (this.cachedOnAttach.get(joined) ?? (() => joined.cached ?? null))();
+  }
+
+  detach(socket: ChannelSocket, appId: string, channel: string): void {
+    socket.unsubscribe(topicFor(appId, channel));
+  }
+
+  userPresence(appId: string, userId: string, online: boolean): void {
+    this.uws.publish(watchTopicFor(appId, userId), watchlistEvents([{ name: online ? 'online' : 'offline', user_ids: [userId] }]));
+  }
+
+  watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[] {
+    for (const id of userIds) socket.subscribe(watchTopicFor(appId, id));
+    return userIds.filter((id) => this.registry.isOnline(appId, id));
+  }
+
+  connectionCount(appId: string): number {
+    return this.registry.connectionCount(appId);
+  }
+
   storeCachedEvent(appId: string, channel: string, event: string, data: string): void {
     if (this.cacheWatches.size > 0) {
       const watch = this.cacheWatches.get(cacheWatchKey(appId, channel));
@@ -160,8 +192,10 @@ export class LocalChannelAdapter implements ChannelAdapter {
    * a shard handles requests in the order they were sent). So while a join is in flight the
    * cache events of its channel are counted here, and `cached()` answers the latest of them
    * when there was one, the shard's entry otherwise. The watch lasts until the end of the
-   * event-loop turn the answer arrived in (setImmediate), which is when the caller delivers.
+   * event-loop turn the answer arrived in (setImmediate), which is when the caller attaches.
    */
+  subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
+  subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
   async subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
     const message = { appId: req.appId, channel: req.channel, socketId: req.socketId };
     const watchKey = channelType(req.channel).cache ? cacheWatchKey(req.appId, req.channel) : undefined;
@@ -180,7 +214,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
         wanted,
       );
       if (res === null) return null;
-      const out: SubscribeResult = { subscriptionCount: res.subscriptionCount };
+      const out: SubscribeResult = { subscriptionCount: res.subscriptionCount, occupied: res.occupied };
       if (res.members) {
         out.presence = snapshotOf(res.members);
         out.memberAdded = res.memberAdded ?? false;
@@ -188,7 +222,8 @@ export class LocalChannelAdapter implements ChannelAdapter {
       if (res.cached !== undefined) {
         const fromShard = res.cached;
         const seen = watch;
-        out.cached = () => (seen && seen.stored > storedBefore ? seen.latest : fromShard);
+        out.cached = fromShard;
+        this.cachedOnAttach.set(out, () => (seen && seen.stored > storedBefore ? seen.latest : fromShard));
       }
       return out;
     } finally {
@@ -203,7 +238,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
 
   async unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
     const res = await this.memberships.leave(this.shardOf(appId, channel), { appId, channel, socketId });
-    const out: UnsubscribeResult = { subscriptionCount: res.subscriptionCount };
+    const out: UnsubscribeResult = { subscriptionCount: res.subscriptionCount, vacated: res.vacated };
     if (res.memberRemoved !== undefined) out.memberRemoved = res.memberRemoved;
     return out;
   }
@@ -224,14 +259,12 @@ export class LocalChannelAdapter implements ChannelAdapter {
     return out;
   }
 
-  async listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<Record<string, { user_count?: number }>> {
+  async listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<OccupiedChannel[]> {
     const message = { type: 'channels.list' as const, appId, withUserCount };
     const answers = await this.shards.broadcast(prefix === undefined ? message : { ...message, prefix });
+    // Sorted, whatever shard answered first.
     const rows = answers.flatMap((a) => a.channels).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-    // Null prototype: `__proto__` is a valid channel name. Sorted, whatever shard answered first.
-    const out = Object.create(null) as Record<string, { user_count?: number }>;
-    for (const [channel, userCount] of rows) out[channel] = withUserCount && userCount !== null ? { user_count: userCount } : {};
-    return out;
+    return rows.map(([channel, userCount]) => (withUserCount && userCount !== null ? { channel, userCount } : { channel }));
   }
 
   async presenceUserIds(appId: string, channel: string): Promise<string[]> {
@@ -239,7 +272,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
     return res.userIds;
   }
 
-  terminateUserConnections(appId: string, userId: string): number {
+  async terminateUserConnections(appId: string, userId: string): Promise<number> {
     const sockets = this.registry.userSockets(appId, userId);
     let closed = 0;
     for (const state of sockets) {
@@ -248,11 +281,6 @@ export class LocalChannelAdapter implements ChannelAdapter {
       closed++;
     }
     return closed;
-  }
-
-  hasSocket(appId: string, socketId: string): boolean {
-    const state = this.registry.get(appId, socketId);
-    return state !== undefined && !state.closed;
   }
 }
 

@@ -28,8 +28,8 @@
  */
 import { HeraldError, type ErrorCode, ERROR_CATALOGUE } from '../../errors.js';
 import { log } from '../../log.js';
-import type { ShardPool } from '../../shards/pool.js';
-import type { ChannelShardApi, MembershipOp, ReconcileRemoval, ReconciledSubscription } from '../shard-api.js';
+import type { ShardRequester } from '../../shards/requester.js';
+import type { ChannelShardApi, MembershipOp, ReconcileRemoval, ReconciledSubscription } from '../messages.js';
 import { subscriptionDigest } from '../state/subscription-digest.js';
 
 type JoinReq = ChannelShardApi['channels.subscribe']['req'];
@@ -112,8 +112,8 @@ interface ShardLane {
 }
 
 export interface MembershipBatchesOptions {
-  /** The subscriptions the front end holds on a shard's channels, for reconcile. */
-  held(shard: number): ReconciledSubscription[];
+  /** The subscriptions the front end holds on a shard's channels, for reconcile; null: unknown, no reconcile. */
+  held(shard: number): ReconciledSubscription[] | null;
   /** Tells the sockets of a channel about a subscriber a reconcile removed. */
   removed(removal: ReconcileRemoval): void;
 }
@@ -124,7 +124,7 @@ export class MembershipBatches {
   private readonly interval: NodeJS.Timeout;
 
   constructor(
-    private readonly shards: ShardPool,
+    private readonly shards: ShardRequester<ChannelShardApi>,
     private readonly opts: MembershipBatchesOptions,
   ) {
     this.lanes = Array.from({ length: shards.shardCount }, () => ({
@@ -282,6 +282,7 @@ export class MembershipBatches {
     const session = ++this.session;
     try {
       const held = this.opts.held(shard);
+      if (held === null) return;
       if (kind === 'check') {
         const theirs = await this.shards.request(shard, { type: 'channels.digest' });
         const ours = subscriptionDigest(held.map((sub) => [sub.appId, sub.channel, sub.socketId]));

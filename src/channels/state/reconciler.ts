@@ -7,7 +7,7 @@
  * The main thread sends the session only while no other membership request of this shard is
  * in flight, so both sides describe the same moment.
  */
-import type { ReconcileRemoval, ReconciledSubscription } from '../shard-api.js';
+import type { ReconcileRemoval, ReconciledSubscription } from '../messages.js';
 
 export interface ReconcilerDeps {
   /** Every subscription the shard holds: [appId, channel, socketId]. */

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { ChannelStore } from '../../../../src/channels/state/channel-store.js';
 import { Reconciler } from '../../../../src/channels/state/reconciler.js';
-import type { ReconcileRemoval } from '../../../../src/channels/shard-api.js';
+import type { ReconcileRemoval } from '../../../../src/channels/messages.js';
 
 function setup() {
   const store = new ChannelStore();

@@ -1,0 +1,126 @@
+/**
+ * Main ↔ shard messages of the channels area (type-only). Each request goes to the shard
+ * owning the channel (`channelShardFor(appId, channel, shardCount)`), except
+ * `channels.list`, which every shard answers for the channels it owns.
+ */
+
+export interface ChannelShardApi {
+  /** Records a subscription; answers what the subscriber needs. Throws PRESENCE_MEMBER_LIMIT. */
+  'channels.subscribe': {
+    req: {
+      appId: string;
+      channel: string;
+      socketId: string;
+      /** Presence channels only. */
+      member?: { userId: string; userInfo?: unknown };
+    };
+    res: {
+      subscriptionCount: number;
+      /** The channel had no subscriber before this join. */
+      occupied: boolean;
+      /** Presence: this join is the user's first connection on the channel. */
+      memberAdded?: boolean;
+      /** Presence: members after the join, [user id, user_info] in join order. */
+      members?: [string, unknown][];
+      /** Cache channels: the cached event, or null (a cache miss). */
+      cached?: { event: string; data: string } | null;
+    };
+  };
+  /** Removes a subscription; a socket that was not subscribed changes nothing. */
+  'channels.unsubscribe': {
+    req: { appId: string; channel: string; socketId: string };
+    res: { subscriptionCount: number; vacated: boolean; memberRemoved?: boolean };
+  };
+  /**
+   * Joins and leaves in order, as one message (the main thread batches them per shard, see
+   * adapter/membership-batches.ts). Each op answers like channels.subscribe / unsubscribe would,
+   * or with its own error (PRESENCE_MEMBER_LIMIT): one op failing does not fail the others.
+   */
+  'channels.memberships': {
+    req: { ops: MembershipOp[] };
+    res: { results: MembershipOpResult[] };
+  };
+  /**
+   * Brings the shard's subscribers in line with what the front end holds (see
+   * adapter/membership-batches.ts). Sent in parts of one `session`; the part with `last` applies
+   * it: every subscriber of this shard not listed is removed as a leave would (webhooks
+   * included) and answered in `removed`; a listed one the shard lacks is recorded again
+   * silently, as channels.restore does, unless it is `leaving` (its leave is on the way).
+   */
+  'channels.reconcile': {
+    req: { session: number; subscriptions: ReconciledSubscription[]; last: boolean };
+    res: { removed: ReconcileRemoval[]; restored: number };
+  };
+  /** A digest of every subscription this shard holds (state/subscription-digest.ts), for the periodic reconcile check. */
+  'channels.digest': {
+    req: {};
+    res: { count: number; sum: number; xor: number };
+  };
+  /** One channel's state (C4, and trigger `info`). */
+  'channels.info': {
+    req: { appId: string; channel: string; userCount?: boolean; subscriptionCount?: boolean; cache?: boolean };
+    res: { occupied: boolean; userCount?: number; subscriptionCount?: number; cache?: { data: string; ttl: number } | null };
+  };
+  /** This shard's occupied channels of an app (C3). */
+  'channels.list': {
+    req: { appId: string; prefix?: string; withUserCount: boolean };
+    res: { channels: [string, number | null][] };
+  };
+  /** User ids of a presence channel (C6). */
+  'channels.users': {
+    req: { appId: string; channel: string };
+    res: { userIds: string[] };
+  };
+  /**
+   * Records again subscriptions this shard lost when its worker was replaced (the main thread
+   * still holds them). Silent: no webhooks, no member limit, no cache replay; a subscription
+   * the shard already has is left as it is.
+   */
+  'channels.restore': {
+    req: {
+      appId: string;
+      subscriptions: { channel: string; socketId: string; member?: { userId: string; userInfo?: unknown } }[];
+    };
+    res: { restored: number };
+  };
+  /** Keeps the last event of a cache channel for the app's cacheTtlSeconds. */
+  'channels.storeCache': {
+    req: { appId: string; channel: string; event: string; data: string };
+    res: {};
+  };
+  /** A client event was relayed: only sent when the app has a webhook wanting client_event. */
+  'channels.clientEvent': {
+    req: { appId: string; channel: string; event: string; data: string; socketId: string; userId?: string };
+    res: {};
+  };
+}
+
+/** One join or leave of a channels.memberships batch. */
+export type MembershipOp =
+  | { join: ChannelShardApi['channels.subscribe']['req'] }
+  | { leave: ChannelShardApi['channels.unsubscribe']['req'] };
+
+/** The answer to one op: its value, or its error (a code from the catalogue). */
+export type MembershipOpResult =
+  | { ok: true; value: ChannelShardApi['channels.subscribe']['res'] | ChannelShardApi['channels.unsubscribe']['res'] }
+  | { ok: false; code: string; message: string };
+
+/** A subscription the front end holds, as channels.reconcile lists it. */
+export interface ReconciledSubscription {
+  appId: string;
+  channel: string;
+  socketId: string;
+  member?: { userId: string; userInfo?: unknown };
+  /** Its leave is queued: keep it if present, never add it. */
+  leaving?: boolean;
+}
+
+/** A subscriber channels.reconcile removed, for the frames others should see. */
+export interface ReconcileRemoval {
+  appId: string;
+  channel: string;
+  /** Presence: the user whose last connection this was. */
+  memberRemoved?: string;
+  /** Subscribers left, when the app counts subscriptions (subscription_count frames). */
+  subscriptionCount?: number;
+}
