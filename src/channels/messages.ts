@@ -31,6 +31,31 @@ export interface ChannelShardApi {
     req: { appId: string; channel: string; socketId: string };
     res: { subscriptionCount: number; vacated: boolean; memberRemoved?: boolean };
   };
+  /**
+   * Joins and leaves in order, as one message (the main thread batches them per shard, see
+   * adapter/membership-batches.ts). Each op answers like channels.subscribe / unsubscribe would,
+   * or with its own error (PRESENCE_MEMBER_LIMIT): one op failing does not fail the others.
+   */
+  'channels.memberships': {
+    req: { ops: MembershipOp[] };
+    res: { results: MembershipOpResult[] };
+  };
+  /**
+   * Brings the shard's subscribers in line with what the front end holds (see
+   * adapter/membership-batches.ts). Sent in parts of one `session`; the part with `last` applies
+   * it: every subscriber of this shard not listed is removed as a leave would (webhooks
+   * included) and answered in `removed`; a listed one the shard lacks is recorded again
+   * silently, as channels.restore does, unless it is `leaving` (its leave is on the way).
+   */
+  'channels.reconcile': {
+    req: { session: number; subscriptions: ReconciledSubscription[]; last: boolean };
+    res: { removed: ReconcileRemoval[]; restored: number };
+  };
+  /** A digest of every subscription this shard holds (state/subscription-digest.ts), for the periodic reconcile check. */
+  'channels.digest': {
+    req: {};
+    res: { count: number; sum: number; xor: number };
+  };
   /** One channel's state (C4, and trigger `info`). */
   'channels.info': {
     req: { appId: string; channel: string; userCount?: boolean; subscriptionCount?: boolean; cache?: boolean };
@@ -68,4 +93,34 @@ export interface ChannelShardApi {
     req: { appId: string; channel: string; event: string; data: string; socketId: string; userId?: string };
     res: {};
   };
+}
+
+/** One join or leave of a channels.memberships batch. */
+export type MembershipOp =
+  | { join: ChannelShardApi['channels.subscribe']['req'] }
+  | { leave: ChannelShardApi['channels.unsubscribe']['req'] };
+
+/** The answer to one op: its value, or its error (a code from the catalogue). */
+export type MembershipOpResult =
+  | { ok: true; value: ChannelShardApi['channels.subscribe']['res'] | ChannelShardApi['channels.unsubscribe']['res'] }
+  | { ok: false; code: string; message: string };
+
+/** A subscription the front end holds, as channels.reconcile lists it. */
+export interface ReconciledSubscription {
+  appId: string;
+  channel: string;
+  socketId: string;
+  member?: { userId: string; userInfo?: unknown };
+  /** Its leave is queued: keep it if present, never add it. */
+  leaving?: boolean;
+}
+
+/** A subscriber channels.reconcile removed, for the frames others should see. */
+export interface ReconcileRemoval {
+  appId: string;
+  channel: string;
+  /** Presence: the user whose last connection this was. */
+  memberRemoved?: string;
+  /** Subscribers left, when the app counts subscriptions (subscription_count frames). */
+  subscriptionCount?: number;
 }

@@ -18,9 +18,17 @@ import { log } from '../log.js';
 import type { ShardArea, ShardContext } from '../shards/context.js';
 import type { ChannelEventBody, WebhookEmitter } from '../webhooks/emitter.js';
 import { channelType, countsSubscriptions } from './names.js';
-import type { ChannelShardApi } from './messages.js';
+import type { ChannelShardApi, MembershipOp, MembershipOpResult, ReconcileRemoval } from './messages.js';
 import { ChannelStore, type JoinOutcome, type LeaveOutcome } from './state/channel-store.js';
+import { Reconciler } from './state/reconciler.js';
+import { subscriptionDigest } from './state/subscription-digest.js';
 import { OccupancyJournal } from './state/occupancy-journal.js';
+
+type SubscribeReq = ChannelShardApi['channels.subscribe']['req'];
+type SubscribeRes = ChannelShardApi['channels.subscribe']['res'];
+type UnsubscribeReq = ChannelShardApi['channels.unsubscribe']['req'];
+type UnsubscribeRes = ChannelShardApi['channels.unsubscribe']['res'];
+type RestoredSubscription = ChannelShardApi['channels.restore']['req']['subscriptions'][number];
 
 /** How often expired cache entries are dropped (ms); reads check expiry themselves. */
 const CACHE_PRUNE_INTERVAL_MS = 60_000;
@@ -60,73 +68,109 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
   const forgetRecovered = setTimeout(() => recovered.clear(), ctx.config.webhookDelivery.reloadDebounceMs + RECOVERY_WINDOW_MS);
   forgetRecovered.unref();
 
+  const subscribe = (req: SubscribeReq): SubscribeRes => {
+    const app = appFor(req.appId);
+    const type = channelType(req.channel);
+    const presence = type.kind === 'presence';
+    const outcome = store.join({ ...req, maxMembers: app.maxPresenceMembers }, presence);
+    recordJoin(app, req.channel, outcome, req.member?.userId);
+    if (outcome.changed) {
+      if (outcome.occupied) emit(app, { name: 'channel_occupied', channel: req.channel });
+      if (outcome.memberAdded && req.member) emit(app, { name: 'member_added', channel: req.channel, user_id: req.member.userId });
+      if (countsSubscriptions(app, req.channel)) {
+        emit(app, { name: 'subscription_count', channel: req.channel, subscription_count: outcome.subscriptionCount });
+      }
+    }
+    const res: SubscribeRes = { subscriptionCount: outcome.subscriptionCount, occupied: outcome.changed && outcome.occupied };
+    if (presence) {
+      res.memberAdded = outcome.memberAdded;
+      res.members = outcome.members ?? [];
+    }
+    if (type.cache) {
+      const cached = store.cached(req.appId, req.channel);
+      res.cached = cached ? { event: cached.event, data: cached.data } : null;
+      if (!cached) emit(app, { name: 'cache_miss', channel: req.channel });
+    }
+    return res;
+  };
+
+  /** A leave, with its webhooks; answers the outcome too (reconcile reports removals). */
+  const leave = (req: UnsubscribeReq): { res: UnsubscribeRes; outcome: LeaveOutcome; app: AppConfig } => {
+    const app = appFor(req.appId);
+    const outcome = store.leave(req.appId, req.channel, req.socketId);
+    recordLeave(app, req.channel, outcome);
+    if (outcome.changed) {
+      if (outcome.memberRemoved !== null) emit(app, { name: 'member_removed', channel: req.channel, user_id: outcome.memberRemoved });
+      if (countsSubscriptions(app, req.channel)) {
+        emit(app, { name: 'subscription_count', channel: req.channel, subscription_count: outcome.subscriptionCount });
+      }
+      if (outcome.vacated) emit(app, { name: 'channel_vacated', channel: req.channel });
+    }
+    const res: UnsubscribeRes = { subscriptionCount: outcome.subscriptionCount, vacated: outcome.changed && outcome.vacated };
+    if (channelType(req.channel).kind === 'presence') res.memberRemoved = outcome.memberRemoved !== null;
+    return { res, outcome, app };
+  };
+  const unsubscribe = (req: UnsubscribeReq): UnsubscribeRes => leave(req).res;
+
+  /** One op of a batch: its own answer or error, never an exception out of the batch. */
+  const applyMembership = (op: MembershipOp): MembershipOpResult => {
+    try {
+      return { ok: true, value: 'join' in op ? subscribe(op.join) : unsubscribe(op.leave) };
+    } catch (err) {
+      if (err instanceof HeraldError) return { ok: false, code: err.code, message: err.message };
+      log.error('channel membership op failed', { shard: ctx.shardIndex, error: String((err as Error)?.stack ?? err) });
+      return { ok: false, code: 'INTERNAL', message: 'Internal error in storage shard' };
+    }
+  };
+
+  /**
+   * Records again, silently, subscriptions the shard lost (worker restart, reconcile): no
+   * frames, no webhooks, no member limit; answers how many it added.
+   */
+  const restore = (appId: string, subscriptions: readonly RestoredSubscription[]): number => {
+    const app = appFor(appId);
+    let restored = 0;
+    for (const sub of subscriptions) {
+      const presence = channelType(sub.channel).kind === 'presence';
+      if (presence && !sub.member) continue;
+      const join = { appId, channel: sub.channel, socketId: sub.socketId, maxMembers: Number.POSITIVE_INFINITY };
+      const outcome = store.join(sub.member ? { ...join, member: sub.member } : join, presence);
+      if (!outcome.changed) continue;
+      restored++;
+      const userId = presence ? sub.member?.userId : undefined;
+      recordJoin(app, sub.channel, outcome, userId);
+      // Silent, except where this start emitted a vacated / member_removed for the channel
+      // (recorded occupied by the previous worker): the re-occupy cancels it in the debounce.
+      if (outcome.occupied && recovered.delete(recoveredKey(appId, sub.channel))) {
+        emit(app, { name: 'channel_occupied', channel: sub.channel });
+      }
+      if (outcome.memberAdded && userId !== undefined && recovered.delete(recoveredKey(appId, sub.channel, userId))) {
+        emit(app, { name: 'member_added', channel: sub.channel, user_id: userId });
+      }
+    }
+    return restored;
+  };
+
+  const reconciler = new Reconciler({
+    held: () => store.subscriptions(),
+    remove: (appId, channel, socketId) => {
+      const { outcome, app } = leave({ appId, channel, socketId });
+      const removal: ReconcileRemoval = { appId, channel };
+      if (outcome.memberRemoved !== null) removal.memberRemoved = outcome.memberRemoved;
+      if (countsSubscriptions(app, channel)) removal.subscriptionCount = outcome.subscriptionCount;
+      return removal;
+    },
+    restore: (appId, subscriptions) => (apps.has(appId) ? restore(appId, subscriptions) : 0),
+  });
+
   return {
     handlers: {
-      'channels.subscribe': (req) => {
-        const app = appFor(req.appId);
-        const type = channelType(req.channel);
-        const presence = type.kind === 'presence';
-        const outcome = store.join({ ...req, maxMembers: app.maxPresenceMembers }, presence);
-        recordJoin(app, req.channel, outcome, req.member?.userId);
-        if (outcome.changed) {
-          if (outcome.occupied) emit(app, { name: 'channel_occupied', channel: req.channel });
-          if (outcome.memberAdded && req.member) emit(app, { name: 'member_added', channel: req.channel, user_id: req.member.userId });
-          if (countsSubscriptions(app, req.channel)) {
-            emit(app, { name: 'subscription_count', channel: req.channel, subscription_count: outcome.subscriptionCount });
-          }
-        }
-        const res: ChannelShardApi['channels.subscribe']['res'] = { subscriptionCount: outcome.subscriptionCount, occupied: outcome.changed && outcome.occupied };
-        if (presence) {
-          res.memberAdded = outcome.memberAdded;
-          res.members = outcome.members ?? [];
-        }
-        if (type.cache) {
-          const cached = store.cached(req.appId, req.channel);
-          res.cached = cached ? { event: cached.event, data: cached.data } : null;
-          if (!cached) emit(app, { name: 'cache_miss', channel: req.channel });
-        }
-        return res;
-      },
-
-      'channels.unsubscribe': (req) => {
-        const app = appFor(req.appId);
-        const outcome = store.leave(req.appId, req.channel, req.socketId);
-        recordLeave(app, req.channel, outcome);
-        if (outcome.changed) {
-          if (outcome.memberRemoved !== null) emit(app, { name: 'member_removed', channel: req.channel, user_id: outcome.memberRemoved });
-          if (countsSubscriptions(app, req.channel)) {
-            emit(app, { name: 'subscription_count', channel: req.channel, subscription_count: outcome.subscriptionCount });
-          }
-          if (outcome.vacated) emit(app, { name: 'channel_vacated', channel: req.channel });
-        }
-        const res: ChannelShardApi['channels.unsubscribe']['res'] = { subscriptionCount: outcome.subscriptionCount, vacated: outcome.changed && outcome.vacated };
-        if (channelType(req.channel).kind === 'presence') res.memberRemoved = outcome.memberRemoved !== null;
-        return res;
-      },
-
-      'channels.restore': (req) => {
-        const app = appFor(req.appId);
-        let restored = 0;
-        for (const sub of req.subscriptions) {
-          const presence = channelType(sub.channel).kind === 'presence';
-          if (presence && !sub.member) continue;
-          const join = { appId: req.appId, channel: sub.channel, socketId: sub.socketId, maxMembers: Number.POSITIVE_INFINITY };
-          const outcome = store.join(sub.member ? { ...join, member: sub.member } : join, presence);
-          if (!outcome.changed) continue;
-          restored++;
-          const userId = presence ? sub.member?.userId : undefined;
-          recordJoin(app, sub.channel, outcome, userId);
-          // Silent, except where this start emitted a vacated / member_removed for the channel
-          // (recorded occupied by the previous worker): the re-occupy cancels it in the debounce.
-          if (outcome.occupied && recovered.delete(recoveredKey(req.appId, sub.channel))) {
-            emit(app, { name: 'channel_occupied', channel: sub.channel });
-          }
-          if (outcome.memberAdded && userId !== undefined && recovered.delete(recoveredKey(req.appId, sub.channel, userId))) {
-            emit(app, { name: 'member_added', channel: sub.channel, user_id: userId });
-          }
-        }
-        return { restored };
-      },
+      'channels.subscribe': (req) => subscribe(req),
+      'channels.unsubscribe': (req) => unsubscribe(req),
+      'channels.memberships': (req) => ({ results: req.ops.map(applyMembership) }),
+      'channels.reconcile': (req) => reconciler.part(req),
+      'channels.digest': () => subscriptionDigest(store.subscriptions()),
+      'channels.restore': (req) => ({ restored: restore(req.appId, req.subscriptions) }),
 
       'channels.info': (req) => {
         const subscriptionCount = store.subscriptionCount(req.appId, req.channel);

@@ -16,11 +16,11 @@ import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { HeraldError, ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
 import { log } from '../log.js';
-import { createShardPackr } from './codec.js';
+import { ShardCodec } from './codec.js';
 import type { CoreShardApi, ShardEnvelope, ShardReply, ShardRequestOf, ShardRequestType, ShardResponseOf, ShardWorkerData } from './messages.js';
 import type { ShardRequester, ShardRestartListener } from './requester.js';
 
-const packr = createShardPackr();
+const codec = new ShardCodec();
 
 /** Default bound on a whole close(): draining the requests already sent, then closing storage (ms). */
 const DEFAULT_CLOSE_TIMEOUT_MS = 15_000;
@@ -131,6 +131,11 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
     this.restartListeners.push(listener);
   }
 
+  /** False once close() has begun: requests are refused from then on. */
+  get accepting(): boolean {
+    return this.closing === undefined;
+  }
+
   /** Sends one request to a shard and resolves with its answer. Throws HeraldError. */
   async request<K extends ShardRequestType<Api>>(shard: number, message: ShardRequestOf<Api, K>, timeoutMs = this.timeoutMs): Promise<ShardResponseOf<Api, K>> {
     if (this.closing) throw new HeraldError('SHARD_UNAVAILABLE', 'Server is shutting down');
@@ -186,7 +191,7 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
     if (!pool) throw new Error(`no shard ${shard}`);
     const id = this.nextId++;
     const envelope: ShardEnvelope = { id, deadline: Date.now() + timeoutMs, request: message };
-    const encoded = packr.pack(envelope);
+    const encoded = codec.encode(envelope);
     const losses = this.losses[shard];
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -194,7 +199,7 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
     });
     try {
       const raw = (await Promise.race([this.track(shard, pool.run(encoded) as Promise<Uint8Array>), timeout])) as Uint8Array;
-      const reply = packr.unpack(raw) as ShardReply;
+      const reply = codec.decode(raw) as ShardReply;
       this.noteBoot(shard, reply.boot);
       if (reply.ok) return reply.value as never;
       if (reply.code in ERROR_CATALOGUE) throw new HeraldError(reply.code as ErrorCode, reply.message);

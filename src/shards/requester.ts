@@ -10,6 +10,8 @@ export type ShardRestartListener = (shard: number) => void;
 
 export interface ShardRequester<Api> {
   readonly shardCount: number;
+  /** False once the pool is closing: requests are refused from then on. */
+  readonly accepting: boolean;
   /** Sends one request to a shard and resolves with its answer. Throws HeraldError. */
   request<K extends ShardRequestType<Api>>(shard: number, message: ShardRequestOf<Api, K>, timeoutMs?: number): Promise<ShardResponseOf<Api, K>>;
   /** Fire-and-forget: failures are logged, never thrown. */

@@ -9,12 +9,12 @@ import { join } from 'node:path';
 import { HeraldError } from '../errors.js';
 import type { HeraldConfig } from '../config/schema.js';
 import { log } from '../log.js';
-import { createShardPackr } from './codec.js';
+import { ShardCodec } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
 import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext } from './context.js';
 import { openShardDatabase } from './storage.js';
 
-const packr = createShardPackr();
+const codec = new ShardCodec();
 /** Longest block the test hooks (core.crash, core.hold) accept, ms. */
 const MAX_TEST_HOLD_MS = 10_000;
 
@@ -68,7 +68,7 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
   const handlers = mergeHandlers([core, ...areas.map((a) => a.handlers as Record<string, AnyHandler>)]);
 
   return async function handle(encoded: Uint8Array): Promise<Uint8Array> {
-    const message = packr.unpack(encoded) as ShardEnvelope;
+    const message = codec.decode(encoded) as ShardEnvelope;
     const type = message.request.type;
     let reply: ShardReply;
     try {
@@ -87,7 +87,7 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
         reply = { ok: false, code: 'INTERNAL', message: 'Internal error in storage shard', boot: threadId };
       }
     }
-    return packr.pack(reply);
+    return codec.encode(reply);
   };
 }
 

@@ -40,8 +40,14 @@ export interface LocalHarness extends AdapterHarness {
   connect(appId: string, userId?: string): Promise<LocalConnection>;
 }
 
+/** Shard pool settings a test may tighten (a small queue, a short timeout). */
+export interface LocalPoolOptions {
+  maxQueuePerShard?: number;
+  requestTimeoutMs?: number;
+}
+
 /** Starts a local adapter for HARNESS_APP; `appOverrides` overrides fields of its config. */
-export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}): Promise<LocalHarness> {
+export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, pool: LocalPoolOptions = {}): Promise<LocalHarness> {
   statSync(WORKER_FILE); // built by `npm run build`
   const dataDir = mkdtempSync(join(tmpdir(), 'herald-local-adapter-'));
   const config = parseConfig({
@@ -51,7 +57,8 @@ export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}): 
   });
   const identity = openDataDir(dataDir, 2);
   const shards = new ShardPool<HeraldShardApi>({
-    workerFile: WORKER_FILE, shardCount: 2, dataDir, config, installSecret: identity.installSecret, requestTimeoutMs: 30_000, testHooks: true,
+    workerFile: WORKER_FILE, shardCount: 2, dataDir, config, installSecret: identity.installSecret, requestTimeoutMs: pool.requestTimeoutMs ?? 30_000, testHooks: true,
+    ...(pool.maxQueuePerShard !== undefined ? { maxQueuePerShard: pool.maxQueuePerShard } : {}),
   });
   const { uws } = loadUws();
   const app = uws.App();

@@ -76,6 +76,8 @@ export interface HeldSubscription {
   channel: string;
   socketId: string;
   member?: PresenceMember;
+  /** The front end no longer wants it: its leave is queued or in flight. */
+  leaving?: boolean;
 }
 
 /** Tells which channels lost their state (see ChannelAdapter.onStateLost). */
@@ -139,7 +141,16 @@ export interface ChannelAdapter {
   clientEvent(e: RelayedClientEvent): void;
   /** Records a subscription on the owning shard; the caller has already authorised it. */
   subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
-  /** Removes a subscription (explicit unsubscribe or socket close). */
+  /**
+   * The same, for a caller that may change its mind: adapters may queue joins under load, and
+   * ask `wanted` before sending one; if the caller no longer wants it, it is dropped and the
+   * promise resolves with null (nothing was done). An adapter that sends at once never asks.
+   */
+  subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
+  /**
+   * Removes a subscription (explicit unsubscribe or socket close). Never dropped: the adapter
+   * retries until it is applied; it rejects only when the server shuts down.
+   */
   unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult>;
   /** One channel's state (C4). Many channels: call per channel; they live on different shards. */
   channelInfo(appId: string, channel: string, want: ChannelInfoRequest): Promise<ChannelInfo>;
@@ -154,7 +165,8 @@ export interface ChannelAdapter {
    * shard worker died and was replaced, its subscribers and members with it). Registers `held`,
    * which the adapter calls with the channels that lost their state; it answers the
    * subscriptions the front end holds on them, and the adapter records those again, silently:
-   * no frames, no webhooks, no member limit. Adapters that cannot lose state leave it out.
+   * no frames, no webhooks, no member limit. The local adapter also reconciles each shard with
+   * what `held` answers (ghost subscribers removed). Adapters that cannot lose state leave it out.
    */
   onStateLost?(held: (lost: LostChannels) => HeldSubscription[]): void;
 }

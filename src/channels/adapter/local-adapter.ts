@@ -1,8 +1,10 @@
 /**
  * The single-process channel adapter: channel state lives on the shard owning each channel
  * (`channelShardFor`), frames go to sockets through uWS topics, and the live connections are
- * this process's own (the registry). A scale-out adapter would replace the topic publish with
- * a pub/sub fan-out and the shard state with a shared store, behind the same interface.
+ * this process's own (the registry). Joins and leaves go to the shards in per-shard batches
+ * (membership-batches.ts: leaves never dropped, joins queued under load, periodic reconcile).
+ * A scale-out adapter would replace the topic publish with a pub/sub fan-out and the shard
+ * state with a shared store, behind the same interface.
  */
 import type { TemplatedApp } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
@@ -25,7 +27,9 @@ import type {
   SubscribeResult,
   UnsubscribeResult,
 } from './channel-adapter.js';
-import { snapshotOf, topicFor, watchTopicFor, watchlistEvents } from '../ws/frames.js';
+import { memberRemoved, snapshotOf, subscriptionCount, topicFor, watchTopicFor, watchlistEvents } from '../ws/frames.js';
+import type { ReconcileRemoval, ReconciledSubscription } from '../messages.js';
+import { MembershipBatches } from './membership-batches.js';
 import { endWithError, type SocketRegistry } from '../ws/registry.js';
 
 /** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
@@ -48,13 +52,45 @@ export class LocalChannelAdapter implements ChannelAdapter {
   private readonly cacheWatches = new Map<string, CacheWatch>();
   /** Per answered cache-channel join: the event to replay when its socket is attached (see subscribe). */
   private readonly cachedOnAttach = new WeakMap<SubscribeResult, () => CachedEvent | null>();
+  /** Joins and leaves, batched per shard; leaves never dropped; reconcile (membership-batches.ts). */
+  private readonly memberships: MembershipBatches;
 
   constructor(
     private readonly uws: TemplatedApp,
     private readonly shards: ShardRequester<ChannelShardApi>,
     private readonly registry: SocketRegistry,
   ) {
+    this.memberships = new MembershipBatches(shards, {
+      held: (shard) => this.heldOn(shard),
+      removed: (removal) => this.announceRemoval(removal),
+    });
     shards.onShardRestart((shard) => this.restoreShard(shard));
+  }
+
+  /**
+   * The subscriptions the front end holds on a shard's channels; null when no front end told
+   * (onStateLost): then nobody knows what should be there, and reconcile does nothing.
+   */
+  private heldOn(shard: number): ReconciledSubscription[] | null {
+    if (this.heldListeners.length === 0) return null;
+    const lost: LostChannels = (appId, channel) => this.shardOf(appId, channel) === shard;
+    const out: ReconciledSubscription[] = [];
+    for (const held of this.heldListeners) {
+      for (const { appId, channel, socketId, member, leaving } of held(lost)) {
+        const sub: ReconciledSubscription = { appId, channel, socketId };
+        if (member) sub.member = { userId: member.userId, userInfo: member.userInfo ?? null };
+        if (leaving) sub.leaving = true;
+        out.push(sub);
+      }
+    }
+    return out;
+  }
+
+  /** A reconcile removed a ghost subscriber: the channel's sockets see it leave (through publish, as every channel frame). */
+  private announceRemoval(removal: ReconcileRemoval): void {
+    const { appId, channel } = removal;
+    if (removal.memberRemoved !== undefined) this.publish(appId, channel, memberRemoved(channel, removal.memberRemoved));
+    if (removal.subscriptionCount !== undefined) this.publish(appId, channel, subscriptionCount(channel, removal.subscriptionCount));
   }
 
   onStateLost(held: (lost: LostChannels) => HeldSubscription[]): void {
@@ -158,8 +194,10 @@ export class LocalChannelAdapter implements ChannelAdapter {
    * when there was one, the shard's entry otherwise. The watch lasts until the end of the
    * event-loop turn the answer arrived in (setImmediate), which is when the caller attaches.
    */
-  async subscribe(req: SubscribeRequest): Promise<SubscribeResult> {
-    const message = { type: 'channels.subscribe' as const, appId: req.appId, channel: req.channel, socketId: req.socketId };
+  subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
+  subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
+  async subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
+    const message = { appId: req.appId, channel: req.channel, socketId: req.socketId };
     const watchKey = channelType(req.channel).cache ? cacheWatchKey(req.appId, req.channel) : undefined;
     let watch: CacheWatch | undefined;
     let storedBefore = 0;
@@ -170,10 +208,12 @@ export class LocalChannelAdapter implements ChannelAdapter {
       storedBefore = watch.stored;
     }
     try {
-      const res = await this.shards.request(
+      const res = await this.memberships.join(
         this.shardOf(req.appId, req.channel),
         req.member ? { ...message, member: { userId: req.member.userId, userInfo: req.member.userInfo ?? null } } : message,
+        wanted,
       );
+      if (res === null) return null;
       const out: SubscribeResult = { subscriptionCount: res.subscriptionCount, occupied: res.occupied };
       if (res.members) {
         out.presence = snapshotOf(res.members);
@@ -197,7 +237,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   async unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
-    const res = await this.shards.request(this.shardOf(appId, channel), { type: 'channels.unsubscribe', appId, channel, socketId });
+    const res = await this.memberships.leave(this.shardOf(appId, channel), { appId, channel, socketId });
     const out: UnsubscribeResult = { subscriptionCount: res.subscriptionCount, vacated: res.vacated };
     if (res.memberRemoved !== undefined) out.memberRemoved = res.memberRemoved;
     return out;

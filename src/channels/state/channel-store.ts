@@ -141,6 +141,17 @@ export class ChannelStore {
     return { changed: true, vacated, memberRemoved, subscriptionCount: state.subscribers.size };
   }
 
+  /** Every subscription held, as [appId, channel, socketId] (a snapshot: safe to leave while walking it). */
+  subscriptions(): [appId: string, channel: string, socketId: string][] {
+    const out: [string, string, string][] = [];
+    for (const [appId, channels] of this.apps) {
+      for (const [channel, state] of channels) {
+        for (const socketId of state.subscribers.keys()) out.push([appId, channel, socketId]);
+      }
+    }
+    return out;
+  }
+
   subscriptionCount(appId: string, channel: string): number {
     return this.apps.get(appId)?.get(channel)?.subscribers.size ?? 0;
   }

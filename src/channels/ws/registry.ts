@@ -34,8 +34,6 @@ export interface Membership {
   request?: { userId: string; userInfo: unknown } | undefined;
   /** Presence channels: the member the shard holds for this connection. */
   joinedAs?: { userId: string; userInfo: unknown } | undefined;
-  /** Failed leave requests in a row. */
-  leaveAttempts: number;
 }
 
 export interface SocketState {

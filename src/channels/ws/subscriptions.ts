@@ -4,7 +4,8 @@
  * (`wanted`) and the shard's state (`joined`) are reconciled with at most one shard request
  * in flight: a close during a join is followed by a leave as soon as the join answers, and an
  * unsubscribe + subscribe during a leave re-joins after it. No member or subscriber is left
- * behind by a socket that drops without unsubscribing.
+ * behind by a socket that drops without unsubscribing: the adapter queues joins and leaves
+ * per shard, drops a queued join the client no longer wants, and never drops a leave.
  */
 import { HeraldError } from '../../errors.js';
 import { log } from '../../log.js';
@@ -12,10 +13,6 @@ import type { ChannelAdapter, HeldSubscription, LostChannels, SubscribeResult } 
 import { countsSubscriptions } from '../names.js';
 import * as frames from './frames.js';
 import type { Membership, SocketState } from './registry.js';
-
-/** Leave attempts before a failing shard is given up on (the subscription may then linger). */
-const LEAVE_ATTEMPTS = 3;
-const LEAVE_RETRY_MS = 500;
 
 export class Subscriptions {
   /** Connections with at least one membership, closed ones with a leave pending included. */
@@ -30,11 +27,12 @@ export class Subscriptions {
   }
 
   /**
-   * The subscriptions the adapter holds (as far as this thread knows) on channels that lost
-   * their state, for the adapter to record again. Leaves in flight or waiting for a retry are
-   * included: they failed or will fail on the lost state, and their retry then removes the
-   * member for real (member_removed, webhooks). Joins in flight are not: they fail, and the
-   * client is told so.
+   * The subscriptions the adapter holds (as far as this thread knows) on the given channels:
+   * for the adapter to record again after a shard lost its state, or to reconcile a shard with.
+   * Leaves queued or in flight are included, marked `leaving`: after a lost state they failed
+   * or will fail, and their retry then removes the member for real (member_removed, webhooks).
+   * Joins queued or in flight are not: they fail, and the client is told so, or they have not
+   * reached the shard yet.
    */
   private held(lost: LostChannels): HeldSubscription[] {
     const out: HeldSubscription[] = [];
@@ -43,6 +41,7 @@ export class Subscriptions {
         if (!m.joined || !lost(state.app.id, channel)) continue;
         const sub: HeldSubscription = { appId: state.app.id, channel, socketId: state.socketId };
         if (m.joinedAs) sub.member = { userId: m.joinedAs.userId, userInfo: m.joinedAs.userInfo };
+        if (!m.wanted) sub.leaving = true;
         out.push(sub);
       }
     }
@@ -54,7 +53,7 @@ export class Subscriptions {
     let m = state.channels.get(channel);
     if (m?.wanted) return;
     if (!m) {
-      m = { wanted: true, joined: false, busy: false, delivered: false, leaveAttempts: 0 };
+      m = { wanted: true, joined: false, busy: false, delivered: false };
       state.channels.set(channel, m);
       this.tracked.add(state);
     }
@@ -109,9 +108,15 @@ export class Subscriptions {
     const req = member
       ? { appId: state.app.id, channel, socketId: state.socketId, member: { userId: member.userId, userInfo: member.userInfo } }
       : { appId: state.app.id, channel, socketId: state.socketId };
-    this.adapter.subscribe(req).then(
+    const stillWanted = (): boolean => m.wanted && !state.closed;
+    this.adapter.subscribe(req, stillWanted).then(
       (res) => {
         m.busy = false;
+        if (res === null) {
+          // Withdrawn before it reached the shard: nothing to undo.
+          this.reconcile(state, channel, m);
+          return;
+        }
         m.joined = true;
         m.joinedAs = member;
         if (m.wanted && !state.closed) this.deliver(state, channel, m, res);
@@ -184,7 +189,6 @@ export class Subscriptions {
       (res) => {
         m.busy = false;
         m.joined = false;
-        m.leaveAttempts = 0;
         const appId = state.app.id;
         if (res.memberRemoved && m.joinedAs) this.adapter.publish(appId, channel, frames.memberRemoved(channel, m.joinedAs.userId));
         if (countsSubscriptions(state.app, channel)) {
@@ -194,20 +198,11 @@ export class Subscriptions {
         this.reconcile(state, channel, m);
       },
       (err: unknown) => {
-        m.leaveAttempts++;
-        // During shutdown the shards stop answering: best effort, no retries, no noise.
-        const draining = this.draining();
-        if (!draining) log.warn('channel unsubscribe failed', { appId: state.app.id, channel, attempt: m.leaveAttempts, error: String(err) });
-        if (!draining && m.leaveAttempts < LEAVE_ATTEMPTS) {
-          setTimeout(() => {
-            m.busy = false;
-            this.reconcile(state, channel, m);
-          }, LEAVE_RETRY_MS).unref();
-          return;
-        }
+        // The adapter retries a leave until it is applied: it fails only when the server shuts
+        // down, and then the shards stop answering. Best effort, no noise.
+        if (!this.draining()) log.warn('channel unsubscribe failed', { appId: state.app.id, channel, error: String(err) });
         m.busy = false;
         m.joined = false;
-        m.leaveAttempts = 0;
         this.reconcile(state, channel, m);
       },
     ).catch((err: unknown) => this.bookkeepingFailed(state, channel, 'leave', err));

@@ -127,6 +127,39 @@ describe('channel shard handlers', () => {
     await expect(call(() => h()['channels.subscribe']({ appId: 'nope', channel: 'x', socketId: '9.9' }))).rejects.toMatchObject({ code: 'APP_NOT_FOUND' });
   });
 
+  it('applies a membership batch in order, one refused op failing alone; reconciles with the front end\'s list', async () => {
+    const member = (userId: string) => ({ userId, userInfo: null });
+    const { results } = await h()['channels.memberships']({
+      ops: [
+        { join: { appId: HOOKED, channel: 'presence-lab', socketId: '1.1', member: member('ada') } },
+        { join: { appId: HOOKED, channel: 'presence-lab', socketId: '1.2', member: member('bob') } },
+        { join: { appId: HOOKED, channel: 'presence-lab', socketId: '1.3', member: member('cyd') } },
+        { leave: { appId: HOOKED, channel: 'presence-lab', socketId: '1.2' } },
+        { join: { appId: HOOKED, channel: 'room', socketId: '1.1' } },
+      ],
+    });
+    expect(results.map((r) => (r.ok ? 'ok' : r.code))).toEqual(['ok', 'ok', 'PRESENCE_MEMBER_LIMIT', 'ok', 'ok']);
+    expect(results[3]).toEqual({ ok: true, value: { subscriptionCount: 1, vacated: false, memberRemoved: true } });
+    expect(await h()['channels.digest']({})).toMatchObject({ count: 2 });
+    emitter.channel.length = 0;
+    // The front end holds ada on presence-lab and a room subscription the shard lacks; 1.1 on room is a ghost.
+    const res = await h()['channels.reconcile']({
+      session: 1,
+      last: true,
+      subscriptions: [
+        { appId: HOOKED, channel: 'presence-lab', socketId: '1.1', member: member('ada') },
+        { appId: HOOKED, channel: 'room', socketId: '1.9' },
+      ],
+    });
+    expect(res).toEqual({ removed: [{ appId: HOOKED, channel: 'room', subscriptionCount: 0 }], restored: 1 });
+    // The ghost's removal emits what a leave does; the restore is silent.
+    expect(events()).toEqual([
+      { name: 'subscription_count', channel: 'room', subscription_count: 0 },
+      { name: 'channel_vacated', channel: 'room' },
+    ]);
+    expect(await h()['channels.info']({ appId: HOOKED, channel: 'room', subscriptionCount: true })).toEqual({ occupied: true, subscriptionCount: 1 });
+  });
+
   it('relays a client event to the client_event webhook with the sender', async () => {
     await h()['channels.clientEvent']({ appId: HOOKED, channel: 'private-c', event: 'client-x', data: '{}', socketId: '1.1', userId: 'ada' });
     expect(events()).toEqual([{ name: 'client_event', channel: 'private-c', event: 'client-x', data: '{}', socket_id: '1.1', user_id: 'ada' }]);

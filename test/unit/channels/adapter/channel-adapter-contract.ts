@@ -140,6 +140,25 @@ export function channelAdapterContract(name: string, make: () => Promise<Adapter
       ]);
     });
 
+    it('applies every join and every leave of a burst: none refused for being many, no leave lost', async () => {
+      const subs = Array.from({ length: 600 }, (_, i) => ({ appId: app, channel: `burst-${i % 20}`, socketId: `900.${i}` }));
+      const joined = await Promise.all(subs.map((sub) => h.adapter.subscribe(sub)));
+      expect(joined.filter((res) => res.subscriptionCount >= 1)).toHaveLength(600);
+      expect(await h.adapter.channelInfo(app, 'burst-7', { subscriptionCount: true })).toEqual({ occupied: true, subscriptionCount: 30 });
+      const left = await Promise.all(subs.map((sub) => h.adapter.unsubscribe(sub.appId, sub.channel, sub.socketId)));
+      expect(left.filter((res) => res.vacated)).toHaveLength(20);
+      expect(await h.adapter.listChannels(app, 'burst-', false)).toEqual([]);
+    });
+
+    it('drops a join its caller no longer wants when it has not been sent (null), or records it', async () => {
+      const a = await h.connect(app);
+      const res = await h.adapter.subscribe({ appId: app, channel: 'withdrawn', socketId: a.socketId }, () => false);
+      // An adapter that sends joins at once never asks and records it; one that queues drops it.
+      expect((await h.adapter.channelInfo(app, 'withdrawn', {})).occupied).toBe(res !== null);
+      if (res !== null) await h.adapter.unsubscribe(app, 'withdrawn', a.socketId);
+      expect(await h.adapter.channelInfo(app, 'withdrawn', {})).toEqual({ occupied: false });
+    });
+
     it('closes every connection of a signed-in user with 4009 and counts connections per app', async () => {
       const [e1, e2, other] = [await h.connect(app, 'erin'), await h.connect(app, 'erin'), await h.connect(app, 'frank')];
       expect(h.adapter.connectionCount(app)).toBe(3);

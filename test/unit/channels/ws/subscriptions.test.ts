@@ -33,6 +33,8 @@ function closeSocket(subs: Subscriptions, conn: LocalConnection): void {
   subs.closed(conn.state);
 }
 
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 const events = (conn: LocalConnection): string[] => conn.frames.map((f) => (JSON.parse(f) as { event: string }).event);
 
 describe('Subscriptions (join/leave state machine)', () => {
@@ -56,12 +58,32 @@ describe('Subscriptions (join/leave state machine)', () => {
     await until(() => events(watcher).includes('pusher_internal:subscription_succeeded'), 'watcher joined');
     const held = holdShardOf(h, 'presence-lab', 300);
     subs.subscribe(leaver.state, 'presence-lab', { userId: 'ada', userInfo: null });
+    // The adapter sends its queued joins on the next turn: from then on this one is in flight.
+    await nextTurn();
     closeSocket(subs, leaver);
     await held;
     await until(() => events(watcher).includes('pusher_internal:member_removed'), 'member_removed');
     expect(events(watcher).slice(1)).toEqual(['pusher_internal:member_added', 'pusher_internal:member_removed']);
     expect(await h.adapter.presenceUserIds(HARNESS_APP, 'presence-lab')).toEqual(['bob']);
     expect(leaver.state.channels.size).toBe(0);
+    expect(events(leaver)).toEqual([]);
+  });
+
+  it('does not send a join the socket closed before it left the adapter\'s queue: the others see nothing', async () => {
+    const { h, subs } = await start();
+    const [watcher, leaver] = [await h.connect(HARNESS_APP), await h.connect(HARNESS_APP)];
+    subs.subscribe(watcher.state, 'presence-lab', { userId: 'bob', userInfo: null });
+    await until(() => events(watcher).includes('pusher_internal:subscription_succeeded'), 'watcher joined');
+    subs.subscribe(leaver.state, 'presence-lab', { userId: 'ada', userInfo: null });
+    closeSocket(subs, leaver);
+    await until(() => leaver.state.channels.size === 0, 'the withdrawn join forgotten');
+    // A later member is the marker that any frame about ada would have arrived by now.
+    const marker = await h.connect(HARNESS_APP);
+    subs.subscribe(marker.state, 'presence-lab', { userId: 'cy', userInfo: null });
+    await until(() => events(watcher).includes('pusher_internal:member_added'), 'cy added');
+    expect(events(watcher).slice(1)).toEqual(['pusher_internal:member_added']);
+    expect(JSON.parse((JSON.parse(watcher.frames[1]!) as { data: string }).data)).toEqual({ user_id: 'cy', user_info: null });
+    expect((await h.adapter.presenceUserIds(HARNESS_APP, 'presence-lab')).sort()).toEqual(['bob', 'cy']);
     expect(events(leaver)).toEqual([]);
   });
 
