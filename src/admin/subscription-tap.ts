@@ -3,21 +3,22 @@
  * subscribe and unsubscribe, whose answers carry the channel's new subscriber count. Only the
  * calls of a watched app get a continuation; the others are the adapter's own promise.
  */
-import type { ChannelAdapter } from '../channels/adapter/channel-adapter.js';
+import type { ChannelAdapter, SubscribeRequest } from '../channels/adapter/channel-adapter.js';
 import type { DebugTap } from './tap.js';
 
 /** Wraps `adapter.subscribe` and `adapter.unsubscribe` in place so that their successes reach `tap`. */
 export function tapSubscriptions(adapter: ChannelAdapter, tap: DebugTap): void {
   const subscribe = adapter.subscribe.bind(adapter);
   const unsubscribe = adapter.unsubscribe.bind(adapter);
-  adapter.subscribe = (req) => {
-    const joined = subscribe(req);
+  // Both forms of subscribe: `wanted` is passed on, so a withdrawn join stays withdrawn (null).
+  adapter.subscribe = ((req: SubscribeRequest, wanted?: () => boolean) => {
+    const joined = wanted ? subscribe(req, wanted) : subscribe(req);
     if (!tap.watching(req.appId)) return joined;
     return joined.then((res) => {
-      tap.subscription(req.appId, 'subscribed', req.channel, req.socketId, res.subscriptionCount);
+      if (res) tap.subscription(req.appId, 'subscribed', req.channel, req.socketId, res.subscriptionCount);
       return res;
     });
-  };
+  }) as ChannelAdapter['subscribe'];
   adapter.unsubscribe = (appId, channel, socketId) => {
     const left = unsubscribe(appId, channel, socketId);
     if (!tap.watching(appId)) return left;
