@@ -103,6 +103,29 @@ export interface StoreCounts {
 
 type IndexDatabase = Database<Uint8Array, Uint8Array>;
 
+/**
+ * A key encoding for reading an index `(instanceId, name, deviceId)` as the record keys
+ * `(instanceId, deviceId)` of its devices: lmdb-js hands readKey the stored bytes, and the
+ * record key is built from them in one allocation (no copy of the index key first, no
+ * decoding). Bounds are written as they are (encoded index keys). Scans only.
+ */
+const RECORD_KEY_VIEW = {
+  writeKey(key: Uint8Array, target: Uint8Array, start: number): number {
+    target.set(key, start);
+    return start + key.length;
+  },
+  readKey(source: Uint8Array, start: number, end: number): Buffer {
+    const instanceEnd = source.indexOf(0x00, start);
+    let lastStart = end;
+    while (source[lastStart - 1] !== 0x00) lastStart--;
+    const key = Buffer.allocUnsafe(instanceEnd - start + 1 + end - lastStart);
+    let at = 0;
+    for (let i = start; i <= instanceEnd; i++) key[at++] = source[i]!;
+    for (let i = lastStart; i < end; i++) key[at++] = source[i]!;
+    return key;
+  },
+};
+
 const EMPTY = Buffer.alloc(0);
 
 /**
@@ -177,6 +200,8 @@ export class DeviceStore {
   private readonly interestIndex: IndexDatabase;
   private readonly deviceInterests: IndexDatabase;
   private readonly userIndex: IndexDatabase;
+  /** The two indexes read through RECORD_KEY_VIEW, for the scans. */
+  private readonly recordKeysOf: Map<IndexDatabase, IndexDatabase>;
 
   /** Opens (creating when missing) the store's databases; must not run inside a transaction. */
   constructor(root: RootDatabase) {
@@ -186,6 +211,11 @@ export class DeviceStore {
     this.interestIndex = root.openDB<Uint8Array, Uint8Array>('push/interests', binary);
     this.deviceInterests = root.openDB<Uint8Array, Uint8Array>('push/device-interests', binary);
     this.userIndex = root.openDB<Uint8Array, Uint8Array>('push/users', binary);
+    const view = { keyEncoder: RECORD_KEY_VIEW, encoding: 'binary' } as const;
+    this.recordKeysOf = new Map([
+      [this.interestIndex, root.openDB<Uint8Array, Uint8Array>('push/interests', view)],
+      [this.userIndex, root.openDB<Uint8Array, Uint8Array>('push/users', view)],
+    ]);
   }
 
   /**
@@ -401,8 +431,8 @@ export class DeviceStore {
    * A stretch of skipped devices is walked inside one `next()`; the fan-out, which must not
    * block its thread that long, uses scanInterestSteps.
    */
-  *scanInterests(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScannedDevice, void, undefined> {
-    yield* devicesOnly(this.scanInterestSteps(instanceId, interests, resumeFrom));
+  scanInterests(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScannedDevice, void, undefined> {
+    return devicesOnly(this.scanInterestSteps(instanceId, interests, resumeFrom));
   }
 
   /**
@@ -410,21 +440,21 @@ export class DeviceStore {
    * passed over without a device (with 100k devices subscribed to both `a` and `b`, the walk
    * of `b` is all skips: without the steps, one `next()` took most of a second).
    */
-  *scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    yield* this.indexSteps(instanceId, this.interestIndex, interests, resumeFrom, (list, listIndex) => {
+  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
+    return this.indexSteps(instanceId, this.interestIndex, interests, resumeFrom, (list, listIndex) => {
       const earlier = new EarlierInterests(list.slice(0, listIndex));
       return (device, deviceId, deviceKey) => this.subscribedToAny(instanceId, deviceId, deviceKey, device.interestCount, earlier);
     });
   }
 
   /** Streams every device of any of `userIds`, like scanInterests (a device has one user, so no de-duplication is needed). */
-  *scanUsers(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScannedDevice, void, undefined> {
-    yield* devicesOnly(this.scanUserSteps(instanceId, userIds, resumeFrom));
+  scanUsers(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScannedDevice, void, undefined> {
+    return devicesOnly(this.scanUserSteps(instanceId, userIds, resumeFrom));
   }
 
   /** scanUsers with progress steps, like scanInterestSteps (stale user index entries are the only skips). */
-  *scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    yield* this.indexSteps(instanceId, this.userIndex, userIds, resumeFrom, (list, listIndex) => {
+  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
+    return this.indexSteps(instanceId, this.userIndex, userIds, resumeFrom, (list, listIndex) => {
       const userId = list[listIndex]!;
       return (device) => device.userId !== userId;
     });
@@ -573,16 +603,16 @@ export class DeviceStore {
   ): Generator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
     const list = normaliseScanList(names);
-    const instanceKey = encodeKey([instanceId]);
+    const idStart = encodeKey([instanceId]).length + 1;
+    const recordKeys = this.recordKeysOf.get(index)!;
     let after = resumeFrom?.afterDeviceId ?? null;
     let skipped = 0;
     for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = null) {
       const skip = skipFor(list, listIndex);
-      for (const batch of this.indexBatches(index, [instanceId, list[listIndex]!], after)) {
-        for (const indexKey of batch) {
-          // The device id's bytes in the index key are already encoded: the record key reuses them.
-          const deviceKey = joinKeys(instanceKey, indexKey, lastPartOffset(indexKey));
-          const deviceId = keyPartFrom(deviceKey, instanceKey.length + 1);
+      for (const batch of this.indexBatches(recordKeys, [instanceId, list[listIndex]!], after)) {
+        for (const deviceKey of batch) {
+          // The index hands out record keys (RECORD_KEY_VIEW): the device id's bytes as stored.
+          const deviceId = keyPartFrom(deviceKey, idStart);
           const bytes = this.devices.getBinaryFast(deviceKey);
           // Decoded before skip()'s reads reuse the buffer.
           const device = bytes && decodeScanDevice(bytes, deviceId, instanceId);
@@ -601,17 +631,21 @@ export class DeviceStore {
   }
 
   /**
-   * The keys of an index range in batches of SCAN_BATCH, starting strictly after the key whose
-   * last part is `afterDeviceId` when given; no cursor stays open while the caller works.
+   * The record keys (RECORD_KEY_VIEW) of an index range in batches of SCAN_BATCH, starting
+   * strictly after the entry of `afterDeviceId` when given; no cursor stays open while the
+   * caller works.
    */
-  private *indexBatches(index: IndexDatabase, prefix: readonly string[], afterDeviceId: string | null): Generator<Uint8Array[], void, undefined> {
+  private *indexBatches(recordKeys: IndexDatabase, prefix: readonly string[], afterDeviceId: string | null): Generator<Buffer[], void, undefined> {
     const range = prefixRange(prefix);
+    const prefixKey = encodeKey(prefix);
     let start = afterDeviceId === null ? range.start : keyAfter([...prefix, afterDeviceId]);
     for (;;) {
-      const keys = Array.from(index.getKeys({ start, end: range.end, limit: SCAN_BATCH }));
+      const keys = Array.from(recordKeys.getKeys({ start, end: range.end, limit: SCAN_BATCH })) as unknown as Buffer[];
       if (keys.length > 0) yield keys;
       if (keys.length < SCAN_BATCH) return;
-      start = keyAfterKey(keys[keys.length - 1]!);
+      // The index key of the batch's last device, and the first key after it.
+      const last = keys[keys.length - 1]!;
+      start = keyAfterKey(joinKeys(prefixKey, last, lastPartOffset(last)));
     }
   }
 
