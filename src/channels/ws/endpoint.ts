@@ -198,7 +198,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
     adapter,
     closeAll: (code, reason) => {
       sweeper.stop();
-      for (const state of [...registry.all]) {
+      for (const state of [...registry.all()]) {
         if (!state.closed && state.ws) state.ws.end(code, reason);
       }
     },
