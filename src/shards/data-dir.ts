@@ -49,7 +49,7 @@ export function openDataDir(dataDir: string, shards: number): DataDirIdentity {
   if (existing) {
     if (existing.shards !== shards) {
       throw new DataDirError(
-        `data dir ${dataDir} was written with ${existing.shards} shards; this start asks for ${shards}. ` +
+        `data dir ${dataDir} was created with ${existing.shards} shards; this start asks for ${shards}. ` +
           `To move it to ${shards} shards, stop every server using it and run \`herald reshard --shards ${shards}\` ` +
           `(with the same --config / HERALD_DATA_DIR); or start with shards=${existing.shards} (HERALD_SHARDS=${existing.shards}).`,
       );

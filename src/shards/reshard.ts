@@ -208,9 +208,16 @@ export async function reshard(options: ReshardOptions): Promise<ReshardResult> {
     return { from: existing.from, to, records: {} };
   }
   const from = identity.shards;
-  if (!existing && from === to) {
+  if (from === to) {
+    // An interrupted copy changed nothing of the old data: dropping it is all there is to do.
+    rmSync(join(dataDir, NEW_DIR), { recursive: true, force: true });
     rmSync(join(dataDir, OLD_DIR), { recursive: true, force: true });
-    log(`data dir already has ${to} shards; nothing to do`);
+    if (existing) {
+      rmSync(join(dataDir, RESHARD_PLAN_FILE), { force: true });
+      fsyncPath(dataDir);
+      log(`the interrupted copy to ${existing.to} shards is discarded`);
+    }
+    log(`data dir has ${to} shards; nothing to do`);
     return { from, to, records: {} };
   }
   if (existing) log(`an interrupted copy to ${existing.to} shards is discarded; copying again`);
