@@ -1,6 +1,6 @@
 /**
  * `herald reshard --shards N` on a real data dir: devices, interests, users, finished publishes
- * and webhooks still in the outbox, written by the built server with 1 shard, are all served
+ * with their delivery reports and webhooks still in the outbox, written by the built server with 1 shard, are all served
  * after resharding to 3 shards and back to 1. Interruptions (SIGKILL from a test hook during the
  * copy and during the switch) lose nothing: the server refuses to start on a half-done reshard,
  * and running the command again finishes it. A running server makes the command refuse.
@@ -17,6 +17,8 @@ import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 const INSTANCE = DEFAULT_PUSH.instanceId;
 const BUNDLE = 'com.herald.reshard-test';
 const DEVICES = 24;
+const REPORTED_DELIVERIES = 5;
+const REPORTED_OPENS = 2;
 
 let fakes: FakeGateways;
 let receiver: WebhookReceiver;
@@ -62,12 +64,22 @@ async function until<T>(what: string, check: () => Promise<T | undefined | false
   }
 }
 
-async function publishStats(publishId: string): Promise<{ state: string; recipients: number } | undefined> {
+/** A delivery or open report (reporting API), as the SDKs send it. */
+async function report(event: 'delivery' | 'open', publishId: string, deviceId: string): Promise<void> {
+  const res = await fetch(`${herald!.baseUrl}/reporting_api/v2/instances/${INSTANCE}/events`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ event, publishId, deviceId, timestampSecs: Math.floor(Date.now() / 1000) }),
+  });
+  expect(res.status).toBe(200);
+}
+
+async function publishStats(publishId: string): Promise<{ state: string; recipients: number; delivered: number; opened: number } | undefined> {
   const res = await fetch(`${herald!.baseUrl}/publish_api/v1/instances/${INSTANCE}/publishes/${publishId}`, {
     headers: { authorization: `Bearer ${DEFAULT_PUSH.secretKey}` },
   });
   if (res.status !== 200) return undefined;
-  return (await res.json()) as { state: string; recipients: number };
+  return (await res.json()) as { state: string; recipients: number; delivered: number; opened: number };
 }
 
 /** Runs `herald reshard`; resolves with the exit code (null when killed) and the output. */
@@ -99,6 +111,9 @@ async function expectEverythingServed(shards: number): Promise<void> {
     const stats = await publishStats(publishId);
     expect(stats, `publish ${publishId} on ${shards} shards`).toMatchObject({ state: 'finished', recipients });
   }
+  // Delivery reports moved with their devices: counted as before, and a repeat is still a duplicate.
+  await report('delivery', publishes[0]!.publishId, expected[0]!.id);
+  expect(await publishStats(publishes[0]!.publishId)).toMatchObject({ delivered: REPORTED_DELIVERIES, opened: REPORTED_OPENS });
   // The interest and user indexes moved with their devices: new publishes reach exactly them.
   const before = fakes.apns.delivered.length;
   const { publishId } = await beams.publishToInterests(['group-1'], { apns: { aps: { alert: 'after reshard' } }, webhookUrl: receiver.url(`/after-${shards}`) });
@@ -166,6 +181,9 @@ describe('herald reshard', () => {
       publishes.push({ publishId, recipients: stats.recipients });
     }
     expect(publishes[0]!.recipients).toBe(DEVICES);
+    for (const device of expected.slice(0, REPORTED_DELIVERIES)) await report('delivery', toInterests.publishId, device.id);
+    for (const device of expected.slice(0, REPORTED_OPENS)) await report('open', toInterests.publishId, device.id);
+    expect(await publishStats(toInterests.publishId)).toMatchObject({ delivered: REPORTED_DELIVERIES, opened: REPORTED_OPENS });
     await until('failed webhook attempts', () =>
       receiver.requests.some((r) => r.path === '/publish' && r.rawBody.includes('FINISHED')) && receiver.requests.some((r) => r.path === '/instance'),
     );
