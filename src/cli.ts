@@ -1,17 +1,18 @@
 #!/usr/bin/env node
 /**
- * `herald [--config <path>] [--allow-uws-fallback]`: starts Herald, prints where it listens
+ * `herald [--config <path>]`: starts Herald, prints where it listens
  * and the credentials in use when they are the built-in development defaults.
  * `herald reshard --shards <n> [--config <path>] [--data-dir <dir>]`: rewrites a stopped data
- * dir for another shard count (src/shards/reshard.ts).
+ * dir for another shard count (src/reshard.ts).
  */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig, ConfigError } from './config/load.js';
 import { DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './config/schema.js';
 import { DataDirError } from './shards/data-dir.js';
-import { reshard } from './shards/reshard.js';
-import { startHerald } from './server.js';
+import { reshard } from './reshard.js';
+import { UwsLoadError } from './http/uws-native.js';
+import { ListenError, startHerald } from './server.js';
 import { log } from './log.js';
 
 async function reshardCommand(args: string[]): Promise<void> {
@@ -46,17 +47,17 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       config: { type: 'string', short: 'c' },
-      'allow-uws-fallback': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (values.help) {
-    process.stdout.write('usage: herald [--config <file>] [--allow-uws-fallback]\n       herald reshard --shards <n> [--config <file>] [--data-dir <dir>]\nEnvironment: HERALD_CONFIG, HERALD_HOST, HERALD_PORT, HERALD_DATA_DIR, HERALD_SHARDS, HERALD_LOG_LEVEL\n');
+    process.stdout.write(
+      'usage: herald [--config <file>]\n       herald reshard --shards <n> [--config <file>] [--data-dir <dir>]\n' +
+        'Environment: HERALD_CONFIG, HERALD_HOST, HERALD_PORT, HERALD_DATA_DIR, HERALD_SHARDS, HERALD_LOG_LEVEL, HERALD_UWS_MODULE\n',
+    );
     return;
   }
-  const overrides: Record<string, unknown> = {};
-  if (values['allow-uws-fallback']) overrides.allowUwsFallback = true;
-  const config = loadConfig({ configPath: values.config, overrides });
+  const config = loadConfig({ configPath: values.config });
   const herald = await startHerald(config);
   const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
   const lines = [`Herald listening on http://${shownHost}:${herald.port} (ws://${shownHost}:${herald.port}/app/<key>)`, `data dir: ${resolve(config.dataDir)}, shards: ${config.shards}`];
@@ -100,7 +101,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  if (err instanceof ConfigError || err instanceof DataDirError) {
+  if (err instanceof ConfigError || err instanceof DataDirError || err instanceof ListenError || err instanceof UwsLoadError) {
     process.stderr.write(`herald: ${err.message}\n`);
   } else {
     process.stderr.write(`herald: failed to start: ${String((err as Error)?.stack ?? err)}\n`);

@@ -135,6 +135,7 @@ export function pushErrorBody(err: HeraldError): string {
 /**
  * WebSocket error and close codes of the Pusher protocol. 4000-4099: fatal, do not
  * reconnect; 4100-4199: back off, then reconnect; 4200-4299: reconnect now; 4300-4399: other.
+ * Two standard WebSocket codes (RFC 6455) are used as well: 1009 and 1011.
  */
 export const CLOSE_CODES = {
   /** 4001: no app has this key. */
@@ -163,5 +164,9 @@ export const CLOSE_CODES = {
   CLOSED_FOR_INACTIVITY: 4202,
   /** 4301: client event rate limit exceeded. */
   CLIENT_EVENT_RATE_LIMIT: 4301,
+  /** 1009 (RFC 6455): a frame larger than maxWebSocketFrameBytes. */
+  MESSAGE_TOO_BIG: 1009,
+  /** 1011 (RFC 6455): an internal error (a bug) while opening the connection. */
+  INTERNAL_ERROR: 1011,
 } as const;
 export type CloseCode = (typeof CLOSE_CODES)[keyof typeof CLOSE_CODES];

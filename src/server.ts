@@ -1,41 +1,53 @@
 /**
- * Herald's main thread: the uWS front end (HTTP routes and the WebSocket endpoint) and the
- * shard pool. This thread stays an I/O loop: storage, gateway calls and per-device work
- * happen on the shards.
+ * Herald's composition root, on the main thread: builds the shard pool (its worker entry lists
+ * the areas, shard-worker.ts), one main-thread client per area (the channel adapter; push
+ * devices, publishes, reports; webhooks), the uWS front end (HTTP routes and the WebSocket
+ * endpoint), and hands each route module only the clients and config it uses. This thread
+ * stays an I/O loop: storage, gateway calls and per-device work happen on the shards.
  */
 import { resolve } from 'node:path';
-import type { us_listen_socket } from 'uWebSockets.js';
+import { fileURLToPath } from 'node:url';
+import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { HeraldConfig } from './config/schema.js';
 import { loadUws, type UwsModule } from './http/uws-native.js';
 import { registerRoutes, type Route } from './http/router.js';
 import { inFlight, errorReply, type Reply, type RequestContext } from './http/uws-http.js';
 import { systemRoutes } from './http/system-routes.js';
+import { CORS_ANY_ORIGIN } from './http/cors.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { openDataDir } from './shards/data-dir.js';
 import { ShardPool } from './shards/pool.js';
 import { HeraldError, CLOSE_CODES } from './errors.js';
 import { log } from './log.js';
 import type { ServerContext, ServerState } from './server-context.js';
+import type { HeraldShardApi } from './shard-api.js';
+import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
+import { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
 import { registerWebSocket, type WebSocketEndpoint } from './channels/ws/endpoint.js';
+import { SocketRegistry } from './channels/ws/registry.js';
+import { DevicesClient } from './push/clients/devices.js';
+import { PublishesClient } from './push/clients/publishes.js';
+import { ReportsClient } from './push/clients/reports.js';
+import { WebhooksClient } from './webhooks/client.js';
 import { channelApiRoutes } from './channels/http-api/routes.js';
-import { deviceApiRoutes } from './push/device-api/routes.js';
-import { publishApiRoutes } from './push/publish-api/routes.js';
-import { reportingApiRoutes } from './push/reporting-api/routes.js';
+import { deviceApiRoutes } from './push/http/devices/routes.js';
+import { publishApiRoutes } from './push/http/publishes/routes.js';
+import { reportingApiRoutes } from './push/http/reports/routes.js';
 
 export interface RunningHerald {
   readonly port: number;
   readonly host: string;
-  readonly nativeUws: boolean;
   /** Graceful shutdown; resolves when storage is flushed and workers stopped. */
   stop(): Promise<void>;
 }
 
 export async function startHerald(config: Readonly<HeraldConfig>): Promise<RunningHerald> {
-  const { uws, native } = loadUws(config.allowUwsFallback);
-  if (!native) log.warn('RUNNING ON THE SLOW uWebSockets.js JAVASCRIPT FALLBACK: do not benchmark or deploy this');
+  const { uws, source: uwsSource } = loadUws();
   const dataDir = resolve(config.dataDir);
+  // Locked for the life of the process (released by the OS when it ends, however it ends).
   const identity = openDataDir(dataDir, config.shards);
-  const shards = new ShardPool({
+  const shards = new ShardPool<HeraldShardApi>({
+    workerFile: SHARD_WORKER_FILE,
     shardCount: config.shards,
     dataDir,
     config,
@@ -47,18 +59,22 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
 
   const app = uws.App();
   const state: ServerState = { ready: false, draining: false };
-  const ctx = {
+  const registry = new SocketRegistry();
+  const ctx: ServerContext = {
     config,
-    app,
-    shards,
     appsById: new Map(config.apps.map((a) => [a.id, a])),
     appsByKey: new Map(config.apps.map((a) => [a.key, a])),
     pushInstances: new Map(config.push.map((p) => [p.instanceId, p])),
     installSecret: identity.installSecret,
     state,
-  } as Omit<ServerContext, 'channels'> as ServerContext;
-  const ws = registerWebSocket(ctx);
-  ctx.channels = ws.adapter;
+    core: shards,
+    channels: createChannelAdapter(config, app, shards, registry),
+    devices: new DevicesClient(shards),
+    publishes: new PublishesClient(shards),
+    reports: new ReportsClient(shards),
+    webhooks: new WebhooksClient(shards),
+  };
+  const ws = registerWebSocket({ config, app, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels });
 
   const routes: Route[] = [
     ...systemRoutes(ctx),
@@ -70,17 +86,34 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   ];
   registerRoutes(app, [...routes, ...notFoundRoutes()], { draining: () => state.draining });
 
-  const listenSocket = await listen(uws, app, config.host, config.port);
+  let listenSocket: us_listen_socket;
+  try {
+    listenSocket = await listen(app, config.host, config.port, config.reusePort);
+  } catch (err) {
+    await shards.close(5000);
+    throw err;
+  }
   const port = uws.us_socket_local_port(listenSocket);
   state.ready = true;
-  log.info('herald listening', { host: config.host, port, shards: config.shards, dataDir, nativeUws: native });
+  log.info('herald listening', { host: config.host, port, shards: config.shards, dataDir, uws: uwsSource, maxConnections: config.maxConnections ?? null });
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= shutdown(uws, listenSocket, ws, shards, state, config.shutdownTimeoutSeconds * 1000);
     return stopping;
   };
-  return { port, host: config.host, nativeUws: native, stop };
+  return { port, host: config.host, stop };
+}
+
+/** The shard worker entry (compiled beside this file): it lists the areas every shard runs. */
+const SHARD_WORKER_FILE = fileURLToPath(new URL('./shard-worker.js', import.meta.url));
+
+/** The channel adapter the config names (`channelAdapter`). */
+function createChannelAdapter(config: Readonly<HeraldConfig>, app: TemplatedApp, shards: ShardPool<HeraldShardApi>, registry: SocketRegistry): ChannelAdapter {
+  switch (config.channelAdapter) {
+    case 'local':
+      return new LocalChannelAdapter(app, shards, registry);
+  }
 }
 
 /** First path segments of the push APIs (Beams): their 404s use the push error body. */
@@ -98,16 +131,39 @@ function notFoundRoutes(): Route[] {
     const err = new HeraldError('ROUTE_NOT_FOUND', `No route for ${rc.method.toUpperCase()} ${rc.path}`);
     return errorReply(err, PUSH_PREFIXES.includes(first) ? 'push' : 'channel', rc.path);
   };
-  return [{ method: 'any', pattern: '/*', handler: notFound, options: { errorStyle: 'channel', bodyLimit: 0, extraHeaders: { 'access-control-allow-origin': '*' } } }];
+  return [{ method: 'any', pattern: '/*', handler: notFound, options: { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN } }];
 }
 
-function listen(uws: UwsModule, app: ReturnType<UwsModule['App']>, host: string, port: number): Promise<us_listen_socket> {
+/** uSockets' listen option: without it the listen socket has SO_REUSEPORT (ports shared silently). */
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+const LIBUS_LISTEN_DEFAULT = 0;
+
+/** uWS.js types only the (port, options, cb) form; the binary also takes (host, port, options, cb). */
+type ListenWithOptions = (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => unknown;
+
+/** Thrown when the port cannot be had; the CLI prints the message alone. */
+export class ListenError extends Error {
+  override readonly name = 'ListenError';
+}
+
+/**
+ * Listens on host:port; by default alone (a port in use fails), with `reusePort` shared with
+ * other processes that also ask for it.
+ */
+function listen(app: ReturnType<UwsModule['App']>, host: string, port: number, reusePort: boolean): Promise<us_listen_socket> {
   return new Promise((resolvePromise, reject) => {
-    app.listen(host, port, (socket) => {
-      if (socket) resolvePromise(socket);
-      else reject(new Error(`cannot listen on ${host}:${port} (in use or not permitted)`));
+    const options = reusePort ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
+    (app.listen as unknown as ListenWithOptions).call(app, host, port, options, (socket) => {
+      if (socket) {
+        resolvePromise(socket);
+        return;
+      }
+      const hint = reusePort
+        ? 'it is in use by a process that does not share it (or not permitted)'
+        : 'it is in use (another Herald or another program), or not permitted; ' +
+          'to run several Herald nodes of one cluster on one port, set "reusePort": true on each';
+      reject(new ListenError(`cannot listen on ${host}:${port}: ${hint}`));
     });
-    void uws;
   });
 }
 
@@ -115,7 +171,7 @@ async function shutdown(
   uws: UwsModule,
   listenSocket: us_listen_socket,
   ws: WebSocketEndpoint,
-  shards: ShardPool,
+  shards: ShardPool<HeraldShardApi>,
   state: ServerState,
   timeoutMs: number,
 ): Promise<void> {

@@ -15,7 +15,7 @@ import type { RootDatabase } from 'lmdb';
 import type { HeraldConfig, WebhookDeliveryConfig } from '../config/schema.js';
 import { log } from '../log.js';
 import type { ChannelWebhookEvent, PushWebhookEvent, WebhookEmitter } from './emitter.js';
-import type { WebhookStats } from './shard-api.js';
+import type { WebhookStats } from './messages.js';
 import { DeliveryQueue, readyAt } from './delivery-queue.js';
 import { postWebhook, redactUrl, retryDelayMs, type DeliveryResult, type WebhookRequest } from './http-sender.js';
 import { OutboxStore, type OutboxEntry, type WebhookTarget } from './outbox-store.js';

@@ -5,7 +5,7 @@
  * copy and during the switch) lose nothing: the server refuses to start on a half-done reshard,
  * and running the command again finishes it. A running server makes the command refuse.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -82,19 +82,31 @@ async function publishStats(publishId: string): Promise<{ state: string; recipie
   return (await res.json()) as { state: string; recipients: number; delivered: number; opened: number };
 }
 
-/** Runs `herald reshard`; resolves with the exit code (null when killed) and the output. */
-function runReshard(shards: number, env: Record<string, string> = {}): Promise<{ code: number | null; signal: string | null; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, 'reshard', '--shards', String(shards), '--data-dir', dataDir], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, HERALD_LOG_LEVEL: 'warn', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-    child.on('exit', (code, signal) => resolve({ code, signal, output }));
+interface ReshardRun {
+  child: ChildProcess;
+  /** The exit code (null when killed) and the output. */
+  done: Promise<{ code: number | null; signal: string | null; output: string }>;
+}
+
+/** Starts `herald reshard`. */
+function spawnReshard(shards: number, env: Record<string, string> = {}): ReshardRun {
+  const child = spawn(process.execPath, [CLI, 'reshard', '--shards', String(shards), '--data-dir', dataDir], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, HERALD_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const done = new Promise<{ code: number | null; signal: string | null; output: string }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal, output })),
+  );
+  return { child, done };
+}
+
+/** Runs `herald reshard` to its end. */
+function runReshard(shards: number, env: Record<string, string> = {}): Promise<{ code: number | null; signal: string | null; output: string }> {
+  return spawnReshard(shards, env).done;
 }
 
 /** Everything written with 1 shard is served: devices, interests, users, publishes; new publishes reach every device. */
@@ -193,12 +205,30 @@ describe('herald reshard', () => {
     const refused = new HeraldProcess({ shards: 3, dataDir, config: config() });
     await expect(refused.start()).rejects.toThrow(/herald reshard --shards 3/);
 
-    // 4. The command refuses while a server holds the data dir.
+    // 4. The command and a server exclude each other through the data dir's lock (herald.lock):
+    // a reshard refuses while a server runs, naming its pid, and leaves nothing behind ...
     herald = await start(1);
+    const serverPid = herald.child!.pid!;
     const busy = await runReshard(3);
     expect(busy.code).toBe(1);
-    expect(busy.output).toMatch(/in use by process/);
+    expect(busy.output).toContain(`is in use by another Herald process (pid ${serverPid}): stop the server first`);
+    expect(existsSync(join(dataDir, 'reshard.json'))).toBe(false);
     await herald.stop();
+    // ... and a server refuses to start while a reshard holds the lock (held here by a test hook).
+    const holding = spawnReshard(1, { HERALD_TEST_HOOKS: '1', HERALD_RESHARD_PAUSE_AFTER_LOCK_MS: '60000' });
+    const reshardPid = String(holding.child.pid);
+    await until('the reshard to hold the lock', () => {
+      try {
+        return readFileSync(join(dataDir, 'herald.lock'), 'utf8').trim() === reshardPid;
+      } catch {
+        return false;
+      }
+    });
+    await expect(new HeraldProcess({ shards: 1, dataDir, config: config() }).start()).rejects.toThrow(
+      `is in use by another Herald process (pid ${reshardPid})`,
+    );
+    holding.child.kill('SIGKILL');
+    await holding.done;
 
     // 5. Killed during the copy: the server refuses to start on the half-done reshard; a re-run copies again.
     const hooks = { HERALD_TEST_HOOKS: '1' };

@@ -1,0 +1,71 @@
+/**
+ * The gateway clients of one shard: built lazily per instance and platform from the config the
+ * first time a publish needs them, kept for every later publish (connection pools, cached
+ * provider and access tokens), and closed once on shutdown.
+ */
+import type { PushDeliveryConfig, PushInstanceConfig } from '../../../config/schema.js';
+import { log } from '../../../log.js';
+import { closeGatewayClients, createGatewayClients, type GatewayFactoryOptions } from '../../gateways/factory.js';
+import type { GatewayClient } from '../../gateways/gateway.js';
+import type { Platform } from '../../platform.js';
+
+/** Why a platform of an instance has no client. */
+export type MissingGateway = 'not-configured' | 'unusable-config' | 'closed';
+
+/** Lazily built, long-lived gateway clients of one shard, per instance and platform. */
+export class GatewayRegistry {
+  private readonly instances: ReadonlyMap<string, PushInstanceConfig>;
+  private readonly options: GatewayFactoryOptions;
+  private readonly clients = new Map<string, GatewayClient | MissingGateway>();
+  private closed = false;
+
+  constructor(instances: readonly PushInstanceConfig[], delivery: Readonly<PushDeliveryConfig>) {
+    this.instances = new Map(instances.map((instance) => [instance.instanceId, instance]));
+    this.options = {
+      retry: {
+        attempts: delivery.retryAttempts,
+        baseDelayMs: delivery.retryBaseDelayMs,
+        maxDelayMs: Math.max(delivery.retryMaxDelayMs, delivery.retryBaseDelayMs),
+        maxPauseMs: delivery.retryMaxPauseMs,
+      },
+      requestTimeoutMs: delivery.requestTimeoutMs,
+      poolSize: delivery.connectionsPerGateway,
+    };
+  }
+
+  /** The client for an instance's platform, or why there is none. */
+  client(instanceId: string, platform: Platform): GatewayClient | MissingGateway {
+    if (this.closed) return 'closed';
+    const key = `${instanceId}\u0000${platform}`;
+    let client = this.clients.get(key);
+    if (client === undefined) {
+      client = this.build(instanceId, platform);
+      this.clients.set(key, client);
+    }
+    return client;
+  }
+
+  /** Closes every client; sends still waiting on a retry resolve as failed (CLOSED_OUTCOME). */
+  async close(): Promise<void> {
+    this.closed = true;
+    const open: Partial<Record<Platform, GatewayClient>>[] = [];
+    for (const client of this.clients.values()) {
+      if (typeof client !== 'string') open.push({ [client.platform]: client });
+    }
+    this.clients.clear();
+    await Promise.all(open.map((clients) => closeGatewayClients(clients)));
+  }
+
+  private build(instanceId: string, platform: Platform): GatewayClient | MissingGateway {
+    const config = this.instances.get(instanceId)?.[platform];
+    if (!config) return 'not-configured';
+    try {
+      const client = createGatewayClients({ [platform]: config }, this.options)[platform];
+      return client ?? 'not-configured';
+    } catch (err) {
+      // A key that does not parse: every send of this platform fails until the config is fixed.
+      log.error('gateway client cannot be built from the config', { instanceId, platform, error: (err as Error).message });
+      return 'unusable-config';
+    }
+  }
+}
