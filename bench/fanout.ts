@@ -1,6 +1,6 @@
 /**
  * `npm run bench:fanout [-- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N]
- *  [--payload BYTES] [--cpu-prof] [scenario ...]]`
+ *  [--payload BYTES] [--cpu-prof] [--watch-dashboard] [scenario ...]]`
  * (`scale` runs only when named: `npm run bench:fanout -- scale`)
  *
  * Whole-system fan-out benchmark over loopback: for each scenario, starts the built Herald and
@@ -33,13 +33,14 @@ const { values, positionals } = parseArgs({
     'http-connections': { type: 'string', default: '32' },
     payload: { type: 'string', default: '100' },
     'cpu-prof': { type: 'boolean', default: false },
+    'watch-dashboard': { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 
 if (values.help) {
   process.stdout.write(
-    'usage: npm run bench:fanout -- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N] [--payload BYTES] [--cpu-prof] [scenario ...]\n' +
+    'usage: npm run bench:fanout -- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N] [--payload BYTES] [--cpu-prof] [--watch-dashboard] [scenario ...]\n' +
       `scenarios: ${SCENARIOS.map((s) => s.name).join(', ')}\n`,
   );
   process.exit(0);
@@ -57,6 +58,7 @@ const sizes: Sizes = quick ? QUICK_SIZES : FULL_SIZES;
 const clientProcesses = Math.max(1, Number(values.clients));
 const httpConnections = Math.max(1, Number(values['http-connections']));
 const payloadBytes = Math.max(20, Number(values.payload));
+const watchDashboard = values['watch-dashboard']!;
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 const resultsDir = join(REPO_ROOT, 'bench/results');
 const cpuProfDir = values['cpu-prof'] ? join(resultsDir, `profiles-${stamp}`) : undefined;
@@ -82,7 +84,7 @@ async function runOne(scenario: Scenario, name: TargetName, heraldMaxUnitsPerSec
   log(`${scenario.name} on ${name}`);
   let target: RunningTarget;
   try {
-    target = await startTarget(name, { cpuProfDir, profileLabel: `${scenario.name}-${name}` });
+    target = await startTarget(name, { cpuProfDir, profileLabel: `${scenario.name}-${name}`, watchDashboard });
   } catch (err) {
     const error = err instanceof Error ? err.message : String(err);
     log(`  ERROR: ${error.split('\n')[0]}`);
@@ -96,6 +98,10 @@ async function runOne(scenario: Scenario, name: TargetName, heraldMaxUnitsPerSec
       quick ? SCENARIO_TIMEOUT_MS.quick : SCENARIO_TIMEOUT_MS.full,
       `${scenario.name} on ${name}`,
     );
+    if (target.dashboard) {
+      const d = target.dashboard;
+      log(`  dashboard watching: ${d.debugEvents} debug events received, ${d.samplingNotices} sampling notices (at most 1 in ${d.maxSampledEvery} shown)`);
+    }
     return { metrics, elapsedMs: performance.now() - started };
   } catch (err) {
     const error = err instanceof Error ? err.message : String(err);
@@ -117,12 +123,12 @@ async function main(): Promise<void> {
   if (Number(machine.openFilesSoft) < needed + 500) {
     log(`WARNING: the open files limit is below ${needed + 500}; raise it (ulimit -n) or expect failed connects`);
   }
-  log(`${quick ? 'QUICK' : 'FULL'} run; ${clientProcesses} load-client processes, ${httpConnections} keep-alive trigger connections, ${payloadBytes} B event data`);
+  log(`${quick ? 'QUICK' : 'FULL'} run; ${clientProcesses} load-client processes, ${httpConnections} keep-alive trigger connections, ${payloadBytes} B event data${watchDashboard ? '; a dashboard watches the app (debug taps on)' : ''}`);
   const run: RunRecord = {
     startedAt: new Date().toISOString(),
     command: process.argv.slice(2).join(' '),
     quick,
-    options: { targets, clientProcesses, httpConnections, payloadBytes, sizes, cpuProfDir },
+    options: { targets, clientProcesses, httpConnections, payloadBytes, sizes, cpuProfDir, watchDashboard },
     machine,
     scenarios: [],
   };

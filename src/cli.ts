@@ -8,7 +8,7 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig, ConfigError } from './config/load.js';
-import { DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './config/schema.js';
+import { DEFAULT_ADMIN_TOKEN, DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './config/schema.js';
 import { DataDirError } from './shards/data-dir.js';
 import { reshard } from './reshard.js';
 import { UwsLoadError } from './http/uws-native.js';
@@ -53,7 +53,7 @@ async function main(): Promise<void> {
   if (values.help) {
     process.stdout.write(
       'usage: herald [--config <file>]\n       herald reshard --shards <n> [--config <file>] [--data-dir <dir>]\n' +
-        'Environment: HERALD_CONFIG, HERALD_HOST, HERALD_PORT, HERALD_DATA_DIR, HERALD_SHARDS, HERALD_LOG_LEVEL, HERALD_UWS_MODULE\n',
+        'Environment: HERALD_CONFIG, HERALD_HOST, HERALD_PORT, HERALD_DATA_DIR, HERALD_SHARDS, HERALD_ADMIN_TOKEN, HERALD_LOG_LEVEL, HERALD_UWS_MODULE\n',
     );
     return;
   }
@@ -61,12 +61,20 @@ async function main(): Promise<void> {
   const herald = await startHerald(config);
   const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
   const lines = [`Herald listening on http://${shownHost}:${herald.port} (ws://${shownHost}:${herald.port}/app/<key>)`, `data dir: ${resolve(config.dataDir)}, shards: ${config.shards}`];
+  if (config.admin.token !== null) {
+    // The token itself is printed only when it is the public development one.
+    const devToken = config.admin.token === DEFAULT_ADMIN_TOKEN;
+    lines.push(`dashboard: http://${shownHost}:${herald.port}/dashboard${devToken ? `#token=${DEFAULT_ADMIN_TOKEN}` : ' (sign in with the admin token)'}`);
+  }
   const defaultApp = config.apps.find((a) => a.id === DEFAULT_APP.id && a.secret === DEFAULT_APP.secret);
   const defaultPush = config.push.find((p) => p.instanceId === DEFAULT_PUSH_INSTANCE.instanceId && p.secretKey === DEFAULT_PUSH_INSTANCE.secretKey);
   if (defaultApp || defaultPush) {
     lines.push('WARNING: built-in development credentials are active; do not use them in production.');
     if (defaultApp) lines.push(`  channels app: id=${DEFAULT_APP.id} key=${DEFAULT_APP.key} secret=${DEFAULT_APP.secret}`);
     if (defaultPush) lines.push(`  push instance: instanceId=${DEFAULT_PUSH_INSTANCE.instanceId} secretKey=${DEFAULT_PUSH_INSTANCE.secretKey}`);
+  }
+  if (config.admin.token === DEFAULT_ADMIN_TOKEN) {
+    lines.push(`WARNING: the development admin token is active (admin token: ${DEFAULT_ADMIN_TOKEN}); set admin.token or HERALD_ADMIN_TOKEN in production.`);
   }
   process.stdout.write(lines.join('\n') + '\n');
 

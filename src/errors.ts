@@ -102,6 +102,11 @@ export const ERROR_CATALOGUE = {
   REPORT_FIELD_MISSING: { status: 400, kind: 'Bad Request', message: 'A required report field is missing' },
   REPORT_FIELD_INVALID: { status: 400, kind: 'Bad Request', message: 'A report field has the wrong type' },
   REPORT_BODY_TOO_LARGE: { status: 400, kind: 'Bad Request', message: 'Report body too large' },
+
+  // Admin API (docs/admin-api.md)
+  ADMIN_UNAUTHORIZED: { status: 401, kind: 'Unauthorized', message: 'Admin token missing or wrong: send Authorization: Bearer <admin token>' },
+  ADMIN_SIGNIN_RATE_LIMITED: { status: 429, kind: 'Too Many Requests', message: 'Too many failed admin sign-ins from this address; wait and retry' },
+  ADMIN_NOT_FOUND: { status: 404, kind: 'Not Found', message: 'No such app or push instance' },
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

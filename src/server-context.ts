@@ -7,6 +7,7 @@ import type { AppConfig, HeraldConfig, PushInstanceConfig } from './config/schem
 import type { CoreShardApi } from './shards/messages.js';
 import type { ShardRequester } from './shards/requester.js';
 import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
+import type { DebugTap } from './admin/tap.js';
 import type { DevicesClient } from './push/clients/devices.js';
 import type { PublishesClient } from './push/clients/publishes.js';
 import type { ReportsClient } from './push/clients/reports.js';
@@ -26,6 +27,8 @@ export interface ServerContext {
   readonly pushInstances: ReadonlyMap<string, PushInstanceConfig>;
   readonly installSecret: string;
   readonly state: ServerState;
+  /** Where the front end reports connections, subscriptions and events for the dashboard (src/admin). */
+  readonly debug: DebugTap;
   /** The shards' own requests (health, test hooks). */
   readonly core: ShardRequester<CoreShardApi>;
   /** Channel state and delivery to sockets. */

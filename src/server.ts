@@ -33,6 +33,9 @@ import { channelApiRoutes } from './channels/http-api/routes.js';
 import { deviceApiRoutes } from './push/http/devices/routes.js';
 import { publishApiRoutes } from './push/http/publishes/routes.js';
 import { reportingApiRoutes } from './push/http/reports/routes.js';
+import { DebugHub } from './admin/debug-hub.js';
+import { createAdminArea, type AdminArea } from './admin/admin-area.js';
+import { tapSubscriptions } from './admin/subscription-tap.js';
 
 export interface RunningHerald {
   readonly port: number;
@@ -46,6 +49,9 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const dataDir = resolve(config.dataDir);
   // Locked for the life of the process (released by the OS when it ends, however it ends).
   const identity = openDataDir(dataDir, config.shards);
+  const startedAt = Date.now();
+  // Before the shards start: their workers greet it to learn which apps are watched.
+  const debug = new DebugHub({ dataDir });
   const shards = new ShardPool<HeraldShardApi>({
     workerFile: SHARD_WORKER_FILE,
     shardCount: config.shards,
@@ -67,6 +73,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     pushInstances: new Map(config.push.map((p) => [p.instanceId, p])),
     installSecret: identity.installSecret,
     state,
+    debug,
     core: shards,
     channels: createChannelAdapter(config, app, shards, registry),
     devices: new DevicesClient(shards),
@@ -74,7 +81,12 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     reports: new ReportsClient(shards),
     webhooks: new WebhooksClient(shards),
   };
-  const ws = registerWebSocket({ config, app, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels });
+  // The dashboard's subscription tap sits on the adapter, where subscriptions are recorded.
+  tapSubscriptions(ctx.channels, debug);
+  const ws = registerWebSocket({ config, app, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
+  const token = config.admin.token;
+  const admin =
+    token === null ? undefined : createAdminArea({ ctx, uws: app, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt });
 
   const routes: Route[] = [
     ...systemRoutes(ctx),
@@ -83,6 +95,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     ...deviceApiRoutes(ctx),
     ...publishApiRoutes(ctx),
     ...reportingApiRoutes(ctx),
+    ...(admin?.routes ?? []),
   ];
   registerRoutes(app, [...routes, ...notFoundRoutes()], { draining: () => state.draining });
 
@@ -99,7 +112,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
-    stopping ??= shutdown(uws, listenSocket, ws, shards, state, config.shutdownTimeoutSeconds * 1000);
+    stopping ??= shutdown(uws, listenSocket, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin);
     return stopping;
   };
   return { port, host: config.host, stop };
@@ -174,6 +187,7 @@ async function shutdown(
   shards: ShardPool<HeraldShardApi>,
   state: ServerState,
   timeoutMs: number,
+  admin: AdminArea | undefined,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   state.draining = true;
@@ -181,6 +195,7 @@ async function shutdown(
   log.info('shutting down: no new connections');
   uws.us_listen_socket_close(listenSocket);
   ws.closeAll(CLOSE_CODES.GENERIC_RECONNECT, 'Server shutting down');
+  admin?.close();
   while (inFlight.count > 0 && Date.now() < deadline - 2000) {
     await new Promise((r) => setTimeout(r, 20));
   }

@@ -25,6 +25,22 @@ export interface TargetOptions {
   cpuProfDir?: string;
   /** Sub-directory of cpuProfDir for this start, e.g. `unicast-herald`. */
   profileLabel?: string;
+  /**
+   * Herald only: keep a dashboard watching the bench app for the whole run (its debug stream,
+   * `/admin/v1/stream?app=`, read and discarded here), so the debug taps are on.
+   */
+  watchDashboard?: boolean;
+}
+
+/** Admin token of the bench's Herald when a dashboard watches. */
+const BENCH_ADMIN_TOKEN = 'bench-admin-token-0123456789';
+
+/** What the watching dashboard received during one run. */
+export interface DashboardWatch {
+  debugEvents: number;
+  samplingNotices: number;
+  /** Largest `every` announced (1: never sampled). */
+  maxSampledEvery: number;
 }
 
 export interface RunningTarget {
@@ -37,14 +53,17 @@ export interface RunningTarget {
   wsUrl: string;
   /** Stops the process (graceful, then SIGKILL after 15 s) and removes its temp files. */
   stop(): Promise<void>;
+  /** With watchDashboard: what the dashboard's stream carried so far. */
+  dashboard?: DashboardWatch;
 }
 
-function herald(dir: string): { args: string[]; env: Record<string, string> } {
+function herald(dir: string, watchDashboard: boolean): { args: string[]; env: Record<string, string> } {
   const configPath = join(dir, 'config.json');
   writeFileSync(
     configPath,
     JSON.stringify({
       apps: [{ ...BENCH_APP, maxPresenceMembers: 20_000, activityTimeout: 120 }],
+      ...(watchDashboard ? { admin: { token: BENCH_ADMIN_TOKEN } } : {}),
     }),
   );
   return {
@@ -63,7 +82,7 @@ export async function startTarget(name: TargetName, options: TargetOptions = {})
   const dir = mkdtempSync(join(tmpdir(), `herald-bench-${name}-`));
   const launch =
     name === 'herald'
-      ? herald(dir)
+      ? herald(dir, options.watchDashboard === true)
       : { args: [join(DIST, 'bench/fanout/ceiling-server.js'), '--host', '127.0.0.1', '--port', '0'], env: {} };
   // One directory per target and scenario; Node names each thread's profile (main, shard workers).
   const execArgs = options.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', join(options.cpuProfDir, options.profileLabel ?? name)] : [];
@@ -105,6 +124,7 @@ export async function startTarget(name: TargetName, options: TargetOptions = {})
     throw err;
   }
   const baseUrl = `http://127.0.0.1:${port}`;
+  const watch = name === 'herald' && options.watchDashboard ? await watchDashboard(baseUrl) : undefined;
   return {
     name,
     pid: child.pid!,
@@ -112,10 +132,42 @@ export async function startTarget(name: TargetName, options: TargetOptions = {})
     baseUrl,
     wsUrl: `ws://127.0.0.1:${port}/app/${BENCH_APP.key}?protocol=7&client=js&version=8.4.0&flash=false`,
     stop: async () => {
+      watch?.close();
       await stopChild(child);
       rmSync(dir, { recursive: true, force: true });
     },
+    ...(watch ? { dashboard: watch.counts } : {}),
   };
+}
+
+/** Opens the bench app's debug stream as the dashboard page does and counts what arrives. */
+async function watchDashboard(baseUrl: string): Promise<{ counts: DashboardWatch; close: () => void }> {
+  const controller = new AbortController();
+  const res = await fetch(`${baseUrl}/admin/v1/stream?app=${BENCH_APP.id}`, { headers: { authorization: `Bearer ${BENCH_ADMIN_TOKEN}` }, signal: controller.signal });
+  if (res.status !== 200 || !res.body) throw new Error(`dashboard stream answered ${res.status}`);
+  const counts: DashboardWatch = { debugEvents: 0, samplingNotices: 0, maxSampledEvery: 1 };
+  void (async () => {
+    const decoder = new TextDecoder();
+    let tail = '';
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        const text = tail + decoder.decode(chunk, { stream: true });
+        const blocks = text.split('\n\n');
+        tail = blocks.pop() ?? '';
+        for (const block of blocks) {
+          if (block.startsWith('event: debug')) counts.debugEvents++;
+          else if (block.startsWith('event: sampling')) {
+            counts.samplingNotices++;
+            const every = Number(/"every":(\d+)/.exec(block)?.[1] ?? 1);
+            counts.maxSampledEvery = Math.max(counts.maxSampledEvery, every);
+          }
+        }
+      }
+    } catch {
+      // Aborted at stop.
+    }
+  })();
+  return { counts, close: () => controller.abort() };
 }
 
 async function stopChild(child: ChildProcess): Promise<void> {

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { configSchema, type HeraldConfig } from './schema.js';
+import { DEFAULT_ADMIN_TOKEN, configSchema, type HeraldConfig } from './schema.js';
 import { defaultMaxConnections } from './fd-limit.js';
 
 export class ConfigError extends Error {
@@ -43,6 +43,9 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
   if (env.HERALD_PORT) fromEnv.port = envInteger('HERALD_PORT', env.HERALD_PORT);
   if (env.HERALD_DATA_DIR) fromEnv.dataDir = env.HERALD_DATA_DIR;
   if (env.HERALD_SHARDS) fromEnv.shards = envInteger('HERALD_SHARDS', env.HERALD_SHARDS);
+  // The embedded development defaults (no config file) come with the development admin token.
+  if (env.HERALD_ADMIN_TOKEN !== undefined) fromEnv.admin = { ...adminOf(raw), token: env.HERALD_ADMIN_TOKEN || null };
+  else if (!path) fromEnv.admin = { token: DEFAULT_ADMIN_TOKEN };
   if (env.HERALD_REDIS_URL) {
     // Replaces only the URL (and turns the cluster on): keyPrefix and nodeTimeoutMs keep the file's values or defaults.
     const cluster = raw.cluster;
@@ -70,6 +73,11 @@ export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
       ? parsed.maxConnections
       : defaultMaxConnections({ shards, pushConcurrency: parsed.pushDelivery.concurrency, webhookConcurrencyPerUrl: parsed.webhookDelivery.concurrencyPerUrl });
   return deepFreeze({ ...parsed, shards, maxConnections });
+}
+
+function adminOf(raw: Record<string, unknown>): Record<string, unknown> {
+  const admin = raw.admin;
+  return typeof admin === 'object' && admin !== null && !Array.isArray(admin) ? (admin as Record<string, unknown>) : {};
 }
 
 function checkUnique(values: string[], list: string, field: string): void {

@@ -174,6 +174,17 @@ export const DEFAULT_PUSH_INSTANCE = Object.freeze({
   secretKey: 'push-secret',
 });
 
+/** The token of the development defaults (`npm start` without a config file); never for production. */
+export const DEFAULT_ADMIN_TOKEN = 'herald-dev-admin-token';
+
+const adminSchema = z.strictObject({
+  /**
+   * Bearer token of the admin API and the dashboard (`/admin/v1`, `/dashboard`); null turns both
+   * off (404). At least 16 characters: it guards every app's live traffic.
+   */
+  token: z.string().min(16).nullable().default(null),
+});
+
 export const configSchema = z.strictObject({
   host: z.string().min(1).default('0.0.0.0'),
   port: z.number().int().min(0).max(65535).default(6001),
@@ -213,6 +224,7 @@ export const configSchema = z.strictObject({
   maxConnections: z.number().int().positive().nullable().optional(),
   webhookDelivery: webhookDeliverySchema.default(webhookDeliverySchema.parse({})),
   pushDelivery: pushDeliverySchema.default(pushDeliverySchema.parse({})),
+  admin: adminSchema.default(adminSchema.parse({})),
   apps: z.array(appSchema).default([appSchema.parse({ ...DEFAULT_APP })]),
   push: z.array(pushInstanceSchema).default([pushInstanceSchema.parse({ ...DEFAULT_PUSH_INSTANCE })]),
   cluster: clusterSchema.optional(),
@@ -228,4 +240,5 @@ export type ChannelWebhookConfig = z.infer<typeof channelWebhookSchema>;
 export type PushWebhookConfig = z.infer<typeof pushWebhookSchema>;
 export type WebhookDeliveryConfig = z.infer<typeof webhookDeliverySchema>;
 export type PushDeliveryConfig = z.infer<typeof pushDeliverySchema>;
+export type AdminConfig = z.infer<typeof adminSchema>;
 export type ClusterConfig = z.infer<typeof clusterSchema>;

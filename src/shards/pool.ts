@@ -117,6 +117,11 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
     }
   }
 
+  /** Requests sent to the shard and not answered yet (its queue depth, for the dashboard). */
+  inFlightCount(shard: number): number {
+    return this.inFlight[shard] ?? 0;
+  }
+
   /**
    * Registers a listener told when a shard's worker died and was replaced: whatever that shard
    * held in memory is gone. It runs before any request sent after the death can reach the new

@@ -16,6 +16,8 @@ export interface ShardRequester<Api> {
   send<K extends ShardRequestType<Api>>(shard: number, message: ShardRequestOf<Api, K>): void;
   /** The same request to every shard, in parallel; answers in shard order. */
   broadcast<K extends ShardRequestType<Api>>(message: ShardRequestOf<Api, K>, timeoutMs?: number): Promise<ShardResponseOf<Api, K>[]>;
+  /** Requests sent to the shard and not answered yet (its queue depth, for the dashboard). */
+  inFlightCount(shard: number): number;
   /** Registers a listener told when a shard's worker died and was replaced (see ShardPool). */
   onShardRestart(listener: ShardRestartListener): void;
 }

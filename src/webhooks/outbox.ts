@@ -22,6 +22,7 @@ import { OutboxStore, type OutboxEntry, type WebhookTarget } from './outbox-stor
 import { ReloadDebounce, type HeldRef } from './reload-debounce.js';
 import { channelRequest, newEventId, publishRequest, pushRequest, pushWebhookBody } from './requests.js';
 import { WebhookTargets, isDeliverableUrl } from './targets.js';
+import { tapWebhookAttempt } from '../admin/shard-tap.js';
 
 /** Events per channel webhook request; a larger backlog goes out in several requests. */
 export const MAX_EVENTS_PER_REQUEST = 100;
@@ -313,6 +314,7 @@ export class WebhookOutbox implements WebhookEmitter {
   /** Applies a request's result to its entries: delete, reschedule, or dead-letter. */
   private settle(queue: DeliveryQueue, batch: readonly OutboxEntry[], result: DeliveryResult): void {
     queue.settle(batch);
+    tapWebhookAttempt(queue.target, batch, result);
     const now = Date.now();
     if (result.ok) {
       this.counters.requests++;

@@ -20,6 +20,7 @@ import {
 import { parseBatchEventParams, parseBatchParams, parseInfo, parseTriggerParams, postParams, type InfoAttribute } from './params.js';
 import { messageCost, type MessageQuota } from './quota.js';
 import type { ChannelApiRequest } from './request.js';
+import type { DebugTap } from '../../admin/tap.js';
 
 /** Attributes a trigger may ask for (cache is only for C4). */
 const TRIGGER_INFO: readonly InfoAttribute[] = ['user_count', 'subscription_count'];
@@ -128,7 +129,7 @@ const channelsLabel = (i: number): string => `channels[${i}]`;
 const channelLabel = (): string => 'channel';
 
 /** C1: one event to 1-100 channels; with `info`, the attributes of each unique channel. */
-export function triggerEvent(adapter: ChannelAdapter, quota: MessageQuota, req: ChannelApiRequest): Reply | Promise<Reply> {
+export function triggerEvent(adapter: ChannelAdapter, quota: MessageQuota, req: ChannelApiRequest, debug?: Pick<DebugTap, 'apiEvent'>): Reply | Promise<Reply> {
   const { app } = req;
   const params = parseTriggerParams(postParams(req.query, req.body));
   if (params.channel !== undefined && params.channels !== undefined) {
@@ -139,6 +140,7 @@ export function triggerEvent(adapter: ChannelAdapter, quota: MessageQuota, req: 
   const event = validateEvent(app, { name: params.name, data: params.data, channels, socket_id: params.socket_id, info: params.info }, '', params.channels !== undefined ? channelsLabel : channelLabel);
   quota.charge(app, messageCost(event.channels.length, event.info.size > 0));
   publishEvent(adapter, app.id, event);
+  debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
   if (event.info.size === 0) return emptyOk();
   return Promise.all(event.channels.map((c) => triggerInfo(adapter, app, c, event.info))).then((attributes) => {
     const out: Record<string, Record<string, number>> = {};
@@ -150,7 +152,7 @@ export function triggerEvent(adapter: ChannelAdapter, quota: MessageQuota, req: 
 }
 
 /** C2: up to app.maxBatchSize events, each to its own channel; `info` answered per index. */
-export function triggerBatch(adapter: ChannelAdapter, quota: MessageQuota, req: ChannelApiRequest): Reply | Promise<Reply> {
+export function triggerBatch(adapter: ChannelAdapter, quota: MessageQuota, req: ChannelApiRequest, debug?: Pick<DebugTap, 'apiEvent'>): Reply | Promise<Reply> {
   const { app } = req;
   const { batch } = parseBatchParams(postParams(req.query, req.body));
   if (batch.length === 0) throw new HeraldError('INVALID_PARAMETERS', 'batch must hold at least one event');
@@ -174,7 +176,10 @@ export function triggerBatch(adapter: ChannelAdapter, quota: MessageQuota, req: 
     if (event.info.size > 0) withInfo = true;
   }
   quota.charge(app, cost);
-  for (const event of events) publishEvent(adapter, app.id, event);
+  for (const event of events) {
+    publishEvent(adapter, app.id, event);
+    debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
+  }
   if (!withInfo) return emptyOk();
   // Events asking the same thing of the same channel share one lookup.
   const lookups = new Map<string, Promise<Record<string, number>>>();

@@ -43,15 +43,15 @@ function preflight(rc: RequestContext): Reply {
 }
 
 /** The C1-C6 routes plus an OPTIONS preflight per path. */
-export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey' | 'channels'>): Route[] {
+export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey' | 'channels' | 'debug'>): Route[] {
   const quota = new MessageQuota();
   // The API reads no request header (the signature is in the query): none is copied.
   const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN, headers: [] };
   const write: RouteOptions = { ...read, bodyLimit: ctx.config.maxRequestBodyBytes, bodyTooLarge: 'BODY_TOO_LARGE' };
   const preflightOptions: RouteOptions = { ...read, headers: ['access-control-request-headers'] };
   const api: [Method, string, RouteOptions, ApiHandler][] = [
-    ['post', '/apps/:appId/events', write, (r) => triggerEvent(ctx.channels, quota, r)],
-    ['post', '/apps/:appId/batch_events', write, (r) => triggerBatch(ctx.channels, quota, r)],
+    ['post', '/apps/:appId/events', write, (r) => triggerEvent(ctx.channels, quota, r, ctx.debug)],
+    ['post', '/apps/:appId/batch_events', write, (r) => triggerBatch(ctx.channels, quota, r, ctx.debug)],
     ['get', '/apps/:appId/channels', read, (r) => listChannels(ctx.channels, r)],
     ['get', '/apps/:appId/channels/:channelName', read, (r) => channelInfo(ctx.channels, r)],
     ['get', '/apps/:appId/channels/:channelName/users', read, (r) => presenceUsers(ctx.channels, r)],

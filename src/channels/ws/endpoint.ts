@@ -18,6 +18,7 @@ import { ProtocolHandler } from './protocol.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
 import { Subscriptions } from './subscriptions.js';
 import { Sweeper } from './sweeper.js';
+import type { DebugTap } from '../../admin/tap.js';
 
 /** What the endpoint is built from (server.ts): the registry is shared with the local adapter. */
 export interface WebSocketDeps {
@@ -27,12 +28,15 @@ export interface WebSocketDeps {
   readonly appsByKey: ReadonlyMap<string, AppConfig>;
   readonly registry: SocketRegistry;
   readonly adapter: ChannelAdapter;
+  /** The debug tap (connections opened and closed, client events). */
+  readonly debug: DebugTap;
 }
 
 export interface WebSocketEndpoint {
   /** Closes every connection with the code (4200 on shutdown). */
   closeAll(code: number, reason: string): void;
-  connectionCount(): number;
+  /** Live connections, of one app or of all. */
+  connectionCount(appId?: string): number;
 }
 
 type Ws = WebSocket<SocketUserData>;
@@ -52,7 +56,7 @@ function markActive(ws: Ws): void {
 export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   const { config, registry, adapter } = ctx;
   const subscriptions = new Subscriptions(adapter, () => ctx.state.draining);
-  const protocol = new ProtocolHandler({ config, registry, adapter, subscriptions });
+  const protocol = new ProtocolHandler({ config, registry, adapter, subscriptions, debug: ctx.debug });
   /**
    * Slow consumers being let go: off the registry and every channel, sent nothing more, closed
    * with 4100 once they have read their backlog (drain) or at their deadline.
@@ -139,21 +143,22 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       }
     },
 
-    close: (ws: Ws) => {
+    close: (ws: Ws, code: number) => {
       const userData = ws.getUserData();
       if (userData.slowUntil) slowSockets.delete(ws);
       if (maxConnections !== null && atLimitLogged && registry.connectionCount() + slowSockets.size < maxConnections * 0.9) atLimitLogged = false;
       const state = userData.state;
       if (!state || state.closed) return;
-      leave(state);
+      leave(state, code);
     },
   });
 
   /**
    * The connection leaves the registry and every channel. Each step on its own: whatever fails,
-   * it still leaves the registry and every channel (no member or subscriber left behind).
+   * it still leaves the registry and every channel (no member or subscriber left behind). The
+   * debug tap hears of the close (with `code`) after those steps.
    */
-  function leave(state: SocketState): void {
+  function leave(state: SocketState, code: number): void {
     state.closed = true;
     state.ws = null;
     const userId = state.userId;
@@ -173,6 +178,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     } catch (err) {
       log.error('websocket close: leaving channels failed', { appId: state.app.id, error: describe(err) });
     }
+    ctx.debug.connectionClosed(state.app.id, state.socketId, code);
   }
 
   /**
@@ -186,7 +192,8 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   function letSlowConsumerGo(state: SocketState, ws: Ws): void {
     log.warn('slow consumer: disconnecting with 4100', { appId: state.app.id, socketId: state.socketId, bufferedBytes: ws.getBufferedAmount() });
     for (const topic of ws.getTopics()) ws.unsubscribe(topic);
-    leave(state);
+    // To the dashboard the connection ends here, with the code it will be closed with.
+    leave(state, CLOSE_CODES.OVER_CAPACITY);
     const userData = ws.getUserData();
     userData.state = null;
     userData.slowUntil = Date.now() + config.webSocketPongTimeoutMs;
@@ -258,6 +265,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     state.ws = ws;
     registry.add(state);
     ws.send(frames.connectionEstablished(state.socketId, state.app.activityTimeout));
+    ctx.debug.connectionOpened(state.app.id, state.socketId);
   }
 
   return {
@@ -268,6 +276,6 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       }
       for (const ws of [...slowSockets]) closeSlowConsumer(ws);
     },
-    connectionCount: () => registry.connectionCount() + slowSockets.size,
+    connectionCount: (appId) => (appId === undefined ? registry.connectionCount() + slowSockets.size : registry.connectionCount(appId)),
   };
 }

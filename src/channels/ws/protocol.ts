@@ -14,6 +14,7 @@ import { MAX_USER_ID_LENGTH, channelType, isValidChannelName, isValidUserId, req
 import * as frames from './frames.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
 import type { Subscriptions } from './subscriptions.js';
+import type { DebugTap } from '../../admin/tap.js';
 
 /** Channels one connection may hold (joined or in flight): bounds per-socket state and shard traffic. */
 export const MAX_CHANNELS_PER_CONNECTION = 1000;
@@ -27,6 +28,7 @@ export interface ProtocolDeps {
   readonly registry: SocketRegistry;
   readonly adapter: ChannelAdapter;
   readonly subscriptions: Subscriptions;
+  readonly debug: DebugTap;
 }
 
 export class ProtocolHandler {
@@ -174,6 +176,7 @@ export class ProtocolHandler {
     // Encoded once; everyone on the channel but the sender.
     this.deps.adapter.publish(app.id, channel, frames.channelEvent(event, channel, data, userId), state.socketId);
     if (channelType(channel).cache) this.deps.adapter.storeCachedEvent(app.id, channel, event, data);
+    this.deps.debug.clientEvent(app.id, channel, event, data, state.socketId, userId);
     if (this.clientEventWebhookApps.has(app.id)) {
       this.deps.adapter.clientEvent({ appId: app.id, channel, event, data, socketId: state.socketId, ...(userId === undefined ? {} : { userId }) });
     }

@@ -7,6 +7,7 @@ import { deviceShardFor } from '../../shards/hash.js';
 import type { ShardRequestOf, ShardRequestType, ShardResponseOf } from '../../shards/messages.js';
 import type { ShardRequester } from '../../shards/requester.js';
 import type { DeviceShardApi } from '../messages/devices.js';
+import { PLATFORMS, type Platform } from '../platform.js';
 
 /** The requests addressed to one device (they carry its id). */
 type DeviceRequestType = {
@@ -31,5 +32,16 @@ export class DevicesClient {
   /** Deletes every device of the user, on every shard; resolves once all have committed. */
   async deleteUser(instanceId: string, userId: string): Promise<void> {
     await this.shards.broadcast({ type: 'device.deleteUser', instanceId, userId });
+  }
+
+  /**
+   * Devices of the instance by platform, summed over every shard (the dashboard). Each shard
+   * reads every record of the instance: callers cache the answer.
+   */
+  async platformCounts(instanceId: string): Promise<Record<Platform, number>> {
+    const parts = await this.shards.broadcast({ type: 'device.platformCounts', instanceId });
+    const total: Record<Platform, number> = { apns: 0, fcm: 0, web: 0 };
+    for (const part of parts) for (const p of PLATFORMS) total[p] += part.counts[p];
+    return total;
   }
 }

@@ -40,9 +40,9 @@ export class PublishesClient {
     throw failure.reason;
   }
 
-  /** Notifications sent this month by the instance, summed over the shards. */
-  async usage(instanceId: string): Promise<NotificationUsage> {
-    const answers = await this.shards.broadcast({ type: 'publish.usage', instanceId });
+  /** Notifications sent this month by the instance, summed over the shards (each answering within `timeoutMs` when given). */
+  async usage(instanceId: string, timeoutMs?: number): Promise<NotificationUsage> {
+    const answers = await this.shards.broadcast({ type: 'publish.usage', instanceId }, timeoutMs);
     // Shards agree on the month except across a month boundary: count the latest month only.
     const month = answers.reduce((latest, a) => (a.month > latest ? a.month : latest), '');
     const notifications = answers.reduce((sum, a) => sum + (a.month === month ? a.notifications : 0), 0);

@@ -61,6 +61,8 @@ export interface DeviceShardApi {
   'device.removeInterest': { req: DeviceKey & { interest: string }; res: { outcome: 'removed' | 'unchanged' | 'not-found' } };
   /** Deletes every device of a user on this shard (user deletion API). */
   'device.deleteUser': { req: { instanceId: string; userId: string }; res: { deleted: number } };
+  /** Devices of an instance on this shard by platform (admin API; reads every record of the instance). */
+  'device.platformCounts': { req: { instanceId: string }; res: { counts: Record<Platform, number> } };
   /**
    * Test hook (no HTTP route; ROUTE_NOT_FOUND without test hooks, like core.crash): cross-checks this shard's device records and indexes and
    * lists every disagreement; empty means consistent. Reads everything: tests and offline tools.

@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ConfigError, loadConfig, parseConfig } from '../../../src/config/load.js';
+import { DEFAULT_ADMIN_TOKEN } from '../../../src/config/schema.js';
 
 describe('config', () => {
   it('has embedded defaults: port 6001, ./data, a default app and push instance', () => {
@@ -35,5 +39,24 @@ describe('config', () => {
   it('rejects duplicate app keys', () => {
     const app = { id: 'a', key: 'k', secret: 's' };
     expect(() => parseConfig({ apps: [app, { ...app, id: 'b' }] })).toThrow(/apps\.1\.key: duplicate/);
+  });
+
+  it('turns the admin API on with the development token only for the embedded defaults', () => {
+    expect(parseConfig({}).admin.token).toBeNull();
+    expect(loadConfig({ env: {} }).admin.token).toBe(DEFAULT_ADMIN_TOKEN);
+    expect(loadConfig({ env: { HERALD_ADMIN_TOKEN: 'a-token-of-16-chars-or-more' } }).admin.token).toBe('a-token-of-16-chars-or-more');
+    expect(loadConfig({ env: { HERALD_ADMIN_TOKEN: '' } }).admin.token).toBeNull();
+    expect(() => loadConfig({ env: { HERALD_ADMIN_TOKEN: 'short' } })).toThrow(/admin\.token/);
+    const dir = mkdtempSync(join(tmpdir(), 'herald-config-'));
+    try {
+      const file = join(dir, 'c.json');
+      writeFileSync(file, JSON.stringify({ port: 7002 }));
+      expect(loadConfig({ configPath: file, env: {} }).admin.token).toBeNull();
+      writeFileSync(file, JSON.stringify({ admin: { token: 'from-the-file-0123456789' } }));
+      expect(loadConfig({ configPath: file, env: {} }).admin.token).toBe('from-the-file-0123456789');
+      expect(loadConfig({ configPath: file, env: { HERALD_ADMIN_TOKEN: 'from-the-env-0123456789' } }).admin.token).toBe('from-the-env-0123456789');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -24,7 +24,7 @@ import { P1_BODY_LIMIT, P2_BODY_LIMIT, validatePublishRequest, type PublishReque
 const PREFIX = '/publish_api/v1/instances/:instanceId/publishes';
 
 /** The P1/P2 routes and the `/publish_api/*` fallback. */
-export function publishApiRoutes(ctx: Pick<ServerContext, 'pushInstances' | 'publishes'>): Route[] {
+export function publishApiRoutes(ctx: Pick<ServerContext, 'pushInstances' | 'publishes' | 'debug'>): Route[] {
   const limiter = new PublishRateLimiter();
 
   const publish = (kind: PublishRequest['kind']) => async (rc: RequestContext): Promise<Reply> => {
@@ -44,6 +44,7 @@ export function publishApiRoutes(ctx: Pick<ServerContext, 'pushInstances' | 'pub
       ...(request.webhookUrl !== undefined ? { webhookUrl: request.webhookUrl } : {}),
     };
     await ctx.publishes.start(job);
+    ctx.debug.publishAccepted(job);
     return okReply({ publishId: job.publishId });
   };
 

@@ -27,7 +27,7 @@ import type { Database, RootDatabase } from 'lmdb';
 import type { Platform } from '../../platform.js';
 import { openShardDatabase } from '../../../shards/storage.js';
 import { decodeInterestCursor, encodeInterestCursor } from './cursor.js';
-import { encodeDeviceRecord, type DeviceRecord } from './device-record.js';
+import { decodeDeviceRecord, encodeDeviceRecord, type DeviceRecord } from './device-record.js';
 import { checkDeviceConsistency } from './device-consistency.js';
 import { interestsOf, openDeviceDatabases, readRecord, type DeviceDatabases, type IndexDatabase } from './device-databases.js';
 import { DeviceScan, devicesOnly, type ScanPosition, type ScanStep, type ScannedDevice } from './device-scan.js';
@@ -363,6 +363,18 @@ export class DeviceStore {
       subscriptions: this.interestIndex.getKeysCount(range),
       devicesWithUser: this.userIndex.getKeysCount(range),
     };
+  }
+
+  /**
+   * Devices of one instance on this shard by platform, for the dashboard. Reads every record of
+   * the instance (linear in its size: about a second per million devices), so callers cache it.
+   */
+  platformCounts(instanceId: string): Record<Platform, number> {
+    const counts: Record<Platform, number> = { apns: 0, fcm: 0, web: 0 };
+    for (const { value } of this.devices.getRange(prefixRange([instanceId]))) {
+      counts[decodeDeviceRecord(value).platform]++;
+    }
+    return counts;
   }
 
   /**

@@ -24,6 +24,8 @@ export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> 
         return { id, initialInterestSet, created };
       },
 
+      'device.platformCounts': ({ instanceId }) => ({ counts: store.platformCounts(instanceId) }),
+
       'device.get': ({ instanceId, deviceId }) => {
         const device = store.get(instanceId, deviceId);
         if (!device) return { device: null };

@@ -565,6 +565,17 @@ describe('DeviceStore', () => {
     });
   });
 
+  it('counts an instance\'s devices by platform (the dashboard\'s push view)', async () => {
+    const { store } = freshStore();
+    await store.register('inst', 'a1', 'apns', 'ta1', 'com.x', undefined);
+    await store.register('inst', 'f1', 'fcm', 'tf1', undefined, undefined);
+    await store.register('inst', 'f2', 'fcm', 'tf2', undefined, undefined);
+    await store.register('inst2', 'w1', 'web', 'tw1', undefined, undefined);
+    expect(store.platformCounts('inst')).toEqual({ apns: 1, fcm: 2, web: 0 });
+    expect(store.platformCounts('inst2')).toEqual({ apns: 0, fcm: 0, web: 1 });
+    expect(store.platformCounts('in')).toEqual({ apns: 0, fcm: 0, web: 0 });
+  });
+
   it('keeps instances apart, even when one id is a prefix of another', async () => {
     const { store } = freshStore();
     for (const instance of ['inst', 'inst2', 'in']) {

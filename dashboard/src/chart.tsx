@@ -1,0 +1,50 @@
+/** A small live line chart (uPlot) that follows its container's width. */
+import { useEffect, useRef } from 'preact/hooks';
+import uPlot from 'uplot';
+
+export interface Series {
+  /** Seconds since the epoch. */
+  times: number[];
+  values: number[];
+}
+
+export function LiveChart(props: { label: string; series: Series; height?: number }) {
+  const box = useRef<HTMLDivElement>(null);
+  const plot = useRef<uPlot | null>(null);
+  useEffect(() => {
+    const el = box.current!;
+    const color = getComputedStyle(document.documentElement).getPropertyValue('--accent').trim() || '#3b82f6';
+    const axis = getComputedStyle(document.documentElement).getPropertyValue('--muted').trim() || '#888';
+    const opts: uPlot.Options = {
+      width: Math.max(100, el.clientWidth),
+      height: props.height ?? 140,
+      legend: { show: false },
+      cursor: { show: false },
+      scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
+      axes: [
+        { stroke: axis, grid: { show: false }, ticks: { show: false } },
+        { stroke: axis, size: 40, grid: { stroke: 'rgba(128,128,128,0.15)' } },
+      ],
+      series: [{}, { label: props.label, stroke: color, width: 2, fill: `${color}22` }],
+    };
+    plot.current = new uPlot(opts, [props.series.times, props.series.values], el);
+    const resize = new ResizeObserver(() => plot.current?.setSize({ width: Math.max(100, el.clientWidth), height: props.height ?? 140 }));
+    resize.observe(el);
+    return () => {
+      resize.disconnect();
+      plot.current?.destroy();
+      plot.current = null;
+    };
+  }, []);
+  useEffect(() => {
+    plot.current?.setData([props.series.times, props.series.values]);
+  }, [props.series]);
+  return <div class="chart" ref={box} aria-label={props.label} />;
+}
+
+/** Appends a point and keeps the last `keep` (a new object, so the chart effect runs). */
+export function pushPoint(series: Series, time: number, value: number, keep = 120): Series {
+  const times = [...series.times, time].slice(-keep);
+  const values = [...series.values, value].slice(-keep);
+  return { times, values };
+}

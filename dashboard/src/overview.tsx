@@ -1,0 +1,157 @@
+/** Overview: this node, its shards and webhooks, live message rate, apps and push instances. */
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { openStream, type Overview, type Stats } from './api';
+import { LiveChart, pushPoint, type Series } from './chart';
+import { Link } from './router';
+import { Secret, Stat, formatDuration, formatNumber, usePoll } from './util';
+
+const EMPTY: Series = { times: [], values: [] };
+
+export function OverviewPage() {
+  const { data, error } = usePoll<Overview>('/overview', 3000);
+  const [stats, setStats] = useState<Stats | null>(null);
+  const [messages, setMessages] = useState<Series>(EMPTY);
+  const [pushRate, setPushRate] = useState<Series>(EMPTY);
+  const last = useRef<Stats | null>(null);
+  const lastPush = useRef<{ t: number; n: number } | null>(null);
+
+  useEffect(
+    () =>
+      openStream(null, {
+        onEvent: (type, payload) => {
+          if (type !== 'stats') return;
+          const s = payload as Stats;
+          const prev = last.current;
+          if (prev) {
+            const rate = Math.max(0, ((s.messages - prev.messages) * 1000) / Math.max(1, s.t - prev.t));
+            setMessages((m) => pushPoint(m, s.t / 1000, rate));
+          }
+          last.current = s;
+          setStats(s);
+        },
+      }),
+    [],
+  );
+
+  useEffect(() => {
+    if (!data) return;
+    const now = Date.now();
+    const n = data.push.notificationsThisMonth;
+    const prev = lastPush.current;
+    if (prev && now > prev.t) setPushRate((p) => pushPoint(p, now / 1000, Math.max(0, ((n - prev.n) * 1000) / (now - prev.t)), 60));
+    lastPush.current = { t: now, n };
+  }, [data]);
+
+  const node = data?.node;
+  const currentRate = messages.values.at(-1) ?? 0;
+  return (
+    <div class="stack">
+      <h1>Overview</h1>
+      {error && <p class="error">Could not load the overview: {error}</p>}
+      <section class="stats" aria-label="This node">
+        <Stat label="Uptime" value={node ? formatDuration(node.uptimeSeconds) : '–'} />
+        <Stat label="Connections" value={formatNumber(stats?.connections ?? node?.connections)} />
+        <Stat label="Messages / s" value={formatNumber(currentRate, 1)} />
+        <Stat label="Occupied channels" value={formatNumber(node?.occupiedChannels)} />
+        <Stat
+          label="Webhook queue"
+          value={data?.webhooks ? formatNumber(data.webhooks.pending + data.webhooks.inFlight) : '–'}
+          hint={data?.webhooks ? `${formatNumber(data.webhooks.failedAttempts)} failed attempts, ${formatNumber(data.webhooks.deadLettered)} dead-lettered` : undefined}
+        />
+        <Stat label="Push notifications / s" value={formatNumber(pushRate.values.at(-1) ?? 0, 1)} hint={data ? `${formatNumber(data.push.notificationsThisMonth)} this month` : undefined} />
+      </section>
+      <div class="columns">
+        <section class="card">
+          <h2>Messages per second</h2>
+          <LiveChart label="messages per second" series={messages} />
+        </section>
+        <section class="card">
+          <h2>Push notifications per second</h2>
+          <LiveChart label="push notifications per second" series={pushRate} />
+        </section>
+      </div>
+      <section class="card">
+        <h2>Shards</h2>
+        <table>
+          <thead>
+            <tr>
+              <th>Shard</th>
+              <th>State</th>
+              <th>Queue depth</th>
+              <th>Worker uptime</th>
+            </tr>
+          </thead>
+          <tbody>
+            {node?.shards.map((s) => (
+              <tr key={s.shard}>
+                <td>{s.shard}</td>
+                <td>{s.up ? 'up' : <span class="bad">not answering</span>}</td>
+                <td>{formatNumber(s.queueDepth)}</td>
+                <td>{s.up ? formatDuration(Math.floor(s.uptimeMs / 1000)) : '–'}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </section>
+      <section class="card">
+        <h2>Apps</h2>
+        <table class="apps">
+          <thead>
+            <tr>
+              <th>App id</th>
+              <th>Key</th>
+              <th>Secret</th>
+              <th>Connections</th>
+              <th>Channels</th>
+            </tr>
+          </thead>
+          <tbody>
+            {data?.apps.map((a) => (
+              <tr key={a.id}>
+                <td>
+                  <Link href={`/dashboard/apps/${encodeURIComponent(a.id)}`}>{a.id}</Link>
+                  {!a.enabled && <span class="badge">disabled</span>}
+                </td>
+                <td>
+                  <code>{a.key}</code>
+                </td>
+                <td>
+                  <Secret masked={a.secret} path={`/apps/${encodeURIComponent(a.id)}/secret`} field="secret" />
+                </td>
+                <td>{formatNumber(a.connections)}</td>
+                <td>{formatNumber(a.occupiedChannels)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </section>
+      <section class="card">
+        <h2>Push instances</h2>
+        <table>
+          <thead>
+            <tr>
+              <th>Instance id</th>
+              <th>Secret key</th>
+              <th>Gateways</th>
+              <th>This month</th>
+            </tr>
+          </thead>
+          <tbody>
+            {data?.pushInstances.map((p) => (
+              <tr key={p.instanceId}>
+                <td>
+                  <Link href={`/dashboard/push/${encodeURIComponent(p.instanceId)}`}>{p.instanceId}</Link>
+                </td>
+                <td>
+                  <Secret masked={p.secretKey} path={`/push/${encodeURIComponent(p.instanceId)}/secret`} field="secretKey" />
+                </td>
+                <td>{p.gateways.length ? p.gateways.join(', ') : 'none configured'}</td>
+                <td>{formatNumber(p.notificationsThisMonth)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </section>
+    </div>
+  );
+}

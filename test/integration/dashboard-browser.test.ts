@@ -1,0 +1,197 @@
+/**
+ * The dashboard in a real Chromium against the built server: sign-in, the app view with
+ * pusher-js clients and the `pusher` SDK, the event creator, the push view with a publish
+ * through the Beams SDK (fake gateways), with no page errors, on a laptop and a phone screen.
+ * `HERALD_SCREENSHOTS=1` also refreshes the screenshots in docs/.
+ */
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { DEFAULT_APP, DEFAULT_PUSH, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
+import { CHROMIUM_PATH, chromiumAvailable, collectErrors, launchChromium } from '../helpers/browser.js';
+import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
+import { beamsSdk, channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
+
+const TOKEN = 'dashboard-test-token-0123456789';
+const SCREENSHOTS = process.env.HERALD_SCREENSHOTS === '1';
+const LAPTOP = { width: 1280, height: 860 };
+const PHONE = { width: 375, height: 740 };
+
+let herald: HeraldProcess;
+let fakes: FakeGateways;
+let browser: Browser;
+let context: BrowserContext | undefined;
+const clients: PusherJsClient[] = [];
+
+/** A page with the token already in sessionStorage (set through the `#token=` sign-in link). */
+async function signedInPage(path: string, viewport = LAPTOP, colorScheme: 'light' | 'dark' = 'light'): Promise<{ page: Page; errors: string[] }> {
+  context = await browser.newContext({ viewport, colorScheme });
+  const page = await context.newPage();
+  const errors = collectErrors(page);
+  await page.goto(`${herald.baseUrl}${path}#token=${TOKEN}`);
+  return { page, errors };
+}
+
+/** Page errors, less the browser's own log line for the 401 a wrong sign-in is meant to get. */
+function realErrors(errors: string[]): string[] {
+  return errors.filter((e) => !/Failed to load resource: the server responded with a status of 401/.test(e));
+}
+
+async function screenshot(page: Page, name: string): Promise<void> {
+  if (SCREENSHOTS) await page.screenshot({ path: join(REPO_ROOT, 'docs', `dashboard-${name}.png`), fullPage: false });
+}
+
+async function noHorizontalScroll(page: Page): Promise<void> {
+  // Evaluated in the page (a string: this file is compiled without the DOM types).
+  const overflow = (await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth')) as number;
+  expect(overflow).toBeLessThanOrEqual(0);
+}
+
+function connectClient(): Promise<PusherJsClient> {
+  const client = pusherJsClient(herald.port, DEFAULT_APP.key);
+  clients.push(client);
+  return new Promise((resolve) => client.connection.bind('connected', () => resolve(client)));
+}
+
+describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium', () => {
+  beforeAll(async () => {
+    if (!chromiumAvailable()) throw new Error(`Chromium not found at ${CHROMIUM_PATH}: apt-get install -y chromium (or HERALD_SKIP_BROWSER=1 to skip these tests)`);
+    fakes = await startFakeGateways();
+    [herald, browser] = await Promise.all([
+      startHerald({
+        config: {
+          admin: { token: TOKEN },
+          apps: [{ ...DEFAULT_APP }],
+          push: [{ ...DEFAULT_PUSH, ...fakes.instanceConfig() }],
+        },
+      }),
+      launchChromium(),
+    ]);
+  }, 60_000);
+
+  afterEach(async () => {
+    for (const c of clients.splice(0)) c.disconnect();
+    await context?.close();
+    context = undefined;
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await herald?.dispose();
+    await fakes?.stop();
+  });
+
+  it('refuses a wrong admin token and accepts the right one', async () => {
+    context = await browser.newContext({ viewport: LAPTOP });
+    const page = await context.newPage();
+    const errors = collectErrors(page);
+    await page.goto(`${herald.baseUrl}/dashboard`);
+    await page.getByLabel('Admin token').fill('not-the-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('Wrong admin token');
+    await page.getByLabel('Admin token').fill(TOKEN);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    // The token is kept for the tab: a reload stays signed in.
+    await page.reload();
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.getByRole('link', { name: DEFAULT_APP.id }).waitFor();
+    // Secrets are masked on the page.
+    expect(await page.content()).not.toContain(DEFAULT_APP.secret);
+    await page.getByRole('cell', { name: 'up', exact: true }).first().waitFor();
+    await screenshot(page, 'overview');
+    expect(realErrors(errors)).toEqual([]);
+  });
+
+  it('shows pusher-js connections, their channel and an event triggered with the pusher SDK', async () => {
+    const { page, errors } = await signedInPage(`/dashboard/apps/${DEFAULT_APP.id}`);
+    await page.getByRole('heading', { name: `App ${DEFAULT_APP.id}` }).waitFor();
+    // The console is live once its stream is open (the dot turns green).
+    await page.locator('h2 .dot.ok').waitFor();
+    const [a, b] = await Promise.all([connectClient(), connectClient()]);
+    const subscribed = (c: PusherJsClient) => new Promise<void>((resolve) => c.subscribe('orders').bind('pusher:subscription_succeeded', () => resolve()));
+    await Promise.all([subscribed(a), subscribed(b)]);
+    await page.locator('tr[data-channel="orders"]').getByText('2 subscriber(s)').waitFor({ timeout: 15_000 });
+    await page.locator('.console li.subscription', { hasText: 'Subscribed orders' }).first().waitFor();
+    await page.locator('.console li.connection', { hasText: 'Connection opened' }).first().waitFor();
+
+    await channelsSdk(herald.port, DEFAULT_APP).trigger('orders', 'order-placed', { id: 42, item: 'tea' });
+    const entry = page.locator('.console li.api_event', { hasText: 'order-placed' });
+    await entry.waitFor();
+    expect(await entry.textContent()).toContain('"item":"tea"');
+
+    // Filter by kind: hiding API events hides the entry.
+    await page.getByLabel('API events').uncheck();
+    await entry.waitFor({ state: 'detached' });
+    await page.getByLabel('API events').check();
+    // Filter by channel: another channel's event is hidden.
+    const sdk = channelsSdk(herald.port, DEFAULT_APP);
+    await sdk.trigger('elsewhere', 'other-event', {});
+    await page.locator('.console li', { hasText: 'other-event' }).waitFor();
+    await page.getByLabel('Filter by channel').fill('orders');
+    await page.locator('.console li', { hasText: 'other-event' }).waitFor({ state: 'detached' });
+    await entry.waitFor();
+    await page.getByLabel('Filter by channel').fill('');
+    // Paused: events that happen meanwhile are not shown.
+    await page.getByRole('button', { name: 'Pause' }).click();
+    await page.getByText('Paused').waitFor();
+    await sdk.trigger('orders', 'while-paused', {});
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await page.locator('.console li', { hasText: 'while-paused' }).count()).toBe(0);
+    await page.getByRole('button', { name: 'Resume' }).click();
+    await sdk.trigger('orders', 'after-resume', {});
+    await page.locator('.console li', { hasText: 'after-resume' }).waitFor();
+    await screenshot(page, 'app');
+    expect(realErrors(errors)).toEqual([]);
+  });
+
+  it('sends an event from the event creator that a pusher-js client receives', async () => {
+    const { page, errors } = await signedInPage(`/dashboard/apps/${DEFAULT_APP.id}`);
+    const client = await connectClient();
+    const received = new Promise<unknown>((resolve) => client.subscribe('news').bind('headline', (data: unknown) => resolve(data)));
+    await page.getByLabel('Channel', { exact: true }).fill('news');
+    await page.getByLabel('Event', { exact: true }).fill('headline');
+    await page.getByLabel('Data', { exact: true }).fill('{"title":"Herald ships a dashboard"}');
+    // The subscription must be in place before the event goes out.
+    await page.locator('tr[data-channel="news"]').waitFor({ timeout: 15_000 });
+    await page.getByRole('button', { name: 'Send event' }).click();
+    expect(await received).toEqual({ title: 'Herald ships a dashboard' });
+    await page.getByText('Sent headline to news.').waitFor();
+    expect(realErrors(errors)).toEqual([]);
+  });
+
+  it('shows a publish made with the Beams SDK, with its state, in the push view', async () => {
+    const devices = `${herald.baseUrl}/device_api/v1/instances/${DEFAULT_PUSH.instanceId}/devices/fcm`;
+    const created = await fetch(devices, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: 'fcm-dashboard-token' }) });
+    expect(created.status).toBe(200);
+    const { id } = (await created.json()) as { id: string };
+    const interests = await fetch(`${devices}/${encodeURIComponent(id)}/interests`, {
+      method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ interests: ['dashboard'] }),
+    });
+    expect(interests.status).toBe(200);
+    const { publishId } = await beamsSdk(herald.port).publishToInterests(['dashboard'], { fcm: { notification: { title: 'Hi', body: 'From Beams' } } });
+
+    const { page, errors } = await signedInPage(`/dashboard/push/${DEFAULT_PUSH.instanceId}`);
+    const row = page.locator(`li.publish[data-publish-id="${publishId}"]`);
+    await row.locator('[data-state="finished"]').waitFor({ timeout: 20_000 });
+    expect(await row.locator('table.gateways').textContent()).toMatch(/fcm\s*1\s*1\s*0/);
+    await page.locator('section[aria-label="Devices"]').getByText('FCM').waitFor();
+    await screenshot(page, 'push');
+    expect(realErrors(errors)).toEqual([]);
+  });
+
+  it('fits a phone screen without horizontal scrolling, in dark mode too', async () => {
+    for (const path of ['/dashboard', `/dashboard/apps/${DEFAULT_APP.id}`, `/dashboard/push/${DEFAULT_PUSH.instanceId}`]) {
+      const { page, errors } = await signedInPage(path, PHONE, 'dark');
+      // Loaded: the stat cards are filled from the API.
+      await page.locator('.stats .stat').first().waitFor();
+      await noHorizontalScroll(page);
+      const background = (await page.evaluate('getComputedStyle(document.body).backgroundColor')) as string;
+      expect(background).not.toBe('rgb(246, 247, 249)');
+      if (path === '/dashboard') await screenshot(page, 'phone-dark');
+      expect(realErrors(errors)).toEqual([]);
+      await context?.close();
+      context = undefined;
+    }
+  });
+});
