@@ -1,6 +1,7 @@
 /**
  * `npm run bench:fanout [-- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N]
  *  [--payload BYTES] [--cpu-prof] [--watch-dashboard] [scenario ...]]`
+ * (`scale` runs only when named: `npm run bench:fanout -- scale`)
  *
  * Whole-system fan-out benchmark over loopback: for each scenario, starts the built Herald and
  * then the bare-uWS ceiling (bench/fanout/ceiling-server.ts), each fresh, and drives both with
@@ -50,7 +51,7 @@ if (unknown.length) {
   process.stderr.write(`unknown scenario(s): ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}\n`);
   process.exit(2);
 }
-const selected = positionals.length ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS;
+const selected = positionals.length ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS.filter((s) => !s.onlyWhenNamed);
 const targets = (values.target?.length ? values.target : ['herald', 'ceiling']) as TargetName[];
 const quick = values.quick!;
 const sizes: Sizes = quick ? QUICK_SIZES : FULL_SIZES;
@@ -116,7 +117,7 @@ async function runOne(scenario: Scenario, name: TargetName, heraldMaxUnitsPerSec
 
 async function main(): Promise<void> {
   const machine = machineInfo();
-  const needed = Math.max(sizes.broadcastLarge, sizes.connectStorm, sizes.idleConnections);
+  const needed = Math.max(sizes.broadcastLarge, sizes.connectStorm, sizes.idleConnections, selected.some((s) => s.name === 'scale') ? sizes.scaleConnections : 0);
   log(`machine: ${machine.nproc} cores (${machine.cpuModel}), ${machine.memGiB} GiB, node ${machine.node}, load ${machine.loadAverageAtStart}`);
   log(`open files limit: soft ${machine.openFilesSoft}, hard ${machine.openFilesHard} (the server needs ~${needed} sockets, each load client ~${Math.ceil(needed / clientProcesses)})`);
   if (Number(machine.openFilesSoft) < needed + 500) {

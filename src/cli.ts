@@ -2,17 +2,48 @@
 /**
  * `herald [--config <path>]`: starts Herald, prints where it listens
  * and the credentials in use when they are the built-in development defaults.
+ * `herald reshard --shards <n> [--config <path>] [--data-dir <dir>]`: rewrites a stopped data
+ * dir for another shard count (src/reshard.ts).
  */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig, ConfigError } from './config/load.js';
 import { DEFAULT_ADMIN_TOKEN, DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './config/schema.js';
 import { DataDirError } from './shards/data-dir.js';
+import { reshard } from './reshard.js';
 import { UwsLoadError } from './http/uws-native.js';
 import { ListenError, startHerald } from './server.js';
 import { log } from './log.js';
 
+async function reshardCommand(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      shards: { type: 'string' },
+      config: { type: 'string', short: 'c' },
+      'data-dir': { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help || values.shards === undefined) {
+    process.stdout.write(
+      'usage: herald reshard --shards <n> [--config <file>] [--data-dir <dir>]\n' +
+        'Rewrites a stopped data dir for <n> shards (1-64). Safe to interrupt: run it again to finish.\n',
+    );
+    if (!values.help) process.exitCode = 2;
+    return;
+  }
+  const shards = Number(values.shards);
+  const overrides: Record<string, unknown> = {};
+  if (values['data-dir']) overrides.dataDir = values['data-dir'];
+  const config = loadConfig({ configPath: values.config, overrides });
+  const dataDir = resolve(config.dataDir);
+  await reshard({ dataDir, shards, log: (line) => process.stdout.write(`herald reshard: ${line}\n`) });
+  process.stdout.write(`data dir ${dataDir} now has ${shards} shard(s); start Herald with shards=${shards} (HERALD_SHARDS=${shards})\n`);
+}
+
 async function main(): Promise<void> {
+  if (process.argv[2] === 'reshard') return reshardCommand(process.argv.slice(3));
   const { values } = parseArgs({
     options: {
       config: { type: 'string', short: 'c' },
@@ -20,7 +51,10 @@ async function main(): Promise<void> {
     },
   });
   if (values.help) {
-    process.stdout.write('usage: herald [--config <file>]\nEnvironment: HERALD_CONFIG, HERALD_HOST, HERALD_PORT, HERALD_DATA_DIR, HERALD_SHARDS, HERALD_ADMIN_TOKEN, HERALD_LOG_LEVEL, HERALD_UWS_MODULE\n');
+    process.stdout.write(
+      'usage: herald [--config <file>]\n       herald reshard --shards <n> [--config <file>] [--data-dir <dir>]\n' +
+        'Environment: HERALD_CONFIG, HERALD_HOST, HERALD_PORT, HERALD_DATA_DIR, HERALD_SHARDS, HERALD_ADMIN_TOKEN, HERALD_LOG_LEVEL, HERALD_UWS_MODULE\n',
+    );
     return;
   }
   const config = loadConfig({ configPath: values.config });

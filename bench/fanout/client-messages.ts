@@ -19,8 +19,11 @@ export interface SigningApp {
 }
 
 export type OrchestratorCommand =
-  /** Opens `count` sockets, at most `concurrency` handshakes at a time. */
-  | { type: 'connect'; id: number; url: string; count: number; indexBase: number; concurrency: number }
+  /**
+   * Opens `count` sockets, at most `concurrency` handshakes at a time, from `localAddress` when
+   * given (a loopback alias such as 127.0.0.12: each source address has its own ephemeral ports).
+   */
+  | { type: 'connect'; id: number; url: string; count: number; indexBase: number; concurrency: number; localAddress?: string }
   /** Subscribes every open socket per `plan`, at most `concurrency` pending at a time. */
   | { type: 'subscribe'; id: number; plan: ChannelPlan; concurrency: number; signing?: SigningApp }
   /** Zeroes the counters and the histogram (call only when nothing is in flight). */

@@ -109,15 +109,19 @@ export class ClientPool {
     for (const w of waiters) w();
   }
 
-  /** Opens `count` sockets spread evenly over the processes; socket numbers are global. */
-  async connect(url: string, count: number, concurrencyPerProcess: number): Promise<WaveResult> {
+  /**
+   * Opens `count` sockets spread evenly over the processes; socket numbers are global. With
+   * `sourceAddresses`, process i connects from sourceAddresses[i % length].
+   */
+  async connect(url: string, count: number, concurrencyPerProcess: number, sourceAddresses: readonly string[] = []): Promise<WaveResult> {
     const shares = split(count, this.processes.length);
     let base = 0;
     const results = await Promise.all(
       this.processes.map((p, i) => {
         const indexBase = base;
         base += shares[i]!;
-        return p.command<'connect', ConnectResult>('connect', { url, count: shares[i]!, indexBase, concurrency: concurrencyPerProcess });
+        const localAddress = sourceAddresses.length ? sourceAddresses[i % sourceAddresses.length] : undefined;
+        return p.command<'connect', ConnectResult>('connect', { url, count: shares[i]!, indexBase, concurrency: concurrencyPerProcess, ...(localAddress ? { localAddress } : {}) });
       }),
     );
     return merge(results.map((r) => ({ done: r.opened, failed: r.failed, first: r.firstStartUs, last: r.lastDoneUs, errors: r.errors })));

@@ -66,9 +66,9 @@ function onControlFrame(client: Client, data: Buffer): void {
   }
 }
 
-function openClient(url: string, index: number): Promise<Client> {
+function openClient(url: string, index: number, localAddress: string | undefined): Promise<Client> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { perMessageDeflate: false, skipUTF8Validation: true, handshakeTimeout: 30_000 });
+    const ws = new WebSocket(url, { perMessageDeflate: false, skipUTF8Validation: true, handshakeTimeout: 30_000, ...(localAddress ? { localAddress } : {}) });
     const client: Client = { index, ws, socketId: '', closing: false };
     let established = false;
     ws.on('message', (data: Buffer) => {
@@ -136,7 +136,7 @@ async function connect(cmd: Extract<OrchestratorCommand, { type: 'connect' }>): 
   let lastDoneUs = firstStartUs;
   await windowed(cmd.count, cmd.concurrency, async (i) => {
     try {
-      clients.push(await openClient(cmd.url, cmd.indexBase + i));
+      clients.push(await openClient(cmd.url, cmd.indexBase + i, cmd.localAddress));
       opened++;
       lastDoneUs = monotonicUs();
     } catch (err) {

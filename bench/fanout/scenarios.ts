@@ -13,7 +13,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { monotonicUs } from './clock.js';
-import type { ClientPool, PoolStats } from './client-pool.js';
+import { ClientPool, type PoolStats } from './client-pool.js';
 import type { ChannelPlan } from './client-messages.js';
 import { CpuMeter, machineBusyCpuUs, mainThreadCpuUs, processCpuUs, processSystemCpuUs, rssKb } from '../proc-stats.js';
 import { BENCH_APP, type RunningTarget } from './targets.js';
@@ -37,6 +37,8 @@ export interface Sizes {
   presenceMembers: number;
   connectStorm: number;
   idleConnections: number;
+  /** Connections of the `scale` scenario (one server process holds them all). */
+  scaleConnections: number;
   /** Length of each trigger phase, ms. */
   phaseMs: number;
 }
@@ -49,6 +51,7 @@ export const FULL_SIZES: Sizes = {
   presenceMembers: 1_000,
   connectStorm: 10_000,
   idleConnections: 10_000,
+  scaleConnections: 19_000,
   phaseMs: 5_000,
 };
 
@@ -60,6 +63,7 @@ export const QUICK_SIZES: Sizes = {
   presenceMembers: 100,
   connectStorm: 1_000,
   idleConnections: 1_000,
+  scaleConnections: 2_000,
   phaseMs: 1_500,
 };
 
@@ -78,6 +82,8 @@ export interface ScenarioContext {
 export interface Scenario {
   name: string;
   description: string;
+  /** Runs only when named on the command line (heavy). */
+  onlyWhenNamed?: boolean;
   run(ctx: ScenarioContext): Promise<Metric[]>;
 }
 
@@ -471,6 +477,82 @@ const idleMemory: Scenario = {
   },
 };
 
+/** Load-client processes of the scale scenario, each connecting from its own loopback address. */
+const SCALE_CLIENT_PROCESSES = 4;
+const SCALE_SOURCE_ADDRESSES = Array.from({ length: SCALE_CLIENT_PROCESSES }, (_, i) => `127.0.0.${11 + i}`);
+
+/**
+ * As many connections as one server process can hold here (the open-file limit is 20,000 per
+ * process and cannot be raised): connect rate, VmRSS per connection holding one subscription,
+ * broadcast to all of them (max phase only), and VmRSS once everyone has left (leak check).
+ * Clients are spread over SCALE_CLIENT_PROCESSES processes, each from its own 127.0.0.x source
+ * address, so neither a client's open-file limit nor the ephemeral ports of one
+ * (source, destination) pair run out.
+ */
+const scale: Scenario = {
+  name: 'scale',
+  description: `N connections on one server process (${SCALE_CLIENT_PROCESSES} client processes, sources ${SCALE_SOURCE_ADDRESSES[0]}-${SCALE_SOURCE_ADDRESSES.at(-1)}), all on one channel; broadcast; all leave`,
+  onlyWhenNamed: true,
+  run: async (ctx) => {
+    const count = ctx.sizes.scaleConnections;
+    const pid = ctx.target.pid;
+    const pool = new ClientPool(SCALE_CLIENT_PROCESSES);
+    const scaled: ScenarioContext = { ...ctx, pool };
+    try {
+      await sleep(1_000);
+      const empty = rssKb(pid);
+      const meter = cpuMeter(scaled);
+      const connected = await pool.connect(ctx.target.wsUrl, count, 250, SCALE_SOURCE_ADDRESSES);
+      const connectCpu = cpuResult(meter);
+      if (connected.failed > 0) ctx.log(`  ${connected.failed} connects failed: ${connected.errors.join('; ')}`);
+      const subscribed = await pool.subscribe({ kind: 'one', channel: 'bench-scale' }, 200);
+      if (subscribed.failed > 0) ctx.log(`  ${subscribed.failed} subscriptions failed: ${subscribed.errors.join('; ')}`);
+      await sleep(2_000);
+      const full = rssKb(pid);
+      const perConnection = ((full.total - empty.total) * 1024) / Math.max(1, subscribed.done);
+      ctx.log(`  ${connected.done} connected at ${((connected.done / connected.elapsedMs) * 1000).toFixed(0)}/s; VmRSS ${empty.total} → ${full.total} KiB (${perConnection.toFixed(0)} B per connection + subscription)`);
+
+      await pool.setProgress(true);
+      const shape: TriggerShape = {
+        fire: (trigger) => trigger.trigger('bench-scale'),
+        deliveriesPerUnit: subscribed.done,
+        eventsPerUnit: 1,
+        subscribers: subscribed.done,
+        moderateRate: 1,
+        unitName: 'triggers',
+        unitSingular: 'trigger',
+      };
+      const warm = await shape.fire(ctx.trigger, 0);
+      if (warm !== 200) throw new Error(`warm-up trigger failed: ${ctx.trigger.firstError ?? warm}`);
+      await drain(scaled, subscribed.done);
+      const max = await maxPhase(scaled, shape);
+      await pool.setProgress(false);
+      ctx.log(`  broadcast: ${((max.stats.received / max.totalMs) * 1000).toFixed(0)} delivered/s, loss ${max.expected - max.stats.received}`);
+
+      await pool.closeSockets();
+      await sleep(3_000);
+      const left = rssKb(pid);
+      ctx.log(`  after everyone left: VmRSS ${left.total} KiB (${left.total - empty.total >= 0 ? '+' : ''}${left.total - empty.total} KiB over the empty server)`);
+      return [
+        metric('connected', 'sockets', connected.done, 'higher'),
+        metric('failed connects', 'sockets', connected.failed, 'lower'),
+        metric('connects/s', '/s', (connected.done / connected.elapsedMs) * 1000, 'higher'),
+        metric('server cpu per connect', 'µs', serverCpuPer(connectCpu, connected.done), 'lower'),
+        metric('subscribed', 'sockets', subscribed.done, 'higher'),
+        metric('VmRSS empty server', 'KiB', empty.total, 'lower'),
+        metric('VmRSS with everyone subscribed', 'KiB', full.total, 'lower'),
+        metric('VmRSS per connection + 1 subscription', 'B', perConnection, 'lower'),
+        ...phaseMetrics('broadcast:', shape, max, true),
+        metric('VmRSS after everyone left', 'KiB', left.total, 'lower'),
+        metric('VmRSS after everyone left − empty', 'KiB', left.total - empty.total, 'lower'),
+      ];
+    } finally {
+      await pool.closeSockets().catch(() => undefined);
+      await pool.dispose();
+    }
+  },
+};
+
 /** Every scenario, in run order (idle-memory first, while the machine is calm). */
 export const SCENARIOS: Scenario[] = [
   idleMemory,
@@ -480,4 +562,5 @@ export const SCENARIOS: Scenario[] = [
   batch,
   presenceStorm,
   connectStorm,
+  scale,
 ];

@@ -1,13 +1,15 @@
 /**
  * The data dir: locked by the running process, and its identity file (`herald.json`): the
  * shard count the data was written with (keys are placed by hash modulo that count, so it
- * cannot change silently) and a per-installation secret used for unguessable ids. Written
- * once, on first start.
+ * cannot change silently; `herald reshard` rewrites the data for another count, see
+ * src/reshard.ts) and a per-installation secret used for unguessable ids. Written once, on first
+ * start.
  *
  * The lock is an OS file lock (flock(2), LOCK_EX) on `<dataDir>/herald.lock`, held by an open
  * descriptor for the life of the process: the kernel releases it when the process ends, however
  * it ends (kill -9 included), so there is never a stale lock to clean up. The file holds the
- * holder's pid, for the message a second process prints.
+ * holder's pid, for the message a second process prints. A server and `herald reshard` take the
+ * same lock, so they exclude each other.
  */
 import { accessSync, constants, existsSync, statSync, ftruncateSync, mkdirSync, readFileSync, writeFileSync, writeSync, renameSync, openSync, fsyncSync, closeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -27,6 +29,15 @@ export class DataDirError extends Error {
 
 /** The lock file's name inside the data dir. */
 export const LOCK_FILE = 'herald.lock';
+
+/** The plan file of a `herald reshard` under way (src/reshard.ts); while it exists the data dir is not served. */
+export const RESHARD_PLAN_FILE = 'reshard.json';
+
+/** The data dir's lock, held until released or until the process ends. */
+export interface DataDirLock {
+  /** Closes the descriptor, which releases the lock (the server never does: it holds it for life). */
+  release(): void;
+}
 
 /** A file-system failure as an operator reads it: the errno code, what was attempted, the path. */
 function fsError(err: unknown, doing: string, path: string): DataDirError {
@@ -60,10 +71,11 @@ function makeDir(dir: string): void {
 }
 
 /**
- * Takes the data dir's lock for this process, or throws naming the process that holds it. The
- * descriptor is deliberately never closed: closing it would release the lock.
+ * Takes the data dir's lock for this process, or throws naming the process that holds it
+ * (`whatToDo` ends that message). The dir must exist. Exclusive against every other open of
+ * the lock file, in this process too (flock locks belong to the open file description).
  */
-function lockDataDir(dataDir: string): void {
+export function lockDataDir(dataDir: string, whatToDo = 'stop it first, or give this one another data dir'): DataDirLock {
   const file = join(dataDir, LOCK_FILE);
   let fd: number;
   try {
@@ -83,13 +95,18 @@ function lockDataDir(dataDir: string): void {
     } catch {
       // Unreadable: the message goes without the pid.
     }
-    throw new DataDirError(
-      `data dir ${dataDir} is in use by another Herald process${/^\d+$/.test(holder) ? ` (pid ${holder})` : ''}: ` +
-        'stop it first, or give this one another data dir',
-    );
+    throw new DataDirError(`data dir ${dataDir} is in use by another Herald process${/^\d+$/.test(holder) ? ` (pid ${holder})` : ''}: ${whatToDo}`);
   }
   ftruncateSync(fd, 0);
   writeSync(fd, `${process.pid}\n`, 0);
+  let held = true;
+  return {
+    release: () => {
+      if (!held) return;
+      held = false;
+      closeSync(fd);
+    },
+  };
 }
 
 /** Fails with the path when an existing shard environment cannot be written (LMDB would fail later, less clearly). */
@@ -116,6 +133,7 @@ export function openDataDir(dataDir: string, shards: number): DataDirIdentity {
   } catch (err) {
     throw fsError(err, 'create it', dataDir);
   }
+  // Never released: the server holds the lock for the life of the process.
   lockDataDir(dataDir);
   checkShardDirs(dataDir, shards);
   const file = join(dataDir, 'herald.json');
@@ -127,11 +145,24 @@ export function openDataDir(dataDir: string, shards: number): DataDirIdentity {
       throw new DataDirError(`cannot read ${file}: ${(err as Error).message}`);
     }
   }
+  if (existsSync(join(dataDir, RESHARD_PLAN_FILE))) {
+    let plan: { to?: number } = {};
+    try {
+      plan = JSON.parse(readFileSync(join(dataDir, RESHARD_PLAN_FILE), 'utf8')) as { to?: number };
+    } catch {
+      // An unreadable plan still means a reshard is under way.
+    }
+    throw new DataDirError(
+      `data dir ${dataDir} has an unfinished reshard (${RESHARD_PLAN_FILE}); ` +
+        `run \`herald reshard --shards ${plan.to ?? '<n>'}\` again to finish it, then start.`,
+    );
+  }
   if (existing) {
     if (existing.shards !== shards) {
       throw new DataDirError(
         `data dir ${dataDir} was created with ${existing.shards} shards; this start asks for ${shards}. ` +
-          `Start with shards=${existing.shards} (HERALD_SHARDS=${existing.shards}) or use a new data dir.`,
+          `To move it to ${shards} shards, stop every server using it and run \`herald reshard --shards ${shards}\` ` +
+          `(with the same --config / HERALD_DATA_DIR); or start with shards=${existing.shards} (HERALD_SHARDS=${existing.shards}).`,
       );
     }
     return existing;

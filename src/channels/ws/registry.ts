@@ -72,11 +72,18 @@ interface AppSockets {
   readonly users: Map<string, Set<SocketState>>;
 }
 
+/**
+ * One entry per connection (in its app's `sockets` map), and nothing else per connection: every
+ * other view (all connections, socket-id uniqueness, the total count) is derived from the few
+ * apps, so a connection costs one map entry here rather than three (~70 B less each).
+ */
 export class SocketRegistry {
   private readonly apps = new Map<string, AppSockets>();
-  /** Every live connection, for the sweep and closeAll. */
-  readonly all = new Set<SocketState>();
-  private readonly bySocketId = new Map<string, SocketState>();
+
+  /** Every live connection, for the sweep and closeAll (copy it before closing sockets while iterating). */
+  *all(): Generator<SocketState, void, undefined> {
+    for (const app of this.apps.values()) yield* app.sockets.values();
+  }
 
   private forApp(appId: string): AppSockets {
     let entry = this.apps.get(appId);
@@ -88,24 +95,24 @@ export class SocketRegistry {
   }
 
   connectionCount(appId?: string): number {
-    return appId === undefined ? this.all.size : (this.apps.get(appId)?.sockets.size ?? 0);
+    if (appId !== undefined) return this.apps.get(appId)?.sockets.size ?? 0;
+    let total = 0;
+    for (const app of this.apps.values()) total += app.sockets.size;
+    return total;
   }
 
   /** True when any app has a live connection with this id (ids are unique per process). */
   hasSocketId(socketId: string): boolean {
-    return this.bySocketId.has(socketId);
+    for (const app of this.apps.values()) if (app.sockets.has(socketId)) return true;
+    return false;
   }
 
   add(state: SocketState): void {
     this.forApp(state.app.id).sockets.set(state.socketId, state);
-    this.bySocketId.set(state.socketId, state);
-    this.all.add(state);
   }
 
   /** Removes the connection; returns true when it was its user's last one (user went offline). */
   remove(state: SocketState): boolean {
-    this.all.delete(state);
-    this.bySocketId.delete(state.socketId);
     const app = this.apps.get(state.app.id);
     if (!app) return false;
     app.sockets.delete(state.socketId);

@@ -42,7 +42,7 @@ export class Sweeper {
 
   sweep(now: number): void {
     const { pongTimeoutMs, maxBackpressureBytes } = this.opts;
-    for (const state of this.registry.all) {
+    for (const state of this.registry.all()) {
       const ws = state.ws;
       if (state.closed || !ws) continue;
       if (ws.getBufferedAmount() > maxBackpressureBytes) {

@@ -148,6 +148,25 @@ export function decodeDeviceRecord(bytes: Uint8Array): DeviceRecord {
   return record;
 }
 
+/** The platform names as bytes, to recognise a stored one without allocating a string. */
+const PLATFORM_BYTES: readonly [Platform, Buffer][] = (['apns', 'fcm', 'web'] as const).map((name) => [name, Buffer.from(name, 'latin1')]);
+
+/** The platform at readAt (a shared constant for the three known names); moves readAt past it. */
+function readPlatform(bytes: Buffer): Platform {
+  const length = bytes.readUInt32LE(readAt);
+  const start = readAt + 4;
+  for (const [name, nameBytes] of PLATFORM_BYTES) {
+    if (nameBytes.length !== length) continue;
+    let i = 0;
+    while (i < length && bytes[start + i] === nameBytes[i]) i++;
+    if (i === length) {
+      readAt = start + length;
+      return name;
+    }
+  }
+  return readString(bytes) as Platform;
+}
+
 /** The device `id` of `instanceId` whose record is `bytes`, as a fan-out sees it (the metadata is not read). */
 export function decodeScanDevice(bytes: Uint8Array, id: string, instanceId: string): ScanDevice {
   const buffer = asBuffer(bytes);
@@ -169,7 +188,7 @@ export function decodeScanDevice(bytes: Uint8Array, id: string, instanceId: stri
   return {
     id,
     instanceId,
-    platform: readString(buffer) as Platform,
+    platform: readPlatform(buffer),
     token: readString(buffer),
     bundleIdentifier: flags & HAS_BUNDLE_IDENTIFIER ? readString(buffer) : undefined,
     userId: flags & HAS_USER_ID ? readString(buffer) : undefined,

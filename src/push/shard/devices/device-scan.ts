@@ -68,6 +68,29 @@ export function* devicesOnly(steps: Iterable<ScanStep>): Generator<ScannedDevice
   }
 }
 
+/**
+ * A key encoding for reading an index `(instanceId, name, deviceId)` as the record keys
+ * `(instanceId, deviceId)` of its devices: lmdb-js hands readKey the stored bytes, and the
+ * record key is built from them in one allocation (no copy of the index key first, no
+ * decoding). Bounds are written as they are (encoded index keys). Scans only.
+ */
+const RECORD_KEY_VIEW = {
+  writeKey(key: Uint8Array, target: Uint8Array, start: number): number {
+    target.set(key, start);
+    return start + key.length;
+  },
+  readKey(source: Uint8Array, start: number, end: number): Buffer {
+    const instanceEnd = source.indexOf(0x00, start);
+    let lastStart = end;
+    while (source[lastStart - 1] !== 0x00) lastStart--;
+    const key = Buffer.allocUnsafe(instanceEnd - start + 1 + end - lastStart);
+    let at = 0;
+    for (let i = start; i <= instanceEnd; i++) key[at++] = source[i]!;
+    for (let i = lastStart; i < end; i++) key[at++] = source[i]!;
+    return key;
+  },
+};
+
 /** The interests a multi-interest scan has already walked, by name and as encoded key parts. */
 class EarlierInterests {
   readonly names: ReadonlySet<string>;
@@ -81,47 +104,56 @@ class EarlierInterests {
 
 /** The step scans of one shard's device databases (DeviceStore.scanInterestSteps / scanUserSteps). */
 export class DeviceScan {
-  constructor(private readonly db: DeviceDatabases) {}
+  /** The two fan-out indexes read through RECORD_KEY_VIEW. */
+  private readonly interestRecordKeys: IndexDatabase;
+  private readonly userRecordKeys: IndexDatabase;
 
-  *interestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    yield* this.indexSteps(instanceId, this.db.interestIndex, interests, resumeFrom, (list, listIndex) => {
+  /** Opens the record-key views of the indexes; must not run inside a transaction. */
+  constructor(private readonly db: DeviceDatabases) {
+    const view = { keyEncoder: RECORD_KEY_VIEW, encoding: 'binary' } as const;
+    this.interestRecordKeys = db.root.openDB<Uint8Array, Uint8Array>('push/interests', view);
+    this.userRecordKeys = db.root.openDB<Uint8Array, Uint8Array>('push/users', view);
+  }
+
+  interestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
+    return this.indexSteps(instanceId, this.interestRecordKeys, interests, resumeFrom, (list, listIndex) => {
       const earlier = new EarlierInterests(list.slice(0, listIndex));
       return (device, deviceId, deviceKey) => this.subscribedToAny(instanceId, deviceId, deviceKey, device.interestCount, earlier);
     });
   }
 
-  *userSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    yield* this.indexSteps(instanceId, this.db.userIndex, userIds, resumeFrom, (list, listIndex) => {
+  userSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
+    return this.indexSteps(instanceId, this.userRecordKeys, userIds, resumeFrom, (list, listIndex) => {
       const userId = list[listIndex]!;
       return (device) => device.userId !== userId;
     });
   }
 
   /**
-   * The step scan behind scanInterestSteps/scanUserSteps: walks `index` under each name of the
+   * The step scan behind scanInterestSteps/scanUserSteps: walks `recordKeys` (an index read
+   * through RECORD_KEY_VIEW) under each name of the
    * normalised `names` list from `resumeFrom`, yielding each device whose record exists and is
    * not skipped by `skipFor(list, listIndex)` (built once per list entry), and a ScanProgress
    * step after every SCAN_BATCH entries in a row passed over.
    */
   private *indexSteps(
     instanceId: string,
-    index: IndexDatabase,
+    recordKeys: IndexDatabase,
     names: readonly string[],
     resumeFrom: ScanPosition | undefined,
     skipFor: (list: readonly string[], listIndex: number) => (device: ScanDevice, deviceId: string, deviceKey: Buffer) => boolean,
   ): Generator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
     const list = normaliseScanList(names);
-    const instanceKey = encodeKey([instanceId]);
+    const idStart = encodeKey([instanceId]).length + 1;
     let after = resumeFrom?.afterDeviceId ?? null;
     let skipped = 0;
     for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = null) {
       const skip = skipFor(list, listIndex);
-      for (const batch of this.indexBatches(index, [instanceId, list[listIndex]!], after)) {
-        for (const indexKey of batch) {
-          // The device id's bytes in the index key are already encoded: the record key reuses them.
-          const deviceKey = joinKeys(instanceKey, indexKey, lastPartOffset(indexKey));
-          const deviceId = keyPartFrom(deviceKey, instanceKey.length + 1);
+      for (const batch of this.indexBatches(recordKeys, [instanceId, list[listIndex]!], after)) {
+        for (const deviceKey of batch) {
+          // The index hands out record keys (RECORD_KEY_VIEW): the device id's bytes as stored.
+          const deviceId = keyPartFrom(deviceKey, idStart);
           const bytes = this.db.devices.getBinaryFast(deviceKey);
           // Decoded before skip()'s reads reuse the buffer.
           const device = bytes && decodeScanDevice(bytes, deviceId, instanceId);
@@ -140,17 +172,21 @@ export class DeviceScan {
   }
 
   /**
-   * The keys of an index range in batches of SCAN_BATCH, starting strictly after the key whose
-   * last part is `afterDeviceId` when given; no cursor stays open while the caller works.
+   * The record keys (RECORD_KEY_VIEW) of an index range in batches of SCAN_BATCH, starting
+   * strictly after the entry of `afterDeviceId` when given; no cursor stays open while the
+   * caller works.
    */
-  private *indexBatches(index: IndexDatabase, prefix: readonly string[], afterDeviceId: string | null): Generator<Uint8Array[], void, undefined> {
+  private *indexBatches(recordKeys: IndexDatabase, prefix: readonly string[], afterDeviceId: string | null): Generator<Buffer[], void, undefined> {
     const range = prefixRange(prefix);
+    const prefixKey = encodeKey(prefix);
     let start = afterDeviceId === null ? range.start : keyAfter([...prefix, afterDeviceId]);
     for (;;) {
-      const keys = Array.from(index.getKeys({ start, end: range.end, limit: SCAN_BATCH }));
+      const keys = Array.from(recordKeys.getKeys({ start, end: range.end, limit: SCAN_BATCH })) as unknown as Buffer[];
       if (keys.length > 0) yield keys;
       if (keys.length < SCAN_BATCH) return;
-      start = keyAfterKey(keys[keys.length - 1]!);
+      // The index key of the batch's last device, and the first key after it.
+      const last = keys[keys.length - 1]!;
+      start = keyAfterKey(joinKeys(prefixKey, last, lastPartOffset(last)));
     }
   }
 

@@ -332,8 +332,8 @@ export class DeviceStore {
    * A stretch of skipped devices is walked inside one `next()`; the fan-out, which must not
    * block its thread that long, uses scanInterestSteps.
    */
-  *scanInterests(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScannedDevice, void, undefined> {
-    yield* devicesOnly(this.scanInterestSteps(instanceId, interests, resumeFrom));
+  scanInterests(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScannedDevice, void, undefined> {
+    return devicesOnly(this.scanInterestSteps(instanceId, interests, resumeFrom));
   }
 
   /**
@@ -341,18 +341,18 @@ export class DeviceStore {
    * passed over without a device (with 100k devices subscribed to both `a` and `b`, the walk
    * of `b` is all skips: without the steps, one `next()` took most of a second).
    */
-  *scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    yield* this.scan.interestSteps(instanceId, interests, resumeFrom);
+  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
+    return this.scan.interestSteps(instanceId, interests, resumeFrom);
   }
 
   /** Streams every device of any of `userIds`, like scanInterests (a device has one user, so no de-duplication is needed). */
-  *scanUsers(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScannedDevice, void, undefined> {
-    yield* devicesOnly(this.scanUserSteps(instanceId, userIds, resumeFrom));
+  scanUsers(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScannedDevice, void, undefined> {
+    return devicesOnly(this.scanUserSteps(instanceId, userIds, resumeFrom));
   }
 
   /** scanUsers with progress steps, like scanInterestSteps (stale user index entries are the only skips). */
-  *scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    yield* this.scan.userSteps(instanceId, userIds, resumeFrom);
+  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
+    return this.scan.userSteps(instanceId, userIds, resumeFrom);
   }
 
   /** Totals for one instance on this shard (each a range count, linear in its size). */

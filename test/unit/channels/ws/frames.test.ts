@@ -28,6 +28,11 @@ describe('frames', () => {
   it('carries data as a JSON string, except pusher:error', () => {
     const established = JSON.parse(frames.connectionEstablished('1.2', 120)) as { event: string; data: string };
     expect(JSON.parse(established.data)).toEqual({ socket_id: '1.2', activity_timeout: 120 });
+    // Byte for byte what JSON.stringify builds, for ids of ours and for anything else.
+    for (const [id, timeout] of [['123456789012.987654321', 120], ['1.2', 0], ['x"y', 30], ['1.2', 1.5]] as const) {
+      const reference = JSON.stringify({ event: 'pusher:connection_established', data: JSON.stringify({ socket_id: id, activity_timeout: timeout }) });
+      expect(frames.connectionEstablished(id, timeout)).toBe(reference);
+    }
     expect(JSON.parse(frames.errorFrame(4001, 'no'))).toEqual({ event: 'pusher:error', data: { code: 4001, message: 'no' } });
     const count = JSON.parse(frames.subscriptionCount('c', 3)) as { data: string };
     expect(JSON.parse(count.data)).toEqual({ subscription_count: 3 });
