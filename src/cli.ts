@@ -1,15 +1,16 @@
 #!/usr/bin/env node
 /**
  * `herald [--config <path>] [--allow-uws-fallback]`: starts Herald, prints where it listens
- * and the credentials in use when they are the built-in development defaults.
+ * and the credentials in use when they are the built-in development defaults. SIGTERM/SIGINT
+ * shut down gracefully; SIGHUP re-reads the config file (never ends the process).
  */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig, ConfigError } from './config/load.js';
 import { DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './config/schema.js';
 import { DataDirError } from './shards/data-dir.js';
-import { startHerald } from './server.js';
-import { log } from './log.js';
+import { startHerald, type RunningHerald } from './server.js';
+import { log, setLogLevel } from './log.js';
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -26,9 +27,12 @@ async function main(): Promise<void> {
   const overrides: Record<string, unknown> = {};
   if (values['allow-uws-fallback']) overrides.allowUwsFallback = true;
   const config = loadConfig({ configPath: values.config, overrides });
+  setLogLevel(config.logLevel);
   const herald = await startHerald(config);
   const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
-  const lines = [`Herald listening on http://${shownHost}:${herald.port} (ws://${shownHost}:${herald.port}/app/<key>)`, `data dir: ${resolve(config.dataDir)}, shards: ${config.shards}`];
+  const [http, ws] = herald.secure ? ['https', 'wss'] : ['http', 'ws'];
+  const lines = [`Herald listening on ${http}://${shownHost}:${herald.port} (${ws}://${shownHost}:${herald.port}/app/<key>)`, `data dir: ${resolve(config.dataDir)}, shards: ${config.shards}`];
+  if (herald.metricsPort !== null) lines.push(`metrics on http://${config.metrics?.host}:${herald.metricsPort}/metrics`);
   const defaultApp = config.apps.find((a) => a.id === DEFAULT_APP.id && a.secret === DEFAULT_APP.secret);
   const defaultPush = config.push.find((p) => p.instanceId === DEFAULT_PUSH_INSTANCE.instanceId && p.secretKey === DEFAULT_PUSH_INSTANCE.secretKey);
   if (defaultApp || defaultPush) {
@@ -66,6 +70,53 @@ async function main(): Promise<void> {
   });
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  process.on('SIGHUP', reloader(herald, values.config, overrides));
+}
+
+/**
+ * The SIGHUP handler: re-reads the config file and applies it (server.ts reload). An invalid
+ * file keeps the running config and logs why; reloads never overlap (a SIGHUP during one runs
+ * once more after it); nothing here may end the process.
+ */
+function reloader(herald: RunningHerald, configPath: string | undefined, overrides: Record<string, unknown>): () => void {
+  let running = false;
+  let again = false;
+  const once = async (): Promise<void> => {
+    let next;
+    try {
+      next = loadConfig({ configPath, overrides });
+    } catch (err) {
+      log.error('config reload refused: keeping the running config', { error: err instanceof ConfigError ? err.message : String(err) });
+      return;
+    }
+    try {
+      const report = await herald.reload(next);
+      log.info('config reloaded', { changed: report.changed, closedConnections: report.closedConnections });
+      if (report.restartNeeded.length > 0) {
+        log.warn('config reload: these settings changed but need a restart; the running values are kept', { restartNeeded: report.restartNeeded });
+      }
+    } catch (err) {
+      log.error('config reload refused: keeping the running config', { error: err instanceof ConfigError ? err.message : String((err as Error)?.stack ?? err) });
+    }
+  };
+  const run = (): void => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    log.info('SIGHUP: reloading the config file', { configPath: configPath ?? process.env.HERALD_CONFIG ?? null });
+    once()
+      .catch((err: unknown) => log.error('config reload failed', { error: String(err) }))
+      .finally(() => {
+        running = false;
+        if (again) {
+          again = false;
+          run();
+        }
+      });
+  };
+  return run;
 }
 
 main().catch((err: unknown) => {

@@ -5,12 +5,16 @@
  */
 import { resolve } from 'node:path';
 import type { us_listen_socket } from 'uWebSockets.js';
-import type { HeraldConfig } from './config/schema.js';
+import type { AppConfig, HeraldConfig, PushInstanceConfig } from './config/schema.js';
 import { loadUws, type UwsModule } from './http/uws-native.js';
 import { registerRoutes, type Route } from './http/router.js';
 import { inFlight, errorReply, type Reply, type RequestContext } from './http/uws-http.js';
 import { systemRoutes } from './http/system-routes.js';
 import { metricsRoutes } from './http/metrics-routes.js';
+import { MainApp } from './http/tls.js';
+import { HeraldMetrics } from './metrics/prometheus.js';
+import { planReload } from './config/reload.js';
+import { setLogLevel } from './log.js';
 import { openDataDir } from './shards/data-dir.js';
 import { ShardPool } from './shards/pool.js';
 import { HeraldError, CLOSE_CODES } from './errors.js';
@@ -26,11 +30,30 @@ export interface RunningHerald {
   readonly port: number;
   readonly host: string;
   readonly nativeUws: boolean;
+  /** True when the main port speaks HTTPS/WSS. */
+  readonly secure: boolean;
+  /** Port of the separate metrics listener, when `metrics` is configured. */
+  readonly metricsPort: number | null;
+  /**
+   * Applies a re-read config (SIGHUP): see config/reload.ts. Throws ConfigError, with the
+   * running config untouched, when the new one cannot be applied (bad certificate files).
+   */
+  reload(next: Readonly<HeraldConfig>): Promise<ReloadReport>;
   /** Graceful shutdown; resolves when storage is flushed and workers stopped. */
   stop(): Promise<void>;
 }
 
+export interface ReloadReport {
+  /** Live settings that changed. */
+  changed: string[];
+  /** Settings that changed in the file but need a restart (running values kept). */
+  restartNeeded: string[];
+  /** Connections closed because their app was removed or disabled. */
+  closedConnections: number;
+}
+
 export async function startHerald(config: Readonly<HeraldConfig>): Promise<RunningHerald> {
+  setLogLevel(config.logLevel);
   const { uws, native } = loadUws(config.allowUwsFallback);
   if (!native) log.warn('RUNNING ON THE SLOW uWebSockets.js JAVASCRIPT FALLBACK: do not benchmark or deploy this');
   const dataDir = resolve(config.dataDir);
@@ -45,7 +68,9 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   // Start every worker now so a broken shard fails start-up, not the first request.
   await shards.broadcast({ type: 'core.ping' }, 30_000);
 
-  const app = uws.App();
+  // Certificate files are checked before any worker starts: a bad one is a start-up error.
+  const main = new MainApp(uws, config.tls);
+  const app = main.app;
   const state: ServerState = { ready: false, draining: false };
   const ctx = {
     config,
@@ -59,10 +84,17 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   } as Omit<ServerContext, 'channels'> as ServerContext;
   const ws = registerWebSocket(ctx);
   ctx.channels = ws.adapter;
+  const metrics = new HeraldMetrics({ shards, connections: () => ws.connectionCounts() });
 
+  // With a separate metrics listener, /metrics is served there only (it need not be public).
+  let metricsApp: ReturnType<UwsModule['App']> | undefined;
+  if (config.metrics) {
+    metricsApp = uws.App();
+    registerRoutes(metricsApp, [...metricsRoutes(ctx, metrics), ...notFoundRoutes()]);
+  }
   const routes: Route[] = [
     ...systemRoutes(ctx),
-    ...metricsRoutes(ctx),
+    ...(config.metrics ? [] : metricsRoutes(ctx, metrics)),
     ...channelApiRoutes(ctx),
     ...deviceApiRoutes(ctx),
     ...publishApiRoutes(ctx),
@@ -72,15 +104,53 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
 
   const listenSocket = await listen(uws, app, config.host, config.port);
   const port = uws.us_socket_local_port(listenSocket);
+  let metricsSocket: us_listen_socket | undefined;
+  if (metricsApp && config.metrics) {
+    try {
+      metricsSocket = await listen(uws, metricsApp, config.metrics.host, config.metrics.port);
+    } catch (err) {
+      uws.us_listen_socket_close(listenSocket);
+      await shards.close(5000);
+      throw new Error(`metrics listener: ${(err as Error).message}`);
+    }
+  }
+  const metricsPort = metricsSocket ? uws.us_socket_local_port(metricsSocket) : null;
   state.ready = true;
-  log.info('herald listening', { host: config.host, port, shards: config.shards, dataDir, nativeUws: native });
+  log.info('herald listening', { host: config.host, port, tls: main.secure, metricsPort, shards: config.shards, dataDir, nativeUws: native });
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
+    if (metricsSocket) uws.us_listen_socket_close(metricsSocket);
     stopping ??= shutdown(uws, listenSocket, ws, shards, state, config.shutdownTimeoutSeconds * 1000);
     return stopping;
   };
-  return { port, host: config.host, nativeUws: native, stop };
+
+  const reload = async (next: Readonly<HeraldConfig>): Promise<ReloadReport> => {
+    const plan = planReload(ctx.config, next);
+    const effective = plan.effective;
+    // Certificates first: bad files leave everything as it was.
+    if (effective.tls) main.reloadCertificates(effective.tls);
+    // Shards before the main thread: a request the main thread lets through for a new app must
+    // find the app on its shard. A shard that misses it gets the config when it restarts.
+    shards.setWorkerConfig(effective);
+    const answers = await Promise.allSettled(Array.from({ length: shards.shardCount }, (_, i) => shards.request(i, { type: 'core.reload', config: effective as HeraldConfig })));
+    answers.forEach((a, shard) => {
+      if (a.status === 'rejected') log.error('reload: a shard did not take the new config', { shard, error: String(a.reason) });
+    });
+    ctx.config = effective;
+    replaceAll(ctx.appsById as Map<string, AppConfig>, effective.apps.map((a) => [a.id, a]));
+    replaceAll(ctx.appsByKey as Map<string, AppConfig>, effective.apps.map((a) => [a.key, a]));
+    replaceAll(ctx.pushInstances as Map<string, PushInstanceConfig>, effective.push.map((p) => [p.instanceId, p]));
+    setLogLevel(effective.logLevel);
+    const closedConnections = ws.applyApps(effective.apps);
+    return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections };
+  };
+  return { port, host: config.host, nativeUws: native, secure: main.secure, metricsPort, reload, stop };
+}
+
+function replaceAll<V>(map: Map<string, V>, entries: [string, V][]): void {
+  map.clear();
+  for (const [k, v] of entries) map.set(k, v);
 }
 
 /** First path segments of the push APIs (Beams): their 404s use the push error body. */

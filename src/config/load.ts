@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { configSchema, type HeraldConfig } from './schema.js';
+import { isLogLevel, LOG_LEVELS } from '../log.js';
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -38,6 +39,9 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
     }
   }
   const fromEnv: Record<string, unknown> = {};
+  if (env.HERALD_LOG_LEVEL !== undefined && !isLogLevel(env.HERALD_LOG_LEVEL)) {
+    throw new ConfigError(`environment variable HERALD_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${env.HERALD_LOG_LEVEL}"`);
+  }
   if (env.HERALD_HOST) fromEnv.host = env.HERALD_HOST;
   if (env.HERALD_PORT) fromEnv.port = envInteger('HERALD_PORT', env.HERALD_PORT);
   if (env.HERALD_DATA_DIR) fromEnv.dataDir = env.HERALD_DATA_DIR;

@@ -81,7 +81,11 @@ interface CompiledRoute {
   /** undefined: copy every header. */
   readonly headerNames: readonly string[] | undefined;
   readonly extraHeaders: readonly (readonly [string, string])[];
+  readonly observe: AnswerObserver | undefined;
 }
+
+/** Told of every answer (metrics, 4xx debug logs): the request, its status, its arrival (performance.now()). */
+export type AnswerObserver = (rc: RequestContext, status: number, startMs: number) => void;
 
 /**
  * One request and its response: the RequestContext handed to the handler and the state the
@@ -101,12 +105,15 @@ class Exchange implements RequestContext {
   private chunks: Buffer[] | undefined;
   private size = 0;
   private rejected = false;
+  /** performance.now() at arrival, for the duration metric. */
+  private readonly startMs: number;
 
   constructor(
     private readonly res: HttpResponse,
     req: HttpRequest,
     private readonly route: CompiledRoute,
   ) {
+    this.startMs = route.observe === undefined ? 0 : performance.now();
     this.method = req.getMethod();
     this.path = req.getUrl();
     this.query = req.getQuery() ?? '';
@@ -228,17 +235,19 @@ class Exchange implements RequestContext {
       for (let i = 0; i < extra.length; i++) res.writeHeader(extra[i]![0], extra[i]![1]);
       res.end(body, closeConnection);
     });
+    if (this.route.observe !== undefined) this.route.observe(this, reply.status, this.startMs);
   }
 }
 
 /** Builds the uWS handler for one route: capture, read body within the limit, run, answer. */
-export function uwsHandler(paramNames: readonly string[], handler: Handler, opts: RouteOptions) {
+export function uwsHandler(paramNames: readonly string[], handler: Handler, opts: RouteOptions, observe?: AnswerObserver) {
   const route: CompiledRoute = {
     paramNames,
     handler,
     opts,
     headerNames: opts.headers?.map((h) => h.toLowerCase()),
     extraHeaders: Object.entries(opts.extraHeaders ?? {}),
+    observe,
   };
   const readsBody = opts.bodyLimit > 0;
   const contentLengthCopied = route.headerNames === undefined || route.headerNames.includes('content-length');

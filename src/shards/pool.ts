@@ -53,6 +53,8 @@ export type ShardRestartListener = (shard: number) => void;
 export class ShardPool {
   readonly shardCount: number;
   private readonly pools: Piscina[];
+  /** Each shard's workerData, passed (by reference) to every worker Piscina starts for it. */
+  private readonly workerDatas: ShardWorkerData[] = [];
   private readonly timeoutMs: number;
   private nextId = 1;
   /** Tasks handed to each shard's Piscina pool and not settled yet. */
@@ -90,6 +92,7 @@ export class ShardPool {
         config: opts.config,
         installSecret: opts.installSecret,
       };
+      this.workerDatas.push(workerData);
       const pool = new Piscina({
         filename,
         minThreads: 1,
@@ -118,6 +121,21 @@ export class ShardPool {
    */
   onShardRestart(listener: ShardRestartListener): void {
     this.restartListeners.push(listener);
+  }
+
+  /** Requests sent to the shard and not settled yet (its queue depth, including those it runs). */
+  queueDepth(shard: number): number {
+    return this.inFlight[shard] ?? 0;
+  }
+
+  /** Worker deaths (and replacements) since start, over every shard. */
+  get restarts(): number {
+    return this.losses.reduce((a, b) => a + b, 0);
+  }
+
+  /** The config a worker started from now on (a crash replacement) is given; after a reload. */
+  setWorkerConfig(config: unknown): void {
+    for (const data of this.workerDatas) data.config = config;
   }
 
   /** Sends one request to a shard and resolves with its answer. Throws HeraldError. */

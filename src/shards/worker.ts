@@ -7,7 +7,8 @@ import { threadId, workerData } from 'node:worker_threads';
 import { join } from 'node:path';
 import { HeraldError } from '../errors.js';
 import type { HeraldConfig } from '../config/schema.js';
-import { log } from '../log.js';
+import { log, setLogLevel } from '../log.js';
+import { shardMetrics } from '../metrics/shard-counters.js';
 import { createShardPackr } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
 import type { ShardContext } from './context.js';
@@ -21,6 +22,8 @@ const packr = createShardPackr();
 const MAX_TEST_HOLD_MS = 10_000;
 const data = workerData as ShardWorkerData;
 const startedAt = Date.now();
+
+setLogLevel((data.config as HeraldConfig).logLevel);
 
 const ctx: ShardContext = {
   shardIndex: data.shardIndex,
@@ -43,6 +46,14 @@ const handlers: Record<string, AnyHandler> = {
   ...(push.handlers as unknown as Record<string, AnyHandler>),
   ...(webhooks.handlers as unknown as Record<string, AnyHandler>),
   'core.ping': () => ({ shardIndex: ctx.shardIndex, pid: process.pid, uptimeMs: Date.now() - startedAt }),
+  'core.metrics': () => shardMetrics(),
+  'core.reload': (req) => {
+    const config = (req as { config: HeraldConfig }).config;
+    ctx.config = config;
+    setLogLevel(config.logLevel);
+    for (const area of areas) area.reload?.(config);
+    return { reloaded: true };
+  },
   'core.crash': (req) => {
     requireTestHooks('core.crash');
     // Block the thread (requests sent meanwhile pile up unanswered), then die without

@@ -45,7 +45,7 @@ interface UrlSlots {
 
 export class WebhookOutbox implements WebhookEmitter {
   private readonly store: OutboxStore;
-  private readonly targets: WebhookTargets;
+  private targets: WebhookTargets;
   private readonly delivery: Readonly<WebhookDeliveryConfig>;
   private readonly shardIndex: number;
   private readonly random: () => number;
@@ -142,6 +142,11 @@ export class WebhookOutbox implements WebhookEmitter {
   }
 
   /** Delivery counters and backlog of this shard. */
+  /** Takes reloaded receivers and credentials (SIGHUP); delivery settings need a restart. */
+  reload(config: Readonly<Pick<HeraldConfig, 'apps' | 'push'>>): void {
+    this.targets = new WebhookTargets(config);
+  }
+
   stats(): WebhookStats {
     const now = Date.now();
     this.debounce.prune(now);

@@ -8,7 +8,9 @@ import { randomInt } from 'node:crypto';
 import type { HttpRequest, HttpResponse, WebSocket, us_socket_context_t } from 'uWebSockets.js';
 import type { ServerContext } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
-import { log } from '../../log.js';
+import { log, RateLimitedLog } from '../../log.js';
+import type { AppConfig } from '../../config/schema.js';
+import { appCounters, countDisconnect } from '../../metrics/node-counters.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import { LocalChannelAdapter } from '../adapter/local-adapter.js';
 import * as frames from './frames.js';
@@ -23,7 +25,18 @@ export interface WebSocketEndpoint {
   /** Closes every connection with the code (4200 on shutdown). */
   closeAll(code: number, reason: string): void;
   connectionCount(): number;
+  /** Open connections per app id. */
+  connectionCounts(): Map<string, number>;
+  /**
+   * Applies a reloaded app list (SIGHUP): every connection takes its app's new config (secret,
+   * limits); those of an app that is gone (or whose key changed) are closed with 4001, those of
+   * a disabled app with 4003, each with its pusher:error. Returns how many were closed.
+   */
+  applyApps(apps: readonly AppConfig[]): number;
 }
+
+/** Refused connections at debug level: one line per close code every 10 s (with a count). */
+const refusedLog = new RateLimitedLog('debug', 10_000);
 
 type Ws = WebSocket<SocketUserData>;
 
@@ -100,6 +113,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
     message: (ws: Ws, message: ArrayBuffer, isBinary: boolean) => {
       const state = ws.getUserData().state;
       if (!state || state.closed) return;
+      appCounters(state.app.id).wsMessagesReceived++;
       try {
         protocol.handle(state, ws, message, isBinary);
       } catch (err) {
@@ -111,9 +125,10 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
     ping: (ws: Ws) => markActive(ws),
     pong: (ws: Ws) => markActive(ws),
 
-    close: (ws: Ws) => {
+    close: (ws: Ws, code: number) => {
       const state = ws.getUserData().state;
       if (!state || state.closed) return;
+      countDisconnect(state.app.id, code);
       state.closed = true;
       state.ws = null;
       const userId = state.userId;
@@ -185,6 +200,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
     }
     if (refusal || !state) {
       const { code, message } = refusal ?? { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Refused' };
+      refusedLog.write(String(code), 'websocket connection refused', { code, reason: message, ...(state ? { appId: state.app.id } : {}) });
       ws.getUserData().state = null;
       endWithError(ws, code, message);
       return;
@@ -203,5 +219,25 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
       }
     },
     connectionCount: () => registry.connectionCount(),
+    connectionCounts: () => registry.connectionCounts(),
+    applyApps: (apps) => {
+      protocol.reload(apps);
+      const byId = new Map(apps.map((a) => [a.id, a]));
+      let closed = 0;
+      for (const state of [...registry.all]) {
+        if (state.closed || !state.ws) continue;
+        const next = byId.get(state.app.id);
+        if (!next || next.key !== state.app.key) {
+          closed++;
+          endWithError(state.ws, CLOSE_CODES.UNKNOWN_APP, 'App key not in this cluster (removed by a configuration reload)');
+        } else if (!next.enabled) {
+          closed++;
+          endWithError(state.ws, CLOSE_CODES.APP_DISABLED, 'Application is disabled');
+        } else {
+          state.app = next;
+        }
+      }
+      return closed;
+    },
   };
 }

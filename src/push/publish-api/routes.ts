@@ -10,6 +10,7 @@
  * own devices in the background. When some shard fails to store it, every shard is told to
  * cancel it before the 500 goes out, so a publish the client was refused is not sent.
  */
+import { countPushPublish } from '../../metrics/node-counters.js';
 import { randomUUID } from 'node:crypto';
 import { log } from '../../log.js';
 import type { ServerContext } from '../../server-context.js';
@@ -67,6 +68,7 @@ export function publishApiRoutes(ctx: ServerContext): Route[] {
       ...(request.webhookUrl !== undefined ? { webhookUrl: request.webhookUrl } : {}),
     };
     await startOnEveryShard(ctx, job);
+    countPushPublish(instance.instanceId);
     return okReply({ publishId: job.publishId });
   };
 

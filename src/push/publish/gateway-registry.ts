@@ -13,7 +13,7 @@ export type MissingGateway = 'not-configured' | 'unusable-config' | 'closed';
 
 /** Lazily built, long-lived gateway clients of one shard, per instance and platform. */
 export class GatewayRegistry {
-  private readonly instances: ReadonlyMap<string, PushInstanceConfig>;
+  private instances: ReadonlyMap<string, PushInstanceConfig>;
   private readonly options: GatewayFactoryOptions;
   private readonly clients = new Map<string, GatewayClient | MissingGateway>();
   private closed = false;
@@ -42,6 +42,28 @@ export class GatewayRegistry {
       this.clients.set(key, client);
     }
     return client;
+  }
+
+  /**
+   * Takes a reloaded instance list (SIGHUP): the clients of an instance whose credentials or
+   * endpoints changed, or that is gone, are dropped (closed once their sends settle) and built
+   * again from the new config when next needed.
+   */
+  reload(instances: readonly PushInstanceConfig[]): void {
+    const next = new Map(instances.map((instance) => [instance.instanceId, instance]));
+    const stale: Partial<Record<Platform, GatewayClient>>[] = [];
+    for (const [key, client] of this.clients) {
+      const [instanceId, platform] = key.split('\u0000') as [string, Platform];
+      const before = this.instances.get(instanceId)?.[platform];
+      const after = next.get(instanceId)?.[platform];
+      if (JSON.stringify(before ?? null) === JSON.stringify(after ?? null)) continue;
+      this.clients.delete(key);
+      if (typeof client !== 'string') stale.push({ [client.platform]: client });
+    }
+    this.instances = next;
+    for (const clients of stale) {
+      closeGatewayClients(clients).catch((err: unknown) => log.warn('closing replaced gateway client failed', { error: String(err) }));
+    }
   }
 
   /** Closes every client; sends still waiting on a retry resolve as failed (CLOSED_OUTCOME). */

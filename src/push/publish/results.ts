@@ -16,6 +16,16 @@ export function emptyGatewayCounts(): Record<Platform, GatewayCounts> {
   };
 }
 
+/** Distinct failure reasons kept per gateway in a publish's counts; further ones count under `other`. */
+export const MAX_ERROR_REASONS = 20;
+
+/** Adds `n` failures with `reason` to the counts' `errors` (bounded by MAX_ERROR_REASONS). */
+export function addErrorReason(counts: GatewayCounts, reason: string, n = 1): void {
+  const errors = (counts.errors ??= {});
+  const key = reason in errors || Object.keys(errors).length < MAX_ERROR_REASONS ? reason : 'other';
+  errors[key] = (errors[key] ?? 0) + n;
+}
+
 /** Adds `b` into `a` (both per platform). */
 export function addGatewayCounts(a: Record<Platform, GatewayCounts>, b: Readonly<Record<Platform, GatewayCounts>>): void {
   for (const platform of PLATFORMS) {
@@ -23,6 +33,8 @@ export function addGatewayCounts(a: Record<Platform, GatewayCounts>, b: Readonly
     a[platform].sent += b[platform].sent;
     a[platform].failed += b[platform].failed;
     a[platform].removed += b[platform].removed;
+    const errors = b[platform].errors;
+    if (errors) for (const reason in errors) addErrorReason(a[platform], reason, errors[reason]!);
   }
 }
 
@@ -128,7 +140,10 @@ export function webhookResults(
 ): Partial<Record<Platform, GatewayCounts>> {
   const results: Partial<Record<Platform, GatewayCounts>> = {};
   for (const platform of PLATFORMS) {
-    if (platforms.includes(platform)) results[platform] = { ...gateways[platform] };
+    if (platforms.includes(platform)) {
+      const { recipients, sent, failed, removed } = gateways[platform];
+      results[platform] = { recipients, sent, failed, removed };
+    }
   }
   return results;
 }
