@@ -14,6 +14,7 @@ import { metricsRoutes } from './http/metrics-routes.js';
 import { MainApp } from './http/tls.js';
 import { HeraldMetrics } from './metrics/prometheus.js';
 import { planReload } from './config/reload.js';
+import { missingPlatforms } from './config/key-material.js';
 import { setLogLevel } from './log.js';
 import { openDataDir } from './shards/data-dir.js';
 import { ShardPool } from './shards/pool.js';
@@ -117,6 +118,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const metricsPort = metricsSocket ? uws.us_socket_local_port(metricsSocket) : null;
   state.ready = true;
   log.info('herald listening', { host: config.host, port, tls: main.secure, metricsPort, shards: config.shards, dataDir, nativeUws: native });
+  logMissingCredentials(config);
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
@@ -146,6 +148,16 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections };
   };
   return { port, host: config.host, nativeUws: native, secure: main.secure, metricsPort, reload, stop };
+}
+
+/** Says, per push instance, which platforms it has no credentials for (their devices fail). */
+function logMissingCredentials(config: Readonly<HeraldConfig>): void {
+  for (const instance of config.push) {
+    const missing = missingPlatforms(instance);
+    if (missing.length > 0) {
+      log.info('push instance has no credentials for some platforms: publishes count their devices as failed', { instanceId: instance.instanceId, platforms: missing });
+    }
+  }
 }
 
 function replaceAll<V>(map: Map<string, V>, entries: [string, V][]): void {
