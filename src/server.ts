@@ -57,6 +57,9 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   setLogLevel(config.logLevel);
   const { uws, native } = loadUws(config.allowUwsFallback);
   if (!native) log.warn('RUNNING ON THE SLOW uWebSockets.js JAVASCRIPT FALLBACK: do not benchmark or deploy this');
+  // Certificate files are checked before any worker starts: a bad one is a start-up error.
+  const main = new MainApp(uws, config.tls);
+  const app = main.app;
   const dataDir = resolve(config.dataDir);
   const identity = openDataDir(dataDir, config.shards);
   const shards = new ShardPool({
@@ -69,9 +72,6 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   // Start every worker now so a broken shard fails start-up, not the first request.
   await shards.broadcast({ type: 'core.ping' }, 30_000);
 
-  // Certificate files are checked before any worker starts: a bad one is a start-up error.
-  const main = new MainApp(uws, config.tls);
-  const app = main.app;
   const state: ServerState = { ready: false, draining: false };
   const ctx = {
     config,
@@ -101,7 +101,13 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     ...publishApiRoutes(ctx),
     ...reportingApiRoutes(ctx),
   ];
-  registerRoutes(app, [...routes, ...notFoundRoutes()], { draining: () => state.draining });
+  const allRoutes = [...routes, ...notFoundRoutes()];
+  registerRoutes(app, allRoutes, { draining: () => state.draining });
+  // TLS: the same routes again under each server name of the certificate (see http/tls.ts).
+  main.installRoutes(() => {
+    registerRoutes(app, allRoutes, { draining: () => state.draining });
+    app.ws('/*', ws.behavior);
+  });
 
   const listenSocket = await listen(uws, app, config.host, config.port);
   const port = uws.us_socket_local_port(listenSocket);
@@ -145,6 +151,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     replaceAll(ctx.pushInstances as Map<string, PushInstanceConfig>, effective.push.map((p) => [p.instanceId, p]));
     setLogLevel(effective.logLevel);
     const closedConnections = ws.applyApps(effective.apps);
+    if (plan.changed.includes('push')) logMissingCredentials(effective);
     return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections };
   };
   return { port, host: config.host, nativeUws: native, secure: main.secure, metricsPort, reload, stop };

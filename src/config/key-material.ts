@@ -5,8 +5,34 @@
  */
 import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
 import webpush from 'web-push';
-import type { HeraldConfig } from './schema.js';
+import type { HeraldConfig, TlsConfig } from './schema.js';
+
+type Fail = (field: string, message: string) => never;
+
+/** Reads the TLS files and checks that they make a TLS context (start-up and every reload). */
+export function checkTlsFiles(tls: Readonly<TlsConfig>, fail: Fail): void {
+  const read = (field: 'certFile' | 'keyFile'): Buffer => {
+    try {
+      return readFileSync(tls[field]);
+    } catch (err) {
+      return fail(`tls.${field}`, `cannot read ${tls[field]}: ${(err as Error).message}`);
+    }
+  };
+  const cert = read('certFile');
+  const key = read('keyFile');
+  try {
+    createSecureContext({ cert });
+  } catch (err) {
+    fail('tls.certFile', `${tls.certFile} is not a PEM certificate: ${(err as Error).message}`);
+  }
+  try {
+    createSecureContext({ cert, key, ...(tls.passphrase === undefined ? {} : { passphrase: tls.passphrase }) });
+  } catch (err) {
+    fail('tls.keyFile', `${tls.keyFile} is not a usable private key for tls.certFile (or tls.passphrase is wrong): ${(err as Error).message}`);
+  }
+}
 
 /** Throws `(field, message)` for the first unusable key material. */
 export function checkKeyMaterial(config: Readonly<Pick<HeraldConfig, 'push'>>, fail: (field: string, message: string) => never): void {

@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { configSchema, type HeraldConfig } from './schema.js';
 import { isLogLevel, LOG_LEVELS } from '../log.js';
-import { checkKeyMaterial } from './key-material.js';
+import { checkKeyMaterial, checkTlsFiles } from './key-material.js';
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -62,9 +62,11 @@ export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
   checkUnique(parsed.apps.map((a) => a.id), 'apps', 'id');
   checkUnique(parsed.apps.map((a) => a.key), 'apps', 'key');
   checkUnique(parsed.push.map((p) => p.instanceId), 'push', 'instanceId');
-  checkKeyMaterial(parsed, (field, message) => {
+  const fail = (field: string, message: string): never => {
     throw new ConfigError(`invalid config at ${field}: ${message}`);
-  });
+  };
+  checkKeyMaterial(parsed, fail);
+  if (parsed.tls) checkTlsFiles(parsed.tls, fail);
   const shards = parsed.shards ?? Math.max(1, availableParallelism() - 1);
   return deepFreeze({ ...parsed, shards });
 }

@@ -3,87 +3,103 @@
  * there). The certificate and key are checked with Node's TLS at start-up and on every reload,
  * so a bad file is a clear error naming the field, not a listener that fails handshakes.
  *
- * A reload (SIGHUP) re-reads the files: uWS cannot replace the context it started with, so the
- * new certificate is installed per server name (SNI). Every name a client asks for is added
- * when first seen and replaced on each reload; clients that send no server name (connections
- * by IP address) keep the start-up certificate until the next restart.
+ * A reload (SIGHUP) re-reads the files. uWS cannot replace the context it started with, so
+ * the certificate is also installed per server name (SNI) for every DNS name it covers, each
+ * with its own copy of the routes (uWS keeps one router per server name); a reload replaces
+ * those. Clients that send one of those names (every client connecting by host name) get the
+ * new certificate at once; clients connecting by IP address without a server name keep the
+ * start-up certificate until the next restart.
  */
 import { readFileSync } from 'node:fs';
-import { createSecureContext } from 'node:tls';
+import { X509Certificate } from 'node:crypto';
 import type { AppOptions, TemplatedApp } from 'uWebSockets.js';
 import type { TlsConfig } from '../config/schema.js';
 import { ConfigError } from '../config/load.js';
+import { checkTlsFiles } from '../config/key-material.js';
 import { log } from '../log.js';
 import type { UwsModule } from './uws-native.js';
 
-/** Server names kept with their own certificate; beyond it, further names use the start-up one. */
-const MAX_SERVER_NAMES = 1000;
-
-/** Reads the files and checks that they make a TLS context; throws ConfigError naming the field. */
-export function checkTlsFiles(tls: TlsConfig): void {
-  const read = (field: 'certFile' | 'keyFile'): Buffer => {
-    try {
-      return readFileSync(tls[field]);
-    } catch (err) {
-      throw new ConfigError(`invalid config at tls.${field}: cannot read ${tls[field]}: ${(err as Error).message}`);
-    }
-  };
-  const cert = read('certFile');
-  const key = read('keyFile');
-  try {
-    createSecureContext({ cert });
-  } catch (err) {
-    throw new ConfigError(`invalid config at tls.certFile: ${tls.certFile} is not a PEM certificate: ${(err as Error).message}`);
-  }
-  try {
-    createSecureContext({ cert, key, ...(tls.passphrase === undefined ? {} : { passphrase: tls.passphrase }) });
-  } catch (err) {
-    throw new ConfigError(`invalid config at tls.keyFile: ${tls.keyFile} is not a usable private key for tls.certFile (or tls.passphrase is wrong): ${(err as Error).message}`);
-  }
+/** checkTlsFiles throwing ConfigError naming the field. */
+function checkFiles(tls: TlsConfig): void {
+  checkTlsFiles(tls, (field, message) => {
+    throw new ConfigError(`invalid config at ${field}: ${message}`);
+  });
 }
 
 function appOptions(tls: TlsConfig): AppOptions {
   return { cert_file_name: tls.certFile, key_file_name: tls.keyFile, ...(tls.passphrase === undefined ? {} : { passphrase: tls.passphrase }) };
 }
 
+/** The DNS names a certificate covers (subjectAltName DNS entries, else its CN). */
+export function certificateNames(certFile: string): string[] {
+  const cert = new X509Certificate(readFileSync(certFile));
+  const names = (cert.subjectAltName ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.startsWith('DNS:'))
+    .map((s) => s.slice(4));
+  if (names.length > 0) return names;
+  const cn = /(?:^|\n)CN=([^\n]+)/.exec(cert.subject)?.[1];
+  return cn ? [cn] : [];
+}
+
 /** The main app: SSLApp with the certificate when `tls` is set, else a plain App. */
 export class MainApp {
   readonly app: TemplatedApp;
-  private tls: TlsConfig | null;
   private readonly serverNames = new Set<string>();
+  /** Registers every route on the app's current router (set by installRoutes). */
+  private registerRoutes: (() => void) | undefined;
 
-  constructor(uws: UwsModule, tls: TlsConfig | null) {
-    this.tls = tls;
+  constructor(uws: UwsModule, private tls: TlsConfig | null) {
     if (tls === null) {
       this.app = uws.App();
       return;
     }
-    checkTlsFiles(tls);
+    checkFiles(tls);
     this.app = uws.SSLApp(appOptions(tls));
-    this.app.missingServerName((hostname) => {
-      // Runs inside a uWS callback: must not throw.
-      try {
-        if (this.tls === null || this.serverNames.size >= MAX_SERVER_NAMES) return;
-        this.app.addServerName(hostname, appOptions(this.tls));
-        this.serverNames.add(hostname);
-      } catch (err) {
-        log.error('tls: adding a server name failed', { hostname, error: String(err) });
-      }
-    });
   }
 
   get secure(): boolean {
     return this.tls !== null;
   }
 
+  /**
+   * Takes the function that registers every route (HTTP and WebSocket) on the current router,
+   * after it has run once for the default router, and installs the certificate's server names.
+   */
+  installRoutes(register: () => void): void {
+    if (this.tls === null) return;
+    this.registerRoutes = register;
+    this.installServerNames(this.tls);
+  }
+
   /** Re-reads the certificate files (reload); throws ConfigError (nothing changed) when they are bad. */
   reloadCertificates(tls: TlsConfig): void {
-    checkTlsFiles(tls);
+    checkFiles(tls);
     this.tls = tls;
+    this.installServerNames(tls);
+    log.info('tls certificates re-read', { certFile: tls.certFile, serverNames: [...this.serverNames] });
+  }
+
+  /**
+   * (Re)installs the certificate for every server name it covers and every one installed
+   * before (never dropped: a keep-alive connection may still route by it), each with the routes.
+   * Runs synchronously, so no request sees a name between its removal and its return.
+   */
+  private installServerNames(tls: TlsConfig): void {
+    const register = this.registerRoutes;
+    if (!register) return;
+    for (const name of certificateNames(tls.certFile)) this.serverNames.add(name);
     for (const name of this.serverNames) {
       this.app.removeServerName(name);
       this.app.addServerName(name, appOptions(tls));
+      this.app.domain(name);
+      try {
+        register();
+      } finally {
+        // No server name has the empty name: back to the default router.
+        this.app.domain('');
+      }
     }
-    log.info('tls certificates re-read', { certFile: tls.certFile, serverNames: this.serverNames.size });
   }
 }

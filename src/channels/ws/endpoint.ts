@@ -5,7 +5,7 @@
  * state only; channel state lives on the shards (see subscriptions.ts and the adapter).
  */
 import { randomInt } from 'node:crypto';
-import type { HttpRequest, HttpResponse, WebSocket, us_socket_context_t } from 'uWebSockets.js';
+import type { HttpRequest, HttpResponse, WebSocket, WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';
 import type { ServerContext } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log, RateLimitedLog } from '../../log.js';
@@ -22,6 +22,8 @@ import { Sweeper } from './sweeper.js';
 
 export interface WebSocketEndpoint {
   adapter: ChannelAdapter;
+  /** The `/*` WebSocket behaviour, for registering it again under a TLS server name. */
+  behavior: WebSocketBehavior<SocketUserData>;
   /** Closes every connection with the code (4200 on shutdown). */
   closeAll(code: number, reason: string): void;
   connectionCount(): number;
@@ -71,7 +73,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
     }
   };
 
-  ctx.app.ws<SocketUserData>('/*', {
+  const behavior: WebSocketBehavior<SocketUserData> = {
     // Frames between the limit and twice the limit get a clear pusher:error and a 1009 close
     // (protocol.ts); larger ones are cut off by uWS without reading them.
     maxPayloadLength: config.maxWebSocketFrameBytes * 2,
@@ -153,7 +155,8 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
         log.error('websocket close: leaving channels failed', { appId: state.app.id, error: describe(err) });
       }
     },
-  });
+  };
+  ctx.app.ws<SocketUserData>('/*', behavior);
 
   function upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
     const handshake = ctx.state.draining
@@ -212,6 +215,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
 
   return {
     adapter,
+    behavior,
     closeAll: (code, reason) => {
       sweeper.stop();
       for (const state of [...registry.all]) {

@@ -1,0 +1,140 @@
+/**
+ * Built-in TLS (`tls: {certFile, keyFile}`): HTTPS and WSS on the main port with a test CA made
+ * here with openssl, clients that trust only that CA (node:https, ws), plain HTTP refused on
+ * that port, a new certificate picked up on SIGHUP, and bad files refused at start-up.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync, readFileSync, copyFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-process.js';
+import { decodeFrame } from '../helpers/protocol-frame.js';
+
+let dir: string;
+let ca: Buffer;
+let herald: HeraldProcess;
+
+function openssl(...args: string[]): void {
+  execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+}
+
+/** A server certificate for localhost and 127.0.0.1 signed by the test CA; returns its serial (hex, upper case). */
+function serverCert(name: string): string {
+  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
+  openssl('req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}-key.pem`, '-out', `${name}.csr`, '-subj', '/CN=localhost');
+  openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', `${name}.pem`);
+  return execFileSync('openssl', ['x509', '-in', `${name}.pem`, '-noout', '-serial'], { cwd: dir, encoding: 'utf8' }).trim().split('=')[1]!.toUpperCase();
+}
+
+let firstSerial: string;
+let secondSerial: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'herald-tls-'));
+  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=Herald Test CA');
+  ca = readFileSync(join(dir, 'ca.pem'));
+  firstSerial = serverCert('first');
+  secondSerial = serverCert('second');
+  copyFileSync(join(dir, 'first.pem'), join(dir, 'cert.pem'));
+  copyFileSync(join(dir, 'first-key.pem'), join(dir, 'key.pem'));
+  herald = await startHerald({
+    shards: 1,
+    config: { tls: { certFile: join(dir, 'cert.pem'), keyFile: join(dir, 'key.pem') } },
+    env: { HERALD_LOG_LEVEL: 'info' },
+  });
+});
+
+afterAll(async () => {
+  await herald?.dispose();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+function httpsGet(path: string, host = 'localhost'): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest({ host, port: herald.port, path, ca, servername: 'localhost' }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function peerSerial(servername: string | undefined): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = tlsConnect({ host: '127.0.0.1', port: herald.port, ca, ...(servername ? { servername } : {}), checkServerIdentity: () => undefined }, () => {
+      const serial = socket.getPeerCertificate().serialNumber.toUpperCase();
+      socket.end();
+      resolve(serial);
+    });
+    socket.on('error', reject);
+  });
+}
+
+describe('tls', () => {
+  it('prints https:// and serves HTTPS to a client that trusts the test CA', async () => {
+    expect(herald.stdout).toMatch(/listening on https:\/\/127\.0\.0\.1:\d+ \(wss:\/\//);
+    const ready = await httpsGet('/ready');
+    expect(ready.status).toBe(200);
+    expect(JSON.parse(ready.body)).toEqual({ ready: true });
+  });
+
+  it('serves WSS: a ws client with the CA gets pusher:connection_established', async () => {
+    const ws = new WebSocket(`wss://localhost:${herald.port}/app/${DEFAULT_APP.key}?protocol=7&client=js&version=8.4.0`, { ca });
+    try {
+      const first = await new Promise<string>((resolve, reject) => {
+        ws.once('message', (d: Buffer) => resolve(d.toString()));
+        ws.once('error', reject);
+      });
+      expect(decodeFrame(first).event).toBe('pusher:connection_established');
+    } finally {
+      ws.close();
+    }
+  });
+
+  it('refuses a client that does not trust the CA', async () => {
+    await expect(
+      new Promise((resolve, reject) => {
+        const req = httpsRequest({ host: 'localhost', port: herald.port, path: '/ready' }, resolve);
+        req.on('error', reject);
+        req.end();
+      }),
+    ).rejects.toThrow(/certificate/);
+  });
+
+  it('does not serve plain HTTP on the TLS port', async () => {
+    await expect(fetch(`http://127.0.0.1:${herald.port}/ready`, { signal: AbortSignal.timeout(10_000) })).rejects.toThrow();
+  });
+
+  it('re-reads the certificate files on SIGHUP', async () => {
+    expect(await peerSerial('localhost')).toBe(firstSerial);
+    copyFileSync(join(dir, 'second.pem'), join(dir, 'cert.pem'));
+    copyFileSync(join(dir, 'second-key.pem'), join(dir, 'key.pem'));
+    herald.signal('SIGHUP');
+    const deadline = Date.now() + 15_000;
+    while (!herald.stderr.includes('tls certificates re-read')) {
+      if (Date.now() > deadline) throw new Error(`no reload logged:\n${herald.stderr}`);
+      await sleep(50);
+    }
+    expect(await peerSerial('localhost')).toBe(secondSerial);
+    // Routes are served under the server name after the reload too.
+    expect((await httpsGet('/ready')).status).toBe(200);
+    // A client that sends no server name (by IP address) keeps the start-up certificate.
+    expect(await peerSerial(undefined)).toBe(firstSerial);
+  });
+
+  it('refuses to start with a key file that does not match, naming the field', async () => {
+    const bad = new HeraldProcess({ shards: 1, config: { tls: { certFile: join(dir, 'first.pem'), keyFile: join(dir, 'ca.pem') } } });
+    try {
+      await expect(bad.start()).rejects.toThrow(/invalid config at tls\.keyFile/);
+    } finally {
+      await bad.dispose();
+    }
+  });
+});
