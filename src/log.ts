@@ -74,11 +74,14 @@ export class RateLimitedLog {
     private readonly intervalMs = 10_000,
     /** Distinct keys remembered; beyond it the oldest are forgotten. */
     private readonly maxKeys = 1000,
+    /** Where lines go (tests); the logger by default. */
+    private readonly emit: (msg: string, fields: Fields | undefined) => void = (msg, fields) => log[level](msg, fields),
+    private readonly now: () => number = Date.now,
   ) {}
 
   write(key: string, msg: string, fields?: Fields): void {
     if (!logger.isLevelEnabled(this.level)) return;
-    const now = Date.now();
+    const now = this.now();
     const entry = this.last.get(key);
     if (entry && now - entry.at < this.intervalMs) {
       entry.suppressed++;
@@ -91,6 +94,6 @@ export class RateLimitedLog {
     }
     this.last.delete(key);
     this.last.set(key, { at: now, suppressed: 0 });
-    log[this.level](msg, suppressed > 0 ? { ...fields, suppressed } : fields);
+    this.emit(msg, suppressed > 0 ? { ...fields, suppressed } : fields);
   }
 }

@@ -40,7 +40,7 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
     }
   }
   const fromEnv: Record<string, unknown> = {};
-  if (env.HERALD_LOG_LEVEL !== undefined && !isLogLevel(env.HERALD_LOG_LEVEL)) {
+  if (env.HERALD_LOG_LEVEL && !isLogLevel(env.HERALD_LOG_LEVEL)) {
     throw new ConfigError(`environment variable HERALD_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${env.HERALD_LOG_LEVEL}"`);
   }
   if (env.HERALD_HOST) fromEnv.host = env.HERALD_HOST;

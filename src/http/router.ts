@@ -49,10 +49,18 @@ const clientErrorLog = new RateLimitedLog('debug', 10_000);
 /** Counts every answer for /metrics and logs 4xx ones at debug level (never bodies or headers). */
 function answerObserver(pattern: string): AnswerObserver {
   const api = apiOfPattern(pattern);
-  return (rc, status, startMs) => {
+  return (rc, reply, startMs) => {
+    const status = reply.status;
     recordHttpRequest(api, status, startMs);
     if (status >= 400 && status < 500 && logLevelEnabled('debug')) {
-      clientErrorLog.write(`${rc.method} ${pattern} ${status}`, 'http request refused', { method: rc.method, path: rc.path.slice(0, 200), status, api });
+      const code = reply.error?.code ?? '';
+      clientErrorLog.write(`${rc.method} ${pattern} ${status} ${code}`, 'http request refused', {
+        method: rc.method,
+        path: rc.path.slice(0, 200),
+        status,
+        api,
+        ...(reply.error ? { code, reason: reply.error.message.slice(0, 300) } : {}),
+      });
     }
   };
 }

@@ -35,6 +35,8 @@ export interface Reply {
   /** A string or object; objects are JSON-encoded. */
   body?: string | Buffer | object;
   headers?: Record<string, string>;
+  /** Set by errorReply: the catalogue code and message, for the debug log of refused requests (never sent as is). */
+  error?: { code: string; message: string };
 }
 
 export type Handler = (ctx: RequestContext) => Reply | Promise<Reply>;
@@ -85,7 +87,7 @@ interface CompiledRoute {
 }
 
 /** Told of every answer (metrics, 4xx debug logs): the request, its status, its arrival (performance.now()). */
-export type AnswerObserver = (rc: RequestContext, status: number, startMs: number) => void;
+export type AnswerObserver = (rc: RequestContext, reply: Reply, startMs: number) => void;
 
 /**
  * One request and its response: the RequestContext handed to the handler and the state the
@@ -235,7 +237,7 @@ class Exchange implements RequestContext {
       for (let i = 0; i < extra.length; i++) res.writeHeader(extra[i]![0], extra[i]![1]);
       res.end(body, closeConnection);
     });
-    if (this.route.observe !== undefined) this.route.observe(this, reply.status, this.startMs);
+    if (this.route.observe !== undefined) this.route.observe(this, reply, this.startMs);
   }
 }
 
@@ -287,5 +289,5 @@ export function errorReply(err: unknown, style: ErrorStyle, path: string): Reply
     herr = new HeraldError('INTERNAL');
   }
   const body = style === 'push' ? pushErrorBody(herr) : channelErrorBody(herr);
-  return { status: herr.status, body };
+  return { status: herr.status, body, error: { code: herr.code, message: herr.message } };
 }

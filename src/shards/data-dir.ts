@@ -34,7 +34,9 @@ export function openDataDir(dataDir: string, shards: number): DataDirIdentity {
     if (existing.shards !== shards) {
       throw new DataDirError(
         `data dir ${dataDir} was created with ${existing.shards} shards; this start asks for ${shards}. ` +
-          `Start with shards=${existing.shards} (HERALD_SHARDS=${existing.shards}) or use a new data dir.`,
+          `Start with shards=${existing.shards} (HERALD_SHARDS=${existing.shards}) or use a new data dir. ` +
+          'Without "shards" in the config the count is this machine\'s cores − 1, so a data dir moved to a machine with ' +
+          'another number of cores asks for another count: set "shards" explicitly (any count runs on any machine).',
       );
     }
     return existing;
