@@ -16,6 +16,8 @@ export class GatewayRegistry {
   private instances: ReadonlyMap<string, PushInstanceConfig>;
   private readonly options: GatewayFactoryOptions;
   private readonly clients = new Map<string, GatewayClient | MissingGateway>();
+  /** Clients replaced by a reload, closed once their sends can have settled (or on close()). */
+  private readonly retired = new Set<GatewayClient>();
   private closed = false;
 
   constructor(instances: readonly PushInstanceConfig[], delivery: Readonly<PushDeliveryConfig>) {
@@ -61,9 +63,18 @@ export class GatewayRegistry {
       if (typeof client !== 'string') stale.push({ [client.platform]: client });
     }
     this.instances = next;
-    for (const clients of stale) {
-      closeGatewayClients(clients).catch((err: unknown) => log.warn('closing replaced gateway client failed', { error: String(err) }));
-    }
+    if (stale.length === 0) return;
+    // Sends in flight on a replaced client finish on it: closing now would cut them.
+    const retired = stale.map((clients) => Object.values(clients)[0]!);
+    for (const client of retired) this.retired.add(client);
+    const retry = this.options.retry ?? {};
+    const graceMs = (this.options.requestTimeoutMs ?? 10_000) * (retry.attempts ?? 3) + (retry.maxPauseMs ?? 60_000) + 1000;
+    setTimeout(() => {
+      for (const client of retired) {
+        if (!this.retired.delete(client)) continue;
+        closeGatewayClients({ [client.platform]: client }).catch((err: unknown) => log.warn('closing a replaced gateway client failed', { error: String(err) }));
+      }
+    }, graceMs).unref();
   }
 
   /** Closes every client; sends still waiting on a retry resolve as failed (CLOSED_OUTCOME). */
@@ -74,6 +85,8 @@ export class GatewayRegistry {
       if (typeof client !== 'string') open.push({ [client.platform]: client });
     }
     this.clients.clear();
+    for (const client of this.retired) open.push({ [client.platform]: client });
+    this.retired.clear();
     await Promise.all(open.map((clients) => closeGatewayClients(clients)));
   }
 
