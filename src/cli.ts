@@ -13,6 +13,12 @@ import { startHerald, type RunningHerald } from './server.js';
 import { log, setLogLevel } from './log.js';
 
 async function main(): Promise<void> {
+  // SIGHUP's default action ends the process: until Herald is up, remember it and reload after.
+  let hangupDuringStart = false;
+  const early = (): void => {
+    hangupDuringStart = true;
+  };
+  process.on('SIGHUP', early);
   const { values } = parseArgs({
     options: {
       config: { type: 'string', short: 'c' },
@@ -70,7 +76,10 @@ async function main(): Promise<void> {
   });
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  process.on('SIGHUP', reloader(herald, values.config, overrides));
+  const reload = reloader(herald, values.config, overrides);
+  process.on('SIGHUP', reload);
+  process.off('SIGHUP', early);
+  if (hangupDuringStart) reload();
 }
 
 /**

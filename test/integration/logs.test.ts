@@ -3,11 +3,13 @@
  * failures with the reason (never a secret), 4xx answers with their code, a flood of refused
  * connections kept to a line or two; an unknown level is a start-up error.
  */
+import { spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-process.js';
+import { DEFAULT_APP, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 
 let herald: HeraldProcess;
@@ -117,5 +119,26 @@ describe('log level', () => {
     } finally {
       await bad.dispose();
     }
+  });
+});
+
+describe('log output', () => {
+  const program = `const m = await import(${JSON.stringify(join(REPO_ROOT, 'dist/src/log.js'))}); m.log.info('hello', { a: 1 });`;
+
+  it('is human-readable on a terminal', () => {
+    // `script` runs the command on a pseudo-terminal.
+    const run = spawnSync('script', ['-qec', `${JSON.stringify(process.execPath)} --input-type=module -e ${JSON.stringify(program)}`, '/dev/null'], {
+      encoding: 'utf8',
+      timeout: 20_000,
+      env: { ...process.env, HERALD_LOG_LEVEL: 'info' },
+    });
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/INFO.*hello/);
+    expect(run.stdout).not.toContain('{"level"');
+  });
+
+  it('is one JSON object per line otherwise', () => {
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', program], { encoding: 'utf8', timeout: 20_000, env: { ...process.env, HERALD_LOG_LEVEL: 'info' } });
+    expect(JSON.parse(run.stderr.trim())).toMatchObject({ level: 'info', msg: 'hello', a: 1 });
   });
 });
