@@ -26,7 +26,7 @@ import { CompletionWindow } from './completion-window.js';
 import type { GatewayRegistry } from './gateway-registry.js';
 import { gatewayPayload } from './payload.js';
 import { usageMonth, type ProgressRecord, type PublishStore, type ShardReport } from './publish-store.js';
-import { addErrorReason, emptyGatewayCounts } from './results.js';
+import { addErrorReason, emptyGatewayCounts, failureReasonKey } from './results.js';
 import { countNotification } from '../../metrics/shard-counters.js';
 import { RateLimitedLog } from '../../log.js';
 import type { SendLimiter } from './send-limiter.js';
@@ -97,7 +97,7 @@ function count(tally: Tally, slot: Slot): void {
   if (slot.outcome === 'sent') counts.sent++;
   else counts.failed++;
   if (slot.outcome === 'removed') counts.removed++;
-  if (slot.outcome !== 'sent') addErrorReason(counts, slot.reason ?? 'unknown');
+  if (slot.outcome !== 'sent') addErrorReason(counts, failureReasonKey(slot.reason ?? 'unknown'));
   if (slot.userId !== undefined) {
     tally.usersWithDevices.add(slot.userId);
     if (slot.outcome === 'sent') tally.usersDelivered.add(slot.userId);
@@ -320,9 +320,10 @@ export class PublishRun {
     count(this.live, slot.value);
     const { outcome, platform, reason } = slot.value;
     if (outcome !== 'skipped') {
-      countNotification(this.job.instanceId, platform, outcome, reason);
+      const key = reason === undefined ? undefined : failureReasonKey(reason);
+      countNotification(this.job.instanceId, platform, outcome, key);
       if (outcome === 'failed' && reason !== undefined) {
-        failureLog.write(`${this.job.instanceId}\t${platform}\t${reason}`, 'push notification failed', { instanceId: this.job.instanceId, publishId: this.job.publishId, gateway: platform, reason });
+        failureLog.write(`${this.job.instanceId}\t${platform}\t${key}`, 'push notification failed', { instanceId: this.job.instanceId, publishId: this.job.publishId, gateway: platform, reason });
       }
     }
     for (const committed of this.window.takeCommitted()) {

@@ -19,7 +19,15 @@ export function emptyGatewayCounts(): Record<Platform, GatewayCounts> {
 /** Distinct failure reasons kept per gateway in a publish's counts; further ones count under `other`. */
 export const MAX_ERROR_REASONS = 20;
 
-/** Adds `n` failures with `reason` to the counts' `errors` (bounded by MAX_ERROR_REASONS). */
+/**
+ * A failure reason as a stable key for counting: durations that vary from one send to the next
+ * ("asked again in 27 s", "Retry-After 120 s") become "N s", and it is cut at 200 characters.
+ */
+export function failureReasonKey(reason: string): string {
+  return reason.replace(/\b\d+(?:\.\d+)? s\b/g, 'N s').slice(0, 200);
+}
+
+/** Adds `n` failures with `reason` (already a key) to the counts' `errors` (bounded by MAX_ERROR_REASONS). */
 export function addErrorReason(counts: GatewayCounts, reason: string, n = 1): void {
   const errors = (counts.errors ??= {});
   const key = reason in errors || Object.keys(errors).length < MAX_ERROR_REASONS ? reason : 'other';

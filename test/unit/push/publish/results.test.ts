@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_ERROR_REASONS, addErrorReason, addGatewayCounts, emptyGatewayCounts, webhookResults } from '../../../../src/push/publish/results.js';
+import { MAX_ERROR_REASONS, addErrorReason, addGatewayCounts, emptyGatewayCounts, failureReasonKey, webhookResults } from '../../../../src/push/publish/results.js';
 
 describe('failure reasons in publish counts', () => {
   it('merge over shards', () => {
@@ -27,5 +27,16 @@ describe('failure reasons in publish counts', () => {
     const gateways = emptyGatewayCounts();
     gateways.fcm = { recipients: 1, sent: 0, failed: 1, removed: 0, errors: { x: 1 } };
     expect(webhookResults(['fcm'], gateways)).toEqual({ fcm: { recipients: 1, sent: 0, failed: 1, removed: 0 } });
+  });
+});
+
+describe('failureReasonKey', () => {
+  it('turns varying durations into N s so one cause counts under one reason', () => {
+    expect(failureReasonKey("oauth: token endpoint answered 400 (an earlier fetch's answer; the token endpoint is asked again in 27 s)")).toBe(
+      "oauth: token endpoint answered 400 (an earlier fetch's answer; the token endpoint is asked again in N s)",
+    );
+    expect(failureReasonKey('HTTP 429 (Retry-After 120 s exceeds the 60 s pause limit)')).toBe('HTTP 429 (Retry-After N s exceeds the N s pause limit)');
+    expect(failureReasonKey('HTTP 410')).toBe('HTTP 410');
+    expect(failureReasonKey('UNREGISTERED')).toBe('UNREGISTERED');
   });
 });
