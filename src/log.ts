@@ -35,7 +35,10 @@ function createLogger(): Logger {
   if (process.stderr.isTTY && isMainThread) {
     return pino(options, pretty({ destination: 2, sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l' }));
   }
-  return pino(options, pino.destination({ fd: 2, sync: true }));
+  // The main thread writes through process.stderr (synchronous for files and pipes; what
+  // embedders and tests intercept); a worker writes fd 2 directly and synchronously, so its
+  // last lines are not lost in the hop to the main thread when it dies.
+  return pino(options, isMainThread ? process.stderr : pino.destination({ fd: 2, sync: true }));
 }
 
 const logger = createLogger();
