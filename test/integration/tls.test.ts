@@ -5,7 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, readFileSync, copyFileSync } from 'node:fs';
-import { request as httpsRequest } from 'node:https';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
@@ -13,7 +13,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-process.js';
-import { decodeFrame } from '../helpers/protocol-frame.js';
+import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
+import { channelsSdk } from '../helpers/sdk-clients.js';
 
 let dir: string;
 let ca: Buffer;
@@ -93,6 +94,29 @@ describe('tls', () => {
         ws.once('error', reject);
       });
       expect(decodeFrame(first).event).toBe('pusher:connection_established');
+    } finally {
+      ws.close();
+    }
+  });
+
+  it('delivers an event triggered over HTTPS (pusher SDK) to a WSS subscriber', async () => {
+    const ws = new WebSocket(`wss://localhost:${herald.port}/app/${DEFAULT_APP.key}?protocol=7&client=js&version=8.4.0`, { ca });
+    const frames: Frame[] = [];
+    ws.on('message', (d: Buffer) => frames.push(decodeFrame(d.toString())));
+    const until = async (match: (f: Frame) => boolean): Promise<void> => {
+      const deadline = Date.now() + 10_000;
+      while (!frames.some(match)) {
+        if (Date.now() > deadline) throw new Error(`frame not received: ${JSON.stringify(frames)}`);
+        await sleep(10);
+      }
+    };
+    try {
+      await until((f) => f.event === 'pusher:connection_established');
+      ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'tls-news' } }));
+      await until((f) => f.event === 'pusher_internal:subscription_succeeded');
+      const sdk = channelsSdk(herald.port, DEFAULT_APP, { host: 'localhost', useTLS: true, agent: new HttpsAgent({ ca }) });
+      expect((await sdk.trigger('tls-news', 'headline', { n: 1 })).status).toBe(200);
+      await until((f) => f.event === 'headline' && f.channel === 'tls-news');
     } finally {
       ws.close();
     }
