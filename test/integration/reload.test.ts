@@ -12,6 +12,7 @@ import WebSocket from 'ws';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { beamsSdk, channelsSdk } from '../helpers/sdk-clients.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const A = { id: 'app-a', key: 'key-a', secret: 'secret-a-1' };
 const B = { id: 'app-b', key: 'key-b', secret: 'secret-b' };
@@ -136,6 +137,27 @@ describe('SIGHUP reload', () => {
     expect(await new Promise((resolve) => refused.on('close', (code) => resolve(code)))).toBe(4001);
   });
 
+  it('adds a webhook receiver to an app: the shards send to it', async () => {
+    const receiver = await WebhookReceiver.start();
+    try {
+      const apps = config.apps as Record<string, unknown>[];
+      const withHook: Record<string, unknown> = { ...apps[0]!, webhooks: [{ url: receiver.url(), events: ['channel_occupied'] }] };
+      await reload({ ...config, apps: [withHook, ...apps.slice(1)] });
+      const conn = await connect(withHook.key as string);
+      conn.ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'hooked-after-reload' } }));
+      await waitFor(conn.frames, (f) => f.event === 'pusher_internal:subscription_succeeded');
+      const deadline = Date.now() + 10_000;
+      while (!receiver.requests.some((r) => r.rawBody.includes('hooked-after-reload'))) {
+        if (Date.now() > deadline) throw new Error('no webhook after the reload');
+        await sleep(20);
+      }
+      expect(JSON.parse(receiver.requests[0]!.rawBody)).toMatchObject({ events: [{ name: 'channel_occupied', channel: 'hooked-after-reload' }] });
+      conn.ws.close();
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it('adds a push instance and rotates its key', async () => {
     await reload({ ...config, push: [P] });
     const publish = { interests: ['nobody'], web: { notification: { title: 't' } } };
@@ -150,7 +172,7 @@ describe('SIGHUP reload', () => {
   it('reports settings that need a restart and keeps their running values', async () => {
     const line = await reload({ ...config, maxWebSocketFrameBytes: 1000, webhookDelivery: { batchWindowMs: 5 } });
     expect(line).toContain('"msg":"config reloaded"');
-    const warn = herald.stderr.split('\n').find((l) => l.includes('need a restart'));
+    const warn = herald.stderr.split('\n').filter((l) => l.includes('need a restart')).at(-1);
     expect(warn).toContain('"restartNeeded":["maxWebSocketFrameBytes","webhookDelivery"]');
     // Still the start-up frame limit (32 KiB): a 2 KB frame is accepted.
     const conn = await connect((config.apps as { key: string }[])[0]!.key);
