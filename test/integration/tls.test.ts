@@ -3,7 +3,7 @@
  * here with openssl, clients that trust only that CA (node:https, ws), plain HTTP refused on
  * that port, a new certificate picked up on SIGHUP, and bad files refused at start-up.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, readFileSync, copyFileSync } from 'node:fs';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -12,7 +12,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-process.js';
+import { DEFAULT_APP, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 
@@ -120,6 +120,33 @@ describe('tls', () => {
     } finally {
       ws.close();
     }
+  });
+
+  it('pusher-js over wss (trusting the CA through NODE_EXTRA_CA_CERTS) subscribes and receives', async () => {
+    // A child process: Node reads NODE_EXTRA_CA_CERTS only at start.
+    const program = `
+      import Pusher from 'pusher-js';
+      const client = new Pusher(${JSON.stringify(DEFAULT_APP.key)}, { wsHost: 'localhost', wssPort: ${herald.port}, forceTLS: true, enabledTransports: ['ws'], cluster: 'local', disableStats: true });
+      const channel = client.subscribe('tls-pusher-js');
+      channel.bind('pusher:subscription_succeeded', () => console.log('subscribed'));
+      channel.bind('hello', (data) => { console.log('got ' + JSON.stringify(data)); client.disconnect(); setTimeout(() => process.exit(0), 50); });
+      client.connection.bind('error', (e) => console.log('error ' + JSON.stringify(e)));
+      setTimeout(() => process.exit(2), 15000);
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', program], { cwd: REPO_ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') } });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const deadline = Date.now() + 15_000;
+    while (!out.includes('subscribed')) {
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`pusher-js did not subscribe: ${out}`);
+      await sleep(20);
+    }
+    const sdk = channelsSdk(herald.port, DEFAULT_APP, { host: 'localhost', useTLS: true, agent: new HttpsAgent({ ca }) });
+    await sdk.trigger('tls-pusher-js', 'hello', { n: 1 });
+    expect(await exited, out).toBe(0);
+    expect(out).toContain('got {"n":1}');
   });
 
   it('refuses a client that does not trust the CA', async () => {
