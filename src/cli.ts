@@ -1,15 +1,16 @@
 #!/usr/bin/env node
 /**
- * `herald [--config <path>] [--allow-uws-fallback]`: starts Herald, prints where it listens
- * and the credentials in use when they are the built-in development defaults. SIGTERM/SIGINT
- * shut down gracefully; SIGHUP re-reads the config file (never ends the process).
+ * `herald [--config <path>]`: starts Herald, prints where it listens and the credentials in
+ * use when they are the built-in development defaults. SIGTERM/SIGINT shut down gracefully;
+ * SIGHUP re-reads the config file (never ends the process).
  */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig, ConfigError } from './config/load.js';
 import { DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './config/schema.js';
 import { DataDirError } from './shards/data-dir.js';
-import { startHerald, type RunningHerald } from './server.js';
+import { UwsLoadError } from './http/uws-native.js';
+import { ListenError, startHerald, type RunningHerald } from './server.js';
 import { log, setLogLevel } from './log.js';
 
 async function main(): Promise<void> {
@@ -22,17 +23,14 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       config: { type: 'string', short: 'c' },
-      'allow-uws-fallback': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (values.help) {
-    process.stdout.write('usage: herald [--config <file>] [--allow-uws-fallback]\nEnvironment: HERALD_CONFIG, HERALD_HOST, HERALD_PORT, HERALD_DATA_DIR, HERALD_SHARDS, HERALD_LOG_LEVEL\n');
+    process.stdout.write('usage: herald [--config <file>]\nEnvironment: HERALD_CONFIG, HERALD_HOST, HERALD_PORT, HERALD_DATA_DIR, HERALD_SHARDS, HERALD_LOG_LEVEL, HERALD_UWS_MODULE\n');
     return;
   }
-  const overrides: Record<string, unknown> = {};
-  if (values['allow-uws-fallback']) overrides.allowUwsFallback = true;
-  const config = loadConfig({ configPath: values.config, overrides });
+  const config = loadConfig({ configPath: values.config });
   setLogLevel(config.logLevel);
   const herald = await startHerald(config);
   const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
@@ -76,7 +74,7 @@ async function main(): Promise<void> {
   });
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  const reload = reloader(herald, values.config, overrides);
+  const reload = reloader(herald, values.config);
   process.on('SIGHUP', reload);
   process.off('SIGHUP', early);
   if (hangupDuringStart) reload();
@@ -87,23 +85,24 @@ async function main(): Promise<void> {
  * file keeps the running config and logs why; reloads never overlap (a SIGHUP during one runs
  * once more after it); nothing here may end the process.
  */
-function reloader(herald: RunningHerald, configPath: string | undefined, overrides: Record<string, unknown>): () => void {
+function reloader(herald: RunningHerald, configPath: string | undefined): () => void {
   let running = false;
   let again = false;
   const once = async (): Promise<void> => {
     let next;
     try {
-      next = loadConfig({ configPath, overrides });
+      next = loadConfig({ configPath });
     } catch (err) {
       log.error('config reload refused: keeping the running config', { error: err instanceof ConfigError ? err.message : String(err) });
       return;
     }
     try {
       const report = await herald.reload(next);
-      log.info('config reloaded', { changed: report.changed, closedConnections: report.closedConnections });
+      // The warning first: the outcome line ends the reload for whoever reads the log.
       if (report.restartNeeded.length > 0) {
         log.warn('config reload: these settings changed but need a restart; the running values are kept', { restartNeeded: report.restartNeeded });
       }
+      log.info('config reloaded', { changed: report.changed, closedConnections: report.closedConnections });
     } catch (err) {
       log.error('config reload refused: keeping the running config', { error: err instanceof ConfigError ? err.message : String((err as Error)?.stack ?? err) });
     }
@@ -129,7 +128,7 @@ function reloader(herald: RunningHerald, configPath: string | undefined, overrid
 }
 
 main().catch((err: unknown) => {
-  if (err instanceof ConfigError || err instanceof DataDirError) {
+  if (err instanceof ConfigError || err instanceof DataDirError || err instanceof ListenError || err instanceof UwsLoadError) {
     process.stderr.write(`herald: ${err.message}\n`);
   } else {
     process.stderr.write(`herald: failed to start: ${String((err as Error)?.stack ?? err)}\n`);

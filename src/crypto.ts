@@ -142,6 +142,16 @@ export function constantTimeEqual(expected: string, given: string): boolean {
   return timingSafeEqual(a, b);
 }
 
+/**
+ * Constant-time equality of two secrets of any lengths (e.g. a presented API key): compares
+ * their SHA-256 digests, so neither content nor length leaks through timing.
+ */
+export function secretEquals(presented: string, expected: string): boolean {
+  const a = createHash('sha256').update(presented, 'utf8').digest();
+  const b = createHash('sha256').update(expected, 'utf8').digest();
+  return timingSafeEqual(a, b);
+}
+
 /** Constant-time equality of two byte strings; different lengths are unequal (and not secret). */
 export function constantTimeEqualBytes(expected: Uint8Array, given: Uint8Array): boolean {
   return expected.byteLength === given.byteLength && timingSafeEqual(expected, given);

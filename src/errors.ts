@@ -136,6 +136,7 @@ export function pushErrorBody(err: HeraldError): string {
  * WebSocket error and close codes of the Pusher protocol. 4000-4099: fatal, do not
  * reconnect; 4100-4199: back off, then reconnect; 4200-4299: reconnect now; 4300-4399: other.
  * Only the codes Herald sends (not 4000, TLS is not required; not 4202, silence is 4201).
+ * Two standard WebSocket codes (RFC 6455) are used as well: 1009 and 1011.
  */
 export const CLOSE_CODES = {
   /** 4001: no app has this key. */
@@ -162,5 +163,9 @@ export const CLOSE_CODES = {
   PONG_NOT_RECEIVED: 4201,
   /** 4301: client event rate limit exceeded. */
   CLIENT_EVENT_RATE_LIMIT: 4301,
+  /** 1009 (RFC 6455): a frame larger than maxWebSocketFrameBytes. */
+  MESSAGE_TOO_BIG: 1009,
+  /** 1011 (RFC 6455): an internal error (a bug) while opening the connection. */
+  INTERNAL_ERROR: 1011,
 } as const;
 export type CloseCode = (typeof CLOSE_CODES)[keyof typeof CLOSE_CODES];

@@ -1,8 +1,16 @@
-/** What main-thread handlers share: config, app registry, shards, channel adapter. */
-import type { TemplatedApp } from 'uWebSockets.js';
+/**
+ * What the composition root (server.ts) hands to route modules: config, the app and instance
+ * registries and one main-thread client per area. Each route module takes only the fields it
+ * uses (`Pick<ServerContext, ...>`); none sees the shard pool or the uWS app.
+ */
 import type { AppConfig, HeraldConfig, PushInstanceConfig } from './config/schema.js';
-import type { ShardPool } from './shards/pool.js';
+import type { CoreShardApi } from './shards/messages.js';
+import type { ShardRequester } from './shards/requester.js';
 import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
+import type { DevicesClient } from './push/clients/devices.js';
+import type { PublishesClient } from './push/clients/publishes.js';
+import type { ReportsClient } from './push/clients/reports.js';
+import type { WebhooksClient } from './webhooks/client.js';
 
 export interface ServerState {
   /** Accepting traffic (GET /ready answers 200). */
@@ -14,14 +22,18 @@ export interface ServerState {
 export interface ServerContext {
   /** The running config; a reload (SIGHUP) replaces it, so read it when needed, not once. */
   config: Readonly<HeraldConfig>;
-  readonly app: TemplatedApp;
-  readonly shards: ShardPool;
   /** Apps and push instances of the running config; a reload updates these maps in place. */
   readonly appsById: ReadonlyMap<string, AppConfig>;
   readonly appsByKey: ReadonlyMap<string, AppConfig>;
   readonly pushInstances: ReadonlyMap<string, PushInstanceConfig>;
   readonly installSecret: string;
   readonly state: ServerState;
-  /** Set once the channel area has registered its WebSocket endpoint. */
-  channels: ChannelAdapter;
+  /** The shards' own requests (health, test hooks). */
+  readonly core: ShardRequester<CoreShardApi>;
+  /** Channel state and delivery to sockets. */
+  readonly channels: ChannelAdapter;
+  readonly devices: DevicesClient;
+  readonly publishes: PublishesClient;
+  readonly reports: ReportsClient;
+  readonly webhooks: WebhooksClient;
 }

@@ -1,15 +1,19 @@
 /**
- * Herald's main thread: the uWS front end (HTTP routes and the WebSocket endpoint) and the
- * shard pool. This thread stays an I/O loop: storage, gateway calls and per-device work
- * happen on the shards.
+ * Herald's composition root, on the main thread: builds the shard pool (its worker entry lists
+ * the areas, shard-worker.ts), one main-thread client per area (the channel adapter; push
+ * devices, publishes, reports; webhooks), the uWS front end (HTTP routes and the WebSocket
+ * endpoint), and hands each route module only the clients and config it uses. This thread
+ * stays an I/O loop: storage, gateway calls and per-device work happen on the shards.
  */
 import { resolve } from 'node:path';
-import type { us_listen_socket } from 'uWebSockets.js';
+import { fileURLToPath } from 'node:url';
+import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig, PushInstanceConfig } from './config/schema.js';
 import { loadUws, type UwsModule } from './http/uws-native.js';
 import { registerRoutes, type Route } from './http/router.js';
 import { inFlight, errorReply, type Reply, type RequestContext } from './http/uws-http.js';
 import { systemRoutes } from './http/system-routes.js';
+import { CORS_ANY_ORIGIN } from './http/cors.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { MainApp } from './http/tls.js';
 import { HeraldMetrics } from './metrics/prometheus.js';
@@ -21,16 +25,23 @@ import { ShardPool } from './shards/pool.js';
 import { HeraldError, CLOSE_CODES } from './errors.js';
 import { log } from './log.js';
 import type { ServerContext, ServerState } from './server-context.js';
+import type { HeraldShardApi } from './shard-api.js';
+import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
+import { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
 import { registerWebSocket, type WebSocketEndpoint } from './channels/ws/endpoint.js';
+import { SocketRegistry } from './channels/ws/registry.js';
+import { DevicesClient } from './push/clients/devices.js';
+import { PublishesClient } from './push/clients/publishes.js';
+import { ReportsClient } from './push/clients/reports.js';
+import { WebhooksClient } from './webhooks/client.js';
 import { channelApiRoutes } from './channels/http-api/routes.js';
-import { deviceApiRoutes } from './push/device-api/routes.js';
-import { publishApiRoutes } from './push/publish-api/routes.js';
-import { reportingApiRoutes } from './push/reporting-api/routes.js';
+import { deviceApiRoutes } from './push/http/devices/routes.js';
+import { publishApiRoutes } from './push/http/publishes/routes.js';
+import { reportingApiRoutes } from './push/http/reports/routes.js';
 
 export interface RunningHerald {
   readonly port: number;
   readonly host: string;
-  readonly nativeUws: boolean;
   /** True when the main port speaks HTTPS/WSS. */
   readonly secure: boolean;
   /** Port of the separate metrics listener, when `metrics` is configured. */
@@ -55,14 +66,15 @@ export interface ReloadReport {
 
 export async function startHerald(config: Readonly<HeraldConfig>): Promise<RunningHerald> {
   setLogLevel(config.logLevel);
-  const { uws, native } = loadUws(config.allowUwsFallback);
-  if (!native) log.warn('RUNNING ON THE SLOW uWebSockets.js JAVASCRIPT FALLBACK: do not benchmark or deploy this');
+  const { uws, source: uwsSource } = loadUws();
   // Certificate files are checked before any worker starts: a bad one is a start-up error.
   const main = new MainApp(uws, config.tls);
   const app = main.app;
   const dataDir = resolve(config.dataDir);
+  // Locked for the life of the process (released by the OS when it ends, however it ends).
   const identity = openDataDir(dataDir, config.shards);
-  const shards = new ShardPool({
+  const shards = new ShardPool<HeraldShardApi>({
+    workerFile: SHARD_WORKER_FILE,
     shardCount: config.shards,
     dataDir,
     config,
@@ -73,19 +85,23 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   await shards.broadcast({ type: 'core.ping' }, 30_000);
 
   const state: ServerState = { ready: false, draining: false };
-  const ctx = {
+  const registry = new SocketRegistry();
+  const ctx: ServerContext = {
     config,
-    app,
-    shards,
     appsById: new Map(config.apps.map((a) => [a.id, a])),
     appsByKey: new Map(config.apps.map((a) => [a.key, a])),
     pushInstances: new Map(config.push.map((p) => [p.instanceId, p])),
     installSecret: identity.installSecret,
     state,
-  } as Omit<ServerContext, 'channels'> as ServerContext;
-  const ws = registerWebSocket(ctx);
-  ctx.channels = ws.adapter;
-  const metrics = new HeraldMetrics({ shards, connections: () => ws.connectionCounts() });
+    core: shards,
+    channels: createChannelAdapter(config, app, shards, registry),
+    devices: new DevicesClient(shards),
+    publishes: new PublishesClient(shards),
+    reports: new ReportsClient(shards),
+    webhooks: new WebhooksClient(shards),
+  };
+  const ws = registerWebSocket({ config, app, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels });
+  const metrics = new HeraldMetrics({ core: ctx.core, webhooks: ctx.webhooks, load: shards, connections: () => ws.connectionCounts() });
 
   // With a separate metrics listener, /metrics is served there only (it need not be public).
   let metricsApp: ReturnType<UwsModule['App']> | undefined;
@@ -109,21 +125,27 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     app.ws('/*', ws.behavior);
   });
 
-  const listenSocket = await listen(uws, app, config.host, config.port);
+  let listenSocket: us_listen_socket;
+  try {
+    listenSocket = await listen(app, config.host, config.port, config.reusePort);
+  } catch (err) {
+    await shards.close(5000);
+    throw err;
+  }
   const port = uws.us_socket_local_port(listenSocket);
   let metricsSocket: us_listen_socket | undefined;
   if (metricsApp && config.metrics) {
     try {
-      metricsSocket = await listen(uws, metricsApp, config.metrics.host, config.metrics.port);
+      metricsSocket = await listen(metricsApp, config.metrics.host, config.metrics.port, false);
     } catch (err) {
       uws.us_listen_socket_close(listenSocket);
       await shards.close(5000);
-      throw new Error(`metrics listener: ${(err as Error).message}`);
+      throw new ListenError(`metrics listener: ${(err as Error).message}`);
     }
   }
   const metricsPort = metricsSocket ? uws.us_socket_local_port(metricsSocket) : null;
   state.ready = true;
-  log.info('herald listening', { host: config.host, port, tls: main.secure, metricsPort, shards: config.shards, dataDir, nativeUws: native });
+  log.info('herald listening', { host: config.host, port, tls: main.secure, metricsPort, shards: config.shards, dataDir, uws: uwsSource, maxConnections: config.maxConnections ?? null });
   logMissingCredentials(config);
 
   let stopping: Promise<void> | undefined;
@@ -141,7 +163,8 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     // Shards before the main thread: a request the main thread lets through for a new app must
     // find the app on its shard. A shard that misses it gets the config when it restarts.
     shards.setWorkerConfig(effective);
-    const answers = await Promise.allSettled(Array.from({ length: shards.shardCount }, (_, i) => shards.request(i, { type: 'core.reload', config: effective as HeraldConfig })));
+    // Each shard's worker runtime hands it to the context and every area's reload hook.
+    const answers = await Promise.allSettled(Array.from({ length: ctx.core.shardCount }, (_, i) => ctx.core.request(i, { type: 'core.reload', config: effective as HeraldConfig })));
     answers.forEach((a, shard) => {
       if (a.status === 'rejected') log.error('reload: a shard did not take the new config', { shard, error: String(a.reason) });
     });
@@ -154,7 +177,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     if (plan.changed.includes('push')) logMissingCredentials(effective);
     return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections };
   };
-  return { port, host: config.host, nativeUws: native, secure: main.secure, metricsPort, reload, stop };
+  return { port, host: config.host, secure: main.secure, metricsPort, reload, stop };
 }
 
 /** Says, per push instance, which platforms it has no credentials for (their devices fail). */
@@ -172,6 +195,17 @@ function replaceAll<V>(map: Map<string, V>, entries: [string, V][]): void {
   for (const [k, v] of entries) map.set(k, v);
 }
 
+/** The shard worker entry (compiled beside this file): it lists the areas every shard runs. */
+const SHARD_WORKER_FILE = fileURLToPath(new URL('./shard-worker.js', import.meta.url));
+
+/** The channel adapter the config names (`channelAdapter`). */
+function createChannelAdapter(config: Readonly<HeraldConfig>, app: TemplatedApp, shards: ShardPool<HeraldShardApi>, registry: SocketRegistry): ChannelAdapter {
+  switch (config.channelAdapter) {
+    case 'local':
+      return new LocalChannelAdapter(app, shards, registry);
+  }
+}
+
 /** First path segments of the push APIs (Beams): their 404s use the push error body. */
 const PUSH_PREFIXES = ['device_api', 'publish_api', 'reporting_api', 'customer_api', 'user_api'];
 
@@ -187,16 +221,39 @@ function notFoundRoutes(): Route[] {
     const err = new HeraldError('ROUTE_NOT_FOUND', `No route for ${rc.method.toUpperCase()} ${rc.path}`);
     return errorReply(err, PUSH_PREFIXES.includes(first) ? 'push' : 'channel', rc.path);
   };
-  return [{ method: 'any', pattern: '/*', handler: notFound, options: { errorStyle: 'channel', bodyLimit: 0, extraHeaders: { 'access-control-allow-origin': '*' } } }];
+  return [{ method: 'any', pattern: '/*', handler: notFound, options: { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN } }];
 }
 
-function listen(uws: UwsModule, app: ReturnType<UwsModule['App']>, host: string, port: number): Promise<us_listen_socket> {
+/** uSockets' listen option: without it the listen socket has SO_REUSEPORT (ports shared silently). */
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+const LIBUS_LISTEN_DEFAULT = 0;
+
+/** uWS.js types only the (port, options, cb) form; the binary also takes (host, port, options, cb). */
+type ListenWithOptions = (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => unknown;
+
+/** Thrown when the port cannot be had; the CLI prints the message alone. */
+export class ListenError extends Error {
+  override readonly name = 'ListenError';
+}
+
+/**
+ * Listens on host:port; by default alone (a port in use fails), with `reusePort` shared with
+ * other processes that also ask for it.
+ */
+function listen(app: ReturnType<UwsModule['App']>, host: string, port: number, reusePort: boolean): Promise<us_listen_socket> {
   return new Promise((resolvePromise, reject) => {
-    app.listen(host, port, (socket) => {
-      if (socket) resolvePromise(socket);
-      else reject(new Error(`cannot listen on ${host}:${port} (in use or not permitted)`));
+    const options = reusePort ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
+    (app.listen as unknown as ListenWithOptions).call(app, host, port, options, (socket) => {
+      if (socket) {
+        resolvePromise(socket);
+        return;
+      }
+      const hint = reusePort
+        ? 'it is in use by a process that does not share it (or not permitted)'
+        : 'it is in use (another Herald or another program), or not permitted; ' +
+          'to run several Herald nodes of one cluster on one port, set "reusePort": true on each';
+      reject(new ListenError(`cannot listen on ${host}:${port}: ${hint}`));
     });
-    void uws;
   });
 }
 
@@ -204,7 +261,7 @@ async function shutdown(
   uws: UwsModule,
   listenSocket: us_listen_socket,
   ws: WebSocketEndpoint,
-  shards: ShardPool,
+  shards: ShardPool<HeraldShardApi>,
   state: ServerState,
   timeoutMs: number,
 ): Promise<void> {

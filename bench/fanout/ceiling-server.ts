@@ -29,7 +29,7 @@ const { values } = parseArgs({
   options: { host: { type: 'string', default: '127.0.0.1' }, port: { type: 'string', default: '0' } },
 });
 
-const { uws } = loadUws(false);
+const { uws } = loadUws();
 const app = uws.App();
 let nextSocket = 1;
 const textDecoder = new TextDecoder();

@@ -11,7 +11,7 @@
  * - Tokens of realistic size: APNs 64 hex digits, FCM about 160 printable characters.
  */
 import { createHash } from 'node:crypto';
-import type { Platform } from '../../src/push/gateways/gateway.js';
+import type { Platform } from '../../src/push/platform.js';
 import { fnv1a32 } from '../../src/shards/hash.js';
 
 /** The push instance the bench seeds and publishes to (Herald's built-in development instance). */

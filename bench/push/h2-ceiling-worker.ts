@@ -11,8 +11,8 @@ import http2 from 'node:http2';
 import { parentPort, workerData } from 'node:worker_threads';
 import { buildApnsRequest } from '../../src/push/gateways/apns.js';
 import { buildFcmMessage } from '../../src/push/gateways/fcm.js';
-import type { Platform } from '../../src/push/gateways/gateway.js';
-import { gatewayPayload } from '../../src/push/publish/payload.js';
+import type { Platform } from '../../src/push/platform.js';
+import { gatewayPayload } from '../../src/push/shard/publishes/payload.js';
 import { BENCH_BUNDLE_ID, BENCH_INSTANCE, platformOf, publishBody, tokenOf } from './dataset.js';
 
 /** What the ceiling gives each worker. */

@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { deviceIdFor } from '../../src/push/device-api/device-id.js';
+import { deviceIdFor } from '../../src/push/http/devices/device-id.js';
 import type { DataDirIdentity } from '../../src/shards/data-dir.js';
 import { benchDevice, BENCH_INSTANCE } from './dataset.js';
 import type { FakeGatewayProcess } from './fake-gateway-control.js';

@@ -8,8 +8,8 @@
  * from the same named database.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { DeviceStore, openShardStore } from '../../src/push/store/device-store.js';
-import { lastKeyPart, prefixRange } from '../../src/push/store/keys.js';
+import { DeviceStore, openShardStore } from '../../src/push/shard/devices/device-store.js';
+import { lastKeyPart, prefixRange } from '../../src/push/keys.js';
 import { BENCH_INSTANCE } from './dataset.js';
 
 /** What the scan timer gives each worker. */

@@ -10,9 +10,9 @@
  * outer one), thousands of devices share one synced commit instead of one fsync each.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { deviceIdFor } from '../../src/push/device-api/device-id.js';
-import { checkGatewayToken } from '../../src/push/device-api/gateway-token.js';
-import { DeviceStore, openShardStore } from '../../src/push/store/device-store.js';
+import { deviceIdFor } from '../../src/push/http/devices/device-id.js';
+import { checkGatewayToken } from '../../src/push/http/devices/gateway-token.js';
+import { DeviceStore, openShardStore } from '../../src/push/shard/devices/device-store.js';
 import { deviceShardFor } from '../../src/shards/hash.js';
 import { benchDevice, BENCH_INSTANCE, type BenchDevice } from './dataset.js';
 

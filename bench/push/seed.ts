@@ -27,11 +27,14 @@ const SEED_BATCH = 10_000;
 
 /** Files whose content decides the seeded bytes; a change reseeds. */
 const SOURCES = [
-  'src/push/store/device-store.ts',
-  'src/push/store/device-record.ts',
-  'src/push/store/keys.ts',
-  'src/push/device-api/device-id.ts',
-  'src/push/device-api/gateway-token.ts',
+  'src/push/shard/devices/device-store.ts',
+  'src/push/shard/devices/device-record.ts',
+  'src/push/shard/devices/device-databases.ts',
+  'src/push/interest-name.ts',
+  'src/push/shard/devices/cursor.ts',
+  'src/push/keys.ts',
+  'src/push/http/devices/device-id.ts',
+  'src/push/http/devices/gateway-token.ts',
   'src/shards/hash.ts',
   'src/shards/storage.ts',
   'bench/push/dataset.ts',

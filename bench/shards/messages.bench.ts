@@ -3,24 +3,25 @@
  * with msgpackr, same options): one round trip of a typical request and its answer.
  */
 import { Packr } from 'msgpackr';
-import type { ShardRequestOf, ShardResponseOf } from '../../src/shards/messages.js';
+import type { ShardEnvelope, ShardRequestOf, ShardResponseOf } from '../../src/shards/messages.js';
+import type { HeraldShardApi } from '../../src/shard-api.js';
 import type { MicroSuite } from '../micro-suite.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
-const subscribe: ShardRequestOf<'channels.subscribe'> & { id: number } = {
-  id: 123_456,
+const request: ShardRequestOf<HeraldShardApi, 'channels.subscribe'> = {
   type: 'channels.subscribe',
   appId: 'app-id',
   channel: 'presence-lobby',
   socketId: '1234567.8901234',
   member: { userId: 'user-42', userInfo: { name: 'Ada Lovelace', avatar: 'https://example.com/a/42.png' } },
 };
+const subscribe: ShardEnvelope = { id: 123_456, deadline: 1_700_000_000_000, request };
 
 const members: [string, unknown][] = Array.from({ length: 20 }, (_, i) => [`user-${i}`, { name: `User ${i}` }]);
-const answer: { ok: true; value: ShardResponseOf<'channels.subscribe'> } = {
+const answer: { ok: true; value: ShardResponseOf<HeraldShardApi, 'channels.subscribe'> } = {
   ok: true,
-  value: { subscriptionCount: 20, memberAdded: true, members },
+  value: { subscriptionCount: 20, occupied: false, memberAdded: true, members },
 };
 
 export const suite: MicroSuite = {
@@ -28,7 +29,7 @@ export const suite: MicroSuite = {
   setup(bench) {
     let sink = 0;
     bench.add('pack+unpack channels.subscribe request (presence member)', () => {
-      sink ^= (packr.unpack(packr.pack(subscribe)) as { id: number }).id;
+      sink ^= (packr.unpack(packr.pack(subscribe)) as ShardEnvelope).id;
     });
     bench.add('pack+unpack subscribe answer (20 presence members)', () => {
       sink ^= (packr.unpack(packr.pack(answer)) as typeof answer).value.subscriptionCount;

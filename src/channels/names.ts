@@ -79,6 +79,16 @@ export function channelType(name: string): ChannelType {
   return { kind: 'public', cache: false };
 }
 
+/** Cache channels (`cache-`, `private-cache-`, `private-encrypted-cache-`, `presence-cache-`) keep their last event (as channelType). */
+export function isCacheChannel(name: string): boolean {
+  return (
+    name.startsWith('cache-') ||
+    name.startsWith('private-cache-') ||
+    name.startsWith('presence-cache-') ||
+    name.startsWith('private-encrypted-cache-')
+  );
+}
+
 export function isPresenceChannel(name: string): boolean {
   return name.startsWith('presence-');
 }

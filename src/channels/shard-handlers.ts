@@ -18,7 +18,7 @@ import { log } from '../log.js';
 import type { ShardArea, ShardContext } from '../shards/context.js';
 import type { ChannelEventBody, WebhookEmitter } from '../webhooks/emitter.js';
 import { channelType, countsSubscriptions } from './names.js';
-import type { ChannelShardApi } from './shard-api.js';
+import type { ChannelShardApi } from './messages.js';
 import { ChannelStore, type JoinOutcome, type LeaveOutcome } from './state/channel-store.js';
 import { OccupancyJournal } from './state/occupancy-journal.js';
 
@@ -75,7 +75,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
             emit(app, { name: 'subscription_count', channel: req.channel, subscription_count: outcome.subscriptionCount });
           }
         }
-        const res: ChannelShardApi['channels.subscribe']['res'] = { subscriptionCount: outcome.subscriptionCount };
+        const res: ChannelShardApi['channels.subscribe']['res'] = { subscriptionCount: outcome.subscriptionCount, occupied: outcome.changed && outcome.occupied };
         if (presence) {
           res.memberAdded = outcome.memberAdded;
           res.members = outcome.members ?? [];
@@ -99,7 +99,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
           }
           if (outcome.vacated) emit(app, { name: 'channel_vacated', channel: req.channel });
         }
-        const res: ChannelShardApi['channels.unsubscribe']['res'] = { subscriptionCount: outcome.subscriptionCount };
+        const res: ChannelShardApi['channels.unsubscribe']['res'] = { subscriptionCount: outcome.subscriptionCount, vacated: outcome.changed && outcome.vacated };
         if (channelType(req.channel).kind === 'presence') res.memberRemoved = outcome.memberRemoved !== null;
         return res;
       },
@@ -147,7 +147,9 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
       'channels.users': (req) => ({ userIds: store.userIds(req.appId, req.channel) }),
 
       'channels.storeCache': (req) => {
-        store.storeCached(req.appId, req.channel, req.event, req.data, appFor(req.appId).cacheTtlSeconds);
+        const app = appFor(req.appId);
+        // The app's bound is shared evenly by the shards (channels hash evenly over them).
+        store.storeCached(req.appId, req.channel, req.event, req.data, app.cacheTtlSeconds, Math.floor(app.maxCacheBytes / ctx.shardCount));
         return {};
       },
 

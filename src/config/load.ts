@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { configSchema, type HeraldConfig } from './schema.js';
 import { isLogLevel, LOG_LEVELS } from '../log.js';
 import { checkKeyMaterial, checkTlsFiles } from './key-material.js';
+import { defaultMaxConnections } from './fd-limit.js';
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -47,6 +48,12 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
   if (env.HERALD_PORT) fromEnv.port = envInteger('HERALD_PORT', env.HERALD_PORT);
   if (env.HERALD_DATA_DIR) fromEnv.dataDir = env.HERALD_DATA_DIR;
   if (env.HERALD_SHARDS) fromEnv.shards = envInteger('HERALD_SHARDS', env.HERALD_SHARDS);
+  if (env.HERALD_REDIS_URL) {
+    // Replaces only the URL (and turns the cluster on): keyPrefix and nodeTimeoutMs keep the file's values or defaults.
+    const cluster = raw.cluster;
+    const fromFile = typeof cluster === 'object' && cluster !== null && !Array.isArray(cluster) ? cluster : {};
+    fromEnv.cluster = { ...fromFile, redisUrl: env.HERALD_REDIS_URL };
+  }
   return parseConfig({ ...raw, ...fromEnv, ...sources.overrides });
 }
 
@@ -68,7 +75,11 @@ export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
   checkKeyMaterial(parsed, fail);
   if (parsed.tls) checkTlsFiles(parsed.tls, fail);
   const shards = parsed.shards ?? Math.max(1, availableParallelism() - 1);
-  return deepFreeze({ ...parsed, shards });
+  const maxConnections =
+    parsed.maxConnections !== undefined
+      ? parsed.maxConnections
+      : defaultMaxConnections({ shards, pushConcurrency: parsed.pushDelivery.concurrency, webhookConcurrencyPerUrl: parsed.webhookDelivery.concurrencyPerUrl });
+  return deepFreeze({ ...parsed, shards, maxConnections });
 }
 
 function checkUnique(values: string[], list: string, field: string): void {

@@ -53,6 +53,11 @@ const appSchema = z.strictObject({
   maxBatchSize: z.number().int().positive().default(10),
   /** Seconds a cache channel keeps its last event. */
   cacheTtlSeconds: z.number().int().positive().default(30 * 60),
+  /**
+   * Bytes of cached last events the app keeps (channel name + event name + data, UTF-8), shared
+   * evenly by the shards; beyond it the oldest written are evicted first.
+   */
+  maxCacheBytes: z.number().int().positive().default(64 * 1024 * 1024),
   webhooks: z.array(channelWebhookSchema).default([]),
 });
 
@@ -167,6 +172,19 @@ const metricsListenerSchema = z.strictObject({
   port: z.number().int().min(0).max(65535),
 });
 
+/**
+ * Scale-out over Redis (docs/scaling.md). Absent: a single node with no Redis at all.
+ * All nodes of a cluster share one Redis, one `keyPrefix` and the same apps configuration.
+ */
+const clusterSchema = z.strictObject({
+  /** `redis://` or `rediss://` (TLS), with an optional password: `redis://:secret@host:6379/0`. */
+  redisUrl: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://'),
+  /** Prepended to every Redis key and pub/sub channel: isolates several clusters on one Redis. */
+  keyPrefix: z.string().min(1).max(100).default('herald:'),
+  /** A node silent (no heartbeat) for this long (ms) is declared dead and reaped by the others. */
+  nodeTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
+});
+
 export const DEFAULT_APP = Object.freeze({ id: 'app-id', key: 'app-key', secret: 'app-secret' });
 export const DEFAULT_PUSH_INSTANCE = Object.freeze({
   instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10',
@@ -176,6 +194,11 @@ export const DEFAULT_PUSH_INSTANCE = Object.freeze({
 export const configSchema = z.strictObject({
   host: z.string().min(1).default('0.0.0.0'),
   port: z.number().int().min(0).max(65535).default(6001),
+  /**
+   * Share the port with other processes (SO_REUSEPORT), for several nodes of one cluster on one
+   * host. Off: a port already in use fails start-up.
+   */
+  reusePort: z.boolean().default(false),
   dataDir: z.string().min(1).default('./data'),
   /** Worker-thread shards; default cores − 1, at least 1. */
   shards: z.number().int().min(1).max(64).optional(),
@@ -198,12 +221,22 @@ export const configSchema = z.strictObject({
   logLevel: z.enum(LOG_LEVELS).default('info'),
   tls: tlsSchema.nullable().default(null),
   metrics: metricsListenerSchema.nullable().default(null),
-  /** Run on uWebSockets.js' slow JavaScript fallback instead of refusing to start. */
-  allowUwsFallback: z.boolean().default(false),
+  /**
+   * Where channel state lives and how frames reach sockets: `local` (this process: the shards
+   * and uWS topics). Chosen once, in the composition root (server.ts).
+   */
+  channelAdapter: z.enum(['local']).default('local'),
+  /**
+   * WebSocket connections this node accepts, all apps together; beyond it new ones are refused
+   * with 4100. Absent: derived from the process' open-file limit (config/fd-limit.ts; load.ts
+   * fills it in); null: no node-wide limit.
+   */
+  maxConnections: z.number().int().positive().nullable().optional(),
   webhookDelivery: webhookDeliverySchema.default(webhookDeliverySchema.parse({})),
   pushDelivery: pushDeliverySchema.default(pushDeliverySchema.parse({})),
   apps: z.array(appSchema).default([appSchema.parse({ ...DEFAULT_APP })]),
   push: z.array(pushInstanceSchema).default([pushInstanceSchema.parse({ ...DEFAULT_PUSH_INSTANCE })]),
+  cluster: clusterSchema.optional(),
 });
 
 export type HeraldConfig = z.infer<typeof configSchema> & { shards: number };
@@ -218,3 +251,4 @@ export type WebhookDeliveryConfig = z.infer<typeof webhookDeliverySchema>;
 export type TlsConfig = z.infer<typeof tlsSchema>;
 export type MetricsListenerConfig = z.infer<typeof metricsListenerSchema>;
 export type PushDeliveryConfig = z.infer<typeof pushDeliverySchema>;
+export type ClusterConfig = z.infer<typeof clusterSchema>;

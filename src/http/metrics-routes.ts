@@ -5,19 +5,9 @@
  */
 import type { ServerContext } from '../server-context.js';
 import type { HeraldMetrics } from '../metrics/prometheus.js';
-import type { WebhookStats } from '../webhooks/shard-api.js';
 import type { Route } from './router.js';
 
-/** Sums every numeric field of the shards' webhook stats except the shard index. */
-export function sumWebhookStats(perShard: readonly WebhookStats[]): Omit<WebhookStats, 'shard'> {
-  const total = { sent: 0, requests: 0, failedAttempts: 0, deadLettered: 0, suppressed: 0, pending: 0, held: 0, inFlight: 0, receivers: 0, deadLetterStored: 0 };
-  for (const s of perShard) {
-    for (const k of Object.keys(total) as (keyof typeof total)[]) total[k] += s[k];
-  }
-  return total;
-}
-
-export function metricsRoutes(ctx: ServerContext, metrics: HeraldMetrics): Route[] {
+export function metricsRoutes(ctx: Pick<ServerContext, 'webhooks'>, metrics: HeraldMetrics): Route[] {
   return [
     {
       method: 'get',
@@ -29,8 +19,8 @@ export function metricsRoutes(ctx: ServerContext, metrics: HeraldMetrics): Route
           return { status: 200, body: await metrics.render(), headers: { 'content-type': metrics.contentType } };
         }
         try {
-          const shards = await ctx.shards.broadcast({ type: 'webhooks.stats' }, 2000);
-          return { status: 200, body: { webhooks: { ...sumWebhookStats(shards), shards } } };
+          const { total, shards } = await ctx.webhooks.stats(2000);
+          return { status: 200, body: { webhooks: { ...total, shards } } };
         } catch {
           return { status: 503, body: { error: 'a shard did not answer' } };
         }

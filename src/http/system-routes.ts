@@ -7,7 +7,7 @@ import type { ServerContext } from '../server-context.js';
 import type { Route } from './router.js';
 import type { RequestContext } from './uws-http.js';
 
-export function systemRoutes(ctx: ServerContext): Route[] {
+export function systemRoutes(ctx: Pick<ServerContext, 'state' | 'core' | 'config'>): Route[] {
   const options = { errorStyle: 'plain' as const, bodyLimit: 0 };
   const testRoutes: Route[] = process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(ctx), holdRoute(ctx)] : [];
   return [
@@ -29,7 +29,7 @@ export function systemRoutes(ctx: ServerContext): Route[] {
       servedWhileDraining: true,
       handler: async () => {
         try {
-          const shards = await ctx.shards.broadcast({ type: 'core.ping' }, 2000);
+          const shards = await ctx.core.broadcast({ type: 'core.ping' }, 2000);
           return { status: 200, body: { status: 'ok', shards: shards.map((s) => ({ shard: s.shardIndex, uptimeMs: s.uptimeMs })) } };
         } catch {
           return { status: 503, body: { status: 'degraded' } };
@@ -44,14 +44,14 @@ export function systemRoutes(ctx: ServerContext): Route[] {
  * first, so requests sent meanwhile are held by the dying worker. The answer is the crash as
  * a client sees it: 500 SHARD_UNAVAILABLE, as soon as the worker is gone.
  */
-function crashRoute(ctx: ServerContext): Route {
+function crashRoute(ctx: Pick<ServerContext, 'core'>): Route {
   return {
     method: 'post',
     pattern: '/debug/shards/:shard/crash',
     options: { errorStyle: 'plain', bodyLimit: 0 },
     handler: async (req) => {
       const { shard, holdMs } = testHookParams(ctx, req);
-      await ctx.shards.request(shard, { type: 'core.crash', holdMs });
+      await ctx.core.request(shard, { type: 'core.crash', holdMs });
       return { status: 200, body: { crashed: false } };
     },
   };
@@ -62,23 +62,23 @@ function crashRoute(ctx: ServerContext): Route {
  * would, then lets it go on; answers once the shard is free again. Requests sent to the shard
  * meanwhile wait in its queue, in order.
  */
-function holdRoute(ctx: ServerContext): Route {
+function holdRoute(ctx: Pick<ServerContext, 'core' | 'config'>): Route {
   return {
     method: 'post',
     pattern: '/debug/shards/:shard/hold',
     options: { errorStyle: 'plain', bodyLimit: 0 },
     handler: async (req) => {
       const { shard, holdMs } = testHookParams(ctx, req);
-      const res = await ctx.shards.request(shard, { type: 'core.hold', holdMs }, holdMs + ctx.config.shardRequestTimeoutMs);
+      const res = await ctx.core.request(shard, { type: 'core.hold', holdMs }, holdMs + ctx.config.shardRequestTimeoutMs);
       return { status: 200, body: res };
     },
   };
 }
 
-function testHookParams(ctx: ServerContext, req: RequestContext): { shard: number; holdMs: number } {
+function testHookParams(ctx: Pick<ServerContext, 'core'>, req: RequestContext): { shard: number; holdMs: number } {
   const shard = Number(req.params.shard);
-  if (!Number.isInteger(shard) || shard < 0 || shard >= ctx.shards.shardCount) {
-    throw new HeraldError('INVALID_PARAMETERS', `shard must be an integer in [0, ${ctx.shards.shardCount})`);
+  if (!Number.isInteger(shard) || shard < 0 || shard >= ctx.core.shardCount) {
+    throw new HeraldError('INVALID_PARAMETERS', `shard must be an integer in [0, ${ctx.core.shardCount})`);
   }
   const holdMs = Number(new URLSearchParams(req.query).get('hold_ms') ?? 0);
   if (!Number.isFinite(holdMs) || holdMs < 0 || holdMs > 10_000) throw new HeraldError('INVALID_PARAMETERS', 'hold_ms must be in [0, 10000]');

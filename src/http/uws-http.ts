@@ -2,6 +2,12 @@
  * The uWebSockets.js HTTP idioms, in one place: capture the request synchronously,
  * register onAborted before any await, cap the body while it streams in, write inside
  * cork, and never touch a response after it was aborted.
+ *
+ * Pipelining: uWS closes a connection when it parses a request while the one before it is
+ * unanswered ("denying async pipelining", HttpContext.h), so an answer that waits on a shard
+ * pauses the connection's reads (`res.pause()`) until it is written: requests pipelined behind
+ * it, and a client's FIN, stay in the kernel and are read, in order, once it is answered.
+ * Requests that arrived in the same read as the waiting one are beyond reach (docs/protocol.md).
  */
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { HeraldError, channelErrorBody, pushErrorBody, type ErrorCode } from '../errors.js';
@@ -109,6 +115,8 @@ class Exchange implements RequestContext {
   private rejected = false;
   /** performance.now() at arrival, for the duration metric. */
   private readonly startMs: number;
+  /** Reads paused while an asynchronous answer is pending (resumed when it is written). */
+  private paused = false;
 
   constructor(
     private readonly res: HttpResponse,
@@ -201,6 +209,10 @@ class Exchange implements RequestContext {
       return;
     }
     if (result instanceof Promise) {
+      if (!this.done) {
+        this.res.pause();
+        this.paused = true;
+      }
       result.then(
         (reply) => this.send(reply),
         (err: unknown) => this.send(errorReply(err, this.route.opts.errorStyle, this.path)),
@@ -228,7 +240,10 @@ class Exchange implements RequestContext {
     inFlight.count--;
     const res = this.res;
     const extra = this.route.extraHeaders;
+    const paused = this.paused;
     res.cork(() => {
+      // Before end: the response may not be touched once it is answered.
+      if (paused) res.resume();
       // uWS answers 200 OK unless told otherwise: one native call less on the common path.
       if (reply.status !== 200) res.writeStatus(statusLine(reply.status));
       const headers = reply.headers;

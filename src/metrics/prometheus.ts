@@ -5,21 +5,35 @@
  * `core.metrics`), so counting costs the hot paths nothing beyond an increment.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import type { ShardPool } from '../shards/pool.js';
-import type { WebhookStats } from '../webhooks/shard-api.js';
+import type { CoreShardApi } from '../shards/messages.js';
+import type { ShardRequester } from '../shards/requester.js';
+import type { WebhooksClient, WebhookStatsReport } from '../webhooks/client.js';
 import type { ShardMetrics } from './shard-metrics.js';
 import { allAppCounters, pushPublishes } from './node-counters.js';
 import { registerHttpMetrics } from './http-metrics.js';
 
+/** The shard pool's own load figures (ShardPool has them). */
+export interface ShardLoad {
+  readonly shardCount: number;
+  /** Requests sent to the shard and not settled yet. */
+  queueDepth(shard: number): number;
+  /** Worker deaths (and replacements) since start, over every shard. */
+  readonly restarts: number;
+}
+
 export interface MetricsSources {
-  shards: ShardPool;
+  /** The shards' core requests (`core.metrics`). */
+  core: ShardRequester<CoreShardApi>;
+  /** Webhook delivery counters, summed over the shards. */
+  webhooks: WebhooksClient;
+  load: ShardLoad;
   /** Open WebSocket connections per app id. */
   connections(): ReadonlyMap<string, number>;
 }
 
 /** What one scrape asked of the shards; null when a shard did not answer in time. */
 interface ShardFigures {
-  webhooks: WebhookStats[];
+  webhooks: WebhookStatsReport['total'];
   metrics: ShardMetrics[];
 }
 
@@ -107,14 +121,8 @@ export class HeraldMetrics {
         this.reset();
         const f = await figures();
         if (!f) return;
-        let ok = 0;
-        let failed = 0;
-        for (const s of f.webhooks) {
-          ok += s.requests;
-          failed += s.failedAttempts;
-        }
-        this.inc({ result: 'ok' }, ok);
-        this.inc({ result: 'failed' }, failed);
+        this.inc({ result: 'ok' }, f.webhooks.requests);
+        this.inc({ result: 'failed' }, f.webhooks.failedAttempts);
       },
     });
     new Gauge({
@@ -123,7 +131,7 @@ export class HeraldMetrics {
       registers: [registry],
       async collect() {
         const f = await figures();
-        this.set(f ? f.webhooks.reduce((sum, s) => sum + s.pending, 0) : 0);
+        this.set(f ? f.webhooks.pending : 0);
       },
     });
     new Gauge({
@@ -132,7 +140,7 @@ export class HeraldMetrics {
       labelNames: ['shard'],
       registers: [registry],
       collect() {
-        for (let i = 0; i < sources.shards.shardCount; i++) this.set({ shard: String(i) }, sources.shards.queueDepth(i));
+        for (let i = 0; i < sources.load.shardCount; i++) this.set({ shard: String(i) }, sources.load.queueDepth(i));
       },
     });
     new Counter({
@@ -141,7 +149,7 @@ export class HeraldMetrics {
       registers: [registry],
       collect() {
         this.reset();
-        this.inc(sources.shards.restarts);
+        this.inc(sources.load.restarts);
       },
     });
   }
@@ -161,11 +169,8 @@ export class HeraldMetrics {
 
   /** One shard round trip per scrape, shared by every collector that needs it. */
   private shardFigures(): Promise<ShardFigures | null> {
-    this.scrape ??= Promise.all([
-      this.sources.shards.broadcast({ type: 'webhooks.stats' }, SHARD_TIMEOUT_MS),
-      this.sources.shards.broadcast({ type: 'core.metrics' }, SHARD_TIMEOUT_MS),
-    ]).then(
-      ([webhooks, metrics]) => ({ webhooks, metrics }),
+    this.scrape ??= Promise.all([this.sources.webhooks.stats(SHARD_TIMEOUT_MS), this.sources.core.broadcast({ type: 'core.metrics' }, SHARD_TIMEOUT_MS)]).then(
+      ([webhooks, metrics]) => ({ webhooks: webhooks.total, metrics }),
       () => null,
     );
     return this.scrape;

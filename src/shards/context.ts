@@ -1,6 +1,7 @@
 /** Worker-side context handed to each area's shard handlers. Never imported by main-thread code. */
 import type { RootDatabase } from 'lmdb';
 import type { HeraldConfig } from '../config/schema.js';
+import { HeraldError } from '../errors.js';
 
 export interface ShardContext {
   readonly shardIndex: number;
@@ -11,6 +12,8 @@ export interface ShardContext {
   readonly installSecret: string;
   /** This shard's LMDB environment; areas open named sub-databases in it. */
   readonly root: RootDatabase;
+  /** Test-only requests are answered (HERALD_TEST_HOOKS=1, or the pool's `testHooks`). */
+  readonly testHooks: boolean;
 }
 
 /** Handlers for one area's slice of the shard API. */
@@ -25,4 +28,27 @@ export interface ShardArea<Api> {
   close?: () => Promise<void>;
   /** Take a reloaded config (apps, push instances, credentials); called on every shard. */
   reload?: (config: Readonly<HeraldConfig>) => void;
+}
+
+/** A handler of any request type, as the runtime dispatches to it. */
+export type AnyHandler = (req: unknown) => unknown;
+
+/**
+ * One table of every request type's handler (null prototype: a request type is never an
+ * Object.prototype name). A type answered twice is a bug, refused where the areas are joined.
+ */
+export function mergeHandlers(maps: readonly object[]): Record<string, AnyHandler> {
+  const merged = Object.create(null) as Record<string, AnyHandler>;
+  for (const map of maps) {
+    for (const [type, handler] of Object.entries(map) as [string, AnyHandler][]) {
+      if (type in merged) throw new Error(`shard request type ${type} is answered by two areas`);
+      merged[type] = handler;
+    }
+  }
+  return merged;
+}
+
+/** Refuses a test-only request unless test hooks are on (the request then does not exist). */
+export function requireTestHooks(ctx: Pick<ShardContext, 'testHooks'>, type: string): void {
+  if (!ctx.testHooks) throw new HeraldError('ROUTE_NOT_FOUND', `${type} is a test hook: it needs HERALD_TEST_HOOKS=1`);
 }

@@ -1,11 +1,18 @@
 /**
- * The data dir's identity file (`herald.json`): the shard count the data was written with
- * (keys are placed by hash modulo that count, so it cannot change silently) and a
- * per-installation secret used for unguessable ids. Written once, on first start.
+ * The data dir: locked by the running process, and its identity file (`herald.json`): the
+ * shard count the data was written with (keys are placed by hash modulo that count, so it
+ * cannot change silently) and a per-installation secret used for unguessable ids. Written
+ * once, on first start.
+ *
+ * The lock is an OS file lock (flock(2), LOCK_EX) on `<dataDir>/herald.lock`, held by an open
+ * descriptor for the life of the process: the kernel releases it when the process ends, however
+ * it ends (kill -9 included), so there is never a stale lock to clean up. The file holds the
+ * holder's pid, for the message a second process prints.
  */
-import { mkdirSync, readFileSync, writeFileSync, renameSync, openSync, fsyncSync, closeSync } from 'node:fs';
-import { join } from 'node:path';
+import { accessSync, constants, existsSync, statSync, ftruncateSync, mkdirSync, readFileSync, writeFileSync, writeSync, renameSync, openSync, fsyncSync, closeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { flockSync } from 'fs-ext';
 
 export interface DataDirIdentity {
   formatVersion: 1;
@@ -18,9 +25,99 @@ export class DataDirError extends Error {
   override readonly name = 'DataDirError';
 }
 
-/** Creates the data dir and its identity on first use; checks the shard count afterwards. */
+/** The lock file's name inside the data dir. */
+export const LOCK_FILE = 'herald.lock';
+
+/** A file-system failure as an operator reads it: the errno code, what was attempted, the path. */
+function fsError(err: unknown, doing: string, path: string): DataDirError {
+  const code = (err as NodeJS.ErrnoException).code ?? 'error';
+  const why =
+    code === 'EACCES' || code === 'EPERM'
+      ? ': permission denied (the user running Herald needs read and write access)'
+      : code === 'EROFS'
+        ? ': read-only file system'
+        : code === 'ENOTDIR' || code === 'EEXIST'
+          ? ': a file stands where a directory is expected'
+          : '';
+  return new DataDirError(`data dir ${path}: cannot ${doing} (${code})${why}`);
+}
+
+/**
+ * mkdir -p. Not `mkdirSync(dir, { recursive: true })`: on a file system that answers ENOENT
+ * under an existing parent (procfs) Node's recursive mkdir loops forever.
+ */
+function makeDir(dir: string): void {
+  try {
+    mkdirSync(dir);
+    return;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' && statSync(dir).isDirectory()) return;
+    if (code !== 'ENOENT' || dirname(dir) === dir || existsSync(dirname(dir))) throw err;
+  }
+  makeDir(dirname(dir));
+  mkdirSync(dir);
+}
+
+/**
+ * Takes the data dir's lock for this process, or throws naming the process that holds it. The
+ * descriptor is deliberately never closed: closing it would release the lock.
+ */
+function lockDataDir(dataDir: string): void {
+  const file = join(dataDir, LOCK_FILE);
+  let fd: number;
+  try {
+    fd = openSync(file, constants.O_RDWR | constants.O_CREAT, 0o600);
+  } catch (err) {
+    throw fsError(err, `create ${file}`, dataDir);
+  }
+  try {
+    flockSync(fd, 'exnb');
+  } catch (err) {
+    closeSync(fd);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EAGAIN' && code !== 'EWOULDBLOCK') throw fsError(err, `lock ${file}`, dataDir);
+    let holder = '';
+    try {
+      holder = readFileSync(file, 'utf8').trim();
+    } catch {
+      // Unreadable: the message goes without the pid.
+    }
+    throw new DataDirError(
+      `data dir ${dataDir} is in use by another Herald process${/^\d+$/.test(holder) ? ` (pid ${holder})` : ''}: ` +
+        'stop it first, or give this one another data dir',
+    );
+  }
+  ftruncateSync(fd, 0);
+  writeSync(fd, `${process.pid}\n`, 0);
+}
+
+/** Fails with the path when an existing shard environment cannot be written (LMDB would fail later, less clearly). */
+function checkShardDirs(dataDir: string, shards: number): void {
+  for (let i = 0; i < shards; i++) {
+    for (const path of [join(dataDir, `shard-${i}`), join(dataDir, `shard-${i}`, 'data.mdb'), join(dataDir, `shard-${i}`, 'lock.mdb')]) {
+      if (!existsSync(path)) continue;
+      try {
+        accessSync(path, constants.R_OK | constants.W_OK);
+      } catch (err) {
+        throw fsError(err, `write ${path}`, dataDir);
+      }
+    }
+  }
+}
+
+/**
+ * Creates and locks the data dir, creates its identity on first use and checks the shard count
+ * afterwards. Throws DataDirError with the path and the errno code when the dir cannot be used.
+ */
 export function openDataDir(dataDir: string, shards: number): DataDirIdentity {
-  mkdirSync(dataDir, { recursive: true });
+  try {
+    makeDir(dataDir);
+  } catch (err) {
+    throw fsError(err, 'create it', dataDir);
+  }
+  lockDataDir(dataDir);
+  checkShardDirs(dataDir, shards);
   const file = join(dataDir, 'herald.json');
   let existing: DataDirIdentity | undefined;
   try {
@@ -48,10 +145,14 @@ export function openDataDir(dataDir: string, shards: number): DataDirIdentity {
     createdAt: new Date().toISOString(),
   };
   const tmp = `${file}.tmp`;
-  writeFileSync(tmp, JSON.stringify(identity, null, 2) + '\n', { mode: 0o600 });
-  const fd = openSync(tmp, 'r');
-  fsyncSync(fd);
-  closeSync(fd);
-  renameSync(tmp, file);
+  try {
+    writeFileSync(tmp, JSON.stringify(identity, null, 2) + '\n', { mode: 0o600 });
+    const fd = openSync(tmp, 'r');
+    fsyncSync(fd);
+    closeSync(fd);
+    renameSync(tmp, file);
+  } catch (err) {
+    throw fsError(err, `write ${file}`, dataDir);
+  }
   return identity;
 }

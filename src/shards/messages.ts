@@ -1,12 +1,9 @@
 /**
- * Messages between the main thread and the shard workers: type-only tagged unions, shared
- * by both sides, encoded with msgpackr. Each area declares its own request/response pairs
- * in its own module; this file joins them. A request `{type: K, ...ShardApi[K]['req']}`
- * answers `ShardApi[K]['res']`.
+ * Messages between the main thread and the shard workers: type-only, shared by both sides,
+ * encoded with msgpackr. Generic: an area declares its own `{type: {req, res}}` pairs in its
+ * `messages.ts`, and the shard entry's API type (src/shard-api.ts) joins them. A request
+ * `{type: K, ...Api[K]['req']}` answers `Api[K]['res']`.
  */
-import type { ChannelShardApi } from '../channels/shard-api.js';
-import type { PushShardApi } from '../push/shard-api.js';
-import type { WebhookShardApi } from '../webhooks/shard-api.js';
 import type { ShardMetrics } from '../metrics/shard-metrics.js';
 import type { HeraldConfig } from '../config/schema.js';
 
@@ -20,32 +17,38 @@ export interface CoreShardApi {
   /** Flush pending writes and close LMDB; the shard answers nothing else afterwards. */
   'core.close': { req: {}; res: { closed: true } };
   /**
-   * Test hook, honoured only when the worker sees HERALD_TEST_HOOKS=1 (ROUTE_NOT_FOUND
+   * Test hook, honoured only with test hooks on (HERALD_TEST_HOOKS=1; ROUTE_NOT_FOUND
    * otherwise): the worker blocks its thread for `holdMs` (requests sent meanwhile pile up
    * on it), then exits abruptly, as a crashed worker would. It never answers.
    */
   'core.crash': { req: { holdMs?: number }; res: never };
   /**
-   * Test hook, honoured only with HERALD_TEST_HOOKS=1 like core.crash: the worker blocks its
+   * Test hook, honoured only with test hooks on like core.crash: the worker blocks its
    * thread for `holdMs` (at most 10 000; requests sent meanwhile wait), then answers and goes on.
    */
   'core.hold': { req: { holdMs: number }; res: { heldMs: number } };
 }
 
-export interface ShardApi extends CoreShardApi, ChannelShardApi, PushShardApi, WebhookShardApi {}
-
-export type ShardRequestType = keyof ShardApi;
-export type ShardRequestOf<K extends ShardRequestType> = { type: K } & ShardApi[K]['req'];
-export type ShardResponseOf<K extends ShardRequestType> = ShardApi[K]['res'];
-export type ShardRequest = { [K in ShardRequestType]: ShardRequestOf<K> }[ShardRequestType];
+/** The request types of a shard API. */
+export type ShardRequestType<Api> = keyof Api & string;
+/** A request of type K: its tag plus its payload. */
+export type ShardRequestOf<Api, K extends ShardRequestType<Api>> = { type: K } & (Api[K] extends { req: infer Q } ? Q : never);
+/** What a request of type K answers. */
+export type ShardResponseOf<Api, K extends ShardRequestType<Api>> = Api[K] extends { res: infer R } ? R : never;
+/** Any request of the API. */
+export type ShardRequest<Api> = { [K in ShardRequestType<Api>]: ShardRequestOf<Api, K> }[ShardRequestType<Api>];
 
 /**
- * A request as the main thread sends it: the request plus `id` (for logs) and `deadline`,
- * epoch ms after which the main thread no longer waits for the answer. A shard that reaches
- * a request past its deadline (it was queued behind a stall) answers SHARD_UNAVAILABLE
- * without running it: the caller has already been told it failed.
+ * A request as the main thread sends it: the request, wrapped (never mixed into it), with
+ * `id` (for logs) and `deadline`, epoch ms after which the main thread no longer waits for the
+ * answer. A shard that reaches a request past its deadline (it was queued behind a stall)
+ * answers SHARD_UNAVAILABLE without running it: the caller has already been told it failed.
  */
-export type ShardEnvelope = ShardRequest & { id: number; deadline: number };
+export interface ShardEnvelope {
+  id: number;
+  deadline: number;
+  request: { type: string };
+}
 
 /**
  * What a shard sends back for every request: a value or an expected error from the catalogue,
@@ -63,4 +66,6 @@ export interface ShardWorkerData {
   config: unknown;
   /** Per-installation secret (hex) from the data dir, for ids that must be unguessable. */
   installSecret: string;
+  /** Test-only requests (core.crash, core.hold, debug reads) are answered. */
+  testHooks: boolean;
 }

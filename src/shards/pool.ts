@@ -17,7 +17,8 @@ import { Piscina } from 'piscina';
 import { HeraldError, ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
 import { log } from '../log.js';
 import { createShardPackr } from './codec.js';
-import type { ShardEnvelope, ShardReply, ShardRequestOf, ShardRequestType, ShardResponseOf, ShardWorkerData } from './messages.js';
+import type { CoreShardApi, ShardEnvelope, ShardReply, ShardRequestOf, ShardRequestType, ShardResponseOf, ShardWorkerData } from './messages.js';
+import type { ShardRequester, ShardRestartListener } from './requester.js';
 
 const packr = createShardPackr();
 
@@ -38,6 +39,8 @@ const QUEUE_FULL_LOG_INTERVAL_MS = 1_000;
 const QUEUE_AT_LIMIT = 'Task queue is at limit';
 
 export interface ShardPoolOptions {
+  /** The worker entry file (absolute path or file URL): it lists the areas a shard runs. */
+  workerFile: string;
   shardCount: number;
   dataDir: string;
   config: unknown;
@@ -45,12 +48,14 @@ export interface ShardPoolOptions {
   requestTimeoutMs: number;
   /** Requests queued per shard beyond what its worker holds (default DEFAULT_MAX_QUEUE_PER_SHARD); more fail at once. */
   maxQueuePerShard?: number;
+  /** Answer test-only requests (default: HERALD_TEST_HOOKS=1 in the environment). */
+  testHooks?: boolean;
 }
 
-/** Called with the shard index when a shard's worker was replaced (its memory is gone). */
-export type ShardRestartListener = (shard: number) => void;
+export type { ShardRestartListener } from './requester.js';
 
-export class ShardPool {
+/** The shards of one process; `Api` is every request the worker entry's areas answer. */
+export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
   readonly shardCount: number;
   private readonly pools: Piscina[];
   /** Each shard's workerData, passed (by reference) to every worker Piscina starts for it. */
@@ -82,7 +87,7 @@ export class ShardPool {
     this.losses = new Array<number>(opts.shardCount).fill(0);
     this.lossAnnounced = new Array<boolean>(opts.shardCount).fill(false);
     this.queueFullLoggedAt = new Array<number>(opts.shardCount).fill(0);
-    const filename = fileURLToPath(new URL('./worker.js', import.meta.url));
+    const filename = opts.workerFile.startsWith('file:') ? fileURLToPath(opts.workerFile) : opts.workerFile;
     this.pools = [];
     for (let shardIndex = 0; shardIndex < opts.shardCount; shardIndex++) {
       const workerData: ShardWorkerData = {
@@ -91,6 +96,7 @@ export class ShardPool {
         dataDir: opts.dataDir,
         config: opts.config,
         installSecret: opts.installSecret,
+        testHooks: opts.testHooks ?? process.env.HERALD_TEST_HOOKS === '1',
       };
       this.workerDatas.push(workerData);
       const pool = new Piscina({
@@ -139,18 +145,18 @@ export class ShardPool {
   }
 
   /** Sends one request to a shard and resolves with its answer. Throws HeraldError. */
-  async request<K extends ShardRequestType>(shard: number, message: ShardRequestOf<K>, timeoutMs = this.timeoutMs): Promise<ShardResponseOf<K>> {
+  async request<K extends ShardRequestType<Api>>(shard: number, message: ShardRequestOf<Api, K>, timeoutMs = this.timeoutMs): Promise<ShardResponseOf<Api, K>> {
     if (this.closing) throw new HeraldError('SHARD_UNAVAILABLE', 'Server is shutting down');
     return this.run(shard, message, timeoutMs);
   }
 
   /** Fire-and-forget: failures are logged, never thrown. */
-  send<K extends ShardRequestType>(shard: number, message: ShardRequestOf<K>): void {
+  send<K extends ShardRequestType<Api>>(shard: number, message: ShardRequestOf<Api, K>): void {
     this.request(shard, message).catch(() => undefined);
   }
 
   /** The same request to every shard, in parallel. */
-  broadcast<K extends ShardRequestType>(message: ShardRequestOf<K>, timeoutMs?: number): Promise<ShardResponseOf<K>[]> {
+  broadcast<K extends ShardRequestType<Api>>(message: ShardRequestOf<Api, K>, timeoutMs?: number): Promise<ShardResponseOf<Api, K>[]> {
     return Promise.all(this.pools.map((_, i) => this.request(i, message, timeoutMs)));
   }
 
@@ -188,11 +194,11 @@ export class ShardPool {
     await Promise.all(this.pools.map((p) => p.destroy()));
   }
 
-  private async run<K extends ShardRequestType>(shard: number, message: ShardRequestOf<K>, timeoutMs: number): Promise<ShardResponseOf<K>> {
+  private async run(shard: number, message: { type: string }, timeoutMs: number): Promise<never> {
     const pool = this.pools[shard];
     if (!pool) throw new Error(`no shard ${shard}`);
     const id = this.nextId++;
-    const envelope = { ...message, id, deadline: Date.now() + timeoutMs } as ShardEnvelope;
+    const envelope: ShardEnvelope = { id, deadline: Date.now() + timeoutMs, request: message };
     const encoded = packr.pack(envelope);
     const losses = this.losses[shard];
     let timer: NodeJS.Timeout | undefined;
@@ -203,7 +209,7 @@ export class ShardPool {
       const raw = (await Promise.race([this.track(shard, pool.run(encoded) as Promise<Uint8Array>), timeout])) as Uint8Array;
       const reply = packr.unpack(raw) as ShardReply;
       this.noteBoot(shard, reply.boot);
-      if (reply.ok) return reply.value as ShardResponseOf<K>;
+      if (reply.ok) return reply.value as never;
       if (reply.code in ERROR_CATALOGUE) throw new HeraldError(reply.code as ErrorCode, reply.message);
       throw new HeraldError('INTERNAL', reply.message);
     } catch (err) {

@@ -15,7 +15,7 @@ import type { RootDatabase } from 'lmdb';
 import type { HeraldConfig, WebhookDeliveryConfig } from '../config/schema.js';
 import { log } from '../log.js';
 import type { ChannelWebhookEvent, PushWebhookEvent, WebhookEmitter } from './emitter.js';
-import type { WebhookStats } from './shard-api.js';
+import type { WebhookStats } from './messages.js';
 import { DeliveryQueue, readyAt } from './delivery-queue.js';
 import { postWebhook, redactUrl, retryDelayMs, type DeliveryResult, type WebhookRequest } from './http-sender.js';
 import { OutboxStore, type OutboxEntry, type WebhookTarget } from './outbox-store.js';
@@ -141,12 +141,12 @@ export class WebhookOutbox implements WebhookEmitter {
     }
   }
 
-  /** Delivery counters and backlog of this shard. */
   /** Takes reloaded receivers and credentials (SIGHUP); delivery settings need a restart. */
   reload(config: Readonly<Pick<HeraldConfig, 'apps' | 'push'>>): void {
     this.targets = new WebhookTargets(config);
   }
 
+  /** Delivery counters and backlog of this shard. */
   stats(): WebhookStats {
     const now = Date.now();
     this.debounce.prune(now);

@@ -1,6 +1,6 @@
 /** Shard side of the webhooks area: the durable outbox (the shard's WebhookEmitter) and its stats. */
 import type { ShardArea, ShardContext } from '../shards/context.js';
-import type { WebhookShardApi } from './shard-api.js';
+import type { WebhookShardApi } from './messages.js';
 import type { WebhookEmitter } from './emitter.js';
 import { WebhookOutbox } from './outbox.js';
 

@@ -9,6 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { REPO_ROOT } from '../helpers/herald-process.js';
+import type { HeraldShardApi } from '../../src/shard-api.js';
 
 export type Platform = 'apns' | 'fcm' | 'web';
 
@@ -208,7 +209,15 @@ export async function checkShardConsistency(dataDir: string): Promise<string[]> 
   const { parseConfig } = (await import(dist('config/load.js'))) as typeof import('../../src/config/load.js');
   const identity = JSON.parse(readFileSync(join(dataDir, 'herald.json'), 'utf8')) as { shards: number; installSecret: string };
   const config = parseConfig({ dataDir, shards: identity.shards });
-  const pool = new ShardPool({ shardCount: identity.shards, dataDir, config, installSecret: identity.installSecret, requestTimeoutMs: 30_000 });
+  const pool = new ShardPool<HeraldShardApi>({
+    workerFile: join(REPO_ROOT, 'dist/src/shard-worker.js'),
+    shardCount: identity.shards,
+    dataDir,
+    config,
+    installSecret: identity.installSecret,
+    requestTimeoutMs: 30_000,
+    testHooks: true,
+  });
   try {
     const answers = await pool.broadcast({ type: 'device.checkConsistency' });
     return answers.flatMap((a, shard) => a.problems.map((p) => `shard ${shard}: ${p}`));

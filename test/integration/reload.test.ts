@@ -172,8 +172,9 @@ describe('SIGHUP reload', () => {
   it('reports settings that need a restart and keeps their running values', async () => {
     const line = await reload({ ...config, maxWebSocketFrameBytes: 1000, webhookDelivery: { batchWindowMs: 5 } });
     expect(line).toContain('"msg":"config reloaded"');
-    const warn = herald.stderr.split('\n').filter((l) => l.includes('need a restart')).at(-1);
-    expect(warn).toContain('"restartNeeded":["maxWebSocketFrameBytes","webhookDelivery"]');
+    await expect
+      .poll(() => herald.stderr.split('\n').filter((l) => l.includes('need a restart')).at(-1) ?? '', { timeout: 10_000 })
+      .toContain('"restartNeeded":["maxWebSocketFrameBytes","webhookDelivery"]');
     // Still the start-up frame limit (32 KiB): a 2 KB frame is accepted.
     const conn = await connect((config.apps as { key: string }[])[0]!.key);
     conn.ws.send(JSON.stringify({ event: 'pusher:ping', data: { pad: 'x'.repeat(2000) } }));

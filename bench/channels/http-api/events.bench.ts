@@ -37,7 +37,8 @@ export const suite: MicroSuite = {
     const adapter: ChannelAdapter = {
       publish: () => void published++,
       storeCachedEvent: notUsed, clientEvent: notUsed, subscribe: notUsed, unsubscribe: notUsed, channelInfo: notUsed,
-      listChannels: notUsed, presenceUserIds: notUsed, terminateUserConnections: notUsed, hasSocket: notUsed,
+      listChannels: notUsed, presenceUserIds: notUsed, terminateUserConnections: notUsed,
+      attach: notUsed, detach: notUsed, userPresence: notUsed, watch: notUsed, connectionCount: notUsed,
     };
     const quota = new MessageQuota();
     const data = JSON.stringify({ message: 'hello world', from: 'user-42' });

@@ -1,10 +1,21 @@
 /**
- * The channel-state adapter: everything the WebSocket front end and the channel HTTP API
- * need from channel state, behind one interface. The local implementation (local-adapter.ts)
- * keeps state on the worker shards that own each channel and delivers frames with uWS topics;
- * a later scale-out implementation will do the same over Redis pub/sub. Main-thread code
- * talks only to this interface, never to shards directly for channel state.
+ * The channel adapter: everything the WebSocket front end and the channel HTTP API need from
+ * channel state and channel delivery, behind one interface. Every frame that goes to sockets
+ * for a channel (events, client events, member_added/removed, subscription_count, watchlist
+ * online/offline) is handed to the adapter, so a single node takes the same path a cluster
+ * does. The local implementation (local-adapter.ts) keeps state on the worker shards that own
+ * each channel and delivers with uWS topics; a scale-out one (Redis pub/sub) will implement
+ * the same contract, checked by one contract test suite (test/unit/channels/adapter).
+ *
+ * Transitions that matter across a cluster are decided by the adapter, from its view of the
+ * whole channel: `occupied` / `vacated` and `memberAdded` / `memberRemoved` in the results
+ * below. The channel webhooks follow the same decisions: the adapter in use emits them (the
+ * local one on the shard owning the channel, which sees every subscription of it).
  */
+import type { WebSocket } from 'uWebSockets.js';
+
+/** A connection as the adapter sees it: the uWS socket, whatever it carries. */
+export type ChannelSocket = WebSocket<unknown>;
 
 /** A presence member as stored: user id and the user_info object it subscribed with. */
 export interface PresenceMember {
@@ -29,18 +40,14 @@ export interface CachedEvent {
 export interface SubscribeResult {
   /** Presence only: the members after this join (for subscription_succeeded). */
   presence?: { ids: string[]; hash: Record<string, unknown>; count: number };
+  /** The channel had no subscriber before this join (channel_occupied). */
+  occupied: boolean;
   /** Presence only: true when this join is the user's first connection (member_added due). */
   memberAdded?: boolean;
   /** Subscribers (connections) after this join, for subscription_count. */
   subscriptionCount: number;
-  /**
-   * Cache channels only: the event to replay to the new subscriber, or null on a miss. Call it
-   * in the same synchronous block that puts the socket on the channel's topic, in the event-loop
-   * turn the subscribe resolved in: an event published on the channel after the owning shard
-   * read its cache (while the join was in flight, when the socket could not receive it yet)
-   * replaces the shard's answer, so the subscriber never gets an older event as the latest.
-   */
-  cached?: () => CachedEvent | null;
+  /** Cache channels only: the cached event as the join read it, or null on a miss (see attach). */
+  cached?: CachedEvent | null;
 }
 
 /** A relayed client event, for the client_event webhook. */
@@ -55,6 +62,8 @@ export interface RelayedClientEvent {
 }
 
 export interface UnsubscribeResult {
+  /** The last subscriber left (channel_vacated). */
+  vacated: boolean;
   /** Presence only: true when the user's last connection left (member_removed due). */
   memberRemoved?: boolean;
   /** Subscribers (connections) after this leave. */
@@ -86,12 +95,41 @@ export interface ChannelInfo {
   cache?: { data: string; ttl: number } | null;
 }
 
+/** One row of listChannels: an occupied channel, with its user count when asked for. */
+export interface OccupiedChannel {
+  channel: string;
+  userCount?: number;
+}
+
 export interface ChannelAdapter {
   /**
    * Delivers a ready-encoded frame to every subscriber of the channel, except the socket
-   * with `exceptSocketId` (uWS `ws.publish`). Synchronous hand-off: no await on the hot path.
+   * with `exceptSocketId`. Synchronous hand-off: no await on the hot path.
    */
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): void;
+  /**
+   * Puts a socket on the channel's delivery (after subscription_succeeded went out to it):
+   * from now on it gets the channel's frames. For a cache channel, `joined` is the subscribe's
+   * answer and the return value the event to replay: call attach in the event-loop turn the
+   * subscribe resolved in, since an event published on the channel while the join was in
+   * flight (when the socket could not receive it yet) replaces the one the join read, so the
+   * subscriber never gets an older event as the latest. Undefined for other channels.
+   */
+  attach(socket: ChannelSocket, appId: string, channel: string, joined?: SubscribeResult): CachedEvent | null | undefined;
+  /** Takes a socket off the channel's delivery (it unsubscribed; a closed socket leaves by itself). */
+  detach(socket: ChannelSocket, appId: string, channel: string): void;
+  /**
+   * A signed-in user's first connection on this node arrived (`online`) or its last one left:
+   * tells the user's watchers (watchlist online / offline), as far as the adapter sees the user.
+   */
+  userPresence(appId: string, userId: string, online: boolean): void;
+  /**
+   * Puts a socket on the watchlist delivery of each user and answers which of them are online
+   * now (for the initial watchlist events).
+   */
+  watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[];
+  /** Live connections of the app (the connection quota). */
+  connectionCount(appId: string): number;
   /** Records the last event of a cache channel (fire-and-forget to the owning shard). */
   storeCachedEvent(appId: string, channel: string, event: string, data: string): void;
   /**
@@ -105,14 +143,12 @@ export interface ChannelAdapter {
   unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult>;
   /** One channel's state (C4). Many channels: call per channel; they live on different shards. */
   channelInfo(appId: string, channel: string, want: ChannelInfoRequest): Promise<ChannelInfo>;
-  /** Occupied channels of an app (C3), optionally by prefix, with user_count when asked. */
-  listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<Record<string, { user_count?: number }>>;
+  /** Occupied channels of an app (C3), optionally by prefix, with user counts when asked; sorted by name. */
+  listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<OccupiedChannel[]>;
   /** User ids of a presence channel (C6). */
   presenceUserIds(appId: string, channel: string): Promise<string[]>;
-  /** Closes every local connection of a signed-in user (C5); returns how many were closed. */
-  terminateUserConnections(appId: string, userId: string): number;
-  /** True when a socket id belongs to a live local connection of the app. */
-  hasSocket(appId: string, socketId: string): boolean;
+  /** Closes every connection of a signed-in user (C5); resolves with how many were closed. */
+  terminateUserConnections(appId: string, userId: string): Promise<number>;
   /**
    * For adapters whose state can be lost while the sockets stay connected (the local one: a
    * shard worker died and was replaced, its subscribers and members with it). Registers `held`,

@@ -8,22 +8,25 @@ import { appCounters } from '../../metrics/node-counters.js';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
-import type { ShardPool } from '../../shards/pool.js';
+import type { ShardRequester } from '../../shards/requester.js';
+import type { ChannelShardApi } from '../messages.js';
 import { channelShardFor } from '../../shards/hash.js';
 import { channelType } from '../names.js';
 import type {
   CachedEvent,
   ChannelAdapter,
+  ChannelSocket,
   ChannelInfo,
   ChannelInfoRequest,
   HeldSubscription,
   LostChannels,
+  OccupiedChannel,
   RelayedClientEvent,
   SubscribeRequest,
   SubscribeResult,
   UnsubscribeResult,
 } from './channel-adapter.js';
-import { snapshotOf, topicFor } from '../ws/frames.js';
+import { snapshotOf, topicFor, watchTopicFor, watchlistEvents } from '../ws/frames.js';
 import { endWithError, type SocketRegistry } from '../ws/registry.js';
 
 /** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
@@ -44,10 +47,12 @@ export class LocalChannelAdapter implements ChannelAdapter {
   private readonly heldListeners: ((lost: LostChannels) => HeldSubscription[])[] = [];
   /** Cache channels with a join in flight, by `appId\0channel`; empty almost always. */
   private readonly cacheWatches = new Map<string, CacheWatch>();
+  /** Per answered cache-channel join: the event to replay when its socket is attached (see subscribe). */
+  private readonly cachedOnAttach = new WeakMap<SubscribeResult, () => CachedEvent | null>();
 
   constructor(
     private readonly uws: TemplatedApp,
-    private readonly shards: ShardPool,
+    private readonly shards: ShardRequester<ChannelShardApi>,
     private readonly registry: SocketRegistry,
   ) {
     shards.onShardRestart((shard) => this.restoreShard(shard));
@@ -109,6 +114,29 @@ export class LocalChannelAdapter implements ChannelAdapter {
     this.uws.publish(topic, frame);
   }
 
+  attach(socket: ChannelSocket, appId: string, channel: string, joined?: SubscribeResult): CachedEvent | null | undefined {
+    socket.subscribe(topicFor(appId, channel));
+    if (joined?.cached === undefined) return undefined;
+    return (this.cachedOnAttach.get(joined) ?? (() => joined.cached ?? null))();
+  }
+
+  detach(socket: ChannelSocket, appId: string, channel: string): void {
+    socket.unsubscribe(topicFor(appId, channel));
+  }
+
+  userPresence(appId: string, userId: string, online: boolean): void {
+    this.uws.publish(watchTopicFor(appId, userId), watchlistEvents([{ name: online ? 'online' : 'offline', user_ids: [userId] }]));
+  }
+
+  watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[] {
+    for (const id of userIds) socket.subscribe(watchTopicFor(appId, id));
+    return userIds.filter((id) => this.registry.isOnline(appId, id));
+  }
+
+  connectionCount(appId: string): number {
+    return this.registry.connectionCount(appId);
+  }
+
   storeCachedEvent(appId: string, channel: string, event: string, data: string): void {
     if (this.cacheWatches.size > 0) {
       const watch = this.cacheWatches.get(cacheWatchKey(appId, channel));
@@ -131,7 +159,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
    * a shard handles requests in the order they were sent). So while a join is in flight the
    * cache events of its channel are counted here, and `cached()` answers the latest of them
    * when there was one, the shard's entry otherwise. The watch lasts until the end of the
-   * event-loop turn the answer arrived in (setImmediate), which is when the caller delivers.
+   * event-loop turn the answer arrived in (setImmediate), which is when the caller attaches.
    */
   async subscribe(req: SubscribeRequest): Promise<SubscribeResult> {
     const message = { type: 'channels.subscribe' as const, appId: req.appId, channel: req.channel, socketId: req.socketId };
@@ -149,7 +177,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
         this.shardOf(req.appId, req.channel),
         req.member ? { ...message, member: { userId: req.member.userId, userInfo: req.member.userInfo ?? null } } : message,
       );
-      const out: SubscribeResult = { subscriptionCount: res.subscriptionCount };
+      const out: SubscribeResult = { subscriptionCount: res.subscriptionCount, occupied: res.occupied };
       if (res.members) {
         out.presence = snapshotOf(res.members);
         out.memberAdded = res.memberAdded ?? false;
@@ -157,7 +185,8 @@ export class LocalChannelAdapter implements ChannelAdapter {
       if (res.cached !== undefined) {
         const fromShard = res.cached;
         const seen = watch;
-        out.cached = () => (seen && seen.stored > storedBefore ? seen.latest : fromShard);
+        out.cached = fromShard;
+        this.cachedOnAttach.set(out, () => (seen && seen.stored > storedBefore ? seen.latest : fromShard));
       }
       return out;
     } finally {
@@ -172,7 +201,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
 
   async unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
     const res = await this.shards.request(this.shardOf(appId, channel), { type: 'channels.unsubscribe', appId, channel, socketId });
-    const out: UnsubscribeResult = { subscriptionCount: res.subscriptionCount };
+    const out: UnsubscribeResult = { subscriptionCount: res.subscriptionCount, vacated: res.vacated };
     if (res.memberRemoved !== undefined) out.memberRemoved = res.memberRemoved;
     return out;
   }
@@ -193,14 +222,12 @@ export class LocalChannelAdapter implements ChannelAdapter {
     return out;
   }
 
-  async listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<Record<string, { user_count?: number }>> {
+  async listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<OccupiedChannel[]> {
     const message = { type: 'channels.list' as const, appId, withUserCount };
     const answers = await this.shards.broadcast(prefix === undefined ? message : { ...message, prefix });
+    // Sorted, whatever shard answered first.
     const rows = answers.flatMap((a) => a.channels).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-    // Null prototype: `__proto__` is a valid channel name. Sorted, whatever shard answered first.
-    const out = Object.create(null) as Record<string, { user_count?: number }>;
-    for (const [channel, userCount] of rows) out[channel] = withUserCount && userCount !== null ? { user_count: userCount } : {};
-    return out;
+    return rows.map(([channel, userCount]) => (withUserCount && userCount !== null ? { channel, userCount } : { channel }));
   }
 
   async presenceUserIds(appId: string, channel: string): Promise<string[]> {
@@ -208,7 +235,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
     return res.userIds;
   }
 
-  terminateUserConnections(appId: string, userId: string): number {
+  async terminateUserConnections(appId: string, userId: string): Promise<number> {
     const sockets = this.registry.userSockets(appId, userId);
     let closed = 0;
     for (const state of sockets) {
@@ -217,11 +244,6 @@ export class LocalChannelAdapter implements ChannelAdapter {
       closed++;
     }
     return closed;
-  }
-
-  hasSocket(appId: string, socketId: string): boolean {
-    const state = this.registry.get(appId, socketId);
-    return state !== undefined && !state.closed;
   }
 }
 

@@ -40,7 +40,10 @@ export async function listChannels(adapter: ChannelAdapter, req: ChannelApiReque
   if (withUserCount && !prefix?.startsWith('presence-')) {
     throw new HeraldError('INFO_NOT_APPLICABLE', 'info=user_count is only available for presence channels: add filter_by_prefix=presence-');
   }
-  const channels = await adapter.listChannels(req.app.id, prefix, withUserCount);
+  const rows = await adapter.listChannels(req.app.id, prefix, withUserCount);
+  // Null prototype: `__proto__` is a valid channel name.
+  const channels = Object.create(null) as Record<string, { user_count?: number }>;
+  for (const { channel, userCount } of rows) channels[channel] = userCount === undefined ? {} : { user_count: userCount };
   return { status: 200, body: { channels } };
 }
 

@@ -10,6 +10,7 @@ import type { Reply } from '../../http/uws-http.js';
 import { HeraldError } from '../../errors.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import {
+  isCacheChannel,
   isPresenceChannel,
   isValidSocketId,
   isValidTriggerChannel,
@@ -79,16 +80,6 @@ export function validateEvent(app: AppConfig, fields: EventFields, where: string
   const event: ValidEvent = { name: fields.name, data: fields.data, channels: channels.length === 1 ? [channels[0]!] : [...new Set(channels)], info };
   if (fields.socket_id !== undefined) event.socketId = fields.socket_id;
   return event;
-}
-
-/** Cache channels (`cache-`, `private-cache-`, `private-encrypted-cache-`, `presence-cache-`) keep their last event; as names.ts channelType. */
-function isCacheChannel(channel: string): boolean {
-  return (
-    channel.startsWith('cache-') ||
-    channel.startsWith('private-cache-') ||
-    channel.startsWith('presence-cache-') ||
-    channel.startsWith('private-encrypted-cache-')
-  );
 }
 
 /**

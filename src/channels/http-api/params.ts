@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { HeraldError } from '../../errors.js';
+import { decodeJsonObject } from '../../json.js';
 
 /** One `key=value` of the query string, both URL-decoded, in the order received. */
 export type QueryPair = readonly [key: string, value: string];
@@ -71,27 +72,14 @@ export function queryParams(pairs: readonly QueryPair[]): Record<string, string 
   return out;
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
 /** The JSON object body of a POST; an empty body is `{}`. */
 export function parseJsonObjectBody(body: Buffer): Record<string, unknown> {
   if (body.length === 0) return {};
-  let text: string;
-  try {
-    text = utf8.decode(body);
-  } catch {
-    throw new HeraldError('INVALID_UTF8');
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw new HeraldError('INVALID_JSON', `Request body is not valid JSON: ${(err as Error).message}`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new HeraldError('INVALID_JSON', 'Request body must be a JSON object');
-  }
-  return value as Record<string, unknown>;
+  const read = decodeJsonObject(body);
+  if (read.ok) return read.value;
+  if (read.why === 'utf8') throw new HeraldError('INVALID_UTF8');
+  if (read.why === 'syntax') throw new HeraldError('INVALID_JSON', `Request body is not valid JSON: ${read.message}`);
+  throw new HeraldError('INVALID_JSON', 'Request body must be a JSON object');
 }
 
 /** POST parameters: the query-string ones, overridden field by field by the JSON body. */

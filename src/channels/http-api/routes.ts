@@ -8,6 +8,7 @@ import type { ServerContext } from '../../server-context.js';
 import type { Method, Route } from '../../http/router.js';
 import type { Handler, Reply, RequestContext, RouteOptions } from '../../http/uws-http.js';
 import { HeraldError } from '../../errors.js';
+import { CORS_ANY_ORIGIN, preflightReply } from '../../http/cors.js';
 import { parseQueryPairs } from './params.js';
 import { authenticateRequest } from './signature.js';
 import { MessageQuota } from './quota.js';
@@ -16,11 +17,8 @@ import { triggerBatch, triggerEvent } from './events.js';
 import { channelInfo, listChannels, presenceUsers } from './channels.js';
 import { terminateUserConnections } from './users.js';
 
-const CORS_ORIGIN = { 'access-control-allow-origin': '*' } as const;
 /** Headers a preflight allows when the browser does not list the ones it wants. */
 const DEFAULT_ALLOWED_HEADERS = 'content-type, x-pusher-library';
-/** Seconds a browser may cache a preflight answer. */
-const PREFLIGHT_MAX_AGE_SECONDS = 86_400;
 
 type ApiHandler = (req: ChannelApiRequest) => Reply | Promise<Reply>;
 
@@ -41,24 +39,16 @@ export function signedHandler(ctx: Pick<ServerContext, 'appsByKey'>, handler: Ap
 function preflight(rc: RequestContext): Reply {
   const requested = rc.headers['access-control-request-headers'];
   const allowHeaders = requested && /^[A-Za-z0-9\-_, ]{1,512}$/.test(requested) ? requested : DEFAULT_ALLOWED_HEADERS;
-  return {
-    status: 204,
-    headers: {
-      'access-control-allow-methods': 'GET, POST, OPTIONS',
-      'access-control-allow-headers': allowHeaders,
-      'access-control-max-age': String(PREFLIGHT_MAX_AGE_SECONDS),
-    },
-  };
+  return preflightReply('GET, POST, OPTIONS', allowHeaders);
 }
 
 /** The C1-C6 routes plus an OPTIONS preflight per path. */
-export function channelApiRoutes(ctx: ServerContext): Route[] {
+export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey' | 'channels'>): Route[] {
   const quota = new MessageQuota();
   // The API reads no request header (the signature is in the query): none is copied.
-  const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ORIGIN, headers: [] };
+  const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN, headers: [] };
   const write: RouteOptions = { ...read, bodyLimit: ctx.config.maxRequestBodyBytes, bodyTooLarge: 'BODY_TOO_LARGE' };
   const preflightOptions: RouteOptions = { ...read, headers: ['access-control-request-headers'] };
-  // ctx.channels is read per request: the adapter object belongs to the WebSocket area.
   const api: [Method, string, RouteOptions, ApiHandler][] = [
     ['post', '/apps/:appId/events', write, (r) => triggerEvent(ctx.channels, quota, r)],
     ['post', '/apps/:appId/batch_events', write, (r) => triggerBatch(ctx.channels, quota, r)],

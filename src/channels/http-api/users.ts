@@ -9,10 +9,10 @@ import type { ChannelApiRequest } from './request.js';
  * Closes every connection on this node where the user signed in (pusher:signin). The user
  * may reconnect. Takes no parameters (the SDK sends an empty JSON object).
  */
-export function terminateUserConnections(adapter: ChannelAdapter, req: ChannelApiRequest): Reply {
+export async function terminateUserConnections(adapter: ChannelAdapter, req: ChannelApiRequest): Promise<Reply> {
   const userId = req.params.userId ?? '';
   if (userId === '') throw new HeraldError('INVALID_PARAMETERS', 'user id missing from the path');
   rejectUnexpectedParams(postParams(req.query, req.body), [], 'POST /apps/<app_id>/users/<user_id>/terminate_connections');
-  adapter.terminateUserConnections(req.app.id, userId);
+  await adapter.terminateUserConnections(req.app.id, userId);
   return { status: 200, body: {} };
 }

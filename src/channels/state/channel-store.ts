@@ -26,6 +26,19 @@ interface CacheEntry {
   data: string;
   /** Epoch ms after which the entry is gone. */
   expiresAt: number;
+  /** What the entry counts against its app's bound (cacheEntryBytes). */
+  bytes: number;
+}
+
+/** One app's cache entries, oldest written first (a Map keeps insertion order), and their bytes. */
+interface AppCache {
+  entries: Map<string, CacheEntry>;
+  bytes: number;
+}
+
+/** Bytes an entry counts: UTF-8 bytes of channel name, event name and data. */
+export function cacheEntryBytes(channel: string, event: string, data: string): number {
+  return Buffer.byteLength(channel) + Buffer.byteLength(event) + Buffer.byteLength(data);
 }
 
 /** What changed with one join, for the caller's frames and webhooks. */
@@ -65,8 +78,8 @@ export interface JoinRequest {
 export class ChannelStore {
   /** appId → channel → state. Only occupied channels have an entry. */
   private readonly apps = new Map<string, Map<string, ChannelState>>();
-  /** appId → channel → cached last event. */
-  private readonly caches = new Map<string, Map<string, CacheEntry>>();
+  /** appId → its cached last events. */
+  private readonly caches = new Map<string, AppCache>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -154,24 +167,50 @@ export class ChannelStore {
     return out;
   }
 
-  storeCached(appId: string, channel: string, event: string, data: string, ttlSeconds: number): void {
-    let entries = this.caches.get(appId);
-    if (!entries) {
-      entries = new Map();
-      this.caches.set(appId, entries);
+  /**
+   * Keeps the channel's last event for `ttlSeconds`. The app's entries on this shard are bounded
+   * by `maxBytes` (cacheEntryBytes): the oldest written are evicted first; an entry larger than
+   * the bound alone is not kept (and the channel's older one is dropped).
+   */
+  storeCached(appId: string, channel: string, event: string, data: string, ttlSeconds: number, maxBytes = Infinity): void {
+    let cache = this.caches.get(appId);
+    if (!cache) {
+      cache = { entries: new Map(), bytes: 0 };
+      this.caches.set(appId, cache);
     }
-    entries.set(channel, { event, data, expiresAt: this.now() + ttlSeconds * 1000 });
+    const previous = cache.entries.get(channel);
+    if (previous) {
+      // Re-inserted below, so it becomes the newest.
+      cache.entries.delete(channel);
+      cache.bytes -= previous.bytes;
+    }
+    const bytes = cacheEntryBytes(channel, event, data);
+    if (bytes > maxBytes) {
+      if (cache.entries.size === 0) this.caches.delete(appId);
+      return;
+    }
+    for (const [oldest, entry] of cache.entries) {
+      if (cache.bytes + bytes <= maxBytes) break;
+      cache.entries.delete(oldest);
+      cache.bytes -= entry.bytes;
+    }
+    cache.entries.set(channel, { event, data, expiresAt: this.now() + ttlSeconds * 1000, bytes });
+    cache.bytes += bytes;
+  }
+
+  /** Bytes of the app's cache entries on this shard (cacheEntryBytes), expired ones not yet pruned included. */
+  cachedBytes(appId: string): number {
+    return this.caches.get(appId)?.bytes ?? 0;
   }
 
   /** The live cache entry, with its whole seconds left, or null. */
   cached(appId: string, channel: string): { event: string; data: string; ttl: number } | null {
-    const entries = this.caches.get(appId);
-    const entry = entries?.get(channel);
-    if (!entries || !entry) return null;
+    const cache = this.caches.get(appId);
+    const entry = cache?.entries.get(channel);
+    if (!cache || !entry) return null;
     const left = entry.expiresAt - this.now();
     if (left <= 0) {
-      entries.delete(channel);
-      if (entries.size === 0) this.caches.delete(appId);
+      this.dropCached(appId, cache, channel, entry);
       return null;
     }
     return { event: entry.event, data: entry.data, ttl: Math.ceil(left / 1000) };
@@ -181,16 +220,21 @@ export class ChannelStore {
   pruneCache(): number {
     const now = this.now();
     let pruned = 0;
-    for (const [appId, entries] of this.caches) {
-      for (const [channel, entry] of entries) {
+    for (const [appId, cache] of this.caches) {
+      for (const [channel, entry] of cache.entries) {
         if (entry.expiresAt <= now) {
-          entries.delete(channel);
+          this.dropCached(appId, cache, channel, entry);
           pruned++;
         }
       }
-      if (entries.size === 0) this.caches.delete(appId);
     }
     return pruned;
+  }
+
+  private dropCached(appId: string, cache: AppCache, channel: string, entry: CacheEntry): void {
+    cache.entries.delete(channel);
+    cache.bytes -= entry.bytes;
+    if (cache.entries.size === 0) this.caches.delete(appId);
   }
 
   /** Pairs rather than an object keyed by user id: a user id may be any string, `__proto__` included. */

@@ -1,27 +1,36 @@
 /**
- * The WebSocket endpoint `/app/<key>` (Pusher protocol 7) and the local channel adapter.
+ * The WebSocket endpoint `/app/<key>` (Pusher protocol 7).
  * Every upgrade is accepted so that a refused connection can be told why: pusher:error with
  * the close code, then the close (protocol-notes.md). The main thread keeps per-connection
  * state only; channel state lives on the shards (see subscriptions.ts and the adapter).
  */
 import { randomInt } from 'node:crypto';
 import type { HttpRequest, HttpResponse, WebSocket, WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';
-import type { ServerContext } from '../../server-context.js';
+import type { TemplatedApp } from 'uWebSockets.js';
+import type { AppConfig, HeraldConfig } from '../../config/schema.js';
+import type { ServerState } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log, RateLimitedLog } from '../../log.js';
-import type { AppConfig } from '../../config/schema.js';
 import { appCounters, countDisconnect } from '../../metrics/node-counters.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
-import { LocalChannelAdapter } from '../adapter/local-adapter.js';
 import * as frames from './frames.js';
 import { parseHandshake } from './handshake.js';
 import { ProtocolHandler } from './protocol.js';
-import { SocketRegistry, endWithError, type SocketState, type SocketUserData } from './registry.js';
+import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
 import { Subscriptions } from './subscriptions.js';
 import { Sweeper } from './sweeper.js';
 
+/** What the endpoint is built from (server.ts): the registry is shared with the local adapter. */
+export interface WebSocketDeps {
+  readonly config: Readonly<HeraldConfig>;
+  readonly app: TemplatedApp;
+  readonly state: ServerState;
+  readonly appsByKey: ReadonlyMap<string, AppConfig>;
+  readonly registry: SocketRegistry;
+  readonly adapter: ChannelAdapter;
+}
+
 export interface WebSocketEndpoint {
-  adapter: ChannelAdapter;
   /** The `/*` WebSocket behaviour, for registering it again under a TLS server name. */
   behavior: WebSocketBehavior<SocketUserData>;
   /** Closes every connection with the code (4200 on shutdown). */
@@ -54,17 +63,27 @@ function markActive(ws: Ws): void {
   }
 }
 
-export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
-  const { config } = ctx;
-  const registry = new SocketRegistry();
-  const adapter = new LocalChannelAdapter(ctx.app, ctx.shards, registry);
-  const subscriptions = new Subscriptions(ctx.app, adapter, () => ctx.state.draining);
-  const protocol = new ProtocolHandler({ config, uws: ctx.app, registry, adapter, subscriptions });
+export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
+  const { config, registry, adapter } = ctx;
+  const subscriptions = new Subscriptions(adapter, () => ctx.state.draining);
+  const protocol = new ProtocolHandler({ config, registry, adapter, subscriptions });
+  /**
+   * Slow consumers being let go: off the registry and every channel, sent nothing more, closed
+   * with 4100 once they have read their backlog (drain) or at their deadline.
+   */
+  const slowSockets = new Set<Ws>();
   const sweeper = new Sweeper(registry, {
     intervalMs: config.webSocketSweepIntervalMs,
     pongTimeoutMs: config.webSocketPongTimeoutMs,
     maxBackpressureBytes: config.maxSocketBackpressureBytes,
+    onSlow: (state, ws) => letSlowConsumerGo(state, ws),
+    onTick: (now) => {
+      for (const ws of slowSockets) if ((ws.getUserData().slowUntil ?? 0) <= now) closeSlowConsumer(ws);
+    },
   });
+  /** Node-wide connection limit (config.maxConnections; null: none); logged once per episode. */
+  const maxConnections = config.maxConnections ?? null;
+  let atLimitLogged = false;
 
   const newSocketId = (): string => {
     for (;;) {
@@ -105,7 +124,7 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
       } catch (err) {
         log.error('websocket open failed', { error: describe(err) });
         try {
-          ws.end(1011, 'Internal error');
+          ws.end(CLOSE_CODES.INTERNAL_ERROR, 'Internal error');
         } catch {
           // Already closed.
         }
@@ -127,36 +146,78 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
     ping: (ws: Ws) => markActive(ws),
     pong: (ws: Ws) => markActive(ws),
 
+    drain: (ws: Ws) => {
+      try {
+        if (ws.getUserData().slowUntil && ws.getBufferedAmount() === 0) closeSlowConsumer(ws);
+      } catch (err) {
+        log.error('websocket drain handler failed', { error: describe(err) });
+      }
+    },
+
     close: (ws: Ws, code: number) => {
-      const state = ws.getUserData().state;
+      const userData = ws.getUserData();
+      if (userData.slowUntil) slowSockets.delete(ws);
+      if (maxConnections !== null && atLimitLogged && registry.connectionCount() + slowSockets.size < maxConnections * 0.9) atLimitLogged = false;
+      const state = userData.state;
       if (!state || state.closed) return;
       countDisconnect(state.app.id, code);
-      state.closed = true;
-      state.ws = null;
-      const userId = state.userId;
-      // Each step on its own: whatever fails, the connection still leaves the registry and
-      // every channel (no member or subscriber left behind).
-      let wentOffline = false;
-      try {
-        wentOffline = registry.remove(state);
-      } catch (err) {
-        log.error('websocket close: registry removal failed', { appId: state.app.id, error: describe(err) });
-      }
-      try {
-        if (userId !== null && wentOffline) {
-          ctx.app.publish(frames.watchTopicFor(state.app.id, userId), frames.watchlistEvents([{ name: 'offline', user_ids: [userId] }]));
-        }
-      } catch (err) {
-        log.error('websocket close: watchlist offline event failed', { appId: state.app.id, error: describe(err) });
-      }
-      try {
-        subscriptions.closed(state);
-      } catch (err) {
-        log.error('websocket close: leaving channels failed', { appId: state.app.id, error: describe(err) });
-      }
+      leave(state);
     },
   };
   ctx.app.ws<SocketUserData>('/*', behavior);
+
+  /**
+   * The connection leaves the registry and every channel. Each step on its own: whatever fails,
+   * it still leaves the registry and every channel (no member or subscriber left behind).
+   */
+  function leave(state: SocketState): void {
+    state.closed = true;
+    state.ws = null;
+    const userId = state.userId;
+    let wentOffline = false;
+    try {
+      wentOffline = registry.remove(state);
+    } catch (err) {
+      log.error('websocket close: registry removal failed', { appId: state.app.id, error: describe(err) });
+    }
+    try {
+      if (userId !== null && wentOffline) adapter.userPresence(state.app.id, userId, false);
+    } catch (err) {
+      log.error('websocket close: watchlist offline event failed', { appId: state.app.id, error: describe(err) });
+    }
+    try {
+      subscriptions.closed(state);
+    } catch (err) {
+      log.error('websocket close: leaving channels failed', { appId: state.app.id, error: describe(err) });
+    }
+  }
+
+  /**
+   * A consumer whose send buffer passed maxSocketBackpressureBytes: it leaves its channels now
+   * (presence members go, webhooks fire) and is sent nothing more, but the socket stays open so
+   * that the client, once it reads again, gets its backlog, then `pusher:error` 4100 and the
+   * 4100 close. Sending them at once would not do: uWS drops frames for a socket over its
+   * buffer cap, and force-closes a socket a few seconds after end() (discarding what it still
+   * buffers), so the close is queued only when the backlog has drained, or at the deadline.
+   */
+  function letSlowConsumerGo(state: SocketState, ws: Ws): void {
+    log.warn('slow consumer: disconnecting with 4100', { appId: state.app.id, socketId: state.socketId, bufferedBytes: ws.getBufferedAmount() });
+    // Counted now: its close comes later, when it no longer belongs to the app.
+    countDisconnect(state.app.id, CLOSE_CODES.OVER_CAPACITY);
+    for (const topic of ws.getTopics()) ws.unsubscribe(topic);
+    leave(state);
+    const userData = ws.getUserData();
+    userData.state = null;
+    userData.slowUntil = Date.now() + config.webSocketPongTimeoutMs;
+    slowSockets.add(ws);
+    if (ws.getBufferedAmount() === 0) closeSlowConsumer(ws);
+  }
+
+  function closeSlowConsumer(ws: Ws): void {
+    slowSockets.delete(ws);
+    ws.getUserData().slowUntil = 0;
+    endWithError(ws, CLOSE_CODES.OVER_CAPACITY, 'Too slow a consumer: send buffer over the limit');
+  }
 
   function upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
     const handshake = ctx.state.draining
@@ -177,9 +238,9 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
         clientEventWindowMs: 0,
         clientEventCount: 0,
       };
-      userData = { state, reject: null };
+      userData = { state, reject: null, slowUntil: 0 };
     } else {
-      userData = { state: null, reject: { code: handshake.code, message: handshake.message } };
+      userData = { state: null, reject: { code: handshake.code, message: handshake.message }, slowUntil: 0 };
     }
     res.upgrade(
       userData,
@@ -197,7 +258,13 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
       const max = state.app.maxConnections;
       if (ctx.state.draining) {
         refusal = { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' };
-      } else if (max !== null && registry.connectionCount(state.app.id) >= max) {
+      } else if (maxConnections !== null && registry.connectionCount() + slowSockets.size >= maxConnections) {
+        if (!atLimitLogged) {
+          atLimitLogged = true;
+          log.warn('node connection limit reached: refusing new WebSocket connections with 4100', { maxConnections });
+        }
+        refusal = { code: CLOSE_CODES.OVER_CAPACITY, message: `Server is at its connection limit (${maxConnections}): retry later` };
+      } else if (max !== null && adapter.connectionCount(state.app.id) >= max) {
         refusal = { code: CLOSE_CODES.OVER_CONNECTION_QUOTA, message: `Application is over its connection quota of ${max}` };
       }
     }
@@ -214,15 +281,15 @@ export function registerWebSocket(ctx: ServerContext): WebSocketEndpoint {
   }
 
   return {
-    adapter,
     behavior,
     closeAll: (code, reason) => {
       sweeper.stop();
       for (const state of [...registry.all]) {
         if (!state.closed && state.ws) state.ws.end(code, reason);
       }
+      for (const ws of [...slowSockets]) closeSlowConsumer(ws);
     },
-    connectionCount: () => registry.connectionCount(),
+    connectionCount: () => registry.connectionCount() + slowSockets.size,
     connectionCounts: () => registry.connectionCounts(),
     applyApps: (apps) => {
       protocol.reload(apps);

@@ -4,11 +4,11 @@
  * the connection stays open; only the client-event rate limit (4301), a failed sign-in (4009)
  * and an oversized message (1009) close it.
  */
-import { appCounters } from '../../metrics/node-counters.js';
 import { RateLimitedLog } from '../../log.js';
-import type { WebSocket, TemplatedApp } from 'uWebSockets.js';
+import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig } from '../../config/schema.js';
 import { CLOSE_CODES, HeraldError } from '../../errors.js';
+import { isObject } from '../../json.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import { channelSignatureInput, userSignatureInput, verifyAuth } from '../auth.js';
 import { MAX_USER_ID_LENGTH, channelType, isValidChannelName, isValidUserId, requiresAuth } from '../names.js';
@@ -25,7 +25,6 @@ type Ws = WebSocket<SocketUserData>;
 
 export interface ProtocolDeps {
   readonly config: Readonly<HeraldConfig>;
-  readonly uws: TemplatedApp;
   readonly registry: SocketRegistry;
   readonly adapter: ChannelAdapter;
   readonly subscriptions: Subscriptions;
@@ -54,7 +53,7 @@ export class ProtocolHandler {
     const limit = this.deps.config.maxWebSocketFrameBytes;
     if (raw.byteLength > limit) {
       // WS_MESSAGE_TOO_LARGE: a pusher:error without a close code, then the standard 1009.
-      return endWithError(ws, 1009, `Message of ${raw.byteLength} bytes is larger than the limit of ${limit} bytes`, null, 'Message too big');
+      return endWithError(ws, CLOSE_CODES.MESSAGE_TOO_BIG, `Message of ${raw.byteLength} bytes is larger than the limit of ${limit} bytes`, null, 'Message too big');
     }
     if (isBinary) return this.fail(ws, new HeraldError('WS_BINARY_MESSAGE'));
     let msg: unknown;
@@ -137,7 +136,7 @@ export class ProtocolHandler {
     }
     ws.cork(() => {
       ws.send(frames.subscriptionSucceeded(channel));
-      ws.subscribe(frames.topicFor(state.app.id, channel));
+      this.deps.adapter.attach(ws, state.app.id, channel);
     });
   }
 
@@ -145,7 +144,7 @@ export class ProtocolHandler {
     const channel = data?.channel;
     if (typeof channel !== 'string') return this.fail(ws, new HeraldError('WS_INVALID_MESSAGE', 'pusher:unsubscribe needs data.channel'));
     if (channel.startsWith(frames.SERVER_TO_USER_PREFIX)) {
-      ws.unsubscribe(frames.topicFor(state.app.id, channel));
+      this.deps.adapter.detach(ws, state.app.id, channel);
       return;
     }
     this.deps.subscriptions.unsubscribe(state, channel);
@@ -180,10 +179,8 @@ export class ProtocolHandler {
       return this.fail(ws, new HeraldError('EVENT_DATA_TOO_LARGE', `Client event data is ${bytes} bytes; the limit is ${app.maxEventDataBytes} bytes`));
     }
     const userId = kind === 'presence' ? m.joinedAs?.userId : undefined;
-    // Encoded once; the socket's own publish leaves the sender out.
-    const topic = frames.topicFor(app.id, channel);
-    appCounters(app.id).wsMessagesSent += Math.max(0, this.deps.uws.numSubscribers(topic) - 1);
-    ws.publish(topic, frames.channelEvent(event, channel, data, userId));
+    // Encoded once; everyone on the channel but the sender.
+    this.deps.adapter.publish(app.id, channel, frames.channelEvent(event, channel, data, userId), state.socketId);
     if (channelType(channel).cache) this.deps.adapter.storeCachedEvent(app.id, channel, event, data);
     if (this.clientEventWebhookApps.has(app.id)) {
       this.deps.adapter.clientEvent({ appId: app.id, channel, event, data, socketId: state.socketId, ...(userId === undefined ? {} : { userId }) });
@@ -216,25 +213,19 @@ export class ProtocolHandler {
     }
     const userId = user.id;
     const cameOnline = this.deps.registry.addUser(state, userId);
-    if (cameOnline) {
-      this.deps.uws.publish(frames.watchTopicFor(app.id, userId), frames.watchlistEvents([{ name: 'online', user_ids: [userId] }]));
-    }
+    if (cameOnline) this.deps.adapter.userPresence(app.id, userId, true);
     const watched = [...new Set(watchlist as string[])];
-    const online = watched.filter((id) => this.deps.registry.isOnline(app.id, id));
-    const offline = watched.filter((id) => !this.deps.registry.isOnline(app.id, id));
     ws.cork(() => {
       ws.send(frames.signinSuccess(userData));
-      for (const id of watched) ws.subscribe(frames.watchTopicFor(app.id, id));
+      const onlineNow = new Set(this.deps.adapter.watch(ws, app.id, watched));
+      const online = watched.filter((id) => onlineNow.has(id));
+      const offline = watched.filter((id) => !onlineNow.has(id));
       const initial: { name: 'online' | 'offline'; user_ids: string[] }[] = [];
       if (online.length > 0) initial.push({ name: 'online', user_ids: online });
       if (offline.length > 0) initial.push({ name: 'offline', user_ids: offline });
       if (initial.length > 0) ws.send(frames.watchlistEvents(initial));
     });
   }
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** `data` as an object: pusher-js sends an object; some clients send it JSON-encoded. */

@@ -62,6 +62,11 @@ export interface SocketState {
 export interface SocketUserData {
   state: SocketState | null;
   reject: { code: number; message: string } | null;
+  /**
+   * A slow consumer being let go (endpoint.ts): epoch ms by which it is closed whether or not
+   * it read its backlog; 0 otherwise.
+   */
+  slowUntil?: number;
 }
 
 interface AppSockets {

@@ -6,7 +6,6 @@
  * unsubscribe + subscribe during a leave re-joins after it. No member or subscriber is left
  * behind by a socket that drops without unsubscribing.
  */
-import type { TemplatedApp } from 'uWebSockets.js';
 import { HeraldError } from '../../errors.js';
 import { log } from '../../log.js';
 import type { ChannelAdapter, HeldSubscription, LostChannels, SubscribeResult } from '../adapter/channel-adapter.js';
@@ -24,7 +23,6 @@ export class Subscriptions {
 
   /** `draining`: the server is shutting down (see leave). */
   constructor(
-    private readonly uws: TemplatedApp,
     private readonly adapter: ChannelAdapter,
     private readonly draining: () => boolean,
   ) {
@@ -72,7 +70,7 @@ export class Subscriptions {
     m.wanted = false;
     if (m.delivered) {
       m.delivered = false;
-      if (!state.closed) state.ws?.unsubscribe(frames.topicFor(state.app.id, channel));
+      if (!state.closed && state.ws) this.adapter.detach(state.ws, state.app.id, channel);
     }
     this.reconcile(state, channel, m);
   }
@@ -140,23 +138,22 @@ export class Subscriptions {
   /** subscription_succeeded, the cached event, then the others' member_added and the new count. */
   private deliver(state: SocketState, channel: string, m: Membership, res: SubscribeResult): void {
     const ws = state.ws!;
-    const topic = frames.topicFor(state.app.id, channel);
+    const appId = state.app.id;
     ws.cork(() => {
       ws.send(frames.subscriptionSucceeded(channel, res.presence));
-      ws.subscribe(topic);
+      // Attached now, in the turn the join answered: later events reach it live (see ChannelAdapter.attach).
+      const cached = this.adapter.attach(ws, appId, channel, res);
       m.delivered = true;
-      if (res.cached !== undefined) {
-        // Read now, as the socket joins the topic: later events reach it live (see SubscribeResult).
-        const cached = res.cached();
+      if (cached !== undefined) {
         ws.send(cached ? frames.channelEvent(cached.event, channel, cached.data) : frames.cacheMiss(channel));
       }
       if (res.memberAdded && m.joinedAs) {
-        // The socket's own publish: everyone on the topic but the new member's connection.
-        ws.publish(topic, frames.memberAdded(channel, m.joinedAs.userId, m.joinedAs.userInfo));
+        // Everyone on the channel but the new member's connection.
+        this.adapter.publish(appId, channel, frames.memberAdded(channel, m.joinedAs.userId, m.joinedAs.userInfo), state.socketId);
       }
     });
     if (countsSubscriptions(state.app, channel)) {
-      this.uws.publish(topic, frames.subscriptionCount(channel, res.subscriptionCount));
+      this.adapter.publish(appId, channel, frames.subscriptionCount(channel, res.subscriptionCount));
     }
   }
 
@@ -166,10 +163,10 @@ export class Subscriptions {
    * member_added / count they would have, and the leave that follows corrects it.
    */
   private announceJoinToOthers(state: SocketState, channel: string, m: Membership, res: SubscribeResult): void {
-    const topic = frames.topicFor(state.app.id, channel);
-    if (res.memberAdded && m.joinedAs) this.uws.publish(topic, frames.memberAdded(channel, m.joinedAs.userId, m.joinedAs.userInfo));
+    const appId = state.app.id;
+    if (res.memberAdded && m.joinedAs) this.adapter.publish(appId, channel, frames.memberAdded(channel, m.joinedAs.userId, m.joinedAs.userInfo));
     if (countsSubscriptions(state.app, channel)) {
-      this.uws.publish(topic, frames.subscriptionCount(channel, res.subscriptionCount));
+      this.adapter.publish(appId, channel, frames.subscriptionCount(channel, res.subscriptionCount));
     }
   }
 
@@ -188,10 +185,10 @@ export class Subscriptions {
         m.busy = false;
         m.joined = false;
         m.leaveAttempts = 0;
-        const topic = frames.topicFor(state.app.id, channel);
-        if (res.memberRemoved && m.joinedAs) this.uws.publish(topic, frames.memberRemoved(channel, m.joinedAs.userId));
+        const appId = state.app.id;
+        if (res.memberRemoved && m.joinedAs) this.adapter.publish(appId, channel, frames.memberRemoved(channel, m.joinedAs.userId));
         if (countsSubscriptions(state.app, channel)) {
-          this.uws.publish(topic, frames.subscriptionCount(channel, res.subscriptionCount));
+          this.adapter.publish(appId, channel, frames.subscriptionCount(channel, res.subscriptionCount));
         }
         m.joinedAs = undefined;
         this.reconcile(state, channel, m);

@@ -1,22 +1,26 @@
 /**
  * One timer for every connection (not one per socket): pings clients silent for their app's
- * activity timeout, closes those that do not answer within the pong timeout (4201), and
- * closes consumers whose send buffer passed maxSocketBackpressureBytes (4100).
+ * activity timeout, closes those that do not answer within the pong timeout (4201), and hands
+ * consumers whose send buffer passed maxSocketBackpressureBytes to `onSlow` (4100, endpoint.ts).
  *
  * Why a sweep for backpressure: broadcasts go through uWS topics, so no JS code sees the
  * individual sends. uWS itself stops queuing for a socket at twice the limit (messages to it
- * are dropped from then on), so memory stays bounded between sweeps, and the sweep has that
- * headroom to queue the 4100 close frame behind the backlog before closing.
+ * are dropped from then on), so memory stays bounded between sweeps.
  */
+import type { WebSocket } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
 import { PING_FRAME } from './frames.js';
-import { endWithError, type SocketRegistry } from './registry.js';
+import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
 
 export interface SweepOptions {
   intervalMs: number;
   pongTimeoutMs: number;
   maxBackpressureBytes: number;
+  /** A live connection whose send buffer is over maxBackpressureBytes. */
+  onSlow: (state: SocketState, ws: WebSocket<SocketUserData>) => void;
+  /** Runs at the end of every sweep (epoch ms). */
+  onTick?: (now: number) => void;
 }
 
 export class Sweeper {
@@ -42,8 +46,7 @@ export class Sweeper {
       const ws = state.ws;
       if (state.closed || !ws) continue;
       if (ws.getBufferedAmount() > maxBackpressureBytes) {
-        // Queued behind the backlog: uWS holds up to twice the limit (see above).
-        endWithError(ws, CLOSE_CODES.OVER_CAPACITY, 'Too slow a consumer: send buffer over the limit');
+        this.opts.onSlow(state, ws);
         continue;
       }
       if (state.pingSentMs !== 0) {
@@ -53,6 +56,7 @@ export class Sweeper {
         ws.send(PING_FRAME);
       }
     }
+    this.opts.onTick?.(now);
   }
 
   stop(): void {

@@ -4,7 +4,8 @@
  */
 import { ApnsClient } from './apns.js';
 import { FcmClient } from './fcm.js';
-import type { ApnsConfig, FcmConfig, GatewayClient, Platform, RetryPolicy, WebPushConfig } from './gateway.js';
+import type { ApnsConfig, FcmConfig, GatewayClient, RetryPolicy, WebPushConfig } from './gateway.js';
+import type { Platform } from '../platform.js';
 import { WebPushClient } from './web.js';
 
 /** The gateway part of an instance's config: a platform is enabled when its section is present and not null. */

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import { importPKCS8, SignJWT, type CryptoKey } from 'jose';
 import type { FcmConfig, GatewayClient, GatewayMessage, GatewayOutcome, RetryPolicy } from './gateway.js';
-import { isObject } from '../is-object.js';
+import { isObject } from '../../json.js';
 import { DeadTokenGuard } from './dead-token-guard.js';
 import { GatewayPause } from './gateway-pause.js';
 import { Http2SessionPool, type Http2Response } from './http2-pool.js';

@@ -1,20 +1,10 @@
 /**
  * The contract between the push publisher (running in shard worker threads) and the
- * per-platform gateway clients: types, plus the one list of platforms. Each implementation
+ * per-platform gateway clients (the platforms themselves: ../platform.ts). Each implementation
  * lives in its own file (apns.ts, fcm.ts, web.ts) and factory.ts builds them from an
  * instance's config.
  */
-
-/** The three push platforms Beams supports; also the device registration kinds. */
-export type Platform = 'apns' | 'fcm' | 'web';
-
-/** Every platform, in the order Herald lists them (paths, counts, webhook results). */
-export const PLATFORMS: readonly Platform[] = Object.freeze(['apns', 'fcm', 'web'] as const);
-
-/** True when `value` names a platform Herald serves (a path segment, a stored field). */
-export function isPlatform(value: string): value is Platform {
-  return (PLATFORMS as readonly string[]).includes(value);
-}
+import type { Platform } from '../platform.js';
 
 /** One notification for one device; payload is the publish's platform object (apns/fcm/web) with data.pusher already merged in by the caller. */
 export interface GatewayMessage {
@@ -48,51 +38,8 @@ export interface GatewayClient {
   close(): Promise<void>;
 }
 
-/** APNs token-based (.p8) authentication. `endpoint` is e.g. `https://api.push.apple.com` (or a local fake). */
-export interface ApnsConfig {
-  /** Origin of the APNs HTTP/2 API, e.g. `https://api.sandbox.push.apple.com`. */
-  endpoint: string;
-  /** Apple developer team id: the provider token's `iss`. */
-  teamId: string;
-  /** Id of the signing key: the provider token header's `kid`. */
-  keyId: string;
-  /** The .p8 key: PEM, PKCS8, EC P-256. */
-  privateKey: string;
-  /** Path of an extra PEM CA bundle to trust (tests); null uses the system roots. */
-  caFile: string | null;
-}
-
-/** FCM HTTP v1 with a service account (the fields of a service-account JSON file). */
-export interface FcmConfig {
-  /** Origin of the FCM API, e.g. `https://fcm.googleapis.com`. */
-  endpoint: string;
-  /** OAuth2 token URI, e.g. `https://oauth2.googleapis.com/token`; also the assertion's `aud`. */
-  tokenUri: string;
-  projectId: string;
-  /** Service account e-mail: the assertion's `iss`. */
-  clientEmail: string;
-  /** Service account key: PEM, PKCS8, RSA. */
-  privateKey: string;
-  /** Path of an extra PEM CA bundle to trust (tests); null uses the system roots. */
-  caFile: string | null;
-}
-
-/** Web push with VAPID (RFC 8292). Keys are base64url as produced by `web-push generateVAPIDKeys`. */
-export interface WebPushConfig {
-  /** Uncompressed P-256 public key, base64url (65 bytes decoded). */
-  vapidPublicKey: string;
-  /** P-256 private scalar, base64url (32 bytes decoded). */
-  vapidPrivateKey: string;
-  /** VAPID `sub` claim: a `mailto:` or `https:` contact URL. */
-  subject: string;
-  /** Path of an extra PEM CA bundle to trust (tests only); absent or null uses the system roots. */
-  caFile?: string | null;
-  /**
-   * Send to endpoints on loopback, private, link-local or unspecified addresses and localhost
-   * names (see web-subscription.ts). Default false: such a send fails without a request.
-   */
-  allowPrivateEndpoints?: boolean;
-}
+/** Gateway credentials, as the config schema defines them (src/config/schema.ts, docs/configuration.md). */
+export type { ApnsConfig, FcmConfig, WebPushConfig } from '../../config/schema.js';
 
 /**
  * How hard to try on retryable answers (429, 5xx, network errors). `attempts` counts every

@@ -6,8 +6,9 @@ const app = { id: 'a', key: 'k', secret: 's' };
 
 describe('planReload', () => {
   it('applies apps, push and logLevel, keeps restart-only settings and names them', () => {
-    const running = parseConfig({ shards: 2, port: 6001, apps: [app] });
-    const next = parseConfig({ shards: 4, port: 7000, apps: [{ ...app, secret: 't' }], logLevel: 'debug', webhookDelivery: { batchWindowMs: 1 } });
+    // maxConnections fixed: its default follows the shard count (and would be reported too).
+    const running = parseConfig({ shards: 2, port: 6001, maxConnections: 1000, apps: [app] });
+    const next = parseConfig({ shards: 4, port: 7000, maxConnections: 1000, apps: [{ ...app, secret: 't' }], logLevel: 'debug', webhookDelivery: { batchWindowMs: 1 } });
     const plan = planReload(running, next);
     expect(plan.changed).toEqual(['apps', 'logLevel']);
     expect(plan.restartNeeded).toEqual(['port', 'shards', 'webhookDelivery']);

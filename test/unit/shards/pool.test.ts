@@ -14,6 +14,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../../helpers/herald-process.js';
 import type { ShardPool as ShardPoolClass } from '../../../src/shards/pool.js';
+import type { HeraldShardApi } from '../../../src/shard-api.js';
 
 type PoolModule = typeof import('../../../src/shards/pool.js');
 type LoadModule = typeof import('../../../src/config/load.js');
@@ -65,12 +66,13 @@ afterAll(() => {
 });
 
 /** A pool of `shards` workers on a fresh temp data dir, with a long request timeout. */
-async function newPool(shards: number, requestTimeoutMs = 30_000, maxQueuePerShard?: number): Promise<ShardPoolClass> {
+async function newPool(shards: number, requestTimeoutMs = 30_000, maxQueuePerShard?: number): Promise<ShardPoolClass<HeraldShardApi>> {
   const dataDir = mkdtempSync(join(tmpdir(), 'herald-pool-test-'));
   dirs.push(dataDir);
   const identity = openDataDir(dataDir, shards);
   const config = parseConfig({ dataDir, shards });
-  const pool = new ShardPool({
+  const pool = new ShardPool<HeraldShardApi>({
+    workerFile: join(REPO_ROOT, 'dist/src/shard-worker.js'),
     shardCount: shards,
     dataDir,
     config,

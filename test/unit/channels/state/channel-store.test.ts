@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ChannelStore } from '../../../../src/channels/state/channel-store.js';
+import { ChannelStore, cacheEntryBytes } from '../../../../src/channels/state/channel-store.js';
 import { HeraldError } from '../../../../src/errors.js';
 
 const join = (store: ChannelStore, socketId: string, channel = 'presence-room', userId?: string, maxMembers = 100) =>
@@ -80,5 +80,35 @@ describe('ChannelStore cache', () => {
     now = 2000;
     expect(store.pruneCache()).toBe(1);
     expect(store.cached('a', 'cache-2')).not.toBeNull();
+  });
+});
+
+describe('ChannelStore cache bound', () => {
+  it('evicts the app\'s oldest-written entries first to stay within its bytes, other apps untouched', () => {
+    const store = new ChannelStore(() => 0);
+    const data = 'x'.repeat(90);
+    const size = cacheEntryBytes('cache-0', 'e', data); // 98
+    for (let i = 0; i < 5; i++) store.storeCached('a', `cache-${i}`, 'e', data, 60, size * 3);
+    store.storeCached('b', 'cache-0', 'e', data, 60, size * 3);
+    expect(store.cachedBytes('a')).toBe(size * 3);
+    expect([0, 1, 2, 3, 4].map((i) => store.cached('a', `cache-${i}`) !== null)).toEqual([false, false, true, true, true]);
+    expect(store.cached('b', 'cache-0')).not.toBeNull();
+    // Rewriting a channel makes it the newest: cache-2 is then the oldest and goes next.
+    store.storeCached('a', 'cache-2', 'e', data, 60, size * 3);
+    store.storeCached('a', 'cache-5', 'e', data, 60, size * 3);
+    expect([2, 3, 4, 5].map((i) => store.cached('a', `cache-${i}`) !== null)).toEqual([true, false, true, true]);
+    expect(store.cachedBytes('a')).toBe(size * 3);
+  });
+
+  it('does not keep an entry larger than the bound, and frees the bytes of what expires', () => {
+    let now = 0;
+    const store = new ChannelStore(() => now);
+    store.storeCached('a', 'cache-big', 'e', 'x'.repeat(1000), 60, 500);
+    expect(store.cached('a', 'cache-big')).toBeNull();
+    expect(store.cachedBytes('a')).toBe(0);
+    store.storeCached('a', 'cache-1', 'e', 'd', 1, 500);
+    now = 2000;
+    store.pruneCache();
+    expect(store.cachedBytes('a')).toBe(0);
   });
 });

@@ -8,7 +8,7 @@ describe('createGatewayClients', () => {
     const clients = createGatewayClients({
       apns: { endpoint: 'https://127.0.0.1:1', teamId: 'T', keyId: 'K', privateKey: apnsKeys().privateKey, caFile: TEST_CA_FILE },
       fcm: null,
-      web: { vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: 'mailto:a@herald.test' },
+      web: { vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: 'mailto:a@herald.test', caFile: null, allowPrivateEndpoints: false },
     });
     expect(Object.keys(clients).sort()).toEqual(['apns', 'web']);
     expect(clients.apns?.platform).toBe('apns');

@@ -180,7 +180,7 @@ describe('WebPushClient against the fake push service', () => {
   });
 
   it('rejects unusable VAPID settings at construction', () => {
-    expect(() => new WebPushClient({ vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: 'not a url' })).toThrow();
+    expect(() => new WebPushClient({ vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: 'not a url', caFile: null, allowPrivateEndpoints: false })).toThrow();
   });
 });
 

@@ -1,0 +1,339 @@
+/**
+ * Cluster-wide channel state in Redis: subscriptions, presence members, occupied channels,
+ * cache channels, live sockets per app and the daily message quota. Every change is one Lua
+ * script (scripts.ts), so the transitions it reports (first subscription anywhere, user's first
+ * connection anywhere, ...) are decided once for the whole cluster. Reads (C3, C4, C6) answer
+ * from this shared state alone: no node asks the others and waits.
+ *
+ * Subscriptions are recorded under the node's current session (node-session.ts): a change made
+ * under a session that is no longer alive is refused (status -2) and makes the node
+ * re-register, so a node that was reaped cannot leave ghosts behind.
+ */
+import type { Redis } from 'ioredis';
+import { HeraldError } from '../../../errors.js';
+import { whenAvailable, RedisUnavailableError } from './connection.js';
+import type { RedisKeys } from './keys.js';
+import type { NodeSession } from './node-session.js';
+import { defineScripts, runScript } from './scripts.js';
+
+/** A presence member: user id and the user_info it subscribed with (any JSON value). */
+export interface ClusterMember {
+  userId: string;
+  userInfo?: unknown;
+}
+
+export interface ClusterJoinOutcome {
+  /** False when the socket was already subscribed (a repeated join changes nothing). */
+  changed: boolean;
+  /** This join made the channel occupied cluster-wide (channel_occupied due, once). */
+  occupied: boolean;
+  /** Presence: the user's first connection on the channel cluster-wide (member_added due, once). */
+  memberAdded: boolean;
+  /** Subscriptions (connections) on the channel cluster-wide after the join. */
+  subscriptionCount: number;
+  /** Presence only: the members after the join, as [user id, user_info] pairs. */
+  members?: [string, unknown][];
+  /**
+   * This occupy came within the reload debounce of a vacate (a page reload): the vacate's node
+   * drops its held channel_vacated and this node does not report channel_occupied.
+   */
+  cancelledVacate: boolean;
+  /** The same for this user's member_removed / member_added. */
+  cancelledMemberRemoval: boolean;
+}
+
+export interface ClusterLeaveOutcome {
+  /** False when the socket was not subscribed under this node's session. */
+  changed: boolean;
+  /** The last subscription cluster-wide left (channel_vacated due, once). */
+  vacated: boolean;
+  /** Presence: the user whose last connection cluster-wide left (member_removed due, once). */
+  memberRemoved: string | null;
+  subscriptionCount: number;
+  /**
+   * With a reload debounce: tokens of the holds this leave left for its channel_vacated and
+   * member_removed. Send the held event only if releaseHold answers true when the debounce ends.
+   */
+  holds?: { channel?: string; member?: string };
+}
+
+/** A change of shared state another node did not report: found by a reap or a re-registration. */
+export type ChannelTransition =
+  | { type: 'channel_occupied'; appId: string; channel: string }
+  | { type: 'channel_vacated'; appId: string; channel: string }
+  | { type: 'member_added'; appId: string; channel: string; userId: string }
+  | { type: 'member_removed'; appId: string; channel: string; userId: string }
+  | { type: 'subscription_count'; appId: string; channel: string; subscriptionCount: number };
+
+export interface ClusterChannelInfo {
+  occupied: boolean;
+  subscriptionCount: number;
+  /** Distinct presence users (0 for other channels). */
+  userCount: number;
+  /** When asked: the cache channel's last event with its whole seconds left, or null. */
+  cache?: { event: string; data: string; ttl: number } | null;
+}
+
+/** A channel touched by a registration: subscriptions added and the count after. */
+export interface RegisteredChannel {
+  appId: string;
+  channel: string;
+  added: number;
+  subscriptionCount: number;
+}
+
+/** What a registration did: occupied / member_added transitions, and per-channel counts. */
+export interface Registration {
+  transitions: ChannelTransition[];
+  channels: RegisteredChannel[];
+}
+
+/** What a node holds locally, for re-registration: its sockets and their subscriptions. */
+export interface HeldState {
+  sockets: { appId: string; socketId: string }[];
+  subscriptions: { appId: string; channel: string; socketId: string; member?: ClusterMember }[];
+}
+
+type JoinReply = [number, number, number, number, string[], number?, number?];
+type LeaveReply = [number, number, number, number, string, string, string];
+
+export class RedisChannelState {
+  /** Joins and connects not settled yet (see settled()). */
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: RedisKeys,
+    private readonly session: NodeSession,
+  ) {
+    defineScripts(redis);
+  }
+
+  /**
+   * Records a subscription. Throws PRESENCE_MEMBER_LIMIT when a presence channel already has
+   * `maxMembers` other users (0: no limit), RedisUnavailableError during an outage or when the
+   * session was just found gone (the node re-registers; the caller may retry).
+   */
+  join(appId: string, channel: string, socketId: string, member?: ClusterMember, maxMembers = 0): Promise<ClusterJoinOutcome> {
+    return this.tracked(this.joinRecorded(appId, channel, socketId, member, maxMembers));
+  }
+
+  /**
+   * Resolves once every join and connect issued so far has settled. Re-registration waits for
+   * it before retiring the previous session, so a join in flight across the switch is recorded
+   * under the new session before the old one is reaped.
+   */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  private tracked<T>(work: Promise<T>): Promise<T> {
+    this.inFlight.add(work);
+    work.then(
+      () => this.inFlight.delete(work),
+      () => this.inFlight.delete(work),
+    );
+    return work;
+  }
+
+  private async joinRecorded(appId: string, channel: string, socketId: string, member: ClusterMember | undefined, maxMembers: number): Promise<ClusterJoinOutcome> {
+    const session = this.session.current;
+    const run = (under: string, max: number) =>
+      whenAvailable(() => runScript<JoinReply>(this.redis, 'heraldJoin', this.joinArgs(appId, channel, socketId, member, max, under)));
+    let reply = await run(session, maxMembers);
+    if (this.session.current !== session && reply[0] !== -1) {
+      // The node re-registered while this join was in flight: its snapshot may have missed the
+      // socket, and the session it was recorded under is about to be reaped. Record it under
+      // the current session too (idempotent); transitions reported by either count.
+      const again = await run(this.session.current, reply[0] === 1 ? 0 : maxMembers);
+      reply =
+        reply[0] === -2
+          ? again
+          : [again[0] === -2 ? -2 : reply[0], reply[1] || again[1], reply[2] || again[2], again[3], again[4], reply[5] || again[5], reply[6] || again[6]];
+    }
+    const [status, occupied, added, count, flat, resumedChannel, resumedMember] = reply;
+    if (status === -2) {
+      this.session.reportGone();
+      throw new RedisUnavailableError('node session was reaped; re-registering');
+    }
+    if (status === -1) {
+      throw new HeraldError('PRESENCE_MEMBER_LIMIT', `Presence channel ${channel} already has its maximum of ${maxMembers} members`);
+    }
+    const out: ClusterJoinOutcome = {
+      changed: status === 1,
+      occupied: occupied === 1,
+      memberAdded: added === 1,
+      subscriptionCount: count,
+      cancelledVacate: resumedChannel === 1,
+      cancelledMemberRemoval: resumedMember === 1,
+    };
+    if (member) out.members = pairs(flat);
+    return out;
+  }
+
+  /**
+   * Removes a subscription of this node (explicit unsubscribe or socket close). Drop it from
+   * what the node reports as held (HeldState) before calling, so that a re-registration's
+   * snapshot taken meanwhile cannot record it again. With
+   * `debounceMs` (webhookDelivery.reloadDebounceMs), a vacate or member removal leaves a hold a
+   * join anywhere in the cluster cancels within that time (a page reload): see releaseHold.
+   */
+  async leave(appId: string, channel: string, socketId: string, debounceMs = 0): Promise<ClusterLeaveOutcome> {
+    const [changed, vacated, removed, count, userId, channelHold, memberHold] = await whenAvailable(() =>
+      runScript<LeaveReply>(this.redis, 'heraldLeave', [this.keys.prefix, this.session.current, appId, channel, socketId, debounceMs]),
+    );
+    const out: ClusterLeaveOutcome = { changed: changed === 1, vacated: vacated === 1, memberRemoved: removed === 1 ? userId : null, subscriptionCount: count };
+    if (channelHold || memberHold) out.holds = { ...(channelHold && { channel: channelHold }), ...(memberHold && { member: memberHold }) };
+    return out;
+  }
+
+  /**
+   * The end of a leave's reload debounce: true when the hold is still there (send the held
+   * channel_vacated, or member_removed when `userId` is given), false when a join cancelled it.
+   */
+  async releaseHold(appId: string, channel: string, userId: string | null, token: string): Promise<boolean> {
+    const released = await whenAvailable(() =>
+      runScript<number>(this.redis, 'heraldReleaseHold', [this.keys.prefix, appId, channel, userId ?? '', token]),
+    );
+    return released === 1;
+  }
+
+  /** C4: one channel's state from shared state. `cache` only when asked. */
+  async channelInfo(appId: string, channel: string, want: { cache?: boolean } = {}): Promise<ClusterChannelInfo> {
+    const [count, users, cached, pttl] = await whenAvailable(() =>
+      runScript<[number, number, string | null, number]>(this.redis, 'heraldInfo', [this.keys.prefix, appId, channel, want.cache ? '1' : '0']),
+    );
+    const out: ClusterChannelInfo = { occupied: count > 0, subscriptionCount: count, userCount: users };
+    if (want.cache) out.cache = cached ? cacheEntry(cached, pttl) : null;
+    return out;
+  }
+
+  /** C3: the app's occupied channels, sorted by name, optionally by prefix, with presence user counts. */
+  async listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<{ channel: string; userCount: number }[]> {
+    const flat = await whenAvailable(() =>
+      runScript<(string | number)[]>(this.redis, 'heraldList', [this.keys.prefix, appId, prefix ?? '', withUserCount ? '1' : '0']),
+    );
+    const out: { channel: string; userCount: number }[] = [];
+    for (let i = 0; i < flat.length; i += 2) out.push({ channel: String(flat[i]), userCount: Number(flat[i + 1]) });
+    return out;
+  }
+
+  /** C6: user ids of a presence channel (each once, however many connections and nodes). */
+  async presenceUserIds(appId: string, channel: string): Promise<string[]> {
+    return whenAvailable(() => this.redis.hkeys(this.keys.presenceUsers(appId, channel)));
+  }
+
+  /** Records a cache channel's last event for `ttlSeconds`, shared by every node. */
+  async storeCachedEvent(appId: string, channel: string, event: string, data: string, ttlSeconds: number): Promise<void> {
+    await whenAvailable(() => this.redis.set(this.keys.cachedEvent(appId, channel), JSON.stringify({ event, data }), 'PX', ttlSeconds * 1000));
+  }
+
+  /** A cache channel's live last event with its whole seconds left, or null. */
+  async cachedEvent(appId: string, channel: string): Promise<{ event: string; data: string; ttl: number } | null> {
+    const reply = await whenAvailable(() => runScript<[string, number] | null>(this.redis, 'heraldCacheGet', [this.keys.prefix, appId, channel]));
+    return reply ? cacheEntry(reply[0], reply[1]) : null;
+  }
+
+  /**
+   * Counts a new connection of the app cluster-wide. `maxConnections` null: unlimited. Returns
+   * accepted false (nothing recorded) when the app is at its limit.
+   */
+  connect(appId: string, socketId: string, maxConnections: number | null): Promise<{ accepted: boolean; connections: number }> {
+    return this.tracked(this.connectRecorded(appId, socketId, maxConnections));
+  }
+
+  private async connectRecorded(appId: string, socketId: string, maxConnections: number | null): Promise<{ accepted: boolean; connections: number }> {
+    const session = this.session.current;
+    const run = (under: string, max: number) =>
+      whenAvailable(() => runScript<[number, number]>(this.redis, 'heraldConnect', [this.keys.prefix, under, appId, socketId, max]));
+    let [status, connections] = await run(session, maxConnections ?? 0);
+    if (this.session.current !== session && status !== 0) {
+      // Re-registered meanwhile (see joinRecorded): record under the current session too.
+      [status, connections] = await run(this.session.current, status === 1 ? 0 : (maxConnections ?? 0));
+    }
+    if (status === -2) {
+      this.session.reportGone();
+      throw new RedisUnavailableError('node session was reaped; re-registering');
+    }
+    return { accepted: status === 1, connections };
+  }
+
+  /** Forgets a closed connection; returns the app's connections after. */
+  async disconnect(appId: string, socketId: string): Promise<number> {
+    return whenAvailable(() => runScript<number>(this.redis, 'heraldDisconnect', [this.keys.prefix, this.session.current, appId, socketId]));
+  }
+
+  /** True when the socket id is a live connection of the app on any node. */
+  async hasSocket(appId: string, socketId: string): Promise<boolean> {
+    return (await whenAvailable(() => this.redis.hexists(this.keys.sockets(appId), socketId))) === 1;
+  }
+
+  /** Live connections of the app cluster-wide. */
+  async connectionCount(appId: string): Promise<number> {
+    return whenAvailable(() => this.redis.hlen(this.keys.sockets(appId)));
+  }
+
+  /**
+   * Charges `messages` to the app's quota for today (Redis' UTC day), cluster-wide. Refused
+   * (accepted false, nothing charged) when it would pass `quota`.
+   */
+  async chargeQuota(appId: string, messages: number, quota: number): Promise<{ accepted: boolean; used: number }> {
+    const [accepted, used] = await whenAvailable(() => runScript<[number, number]>(this.redis, 'heraldChargeQuota', [this.keys.prefix, appId, messages, quota]));
+    return { accepted: accepted === 1, used };
+  }
+
+  /**
+   * Records everything the node holds under the current session: idempotent (a socket or
+   * subscription already recorded changes nothing), no member limit. The commands are issued
+   * synchronously, in the order given, before this returns its promise: a later join or leave
+   * of the node runs after them in Redis (one connection, in order), so the snapshot and later
+   * changes cannot cross. Returns what the registration changed (channels or members that were
+   * not known cluster-wide, and counts), for the caller to report.
+   */
+  register(held: HeldState): Promise<Registration> {
+    const session = this.session.current;
+    const prefix = this.keys.prefix;
+    const connects = held.sockets.map(({ appId, socketId }) =>
+      runScript<[number, number]>(this.redis, 'heraldConnect', [prefix, session, appId, socketId, 0]),
+    );
+    const joins = held.subscriptions.map(({ appId, channel, socketId, member }) =>
+      runScript<JoinReply>(this.redis, 'heraldJoin', this.joinArgs(appId, channel, socketId, member, 0, session)),
+    );
+    return whenAvailable(async () => {
+      const [, replies] = await Promise.all([Promise.all(connects), Promise.all(joins)]);
+      const transitions: ChannelTransition[] = [];
+      const channels = new Map<string, RegisteredChannel>();
+      replies.forEach(([status, occupied, added, count, , resumedChannel, resumedMember], i) => {
+        const { appId, channel, member } = held.subscriptions[i]!;
+        if (status === -2) throw new RedisUnavailableError('node session gone during registration');
+        if (status !== 1) return;
+        if (occupied === 1 && resumedChannel !== 1) transitions.push({ type: 'channel_occupied', appId, channel });
+        if (added === 1 && member && resumedMember !== 1) transitions.push({ type: 'member_added', appId, channel, userId: member.userId });
+        const id = `${appId}:${channel}`;
+        const entry = channels.get(id) ?? { appId, channel, added: 0, subscriptionCount: 0 };
+        entry.added++;
+        entry.subscriptionCount = count;
+        channels.set(id, entry);
+      });
+      return { transitions, channels: [...channels.values()] };
+    });
+  }
+
+  private joinArgs(appId: string, channel: string, socketId: string, member: ClusterMember | undefined, maxMembers: number, session = this.session.current): (string | number)[] {
+    const userInfo = member ? JSON.stringify(member.userInfo ?? null) : '';
+    return [this.keys.prefix, session, appId, channel, socketId, member ? '1' : '0', member?.userId ?? '', userInfo, maxMembers];
+  }
+}
+
+/** Flat HGETALL reply of user id → user_info JSON as [id, info] pairs. */
+function pairs(flat: string[]): [string, unknown][] {
+  const out: [string, unknown][] = [];
+  for (let i = 0; i < flat.length; i += 2) out.push([flat[i]!, JSON.parse(flat[i + 1]!) as unknown]);
+  return out;
+}
+
+function cacheEntry(json: string, pttlMs: number): { event: string; data: string; ttl: number } | null {
+  if (pttlMs === -2) return null;
+  const { event, data } = JSON.parse(json) as { event: string; data: string };
+  return { event, data, ttl: pttlMs < 0 ? 0 : Math.ceil(pttlMs / 1000) };
+}

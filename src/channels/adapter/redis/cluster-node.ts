@@ -1,0 +1,105 @@
+/**
+ * Assembles one node's cluster parts from the `cluster` config: the two Redis connections, the
+ * session, shared channel state, liveness (heartbeat, reaper, re-registration) and the delivery
+ * bus. The RedisChannelAdapter (next step, docs/scaling.md) is built on this; tests use it to
+ * run several simulated nodes on one Redis.
+ */
+import type { ClusterConfig } from '../../../config/schema.js';
+import type { RedisOptions } from 'ioredis';
+import { RedisChannelState, type ChannelTransition, type HeldState } from './channel-state.js';
+import { createRedisConnections, type RedisConnections } from './connection.js';
+import { DeliveryBus, type DeliveryHandlers } from './delivery-bus.js';
+import { RedisKeys } from './keys.js';
+import { NodeLiveness } from './node-liveness.js';
+import { NodeSession } from './node-session.js';
+import { PushInstanceLease } from './push-lease.js';
+
+export interface ClusterNodeOptions extends DeliveryHandlers {
+  nodeId: string;
+  /** What the node holds locally (sockets, subscriptions), read at re-registration. */
+  held: () => HeldState;
+  /** Transitions found by a reap or a re-registration that this node must report. */
+  onTransitions: (transitions: ChannelTransition[]) => void;
+  /** Overrides for tests: heartbeat and reaper periods (ms). */
+  heartbeatIntervalMs?: number;
+  reapIntervalMs?: number;
+  /** Extra TLS options for rediss:// (private CA). */
+  tls?: RedisOptions['tls'];
+}
+
+export class ClusterNode {
+  readonly connections: RedisConnections;
+  readonly keys: RedisKeys;
+  readonly session: NodeSession;
+  readonly state: RedisChannelState;
+  readonly liveness: NodeLiveness;
+  readonly bus: DeliveryBus;
+  private readonly leases: PushInstanceLease[] = [];
+
+  constructor(
+    readonly config: ClusterConfig,
+    options: ClusterNodeOptions,
+  ) {
+    this.connections = createRedisConnections(config, options.tls ? { nodeId: options.nodeId, tls: options.tls } : { nodeId: options.nodeId });
+    this.keys = new RedisKeys(config.keyPrefix);
+    this.session = new NodeSession(options.nodeId);
+    const { commands, subscriber } = this.connections;
+    this.state = new RedisChannelState(commands, this.keys, this.session);
+    const liveness = { nodeTimeoutMs: config.nodeTimeoutMs, held: options.held, onTransitions: options.onTransitions };
+    this.liveness = new NodeLiveness(commands, this.keys, this.session, this.state, {
+      ...liveness,
+      ...(options.heartbeatIntervalMs !== undefined && { heartbeatIntervalMs: options.heartbeatIntervalMs }),
+      ...(options.reapIntervalMs !== undefined && { reapIntervalMs: options.reapIntervalMs }),
+    });
+    this.bus = new DeliveryBus(commands, subscriber, this.keys, options.nodeId, options);
+  }
+
+  get nodeId(): string {
+    return this.session.nodeId;
+  }
+
+  /** Connects (up to `readyTimeoutMs`), registers the session, starts heartbeats, reaper and bus. */
+  async start(readyTimeoutMs = 10_000): Promise<this> {
+    await this.connections.ready(readyTimeoutMs);
+    await this.liveness.start();
+    await this.bus.start();
+    return this;
+  }
+
+  /**
+   * Takes the lease of a push instance this node serves. A crashed holder's lease lapses within
+   * nodeTimeoutMs of its last renewal, so by default this waits up to twice that (timers run
+   * late on a loaded host) before throwing PushLeaseHeldError: then a live node has it.
+   */
+  async leasePushInstance(
+    instanceId: string,
+    options: { waitMs?: number; onLost?: (instanceId: string, holder: string | null) => void } = {},
+  ): Promise<PushInstanceLease> {
+    const lease = new PushInstanceLease(this.connections.commands, this.keys, this.nodeId, instanceId, {
+      ttlMs: this.config.nodeTimeoutMs,
+      ...(options.onLost && { onLost: options.onLost }),
+    });
+    await lease.acquire(options.waitMs ?? 2 * this.config.nodeTimeoutMs);
+    this.leases.push(lease);
+    return lease;
+  }
+
+  /**
+   * Graceful stop: frees the leases and (with `deregister`, the default) removes this node's
+   * session at once, reporting its transitions, then closes the connections.
+   */
+  async stop(deregister = true): Promise<void> {
+    await Promise.allSettled(this.leases.map((l) => l.release()));
+    await this.bus.stop().catch(() => {});
+    await this.liveness.stop(deregister).catch(() => {});
+    await this.connections.close();
+  }
+
+  /** A crash, for tests: drops the connections without deregistering (others must reap it). */
+  crash(): void {
+    for (const lease of this.leases) lease.abandon();
+    void this.liveness.stop(false);
+    this.connections.commands.disconnect();
+    this.connections.subscriber.disconnect();
+  }
+}

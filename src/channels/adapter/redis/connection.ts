@@ -1,0 +1,124 @@
+/**
+ * The two Redis connections of a cluster node, made from the `cluster` config:
+ *
+ * - `commands`: state scripts, publishes, heartbeats. Auto-pipelined: every command issued in
+ *   one event-loop turn goes out in one write (batching without call-site bookkeeping). No
+ *   offline queue and no resend after a reconnect: while Redis is away a command fails at once
+ *   with RedisUnavailableError rather than waiting or running late, because the node's answer
+ *   (a 503 to the HTTP API) must not depend on a write that may or may not happen later. The
+ *   node re-registers what it holds when the connection is back (node-liveness.ts).
+ * - `subscriber`: pub/sub only (a subscribed Redis connection cannot run other commands).
+ *
+ * Both reconnect forever with capped exponential backoff and jitter.
+ */
+import { Redis, type RedisOptions } from 'ioredis';
+import type { ClusterConfig } from '../../../config/schema.js';
+
+/** First reconnect delay (ms); doubled per failed attempt up to RECONNECT_MAX_MS, ±50% jitter. */
+export const RECONNECT_BASE_MS = 50;
+/** Longest delay between two reconnect attempts (ms). */
+export const RECONNECT_MAX_MS = 2000;
+
+/**
+ * Redis is not reachable (or not ready) right now. Expected during an outage: the caller
+ * answers a retryable 503 (docs/scaling.md, "Redis outage"), it is not a bug.
+ */
+export class RedisUnavailableError extends Error {
+  override readonly name = 'RedisUnavailableError';
+  readonly code = 'CLUSTER_UNAVAILABLE';
+}
+
+/** Reconnect delay (ms) after `attempt` failed attempts (1-based), as ioredis' retryStrategy. */
+export function reconnectDelayMs(attempt: number, random: () => number = Math.random): number {
+  const capped = Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** Math.min(attempt - 1, 10));
+  return Math.round(capped * (0.5 + random()));
+}
+
+export interface RedisConnections {
+  readonly commands: Redis;
+  readonly subscriber: Redis;
+  /** Resolves once both connections are ready (first connect); rejects after `timeoutMs`. */
+  ready(timeoutMs?: number): Promise<void>;
+  /** Closes both connections (QUIT, then disconnect); no reconnect afterwards. */
+  close(): Promise<void>;
+}
+
+export interface ConnectionOptions {
+  /** CLIENT SETNAME suffix, to tell nodes apart in `CLIENT LIST`. */
+  nodeId: string;
+  /** Extra TLS options for `rediss://` (e.g. a private CA); users can also set NODE_EXTRA_CA_CERTS. */
+  tls?: RedisOptions['tls'];
+}
+
+/** Creates (and starts connecting) the command and subscriber connections. */
+export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl'>, options: ConnectionOptions): RedisConnections {
+  const base: RedisOptions = {
+    retryStrategy: (times) => reconnectDelayMs(times),
+    enableOfflineQueue: false,
+    autoResendUnfulfilledCommands: false,
+    // A command sent just before a disconnect fails instead of being retried on the next connection.
+    maxRetriesPerRequest: 0,
+    lazyConnect: true,
+    connectTimeout: 5000,
+  };
+  if (options.tls && cluster.redisUrl.startsWith('rediss://')) base.tls = options.tls;
+  const commands = new Redis(cluster.redisUrl, { ...base, enableAutoPipelining: true, connectionName: `herald-${options.nodeId}` });
+  // Subscriptions are re-made by the delivery bus on every 'ready' (it knows which it wants).
+  const subscriber = new Redis(cluster.redisUrl, { ...base, autoResubscribe: false, connectionName: `herald-${options.nodeId}-sub` });
+  // Errors are also reported through failing commands and 'close'/'ready'; without a listener
+  // ioredis would print every reconnect failure.
+  commands.on('error', () => {});
+  subscriber.on('error', () => {});
+  const connecting = Promise.allSettled([commands.connect(), subscriber.connect()]);
+  let closed = false;
+  return {
+    commands,
+    subscriber,
+    async ready(timeoutMs = 10_000) {
+      await connecting;
+      const deadline = Date.now() + timeoutMs;
+      while (commands.status !== 'ready' || subscriber.status !== 'ready') {
+        if (closed) throw new RedisUnavailableError('connections closed');
+        if (Date.now() > deadline) throw new RedisUnavailableError(`Redis not ready after ${timeoutMs} ms (${redactUrl(cluster.redisUrl)})`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    },
+    async close() {
+      closed = true;
+      await Promise.allSettled([commands.quit(), subscriber.quit()]);
+      commands.disconnect();
+      subscriber.disconnect();
+    },
+  };
+}
+
+/** The URL with any password replaced, for logs and errors (secrets are never logged). */
+export function redactUrl(url: string): string {
+  return url.replace(/^(rediss?:\/\/)([^@/]*)@/, (_m, scheme: string, auth: string) => {
+    const colon = auth.indexOf(':');
+    return colon < 0 ? `${scheme}***@` : `${scheme}${auth.slice(0, colon)}:***@`;
+  });
+}
+
+/**
+ * Runs a Redis call, turning connection-level failures (not ready, closed, writeable stream
+ * gone) into RedisUnavailableError. Script errors and other replies pass through unchanged.
+ */
+export async function whenAvailable<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (isConnectionError(err)) throw new RedisUnavailableError(String((err as Error).message ?? err));
+    throw err;
+  }
+}
+
+function isConnectionError(err: unknown): boolean {
+  if (err instanceof RedisUnavailableError) return true;
+  const message = String((err as { message?: unknown })?.message ?? '');
+  const name = String((err as { name?: unknown })?.name ?? '');
+  return (
+    name === 'MaxRetriesPerRequestError' ||
+    /Stream isn't writeable|Connection is closed|enableOfflineQueue|ECONNREFUSED|ECONNRESET|EPIPE|Reached the max retries/.test(message)
+  );
+}

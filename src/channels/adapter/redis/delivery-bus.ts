@@ -1,0 +1,162 @@
+/**
+ * Cross-node delivery over Redis pub/sub. One Redis channel per Herald channel
+ * (`<prefix>msg:<appId>:<channel>`): a node subscribes to it only while it has local
+ * subscribers on that channel (watch/unwatch, reference-counted), so an event for a channel
+ * with subscribers on one node costs the other nodes nothing. Events are published once, as
+ * the frame already encoded for the sockets, so receiving nodes only hand it to their sockets.
+ *
+ * Envelope (one string): `<origin node id>\n<exceptSocketId or empty>\n<frame>`. The origin
+ * delivers to its own sockets itself, so it drops its own messages; `exceptSocketId` is
+ * honoured by whichever node holds that socket.
+ *
+ * Control messages (terminate a user's connections, ...) go to every node (`<prefix>ctl`) or
+ * to one node (`<prefix>ctl:<nodeId>`), as JSON.
+ *
+ * Commands issued in one event-loop turn go out in one write (auto-pipelined publishes,
+ * one SUBSCRIBE / UNSUBSCRIBE per turn for all channels watched or dropped in it). After a
+ * reconnect the bus subscribes again to everything it watches; what was published while a
+ * node was cut off is not replayed (pub/sub has no history).
+ */
+import type { Redis } from 'ioredis';
+import { log } from '../../../log.js';
+import { whenAvailable } from './connection.js';
+import type { RedisKeys } from './keys.js';
+
+/** Messages between nodes other than channel frames. */
+export type ControlMessage =
+  /** Close every connection of this user of the app (C5, terminate_connections). */
+  { type: 'terminateUser'; appId: string; userId: string };
+
+export interface DeliveryHandlers {
+  /** A frame published on another node for a channel this node watches. */
+  onFrame(appId: string, channel: string, frame: string, exceptSocketId: string | undefined): void;
+  /** A control message from another node (or from this one, when sent to 'all'). */
+  onControl(message: ControlMessage, origin: string): void;
+}
+
+export class DeliveryBus {
+  /** Redis channel → local watchers (subscriptions on this node). */
+  private readonly watched = new Map<string, number>();
+  private readonly pendingSubscribe = new Set<string>();
+  private readonly pendingUnsubscribe = new Set<string>();
+  private flushScheduled = false;
+  private readonly controlTopics: string[];
+  private readonly onReady = () => this.resubscribe();
+  private readonly onMessage = (topic: string, message: string) => this.dispatch(topic, message);
+
+  constructor(
+    private readonly commands: Redis,
+    private readonly subscriber: Redis,
+    private readonly keys: RedisKeys,
+    private readonly nodeId: string,
+    private readonly handlers: DeliveryHandlers,
+  ) {
+    this.controlTopics = [keys.controlAll(), keys.controlNode(nodeId)];
+  }
+
+  /** Starts listening (control channels and anything already watched). */
+  async start(): Promise<void> {
+    this.subscriber.on('message', this.onMessage);
+    this.subscriber.on('ready', this.onReady);
+    await whenAvailable(() => this.subscriber.subscribe(...this.controlTopics, ...this.watched.keys()));
+  }
+
+  async stop(): Promise<void> {
+    this.subscriber.off('message', this.onMessage);
+    this.subscriber.off('ready', this.onReady);
+    if (this.subscriber.status === 'ready') await this.subscriber.unsubscribe().catch(() => {});
+  }
+
+  /** A local socket subscribed to the channel: receive its frames from other nodes. */
+  watch(appId: string, channel: string): void {
+    const topic = this.keys.channelTopic(appId, channel);
+    const n = this.watched.get(topic) ?? 0;
+    this.watched.set(topic, n + 1);
+    if (n === 0) this.schedule(topic, true);
+  }
+
+  /** A local socket left the channel: stop receiving when it was the last one here. */
+  unwatch(appId: string, channel: string): void {
+    const topic = this.keys.channelTopic(appId, channel);
+    const n = this.watched.get(topic);
+    if (n === undefined) return;
+    if (n > 1) {
+      this.watched.set(topic, n - 1);
+      return;
+    }
+    this.watched.delete(topic);
+    this.schedule(topic, false);
+  }
+
+  /** Channels this node listens to (Redis channel names), for tests and metrics. */
+  watchedCount(): number {
+    return this.watched.size;
+  }
+
+  /**
+   * Sends a frame to the channel's subscribers on the other nodes. Resolves with how many nodes
+   * listen (0 when none has a subscriber); rejects with RedisUnavailableError during an outage.
+   */
+  publish(appId: string, channel: string, frame: string, exceptSocketId?: string): Promise<number> {
+    const envelope = `${this.nodeId}\n${exceptSocketId ?? ''}\n${frame}`;
+    return whenAvailable(() => this.commands.publish(this.keys.channelTopic(appId, channel), envelope));
+  }
+
+  /** Sends a control message to every node ('all', this one included) or to one node id. */
+  sendControl(target: 'all' | string, message: ControlMessage): Promise<number> {
+    const topic = target === 'all' ? this.keys.controlAll() : this.keys.controlNode(target);
+    return whenAvailable(() => this.commands.publish(topic, JSON.stringify({ origin: this.nodeId, message })));
+  }
+
+  private schedule(topic: string, subscribe: boolean): void {
+    if (subscribe) {
+      this.pendingUnsubscribe.delete(topic);
+      this.pendingSubscribe.add(topic);
+    } else {
+      this.pendingSubscribe.delete(topic);
+      this.pendingUnsubscribe.add(topic);
+    }
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    queueMicrotask(() => this.flush());
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    const add = [...this.pendingSubscribe];
+    const drop = [...this.pendingUnsubscribe];
+    this.pendingSubscribe.clear();
+    this.pendingUnsubscribe.clear();
+    if (this.subscriber.status !== 'ready') return; // resubscribe() on 'ready' catches up
+    // Failures mean the connection dropped: resubscribe() runs on the next 'ready'.
+    if (add.length > 0) this.subscriber.subscribe(...add).catch(() => {});
+    if (drop.length > 0) this.subscriber.unsubscribe(...drop).catch(() => {});
+  }
+
+  private resubscribe(): void {
+    const topics = [...this.controlTopics, ...this.watched.keys()];
+    this.subscriber.subscribe(...topics).catch((err: unknown) => {
+      log.warn('cluster: re-subscribing after reconnect failed; retried on the next reconnect', { error: String(err) });
+    });
+  }
+
+  private dispatch(topic: string, message: string): void {
+    try {
+      const first = message.indexOf('\n');
+      if (this.controlTopics.includes(topic)) {
+        const { origin, message: control } = JSON.parse(message) as { origin: string; message: ControlMessage };
+        this.handlers.onControl(control, origin);
+        return;
+      }
+      const target = this.keys.parseChannelTopic(topic);
+      const second = message.indexOf('\n', first + 1);
+      if (!target || first < 0 || second < 0) return;
+      if (message.slice(0, first) === this.nodeId) return;
+      if (!this.watched.has(topic)) return;
+      const except = message.slice(first + 1, second);
+      this.handlers.onFrame(target.appId, target.channel, message.slice(second + 1), except === '' ? undefined : except);
+    } catch (err) {
+      log.error('cluster: delivery handler failed', { topic, error: String(err) });
+    }
+  }
+}

@@ -1,0 +1,403 @@
+/**
+ * The Lua scripts that change shared channel state. Each runs atomically in Redis, so two nodes
+ * racing on one channel (or two survivors racing to reap one dead node) see each other's writes
+ * whole: the node whose script makes a count go 0 → 1 (or 1 → 0) is the one, in the whole
+ * cluster, that reports the transition (channel_occupied, member_added, ...).
+ *
+ * Every script takes the key prefix as ARGV[1] and builds its keys from it, following the
+ * layout of keys.ts (the reaper's keys depend on data it reads, so they cannot be declared up
+ * front). That is fine on a single Redis primary (with replicas or Sentinel); Redis Cluster,
+ * which needs declared keys on one slot, is not supported (docs/scaling.md).
+ *
+ * Times come from Redis (`TIME`), not from the nodes, so clock skew between nodes cannot make a
+ * live node look dead.
+ */
+import type { Redis } from 'ioredis';
+
+/** How long (ms) a reload-debounce hold outlives its debounce, so a late holder can still release it. */
+export const HOLD_GRACE_MS = 60_000;
+
+const COMMON = `
+local P = ARGV[1]
+local HOLD_GRACE_MS = ${HOLD_GRACE_MS}
+local function nowMs()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function sessionAlive(session)
+  return redis.call('ZSCORE', P .. 'nodes', session) ~= false
+end
+-- Removes one subscription of a session: {vacated, removed user id or false, count after}, or nil.
+local function leaveOne(session, appId, channel, socketId)
+  local cid = appId .. ':' .. channel
+  local nsubs = P .. 'nsubs:' .. session .. ':' .. cid
+  local tag = redis.call('HGET', nsubs, socketId)
+  if not tag then return nil end
+  redis.call('HDEL', nsubs, socketId)
+  if redis.call('EXISTS', nsubs) == 0 then redis.call('SREM', P .. 'nchans:' .. session, cid) end
+  local subsKey = P .. 'subs:' .. cid
+  local count = redis.call('DECR', subsKey)
+  local vacated = false
+  if count <= 0 then
+    count = 0
+    vacated = true
+    redis.call('DEL', subsKey)
+    redis.call('ZREM', P .. 'chans:' .. appId, channel)
+  end
+  local removed = false
+  if string.sub(tag, 1, 1) == '+' then
+    local userId = string.sub(tag, 2)
+    local usersKey = P .. 'users:' .. cid
+    if redis.call('HINCRBY', usersKey, userId, -1) <= 0 then
+      redis.call('HDEL', usersKey, userId)
+      redis.call('HDEL', P .. 'uinfo:' .. cid, userId)
+      removed = userId
+    end
+  end
+  return {vacated, removed, count}
+end
+`;
+
+/**
+ * ARGV: prefix, session, appId, channel, socketId, presence ('1'|'0'), userId, userInfo JSON,
+ * maxMembers (0 = no limit). Returns {status, occupied, memberAdded, count, members,
+ * resumedChannel, resumedMember}: status 1 joined, 0 already subscribed (nothing changed), -1
+ * presence channel full, -2 the session is not alive (reaped or never started: the node must
+ * re-register under a new session). resumed*: the join cancelled a live reload-debounce hold.
+ */
+const JOIN = `
+local session, appId, channel, socketId = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local presence = ARGV[6] == '1'
+local userId, userInfo, maxMembers = ARGV[7], ARGV[8], tonumber(ARGV[9])
+if not sessionAlive(session) then return {-2, 0, 0, 0, {}} end
+local cid = appId .. ':' .. channel
+local nsubs = P .. 'nsubs:' .. session .. ':' .. cid
+local subsKey = P .. 'subs:' .. cid
+local usersKey = P .. 'users:' .. cid
+local infoKey = P .. 'uinfo:' .. cid
+local function members()
+  if presence then return redis.call('HGETALL', infoKey) end
+  return {}
+end
+if redis.call('HEXISTS', nsubs, socketId) == 1 then
+  return {0, 0, 0, tonumber(redis.call('GET', subsKey) or '0'), members()}
+end
+if presence and maxMembers > 0 and redis.call('HEXISTS', usersKey, userId) == 0 and redis.call('HLEN', usersKey) >= maxMembers then
+  return {-1, 0, 0, tonumber(redis.call('GET', subsKey) or '0'), {}}
+end
+local tag = '-'
+if presence then tag = '+' .. userId end
+redis.call('HSET', nsubs, socketId, tag)
+redis.call('SADD', P .. 'nchans:' .. session, cid)
+local count = redis.call('INCR', subsKey)
+local occupied = 0
+if count == 1 then
+  occupied = 1
+  redis.call('ZADD', P .. 'chans:' .. appId, 0, channel)
+end
+local added = 0
+if presence and redis.call('HINCRBY', usersKey, userId, 1) == 1 then
+  added = 1
+  redis.call('HSET', infoKey, userId, userInfo)
+end
+-- A hold left by a leave within the reload debounce: this join cancels it (its vacated or
+-- member_removed is dropped by the holder, and this occupied / member_added is not reported).
+-- An expired hold is left alone: its holder is sending it.
+local resumedChannel, resumedMember = 0, 0
+if occupied == 1 then
+  local h = redis.call('GET', P .. 'holdc:' .. cid)
+  if h and tonumber(string.match(h, '^(%d+)|')) > nowMs() then
+    redis.call('DEL', P .. 'holdc:' .. cid)
+    resumedChannel = 1
+  end
+end
+if added == 1 then
+  local h = redis.call('HGET', P .. 'holdm:' .. cid, userId)
+  if h and tonumber(string.match(h, '^(%d+)|')) > nowMs() then
+    redis.call('HDEL', P .. 'holdm:' .. cid, userId)
+    resumedMember = 1
+  end
+end
+return {1, occupied, added, count, members(), resumedChannel, resumedMember}
+`;
+
+/**
+ * ARGV: prefix, session, appId, channel, socketId, debounceMs (0: no holds). Returns {changed,
+ * vacated, removed?, count, userId, channel hold token, member hold token}. With a debounce, a
+ * vacate or member removal leaves a hold (token `<expiry ms>|<session>|<socketId>`) that a join
+ * within debounceMs cancels; the leaver releases it when its debounce ends (RELEASE_HOLD).
+ */
+const LEAVE = `
+local session, appId, channel, socketId, debounce = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+local r = leaveOne(session, appId, channel, socketId)
+if not r then return {0, 0, 0, tonumber(redis.call('GET', P .. 'subs:' .. appId .. ':' .. channel) or '0'), '', '', ''} end
+local cid = appId .. ':' .. channel
+local vacated, removed = 0, 0
+local userId, channelHold, memberHold = '', '', ''
+local token = (nowMs() + debounce) .. '|' .. session .. '|' .. socketId
+if r[1] then
+  vacated = 1
+  if debounce > 0 then
+    channelHold = token
+    redis.call('SET', P .. 'holdc:' .. cid, token, 'PX', debounce + HOLD_GRACE_MS)
+  end
+end
+if r[2] then
+  removed = 1
+  userId = r[2]
+  if debounce > 0 then
+    memberHold = token
+    redis.call('HSET', P .. 'holdm:' .. cid, userId, token)
+    redis.call('PEXPIRE', P .. 'holdm:' .. cid, debounce + HOLD_GRACE_MS)
+  end
+end
+return {1, vacated, removed, r[3], userId, channelHold, memberHold}
+`;
+
+/**
+ * ARGV: prefix, appId, channel, userId ('' for the channel hold), token. The holder, at the end
+ * of its debounce: 1 when its hold is still there (send the held event; the hold is removed),
+ * 0 when a join cancelled it (drop the held event).
+ */
+const RELEASE_HOLD = `
+local cid = ARGV[2] .. ':' .. ARGV[3]
+if ARGV[4] == '' then
+  if redis.call('GET', P .. 'holdc:' .. cid) == ARGV[5] then redis.call('DEL', P .. 'holdc:' .. cid); return 1 end
+  return 0
+end
+if redis.call('HGET', P .. 'holdm:' .. cid, ARGV[4]) == ARGV[5] then redis.call('HDEL', P .. 'holdm:' .. cid, ARGV[4]); return 1 end
+return 0
+`;
+
+/** ARGV: prefix, appId, channel, wantCache ('1'|'0'). Returns {count, userCount, cached JSON or false, pttl}. */
+const INFO = `
+local cid = ARGV[2] .. ':' .. ARGV[3]
+local count = tonumber(redis.call('GET', P .. 'subs:' .. cid) or '0')
+local users = redis.call('HLEN', P .. 'users:' .. cid)
+local cached, pttl = false, -2
+if ARGV[4] == '1' then
+  cached = redis.call('GET', P .. 'cache:' .. cid)
+  if cached then pttl = redis.call('PTTL', P .. 'cache:' .. cid) end
+end
+return {count, users, cached, pttl}
+`;
+
+/** ARGV: prefix, appId, prefix of channel names ('' = all), withUsers ('1'|'0'). Returns flat {name, users, ...}. */
+const LIST = `
+local appId, namePrefix = ARGV[2], ARGV[3]
+local names
+if namePrefix == '' then
+  names = redis.call('ZRANGEBYLEX', P .. 'chans:' .. appId, '-', '+')
+else
+  names = redis.call('ZRANGEBYLEX', P .. 'chans:' .. appId, '[' .. namePrefix, '[' .. namePrefix .. '\\255')
+end
+local out = {}
+for _, name in ipairs(names) do
+  out[#out + 1] = name
+  if ARGV[4] == '1' then out[#out + 1] = redis.call('HLEN', P .. 'users:' .. appId .. ':' .. name) else out[#out + 1] = 0 end
+end
+return out
+`;
+
+/** ARGV: prefix, appId, channel. Returns {cached JSON, pttl} or false. */
+const CACHE_GET = `
+local key = P .. 'cache:' .. ARGV[2] .. ':' .. ARGV[3]
+local v = redis.call('GET', key)
+if not v then return false end
+return {v, redis.call('PTTL', key)}
+`;
+
+/**
+ * ARGV: prefix, session, appId, socketId, maxConnections (0 = no limit). Returns {status,
+ * connections}: 1 accepted (or already counted), 0 refused (app full), -2 session not alive.
+ */
+const CONNECT = `
+local session, appId, socketId, max = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+if not sessionAlive(session) then return {-2, 0} end
+local key = P .. 'sockets:' .. appId
+if redis.call('HEXISTS', key, socketId) == 1 then return {1, redis.call('HLEN', key)} end
+local n = redis.call('HLEN', key)
+if max > 0 and n >= max then return {0, n} end
+redis.call('HSET', key, socketId, session)
+redis.call('SADD', P .. 'nsockets:' .. session, socketId .. ':' .. appId)
+return {1, n + 1}
+`;
+
+/** ARGV: prefix, session, appId, socketId. Returns the app's connections after. */
+const DISCONNECT = `
+local session, appId, socketId = ARGV[2], ARGV[3], ARGV[4]
+local key = P .. 'sockets:' .. appId
+if redis.call('HGET', key, socketId) == session then redis.call('HDEL', key, socketId) end
+redis.call('SREM', P .. 'nsockets:' .. session, socketId .. ':' .. appId)
+return redis.call('HLEN', key)
+`;
+
+/**
+ * ARGV: prefix, appId, messages, quota. The day is Redis' UTC day. Returns {accepted, used}: a
+ * refused charge is not counted. Counters expire two days after their day starts.
+ */
+const CHARGE_QUOTA = `
+local day = math.floor(nowMs() / 86400000)
+local key = P .. 'quota:' .. day .. ':' .. ARGV[2]
+local n, quota = tonumber(ARGV[3]), tonumber(ARGV[4])
+local used = tonumber(redis.call('GET', key) or '0')
+if used + n > quota then return {0, used} end
+used = redis.call('INCRBY', key, n)
+if used == n then redis.call('PEXPIREAT', key, (day + 2) * 86400000) end
+return {1, used}
+`;
+
+/**
+ * ARGV: prefix, session, timeoutMs, mode ('start'|'beat'). 'start' registers the session;
+ * 'beat' extends it only if it is still registered. Returns 1, or 0 when the session is gone
+ * (reaped: the node must re-register under a new session).
+ */
+const HEARTBEAT = `
+local session, timeout = ARGV[2], tonumber(ARGV[3])
+if ARGV[4] ~= 'start' and not sessionAlive(session) then return 0 end
+redis.call('ZADD', P .. 'nodes', nowMs() + timeout, session)
+return 1
+`;
+
+/**
+ * ARGV: prefix, me, timeoutMs, max. Claims up to `max` sessions whose heartbeat expired, and
+ * reaps whose claimant stopped renewing its claim. Atomic: one claimant per dead session.
+ * Returns the claimed session ids.
+ */
+const CLAIM_DEAD = `
+local me, timeout, max = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = nowMs()
+local claim = me .. '|' .. (now + timeout)
+local claimed = {}
+for _, s in ipairs(redis.call('ZRANGEBYSCORE', P .. 'nodes', '-inf', now, 'LIMIT', 0, max)) do
+  if s ~= me then
+    redis.call('ZREM', P .. 'nodes', s)
+    redis.call('HSET', P .. 'reaping', s, claim)
+    claimed[#claimed + 1] = s
+  end
+end
+local reaping = redis.call('HGETALL', P .. 'reaping')
+for i = 1, #reaping, 2 do
+  local s, v = reaping[i], reaping[i + 1]
+  local holder, expiry = string.match(v, '^(.*)|(%d+)$')
+  if holder ~= me and tonumber(expiry) < now and #claimed < max then
+    redis.call('HSET', P .. 'reaping', s, claim)
+    claimed[#claimed + 1] = s
+  end
+end
+return claimed
+`;
+
+/**
+ * ARGV: prefix, me, target, timeoutMs. Claims one given session for reaping (a node retiring
+ * its own previous session after re-registering). Returns 1 when claimed, 0 when another live
+ * claimant has it or there is nothing of it to reap.
+ */
+const CLAIM_SESSION = `
+local me, target, timeout = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local now = nowMs()
+local current = redis.call('HGET', P .. 'reaping', target)
+if current then
+  local holder, expiry = string.match(current, '^(.*)|(%d+)$')
+  if holder ~= me and tonumber(expiry) >= now then return 0 end
+elseif not sessionAlive(target) and redis.call('EXISTS', P .. 'nchans:' .. target) == 0 and redis.call('EXISTS', P .. 'nsockets:' .. target) == 0 then
+  return 0
+end
+redis.call('ZREM', P .. 'nodes', target)
+redis.call('HSET', P .. 'reaping', target, me .. '|' .. (now + timeout))
+return 1
+`;
+
+/**
+ * ARGV: prefix, me, dead, timeoutMs, batch. Removes up to `batch` channels' worth of the dead
+ * session's subscriptions (then its sockets), renewing the claim. SPOP hands each channel to
+ * exactly one call, so every transition is reported once. Returns JSON
+ * {lost?, done, channels: [{appId, channel, removed: [userId], vacated, count, sockets}]}.
+ */
+const REAP_BATCH = `
+local me, dead, timeout, batch = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local current = redis.call('HGET', P .. 'reaping', dead)
+if not current or string.match(current, '^(.*)|%d+$') ~= me then return cjson.encode({lost = true, done = false}) end
+redis.call('HSET', P .. 'reaping', dead, me .. '|' .. (nowMs() + timeout))
+local out = {}
+local cids = redis.call('SPOP', P .. 'nchans:' .. dead, batch)
+for _, cid in ipairs(cids) do
+  local appId, channel = string.match(cid, '^(.*):([^:]*)$')
+  local nsubs = P .. 'nsubs:' .. dead .. ':' .. cid
+  local subs = redis.call('HKEYS', nsubs)
+  local entry = {appId = appId, channel = channel, removed = {}, vacated = false, count = 0, sockets = #subs}
+  for _, socketId in ipairs(subs) do
+    local r = leaveOne(dead, appId, channel, socketId)
+    if r then
+      if r[1] then entry.vacated = true end
+      if r[2] then entry.removed[#entry.removed + 1] = r[2] end
+      entry.count = r[3]
+    end
+  end
+  redis.call('DEL', nsubs)
+  if #subs > 0 then out[#out + 1] = entry end
+end
+local done = false
+if #cids == 0 then
+  local socks = redis.call('SPOP', P .. 'nsockets:' .. dead, batch * 100)
+  for _, m in ipairs(socks) do
+    local socketId, appId = string.match(m, '^([^:]*):(.*)$')
+    if redis.call('HGET', P .. 'sockets:' .. appId, socketId) == dead then redis.call('HDEL', P .. 'sockets:' .. appId, socketId) end
+  end
+  if #socks == 0 then
+    redis.call('HDEL', P .. 'reaping', dead)
+    redis.call('ZREM', P .. 'nodes', dead)
+    done = true
+  end
+end
+return cjson.encode({done = done, channels = out})
+`;
+
+/** KEYS: lease key. ARGV: holder, ttlMs. Extends the lease if held by `holder`: 1, else 0. */
+const LEASE_RENEW = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`;
+
+/** KEYS: lease key. ARGV: holder. Deletes the lease if held by `holder`. */
+const LEASE_RELEASE = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`;
+
+const STATE_SCRIPTS = {
+  heraldJoin: JOIN,
+  heraldLeave: LEAVE,
+  heraldReleaseHold: RELEASE_HOLD,
+  heraldInfo: INFO,
+  heraldList: LIST,
+  heraldCacheGet: CACHE_GET,
+  heraldConnect: CONNECT,
+  heraldDisconnect: DISCONNECT,
+  heraldChargeQuota: CHARGE_QUOTA,
+  heraldHeartbeat: HEARTBEAT,
+  heraldClaimDead: CLAIM_DEAD,
+  heraldClaimSession: CLAIM_SESSION,
+  heraldReapBatch: REAP_BATCH,
+} as const;
+
+const LEASE_SCRIPTS = { heraldLeaseRenew: LEASE_RENEW, heraldLeaseRelease: LEASE_RELEASE } as const;
+
+export type ScriptName = keyof typeof STATE_SCRIPTS | keyof typeof LEASE_SCRIPTS;
+
+/** Registers every script on a connection (idempotent): EVALSHA, loaded on first use per socket. */
+export function defineScripts(redis: Redis): void {
+  if ((redis as unknown as { heraldJoin?: unknown }).heraldJoin) return;
+  for (const [name, body] of Object.entries(STATE_SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 0, lua: COMMON + body });
+  for (const [name, lua] of Object.entries(LEASE_SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 1, lua });
+}
+
+type Runner = Record<ScriptName, (...args: (string | number)[]) => Promise<unknown>>;
+
+/** Runs a script defined by defineScripts (auto-pipelined with the other commands of the turn). */
+export function runScript<T>(redis: Redis, name: ScriptName, args: (string | number)[]): Promise<T> {
+  return (redis as unknown as Runner)[name](...args) as Promise<T>;
+}

@@ -1,0 +1,302 @@
+/**
+ * Main-thread handlers of the device API (D1-D15), the web VAPID key and user deletion. Each
+ * validates the request, computes or checks the device id, and forwards one request to the
+ * shard that owns the device (or a broadcast, for per-user work). Nothing here touches storage
+ * or loops over devices. Answers to writes come after the shard's synced commit.
+ */
+import { HeraldError } from '../../../errors.js';
+import type { Reply, RequestContext } from '../../../http/uws-http.js';
+import type { ServerContext } from '../../../server-context.js';
+import type { PushInstanceConfig } from '../../../config/schema.js';
+import { isPlatform, type Platform } from '../../platform.js';
+import {
+  okReply, parseJsonObject, quote, readAuthorization, requireInstance, requireJsonContentType, requireSecretKey, secretEquals,
+} from '../common.js';
+import { expectedIssuer, isValidUserId, verifyUserToken, MAX_PUSH_USER_ID_LENGTH } from '../jwt.js';
+import { deviceIdFor, isDeviceIdOf } from './device-id.js';
+import { checkGatewayToken } from './gateway-token.js';
+import type { SubscriptionRules } from '../../gateways/web-subscription.js';
+import { parseInterestLimit, parseInterestSet, parseMetadata, requireInterestName } from './fields.js';
+
+/** Devices one user may hold (spec section 8). */
+export const MAX_DEVICES_PER_USER = 100;
+
+/** How a handler treats a path device id that Herald could not have issued. */
+type BadIdPolicy = 'not-found' | 'invalid';
+
+/** The parts of a device path, checked. */
+interface DeviceTarget {
+  instance: PushInstanceConfig;
+  platform: Platform;
+  deviceId: string;
+}
+
+const PLATFORM_NAMES: Record<Platform, string> = { apns: 'iOS (APNs)', fcm: 'Android (FCM)', web: 'web push' };
+
+export interface DeviceApiHandlers {
+  register(req: RequestContext): Promise<Reply>;
+  get(req: RequestContext): Promise<Reply>;
+  remove(req: RequestContext): Promise<Reply>;
+  setMetadata(req: RequestContext): Promise<Reply>;
+  setToken(req: RequestContext): Promise<Reply>;
+  setUser(req: RequestContext): Promise<Reply>;
+  listInterests(req: RequestContext): Promise<Reply>;
+  replaceInterests(req: RequestContext): Promise<Reply>;
+  addInterest(req: RequestContext): Promise<Reply>;
+  removeInterest(req: RequestContext): Promise<Reply>;
+  vapidPublicKey(req: RequestContext): Reply;
+  deleteUser(req: RequestContext): Promise<Reply>;
+}
+
+/** What the device handlers use. */
+export type DeviceApiContext = Pick<ServerContext, 'config' | 'pushInstances' | 'installSecret' | 'devices'>;
+
+export function deviceApiHandlers(ctx: DeviceApiContext): DeviceApiHandlers {
+  function requirePlatform(name: string | undefined): Platform {
+    if (!name) throw new HeraldError('PLATFORM_NOT_FOUND', 'Device platform missing from path: use apns, fcm or web');
+    if (!isPlatform(name)) throw new HeraldError('PLATFORM_NOT_FOUND', `Unknown device platform ${quote(name)}: use apns, fcm or web`);
+    return name;
+  }
+
+  /**
+   * Instance, platform and device id of a device path. An id Herald could not have issued for
+   * this platform is "device not found" (404) or "device id not valid" (400), per endpoint as
+   * in table 7.2; `null` means the caller handles it (idempotent delete).
+   */
+  function target(req: RequestContext, badId: BadIdPolicy): DeviceTarget;
+  function target(req: RequestContext, badId: 'absent'): DeviceTarget | null;
+  function target(req: RequestContext, badId: BadIdPolicy | 'absent'): DeviceTarget | null {
+    const instance = requireInstance(ctx, req.params['instanceId']);
+    const platform = requirePlatform(req.params['platform']);
+    const deviceId = req.params['deviceId'];
+    if (!deviceId) throw new HeraldError('DEVICE_ID_MISSING');
+    if (!isDeviceIdOf(deviceId, platform)) {
+      if (badId === 'absent') return null;
+      if (badId === 'invalid') {
+        throw new HeraldError('DEVICE_ID_INVALID', `Device id ${quote(deviceId)} is not a valid ${platform} device id`);
+      }
+      throw deviceNotFound(deviceId, platform);
+    }
+    return { instance, platform, deviceId };
+  }
+
+  function deviceNotFound(deviceId: string, platform: Platform): HeraldError {
+    return new HeraldError('DEVICE_NOT_FOUND', `Could not find the ${platform} device ${quote(deviceId)}`);
+  }
+
+  const key = (t: DeviceTarget) => ({ instanceId: t.instance.instanceId, deviceId: t.deviceId });
+
+  return {
+    /** D1/D2 (and web): `{id, initialInterestSet}`; the same token always answers the same device. */
+    async register(req) {
+      const instance = requireInstance(ctx, req.params['instanceId']);
+      const platform = requirePlatform(req.params['platform']);
+      requireJsonContentType(req.headers);
+      requireRegistrationCredentials(req, instance);
+      const body = parseJsonObject(req.body);
+      const rawToken = body['token'];
+      if (rawToken === undefined || rawToken === null || rawToken === '') {
+        throw new HeraldError('DEVICE_TOKEN_MISSING', `${PLATFORM_NAMES[platform]} device token missing: the body needs a token field`);
+      }
+      if (typeof rawToken !== 'string') throw new HeraldError('DEVICE_FIELD_INVALID', `token (the device token) must be a string, got ${typeof rawToken}`);
+      const bundleIdentifier = body['bundleIdentifier'];
+      if (platform === 'apns' && (bundleIdentifier === undefined || bundleIdentifier === null || bundleIdentifier === '')) {
+        throw new HeraldError('BUNDLE_ID_MISSING', 'Bundle identifier missing: the body needs a bundleIdentifier field');
+      }
+      if (bundleIdentifier !== undefined && bundleIdentifier !== null && typeof bundleIdentifier !== 'string') {
+        throw new HeraldError('DEVICE_FIELD_INVALID', `bundleIdentifier must be a string, got ${typeof bundleIdentifier}`);
+      }
+      const metadata = body['metadata'] === undefined || body['metadata'] === null ? undefined : parseMetadata(platform, body['metadata']);
+      const checked = checkGatewayToken(platform, rawToken, webTokenRules(instance));
+      if (!checked.ok) throw new HeraldError('DEVICE_TOKEN_INVALID', `Incorrect device token: ${checked.reason}`);
+
+      const deviceId = deviceIdFor(ctx.installSecret, instance.instanceId, platform, checked.token);
+      const result = await ctx.devices.request({
+        type: 'device.register',
+        instanceId: instance.instanceId,
+        deviceId,
+        platform,
+        token: checked.token,
+        ...(typeof bundleIdentifier === 'string' && bundleIdentifier !== '' ? { bundleIdentifier } : {}),
+        ...(metadata ? { metadata } : {}),
+      });
+      return okReply({ id: result.id, initialInterestSet: result.initialInterestSet });
+    },
+
+    /** D3/D4: `{id, userId, metadata}`; userId is "" until a user is associated (the field is required). */
+    async get(req) {
+      const t = target(req, 'not-found');
+      requireJsonContentType(req.headers, { allowMissing: true });
+      const { device } = await ctx.devices.request({ type: 'device.get', ...key(t) });
+      if (!device) throw deviceNotFound(t.deviceId, t.platform);
+      return okReply({ id: device.id, userId: device.userId ?? '', ...(device.metadata ? { metadata: device.metadata } : {}) });
+    },
+
+    /** D5/D6: idempotent, 200 whether or not the device existed. */
+    async remove(req) {
+      const t = target(req, 'absent');
+      if (t) await ctx.devices.request({ type: 'device.delete', ...key(t) });
+      return okReply();
+    },
+
+    /** D7/D8: replaces the metadata with the platform's string fields of the body. */
+    async setMetadata(req) {
+      const t = target(req, 'not-found');
+      requireJsonContentType(req.headers);
+      const metadata = parseMetadata(t.platform, parseJsonObject(req.body), 'Request body (the metadata)');
+      const { found } = await ctx.devices.request({ type: 'device.setMetadata', ...key(t), metadata });
+      if (!found) throw deviceNotFound(t.deviceId, t.platform);
+      return okReply();
+    },
+
+    /** D9: replaces the gateway token; the device keeps its id. */
+    async setToken(req) {
+      const t = target(req, 'not-found');
+      requireJsonContentType(req.headers);
+      const body = parseJsonObject(req.body);
+      const rawToken = body['token'];
+      if (rawToken === undefined || rawToken === null || rawToken === '') {
+        throw new HeraldError('DEVICE_TOKEN_MISSING', 'The token field (the new device token) is missing');
+      }
+      if (typeof rawToken !== 'string') throw new HeraldError('DEVICE_FIELD_INVALID', `token (the device token) must be a string, got ${typeof rawToken}`);
+      const checked = checkGatewayToken(t.platform, rawToken, webTokenRules(t.instance));
+      if (!checked.ok) throw new HeraldError('DEVICE_TOKEN_MALFORMED', `Malformed device token: ${checked.reason}`);
+      const { found } = await ctx.devices.request({ type: 'device.setToken', ...key(t), token: checked.token });
+      if (!found) throw deviceNotFound(t.deviceId, t.platform);
+      return okReply();
+    },
+
+    /**
+     * D10/D11 (and web): associates the user of the Bearer user token. The per-user limit spans
+     * shards: the user's devices are counted on every shard in parallel, then the owning shard
+     * re-counts its own and associates under a per-shard lock. Two associations of one user
+     * racing on different shards can still both pass, going over the limit by at most the
+     * number of shards minus one.
+     */
+    async setUser(req) {
+      const t = target(req, 'invalid');
+      requireJsonContentType(req.headers, { allowMissing: true });
+      const auth = readAuthorization(req.headers);
+      if (auth.kind === 'missing') {
+        throw new HeraldError('USER_TOKEN_MISSING', 'Authorization token missing: send Authorization: Bearer <user token>');
+      }
+      if (auth.kind !== 'bearer') {
+        throw new HeraldError('USER_TOKEN_MALFORMED', 'Authorization token malformed: the header must be Bearer <user token>');
+      }
+      const userId = await verifyUserToken(auth.token, t.instance.secretKey, expectedIssuer(t.instance.instanceId, ctx.config.pushDomain));
+      const devicesOnOtherShards = await ctx.devices.countUserDevicesElsewhere(t.instance.instanceId, userId, t.deviceId);
+      const { outcome } = await ctx.devices.request({
+        type: 'device.setUser',
+        ...key(t),
+        userId,
+        devicesOnOtherShards,
+        maxDevicesPerUser: MAX_DEVICES_PER_USER,
+      });
+      switch (outcome) {
+        case 'ok':
+          return okReply();
+        case 'not-found':
+          throw deviceNotFound(t.deviceId, t.platform);
+        case 'already-associated':
+          throw new HeraldError('USER_ALREADY_ASSOCIATED', 'A different user id is already associated with this device');
+        case 'limit':
+          throw new HeraldError('USER_DEVICE_LIMIT', `User already has the maximum of ${MAX_DEVICES_PER_USER} devices`);
+      }
+    },
+
+    /** D12: `{interests, responseMetadata: {nextCursor}?}`, sorted by name. */
+    async listInterests(req) {
+      const t = target(req, 'not-found');
+      const query = new URLSearchParams(req.query);
+      const limit = parseInterestLimit(query.get('limit'));
+      const cursor = query.get('cursor');
+      const page = await ctx.devices.request({
+        type: 'device.listInterests',
+        ...key(t),
+        limit,
+        ...(cursor !== null ? { cursor } : {}),
+      });
+      if (page.outcome !== 'ok') {
+        if (page.outcome === 'not-found') throw deviceNotFound(t.deviceId, t.platform);
+        throw new HeraldError('INVALID_CURSOR', `cursor ${quote(cursor)} is not valid: pass the nextCursor of a previous page`);
+      }
+      return okReply({
+        interests: page.interests,
+        ...(page.nextCursor !== undefined ? { responseMetadata: { nextCursor: page.nextCursor } } : {}),
+      });
+    },
+
+    /** D13: replaces every interest (at most 5000, each validated). */
+    async replaceInterests(req) {
+      const t = target(req, 'not-found');
+      const interests = parseInterestSet(parseJsonObject(req.body));
+      const { outcome } = await ctx.devices.request({ type: 'device.replaceInterests', ...key(t), interests });
+      if (outcome === 'not-found') throw deviceNotFound(t.deviceId, t.platform);
+      return okReply();
+    },
+
+    /** D14: subscribing twice is fine. A missing device is 404, so the iOS SDK re-registers it. */
+    async addInterest(req) {
+      const t = target(req, 'invalid');
+      const interest = interestFromPath(req);
+      const { outcome } = await ctx.devices.request({ type: 'device.addInterest', ...key(t), interest });
+      if (outcome === 'not-found') throw deviceNotFound(t.deviceId, t.platform);
+      if (outcome === 'too-many') {
+        throw new HeraldError('TOO_MANY_INTERESTS', 'The device already has the maximum of 5000 interests');
+      }
+      return okReply();
+    },
+
+    /** D15: idempotent for the interest; a missing device is 404, as for D14. */
+    async removeInterest(req) {
+      const t = target(req, 'invalid');
+      const interest = interestFromPath(req);
+      const { outcome } = await ctx.devices.request({ type: 'device.removeInterest', ...key(t), interest });
+      if (outcome === 'not-found') throw deviceNotFound(t.deviceId, t.platform);
+      return okReply();
+    },
+
+    /** `{vapidPublicKey}` for the web SDK; 404 when the instance has no web push config. */
+    vapidPublicKey(req) {
+      const instance = requireInstance(ctx, req.params['instanceId']);
+      if (!instance.web) throw new HeraldError('WEB_PUSH_NOT_CONFIGURED');
+      return okReply({ vapidPublicKey: instance.web.vapidPublicKey });
+    },
+
+    /** Deletes a user's devices on every shard (secret key required); 200 also when the user had none. */
+    async deleteUser(req) {
+      const instance = requireInstance(ctx, req.params['instanceId']);
+      requireSecretKey(req.headers, instance);
+      const userId = req.params['userId'] ?? '';
+      if (!isValidUserId(userId)) {
+        throw new HeraldError('USER_ID_INVALID', `User id must have 1 to ${MAX_PUSH_USER_ID_LENGTH} characters, got ${(userId as string).length}`);
+      }
+      await ctx.devices.deleteUser(instance.instanceId, userId);
+      return okReply();
+    },
+  };
+}
+
+/**
+ * Registration needs no credentials (the SDKs send none, as with the hosted service). A request
+ * that does present `Authorization: Bearer <secret key>` must present the right one: 401
+ * "incorrect instance credentials" otherwise.
+ */
+function requireRegistrationCredentials(req: RequestContext, instance: PushInstanceConfig): void {
+  const auth = readAuthorization(req.headers);
+  if (auth.kind === 'missing') return;
+  if (auth.kind !== 'bearer' || !secretEquals(auth.token, instance.secretKey)) {
+    throw new HeraldError('INSTANCE_CREDENTIALS_INVALID', 'Incorrect instance credentials: the Authorization header is not Bearer <secret key> of this instance');
+  }
+}
+
+/** The instance's rules for web tokens: the endpoint host rule is lifted only by `push[].web.allowPrivateEndpoints`. */
+function webTokenRules(instance: PushInstanceConfig): SubscriptionRules {
+  return { allowPrivateEndpoints: instance.web?.allowPrivateEndpoints ?? false };
+}
+
+function interestFromPath(req: RequestContext): string {
+  const name = req.params['interest'];
+  if (!name) throw new HeraldError('INTEREST_NAME_MISSING');
+  return requireInterestName(name);
+}

@@ -1,0 +1,84 @@
+/**
+ * Shard side of push devices: thin handlers over this shard's DeviceStore. Every write resolves
+ * after the store's synced commit, so the main thread's 200 means durable.
+ */
+import { requireTestHooks, type ShardArea } from '../../../shards/context.js';
+import type { PushAreaDeps } from '../deps.js';
+import type { DeviceShardApi, DeviceView, SetUserOutcome } from '../../messages/devices.js';
+
+export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> {
+  const { store } = deps;
+  // User associations on this shard run one at a time, so the count a request checks against
+  // the limit cannot be overtaken by another association committing on this shard meanwhile.
+  let userQueue: Promise<unknown> = Promise.resolve();
+  const serialised = <T>(task: () => Promise<T>): Promise<T> => {
+    const run = userQueue.then(task, task);
+    userQueue = run.catch(() => undefined);
+    return run;
+  };
+
+  return {
+    handlers: {
+      'device.register': async ({ instanceId, deviceId, platform, token, bundleIdentifier, metadata }) => {
+        const { id, initialInterestSet, created } = await store.register(instanceId, deviceId, platform, token, bundleIdentifier, metadata);
+        return { id, initialInterestSet, created };
+      },
+
+      'device.get': ({ instanceId, deviceId }) => {
+        const device = store.get(instanceId, deviceId);
+        if (!device) return { device: null };
+        const view: DeviceView = { id: device.id, platform: device.platform };
+        if (device.userId !== undefined) view.userId = device.userId;
+        if (device.metadata !== undefined) view.metadata = device.metadata;
+        return { device: view };
+      },
+
+      'device.delete': async ({ instanceId, deviceId }) => ({ deleted: await store.delete(instanceId, deviceId) }),
+
+      'device.setMetadata': async ({ instanceId, deviceId, metadata }) => ({
+        found: await store.setMetadata(instanceId, deviceId, metadata),
+      }),
+
+      'device.setToken': async ({ instanceId, deviceId, token }) => ({ found: await store.setToken(instanceId, deviceId, token) }),
+
+      'device.setUser': ({ instanceId, deviceId, userId, devicesOnOtherShards, maxDevicesPerUser }) =>
+        serialised(async (): Promise<{ outcome: SetUserOutcome }> => {
+          const device = store.get(instanceId, deviceId);
+          if (!device) return { outcome: 'not-found' };
+          if (device.userId === userId) return { outcome: 'ok' };
+          if (device.userId !== undefined) return { outcome: 'already-associated' };
+          if (devicesOnOtherShards + store.countUserDevices(instanceId, userId) >= maxDevicesPerUser) return { outcome: 'limit' };
+          return { outcome: await store.setUser(instanceId, deviceId, userId) };
+        }),
+
+      'device.countUserDevices': ({ instanceId, userId }) => ({ count: store.countUserDevices(instanceId, userId) }),
+
+      'device.listInterests': ({ instanceId, deviceId, limit, cursor }) => {
+        const page = store.listInterests(instanceId, deviceId, limit, cursor);
+        if (page === 'not-found' || page === 'bad-cursor') return { outcome: page };
+        return page.nextCursor === undefined
+          ? { outcome: 'ok', interests: page.interests }
+          : { outcome: 'ok', interests: page.interests, nextCursor: page.nextCursor };
+      },
+
+      'device.replaceInterests': async ({ instanceId, deviceId, interests }) => ({
+        outcome: await store.replaceInterests(instanceId, deviceId, interests),
+      }),
+
+      'device.addInterest': async ({ instanceId, deviceId, interest }) => ({
+        outcome: await store.addInterest(instanceId, deviceId, interest),
+      }),
+
+      'device.removeInterest': async ({ instanceId, deviceId, interest }) => ({
+        outcome: await store.removeInterest(instanceId, deviceId, interest),
+      }),
+
+      'device.deleteUser': async ({ instanceId, userId }) => ({ deleted: await store.deleteUser(instanceId, userId) }),
+
+      'device.checkConsistency': ({ instanceId }) => {
+        requireTestHooks(deps.ctx, 'device.checkConsistency');
+        return { problems: store.checkConsistency(instanceId) };
+      },
+    },
+  };
+}

@@ -1,0 +1,387 @@
+/**
+ * One shard's part of one publish: streams this shard's matching devices from the device
+ * store and sends each through the instance's gateway client, with flat memory whatever the
+ * audience size:
+ *
+ * - The scan generator is pulled only when a send permit (SendLimiter, shard-wide) is free and
+ *   the completion window has room, so at most `concurrency` sends are in flight and at most
+ *   `windowSize` devices sit between the checkpoint and the read position.
+ * - Outcomes are counted twice: `live` as sends settle (for statistics), `committed` as the
+ *   finished prefix of the window advances (CompletionWindow). Every `checkpointEvery`
+ *   committed devices, the committed counts and the scan position of the last committed device
+ *   are written in one transaction, so after a crash the scan resumes right after it: no device
+ *   is skipped, at most the uncommitted ones (≤ checkpointEvery + windowSize) are sent again,
+ *   and the stored counts count each device once.
+ * - A dead token deletes the device on this shard, unless it was re-registered with another
+ *   token meanwhile.
+ * - stop() ends the loop at the next device; sends cut by the gateway clients closing are left
+ *   uncommitted, so the restart sends them again.
+ */
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { log } from '../../../log.js';
+import { PLATFORMS, type Platform } from '../../platform.js';
+import { CLOSED_OUTCOME } from '../../gateways/retry.js';
+import type { DeviceStore, ScanPosition } from '../devices/device-store.js';
+import { CompletionWindow } from './completion-window.js';
+import type { GatewayRegistry } from './gateway-registry.js';
+import { gatewayPayload } from './payload.js';
+import { statsOf, usageMonth, type ProgressRecord, type PublishStore, type ShardReport } from './publish-store.js';
+import { addErrorReason, emptyGatewayCounts, failureReasonKey } from '../../publish-results.js';
+import { countNotification } from '../../../metrics/shard-counters.js';
+import { RateLimitedLog } from '../../../log.js';
+import type { SendLimiter } from './send-limiter.js';
+import type { GatewayCounts, PublishJob, PublishShardStats } from '../../messages/publishes.js';
+
+export interface PublishRunDeps {
+  shardIndex: number;
+  devices: DeviceStore;
+  publishes: PublishStore;
+  gateways: GatewayRegistry;
+  limiter: SendLimiter;
+  /** Committed devices between two durable checkpoints. */
+  checkpointEvery: number;
+  /** Most devices between the checkpoint and the scan's read position. */
+  windowSize: number;
+  now?: () => number;
+}
+
+/** Loop turns between two yields to the event loop. */
+const YIELD_EVERY = 256;
+
+/** How one device ended: not addressed (no payload for its platform), accepted, refused, or dead and deleted. */
+type DeviceOutcome = 'skipped' | 'sent' | 'failed' | 'removed';
+
+interface Slot {
+  position: ScanPosition;
+  platform: Platform;
+  /** The device's user, for user publishes only: an interest publish keeps no user ids in memory. */
+  userId: string | undefined;
+  outcome: DeviceOutcome;
+  /** Why it failed (failed and removed outcomes). */
+  reason?: string | undefined;
+}
+
+interface Tally {
+  recipients: number;
+  gateways: Record<Platform, GatewayCounts>;
+  /** User publishes only (at most the 1000 target users); empty for interest publishes. */
+  usersWithDevices: Set<string>;
+  usersDelivered: Set<string>;
+}
+
+function tallyOf(record: ProgressRecord): Tally {
+  return {
+    recipients: record.recipients,
+    gateways: {
+      apns: copyCounts(record.gateways.apns),
+      fcm: copyCounts(record.gateways.fcm),
+      web: copyCounts(record.gateways.web),
+    },
+    usersWithDevices: new Set(record.users?.withDevices ?? []),
+    usersDelivered: new Set(record.users?.deliveredToGateway ?? []),
+  };
+}
+
+function copyCounts(counts: GatewayCounts): GatewayCounts {
+  return counts.errors ? { ...counts, errors: { ...counts.errors } } : { ...counts };
+}
+
+/** One warn line per instance, platform and reason every 10 s (with a count of the others). */
+const failureLog = new RateLimitedLog('warn', 10_000);
+
+function count(tally: Tally, slot: Slot): void {
+  if (slot.outcome === 'skipped') return;
+  const counts = tally.gateways[slot.platform];
+  tally.recipients++;
+  counts.recipients++;
+  if (slot.outcome === 'sent') counts.sent++;
+  else counts.failed++;
+  if (slot.outcome === 'removed') counts.removed++;
+  if (slot.outcome !== 'sent') addErrorReason(counts, failureReasonKey(slot.reason ?? 'unknown'));
+  if (slot.userId !== undefined) {
+    tally.usersWithDevices.add(slot.userId);
+    if (slot.outcome === 'sent') tally.usersDelivered.add(slot.userId);
+  }
+}
+
+/** The initial progress record of a newly accepted publish. */
+export function initialProgress(job: PublishJob): ProgressRecord {
+  const record: ProgressRecord = {
+    publishId: job.publishId,
+    instanceId: job.instanceId,
+    kind: job.kind,
+    state: 'queued',
+    acceptedAt: job.acceptedAt,
+    startedAt: null,
+    finishedAt: null,
+    updatedAt: job.acceptedAt,
+    recipients: 0,
+    gateways: emptyGatewayCounts(),
+    position: null,
+    reported: false,
+  };
+  if (job.kind === 'users') record.users = { targets: job.targets, withDevices: [], deliveredToGateway: [] };
+  return record;
+}
+
+/** One shard's part of one publish, from a fresh or a stored (resumed) progress record. */
+export class PublishRun {
+  readonly job: PublishJob;
+  private readonly deps: PublishRunDeps;
+  private readonly now: () => number;
+  /** What is (or is being) written: committed counts and checkpoint. */
+  private readonly record: ProgressRecord;
+  private readonly committed: Tally;
+  private readonly live: Tally;
+  private readonly window = new CompletionWindow<Slot>();
+  private persistedRecipients: number;
+  private sinceCheckpoint = 0;
+  private stopping = false;
+  /** Set just before the gateway clients close: failures from then on are cut sends, not answers. */
+  private cut = false;
+  private wakeLoop: (() => void) | undefined;
+  private dirty = false;
+  private writing: Promise<void> | undefined;
+
+  constructor(job: PublishJob, record: ProgressRecord, deps: PublishRunDeps) {
+    this.job = job;
+    this.deps = deps;
+    this.now = deps.now ?? Date.now;
+    this.record = { ...record };
+    this.committed = tallyOf(record);
+    this.live = tallyOf(record);
+    this.persistedRecipients = record.recipients;
+  }
+
+  /**
+   * Runs the part to its end: `finished` (every device handled, state stored as finished) or
+   * `stopped` (stop() was called; the checkpoint is stored and a restart resumes from it).
+   */
+  async run(): Promise<'finished' | 'stopped'> {
+    if (this.record.state === 'queued') {
+      // Stored with the first checkpoint (statistics read a running part live): a small
+      // publish costs one write per shard for its whole run.
+      this.record.state = 'sending';
+      this.record.startedAt = this.now();
+    }
+    const payloads: Partial<Record<Platform, Record<string, unknown>>> = {};
+    for (const platform of PLATFORMS) {
+      const payload = this.job.payloads[platform];
+      if (payload) payloads[platform] = gatewayPayload(platform, payload, this.job.instanceId, this.job.publishId);
+    }
+    const resumeFrom = this.record.position ?? undefined;
+    const scan = this.job.kind === 'interests'
+      ? this.deps.devices.scanInterestSteps(this.job.instanceId, this.job.targets, resumeFrom)
+      : this.deps.devices.scanUserSteps(this.job.instanceId, this.job.targets, resumeFrom);
+    const tracksUsers = this.job.kind === 'users';
+    const inFlight = new Set<Promise<void>>();
+    let exhausted = false;
+    let sinceYield = 0;
+    try {
+      while (!this.stopping) {
+        // Permits and skipped devices resolve synchronously: let I/O and shard requests in now and then.
+        if (++sinceYield >= YIELD_EVERY) {
+          sinceYield = 0;
+          await yieldToEventLoop();
+          continue;
+        }
+        if (this.window.size >= this.deps.windowSize) {
+          await new Promise<void>((resolve) => (this.wakeLoop = resolve));
+          this.wakeLoop = undefined;
+          continue;
+        }
+        if (!(await this.deps.limiter.acquire())) break;
+        if (this.stopping) {
+          this.deps.limiter.release();
+          break;
+        }
+        const next = scan.next();
+        if (next.done) {
+          this.deps.limiter.release();
+          exhausted = true;
+          break;
+        }
+        const { device, position } = next.value;
+        if (device === null) {
+          // A stretch of devices skipped inside the scan (de-duplication): nothing to send or
+          // count, and the resume position stays with the last device handled. Let I/O and
+          // shard requests in before reading on.
+          this.deps.limiter.release();
+          sinceYield = 0;
+          await yieldToEventLoop();
+          continue;
+        }
+        const userId = tracksUsers ? device.userId : undefined;
+        const slot = this.window.push({ position, platform: device.platform, userId, outcome: 'skipped' });
+        const payload = payloads[device.platform];
+        const client = payload ? this.deps.gateways.client(this.job.instanceId, device.platform) : undefined;
+        if (!payload || typeof client === 'string' || client === undefined) {
+          // No payload for this platform: not addressed. No usable client: addressed, failed.
+          if (payload) {
+            slot.value.outcome = 'failed';
+            slot.value.reason = client === 'unusable-config' ? `unusable credentials for ${device.platform}` : client === 'closed' ? 'shutting down' : `no credentials for ${device.platform}`;
+          }
+          this.deps.limiter.release();
+          this.settle(slot);
+          continue;
+        }
+        const send = client
+          .send({ deviceId: device.id, token: device.token, ...(device.bundleIdentifier ? { bundleIdentifier: device.bundleIdentifier } : {}), payload })
+          .then(async (outcome) => {
+            if (outcome === CLOSED_OUTCOME || (this.cut && outcome.kind === 'failed')) return; // cut by shutdown: leave uncommitted
+            if (outcome.kind === 'dead-token') {
+              slot.value.outcome = 'removed';
+              slot.value.reason = outcome.reason;
+              await this.removeDevice(device.id, device.token);
+            } else {
+              slot.value.outcome = outcome.kind === 'sent' ? 'sent' : 'failed';
+              if (outcome.kind === 'failed') slot.value.reason = outcome.reason;
+            }
+            this.settle(slot);
+          })
+          .catch((err: unknown) => {
+            log.error('publish send failed unexpectedly', { publishId: this.job.publishId, error: String((err as Error)?.stack ?? err) });
+            slot.value.outcome = 'failed';
+            slot.value.reason = 'internal error';
+            this.settle(slot);
+          })
+          .finally(() => {
+            this.deps.limiter.release();
+            inFlight.delete(send);
+          });
+        inFlight.add(send);
+      }
+    } finally {
+      scan.return();
+    }
+    await Promise.all(inFlight);
+    if (exhausted && this.window.size === 0) {
+      const finishedAt = this.now();
+      this.record.state = 'finished';
+      this.record.finishedAt = finishedAt;
+      this.requestCheckpoint();
+      await this.writesDone();
+      return 'finished';
+    }
+    this.requestCheckpoint();
+    await this.writesDone();
+    return 'stopped';
+  }
+
+  /** Ends the loop at the next device; sends in flight go on until they settle or are cut. */
+  stop(): void {
+    this.stopping = true;
+    this.wakeLoop?.();
+  }
+
+  /** From now on a failed send is a shutdown cut (left for the restart), not the gateway's answer. */
+  cutSends(): void {
+    this.cut = true;
+  }
+
+  /** This part as `publish.stats` shows it: counts of every settled send, including those not yet checkpointed. */
+  stats(): PublishShardStats {
+    return statsOf(this.snapshot(this.live), this.deps.shardIndex);
+  }
+
+  /** Notifications counted live but not yet in the stored usage. */
+  unpersistedNotifications(): number {
+    return this.live.recipients - this.persistedRecipients;
+  }
+
+  /** What the coordinator gets once the part is finished. */
+  report(): ShardReport {
+    return reportOf(this.snapshot(this.committed), this.deps.shardIndex);
+  }
+
+  /** The record with a tally's counts, without undefined fields (msgpack keeps them). */
+  private snapshot(tally: Tally): ProgressRecord {
+    const record: ProgressRecord = {
+      ...this.record,
+      recipients: tally.recipients,
+      gateways: { apns: copyCounts(tally.gateways.apns), fcm: copyCounts(tally.gateways.fcm), web: copyCounts(tally.gateways.web) },
+      updatedAt: this.now(),
+    };
+    if (this.job.kind === 'users') {
+      record.users = {
+        targets: this.job.targets,
+        withDevices: [...tally.usersWithDevices].sort(),
+        deliveredToGateway: [...tally.usersDelivered].sort(),
+      };
+    } else {
+      delete record.users;
+    }
+    return record;
+  }
+
+  /** A send settled: count it live, then commit the finished prefix of the window. */
+  private settle(slot: { value: Slot; done: boolean }): void {
+    this.window.complete(slot);
+    count(this.live, slot.value);
+    const { outcome, platform, reason } = slot.value;
+    if (outcome !== 'skipped') {
+      const key = reason === undefined ? undefined : failureReasonKey(reason);
+      countNotification(this.job.instanceId, platform, outcome, key);
+      if (outcome === 'failed' && reason !== undefined) {
+        failureLog.write(`${this.job.instanceId}\t${platform}\t${key}`, 'push notification failed', { instanceId: this.job.instanceId, publishId: this.job.publishId, gateway: platform, reason });
+      }
+    }
+    for (const committed of this.window.takeCommitted()) {
+      count(this.committed, committed);
+      this.record.position = committed.position;
+      this.sinceCheckpoint++;
+    }
+    if (this.sinceCheckpoint >= this.deps.checkpointEvery) this.requestCheckpoint();
+    if (this.wakeLoop && this.window.size < this.deps.windowSize) this.wakeLoop();
+  }
+
+  private async removeDevice(deviceId: string, token: string): Promise<void> {
+    try {
+      // A device re-registered with a new token since the scan read it keeps living (checked inside the transaction).
+      await this.deps.devices.deleteIfToken(this.job.instanceId, deviceId, token);
+    } catch (err) {
+      log.error('could not delete a device with a dead token', { publishId: this.job.publishId, error: String(err) });
+    }
+  }
+
+  /** Schedules a write of the committed state; writes never overlap and the last one wins. */
+  private requestCheckpoint(): void {
+    this.dirty = true;
+    this.writing ??= this.writeLoop().finally(() => {
+      this.writing = undefined;
+    });
+  }
+
+  private async writeLoop(): Promise<void> {
+    while (this.dirty) {
+      this.dirty = false;
+      this.sinceCheckpoint = 0;
+      const snapshot = this.snapshot(this.committed);
+      const added = snapshot.recipients - this.persistedRecipients;
+      try {
+        await this.deps.publishes.saveProgress(snapshot, { instanceId: this.job.instanceId, month: usageMonth(this.now()), notifications: added });
+        this.persistedRecipients = snapshot.recipients;
+      } catch (err) {
+        log.error('publish checkpoint write failed', { publishId: this.job.publishId, error: String(err) });
+      }
+    }
+  }
+
+  private async writesDone(): Promise<void> {
+    while (this.writing) await this.writing;
+  }
+}
+
+/** The coordinator report of a finished stored part. */
+export function reportOf(record: Omit<ProgressRecord, 'shard'>, shard: number): ShardReport {
+  const report: ShardReport = {
+    publishId: record.publishId,
+    shard,
+    recipients: record.recipients,
+    gateways: record.gateways,
+    startedAt: record.startedAt,
+    finishedAt: record.finishedAt ?? record.updatedAt,
+  };
+  if (record.users) report.users = { withDevices: record.users.withDevices, deliveredToGateway: record.users.deliveredToGateway };
+  return report;
+}

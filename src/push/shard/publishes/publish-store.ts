@@ -1,0 +1,266 @@
+/**
+ * Durable publish state of one shard, in one named database `push/publish` of the shard's
+ * LMDB environment (keys are string tuples encoded by ../../keys.ts, values msgpack):
+ *
+ *   ('job', publishId)                 → PublishJob       the accepted request; dropped once this
+ *                                                           shard needs it no more (part reported and,
+ *                                                           on the coordinator, webhooks queued)
+ *   ('progress', publishId)            → ProgressRecord   this shard's part: counts and times, the scan
+ *                                                           checkpoint and `reported` (statsOf: the message)
+ *   ('open', publishId)                → true             part not finished, or finished and not yet
+ *                                                           acknowledged by the coordinator
+ *   ('coord', publishId)               → CoordinatorRecord (coordinator shard only) the parts reported
+ *   ('coord-open', publishId)          → true             coordinator: FINISHED not yet queued
+ *   ('done', finishedAt13, publishId)  → true             retention index (zero-padded ms)
+ *   ('usage', instanceId, 'YYYY-MM')   → number           notifications counted this UTC month
+ *
+ * Every write method runs one child transaction and resolves when it is committed and synced
+ * (see src/shards/storage.ts): a progress record and the usage it adds change together.
+ */
+import type { Database, RootDatabase } from 'lmdb';
+import type { ScanPosition } from '../devices/device-store.js';
+import { decodeKey, encodeKey, prefixRange } from '../../keys.js';
+import type { GatewayCounts, PublishJob, PublishKind, PublishShardStats, PublishState, UserOutcomes } from '../../messages/publishes.js';
+import type { Platform } from '../../platform.js';
+
+/**
+ * One shard's part of one publish as stored (`('progress', publishId)`, msgpack): its own
+ * shape, not the `publish.stats` message, which is built from it (statsOf), so changing the
+ * message never changes what is on disk. Field meanings as in PublishShardStats.
+ */
+export interface ProgressRecord {
+  publishId: string;
+  instanceId: string;
+  kind: PublishKind;
+  state: PublishState;
+  acceptedAt: number;
+  startedAt: number | null;
+  finishedAt: number | null;
+  updatedAt: number;
+  recipients: number;
+  gateways: Record<Platform, GatewayCounts>;
+  users?: { targets: string[] } & UserOutcomes;
+  /** Last device whose outcome is counted here, in scan order; null before the first. */
+  position: ScanPosition | null;
+  /** The coordinator acknowledged this shard's finished part. */
+  reported: boolean;
+  /** Cancelled (`publish.cancel`) before every shard had stored it: stopped, never resumed or reported. */
+  cancelled?: true;
+}
+
+/** What a shard tells the coordinator when its part is finished. */
+export interface ShardReport {
+  publishId: string;
+  shard: number;
+  recipients: number;
+  gateways: Record<Platform, GatewayCounts>;
+  users?: UserOutcomes;
+  startedAt: number | null;
+  finishedAt: number;
+}
+
+/** What the coordinator shard keeps per publish: every shard's finished part, by shard index. */
+export interface CoordinatorRecord {
+  parts: Record<number, ShardReport>;
+  /** FINISHED (and v1.PublishToUsersAttempt) queued in the webhook outbox. */
+  finalized: boolean;
+}
+
+/** A count added to an instance's usage of one month. */
+export interface UsageDelta {
+  instanceId: string;
+  month: string;
+  notifications: number;
+}
+
+/** The `publish.stats` answer for a part (stored or live) of shard `shard`. */
+export function statsOf(record: ProgressRecord, shard: number): PublishShardStats {
+  const stats: PublishShardStats = {
+    shard,
+    publishId: record.publishId,
+    instanceId: record.instanceId,
+    kind: record.kind,
+    state: record.state,
+    acceptedAt: record.acceptedAt,
+    startedAt: record.startedAt,
+    finishedAt: record.finishedAt,
+    updatedAt: record.updatedAt,
+    recipients: record.recipients,
+    gateways: record.gateways,
+  };
+  if (record.users) stats.users = record.users;
+  return stats;
+}
+
+/** `YYYY-MM` of a time, UTC. */
+export function usageMonth(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 7);
+}
+
+function doneTime(ms: number): string {
+  return String(Math.max(0, Math.floor(ms))).padStart(13, '0');
+}
+
+/** The publish records of one shard; every write resolves once durable. */
+export class PublishStore {
+  private readonly root: RootDatabase;
+  private readonly db: Database<unknown, Uint8Array>;
+
+  constructor(root: RootDatabase) {
+    this.root = root;
+    this.db = root.openDB<unknown, Uint8Array>('push/publish', { keyEncoding: 'binary', encoding: 'msgpack' });
+  }
+
+  job(publishId: string): PublishJob | undefined {
+    return this.db.get(encodeKey(['job', publishId])) as PublishJob | undefined;
+  }
+
+  progress(publishId: string): ProgressRecord | undefined {
+    return this.db.get(encodeKey(['progress', publishId])) as ProgressRecord | undefined;
+  }
+
+  coordinator(publishId: string): CoordinatorRecord | undefined {
+    return this.db.get(encodeKey(['coord', publishId])) as CoordinatorRecord | undefined;
+  }
+
+  /** Ids of parts not finished or not yet reported, for resuming at start-up. */
+  openPublishIds(): string[] {
+    return Array.from(this.db.getKeys(prefixRange(['open'])), (key) => decodeKey(key)[1]!);
+  }
+
+  /** Ids of publishes this shard coordinates whose FINISHED is not queued yet. */
+  openCoordinatorIds(): string[] {
+    return Array.from(this.db.getKeys(prefixRange(['coord-open'])), (key) => decodeKey(key)[1]!);
+  }
+
+  /** Notifications of the instance in `month` on this shard. */
+  usage(instanceId: string, month: string): number {
+    return (this.db.get(encodeKey(['usage', instanceId, month])) as number | undefined) ?? 0;
+  }
+
+  /**
+   * Stores a new publish: job, initial progress and open marker, plus the coordinator's record
+   * when this shard coordinates it (keeping parts already reported). False, and nothing written,
+   * when the publish is already known here.
+   */
+  create(job: PublishJob, progress: ProgressRecord, coordinates: boolean): Promise<boolean> {
+    const id = job.publishId;
+    return this.root.childTransaction(() => {
+      if (this.db.doesExist(encodeKey(['progress', id]))) return false;
+      this.db.putSync(encodeKey(['job', id]), job);
+      this.db.putSync(encodeKey(['progress', id]), progress);
+      this.db.putSync(encodeKey(['open', id]), true);
+      if (coordinates) {
+        const existing = this.coordinator(id);
+        this.db.putSync(encodeKey(['coord', id]), existing ?? { parts: {}, finalized: false });
+        this.db.putSync(encodeKey(['coord-open', id]), true);
+      }
+      return true;
+    });
+  }
+
+  /** A checkpoint: the progress record and the usage it adds, in one transaction. */
+  saveProgress(progress: ProgressRecord, usage?: UsageDelta): Promise<void> {
+    return this.root.childTransaction(() => {
+      this.db.putSync(encodeKey(['progress', progress.publishId]), progress);
+      if (usage && usage.notifications !== 0) this.addUsage(usage);
+      if (progress.state === 'finished' && progress.finishedAt !== null) {
+        this.db.putSync(encodeKey(['done', doneTime(progress.finishedAt), progress.publishId]), true);
+      }
+    });
+  }
+
+  /** The coordinator acknowledged this shard's part: close it, and drop the job if no role needs it. */
+  markReported(publishId: string): Promise<void> {
+    return this.root.childTransaction(() => {
+      const progress = this.progress(publishId);
+      if (!progress) return;
+      if (!progress.reported) this.db.putSync(encodeKey(['progress', publishId]), { ...progress, reported: true });
+      this.db.removeSync(encodeKey(['open', publishId]));
+      this.dropJobIfUnneeded(publishId);
+    });
+  }
+
+  /** Coordinator: records one shard's finished part (idempotent) and answers the record. */
+  saveReport(report: ShardReport): Promise<CoordinatorRecord> {
+    const id = report.publishId;
+    return this.root.childTransaction(() => {
+      const record = this.coordinator(id) ?? { parts: {}, finalized: false };
+      const updated: CoordinatorRecord = { ...record, parts: { ...record.parts, [report.shard]: report } };
+      this.db.putSync(encodeKey(['coord', id]), updated);
+      if (!record.finalized) this.db.putSync(encodeKey(['coord-open', id]), true);
+      return updated;
+    });
+  }
+
+  /** Coordinator: the closing webhooks are queued (call in the same turn as queuing them). */
+  markFinalized(publishId: string): Promise<void> {
+    return this.root.childTransaction(() => {
+      const record = this.coordinator(publishId);
+      if (record) this.db.putSync(encodeKey(['coord', publishId]), { ...record, finalized: true });
+      this.db.removeSync(encodeKey(['coord-open', publishId]));
+      this.dropJobIfUnneeded(publishId);
+    });
+  }
+
+  /**
+   * Cancels this shard's part of a publish (`publish.cancel`): its record becomes finished,
+   * reported and cancelled, the coordinator's record (if this shard has one) finalized without
+   * webhooks, the job is dropped and the retention index takes it like any finished publish.
+   * Call once its run has stopped (the run's last checkpoint would overwrite the record).
+   * False when this shard has no record of the publish.
+   */
+  cancel(publishId: string, nowMs: number = Date.now()): Promise<boolean> {
+    return this.root.childTransaction(() => {
+      const progress = this.progress(publishId);
+      if (!progress) return false;
+      const finishedAt = progress.finishedAt ?? nowMs;
+      this.db.putSync(encodeKey(['progress', publishId]), {
+        ...progress, state: 'finished', finishedAt, updatedAt: nowMs, reported: true, cancelled: true,
+      } satisfies ProgressRecord);
+      this.db.removeSync(encodeKey(['open', publishId]));
+      const coordinator = this.coordinator(publishId);
+      if (coordinator) this.db.putSync(encodeKey(['coord', publishId]), { ...coordinator, finalized: true });
+      this.db.removeSync(encodeKey(['coord-open', publishId]));
+      this.db.putSync(encodeKey(['done', doneTime(finishedAt), publishId]), true);
+      this.dropJobIfUnneeded(publishId);
+      return true;
+    });
+  }
+
+  /**
+   * Deletes every record of publishes finished before `cutoffMs` (at most `limit` per call, so
+   * one transaction stays small); resolves to how many were deleted.
+   */
+  sweep(cutoffMs: number, limit = 1000): Promise<number> {
+    const range = prefixRange(['done']);
+    const end = encodeKey(['done', doneTime(cutoffMs)]);
+    const keys = Array.from(this.db.getKeys({ start: range.start, end, limit }));
+    if (keys.length === 0) return Promise.resolve(0);
+    return this.root.childTransaction(() => {
+      for (const key of keys) {
+        const id = decodeKey(key)[2]!;
+        for (const kind of ['job', 'progress', 'open', 'coord', 'coord-open']) this.db.removeSync(encodeKey([kind, id]));
+        this.db.removeSync(key);
+      }
+      return keys.length;
+    });
+  }
+
+  /** Resolves once every write issued so far is on disk. */
+  async flushed(): Promise<void> {
+    await this.root.flushed;
+  }
+
+  private addUsage({ instanceId, month, notifications }: UsageDelta): void {
+    const key = encodeKey(['usage', instanceId, month]);
+    this.db.putSync(key, ((this.db.get(key) as number | undefined) ?? 0) + notifications);
+  }
+
+  /** Inside a transaction: the job body goes once this shard's part is reported and no coordination is pending. */
+  private dropJobIfUnneeded(publishId: string): void {
+    if (this.db.doesExist(encodeKey(['open', publishId]))) return;
+    if (this.db.doesExist(encodeKey(['coord-open', publishId]))) return;
+    this.db.removeSync(encodeKey(['job', publishId]));
+  }
+}

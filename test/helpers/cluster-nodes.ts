@@ -1,0 +1,74 @@
+/**
+ * Simulated cluster nodes for the Redis building-block tests: each is a real ClusterNode (its
+ * own connections and session on the test's redis-server) plus the little local state a Herald
+ * node keeps (its sockets and subscriptions), and records of what it was told to report or
+ * deliver.
+ */
+import type { ChannelTransition, ClusterMember, HeldState } from '../../src/channels/adapter/redis/channel-state.js';
+import { ClusterNode } from '../../src/channels/adapter/redis/cluster-node.js';
+import type { ControlMessage } from '../../src/channels/adapter/redis/delivery-bus.js';
+
+export interface SimulatedNodeOptions {
+  redisUrl: string;
+  nodeId: string;
+  keyPrefix?: string;
+  nodeTimeoutMs?: number;
+  heartbeatIntervalMs?: number;
+  reapIntervalMs?: number;
+}
+
+export class SimulatedNode {
+  readonly node: ClusterNode;
+  readonly transitions: ChannelTransition[] = [];
+  readonly frames: { appId: string; channel: string; frame: string; except: string | undefined }[] = [];
+  readonly controls: { message: ControlMessage; origin: string }[] = [];
+  /** socketId → appId */
+  readonly sockets = new Map<string, string>();
+  /** `${socketId}\0${appId}\0${channel}` → subscription */
+  readonly subscriptions = new Map<string, HeldState['subscriptions'][number]>();
+
+  constructor(options: SimulatedNodeOptions) {
+    this.node = new ClusterNode(
+      { redisUrl: options.redisUrl, keyPrefix: options.keyPrefix ?? 'test:', nodeTimeoutMs: options.nodeTimeoutMs ?? 10_000 },
+      {
+        nodeId: options.nodeId,
+        held: () => ({
+          sockets: [...this.sockets].map(([socketId, appId]) => ({ appId, socketId })),
+          subscriptions: [...this.subscriptions.values()],
+        }),
+        onTransitions: (t) => this.transitions.push(...t),
+        onFrame: (appId, channel, frame, except) => this.frames.push({ appId, channel, frame, except }),
+        onControl: (message, origin) => this.controls.push({ message, origin }),
+        ...(options.heartbeatIntervalMs !== undefined && { heartbeatIntervalMs: options.heartbeatIntervalMs }),
+        ...(options.reapIntervalMs !== undefined && { reapIntervalMs: options.reapIntervalMs }),
+      },
+    );
+  }
+
+  get state() {
+    return this.node.state;
+  }
+
+  async start(): Promise<this> {
+    await this.node.start();
+    return this;
+  }
+
+  async connect(appId: string, socketId: string, max: number | null = null) {
+    const res = await this.node.state.connect(appId, socketId, max);
+    if (res.accepted) this.sockets.set(socketId, appId);
+    return res;
+  }
+
+  async join(appId: string, channel: string, socketId: string, member?: ClusterMember, maxMembers = 0) {
+    const res = await this.node.state.join(appId, channel, socketId, member, maxMembers);
+    this.subscriptions.set(`${socketId}\0${appId}\0${channel}`, member ? { appId, channel, socketId, member } : { appId, channel, socketId });
+    this.node.bus.watch(appId, channel);
+    return res;
+  }
+
+  async leave(appId: string, channel: string, socketId: string, debounceMs = 0) {
+    if (this.subscriptions.delete(`${socketId}\0${appId}\0${channel}`)) this.node.bus.unwatch(appId, channel);
+    return this.node.state.leave(appId, channel, socketId, debounceMs);
+  }
+}

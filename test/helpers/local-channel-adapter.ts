@@ -1,0 +1,123 @@
+/**
+ * A local channel adapter on real parts, for unit tests of the adapter and of what drives it:
+ * real shard workers (the compiled dist/src/shard-worker.js, so `npm run build` first, as for
+ * the integration tests) on a temp data dir, and a uWS app on a free port whose connections
+ * are plain `ws` clients, registered as the WebSocket endpoint registers them.
+ */
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import WebSocket from 'ws';
+import type { WebSocket as UwsSocket, us_listen_socket } from 'uWebSockets.js';
+import { LocalChannelAdapter } from '../../src/channels/adapter/local-adapter.js';
+import { SocketRegistry, type SocketState, type SocketUserData } from '../../src/channels/ws/registry.js';
+import type { AppConfig } from '../../src/config/schema.js';
+import { parseConfig } from '../../src/config/load.js';
+import { loadUws } from '../../src/http/uws-native.js';
+import type { HeraldShardApi } from '../../src/shard-api.js';
+import { openDataDir } from '../../src/shards/data-dir.js';
+import { ShardPool } from '../../src/shards/pool.js';
+import { REPO_ROOT } from './herald-process.js';
+import type { AdapterHarness, ContractConnection } from '../unit/channels/adapter/channel-adapter-contract.js';
+
+const WORKER_FILE = join(REPO_ROOT, 'dist/src/shard-worker.js');
+
+/** What the harness's sockets carry: the front end's state, and the user the connection signs in as. */
+type HarnessData = SocketUserData & { signIn: string };
+
+/** The one app a local harness serves. */
+export const HARNESS_APP = 'contract-app';
+
+/** A harness connection, with the front end's state of it. */
+export interface LocalConnection extends ContractConnection {
+  readonly state: SocketState;
+}
+
+export interface LocalHarness extends AdapterHarness {
+  adapter: LocalChannelAdapter;
+  /** The shards, typed with every request (test hooks on: core.hold works). */
+  shards: ShardPool<HeraldShardApi>;
+  connect(appId: string, userId?: string): Promise<LocalConnection>;
+}
+
+/** Starts a local adapter for HARNESS_APP; `appOverrides` overrides fields of its config. */
+export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}): Promise<LocalHarness> {
+  statSync(WORKER_FILE); // built by `npm run build`
+  const dataDir = mkdtempSync(join(tmpdir(), 'herald-local-adapter-'));
+  const config = parseConfig({
+    dataDir,
+    shards: 2,
+    apps: [{ id: HARNESS_APP, key: 'contract-key', secret: 'contract-secret', cacheTtlSeconds: 600, ...appOverrides }],
+  });
+  const identity = openDataDir(dataDir, 2);
+  const shards = new ShardPool<HeraldShardApi>({
+    workerFile: WORKER_FILE, shardCount: 2, dataDir, config, installSecret: identity.installSecret, requestTimeoutMs: 30_000, testHooks: true,
+  });
+  const { uws } = loadUws();
+  const app = uws.App();
+  const registry = new SocketRegistry();
+  const adapter = new LocalChannelAdapter(app, shards, registry);
+  const opened = new Map<string, (ws: UwsSocket<HarnessData>) => void>();
+  const appConfig = config.apps[0]!;
+
+  app.ws<HarnessData>('/*', {
+    upgrade: (res, req, context) => {
+      const [socketId = '', userId = ''] = req.getUrl().slice(1).split('/');
+      const state: SocketState = {
+        socketId, app: appConfig, ws: null, closed: false, channels: new Map(), userId: null,
+        lastSeenMs: Date.now(), pingSentMs: 0, clientEventWindowMs: 0, clientEventCount: 0,
+      };
+      res.upgrade({ state, reject: null, signIn: decodeURIComponent(userId) }, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'), req.getHeader('sec-websocket-extensions'), context);
+    },
+    open: (ws) => {
+      const data = ws.getUserData();
+      const state = data.state!;
+      state.ws = ws as unknown as UwsSocket<SocketUserData>;
+      registry.add(state);
+      if (data.signIn) registry.addUser(state, data.signIn);
+      opened.get(state.socketId)?.(ws);
+    },
+    close: (ws) => {
+      const state = ws.getUserData().state;
+      if (!state) return;
+      state.closed = true;
+      state.ws = null;
+      registry.remove(state);
+    },
+  });
+  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) =>
+    app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(socket) : reject(new Error('listen failed')))),
+  );
+  const port = uws.us_socket_local_port(listenSocket);
+  await shards.broadcast({ type: 'core.ping' }, 30_000);
+
+  let next = 1;
+  const clients: WebSocket[] = [];
+  return {
+    adapter,
+    shards,
+    async connect(appId: string, userId?: string): Promise<LocalConnection> {
+      if (appId !== HARNESS_APP) throw new Error('the local harness serves one app');
+      const socketId = `${next++}.${next++}`;
+      const server = new Promise<UwsSocket<HarnessData>>((resolve) => opened.set(socketId, resolve));
+      const client = new WebSocket(`ws://127.0.0.1:${port}/${socketId}${userId ? `/${encodeURIComponent(userId)}` : ''}`);
+      clients.push(client);
+      const frames: string[] = [];
+      client.on('message', (data) => frames.push(String(data)));
+      const closed = new Promise<number>((resolve) => client.on('close', (code) => resolve(code)));
+      await new Promise<void>((resolve, reject) => {
+        client.once('open', () => resolve());
+        client.once('error', reject);
+      });
+      const socket = await server;
+      return { socketId, socket: socket as unknown as ContractConnection['socket'], state: socket.getUserData().state!, frames, closed };
+    },
+    async close() {
+      for (const client of clients) client.terminate();
+      uws.us_listen_socket_close(listenSocket);
+      await shards.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+

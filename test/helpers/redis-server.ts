@@ -1,0 +1,109 @@
+/**
+ * A private redis-server for one test file: a free port (never 6379), no persistence, stopped
+ * after. `kill()` + `start()` again on the same port simulates an outage and a restart with an
+ * empty Redis.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { Redis } from 'ioredis';
+
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await new Promise<number>((resolve, reject) => {
+      const server = createServer();
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => {
+        const address = server.address();
+        server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+      });
+    });
+    if (port !== 6379 && port !== 0) return port;
+  }
+}
+
+export interface RedisServerOptions {
+  /** Extra redis-server arguments, e.g. ['--requirepass', 'secret']. */
+  args?: string[];
+}
+
+export class RedisServer {
+  port = 0;
+  private child: ChildProcess | undefined;
+  private output = '';
+
+  constructor(private readonly options: RedisServerOptions = {}) {}
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts redis-server (on the previous port after a kill) and waits until it answers. */
+  async start(): Promise<this> {
+    if (!this.port) this.port = await freePort();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.startOnce();
+        return this;
+      } catch (err) {
+        if (attempt >= 20) throw err;
+        await new Promise((r) => setTimeout(r, 250)); // port still held after a kill
+      }
+    }
+  }
+
+  private async startOnce(): Promise<void> {
+    this.output = '';
+    const child = spawn(
+      'redis-server',
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', ...(this.options.args ?? [])],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    this.child = child;
+    child.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
+    const deadline = Date.now() + 10_000;
+    while (!/Ready to accept connections/.test(this.output)) {
+      if (child.exitCode !== null) throw new Error(`redis-server exited ${child.exitCode}: ${this.output.slice(-500)}`);
+      if (Date.now() > deadline) throw new Error(`redis-server not ready: ${this.output.slice(-500)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  /** SIGKILL (an outage): clients see the connection drop. */
+  async kill(): Promise<void> {
+    await this.signal('SIGKILL');
+  }
+
+  async stop(): Promise<void> {
+    await this.signal('SIGTERM');
+  }
+
+  /** A plain client for assertions (caller quits it). */
+  client(): Redis {
+    return new Redis(this.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  }
+
+  private async signal(sig: NodeJS.Signals): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    child.kill(sig);
+    await exited;
+  }
+}
+
+/** Waits until `check` returns a truthy value (polling), or fails after `timeoutMs`. */
+export async function waitFor<T>(check: () => T | Promise<T>, timeoutMs = 15_000, what = 'condition'): Promise<Exclude<T, null | undefined | false | 0 | ''>> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value as Exclude<T, null | undefined | false | 0 | ''>;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

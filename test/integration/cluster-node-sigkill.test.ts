@@ -1,0 +1,78 @@
+/**
+ * A cluster node killed with SIGKILL (a real process, built code from dist/): the survivor reaps
+ * it within nodeTimeoutMs plus a reaper period or two, reports member_removed and
+ * channel_vacated once, and can take over the push instance lease it held.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ChannelTransition } from '../../src/channels/adapter/redis/channel-state.js';
+import { SimulatedNode } from '../helpers/cluster-nodes.js';
+import { REPO_ROOT } from '../helpers/herald-process.js';
+import { RedisServer, waitFor } from '../helpers/redis-server.js';
+
+const INSTANCE = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';
+const PREFIX = 'kill:';
+let redis: RedisServer;
+let survivor: SimulatedNode;
+let victim: ChildProcess | undefined;
+
+/** The victim: a ClusterNode in its own process, holding a socket, a presence member, a channel and a lease. */
+function victimScript(redisUrl: string): string {
+  const module = pathToFileURL(join(REPO_ROOT, 'dist/src/channels/adapter/redis/cluster-node.js')).href;
+  return `
+    const { ClusterNode } = await import(${JSON.stringify(module)});
+    const node = new ClusterNode(
+      { redisUrl: ${JSON.stringify(redisUrl)}, keyPrefix: ${JSON.stringify(PREFIX)}, nodeTimeoutMs: 500 },
+      { nodeId: 'victim', held: () => ({ sockets: [], subscriptions: [] }), onTransitions() {}, onFrame() {}, onControl() {} },
+    );
+    await node.start();
+    await node.state.connect('app', 'v.1', null);
+    await node.state.join('app', 'presence-room', 'v.1', { userId: 'victor' });
+    await node.state.join('app', 'presence-room', 'v.2', { userId: 'alice' });
+    await node.state.join('app', 'only-victim', 'v.1');
+    await node.leasePushInstance(${JSON.stringify(INSTANCE)});
+    process.stdout.write('ready\\n');
+    setInterval(() => {}, 1000);
+  `;
+}
+
+beforeAll(async () => {
+  redis = await new RedisServer().start();
+  survivor = new SimulatedNode({ redisUrl: redis.url, nodeId: 'survivor', keyPrefix: PREFIX, nodeTimeoutMs: 3000, heartbeatIntervalMs: 100, reapIntervalMs: 100 });
+  await survivor.start();
+});
+
+afterAll(async () => {
+  victim?.kill('SIGKILL');
+  await survivor.node.stop(false).catch(() => {});
+  await redis.stop();
+});
+
+describe('a cluster node killed with SIGKILL', () => {
+  it('is reaped by the survivor: members removed and channels vacated once, its lease free again', async () => {
+    await survivor.join('app', 'presence-room', 's.1', { userId: 'alice' });
+    const child = spawn(process.execPath, ['--input-type=module', '-e', victimScript(redis.url)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    victim = child;
+    let output = '';
+    child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+    await waitFor(() => output.includes('ready') || child.exitCode !== null, 20_000, 'victim ready');
+    expect(output).toContain('ready');
+    expect(await survivor.state.presenceUserIds('app', 'presence-room')).toEqual(expect.arrayContaining(['alice', 'victor']));
+    expect(await survivor.state.hasSocket('app', 'v.1')).toBe(true);
+
+    child.kill('SIGKILL');
+    const removed = (t: ChannelTransition) => t.type === 'member_removed';
+    await waitFor(() => survivor.transitions.some(removed) && survivor.transitions.some((t) => t.type === 'channel_vacated'), 20_000, 'victim reaped');
+    await new Promise((r) => setTimeout(r, 300)); // more reaper passes: nothing more may come
+    expect(survivor.transitions.filter(removed)).toEqual([{ type: 'member_removed', appId: 'app', channel: 'presence-room', userId: 'victor' }]);
+    expect(survivor.transitions.filter((t) => t.type === 'channel_vacated')).toEqual([{ type: 'channel_vacated', appId: 'app', channel: 'only-victim' }]);
+    // alice is still there through the survivor's own connection.
+    expect(await survivor.state.presenceUserIds('app', 'presence-room')).toEqual(['alice']);
+    expect(await survivor.state.hasSocket('app', 'v.1')).toBe(false);
+    // The victim's push lease lapses; the survivor can serve the instance now.
+    expect((await survivor.node.leasePushInstance(INSTANCE)).isHeld).toBe(true);
+  });
+});

@@ -1,0 +1,140 @@
+/**
+ * HTTP/1.1 pipelining and half-closed connections behind an answer that waits on a shard
+ * (src/http/uws-http.ts pauses the connection's reads until it is written). Raw sockets: no
+ * HTTP client pipelines or half-closes on purpose. The waiting answer is made slow for sure by
+ * holding the shard (test hook), so the later writes arrive while it is pending.
+ */
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-process.js';
+import { signedQuery } from '../helpers/signed-request.js';
+
+let herald: HeraldProcess;
+
+beforeAll(async () => {
+  herald = await startHerald({ shards: 1, env: { HERALD_TEST_HOOKS: '1' } });
+});
+
+afterAll(async () => {
+  await herald?.dispose();
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** A signed GET of a presence channel's user_count: answered only once the shard replies. */
+function channelInfoRequest(channel: string): string {
+  const path = `/apps/${DEFAULT_APP.id}/channels/${channel}`;
+  const query = signedQuery(DEFAULT_APP, 'GET', path, { params: { info: 'user_count' } });
+  return `GET ${path}?${query} HTTP/1.1\r\nHost: localhost\r\n\r\n`;
+}
+
+const get = (path: string): string => `GET ${path} HTTP/1.1\r\nHost: localhost\r\n\r\n`;
+
+/**
+ * Holds shard 0 for `ms` (on its own connection); resolves once the hold has begun, with the
+ * hold's answer to await at the end.
+ */
+async function holdShard(ms: number): Promise<{ released: Promise<Response> }> {
+  const released = fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=${ms}`, { method: 'POST' });
+  await sleep(150);
+  return { released };
+}
+
+interface Answer {
+  status: number;
+  body: string;
+}
+
+/** Reads HTTP/1.1 responses (Content-Length bodies) off `socket` until it closes or `count` arrived. */
+function readAnswers(socket: Socket, count: number, timeoutMs = 15_000): Promise<{ answers: Answer[]; closed: boolean }> {
+  return new Promise((resolve) => {
+    let buf = Buffer.alloc(0);
+    const answers: Answer[] = [];
+    const finish = (closed: boolean): void => {
+      clearTimeout(timer);
+      socket.removeAllListeners('data');
+      resolve({ answers, closed });
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    socket.on('data', (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const head = buf.subarray(0, end).toString();
+        const length = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+        if (buf.length < end + 4 + length) return;
+        answers.push({ status: Number(head.split(' ')[1]), body: buf.subarray(end + 4, end + 4 + length).toString() });
+        buf = buf.subarray(end + 4 + length);
+        if (answers.length === count) return finish(false);
+      }
+    });
+    socket.on('close', () => finish(true));
+    socket.on('error', () => undefined);
+  });
+}
+
+async function open(): Promise<Socket> {
+  const socket = connect(herald.port, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', resolve);
+    socket.once('error', reject);
+  });
+  return socket;
+}
+
+describe('HTTP pipelining behind an answer that waits on a shard', () => {
+  it('answers requests pipelined behind it, in order', async () => {
+    const held = await holdShard(1500);
+    const socket = await open();
+    try {
+      const reading = readAnswers(socket, 4);
+      socket.write(channelInfoRequest('presence-pipelined'));
+      await sleep(300);
+      // Written while the first answer is pending: one write, three requests, the last of
+      // which waits on the shard too.
+      socket.write(get('/ready') + get('/no-such-route') + get('/health'));
+      const { answers } = await reading;
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 404, 200]);
+      expect(JSON.parse(answers[0]!.body)).toEqual({ occupied: false, user_count: 0 });
+      expect(JSON.parse(answers[1]!.body)).toEqual({ ready: true });
+      expect(JSON.parse(answers[3]!.body)).toMatchObject({ status: 'ok' });
+      // The connection is still usable afterwards.
+      const again = readAnswers(socket, 1);
+      socket.write(get('/ready'));
+      expect((await again).answers.map((a) => a.status)).toEqual([200]);
+    } finally {
+      socket.destroy();
+      await held.released;
+    }
+  });
+
+  it('answers a request whose client half-closed (FIN) while the answer was pending', async () => {
+    const held = await holdShard(1000);
+    const socket = await open();
+    try {
+      const reading = readAnswers(socket, 1);
+      socket.write(channelInfoRequest('presence-half-closed'));
+      await sleep(300);
+      socket.end();
+      const { answers } = await reading;
+      expect(answers.map((a) => a.status)).toEqual([200]);
+      expect(JSON.parse(answers[0]!.body)).toEqual({ occupied: false, user_count: 0 });
+    } finally {
+      socket.destroy();
+      await held.released;
+    }
+  });
+
+  it('answers requests pipelined in one write behind synchronous answers', async () => {
+    const socket = await open();
+    try {
+      const reading = readAnswers(socket, 3);
+      socket.write(get('/ready') + get('/no-such-route') + get('/ready'));
+      const { answers } = await reading;
+      expect(answers.map((a) => a.status)).toEqual([200, 404, 200]);
+    } finally {
+      socket.destroy();
+    }
+  });
+});

@@ -1,0 +1,48 @@
+/**
+ * The shape docs/architecture.md describes, checked on the source: the shard layer imports no
+ * area, route modules never see the shard pool, and no code under src/channels/ws sends to a
+ * uWS topic itself (every frame for a channel goes through the channel adapter).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const SRC = join(import.meta.dirname, '../../src');
+
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) return sources(path);
+    return e.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+function importsOf(file: string): string[] {
+  return [...readFileSync(file, 'utf8').matchAll(/(?:from|import)\s*\(?\s*'([^']+)'/g)].map((m) => m[1]!);
+}
+
+const rel = (file: string): string => relative(SRC, file);
+
+describe('architecture', () => {
+  it('nothing under src/shards imports an area', () => {
+    const offending = sources(join(SRC, 'shards')).flatMap((file) =>
+      importsOf(file)
+        .filter((spec) => /\/(channels|push|webhooks)\//.test(spec))
+        .map((spec) => `${rel(file)} imports ${spec}`),
+    );
+    expect(offending).toEqual([]);
+  });
+
+  it('route modules do not import the shard pool', () => {
+    const routeModules = sources(SRC).filter((file) => /routes\.ts$|\/http\//.test(file) && !file.startsWith(join(SRC, 'shards')));
+    expect(routeModules.length).toBeGreaterThan(5);
+    const offending = routeModules.filter((file) => importsOf(file).some((spec) => spec.endsWith('shards/pool.js'))).map(rel);
+    expect(offending).toEqual([]);
+  });
+
+  it('no code under src/channels/ws publishes to a uWS topic', () => {
+    // uWS `app.publish` / `ws.publish`; `adapter.publish(` is the way through the adapter.
+    const offending = sources(join(SRC, 'channels/ws')).filter((file) => /(?<!adapter)\.publish\(/.test(readFileSync(file, 'utf8'))).map(rel);
+    expect(offending).toEqual([]);
+  });
+});

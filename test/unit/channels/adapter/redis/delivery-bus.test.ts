@@ -1,0 +1,82 @@
+/**
+ * Cross-node delivery over a real private redis-server: a node receives only the channels it
+ * has local subscribers on, the except socket travels with the frame, a node drops its own
+ * messages, and control messages reach every node or one node.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { SimulatedNode } from '../../../../helpers/cluster-nodes.js';
+import { RedisServer, waitFor } from '../../../../helpers/redis-server.js';
+
+let redis: RedisServer;
+const nodes: SimulatedNode[] = [];
+let counter = 0;
+
+async function started(...ids: string[]): Promise<SimulatedNode[]> {
+  const prefix = `b${++counter}:`;
+  const list = ids.map((nodeId) => new SimulatedNode({ redisUrl: redis.url, nodeId, keyPrefix: prefix }));
+  nodes.push(...list);
+  await Promise.all(list.map((n) => n.start()));
+  return list;
+}
+
+beforeAll(async () => {
+  redis = await new RedisServer().start();
+});
+
+afterEach(async () => {
+  await Promise.allSettled(nodes.splice(0).map((n) => n.node.stop(false)));
+});
+
+afterAll(async () => {
+  await redis.stop();
+});
+
+describe('DeliveryBus', () => {
+  it('delivers a frame only to nodes with local subscribers on the channel, with the except socket', async () => {
+    const [a, b, c] = await started('a', 'b', 'c');
+    await b.join('app', 'private-chat', 'b.1');
+    // Redis counts the listeners: only b (c has no subscriber on the channel, a is the sender).
+    await waitFor(async () => (await a.node.bus.publish('app', 'private-chat', 'ready?')) === 1, 10_000, 'b subscribed');
+    expect(await a.node.bus.publish('app', 'private-chat', '{"event":"x"}', 'b.1')).toBe(1);
+    await waitFor(() => b.frames.some((f) => f.frame === '{"event":"x"}'), 10_000, 'frame on b');
+    expect(b.frames.find((f) => f.frame === '{"event":"x"}')).toEqual({ appId: 'app', channel: 'private-chat', frame: '{"event":"x"}', except: 'b.1' });
+    expect(c.frames).toEqual([]);
+    expect(c.node.bus.watchedCount()).toBe(0);
+  });
+
+  it('keeps one Redis subscription per channel per node, dropped with the last local subscriber', async () => {
+    const [a, b] = await started('a', 'b');
+    await b.join('app', 'news', 'b.1');
+    await b.join('app', 'news', 'b.2');
+    await waitFor(async () => (await a.node.bus.publish('app', 'news', 'one')) === 1, 10_000, 'b subscribed');
+    await b.leave('app', 'news', 'b.1');
+    expect(await a.node.bus.publish('app', 'news', 'two')).toBe(1);
+    await b.leave('app', 'news', 'b.2');
+    await waitFor(async () => (await a.node.bus.publish('app', 'news', 'three')) === 0, 10_000, 'b unsubscribed');
+    expect(b.node.bus.watchedCount()).toBe(0);
+  });
+
+  it('drops its own messages (the origin delivers to its sockets itself) and carries frames verbatim', async () => {
+    const [a, b] = await started('a', 'b');
+    await a.join('app', 'both', 'a.1');
+    await b.join('app', 'both', 'b.1');
+    const frame = '{"event":"multi\\nline","data":"ünïcode \\u2028"}\n second line';
+    await waitFor(async () => (await a.node.bus.publish('app', 'both', frame)) === 2, 10_000, 'both subscribed');
+    await waitFor(() => b.frames.length > 0, 10_000, 'frame on b');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(a.frames).toEqual([]);
+    expect(b.frames[0]!.frame).toBe(frame);
+    expect(b.frames[0]!.except).toBeUndefined();
+  });
+
+  it('sends control messages to every node or to one node', async () => {
+    const [a, b, c] = await started('a', 'b', 'c');
+    const terminate = { type: 'terminateUser' as const, appId: 'app', userId: 'mallory' };
+    expect(await a.node.bus.sendControl('all', terminate)).toBe(3);
+    await waitFor(() => [a, b, c].every((n) => n.controls.length === 1), 10_000, 'control on every node');
+    expect(c.controls[0]).toEqual({ message: terminate, origin: 'a' });
+    expect(await a.node.bus.sendControl('c', terminate)).toBe(1);
+    await waitFor(() => c.controls.length === 2, 10_000, 'control on c');
+    expect(b.controls).toHaveLength(1);
+  });
+});

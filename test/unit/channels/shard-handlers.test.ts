@@ -1,0 +1,161 @@
+/**
+ * The channel handlers of one shard (createChannelArea) over a real LMDB environment, with a
+ * recording webhook emitter standing in for the outbox area: what each request answers, the
+ * webhooks it emits in order, the silent restore, and the occupancy record a restarted worker
+ * reads back (member_removed then channel_vacated for what its predecessor left occupied).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { RootDatabase } from 'lmdb';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createChannelArea } from '../../../src/channels/shard-handlers.js';
+import type { ChannelShardApi } from '../../../src/channels/messages.js';
+import { configSchema } from '../../../src/config/schema.js';
+import type { ShardArea, ShardContext } from '../../../src/shards/context.js';
+import { openShardDatabase } from '../../../src/shards/storage.js';
+import type { ChannelEventBody, ChannelWebhookEvent, WebhookEmitter } from '../../../src/webhooks/emitter.js';
+
+class RecordingEmitter implements WebhookEmitter {
+  readonly channel: ChannelWebhookEvent[] = [];
+  channelEvent(e: ChannelWebhookEvent): void {
+    this.channel.push(e);
+  }
+  pushEvent(): void {}
+}
+
+const HOOKED = 'hooked';
+const QUIET = 'quiet';
+
+let dir: string;
+let root: RootDatabase;
+let ctx: ShardContext;
+let emitter: RecordingEmitter;
+let area: ShardArea<ChannelShardApi>;
+
+function openArea(): void {
+  root = openShardDatabase(join(dir, 'shard-0'));
+  ctx = { ...ctx, root };
+  emitter = new RecordingEmitter();
+  area = createChannelArea(ctx, emitter);
+}
+
+async function closeArea(): Promise<void> {
+  await area.close?.();
+  await root.flushed;
+  await root.close();
+}
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'herald-channel-area-'));
+  const config = {
+    ...configSchema.parse({
+      dataDir: dir,
+      apps: [
+        { id: HOOKED, key: 'k1', secret: 's1', subscriptionCount: true, maxPresenceMembers: 2, webhooks: [{ url: 'http://127.0.0.1:9/hook' }] },
+        { id: QUIET, key: 'k2', secret: 's2' },
+      ],
+    }),
+    shards: 1,
+  };
+  ctx = { shardIndex: 0, shardCount: 1, dataDir: dir, config, installSecret: '00'.repeat(32), root: undefined as unknown as RootDatabase, testHooks: false };
+  openArea();
+});
+
+afterEach(async () => {
+  await closeArea();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const h = () => area.handlers;
+/** Runs a handler as the worker does: a throw becomes a rejection. */
+const call = async <T>(run: () => T | Promise<T>): Promise<T> => run();
+const events = (): ChannelEventBody[] => emitter.channel.map((e) => e.event);
+
+describe('channel shard handlers', () => {
+  it('answers joins and leaves with counts and transitions, and emits their webhooks in order', async () => {
+    expect(await h()['channels.subscribe']({ appId: HOOKED, channel: 'room', socketId: '1.1' })).toEqual({ subscriptionCount: 1, occupied: true });
+    expect(await h()['channels.subscribe']({ appId: HOOKED, channel: 'room', socketId: '1.2' })).toEqual({ subscriptionCount: 2, occupied: false });
+    // A repeated join changes nothing and emits nothing.
+    expect(await h()['channels.subscribe']({ appId: HOOKED, channel: 'room', socketId: '1.2' })).toEqual({ subscriptionCount: 2, occupied: false });
+    expect(await h()['channels.unsubscribe']({ appId: HOOKED, channel: 'room', socketId: '1.1' })).toEqual({ subscriptionCount: 1, vacated: false });
+    expect(await h()['channels.unsubscribe']({ appId: HOOKED, channel: 'room', socketId: '1.2' })).toEqual({ subscriptionCount: 0, vacated: true });
+    expect(await h()['channels.unsubscribe']({ appId: HOOKED, channel: 'room', socketId: '1.2' })).toEqual({ subscriptionCount: 0, vacated: false });
+    expect(events()).toEqual([
+      { name: 'channel_occupied', channel: 'room' },
+      { name: 'subscription_count', channel: 'room', subscription_count: 1 },
+      { name: 'subscription_count', channel: 'room', subscription_count: 2 },
+      { name: 'subscription_count', channel: 'room', subscription_count: 1 },
+      { name: 'subscription_count', channel: 'room', subscription_count: 0 },
+      { name: 'channel_vacated', channel: 'room' },
+    ]);
+  });
+
+  it('keeps presence members per user, refuses one over the limit, and emits nothing for apps without webhooks', async () => {
+    const join = (socketId: string, userId: string) =>
+      h()['channels.subscribe']({ appId: HOOKED, channel: 'presence-lab', socketId, member: { userId, userInfo: { n: userId } } });
+    expect(await join('1.1', 'ada')).toEqual({ subscriptionCount: 1, occupied: true, memberAdded: true, members: [['ada', { n: 'ada' }]] });
+    expect(await join('1.2', 'ada')).toMatchObject({ memberAdded: false });
+    expect(await join('1.3', 'bob')).toMatchObject({ memberAdded: true, members: [['ada', { n: 'ada' }], ['bob', { n: 'bob' }]] });
+    await expect(call(() => join('1.4', 'cyd'))).rejects.toMatchObject({ code: 'PRESENCE_MEMBER_LIMIT' });
+    expect(await h()['channels.unsubscribe']({ appId: HOOKED, channel: 'presence-lab', socketId: '1.1' })).toMatchObject({ memberRemoved: false });
+    expect(await h()['channels.unsubscribe']({ appId: HOOKED, channel: 'presence-lab', socketId: '1.2' })).toMatchObject({ memberRemoved: true });
+    expect(await h()['channels.users']({ appId: HOOKED, channel: 'presence-lab' })).toEqual({ userIds: ['bob'] });
+    expect(events().filter((e) => e.name.startsWith('member_'))).toEqual([
+      { name: 'member_added', channel: 'presence-lab', user_id: 'ada' },
+      { name: 'member_added', channel: 'presence-lab', user_id: 'bob' },
+      { name: 'member_removed', channel: 'presence-lab', user_id: 'ada' },
+    ]);
+    emitter.channel.length = 0;
+    await h()['channels.subscribe']({ appId: QUIET, channel: 'presence-lab', socketId: '2.1', member: { userId: 'zed' } });
+    expect(emitter.channel).toEqual([]);
+  });
+
+  it('answers info, lists by prefix, keeps the cache with its TTL and reports a cache miss', async () => {
+    const miss = await h()['channels.subscribe']({ appId: HOOKED, channel: 'cache-q', socketId: '1.1' });
+    expect(miss.cached).toBeNull();
+    expect(events()).toContainEqual({ name: 'cache_miss', channel: 'cache-q' });
+    await h()['channels.storeCache']({ appId: HOOKED, channel: 'cache-q', event: 'e', data: 'd' });
+    expect((await h()['channels.subscribe']({ appId: HOOKED, channel: 'cache-q', socketId: '1.2' })).cached).toEqual({ event: 'e', data: 'd' });
+    await h()['channels.subscribe']({ appId: HOOKED, channel: 'presence-p', socketId: '1.1', member: { userId: 'u' } });
+    expect(await h()['channels.info']({ appId: HOOKED, channel: 'cache-q', subscriptionCount: true, cache: true })).toMatchObject({
+      occupied: true, subscriptionCount: 2, cache: { data: 'd' },
+    });
+    expect(await h()['channels.list']({ appId: HOOKED, withUserCount: false })).toEqual({ channels: [['cache-q', null], ['presence-p', null]] });
+    expect(await h()['channels.list']({ appId: HOOKED, prefix: 'presence-', withUserCount: true })).toEqual({ channels: [['presence-p', 1]] });
+    await expect(call(() => h()['channels.info']({ appId: 'nope', channel: 'x' }))).resolves.toEqual({ occupied: false });
+    await expect(call(() => h()['channels.subscribe']({ appId: 'nope', channel: 'x', socketId: '9.9' }))).rejects.toMatchObject({ code: 'APP_NOT_FOUND' });
+  });
+
+  it('relays a client event to the client_event webhook with the sender', async () => {
+    await h()['channels.clientEvent']({ appId: HOOKED, channel: 'private-c', event: 'client-x', data: '{}', socketId: '1.1', userId: 'ada' });
+    expect(events()).toEqual([{ name: 'client_event', channel: 'private-c', event: 'client-x', data: '{}', socket_id: '1.1', user_id: 'ada' }]);
+  });
+
+  it('after a restart, vacates what the previous worker left occupied, unless a restore takes it back silently', async () => {
+    await h()['channels.subscribe']({ appId: HOOKED, channel: 'presence-a', socketId: '1.1', member: { userId: 'ada' } });
+    await h()['channels.subscribe']({ appId: HOOKED, channel: 'b', socketId: '1.1' });
+    await closeArea(); // the worker is gone, its memory with it; the record stays
+    openArea();
+    const recovered = events();
+    expect(recovered).toHaveLength(3);
+    expect(recovered).toContainEqual({ name: 'channel_vacated', channel: 'b' });
+    // A channel's members leave before it is vacated, as in a real leave.
+    const removed = recovered.findIndex((e) => e.name === 'member_removed' && e.channel === 'presence-a' && e.user_id === 'ada');
+    const vacated = recovered.findIndex((e) => e.name === 'channel_vacated' && e.channel === 'presence-a');
+    expect(removed).toBeGreaterThanOrEqual(0);
+    expect(vacated).toBeGreaterThan(removed);
+    emitter.channel.length = 0;
+    const restored = await h()['channels.restore']({
+      appId: HOOKED,
+      subscriptions: [{ channel: 'presence-a', socketId: '1.1', member: { userId: 'ada' } }, { channel: 'c', socketId: '1.1' }],
+    });
+    expect(restored).toEqual({ restored: 2 });
+    // Only what cancels an emitted vacated / member_removed in the debounce; 'c' is silent.
+    expect(events()).toEqual([
+      { name: 'channel_occupied', channel: 'presence-a' },
+      { name: 'member_added', channel: 'presence-a', user_id: 'ada' },
+    ]);
+    expect(await h()['channels.users']({ appId: HOOKED, channel: 'presence-a' })).toEqual({ userIds: ['ada'] });
+  });
+});

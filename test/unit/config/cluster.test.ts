@@ -1,0 +1,41 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, parseConfig } from '../../../src/config/load.js';
+
+describe('config: cluster', () => {
+  it('is absent by default: a single node without Redis', () => {
+    expect(parseConfig({}).cluster).toBeUndefined();
+  });
+
+  it('takes redisUrl, with keyPrefix and nodeTimeoutMs defaults', () => {
+    expect(parseConfig({ cluster: { redisUrl: 'rediss://:pw@redis.internal:6380/2' } }).cluster).toEqual({
+      redisUrl: 'rediss://:pw@redis.internal:6380/2',
+      keyPrefix: 'herald:',
+      nodeTimeoutMs: 10_000,
+    });
+  });
+
+  it('rejects a URL that is not redis:// or rediss://, and unknown fields', () => {
+    expect(() => parseConfig({ cluster: { redisUrl: 'http://x' } })).toThrow(/cluster\.redisUrl/);
+    expect(() => parseConfig({ cluster: { redisUrl: 'redis://x', nodes: 3 } })).toThrow(ConfigError);
+    expect(() => parseConfig({ cluster: { redisUrl: 'redis://x', nodeTimeoutMs: 10 } })).toThrow(/cluster\.nodeTimeoutMs/);
+  });
+
+  it('HERALD_REDIS_URL turns the cluster on, or replaces only the file URL', () => {
+    expect(loadConfig({ env: { HERALD_REDIS_URL: 'redis://127.0.0.1:7000' } }).cluster).toEqual({
+      redisUrl: 'redis://127.0.0.1:7000',
+      keyPrefix: 'herald:',
+      nodeTimeoutMs: 10_000,
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'herald-config-'));
+    const path = join(dir, 'config.json');
+    writeFileSync(path, JSON.stringify({ cluster: { redisUrl: 'redis://file:6379', keyPrefix: 'blue:', nodeTimeoutMs: 5000 } }));
+    expect(loadConfig({ configPath: path, env: { HERALD_REDIS_URL: 'redis://env:6379' } }).cluster).toEqual({
+      redisUrl: 'redis://env:6379',
+      keyPrefix: 'blue:',
+      nodeTimeoutMs: 5000,
+    });
+  });
+});

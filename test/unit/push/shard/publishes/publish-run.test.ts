@@ -1,0 +1,303 @@
+/**
+ * PublishRun over a real DeviceStore and PublishStore (temp LMDB) and the real gateway clients
+ * against the fake gateways: audience, payloads, dead tokens, retries, counts, and a stop in
+ * the middle followed by a resume from the stored checkpoint.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { RootDatabase } from 'lmdb';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { configSchema, type PushInstanceConfig } from '../../../../../src/config/schema.js';
+import { GatewayRegistry } from '../../../../../src/push/shard/publishes/gateway-registry.js';
+import { PublishStore } from '../../../../../src/push/shard/publishes/publish-store.js';
+import { initialProgress, PublishRun, type PublishRunDeps } from '../../../../../src/push/shard/publishes/publish-run.js';
+import { SendLimiter } from '../../../../../src/push/shard/publishes/send-limiter.js';
+import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
+import { DeviceStore } from '../../../../../src/push/shard/devices/device-store.js';
+import { openShardDatabase } from '../../../../../src/shards/storage.js';
+import { startFakeGateways, type FakeGateways } from '../../../../helpers/fake-gateways.js';
+
+const INSTANCE = '0b6f7c3a-1d2e-4f5a-9b8c-7d6e5f4a3b2c';
+const BUNDLE = 'com.herald.test';
+
+let fakes: FakeGateways;
+let instance: PushInstanceConfig;
+let dir: string;
+let root: RootDatabase;
+let devices: DeviceStore;
+let publishes: PublishStore;
+let registries: GatewayRegistry[];
+let jobSeq = 0;
+
+beforeAll(async () => {
+  fakes = await startFakeGateways();
+  const config = configSchema.parse({ push: [fakes.instanceConfig({ instanceId: INSTANCE, secretKey: 's' })] });
+  instance = config.push[0]!;
+});
+
+afterAll(async () => {
+  await fakes.stop();
+});
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'herald-publish-run-'));
+  root = openShardDatabase(join(dir, 'shard-0'));
+  devices = new DeviceStore(root);
+  publishes = new PublishStore(root);
+  registries = [];
+  fakes.resetBehaviour();
+  fakes.setDelay(0);
+});
+
+afterEach(async () => {
+  await Promise.all(registries.map((r) => r.close()));
+  await root.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function deps(overrides: Partial<PublishRunDeps> = {}): PublishRunDeps {
+  const delivery = configSchema.parse({}).pushDelivery;
+  const gateways = new GatewayRegistry([instance], { ...delivery, retryBaseDelayMs: 5, retryMaxDelayMs: 2000 });
+  registries.push(gateways);
+  return { shardIndex: 0, devices, publishes, gateways, limiter: new SendLimiter(16), checkpointEvery: 1000, windowSize: 64, ...overrides };
+}
+
+function job(kind: PublishJob['kind'], targets: string[], payloads: PublishJob['payloads']): PublishJob {
+  return { publishId: `pubid-test-${++jobSeq}`, instanceId: INSTANCE, kind, targets, payloads, acceptedAt: Date.now() };
+}
+
+async function startJob(j: PublishJob, d: PublishRunDeps): Promise<{ run: PublishRun; result: Promise<'finished' | 'stopped'> }> {
+  const record = initialProgress(j);
+  await publishes.create(j, record, false);
+  const run = new PublishRun(j, record, d);
+  return { run, result: run.run() };
+}
+
+const apnsToken = (n: number) => n.toString(16).padStart(64, '0');
+
+const PAYLOADS = {
+  apns: { aps: { alert: { title: 'Hi', body: 'apns' } } },
+  fcm: { notification: { title: 'Hi', body: 'fcm' }, data: { orderId: 7 } },
+  web: { notification: { title: 'Hi', body: 'web', deep_link: 'https://herald.test/x' } },
+};
+
+describe('PublishRun', () => {
+  it('reaches every subscribed device once with its platform payload and data.pusher', async () => {
+    const sub = fakes.web.createSubscription();
+    await devices.register(INSTANCE, 'ios-1', 'apns', apnsToken(1), BUNDLE, undefined);
+    await devices.register(INSTANCE, 'and-1', 'fcm', 'fcm-token-1', undefined, undefined);
+    await devices.register(INSTANCE, 'web-1', 'web', sub.token, undefined, undefined);
+    await devices.register(INSTANCE, 'ios-other', 'apns', apnsToken(2), BUNDLE, undefined);
+    await devices.replaceInterests(INSTANCE, 'ios-1', ['a', 'b', 'c']);
+    await devices.replaceInterests(INSTANCE, 'and-1', ['b']);
+    await devices.replaceInterests(INSTANCE, 'web-1', ['c']);
+    await devices.replaceInterests(INSTANCE, 'ios-other', ['z']);
+    const before = { apns: fakes.apns.delivered.length, fcm: fakes.fcm.delivered.length, web: fakes.web.delivered.length };
+
+    const j = job('interests', ['c', 'a', 'b'], PAYLOADS);
+    const { result } = await startJob(j, deps());
+    expect(await result).toBe('finished');
+
+    const apns = fakes.apns.delivered.slice(before.apns);
+    const fcm = fakes.fcm.delivered.slice(before.fcm);
+    const web = fakes.web.delivered.slice(before.web);
+    expect(apns.map((r) => r.token)).toEqual([apnsToken(1)]);
+    expect(apns[0]!.topic).toBe(BUNDLE);
+    expect(apns[0]!.payload).toEqual({
+      aps: PAYLOADS.apns.aps,
+      data: { pusher: { instanceId: INSTANCE, publishId: j.publishId, hasDisplayableContent: true, hasData: false } },
+    });
+    expect(fcm.map((r) => r.token)).toEqual(['fcm-token-1']);
+    expect(fcm[0]!.message['data']).toEqual({
+      orderId: '7',
+      pusher: JSON.stringify({ instanceId: INSTANCE, publishId: j.publishId, hasDisplayableContent: true, hasData: true }),
+    });
+    expect(web.map((r) => r.token)).toEqual([sub.token]);
+    expect(JSON.parse(web[0]!.plaintext!)).toEqual({
+      notification: PAYLOADS.web.notification,
+      data: { pusher: { instanceId: INSTANCE, publishId: j.publishId, hasDisplayableContent: true, hasData: false } },
+    });
+
+    const stored = publishes.progress(j.publishId)!;
+    expect(stored).toMatchObject({ state: 'finished', recipients: 3 });
+    expect(stored.gateways).toEqual({
+      apns: { recipients: 1, sent: 1, failed: 0, removed: 0 },
+      fcm: { recipients: 1, sent: 1, failed: 0, removed: 0 },
+      web: { recipients: 1, sent: 1, failed: 0, removed: 0 },
+    });
+    expect(stored.startedAt).not.toBeNull();
+    expect(stored.finishedAt).not.toBeNull();
+  });
+
+  it('skips devices of platforms the publish has no payload for', async () => {
+    await devices.register(INSTANCE, 'ios-1', 'apns', apnsToken(3), BUNDLE, undefined);
+    await devices.register(INSTANCE, 'and-1', 'fcm', 'fcm-token-skip', undefined, undefined);
+    await devices.addInterest(INSTANCE, 'ios-1', 'only');
+    await devices.addInterest(INSTANCE, 'and-1', 'only');
+    const fcmBefore = fakes.fcm.received.length;
+    const j = job('interests', ['only'], { apns: PAYLOADS.apns });
+    const { result } = await startJob(j, deps());
+    expect(await result).toBe('finished');
+    expect(fakes.fcm.received.length).toBe(fcmBefore);
+    expect(publishes.progress(j.publishId)).toMatchObject({ recipients: 1, gateways: { apns: { sent: 1 }, fcm: { recipients: 0 } } });
+  });
+
+  it('deletes devices whose token is dead and retries 429/5xx', async () => {
+    // Dead-token answers delete devices only once each client has had an accepted send (dead-token-guard.ts).
+    const shared = deps();
+    await devices.register(INSTANCE, 'ios-live', 'apns', apnsToken(40), BUNDLE, undefined);
+    await devices.register(INSTANCE, 'and-live', 'fcm', 'fcm-live', undefined, undefined);
+    await devices.register(INSTANCE, 'web-live', 'web', fakes.web.createSubscription().token, undefined, undefined);
+    for (const id of ['ios-live', 'and-live', 'web-live']) await devices.addInterest(INSTANCE, id, 'warm-up');
+    expect(await (await startJob(job('interests', ['warm-up'], PAYLOADS), shared)).result).toBe('finished');
+
+    const deadWeb = fakes.web.createSubscription();
+    await devices.register(INSTANCE, 'ios-dead', 'apns', apnsToken(4), BUNDLE, undefined);
+    await devices.register(INSTANCE, 'and-dead', 'fcm', 'fcm-dead', undefined, undefined);
+    await devices.register(INSTANCE, 'web-dead', 'web', deadWeb.token, undefined, undefined);
+    await devices.register(INSTANCE, 'ios-retry', 'apns', apnsToken(5), BUNDLE, undefined);
+    await devices.register(INSTANCE, 'and-retry', 'fcm', 'fcm-retry', undefined, undefined);
+    for (const id of ['ios-dead', 'and-dead', 'web-dead', 'ios-retry', 'and-retry']) await devices.addInterest(INSTANCE, id, 'news');
+    fakes.apns.deadTokens.add(apnsToken(4));
+    fakes.fcm.deadTokens.add('fcm-dead');
+    fakes.web.deadTokens.add(deadWeb.token);
+    fakes.apns.failNext(apnsToken(5), 1, 503, { retryAfterSeconds: 0 });
+    fakes.fcm.failNext('fcm-retry', 1, 429);
+
+    const j = job('interests', ['news'], PAYLOADS);
+    const { result } = await startJob(j, shared);
+    expect(await result).toBe('finished');
+
+    for (const id of ['ios-dead', 'and-dead', 'web-dead']) expect(devices.get(INSTANCE, id)).toBeUndefined();
+    expect(devices.get(INSTANCE, 'ios-retry')).toBeDefined();
+    expect(fakes.apns.received.filter((r) => r.token === apnsToken(5)).map((r) => r.status)).toEqual([503, 200]);
+    expect(fakes.fcm.received.filter((r) => r.token === 'fcm-retry').map((r) => r.status)).toEqual([429, 200]);
+    expect(publishes.progress(j.publishId)!.gateways).toEqual({
+      apns: { recipients: 2, sent: 1, failed: 1, removed: 1, errors: { Unregistered: 1 } },
+      fcm: { recipients: 2, sent: 1, failed: 1, removed: 1, errors: { UNREGISTERED: 1 } },
+      web: { recipients: 1, sent: 0, failed: 1, removed: 1, errors: { 'HTTP 410': 1 } },
+    });
+  });
+
+  it('records the per-user outcome of a user publish', async () => {
+    await devices.register(INSTANCE, 'u1-phone', 'fcm', 'fcm-u1', undefined, undefined);
+    await devices.register(INSTANCE, 'u2-phone', 'apns', apnsToken(6), BUNDLE, undefined);
+    await devices.register(INSTANCE, 'u3-web', 'web', fakes.web.createSubscription().token, undefined, undefined);
+    await devices.setUser(INSTANCE, 'u1-phone', 'alice');
+    await devices.setUser(INSTANCE, 'u2-phone', 'bob');
+    await devices.setUser(INSTANCE, 'u3-web', 'carol');
+    fakes.apns.failNext(apnsToken(6), 1, 400, { reason: 'PayloadTooLarge' });
+
+    const j = job('users', ['bob', 'alice', 'dave', 'carol'], { apns: PAYLOADS.apns, fcm: PAYLOADS.fcm });
+    const { result } = await startJob(j, deps());
+    expect(await result).toBe('finished');
+    expect(publishes.progress(j.publishId)!.users).toEqual({
+      targets: ['bob', 'alice', 'dave', 'carol'],
+      withDevices: ['alice', 'bob'],
+      deliveredToGateway: ['alice'],
+    });
+  });
+
+  it('keeps the devices a fresh client calls dead (no accepted send yet): failed, not removed', async () => {
+    await devices.register(INSTANCE, 'ios-suspect', 'apns', apnsToken(41), BUNDLE, undefined);
+    await devices.addInterest(INSTANCE, 'ios-suspect', 'suspect');
+    fakes.apns.failNext(apnsToken(41), 1, 400, { reason: 'BadDeviceToken' });
+    const j = job('interests', ['suspect'], { apns: PAYLOADS.apns });
+    expect(await (await startJob(j, deps())).result).toBe('finished');
+    expect(devices.get(INSTANCE, 'ios-suspect')).toBeDefined();
+    const apns = publishes.progress(j.publishId)!.gateways.apns;
+    expect(apns).toMatchObject({ recipients: 1, sent: 0, failed: 1, removed: 0 });
+    expect(Object.keys(apns.errors!)).toHaveLength(1);
+    expect(Object.keys(apns.errors!)[0]).toMatch(/^BadDeviceToken \(device kept: /);
+  });
+
+  it('keeps no user ids in memory for an interest publish, only for a user publish', async () => {
+    for (let i = 0; i < 20; i++) {
+      await devices.register(INSTANCE, `fan-${i}`, 'fcm', `fcm-fan-${i}`, undefined, undefined);
+      await devices.addInterest(INSTANCE, `fan-${i}`, 'fans');
+      await devices.setUser(INSTANCE, `fan-${i}`, `user-${i}`);
+    }
+    const interests = new PublishRun(job('interests', ['fans'], { fcm: PAYLOADS.fcm }), initialProgress(job('interests', ['fans'], { fcm: PAYLOADS.fcm })), deps());
+    expect(await interests.run()).toBe('finished');
+    expect(interests.report().recipients).toBe(20);
+    for (const tally of [interests['live'], interests['committed']]) {
+      expect(tally.usersWithDevices.size).toBe(0);
+      expect(tally.usersDelivered.size).toBe(0);
+    }
+
+    const usersJob = job('users', ['user-1', 'user-2'], { fcm: PAYLOADS.fcm });
+    const users = new PublishRun(usersJob, initialProgress(usersJob), deps());
+    expect(await users.run()).toBe('finished');
+    expect([...users['committed'].usersDelivered].sort()).toEqual(['user-1', 'user-2']);
+  });
+
+  it('lets the event loop in while the scan skips devices already reached under an earlier interest', async () => {
+    // 1024 devices in five interests: the walks of `b` to `e` skip 4096 devices in all. No payload
+    // for their platform, so no send either: the loop yields only every 256 devices handled, and
+    // on the scan's progress steps (one per 256 skipped).
+    const count = 1024;
+    await Promise.all(Array.from({ length: count }, async (_, i) => {
+      const id = `multi-${String(i).padStart(4, '0')}`;
+      await devices.register(INSTANCE, id, 'apns', apnsToken(5000 + i), BUNDLE, undefined);
+      await devices.replaceInterests(INSTANCE, id, ['a', 'b', 'c', 'd', 'e']);
+    }));
+    let ticks = 0;
+    let ticking = true;
+    const tick = (): void => {
+      ticks++;
+      if (ticking) setImmediate(tick);
+    };
+    // `now` is read when the run starts and when its scan is exhausted (checkpoints off until then).
+    const ticksAtNow: number[] = [];
+    const j = job('interests', ['a', 'b', 'c', 'd', 'e'], { web: PAYLOADS.web });
+    const run = new PublishRun(j, initialProgress(j), deps({ checkpointEvery: 1e9, now: () => (ticksAtNow.push(ticks), Date.now()) }));
+    setImmediate(tick);
+    try {
+      expect(await run.run()).toBe('finished');
+    } finally {
+      ticking = false;
+    }
+    const duringScan = ticksAtNow[1]! - ticksAtNow[0]!;
+    // 4 turns for the devices handled, 16 for the skipped ones.
+    expect(duringScan).toBeGreaterThanOrEqual(((count / 256) * 5) * 0.75);
+  });
+
+  it('stops at a checkpoint and resumes after it: every device reached, counts exact', async () => {
+    const total = 40;
+    for (let i = 0; i < total; i++) {
+      const id = `dev-${String(i).padStart(2, '0')}`;
+      await devices.register(INSTANCE, id, 'apns', apnsToken(1000 + i), BUNDLE, undefined);
+      await devices.addInterest(INSTANCE, id, 'big');
+    }
+    fakes.setDelay(40);
+    const before = fakes.apns.delivered.length;
+    const j = job('interests', ['big'], { apns: PAYLOADS.apns });
+    const first = deps({ limiter: new SendLimiter(4), checkpointEvery: 3, windowSize: 8 });
+    const { run, result } = await startJob(j, first);
+    while (fakes.apns.delivered.length - before < 12) await new Promise((r) => setTimeout(r, 10));
+    run.stop();
+    first.limiter.close();
+    run.cutSends();
+    await first.gateways.close();
+    expect(await result).toBe('stopped');
+
+    const stored = publishes.progress(j.publishId)!;
+    expect(stored.state).toBe('sending');
+    expect(stored.position).not.toBeNull();
+    expect(stored.recipients).toBeGreaterThan(0);
+    expect(stored.recipients).toBeLessThan(total);
+
+    fakes.setDelay(0);
+    const resumed = new PublishRun(j, stored, deps());
+    expect(await resumed.run()).toBe('finished');
+
+    const tokens = fakes.apns.delivered.slice(before).map((r) => r.token);
+    const distinct = new Set(tokens);
+    expect(distinct.size).toBe(total);
+    // Sent twice: at most the devices between the checkpoint and the stop (window of 8).
+    expect(tokens.length - total).toBeLessThanOrEqual(8);
+    expect(publishes.progress(j.publishId)).toMatchObject({ state: 'finished', recipients: total, gateways: { apns: { recipients: total, sent: total } } });
+    expect(publishes.usage(INSTANCE, new Date().toISOString().slice(0, 7))).toBe(total);
+  });
+});
