@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
- * `herald [--config <path>]`: starts Herald, prints where it listens
- * and the credentials in use when they are the built-in development defaults.
+ * `herald [--config <path>]`: starts Herald, prints where it listens and the credentials in
+ * use when they are the built-in development defaults. SIGTERM/SIGINT shut down gracefully;
+ * SIGHUP re-reads the config file (never ends the process).
  * `herald reshard --shards <n> [--config <path>] [--data-dir <dir>]`: rewrites a stopped data
  * dir for another shard count (src/reshard.ts).
  */
@@ -12,8 +13,8 @@ import { DEFAULT_ADMIN_TOKEN, DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './confi
 import { DataDirError } from './shards/data-dir.js';
 import { reshard } from './reshard.js';
 import { UwsLoadError } from './http/uws-native.js';
-import { ListenError, startHerald } from './server.js';
-import { log } from './log.js';
+import { ListenError, startHerald, type RunningHerald } from './server.js';
+import { log, setLogLevel } from './log.js';
 
 async function reshardCommand(args: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -44,6 +45,12 @@ async function reshardCommand(args: string[]): Promise<void> {
 
 async function main(): Promise<void> {
   if (process.argv[2] === 'reshard') return reshardCommand(process.argv.slice(3));
+  // SIGHUP's default action ends the process: until Herald is up, remember it and reload after.
+  let hangupDuringStart = false;
+  const early = (): void => {
+    hangupDuringStart = true;
+  };
+  process.on('SIGHUP', early);
   const { values } = parseArgs({
     options: {
       config: { type: 'string', short: 'c' },
@@ -53,18 +60,21 @@ async function main(): Promise<void> {
   if (values.help) {
     process.stdout.write(
       'usage: herald [--config <file>]\n       herald reshard --shards <n> [--config <file>] [--data-dir <dir>]\n' +
-        'Environment: HERALD_CONFIG, HERALD_HOST, HERALD_PORT, HERALD_DATA_DIR, HERALD_SHARDS, HERALD_ADMIN_TOKEN, HERALD_LOG_LEVEL, HERALD_UWS_MODULE\n',
+        'Environment: HERALD_CONFIG, HERALD_HOST, HERALD_PORT, HERALD_DATA_DIR, HERALD_SHARDS, HERALD_ADMIN_TOKEN, HERALD_LOG_LEVEL, HERALD_UWS_MODULE, HERALD_REDIS_URL\n',
     );
     return;
   }
   const config = loadConfig({ configPath: values.config });
+  setLogLevel(config.logLevel);
   const herald = await startHerald(config);
   const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
-  const lines = [`Herald listening on http://${shownHost}:${herald.port} (ws://${shownHost}:${herald.port}/app/<key>)`, `data dir: ${resolve(config.dataDir)}, shards: ${config.shards}`];
+  const [http, ws] = herald.secure ? ['https', 'wss'] : ['http', 'ws'];
+  const lines = [`Herald listening on ${http}://${shownHost}:${herald.port} (${ws}://${shownHost}:${herald.port}/app/<key>)`, `data dir: ${resolve(config.dataDir)}, shards: ${config.shards}`];
+  if (herald.metricsPort !== null) lines.push(`metrics on http://${config.metrics?.host}:${herald.metricsPort}/metrics`);
   if (config.admin.token !== null) {
     // The token itself is printed only when it is the public development one.
     const devToken = config.admin.token === DEFAULT_ADMIN_TOKEN;
-    lines.push(`dashboard: http://${shownHost}:${herald.port}/dashboard${devToken ? `#token=${DEFAULT_ADMIN_TOKEN}` : ' (sign in with the admin token)'}`);
+    lines.push(`dashboard: ${http}://${shownHost}:${herald.port}/dashboard${devToken ? `#token=${DEFAULT_ADMIN_TOKEN}` : ' (sign in with the admin token)'}`);
   }
   const defaultApp = config.apps.find((a) => a.id === DEFAULT_APP.id && a.secret === DEFAULT_APP.secret);
   const defaultPush = config.push.find((p) => p.instanceId === DEFAULT_PUSH_INSTANCE.instanceId && p.secretKey === DEFAULT_PUSH_INSTANCE.secretKey);
@@ -106,6 +116,57 @@ async function main(): Promise<void> {
   });
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  const reload = reloader(herald, values.config);
+  process.on('SIGHUP', reload);
+  process.off('SIGHUP', early);
+  if (hangupDuringStart) reload();
+}
+
+/**
+ * The SIGHUP handler: re-reads the config file and applies it (server.ts reload). An invalid
+ * file keeps the running config and logs why; reloads never overlap (a SIGHUP during one runs
+ * once more after it); nothing here may end the process.
+ */
+function reloader(herald: RunningHerald, configPath: string | undefined): () => void {
+  let running = false;
+  let again = false;
+  const once = async (): Promise<void> => {
+    let next;
+    try {
+      next = loadConfig({ configPath });
+    } catch (err) {
+      log.error('config reload refused: keeping the running config', { error: err instanceof ConfigError ? err.message : String(err) });
+      return;
+    }
+    try {
+      const report = await herald.reload(next);
+      // The warning first: the outcome line ends the reload for whoever reads the log.
+      if (report.restartNeeded.length > 0) {
+        log.warn('config reload: these settings changed but need a restart; the running values are kept', { restartNeeded: report.restartNeeded });
+      }
+      log.info('config reloaded', { changed: report.changed, closedConnections: report.closedConnections });
+    } catch (err) {
+      log.error('config reload refused: keeping the running config', { error: err instanceof ConfigError ? err.message : String((err as Error)?.stack ?? err) });
+    }
+  };
+  const run = (): void => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    log.info('SIGHUP: reloading the config file', { configPath: configPath ?? process.env.HERALD_CONFIG ?? null });
+    once()
+      .catch((err: unknown) => log.error('config reload failed', { error: String(err) }))
+      .finally(() => {
+        running = false;
+        if (again) {
+          again = false;
+          run();
+        }
+      });
+  };
+  return run;
 }
 
 main().catch((err: unknown) => {

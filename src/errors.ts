@@ -140,6 +140,7 @@ export function pushErrorBody(err: HeraldError): string {
 /**
  * WebSocket error and close codes of the Pusher protocol. 4000-4099: fatal, do not
  * reconnect; 4100-4199: back off, then reconnect; 4200-4299: reconnect now; 4300-4399: other.
+ * Only the codes Herald sends (not 4000, TLS is not required; not 4202, silence is 4201).
  * Two standard WebSocket codes (RFC 6455) are used as well: 1009 and 1011.
  */
 export const CLOSE_CODES = {
@@ -157,7 +158,7 @@ export const CLOSE_CODES = {
   UNSUPPORTED_PROTOCOL: 4007,
   /** 4008: no protocol parameter. */
   NO_PROTOCOL_VERSION: 4008,
-  /** 4009: connection is unauthorised (e.g. terminated by the server API). */
+  /** 4009: connection is unauthorised (a refused pusher:signin, or terminated by the server API). */
   UNAUTHORIZED: 4009,
   /** 4100: over capacity, or too slow a consumer. */
   OVER_CAPACITY: 4100,
@@ -165,8 +166,6 @@ export const CLOSE_CODES = {
   GENERIC_RECONNECT: 4200,
   /** 4201: pong not received. */
   PONG_NOT_RECEIVED: 4201,
-  /** 4202: closed for inactivity. */
-  CLOSED_FOR_INACTIVITY: 4202,
   /** 4301: client event rate limit exceeded. */
   CLIENT_EVENT_RATE_LIMIT: 4301,
   /** 1009 (RFC 6455): a frame larger than maxWebSocketFrameBytes. */

@@ -1,20 +1,102 @@
 /**
- * Structured one-line JSON logs on stderr. Never pass secrets (app secrets, push secret
- * keys, tokens, private keys) in `fields`: nothing here redacts them for you.
+ * Structured logs with pino: one JSON line per event on stderr (human-readable when stderr is
+ * a terminal), fields `time` (ISO 8601), `level` (label), `msg`, then the event's own fields
+ * (docs/operations.md lists the stable ones). The level comes from the config (`logLevel`)
+ * and HERALD_LOG_LEVEL, which wins; workers set theirs from the config they are given.
+ *
+ * Never pass secrets (app secrets, push secret keys, tokens, private keys) in `fields`:
+ * nothing here redacts them for you.
  */
-type Level = 'debug' | 'info' | 'warn' | 'error';
-const ORDER: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
-const threshold = ORDER[(process.env.HERALD_LOG_LEVEL as Level) ?? 'info'] ?? ORDER.info;
+import { pino, type Logger } from 'pino';
+import pretty from 'pino-pretty';
+import { isMainThread } from 'node:worker_threads';
 
-function write(level: Level, msg: string, fields?: Record<string, unknown>): void {
-  if (ORDER[level] < threshold) return;
-  const line = JSON.stringify({ t: new Date().toISOString(), level, msg, ...fields });
-  process.stderr.write(line + '\n');
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export function isLogLevel(value: unknown): value is LogLevel {
+  return typeof value === 'string' && (LOG_LEVELS as readonly string[]).includes(value);
 }
 
+function envLevel(): LogLevel {
+  const value = process.env.HERALD_LOG_LEVEL;
+  return isLogLevel(value) ? value : 'info';
+}
+
+function createLogger(): Logger {
+  const options = {
+    level: envLevel(),
+    base: undefined,
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label: string) => ({ level: label }) },
+  };
+  // Pretty output only for a person at a terminal, and only on the main thread (workers share
+  // the same stderr; a synchronous JSON stream keeps their lines whole).
+  if (process.stderr.isTTY && isMainThread) {
+    return pino(options, pretty({ destination: 2, sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l' }));
+  }
+  // The main thread writes through process.stderr (synchronous for files and pipes; what
+  // embedders and tests intercept); a worker writes fd 2 directly and synchronously, so its
+  // last lines are not lost in the hop to the main thread when it dies.
+  return pino(options, isMainThread ? process.stderr : pino.destination({ fd: 2, sync: true }));
+}
+
+const logger = createLogger();
+
+/** Sets the threshold; HERALD_LOG_LEVEL, when set, wins over the config's `logLevel`. */
+export function setLogLevel(configLevel: LogLevel): void {
+  const fromEnv = process.env.HERALD_LOG_LEVEL;
+  logger.level = isLogLevel(fromEnv) ? fromEnv : configLevel;
+}
+
+export function logLevelEnabled(level: LogLevel): boolean {
+  return logger.isLevelEnabled(level);
+}
+
+type Fields = Record<string, unknown>;
+
 export const log = {
-  debug: (msg: string, fields?: Record<string, unknown>) => write('debug', msg, fields),
-  info: (msg: string, fields?: Record<string, unknown>) => write('info', msg, fields),
-  warn: (msg: string, fields?: Record<string, unknown>) => write('warn', msg, fields),
-  error: (msg: string, fields?: Record<string, unknown>) => write('error', msg, fields),
+  debug: (msg: string, fields?: Fields): void => {
+    if (logger.isLevelEnabled('debug')) logger.debug(fields ?? {}, msg);
+  },
+  info: (msg: string, fields?: Fields): void => logger.info(fields ?? {}, msg),
+  warn: (msg: string, fields?: Fields): void => logger.warn(fields ?? {}, msg),
+  error: (msg: string, fields?: Fields): void => logger.error(fields ?? {}, msg),
 };
+
+/**
+ * A log line that may repeat in floods (refused connections, auth failures, gateway errors):
+ * the first one per `key` in each interval is written; the others are counted and reported
+ * once, as `suppressed`, with the next line written for that key.
+ */
+export class RateLimitedLog {
+  private readonly last = new Map<string, { at: number; suppressed: number }>();
+
+  constructor(
+    private readonly level: LogLevel,
+    private readonly intervalMs = 10_000,
+    /** Distinct keys remembered; beyond it the oldest are forgotten. */
+    private readonly maxKeys = 1000,
+    /** Where lines go (tests); the logger by default. */
+    private readonly emit: (msg: string, fields: Fields | undefined) => void = (msg, fields) => log[level](msg, fields),
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  write(key: string, msg: string, fields?: Fields): void {
+    if (!logger.isLevelEnabled(this.level)) return;
+    const now = this.now();
+    const entry = this.last.get(key);
+    if (entry && now - entry.at < this.intervalMs) {
+      entry.suppressed++;
+      return;
+    }
+    const suppressed = entry?.suppressed ?? 0;
+    if (!entry && this.last.size >= this.maxKeys) {
+      const oldest = this.last.keys().next().value;
+      if (oldest !== undefined) this.last.delete(oldest);
+    }
+    this.last.delete(key);
+    this.last.set(key, { at: now, suppressed: 0 });
+    this.emit(msg, suppressed > 0 ? { ...fields, suppressed } : fields);
+  }
+}

@@ -21,7 +21,9 @@ export interface ServerState {
 }
 
 export interface ServerContext {
-  readonly config: Readonly<HeraldConfig>;
+  /** The running config; a reload (SIGHUP) replaces it, so read it when needed, not once. */
+  config: Readonly<HeraldConfig>;
+  /** Apps and push instances of the running config; a reload updates these maps in place. */
   readonly appsById: ReadonlyMap<string, AppConfig>;
   readonly appsByKey: ReadonlyMap<string, AppConfig>;
   readonly pushInstances: ReadonlyMap<string, PushInstanceConfig>;

@@ -8,13 +8,18 @@
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
-import type { HeraldConfig } from './config/schema.js';
+import type { AppConfig, HeraldConfig, PushInstanceConfig } from './config/schema.js';
 import { loadUws, type UwsModule } from './http/uws-native.js';
 import { registerRoutes, type Route } from './http/router.js';
 import { inFlight, errorReply, type Reply, type RequestContext } from './http/uws-http.js';
 import { systemRoutes } from './http/system-routes.js';
 import { CORS_ANY_ORIGIN } from './http/cors.js';
 import { metricsRoutes } from './http/metrics-routes.js';
+import { MainApp } from './http/tls.js';
+import { HeraldMetrics } from './metrics/prometheus.js';
+import { planReload } from './config/reload.js';
+import { missingPlatforms } from './config/key-material.js';
+import { setLogLevel } from './log.js';
 import { openDataDir } from './shards/data-dir.js';
 import { ShardPool } from './shards/pool.js';
 import { HeraldError, CLOSE_CODES } from './errors.js';
@@ -40,12 +45,34 @@ import { tapSubscriptions } from './admin/subscription-tap.js';
 export interface RunningHerald {
   readonly port: number;
   readonly host: string;
+  /** True when the main port speaks HTTPS/WSS. */
+  readonly secure: boolean;
+  /** Port of the separate metrics listener, when `metrics` is configured. */
+  readonly metricsPort: number | null;
+  /**
+   * Applies a re-read config (SIGHUP): see config/reload.ts. Throws ConfigError, with the
+   * running config untouched, when the new one cannot be applied (bad certificate files).
+   */
+  reload(next: Readonly<HeraldConfig>): Promise<ReloadReport>;
   /** Graceful shutdown; resolves when storage is flushed and workers stopped. */
   stop(): Promise<void>;
 }
 
+export interface ReloadReport {
+  /** Live settings that changed. */
+  changed: string[];
+  /** Settings that changed in the file but need a restart (running values kept). */
+  restartNeeded: string[];
+  /** Connections closed because their app was removed or disabled. */
+  closedConnections: number;
+}
+
 export async function startHerald(config: Readonly<HeraldConfig>): Promise<RunningHerald> {
+  setLogLevel(config.logLevel);
   const { uws, source: uwsSource } = loadUws();
+  // Certificate files are checked before any worker starts: a bad one is a start-up error.
+  const main = new MainApp(uws, config.tls);
+  const app = main.app;
   const dataDir = resolve(config.dataDir);
   // Locked for the life of the process (released by the OS when it ends, however it ends).
   const identity = openDataDir(dataDir, config.shards);
@@ -63,7 +90,6 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   // Start every worker now so a broken shard fails start-up, not the first request.
   await shards.broadcast({ type: 'core.ping' }, 30_000);
 
-  const app = uws.App();
   const state: ServerState = { ready: false, draining: false };
   const registry = new SocketRegistry();
   const ctx: ServerContext = {
@@ -87,17 +113,30 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const token = config.admin.token;
   const admin =
     token === null ? undefined : createAdminArea({ ctx, uws: app, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt });
+  const metrics = new HeraldMetrics({ core: ctx.core, webhooks: ctx.webhooks, load: shards, connections: () => ws.connectionCounts() });
 
+  // With a separate metrics listener, /metrics is served there only (it need not be public).
+  let metricsApp: ReturnType<UwsModule['App']> | undefined;
+  if (config.metrics) {
+    metricsApp = uws.App();
+    registerRoutes(metricsApp, [...metricsRoutes(ctx, metrics), ...notFoundRoutes()]);
+  }
   const routes: Route[] = [
     ...systemRoutes(ctx),
-    ...metricsRoutes(ctx),
+    ...(config.metrics ? [] : metricsRoutes(ctx, metrics)),
     ...channelApiRoutes(ctx),
     ...deviceApiRoutes(ctx),
     ...publishApiRoutes(ctx),
     ...reportingApiRoutes(ctx),
     ...(admin?.routes ?? []),
   ];
-  registerRoutes(app, [...routes, ...notFoundRoutes()], { draining: () => state.draining });
+  const allRoutes = [...routes, ...notFoundRoutes()];
+  registerRoutes(app, allRoutes, { draining: () => state.draining });
+  // TLS: the same routes again under each server name of the certificate (see http/tls.ts).
+  main.installRoutes(() => {
+    registerRoutes(app, allRoutes, { draining: () => state.draining });
+    app.ws('/*', ws.behavior);
+  });
 
   let listenSocket: us_listen_socket;
   try {
@@ -107,15 +146,66 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     throw err;
   }
   const port = uws.us_socket_local_port(listenSocket);
+  let metricsSocket: us_listen_socket | undefined;
+  if (metricsApp && config.metrics) {
+    try {
+      metricsSocket = await listen(metricsApp, config.metrics.host, config.metrics.port, false);
+    } catch (err) {
+      uws.us_listen_socket_close(listenSocket);
+      await shards.close(5000);
+      throw new ListenError(`metrics listener: ${(err as Error).message}`);
+    }
+  }
+  const metricsPort = metricsSocket ? uws.us_socket_local_port(metricsSocket) : null;
   state.ready = true;
-  log.info('herald listening', { host: config.host, port, shards: config.shards, dataDir, uws: uwsSource, maxConnections: config.maxConnections ?? null });
+  log.info('herald listening', { host: config.host, port, tls: main.secure, metricsPort, shards: config.shards, dataDir, uws: uwsSource, maxConnections: config.maxConnections ?? null });
+  logMissingCredentials(config);
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
+    if (metricsSocket) uws.us_listen_socket_close(metricsSocket);
     stopping ??= shutdown(uws, listenSocket, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin);
     return stopping;
   };
-  return { port, host: config.host, stop };
+
+  const reload = async (next: Readonly<HeraldConfig>): Promise<ReloadReport> => {
+    const plan = planReload(ctx.config, next);
+    const effective = plan.effective;
+    // Certificates first: bad files leave everything as it was.
+    if (effective.tls) main.reloadCertificates(effective.tls);
+    // Shards before the main thread: a request the main thread lets through for a new app must
+    // find the app on its shard. A shard that misses it gets the config when it restarts.
+    shards.setWorkerConfig(effective);
+    // Each shard's worker runtime hands it to the context and every area's reload hook.
+    const answers = await Promise.allSettled(Array.from({ length: ctx.core.shardCount }, (_, i) => ctx.core.request(i, { type: 'core.reload', config: effective as HeraldConfig })));
+    answers.forEach((a, shard) => {
+      if (a.status === 'rejected') log.error('reload: a shard did not take the new config', { shard, error: String(a.reason) });
+    });
+    ctx.config = effective;
+    replaceAll(ctx.appsById as Map<string, AppConfig>, effective.apps.map((a) => [a.id, a]));
+    replaceAll(ctx.appsByKey as Map<string, AppConfig>, effective.apps.map((a) => [a.key, a]));
+    replaceAll(ctx.pushInstances as Map<string, PushInstanceConfig>, effective.push.map((p) => [p.instanceId, p]));
+    setLogLevel(effective.logLevel);
+    const closedConnections = ws.applyApps(effective.apps);
+    if (plan.changed.includes('push')) logMissingCredentials(effective);
+    return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections };
+  };
+  return { port, host: config.host, secure: main.secure, metricsPort, reload, stop };
+}
+
+/** Says, per push instance, which platforms it has no credentials for (their devices fail). */
+function logMissingCredentials(config: Readonly<HeraldConfig>): void {
+  for (const instance of config.push) {
+    const missing = missingPlatforms(instance);
+    if (missing.length > 0) {
+      log.info('push instance has no credentials for some platforms: publishes count their devices as failed', { instanceId: instance.instanceId, platforms: missing });
+    }
+  }
+}
+
+function replaceAll<V>(map: Map<string, V>, entries: [string, V][]): void {
+  map.clear();
+  for (const [k, v] of entries) map.set(k, v);
 }
 
 /** The shard worker entry (compiled beside this file): it lists the areas every shard runs. */

@@ -204,6 +204,10 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
         return {};
       },
     },
+    reload: (config) => {
+      apps.clear();
+      for (const app of config.apps) apps.set(app.id, app);
+    },
     close: async () => {
       clearInterval(prune);
       clearTimeout(forgetRecovered);

@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { DEFAULT_ADMIN_TOKEN, configSchema, type HeraldConfig } from './schema.js';
+import { isLogLevel, LOG_LEVELS } from '../log.js';
+import { checkKeyMaterial, checkTlsFiles } from './key-material.js';
 import { defaultMaxConnections } from './fd-limit.js';
 
 export class ConfigError extends Error {
@@ -39,6 +41,9 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
     }
   }
   const fromEnv: Record<string, unknown> = {};
+  if (env.HERALD_LOG_LEVEL && !isLogLevel(env.HERALD_LOG_LEVEL)) {
+    throw new ConfigError(`environment variable HERALD_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${env.HERALD_LOG_LEVEL}"`);
+  }
   if (env.HERALD_HOST) fromEnv.host = env.HERALD_HOST;
   if (env.HERALD_PORT) fromEnv.port = envInteger('HERALD_PORT', env.HERALD_PORT);
   if (env.HERALD_DATA_DIR) fromEnv.dataDir = env.HERALD_DATA_DIR;
@@ -67,6 +72,11 @@ export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
   checkUnique(parsed.apps.map((a) => a.id), 'apps', 'id');
   checkUnique(parsed.apps.map((a) => a.key), 'apps', 'key');
   checkUnique(parsed.push.map((p) => p.instanceId), 'push', 'instanceId');
+  const fail = (field: string, message: string): never => {
+    throw new ConfigError(`invalid config at ${field}: ${message}`);
+  };
+  checkKeyMaterial(parsed, fail);
+  if (parsed.tls) checkTlsFiles(parsed.tls, fail);
   const shards = parsed.shards ?? Math.max(1, availableParallelism() - 1);
   const maxConnections =
     parsed.maxConnections !== undefined

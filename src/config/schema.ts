@@ -4,6 +4,7 @@
  * users' config files and the tests rely on them (docs/configuration.md documents each).
  */
 import { z } from 'zod';
+import { LOG_LEVELS } from '../log.js';
 
 /** Characters allowed in channel names, interest names and webhook filters. */
 const NAME_CHARS = /^[A-Za-z0-9_\-=@,.;]+$/;
@@ -155,6 +156,22 @@ const pushDeliverySchema = z.strictObject({
   retentionDays: z.number().positive().default(30),
 });
 
+/** HTTPS and WSS on the main port (uWS SSLApp); plain HTTP is then not served on it. */
+const tlsSchema = z.strictObject({
+  /** PEM certificate chain file; re-read on reload (SIGHUP). */
+  certFile: z.string().min(1),
+  /** PEM private key file; re-read on reload (SIGHUP). */
+  keyFile: z.string().min(1),
+  /** Passphrase of an encrypted private key. */
+  passphrase: z.string().min(1).optional(),
+});
+
+/** A separate plain-HTTP listener for GET /metrics (then not served on the main port). */
+const metricsListenerSchema = z.strictObject({
+  host: z.string().min(1).default('127.0.0.1'),
+  port: z.number().int().min(0).max(65535),
+});
+
 /**
  * Scale-out over Redis (docs/scaling.md). Absent: a single node with no Redis at all.
  * All nodes of a cluster share one Redis, one `keyPrefix` and the same apps configuration.
@@ -211,6 +228,10 @@ export const configSchema = z.strictObject({
   webSocketPongTimeoutMs: z.number().int().positive().default(30_000),
   /** How often (ms) the main thread checks sockets for silence (ping, 4201) and backpressure (4100). */
   webSocketSweepIntervalMs: z.number().int().min(10).max(60_000).default(1000),
+  /** Log threshold; HERALD_LOG_LEVEL wins over it. */
+  logLevel: z.enum(LOG_LEVELS).default('info'),
+  tls: tlsSchema.nullable().default(null),
+  metrics: metricsListenerSchema.nullable().default(null),
   /**
    * Where channel state lives and how frames reach sockets: `local` (this process: the shards
    * and uWS topics). Chosen once, in the composition root (server.ts).
@@ -239,6 +260,8 @@ export type WebPushConfig = z.infer<typeof webSchema>;
 export type ChannelWebhookConfig = z.infer<typeof channelWebhookSchema>;
 export type PushWebhookConfig = z.infer<typeof pushWebhookSchema>;
 export type WebhookDeliveryConfig = z.infer<typeof webhookDeliverySchema>;
+export type TlsConfig = z.infer<typeof tlsSchema>;
+export type MetricsListenerConfig = z.infer<typeof metricsListenerSchema>;
 export type PushDeliveryConfig = z.infer<typeof pushDeliverySchema>;
 export type AdminConfig = z.infer<typeof adminSchema>;
 export type ClusterConfig = z.infer<typeof clusterSchema>;

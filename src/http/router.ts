@@ -1,8 +1,9 @@
 /** The route table: every HTTP route of Herald, registered on the uWS app in one place. */
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { HeraldError } from '../errors.js';
-import { log } from '../log.js';
-import { uwsHandler, type Handler, type RouteOptions } from './uws-http.js';
+import { log, logLevelEnabled, RateLimitedLog } from '../log.js';
+import { apiOfPattern, recordHttpRequest } from '../metrics/http-metrics.js';
+import { uwsHandler, type AnswerObserver, type Handler, type RouteOptions } from './uws-http.js';
 
 export type Method = 'get' | 'post' | 'put' | 'del' | 'patch' | 'options' | 'any';
 
@@ -38,8 +39,30 @@ export function registerRoutes(app: TemplatedApp, routes: readonly Route[], opts
             return route.handler(rc);
           }
         : route.handler;
-    app[route.method](route.pattern, guarded(uwsHandler(paramNames(route.pattern), handler, route.options)));
+    app[route.method](route.pattern, guarded(uwsHandler(paramNames(route.pattern), handler, route.options, answerObserver(route.pattern))));
   }
+}
+
+/** 4xx answers at debug level: one line per method, route and status every 10 s, with a count. */
+const clientErrorLog = new RateLimitedLog('debug', 10_000);
+
+/** Counts every answer for /metrics and logs 4xx ones at debug level (never bodies or headers). */
+function answerObserver(pattern: string): AnswerObserver {
+  const api = apiOfPattern(pattern);
+  return (rc, reply, startMs) => {
+    const status = reply.status;
+    recordHttpRequest(api, status, startMs);
+    if (status >= 400 && status < 500 && logLevelEnabled('debug')) {
+      const code = reply.error?.code ?? '';
+      clientErrorLog.write(`${rc.method} ${pattern} ${status} ${code}`, 'http request refused', {
+        method: rc.method,
+        path: rc.path.slice(0, 200),
+        status,
+        api,
+        ...(reply.error ? { code, reason: reply.error.message.slice(0, 300) } : {}),
+      });
+    }
+  };
 }
 
 /**

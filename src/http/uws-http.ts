@@ -41,6 +41,8 @@ export interface Reply {
   /** A string or object; objects are JSON-encoded. */
   body?: string | Buffer | object;
   headers?: Record<string, string>;
+  /** Set by errorReply: the catalogue code and message, for the debug log of refused requests (never sent as is). */
+  error?: { code: string; message: string };
 }
 
 export type Handler = (ctx: RequestContext) => Reply | Promise<Reply>;
@@ -87,7 +89,11 @@ interface CompiledRoute {
   /** undefined: copy every header. */
   readonly headerNames: readonly string[] | undefined;
   readonly extraHeaders: readonly (readonly [string, string])[];
+  readonly observe: AnswerObserver | undefined;
 }
+
+/** Told of every answer (metrics, 4xx debug logs): the request, its status, its arrival (performance.now()). */
+export type AnswerObserver = (rc: RequestContext, reply: Reply, startMs: number) => void;
 
 /**
  * One request and its response: the RequestContext handed to the handler and the state the
@@ -107,6 +113,8 @@ class Exchange implements RequestContext {
   private chunks: Buffer[] | undefined;
   private size = 0;
   private rejected = false;
+  /** performance.now() at arrival, for the duration metric. */
+  private readonly startMs: number;
   /** Reads paused while an asynchronous answer is pending (resumed when it is written). */
   private paused = false;
 
@@ -115,6 +123,7 @@ class Exchange implements RequestContext {
     req: HttpRequest,
     private readonly route: CompiledRoute,
   ) {
+    this.startMs = route.observe === undefined ? 0 : performance.now();
     this.method = req.getMethod();
     this.path = req.getUrl();
     this.query = req.getQuery() ?? '';
@@ -243,17 +252,19 @@ class Exchange implements RequestContext {
       for (let i = 0; i < extra.length; i++) res.writeHeader(extra[i]![0], extra[i]![1]);
       res.end(body, closeConnection);
     });
+    if (this.route.observe !== undefined) this.route.observe(this, reply, this.startMs);
   }
 }
 
 /** Builds the uWS handler for one route: capture, read body within the limit, run, answer. */
-export function uwsHandler(paramNames: readonly string[], handler: Handler, opts: RouteOptions) {
+export function uwsHandler(paramNames: readonly string[], handler: Handler, opts: RouteOptions, observe?: AnswerObserver) {
   const route: CompiledRoute = {
     paramNames,
     handler,
     opts,
     headerNames: opts.headers?.map((h) => h.toLowerCase()),
     extraHeaders: Object.entries(opts.extraHeaders ?? {}),
+    observe,
   };
   const readsBody = opts.bodyLimit > 0;
   const contentLengthCopied = route.headerNames === undefined || route.headerNames.includes('content-length');
@@ -293,5 +304,5 @@ export function errorReply(err: unknown, style: ErrorStyle, path: string): Reply
     herr = new HeraldError('INTERNAL');
   }
   const body = style === 'push' ? pushErrorBody(herr) : channelErrorBody(herr);
-  return { status: herr.status, body };
+  return { status: herr.status, body, error: { code: herr.code, message: herr.message } };
 }

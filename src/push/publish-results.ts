@@ -16,6 +16,24 @@ export function emptyGatewayCounts(): Record<Platform, GatewayCounts> {
   };
 }
 
+/** Distinct failure reasons kept per gateway in a publish's counts; further ones count under `other`. */
+export const MAX_ERROR_REASONS = 20;
+
+/**
+ * A failure reason as a stable key for counting: durations that vary from one send to the next
+ * ("asked again in 27 s", "Retry-After 120 s") become "N s", and it is cut at 200 characters.
+ */
+export function failureReasonKey(reason: string): string {
+  return reason.replace(/\b\d+(?:\.\d+)? s\b/g, 'N s').slice(0, 200);
+}
+
+/** Adds `n` failures with `reason` (already a key) to the counts' `errors` (bounded by MAX_ERROR_REASONS). */
+export function addErrorReason(counts: GatewayCounts, reason: string, n = 1): void {
+  const errors = (counts.errors ??= {});
+  const key = reason in errors || Object.keys(errors).length < MAX_ERROR_REASONS ? reason : 'other';
+  errors[key] = (errors[key] ?? 0) + n;
+}
+
 /** Adds `b` into `a` (both per platform). */
 export function addGatewayCounts(a: Record<Platform, GatewayCounts>, b: Readonly<Record<Platform, GatewayCounts>>): void {
   for (const platform of PLATFORMS) {
@@ -23,6 +41,8 @@ export function addGatewayCounts(a: Record<Platform, GatewayCounts>, b: Readonly
     a[platform].sent += b[platform].sent;
     a[platform].failed += b[platform].failed;
     a[platform].removed += b[platform].removed;
+    const errors = b[platform].errors;
+    if (errors) for (const reason in errors) addErrorReason(a[platform], reason, errors[reason]!);
   }
 }
 
@@ -128,7 +148,10 @@ export function webhookResults(
 ): Partial<Record<Platform, GatewayCounts>> {
   const results: Partial<Record<Platform, GatewayCounts>> = {};
   for (const platform of PLATFORMS) {
-    if (platforms.includes(platform)) results[platform] = { ...gateways[platform] };
+    if (platforms.includes(platform)) {
+      const { recipients, sent, failed, removed } = gateways[platform];
+      results[platform] = { recipients, sent, failed, removed };
+    }
   }
   return results;
 }

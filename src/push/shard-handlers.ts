@@ -19,6 +19,9 @@ export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): Sha
   const areas = [createDeviceArea(deps), createPublishArea(deps), createReportArea(deps)];
   return {
     handlers: mergeHandlers(areas.map((a) => a.handlers)) as unknown as ShardArea<PushShardApi>['handlers'],
+    reload: (config) => {
+      for (const area of areas) area.reload?.(config);
+    },
     close: async () => {
       for (const area of areas) await area.close?.();
     },

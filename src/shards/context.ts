@@ -7,7 +7,8 @@ export interface ShardContext {
   readonly shardIndex: number;
   readonly shardCount: number;
   readonly dataDir: string;
-  readonly config: Readonly<HeraldConfig>;
+  /** The running config; replaced by a reload (SIGHUP), so read it when needed, not once. */
+  config: Readonly<HeraldConfig>;
   readonly installSecret: string;
   /** This shard's LMDB environment; areas open named sub-databases in it. */
   readonly root: RootDatabase;
@@ -25,6 +26,8 @@ export interface ShardArea<Api> {
   handlers: ShardHandlers<Api>;
   /** Stop timers, finish or persist in-flight work; called before LMDB closes. */
   close?: () => Promise<void>;
+  /** Take a reloaded config (apps, push instances, credentials); called on every shard. */
+  reload?: (config: Readonly<HeraldConfig>) => void;
 }
 
 /** A handler of any request type, as the runtime dispatches to it. */

@@ -162,7 +162,9 @@ export function openDataDir(dataDir: string, shards: number): DataDirIdentity {
       throw new DataDirError(
         `data dir ${dataDir} was created with ${existing.shards} shards; this start asks for ${shards}. ` +
           `To move it to ${shards} shards, stop every server using it and run \`herald reshard --shards ${shards}\` ` +
-          `(with the same --config / HERALD_DATA_DIR); or start with shards=${existing.shards} (HERALD_SHARDS=${existing.shards}).`,
+          `(with the same --config / HERALD_DATA_DIR); or start with shards=${existing.shards} (HERALD_SHARDS=${existing.shards}). ` +
+          'Without "shards" in the config the count is this machine\'s cores − 1, so a data dir moved to a machine with ' +
+          'another number of cores asks for another count: set "shards" explicitly or reshard.',
       );
     }
     return existing;

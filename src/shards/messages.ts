@@ -4,10 +4,16 @@
  * `messages.ts`, and the shard entry's API type (src/shard-api.ts) joins them. A request
  * `{type: K, ...Api[K]['req']}` answers `Api[K]['res']`.
  */
+import type { ShardMetrics } from '../metrics/shard-metrics.js';
+import type { HeraldConfig } from '../config/schema.js';
 
 export interface CoreShardApi {
   /** Liveness and identity; used at start-up and by /health. */
   'core.ping': { req: {}; res: { shardIndex: number; pid: number; uptimeMs: number } };
+  /** This shard's counters for GET /metrics (since the worker started). */
+  'core.metrics': { req: {}; res: ShardMetrics };
+  /** A reloaded config (SIGHUP): apps, push instances and their limits and credentials. */
+  'core.reload': { req: { config: HeraldConfig }; res: { reloaded: true } };
   /** Flush pending writes and close LMDB; the shard answers nothing else afterwards. */
   'core.close': { req: {}; res: { closed: true } };
   /**

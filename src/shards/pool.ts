@@ -58,6 +58,8 @@ export type { ShardRestartListener } from './requester.js';
 export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
   readonly shardCount: number;
   private readonly pools: Piscina[];
+  /** Each shard's workerData, passed (by reference) to every worker Piscina starts for it. */
+  private readonly workerDatas: ShardWorkerData[] = [];
   private readonly timeoutMs: number;
   private nextId = 1;
   /** Tasks handed to each shard's Piscina pool and not settled yet. */
@@ -96,6 +98,7 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
         installSecret: opts.installSecret,
         testHooks: opts.testHooks ?? process.env.HERALD_TEST_HOOKS === '1',
       };
+      this.workerDatas.push(workerData);
       const pool = new Piscina({
         filename,
         minThreads: 1,
@@ -134,6 +137,16 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
   /** False once close() has begun: requests are refused from then on. */
   get accepting(): boolean {
     return this.closing === undefined;
+  }
+
+  /** Worker deaths (and replacements) since start, over every shard. */
+  get restarts(): number {
+    return this.losses.reduce((a, b) => a + b, 0);
+  }
+
+  /** The config a worker started from now on (a crash replacement) is given; after a reload. */
+  setWorkerConfig(config: unknown): void {
+    for (const data of this.workerDatas) data.config = config;
   }
 
   /** Sends one request to a shard and resolves with its answer. Throws HeraldError. */

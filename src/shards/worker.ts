@@ -8,7 +8,8 @@ import { threadId, workerData } from 'node:worker_threads';
 import { join } from 'node:path';
 import { HeraldError } from '../errors.js';
 import type { HeraldConfig } from '../config/schema.js';
-import { log } from '../log.js';
+import { log, setLogLevel } from '../log.js';
+import { shardMetrics } from '../metrics/shard-counters.js';
 import { ShardCodec } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
 import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext } from './context.js';
@@ -30,6 +31,7 @@ export type ShardAreasFactory = (ctx: ShardContext) => ShardArea<any>[];
 export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Array) => Promise<Uint8Array> {
   const data = workerData as ShardWorkerData;
   const startedAt = Date.now();
+  setLogLevel((data.config as HeraldConfig).logLevel);
   const ctx: ShardContext = {
     shardIndex: data.shardIndex,
     shardCount: data.shardCount,
@@ -44,6 +46,15 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
 
   const core: Record<string, AnyHandler> = {
     'core.ping': () => ({ shardIndex: ctx.shardIndex, pid: process.pid, uptimeMs: Date.now() - startedAt }),
+    'core.metrics': () => shardMetrics(),
+    // A reloaded config (SIGHUP): the context takes it, then every area's reload hook.
+    'core.reload': (req) => {
+      const config = (req as { config: HeraldConfig }).config;
+      ctx.config = config;
+      setLogLevel(config.logLevel);
+      for (const area of areas) area.reload?.(config);
+      return { reloaded: true };
+    },
     'core.crash': (req) => {
       requireTestHooks(ctx, 'core.crash');
       // Block the thread (requests sent meanwhile pile up unanswered), then die without

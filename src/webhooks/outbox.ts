@@ -46,7 +46,7 @@ interface UrlSlots {
 
 export class WebhookOutbox implements WebhookEmitter {
   private readonly store: OutboxStore;
-  private readonly targets: WebhookTargets;
+  private targets: WebhookTargets;
   private readonly delivery: Readonly<WebhookDeliveryConfig>;
   private readonly shardIndex: number;
   private readonly random: () => number;
@@ -140,6 +140,11 @@ export class WebhookOutbox implements WebhookEmitter {
     for (const target of targets) {
       this.enqueue({ seq: this.store.nextSeq(), id, target, body, eventType: e.kind, createdAt: now, notBefore: now, attempts: 0 });
     }
+  }
+
+  /** Takes reloaded receivers and credentials (SIGHUP); delivery settings need a restart. */
+  reload(config: Readonly<Pick<HeraldConfig, 'apps' | 'push'>>): void {
+    this.targets = new WebhookTargets(config);
   }
 
   /** Delivery counters and backlog of this shard. */

@@ -12,6 +12,7 @@ export function createWebhookArea(ctx: ShardContext): ShardArea<WebhookShardApi>
       'webhooks.stats': () => outbox.stats(),
     },
     emitter: outbox,
+    reload: (config) => outbox.reload(config),
     close: () => outbox.close(),
   };
 }

@@ -88,7 +88,7 @@ export class HeraldProcess {
       const timer = setTimeout(() => reject(new Error(`herald did not start in 20 s\nstdout: ${this.stdout}\nstderr: ${this.stderr}`)), 20_000);
       child.stdout!.on('data', (d: Buffer) => {
         this.stdout += d.toString();
-        const m = /listening on http:\/\/[^:]+:(\d+)/.exec(this.stdout);
+        const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(this.stdout);
         if (m) {
           this.port = Number(m[1]);
           clearTimeout(timer);
@@ -101,6 +101,23 @@ export class HeraldProcess {
       });
     });
     return this;
+  }
+
+  /** Rewrites the config file (a later SIGHUP reloads it). */
+  writeConfig(config: Record<string, unknown>): void {
+    if (!this.configPath) throw new Error('writeConfig needs a process started with a config');
+    writeFileSync(this.configPath, JSON.stringify(config));
+  }
+
+  /** Writes raw text to the config file (invalid-config tests). */
+  writeConfigText(text: string): void {
+    if (!this.configPath) throw new Error('writeConfigText needs a process started with a config');
+    writeFileSync(this.configPath, text);
+  }
+
+  /** Sends a signal without waiting for anything (SIGHUP). */
+  signal(signal: NodeJS.Signals): void {
+    this.child?.kill(signal);
   }
 
   /** Sends a signal and resolves with the exit code (null when killed by a signal). */

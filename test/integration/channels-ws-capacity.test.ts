@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { CLI, DEFAULT_APP, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
+import { parsePrometheus, series } from '../helpers/prometheus-text.js';
 
 const BACKPRESSURE_LIMIT = 64 * 1024;
 
@@ -93,6 +94,9 @@ describe('a consumer that stops reading', () => {
     expect(last.event).toBe('pusher:error');
     expect(last.data).toMatchObject({ code: 4100 });
     expect(slow.frames.length).toBeLessThan(sent);
+    // Counted under its app although it had left the app's books when it was let go.
+    const metrics = parsePrometheus(await (await fetch(`http://127.0.0.1:${herald.port}/metrics`)).text());
+    expect(series(metrics, 'herald_ws_disconnects_total', { app_id: DEFAULT_APP.id, code: '4100' })).toBe(1);
 
     // The other subscriber got every event and is still connected.
     await expect.poll(() => healthyEvents, { timeout: 20_000 }).toBe(sent);

@@ -293,9 +293,9 @@ describe('statistics endpoint after a real publish', () => {
       state: 'finished',
       recipients: 4,
       gateways: {
-        fcm: { recipients: 3, sent: 2, failed: 1, removed: 1 },
-        apns: { recipients: 1, sent: 1, failed: 0, removed: 0 },
-        web: { recipients: 0, sent: 0, failed: 0, removed: 0 },
+        fcm: { recipients: 3, sent: 2, failed: 1, removed: 1, errors: { UNREGISTERED: 1 } },
+        apns: { recipients: 1, sent: 1, failed: 0, removed: 0, errors: {} },
+        web: { recipients: 0, sent: 0, failed: 0, removed: 0, errors: {} },
       },
       delivered: 0,
       opened: 0,

@@ -272,7 +272,7 @@ describe('a crashed shard worker of an app with webhooks', () => {
       `member_added:${presence}:stays`,
       `channel_occupied:${plain}`,
     ]);
-    const metrics = (await call(hooked.baseUrl, 'GET', '/metrics')).body as { webhooks: { shards: { shard: number; suppressed: number }[] } };
+    const metrics = (await call(hooked.baseUrl, 'GET', '/metrics?format=json')).body as { webhooks: { shards: { shard: number; suppressed: number }[] } };
     expect(metrics.webhooks.shards[CRASHED]!.suppressed).toBe(3);
 
     // A real leave afterwards is still sent.

@@ -69,7 +69,7 @@ async function subscribe(pusher: PusherClient, channel: string): Promise<Channel
 }
 
 async function metrics(herald: HeraldProcess): Promise<Record<string, number>> {
-  const res = await fetch(`${herald.baseUrl}/metrics`);
+  const res = await fetch(`${herald.baseUrl}/metrics?format=json`);
   expect(res.status).toBe(200);
   return ((await res.json()) as { webhooks: Record<string, number> }).webhooks;
 }

@@ -16,6 +16,12 @@ describe('error catalogue', () => {
     expect(missing).toEqual([]);
   });
 
+  it('documents no 4xxx close code Herald does not send', () => {
+    const documented = [...docs.matchAll(/^\| (4\d{3}) \|/gm)].map((m) => Number(m[1]));
+    const sent = new Set<number>(Object.values(CLOSE_CODES));
+    expect(documented.filter((code) => !sent.has(code))).toEqual([]);
+  });
+
   it('uses only real HTTP error statuses', () => {
     for (const [code, entry] of Object.entries(ERROR_CATALOGUE)) {
       expect(entry.status, code).toBeGreaterThanOrEqual(400);

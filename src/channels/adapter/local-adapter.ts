@@ -6,6 +6,7 @@
  * A scale-out adapter would replace the topic publish with a pub/sub fan-out and the shard
  * state with a shared store, behind the same interface.
  */
+import { appCounters } from '../../metrics/node-counters.js';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
@@ -140,10 +141,12 @@ export class LocalChannelAdapter implements ChannelAdapter {
       // cannot decide anything (false also when nobody else is subscribed), and a socket that is
       // not on the topic cannot receive the plain publish anyway.
       if (except?.ws && !except.closed && except.ws.isSubscribed(topic)) {
+        appCounters(appId).wsMessagesSent += this.uws.numSubscribers(topic) - 1;
         except.ws.publish(topic, frame);
         return;
       }
     }
+    appCounters(appId).wsMessagesSent += this.uws.numSubscribers(topic);
     this.uws.publish(topic, frame);
   }
 

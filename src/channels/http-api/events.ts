@@ -4,6 +4,7 @@
  * hand-off: no shard is awaited) and answered. Only `info` makes the answer wait, for the
  * counts of the channels triggered to.
  */
+import { appCounters } from '../../metrics/node-counters.js';
 import type { AppConfig } from '../../config/schema.js';
 import type { Reply } from '../../http/uws-http.js';
 import { HeraldError } from '../../errors.js';
@@ -91,6 +92,7 @@ export function validateEvent(app: AppConfig, fields: EventFields, where: string
 export function publishEvent(adapter: ChannelAdapter, appId: string, event: ValidEvent): void {
   // Several channels share the JSON of name and data (up to 10 KB): encoded once, the same
   // bytes as JSON.stringify({ event, channel, data }) per channel.
+  appCounters(appId).eventsTriggered += event.channels.length;
   const shared = event.channels.length > 1;
   const head = shared ? `{"event":${JSON.stringify(event.name)},"channel":` : '';
   const tail = shared ? `,"data":${JSON.stringify(event.data)}}` : '';

@@ -5,12 +5,13 @@
  * state only; channel state lives on the shards (see subscriptions.ts and the adapter).
  */
 import { randomInt } from 'node:crypto';
-import type { HttpRequest, HttpResponse, WebSocket, us_socket_context_t } from 'uWebSockets.js';
+import type { HttpRequest, HttpResponse, WebSocket, WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';
 import type { TemplatedApp } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig } from '../../config/schema.js';
 import type { ServerState } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
-import { log } from '../../log.js';
+import { log, RateLimitedLog } from '../../log.js';
+import { appCounters, countDisconnect } from '../../metrics/node-counters.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import * as frames from './frames.js';
 import { parseHandshake } from './handshake.js';
@@ -33,11 +34,24 @@ export interface WebSocketDeps {
 }
 
 export interface WebSocketEndpoint {
+  /** The `/*` WebSocket behaviour, for registering it again under a TLS server name. */
+  behavior: WebSocketBehavior<SocketUserData>;
   /** Closes every connection with the code (4200 on shutdown). */
   closeAll(code: number, reason: string): void;
   /** Live connections, of one app or of all. */
   connectionCount(appId?: string): number;
+  /** Open connections per app id. */
+  connectionCounts(): Map<string, number>;
+  /**
+   * Applies a reloaded app list (SIGHUP): every connection takes its app's new config (secret,
+   * limits); those of an app that is gone (or whose key changed) are closed with 4001, those of
+   * a disabled app with 4003, each with its pusher:error. Returns how many were closed.
+   */
+  applyApps(apps: readonly AppConfig[]): number;
 }
+
+/** Refused connections at debug level: one line per close code every 10 s (with a count). */
+const refusedLog = new RateLimitedLog('debug', 10_000);
 
 type Ws = WebSocket<SocketUserData>;
 
@@ -82,7 +96,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     }
   };
 
-  ctx.app.ws<SocketUserData>('/*', {
+  const behavior: WebSocketBehavior<SocketUserData> = {
     // Frames between the limit and twice the limit get a clear pusher:error and a 1009 close
     // (protocol.ts); larger ones are cut off by uWS without reading them.
     maxPayloadLength: config.maxWebSocketFrameBytes * 2,
@@ -124,6 +138,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     message: (ws: Ws, message: ArrayBuffer, isBinary: boolean) => {
       const state = ws.getUserData().state;
       if (!state || state.closed) return;
+      appCounters(state.app.id).wsMessagesReceived++;
       try {
         protocol.handle(state, ws, message, isBinary);
       } catch (err) {
@@ -149,9 +164,11 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       if (maxConnections !== null && atLimitLogged && registry.connectionCount() + slowSockets.size < maxConnections * 0.9) atLimitLogged = false;
       const state = userData.state;
       if (!state || state.closed) return;
+      countDisconnect(state.app.id, code);
       leave(state, code);
     },
-  });
+  };
+  ctx.app.ws<SocketUserData>('/*', behavior);
 
   /**
    * The connection leaves the registry and every channel. Each step on its own: whatever fails,
@@ -191,6 +208,8 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
    */
   function letSlowConsumerGo(state: SocketState, ws: Ws): void {
     log.warn('slow consumer: disconnecting with 4100', { appId: state.app.id, socketId: state.socketId, bufferedBytes: ws.getBufferedAmount() });
+    // Counted now: its close comes later, when it no longer belongs to the app.
+    countDisconnect(state.app.id, CLOSE_CODES.OVER_CAPACITY);
     for (const topic of ws.getTopics()) ws.unsubscribe(topic);
     // To the dashboard the connection ends here, with the code it will be closed with.
     leave(state, CLOSE_CODES.OVER_CAPACITY);
@@ -258,6 +277,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     }
     if (refusal || !state) {
       const { code, message } = refusal ?? { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Refused' };
+      refusedLog.write(String(code), 'websocket connection refused', { code, reason: message, ...(state ? { appId: state.app.id } : {}) });
       ws.getUserData().state = null;
       endWithError(ws, code, message);
       return;
@@ -269,6 +289,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   }
 
   return {
+    behavior,
     closeAll: (code, reason) => {
       sweeper.stop();
       for (const state of [...registry.all()]) {
@@ -277,5 +298,25 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       for (const ws of [...slowSockets]) closeSlowConsumer(ws);
     },
     connectionCount: (appId) => (appId === undefined ? registry.connectionCount() + slowSockets.size : registry.connectionCount(appId)),
+    connectionCounts: () => registry.connectionCounts(),
+    applyApps: (apps) => {
+      protocol.reload(apps);
+      const byId = new Map(apps.map((a) => [a.id, a]));
+      let closed = 0;
+      for (const state of [...registry.all()]) {
+        if (state.closed || !state.ws) continue;
+        const next = byId.get(state.app.id);
+        if (!next || next.key !== state.app.key) {
+          closed++;
+          endWithError(state.ws, CLOSE_CODES.UNKNOWN_APP, 'App key not in this cluster (removed by a configuration reload)');
+        } else if (!next.enabled) {
+          closed++;
+          endWithError(state.ws, CLOSE_CODES.APP_DISABLED, 'Application is disabled');
+        } else {
+          state.app = next;
+        }
+      }
+      return closed;
+    },
   };
 }

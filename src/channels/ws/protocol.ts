@@ -4,8 +4,9 @@
  * the connection stays open; only the client-event rate limit (4301), a failed sign-in (4009)
  * and an oversized message (1009) close it.
  */
+import { RateLimitedLog } from '../../log.js';
 import type { WebSocket } from 'uWebSockets.js';
-import type { HeraldConfig } from '../../config/schema.js';
+import type { AppConfig, HeraldConfig } from '../../config/schema.js';
 import { CLOSE_CODES, HeraldError } from '../../errors.js';
 import { isObject } from '../../json.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
@@ -31,14 +32,20 @@ export interface ProtocolDeps {
   readonly debug: DebugTap;
 }
 
+/** Auth failures at debug level, one line per app and kind every 10 s (with a count). */
+const authFailureLog = new RateLimitedLog('debug', 10_000);
+
 export class ProtocolHandler {
   /** App ids with a webhook that wants client_event: only those cost a shard message per client event. */
-  private readonly clientEventWebhookApps: ReadonlySet<string>;
+  private clientEventWebhookApps: ReadonlySet<string> = new Set();
 
   constructor(private readonly deps: ProtocolDeps) {
-    this.clientEventWebhookApps = new Set(
-      deps.config.apps.filter((a) => a.webhooks.some((w) => w.events.includes('client_event'))).map((a) => a.id),
-    );
+    this.reload(deps.config.apps);
+  }
+
+  /** Takes a reloaded app list (SIGHUP): which apps want client_event webhooks. */
+  reload(apps: readonly AppConfig[]): void {
+    this.clientEventWebhookApps = new Set(apps.filter((a) => a.webhooks.some((w) => w.events.includes('client_event'))).map((a) => a.id));
   }
 
   /** One frame from the client. `raw` is only valid during this call. */
@@ -109,6 +116,7 @@ export class ProtocolHandler {
       // forwards it.
       const input = channelSignatureInput(state.socketId, channel, typeof channelData === 'string' ? channelData : undefined);
       if (!verifyAuth(app.key, app.secret, data!.auth, input)) {
+        authFailureLog.write(`${app.id}\tsubscribe`, 'websocket auth failed', { appId: app.id, socketId: state.socketId, channel: channel.slice(0, 200), reason: 'invalid channel signature' });
         return refuse(new HeraldError('SUBSCRIPTION_AUTH_FAILED', `Invalid signature for ${channel}: expected HMAC-SHA256 of '${input}' with the app secret, as '<key>:<hex>'`));
       }
     }
@@ -190,6 +198,7 @@ export class ProtocolHandler {
     const refuse = (message: string): void => endWithError(ws, CLOSE_CODES.UNAUTHORIZED, message, CLOSE_CODES.UNAUTHORIZED, 'Sign-in refused');
     if (typeof userData !== 'string') return refuse('pusher:signin needs user_data (a JSON string)');
     if (!verifyAuth(app.key, app.secret, data!.auth, userSignatureInput(state.socketId, userData))) {
+      authFailureLog.write(`${app.id}\tsignin`, 'websocket auth failed', { appId: app.id, socketId: state.socketId, reason: 'invalid user authentication signature' });
       return refuse('Invalid user authentication signature');
     }
     let user: unknown;

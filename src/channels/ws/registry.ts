@@ -38,7 +38,8 @@ export interface Membership {
 
 export interface SocketState {
   readonly socketId: string;
-  readonly app: AppConfig;
+  /** The app's config; replaced by a reload (SIGHUP) so new secrets and limits apply at once. */
+  app: AppConfig;
   /** Set in open; never touched after `closed`. */
   ws: WebSocket<SocketUserData> | null;
   closed: boolean;
@@ -99,6 +100,13 @@ export class SocketRegistry {
     let total = 0;
     for (const app of this.apps.values()) total += app.sockets.size;
     return total;
+  }
+
+  /** Open connections per app id (for the metrics gauge). */
+  connectionCounts(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const [appId, entry] of this.apps) out.set(appId, entry.sockets.size);
+    return out;
   }
 
   /** True when any app has a live connection with this id (ids are unique per process). */

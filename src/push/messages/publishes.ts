@@ -42,6 +42,12 @@ export interface GatewayCounts {
   failed: number;
   /** Of `failed`, devices whose token the gateway called dead: they were deleted. */
   removed: number;
+  /**
+   * Of `failed`, how many per reason (`UNREGISTERED`, `BadDeviceToken`, `oauth: ...`,
+   * `no credentials for fcm`); at most MAX_ERROR_REASONS reasons, the rest under `other`.
+   * Absent when nothing failed (and in records written before it existed).
+   */
+  errors?: Record<string, number>;
 }
 
 /**

@@ -30,3 +30,23 @@ describe('docs/configuration.md', () => {
     expect(undocumented).toEqual([]);
   });
 });
+
+describe('environment variables', () => {
+  it('every HERALD_* variable the code reads is in the README and docs/configuration.md', async () => {
+    const { readdirSync } = await import('node:fs');
+    const root = join(import.meta.dirname, '../../../');
+    const names = new Set<string>();
+    const walk = (dir: string): void => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        const path = join(dir, e.name);
+        if (e.isDirectory()) walk(path);
+        else if (e.name.endsWith('.ts')) for (const m of readFileSync(path, 'utf8').matchAll(/\bHERALD_[A-Z_]+\b/g)) names.add(m[0]);
+      }
+    };
+    walk(join(root, 'src'));
+    expect(names.size).toBeGreaterThan(5);
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    expect([...names].filter((n) => !readme.includes(n))).toEqual([]);
+    expect([...names].filter((n) => !docs.includes(n))).toEqual([]);
+  });
+});

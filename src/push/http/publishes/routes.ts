@@ -11,6 +11,7 @@
  * cancel it before the 500 goes out, so a publish the client was refused is not sent.
  */
 import { randomUUID } from 'node:crypto';
+import { countPushPublish } from '../../../metrics/node-counters.js';
 import type { ServerContext } from '../../../server-context.js';
 import type { Route } from '../../../http/router.js';
 import type { Reply, RequestContext } from '../../../http/uws-http.js';
@@ -45,6 +46,7 @@ export function publishApiRoutes(ctx: Pick<ServerContext, 'pushInstances' | 'pub
     };
     await ctx.publishes.start(job);
     ctx.debug.publishAccepted(job);
+    countPushPublish(instance.instanceId);
     return okReply({ publishId: job.publishId });
   };
 

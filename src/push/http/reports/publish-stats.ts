@@ -25,7 +25,10 @@ export interface PublishStatsResponse {
   finishedAt: string | null;
   /** Devices the publish was addressed to, over every gateway. */
   recipients: number;
-  /** Per gateway: addressed, accepted by the gateway, not accepted, and of those deleted as dead tokens. */
+  /**
+   * Per gateway: addressed, accepted by the gateway, not accepted, of those deleted as dead
+   * tokens, and `errors`: the failures by reason.
+   */
   gateways: Record<Platform, GatewayCounts>;
   /** Devices that reported a delivery (R1), each once. */
   delivered: number;
@@ -33,6 +36,13 @@ export interface PublishStatsResponse {
   opened: number;
   /** User publishes only: the target users by outcome (as in v1.PublishToUsersAttempt). */
   users?: { deliveredToGateway: string[]; noDevices: string[]; gatewayFailed: string[] };
+}
+
+/** Every gateway's counts with its `errors` (reason → failures), `{}` when nothing failed. */
+function withErrors(gateways: Record<Platform, GatewayCounts>): Record<Platform, GatewayCounts> {
+  const out = {} as Record<Platform, GatewayCounts>;
+  for (const platform of Object.keys(gateways) as Platform[]) out[platform] = { ...gateways[platform], errors: gateways[platform].errors ?? {} };
+  return out;
 }
 
 function isoOrNull(ms: number | null): string | null {
@@ -48,7 +58,7 @@ function response(merged: MergedPublishStats, delivered: number, opened: number)
     startedAt: isoOrNull(merged.startedAt),
     finishedAt: isoOrNull(merged.finishedAt),
     recipients: merged.recipients,
-    gateways: merged.gateways,
+    gateways: withErrors(merged.gateways),
     delivered,
     opened,
   };

@@ -14,9 +14,11 @@ export type MissingGateway = 'not-configured' | 'unusable-config' | 'closed';
 
 /** Lazily built, long-lived gateway clients of one shard, per instance and platform. */
 export class GatewayRegistry {
-  private readonly instances: ReadonlyMap<string, PushInstanceConfig>;
+  private instances: ReadonlyMap<string, PushInstanceConfig>;
   private readonly options: GatewayFactoryOptions;
   private readonly clients = new Map<string, GatewayClient | MissingGateway>();
+  /** Clients replaced by a reload, closed once their sends can have settled (or on close()). */
+  private readonly retired = new Set<GatewayClient>();
   private closed = false;
 
   constructor(instances: readonly PushInstanceConfig[], delivery: Readonly<PushDeliveryConfig>) {
@@ -45,6 +47,37 @@ export class GatewayRegistry {
     return client;
   }
 
+  /**
+   * Takes a reloaded instance list (SIGHUP): the clients of an instance whose credentials or
+   * endpoints changed, or that is gone, are dropped (closed once their sends settle) and built
+   * again from the new config when next needed.
+   */
+  reload(instances: readonly PushInstanceConfig[]): void {
+    const next = new Map(instances.map((instance) => [instance.instanceId, instance]));
+    const stale: Partial<Record<Platform, GatewayClient>>[] = [];
+    for (const [key, client] of this.clients) {
+      const [instanceId, platform] = key.split('\u0000') as [string, Platform];
+      const before = this.instances.get(instanceId)?.[platform];
+      const after = next.get(instanceId)?.[platform];
+      if (JSON.stringify(before ?? null) === JSON.stringify(after ?? null)) continue;
+      this.clients.delete(key);
+      if (typeof client !== 'string') stale.push({ [client.platform]: client });
+    }
+    this.instances = next;
+    if (stale.length === 0) return;
+    // Sends in flight on a replaced client finish on it: closing now would cut them.
+    const retired = stale.map((clients) => Object.values(clients)[0]!);
+    for (const client of retired) this.retired.add(client);
+    const retry = this.options.retry ?? {};
+    const graceMs = (this.options.requestTimeoutMs ?? 10_000) * (retry.attempts ?? 3) + (retry.maxPauseMs ?? 60_000) + 1000;
+    setTimeout(() => {
+      for (const client of retired) {
+        if (!this.retired.delete(client)) continue;
+        closeGatewayClients({ [client.platform]: client }).catch((err: unknown) => log.warn('closing a replaced gateway client failed', { error: String(err) }));
+      }
+    }, graceMs).unref();
+  }
+
   /** Closes every client; sends still waiting on a retry resolve as failed (CLOSED_OUTCOME). */
   async close(): Promise<void> {
     this.closed = true;
@@ -53,6 +86,8 @@ export class GatewayRegistry {
       if (typeof client !== 'string') open.push({ [client.platform]: client });
     }
     this.clients.clear();
+    for (const client of this.retired) open.push({ [client.platform]: client });
+    this.retired.clear();
     await Promise.all(open.map((clients) => closeGatewayClients(clients)));
   }
 

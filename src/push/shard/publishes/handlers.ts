@@ -164,6 +164,7 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
         return { month, notifications };
       },
     },
+    reload: (config) => gateways.reload(config.push),
     close: async () => {
       closing = true;
       clearTimeout(sweepTimer);

@@ -26,7 +26,9 @@ import { CompletionWindow } from './completion-window.js';
 import type { GatewayRegistry } from './gateway-registry.js';
 import { gatewayPayload } from './payload.js';
 import { statsOf, usageMonth, type ProgressRecord, type PublishStore, type ShardReport } from './publish-store.js';
-import { emptyGatewayCounts } from '../../publish-results.js';
+import { addErrorReason, emptyGatewayCounts, failureReasonKey } from '../../publish-results.js';
+import { countNotification } from '../../../metrics/shard-counters.js';
+import { RateLimitedLog } from '../../../log.js';
 import type { SendLimiter } from './send-limiter.js';
 import type { GatewayCounts, PublishJob, PublishShardStats } from '../../messages/publishes.js';
 
@@ -55,6 +57,8 @@ interface Slot {
   /** The device's user, for user publishes only: an interest publish keeps no user ids in memory. */
   userId: string | undefined;
   outcome: DeviceOutcome;
+  /** Why it failed (failed and removed outcomes). */
+  reason?: string | undefined;
 }
 
 interface Tally {
@@ -69,14 +73,21 @@ function tallyOf(record: ProgressRecord): Tally {
   return {
     recipients: record.recipients,
     gateways: {
-      apns: { ...record.gateways.apns },
-      fcm: { ...record.gateways.fcm },
-      web: { ...record.gateways.web },
+      apns: copyCounts(record.gateways.apns),
+      fcm: copyCounts(record.gateways.fcm),
+      web: copyCounts(record.gateways.web),
     },
     usersWithDevices: new Set(record.users?.withDevices ?? []),
     usersDelivered: new Set(record.users?.deliveredToGateway ?? []),
   };
 }
+
+function copyCounts(counts: GatewayCounts): GatewayCounts {
+  return counts.errors ? { ...counts, errors: { ...counts.errors } } : { ...counts };
+}
+
+/** One warn line per instance, platform and reason every 10 s (with a count of the others). */
+const failureLog = new RateLimitedLog('warn', 10_000);
 
 function count(tally: Tally, slot: Slot): void {
   if (slot.outcome === 'skipped') return;
@@ -86,6 +97,7 @@ function count(tally: Tally, slot: Slot): void {
   if (slot.outcome === 'sent') counts.sent++;
   else counts.failed++;
   if (slot.outcome === 'removed') counts.removed++;
+  if (slot.outcome !== 'sent') addErrorReason(counts, failureReasonKey(slot.reason ?? 'unknown'));
   if (slot.userId !== undefined) {
     tally.usersWithDevices.add(slot.userId);
     if (slot.outcome === 'sent') tally.usersDelivered.add(slot.userId);
@@ -205,7 +217,10 @@ export class PublishRun {
         const client = payload ? this.deps.gateways.client(this.job.instanceId, device.platform) : undefined;
         if (!payload || typeof client === 'string' || client === undefined) {
           // No payload for this platform: not addressed. No usable client: addressed, failed.
-          if (payload) slot.value.outcome = 'failed';
+          if (payload) {
+            slot.value.outcome = 'failed';
+            slot.value.reason = client === 'unusable-config' ? `unusable credentials for ${device.platform}` : client === 'closed' ? 'shutting down' : `no credentials for ${device.platform}`;
+          }
           this.deps.limiter.release();
           this.settle(slot);
           continue;
@@ -216,15 +231,18 @@ export class PublishRun {
             if (outcome === CLOSED_OUTCOME || (this.cut && outcome.kind === 'failed')) return; // cut by shutdown: leave uncommitted
             if (outcome.kind === 'dead-token') {
               slot.value.outcome = 'removed';
+              slot.value.reason = outcome.reason;
               await this.removeDevice(device.id, device.token);
             } else {
               slot.value.outcome = outcome.kind === 'sent' ? 'sent' : 'failed';
+              if (outcome.kind === 'failed') slot.value.reason = outcome.reason;
             }
             this.settle(slot);
           })
           .catch((err: unknown) => {
             log.error('publish send failed unexpectedly', { publishId: this.job.publishId, error: String((err as Error)?.stack ?? err) });
             slot.value.outcome = 'failed';
+            slot.value.reason = 'internal error';
             this.settle(slot);
           })
           .finally(() => {
@@ -281,7 +299,7 @@ export class PublishRun {
     const record: ProgressRecord = {
       ...this.record,
       recipients: tally.recipients,
-      gateways: { apns: { ...tally.gateways.apns }, fcm: { ...tally.gateways.fcm }, web: { ...tally.gateways.web } },
+      gateways: { apns: copyCounts(tally.gateways.apns), fcm: copyCounts(tally.gateways.fcm), web: copyCounts(tally.gateways.web) },
       updatedAt: this.now(),
     };
     if (this.job.kind === 'users') {
@@ -300,6 +318,14 @@ export class PublishRun {
   private settle(slot: { value: Slot; done: boolean }): void {
     this.window.complete(slot);
     count(this.live, slot.value);
+    const { outcome, platform, reason } = slot.value;
+    if (outcome !== 'skipped') {
+      const key = reason === undefined ? undefined : failureReasonKey(reason);
+      countNotification(this.job.instanceId, platform, outcome, key);
+      if (outcome === 'failed' && reason !== undefined) {
+        failureLog.write(`${this.job.instanceId}\t${platform}\t${key}`, 'push notification failed', { instanceId: this.job.instanceId, publishId: this.job.publishId, gateway: platform, reason });
+      }
+    }
     for (const committed of this.window.takeCommitted()) {
       count(this.committed, committed);
       this.record.position = committed.position;

@@ -174,9 +174,9 @@ describe('PublishRun', () => {
     expect(fakes.apns.received.filter((r) => r.token === apnsToken(5)).map((r) => r.status)).toEqual([503, 200]);
     expect(fakes.fcm.received.filter((r) => r.token === 'fcm-retry').map((r) => r.status)).toEqual([429, 200]);
     expect(publishes.progress(j.publishId)!.gateways).toEqual({
-      apns: { recipients: 2, sent: 1, failed: 1, removed: 1 },
-      fcm: { recipients: 2, sent: 1, failed: 1, removed: 1 },
-      web: { recipients: 1, sent: 0, failed: 1, removed: 1 },
+      apns: { recipients: 2, sent: 1, failed: 1, removed: 1, errors: { Unregistered: 1 } },
+      fcm: { recipients: 2, sent: 1, failed: 1, removed: 1, errors: { UNREGISTERED: 1 } },
+      web: { recipients: 1, sent: 0, failed: 1, removed: 1, errors: { 'HTTP 410': 1 } },
     });
   });
 
@@ -206,7 +206,10 @@ describe('PublishRun', () => {
     const j = job('interests', ['suspect'], { apns: PAYLOADS.apns });
     expect(await (await startJob(j, deps())).result).toBe('finished');
     expect(devices.get(INSTANCE, 'ios-suspect')).toBeDefined();
-    expect(publishes.progress(j.publishId)!.gateways.apns).toEqual({ recipients: 1, sent: 0, failed: 1, removed: 0 });
+    const apns = publishes.progress(j.publishId)!.gateways.apns;
+    expect(apns).toMatchObject({ recipients: 1, sent: 0, failed: 1, removed: 0 });
+    expect(Object.keys(apns.errors!)).toHaveLength(1);
+    expect(Object.keys(apns.errors!)[0]).toMatch(/^BadDeviceToken \(device kept: /);
   });
 
   it('keeps no user ids in memory for an interest publish, only for a user publish', async () => {

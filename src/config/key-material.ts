@@ -1,0 +1,88 @@
+/**
+ * Start-up checks of push credentials: every PEM key and VAPID key is parsed, and every CA
+ * file read, when the config is loaded (and on each reload), so a bad one is an error naming
+ * its field instead of failed sends later. Nothing here contacts a gateway.
+ */
+import { createPrivateKey } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
+import webpush from 'web-push';
+import type { HeraldConfig, TlsConfig } from './schema.js';
+
+type Fail = (field: string, message: string) => never;
+
+/** Reads the TLS files and checks that they make a TLS context (start-up and every reload). */
+export function checkTlsFiles(tls: Readonly<TlsConfig>, fail: Fail): void {
+  const read = (field: 'certFile' | 'keyFile'): Buffer => {
+    try {
+      return readFileSync(tls[field]);
+    } catch (err) {
+      return fail(`tls.${field}`, `cannot read ${tls[field]}: ${(err as Error).message}`);
+    }
+  };
+  const cert = read('certFile');
+  const key = read('keyFile');
+  try {
+    createSecureContext({ cert });
+  } catch (err) {
+    fail('tls.certFile', `${tls.certFile} is not a PEM certificate: ${(err as Error).message}`);
+  }
+  try {
+    createSecureContext({ cert, key, ...(tls.passphrase === undefined ? {} : { passphrase: tls.passphrase }) });
+  } catch (err) {
+    fail('tls.keyFile', `${tls.keyFile} is not a usable private key for tls.certFile (or tls.passphrase is wrong): ${(err as Error).message}`);
+  }
+}
+
+/** Throws `(field, message)` for the first unusable key material. */
+export function checkKeyMaterial(config: Readonly<Pick<HeraldConfig, 'push'>>, fail: (field: string, message: string) => never): void {
+  config.push.forEach((instance, i) => {
+    const at = `push.${i}`;
+    if (instance.apns) {
+      const key = parseKey(instance.apns.privateKey, `${at}.apns.privateKey`, fail);
+      if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
+        fail(`${at}.apns.privateKey`, 'must be an EC P-256 key (the .p8 file, PEM PKCS#8)');
+      }
+      checkCaFile(instance.apns.caFile, `${at}.apns.caFile`, fail);
+    }
+    if (instance.fcm) {
+      const key = parseKey(instance.fcm.privateKey, `${at}.fcm.privateKey`, fail);
+      if (key.asymmetricKeyType !== 'rsa') fail(`${at}.fcm.privateKey`, 'must be the service account RSA key (PEM PKCS#8)');
+      // The token and send clients speak HTTPS only: an http:// URL would fail every send.
+      if (!instance.fcm.tokenUri.startsWith('https://')) fail(`${at}.fcm.tokenUri`, 'must be an https:// URL');
+      if (!instance.fcm.endpoint.startsWith('https://')) fail(`${at}.fcm.endpoint`, 'must be an https:// URL');
+      checkCaFile(instance.fcm.caFile, `${at}.fcm.caFile`, fail);
+    }
+    if (instance.apns && !instance.apns.endpoint.startsWith('https://')) fail(`${at}.apns.endpoint`, 'must be an https:// URL');
+    if (instance.web) {
+      try {
+        webpush.getVapidHeaders('https://push.example', instance.web.subject, instance.web.vapidPublicKey, instance.web.vapidPrivateKey, 'aes128gcm');
+      } catch (err) {
+        fail(`${at}.web`, `unusable VAPID keys or subject: ${(err as Error).message}`);
+      }
+      checkCaFile(instance.web.caFile, `${at}.web.caFile`, fail);
+    }
+  });
+}
+
+function parseKey(pem: string, field: string, fail: (field: string, message: string) => never): ReturnType<typeof createPrivateKey> {
+  try {
+    return createPrivateKey(pem);
+  } catch (err) {
+    return fail(field, `is not a PEM private key: ${(err as Error).message}`);
+  }
+}
+
+function checkCaFile(path: string | null | undefined, field: string, fail: (field: string, message: string) => never): void {
+  if (!path) return;
+  try {
+    readFileSync(path);
+  } catch (err) {
+    fail(field, `cannot read ${path}: ${(err as Error).message}`);
+  }
+}
+
+/** Platforms an instance has no credentials for (its devices there fail with `no credentials for <platform>`). */
+export function missingPlatforms(instance: Readonly<HeraldConfig['push'][number]>): string[] {
+  return (['apns', 'fcm', 'web'] as const).filter((p) => instance[p] === null);
+}

@@ -1,0 +1,44 @@
+/**
+ * The main thread's counters, as plain numbers bumped on the hot paths (one Map lookup and an
+ * increment) and read by the Prometheus collectors only when /metrics is scraped.
+ */
+
+/** Per-app counters of the channel side. */
+export interface AppCounters {
+  /** Events accepted by C1/C2, one per event and channel. */
+  eventsTriggered: number;
+  /** Channel event frames delivered to sockets (a broadcast to 3 subscribers counts 3). */
+  wsMessagesSent: number;
+  /** Frames received from clients. */
+  wsMessagesReceived: number;
+  /** Close code → connections closed with it. */
+  readonly disconnects: Map<number, number>;
+}
+
+const perApp = new Map<string, AppCounters>();
+
+/** The counters of one app, created on first use. */
+export function appCounters(appId: string): AppCounters {
+  let counters = perApp.get(appId);
+  if (counters === undefined) {
+    counters = { eventsTriggered: 0, wsMessagesSent: 0, wsMessagesReceived: 0, disconnects: new Map() };
+    perApp.set(appId, counters);
+  }
+  return counters;
+}
+
+export function allAppCounters(): ReadonlyMap<string, AppCounters> {
+  return perApp;
+}
+
+export function countDisconnect(appId: string, code: number): void {
+  const map = appCounters(appId).disconnects;
+  map.set(code, (map.get(code) ?? 0) + 1);
+}
+
+/** Push publishes accepted (P1/P2), per instance. */
+export const pushPublishes = new Map<string, number>();
+
+export function countPushPublish(instanceId: string): void {
+  pushPublishes.set(instanceId, (pushPublishes.get(instanceId) ?? 0) + 1);
+}

@@ -1,0 +1,78 @@
+/**
+ * The production path: `npm start` runs dist/ as built, building only when the sources changed
+ * (scripts/start.mjs, scripts/build-state.mjs), and a stale dist/ without TypeScript (a
+ * production install, `npm ci --omit=dev`) is a clear error rather than `tsc: not found`.
+ * Stand-in trees in a temp dir keep these fast: no real compile happens.
+ */
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { REPO_ROOT } from '../helpers/herald-process.js';
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A tree with scripts/, one source file and a stand-in dist/src/cli.js that prints a marker. */
+function standIn(): string {
+  const root = mkdtempSync(join(tmpdir(), 'herald-start-'));
+  dirs.push(root);
+  cpSync(join(REPO_ROOT, 'scripts'), join(root, 'scripts'), { recursive: true });
+  mkdirSync(join(root, 'src'));
+  writeFileSync(join(root, 'src', 'cli.ts'), 'export {};\n');
+  writeFileSync(join(root, 'tsconfig.json'), '{}\n');
+  mkdirSync(join(root, 'dist', 'src'), { recursive: true });
+  writeFileSync(join(root, 'dist', 'src', 'cli.js'), "process.stdout.write('cli ran ' + process.argv.slice(2).join(' ') + '\\n');\n");
+  return root;
+}
+
+function start(root: string, ...args: string[]) {
+  return spawnSync(process.execPath, [join(root, 'scripts', 'start.mjs'), ...args], { cwd: root, encoding: 'utf8', timeout: 30_000 });
+}
+
+describe('npm start', () => {
+  it('is scripts/start.mjs and a bin entry points at the built CLI', () => {
+    const pkg = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; bin: Record<string, string> };
+    expect(pkg.scripts.start).toBe('node scripts/start.mjs');
+    expect(pkg.bin.herald).toBe('dist/src/cli.js');
+    expect(readFileSync(join(REPO_ROOT, 'src', 'cli.ts'), 'utf8').startsWith('#!/usr/bin/env node')).toBe(true);
+  });
+
+  it('does not build when dist/ is current (the repository, after npm run build)', () => {
+    const stamp = join(REPO_ROOT, 'dist', 'build-stamp.json');
+    const before = statSync(stamp).mtimeMs;
+    const cliBefore = statSync(join(REPO_ROOT, 'dist', 'src', 'cli.js')).mtimeMs;
+    const run = start(REPO_ROOT, '--help');
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout).toContain('usage: herald');
+    expect(run.stderr).not.toContain('building');
+    expect(statSync(stamp).mtimeMs).toBe(before);
+    expect(statSync(join(REPO_ROOT, 'dist', 'src', 'cli.js')).mtimeMs).toBe(cliBefore);
+  });
+
+  it('runs a stamped dist/ without TypeScript installed, and refuses a stale one clearly', async () => {
+    const root = standIn();
+    const { writeStamp } = (await import(join(REPO_ROOT, 'scripts', 'build-state.mjs'))) as { writeStamp(root: string): void };
+    writeStamp(root);
+    const fresh = start(root, '--config', 'x.json');
+    expect(fresh.status, fresh.stderr).toBe(0);
+    expect(fresh.stdout).toBe('cli ran --config x.json\n');
+
+    writeFileSync(join(root, 'src', 'cli.ts'), 'export const changed = 1;\n');
+    const stale = start(root);
+    expect(stale.status).toBe(1);
+    expect(stale.stdout).toBe('');
+    expect(stale.stderr).toMatch(/dist\/ is older than the sources and TypeScript is not installed/);
+  });
+
+  it('runs dist/ shipped without sources (a packed install)', () => {
+    const root = standIn();
+    rmSync(join(root, 'src'), { recursive: true });
+    const run = start(root);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout).toBe('cli ran \n');
+  });
+});

@@ -1,0 +1,196 @@
+/**
+ * Built-in TLS (`tls: {certFile, keyFile}`): HTTPS and WSS on the main port with a test CA made
+ * here with openssl, clients that trust only that CA (node:https, ws), plain HTTP refused on
+ * that port, a new certificate picked up on SIGHUP, and bad files refused at start-up.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync, readFileSync, copyFileSync } from 'node:fs';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { DEFAULT_APP, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
+import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
+import { channelsSdk } from '../helpers/sdk-clients.js';
+
+let dir: string;
+let ca: Buffer;
+let herald: HeraldProcess;
+
+function openssl(...args: string[]): void {
+  execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+}
+
+/** A server certificate for localhost and 127.0.0.1 signed by the test CA; returns its serial (hex, upper case). */
+function serverCert(name: string): string {
+  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
+  openssl('req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}-key.pem`, '-out', `${name}.csr`, '-subj', '/CN=localhost');
+  openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', `${name}.pem`);
+  return execFileSync('openssl', ['x509', '-in', `${name}.pem`, '-noout', '-serial'], { cwd: dir, encoding: 'utf8' }).trim().split('=')[1]!.toUpperCase();
+}
+
+let firstSerial: string;
+let secondSerial: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'herald-tls-'));
+  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=Herald Test CA');
+  ca = readFileSync(join(dir, 'ca.pem'));
+  firstSerial = serverCert('first');
+  secondSerial = serverCert('second');
+  copyFileSync(join(dir, 'first.pem'), join(dir, 'cert.pem'));
+  copyFileSync(join(dir, 'first-key.pem'), join(dir, 'key.pem'));
+  herald = await startHerald({
+    shards: 1,
+    config: { tls: { certFile: join(dir, 'cert.pem'), keyFile: join(dir, 'key.pem') } },
+    env: { HERALD_LOG_LEVEL: 'info' },
+  });
+});
+
+afterAll(async () => {
+  await herald?.dispose();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/**
+ * One request on a new connection (no keep-alive agent): a connection kept alive across a
+ * certificate reload may be closed at its next request (docs/operations.md#tls), which is not
+ * what these tests check.
+ */
+function httpsGet(path: string, host = 'localhost'): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest({ host, port: herald.port, path, ca, servername: 'localhost', agent: false }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function peerSerial(servername: string | undefined): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = tlsConnect({ host: '127.0.0.1', port: herald.port, ca, ...(servername ? { servername } : {}), checkServerIdentity: () => undefined }, () => {
+      const serial = socket.getPeerCertificate().serialNumber.toUpperCase();
+      socket.end();
+      resolve(serial);
+    });
+    socket.on('error', reject);
+  });
+}
+
+describe('tls', () => {
+  it('prints https:// and serves HTTPS to a client that trusts the test CA', async () => {
+    expect(herald.stdout).toMatch(/listening on https:\/\/127\.0\.0\.1:\d+ \(wss:\/\//);
+    const ready = await httpsGet('/ready');
+    expect(ready.status).toBe(200);
+    expect(JSON.parse(ready.body)).toEqual({ ready: true });
+  });
+
+  it('serves WSS: a ws client with the CA gets pusher:connection_established', async () => {
+    const ws = new WebSocket(`wss://localhost:${herald.port}/app/${DEFAULT_APP.key}?protocol=7&client=js&version=8.4.0`, { ca });
+    try {
+      const first = await new Promise<string>((resolve, reject) => {
+        ws.once('message', (d: Buffer) => resolve(d.toString()));
+        ws.once('error', reject);
+      });
+      expect(decodeFrame(first).event).toBe('pusher:connection_established');
+    } finally {
+      ws.close();
+    }
+  });
+
+  it('delivers an event triggered over HTTPS (pusher SDK) to a WSS subscriber', async () => {
+    const ws = new WebSocket(`wss://localhost:${herald.port}/app/${DEFAULT_APP.key}?protocol=7&client=js&version=8.4.0`, { ca });
+    const frames: Frame[] = [];
+    ws.on('message', (d: Buffer) => frames.push(decodeFrame(d.toString())));
+    const until = async (match: (f: Frame) => boolean): Promise<void> => {
+      const deadline = Date.now() + 10_000;
+      while (!frames.some(match)) {
+        if (Date.now() > deadline) throw new Error(`frame not received: ${JSON.stringify(frames)}`);
+        await sleep(10);
+      }
+    };
+    try {
+      await until((f) => f.event === 'pusher:connection_established');
+      ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'tls-news' } }));
+      await until((f) => f.event === 'pusher_internal:subscription_succeeded');
+      const sdk = channelsSdk(herald.port, DEFAULT_APP, { host: 'localhost', useTLS: true, agent: new HttpsAgent({ ca }) });
+      expect((await sdk.trigger('tls-news', 'headline', { n: 1 })).status).toBe(200);
+      await until((f) => f.event === 'headline' && f.channel === 'tls-news');
+    } finally {
+      ws.close();
+    }
+  });
+
+  it('pusher-js over wss (trusting the CA through NODE_EXTRA_CA_CERTS) subscribes and receives', async () => {
+    // A child process: Node reads NODE_EXTRA_CA_CERTS only at start.
+    const program = `
+      import Pusher from 'pusher-js';
+      const client = new Pusher(${JSON.stringify(DEFAULT_APP.key)}, { wsHost: 'localhost', wssPort: ${herald.port}, forceTLS: true, enabledTransports: ['ws'], cluster: 'local', disableStats: true });
+      const channel = client.subscribe('tls-pusher-js');
+      channel.bind('pusher:subscription_succeeded', () => console.log('subscribed'));
+      channel.bind('hello', (data) => { console.log('got ' + JSON.stringify(data)); client.disconnect(); setTimeout(() => process.exit(0), 50); });
+      client.connection.bind('error', (e) => console.log('error ' + JSON.stringify(e)));
+      setTimeout(() => process.exit(2), 15000);
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', program], { cwd: REPO_ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') } });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const deadline = Date.now() + 15_000;
+    while (!out.includes('subscribed')) {
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`pusher-js did not subscribe: ${out}`);
+      await sleep(20);
+    }
+    const sdk = channelsSdk(herald.port, DEFAULT_APP, { host: 'localhost', useTLS: true, agent: new HttpsAgent({ ca }) });
+    await sdk.trigger('tls-pusher-js', 'hello', { n: 1 });
+    expect(await exited, out).toBe(0);
+    expect(out).toContain('got {"n":1}');
+  });
+
+  it('refuses a client that does not trust the CA', async () => {
+    await expect(
+      new Promise((resolve, reject) => {
+        const req = httpsRequest({ host: 'localhost', port: herald.port, path: '/ready' }, resolve);
+        req.on('error', reject);
+        req.end();
+      }),
+    ).rejects.toThrow(/certificate/);
+  });
+
+  it('does not serve plain HTTP on the TLS port', async () => {
+    await expect(fetch(`http://127.0.0.1:${herald.port}/ready`, { signal: AbortSignal.timeout(10_000) })).rejects.toThrow();
+  });
+
+  it('re-reads the certificate files on SIGHUP', async () => {
+    expect(await peerSerial('localhost')).toBe(firstSerial);
+    copyFileSync(join(dir, 'second.pem'), join(dir, 'cert.pem'));
+    copyFileSync(join(dir, 'second-key.pem'), join(dir, 'key.pem'));
+    herald.signal('SIGHUP');
+    const deadline = Date.now() + 15_000;
+    while (!herald.stderr.includes('tls certificates re-read')) {
+      if (Date.now() > deadline) throw new Error(`no reload logged:\n${herald.stderr}`);
+      await sleep(50);
+    }
+    expect(await peerSerial('localhost')).toBe(secondSerial);
+    // Routes are served under the server name after the reload too.
+    expect((await httpsGet('/ready')).status).toBe(200);
+    // A client that sends no server name (by IP address) keeps the start-up certificate.
+    expect(await peerSerial(undefined)).toBe(firstSerial);
+  });
+
+  it('refuses to start with a key file that does not match, naming the field', async () => {
+    const bad = new HeraldProcess({ shards: 1, config: { tls: { certFile: join(dir, 'first.pem'), keyFile: join(dir, 'ca.pem') } } });
+    try {
+      await expect(bad.start()).rejects.toThrow(/invalid config at tls\.keyFile/);
+    } finally {
+      await bad.dispose();
+    }
+  });
+});

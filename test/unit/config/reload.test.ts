@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../../src/config/load.js';
+import { planReload } from '../../../src/config/reload.js';
+
+const app = { id: 'a', key: 'k', secret: 's' };
+
+describe('planReload', () => {
+  it('applies apps, push and logLevel, keeps restart-only settings and names them', () => {
+    // maxConnections fixed: its default follows the shard count (and would be reported too).
+    const running = parseConfig({ shards: 2, port: 6001, maxConnections: 1000, apps: [app] });
+    const next = parseConfig({ shards: 4, port: 7000, maxConnections: 1000, apps: [{ ...app, secret: 't' }], logLevel: 'debug', webhookDelivery: { batchWindowMs: 1 } });
+    const plan = planReload(running, next);
+    expect(plan.changed).toEqual(['apps', 'logLevel']);
+    expect(plan.restartNeeded).toEqual(['port', 'shards', 'webhookDelivery']);
+    expect(plan.effective.apps[0]!.secret).toBe('t');
+    expect(plan.effective.logLevel).toBe('debug');
+    expect(plan.effective.port).toBe(6001);
+    expect(plan.effective.shards).toBe(2);
+    expect(plan.effective.webhookDelivery.batchWindowMs).toBe(50);
+  });
+
+  it('treats turning TLS on or off as restart-only', () => {
+    const running = parseConfig({ shards: 1 });
+    const withTls = { ...running, tls: { certFile: '/c.pem', keyFile: '/k.pem' } };
+    const plan = planReload(running, withTls);
+    expect(plan.restartNeeded).toEqual(['tls']);
+    expect(plan.changed).toEqual([]);
+    expect(plan.effective.tls).toBeNull();
+  });
+
+  it('reports nothing for an unchanged file', () => {
+    const running = parseConfig({ shards: 1, apps: [app] });
+    const plan = planReload(running, parseConfig({ shards: 1, apps: [app] }));
+    expect(plan).toMatchObject({ changed: [], restartNeeded: [] });
+  });
+});
