@@ -4,8 +4,12 @@ import { ApiError, api, type PushView } from './api';
 import { Link } from './router';
 import { Secret, Stat, formatNumber, formatTime, usePoll } from './util';
 
+type TargetKind = 'interest' | 'userId' | 'deviceId';
+const TARGET_LABELS: Record<TargetKind, string> = { interest: 'Interest', userId: 'User id', deviceId: 'Device id' };
+const KIND_LABELS: Record<string, string> = { interests: 'interests', users: 'users', devices: 'devices' };
+
 function TestNotification(props: { instanceId: string; onSent: () => void }) {
-  const [target, setTarget] = useState<'interest' | 'userId'>('interest');
+  const [target, setTarget] = useState<TargetKind>('interest');
   const [value, setValue] = useState('');
   const [title, setTitle] = useState('Hello from Herald');
   const [body, setBody] = useState('A test notification');
@@ -28,11 +32,12 @@ function TestNotification(props: { instanceId: string; onSent: () => void }) {
       <h2>Test notification</h2>
       <form class="form" onSubmit={send}>
         <label for="tn-target">Send to</label>
-        <select id="tn-target" value={target} onChange={(e) => setTarget((e.target as HTMLSelectElement).value as 'interest' | 'userId')}>
-          <option value="interest">Interest</option>
-          <option value="userId">User id</option>
+        <select id="tn-target" value={target} onChange={(e) => setTarget((e.target as HTMLSelectElement).value as TargetKind)}>
+          {(Object.keys(TARGET_LABELS) as TargetKind[]).map((kind) => (
+            <option value={kind}>{TARGET_LABELS[kind]}</option>
+          ))}
         </select>
-        <label for="tn-value">{target === 'interest' ? 'Interest' : 'User id'}</label>
+        <label for="tn-value">{TARGET_LABELS[target]}</label>
         <input id="tn-value" value={value} onInput={(e) => setValue((e.target as HTMLInputElement).value)} required />
         <label for="tn-title">Title</label>
         <input id="tn-title" value={title} onInput={(e) => setTitle((e.target as HTMLInputElement).value)} required />
@@ -84,7 +89,7 @@ export function PushPage(props: { instanceId: string }) {
                 </span>
               </div>
               <div class="publish-meta">
-                {formatTime(p.acceptedAt)} · {p.kind === 'users' ? 'users' : 'interests'}: {p.targets.join(', ')} · {formatNumber(p.recipients)} recipient(s) ·{' '}
+                {formatTime(p.acceptedAt)} · {KIND_LABELS[p.kind] ?? p.kind}: {p.targets.join(', ')} · {formatNumber(p.recipients)} recipient(s) ·{' '}
                 {formatNumber(p.delivered)} delivered · {formatNumber(p.opened)} opened
               </div>
               {Object.keys(p.gateways).length > 0 && (

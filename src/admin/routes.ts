@@ -16,6 +16,7 @@ import { parseJsonObject } from '../push/http/common.js';
 import { PLATFORMS, type Platform } from '../push/platform.js';
 import type { GatewayCounts, PublishJob } from '../push/messages/publishes.js';
 import { validatePublishRequest } from '../push/http/publishes/request-schema.js';
+import { isDeviceIdOf } from '../push/http/devices/device-id.js';
 import { SignInRateLimited, type AdminAuth } from './auth.js';
 import type { DebugHub } from './debug-hub.js';
 
@@ -242,29 +243,52 @@ async function pushView(deps: AdminDeps, rc: RequestContext, countDevices: (id: 
   };
 }
 
+/** A device id as Herald issues them (`<platform>-<32 hex>`), else 400 DEVICE_ID_INVALID. */
+function deviceIdField(value: string): string {
+  if (!PLATFORMS.some((platform) => isDeviceIdOf(value, platform))) {
+    throw new HeraldError('DEVICE_ID_INVALID', `Device id ${JSON.stringify(value.slice(0, 100))} is not a valid device id (apns-, fcm- or web- and 32 hex digits)`);
+  }
+  return value;
+}
+
 /**
  * POST /admin/v1/push/:instanceId/publishes: a test notification (`title`, `body`) to one
- * `interest` or one `userId`, with a payload for every gateway the instance has; the same
- * validation and durable start as the publish API (P1/P2).
+ * `interest`, one `userId` or one `deviceId`, with a payload for every gateway the instance
+ * has; the same validation and durable start as the publish API (P1/P2). A device id must name
+ * a device of this instance (404 DEVICE_NOT_FOUND); its publish (kind `devices`) is sent by the
+ * shard that owns the device.
  */
 async function testNotification(deps: AdminDeps, rc: RequestContext): Promise<Reply> {
   const instance = requirePush(deps.ctx, rc.params.instanceId);
   const body = parseJsonObject(rc.body);
   const title = stringField(body, 'title', 200);
   const text = stringField(body, 'body', 1000);
-  const interest = typeof body.interest === 'string' && body.interest !== '' ? body.interest : undefined;
-  const userId = typeof body.userId === 'string' && body.userId !== '' ? body.userId : undefined;
-  if ((interest === undefined) === (userId === undefined)) throw new HeraldError('INVALID_PARAMETERS', 'Give either interest or userId');
+  const given = (name: string) => (typeof body[name] === 'string' && body[name] !== '' ? body[name] : undefined);
+  const interest = given('interest');
+  const userId = given('userId');
+  const deviceId = given('deviceId');
+  if ([interest, userId, deviceId].filter((t) => t !== undefined).length !== 1) {
+    throw new HeraldError('INVALID_PARAMETERS', 'Give exactly one of interest, userId or deviceId');
+  }
   const notification = { title, body: text };
   const payloads: Record<string, unknown> = {
     apns: { aps: { alert: notification } },
     fcm: { notification },
     web: { notification },
   };
-  const request = validatePublishRequest(
-    interest !== undefined ? 'interests' : 'users',
-    interest !== undefined ? { interests: [interest], ...payloads } : { users: [userId], ...payloads },
-  );
+  let request: Pick<PublishJob, 'kind' | 'targets' | 'payloads'>;
+  if (deviceId !== undefined) {
+    const id = deviceIdField(deviceId);
+    const { device } = await deps.ctx.devices.request({ type: 'device.get', instanceId: instance.instanceId, deviceId: id });
+    if (!device) throw new HeraldError('DEVICE_NOT_FOUND', `No device ${id} in push instance ${instance.instanceId}`);
+    // The payloads pass the publish schema as an interest publish would.
+    request = { ...validatePublishRequest('interests', { interests: ['test'], ...payloads }), kind: 'devices', targets: [id] };
+  } else {
+    request = validatePublishRequest(
+      interest !== undefined ? 'interests' : 'users',
+      interest !== undefined ? { interests: [interest], ...payloads } : { users: [userId], ...payloads },
+    );
+  }
   const job: PublishJob = {
     publishId: `pubid-${randomUUID()}`,
     instanceId: instance.instanceId,

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Socket } from 'node:net';
 import WebSocket from 'ws';
+import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { DEFAULT_APP, DEFAULT_PUSH, HeraldProcess, startHerald } from '../helpers/herald-process.js';
 import { channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
@@ -20,15 +21,17 @@ const SLOW_APP = { id: 'slow-app', key: 'slow-key', secret: 'slow-secret-0123456
 
 let herald: HeraldProcess;
 let receiver: WebhookReceiver;
+let fakes: FakeGateways;
 const clients: PusherJsClient[] = [];
 
 beforeAll(async () => {
   receiver = await WebhookReceiver.start();
+  fakes = await startFakeGateways();
   herald = await startHerald({
     config: {
       admin: { token: CONFIG_TOKEN },
       apps: [{ ...APP, clientEvents: true, webhooks: [{ url: receiver.url('/hooks'), events: ['channel_occupied'] }] }, OTHER_APP, SLOW_APP],
-      push: [{ ...DEFAULT_PUSH }],
+      push: [fakes.instanceConfig({ ...DEFAULT_PUSH })],
     },
     env: { HERALD_ADMIN_TOKEN: ENV_TOKEN, HERALD_TEST_HOOKS: '1' },
   });
@@ -38,6 +41,7 @@ afterAll(async () => {
   for (const c of clients) c.disconnect();
   await herald?.dispose();
   await receiver?.close();
+  await fakes?.stop();
 });
 
 function admin(path: string, init: { method?: string; body?: unknown; token?: string | null } = {}): Promise<Response> {
@@ -314,6 +318,41 @@ describe('admin API', () => {
       }, { timeout: 15_000 })
       .toBe('finished');
     expect((await admin(`/push/${DEFAULT_PUSH.instanceId}/publishes`, { method: 'POST', body: { title: 'T', body: 'B' } })).status).toBe(400);
+  });
+
+  it('sends a test notification to one device id through its gateway, counted in the recent publishes', async () => {
+    const registerFcm = async (token: string): Promise<string> => {
+      const res = await fetch(`${herald.baseUrl}/device_api/v1/instances/${DEFAULT_PUSH.instanceId}/devices/fcm`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ token }),
+      });
+      expect(res.status, await res.clone().text()).toBe(200);
+      return ((await res.json()) as { id: string }).id;
+    };
+    const target = await registerFcm('fcm:admin-target-device_APA91b');
+    await registerFcm('fcm:admin-other-device_APA91b');
+    const res = await admin(`/push/${DEFAULT_PUSH.instanceId}/publishes`, { method: 'POST', body: { deviceId: target, title: 'To one device', body: 'B' } });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const { publishId } = (await res.json()) as { publishId: string };
+    type Listed = { publishId: string; kind: string; targets: string[]; state: string; recipients: number; gateways: Record<string, { sent: number; failed: number }> };
+    await expect
+      .poll(async () => {
+        const view = (await (await admin(`/push/${DEFAULT_PUSH.instanceId}`)).json()) as { publishes: Listed[] };
+        return view.publishes.find((p) => p.publishId === publishId);
+      }, { timeout: 20_000 })
+      .toMatchObject({ kind: 'devices', targets: [target], state: 'finished', recipients: 1, gateways: { fcm: { recipients: 1, sent: 1, failed: 0 } } });
+    const received = fakes.fcm.received.filter((r) => (r.message['notification'] as { title?: string } | undefined)?.title === 'To one device');
+    expect(received.map((r) => r.token)).toEqual(['fcm:admin-target-device_APA91b']);
+
+    const unknown = await admin(`/push/${DEFAULT_PUSH.instanceId}/publishes`, { method: 'POST', body: { deviceId: `fcm-${'0'.repeat(32)}`, title: 'T', body: 'B' } });
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toMatchObject({ code: 'DEVICE_NOT_FOUND' });
+    const malformed = await admin(`/push/${DEFAULT_PUSH.instanceId}/publishes`, { method: 'POST', body: { deviceId: 'not-a-device', title: 'T', body: 'B' } });
+    expect(malformed.status).toBe(400);
+    expect(await malformed.json()).toMatchObject({ code: 'DEVICE_ID_INVALID' });
+    const both = await admin(`/push/${DEFAULT_PUSH.instanceId}/publishes`, { method: 'POST', body: { deviceId: target, interest: 'x', title: 'T', body: 'B' } });
+    expect(both.status).toBe(400);
   });
 
   it('keeps reporting webhooks after shard workers are replaced (a new worker learns the watched apps)', async () => {

@@ -1,7 +1,8 @@
 /**
  * The dashboard in a real Chromium against the built server: sign-in, the app view with
  * pusher-js clients and the `pusher` SDK, the event creator, the push view with a publish
- * through the Beams SDK (fake gateways), with no page errors, on a laptop and a phone screen.
+ * through the Beams SDK (fake gateways) and a test notification to one device id, with no
+ * page errors, on a laptop and a phone screen.
  * `HERALD_SCREENSHOTS=1` also refreshes the screenshots in docs/.
  */
 import { join } from 'node:path';
@@ -177,6 +178,20 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
     expect(await row.locator('table.gateways').textContent()).toMatch(/fcm\s*1\s*1\s*0/);
     await page.locator('section[aria-label="Devices"]').getByText('FCM').waitFor();
     await screenshot(page, 'push');
+
+    // The test notification form, to that one device by its id.
+    await page.getByLabel('Send to').selectOption('deviceId');
+    await page.getByLabel('Device id', { exact: true }).fill(id);
+    await page.getByLabel('Title', { exact: true }).fill('Browser to device');
+    await page.getByRole('button', { name: 'Send test notification' }).click();
+    const status = page.getByRole('status').filter({ hasText: 'Published pubid-' });
+    await status.waitFor({ timeout: 15_000 });
+    const testId = /pubid-[0-9a-f-]+/.exec((await status.textContent()) ?? '')![0];
+    const testRow = page.locator(`li.publish[data-publish-id="${testId}"]`);
+    await testRow.locator('[data-state="finished"]').waitFor({ timeout: 20_000 });
+    expect(await testRow.locator('table.gateways').textContent()).toMatch(/fcm\s*1\s*1\s*0/);
+    const delivered = fakes.fcm.received.filter((r) => (r.message['notification'] as { title?: string } | undefined)?.title === 'Browser to device');
+    expect(delivered.map((r) => r.token)).toEqual(['fcm-dashboard-token']);
     expect(realErrors(errors)).toEqual([]);
   });
 

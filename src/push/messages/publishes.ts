@@ -4,8 +4,12 @@
  */
 import type { Platform } from '../platform.js';
 
-/** Which index a publish fans out over: P1 (interests) or P2 (users). */
-export type PublishKind = 'interests' | 'users';
+/**
+ * Which index a publish fans out over: P1 (interests), P2 (users), or named devices (the
+ * dashboard's test notification: each shard reads its own records of the ids, so only the
+ * owning shard finds and sends to a device).
+ */
+export type PublishKind = 'interests' | 'users' | 'devices';
 
 /**
  * One accepted publish, exactly as every shard stores it (immutable). `targets` is the
@@ -16,7 +20,7 @@ export interface PublishJob {
   publishId: string;
   instanceId: string;
   kind: PublishKind;
-  /** 1–100 interest names, or 1–1000 user ids. */
+  /** 1–100 interest names, 1–1000 user ids, or device ids (`devices`). */
   targets: string[];
   /** The request's `apns` / `fcm` / `web` objects; a platform without one is not sent to. */
   payloads: Partial<Record<Platform, Record<string, unknown>>>;

@@ -130,6 +130,31 @@ export class DeviceScan {
   }
 
   /**
+   * The devices of `deviceIds` this shard holds (one point read each), in normaliseScanList
+   * order; ids held elsewhere or unknown are passed over like stale index entries.
+   */
+  *deviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
+    checkScanPosition(resumeFrom);
+    const list = normaliseScanList(deviceIds);
+    // A position names the last id handled: resume with the next one.
+    const first = resumeFrom === undefined ? 0 : resumeFrom.listIndex + (resumeFrom.afterDeviceId === null ? 0 : 1);
+    let skipped = 0;
+    for (let listIndex = first; listIndex < list.length; listIndex++) {
+      const deviceId = list[listIndex]!;
+      const bytes = this.db.devices.getBinaryFast(encodeKey([instanceId, deviceId]));
+      if (!bytes) {
+        if (++skipped >= SCAN_BATCH) {
+          yield { device: null, position: { listIndex, afterDeviceId: deviceId }, skipped };
+          skipped = 0;
+        }
+        continue;
+      }
+      skipped = 0;
+      yield { device: decodeScanDevice(bytes, deviceId, instanceId), position: { listIndex, afterDeviceId: deviceId } };
+    }
+  }
+
+  /**
    * The step scan behind scanInterestSteps/scanUserSteps: walks `recordKeys` (an index read
    * through RECORD_KEY_VIEW) under each name of the
    * normalised `names` list from `resumeFrom`, yielding each device whose record exists and is

@@ -355,6 +355,11 @@ export class DeviceStore {
     return this.scan.userSteps(instanceId, userIds, resumeFrom);
   }
 
+  /** The named devices this shard holds, with progress steps like scanUserSteps (ids it does not hold are skips). */
+  scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
+    return this.scan.deviceSteps(instanceId, deviceIds, resumeFrom);
+  }
+
   /** Totals for one instance on this shard (each a range count, linear in its size). */
   counts(instanceId: string): StoreCounts {
     const range = prefixRange([instanceId]);

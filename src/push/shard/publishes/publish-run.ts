@@ -172,7 +172,9 @@ export class PublishRun {
     const resumeFrom = this.record.position ?? undefined;
     const scan = this.job.kind === 'interests'
       ? this.deps.devices.scanInterestSteps(this.job.instanceId, this.job.targets, resumeFrom)
-      : this.deps.devices.scanUserSteps(this.job.instanceId, this.job.targets, resumeFrom);
+      : this.job.kind === 'users'
+        ? this.deps.devices.scanUserSteps(this.job.instanceId, this.job.targets, resumeFrom)
+        : this.deps.devices.scanDeviceSteps(this.job.instanceId, this.job.targets, resumeFrom);
     const tracksUsers = this.job.kind === 'users';
     const inFlight = new Set<Promise<void>>();
     let exhausted = false;

@@ -526,6 +526,24 @@ describe('DeviceStore', () => {
       }
     });
 
+    it('scans named devices it holds, each once, passing over unknown ones, and resumes', async () => {
+      const { store } = freshStore();
+      for (const id of ['a', 'b', 'c']) await store.register('inst', id, 'fcm', `t-${id}`, undefined, undefined);
+      await store.register('inst2', 'z', 'fcm', 't-z', undefined, undefined);
+      const devicesOf = (ids: string[], from?: ScanPosition) =>
+        [...store.scanDeviceSteps('inst', ids, from)].filter((s): s is ScannedDevice => s.device !== null);
+      const full = devicesOf(['c', 'nope', 'a', 'c', 'z']);
+      expect(full.map((s) => s.device.id)).toEqual(['a', 'c']);
+      expect(full[0]!.device.token).toBe('t-a');
+      expect(devicesOf(['c', 'nope', 'a', 'z'], full[0]!.position).map((s) => s.device.id)).toEqual(['c']);
+      expect(devicesOf(['a', 'c'], full[1]!.position)).toEqual([]);
+      expect(devicesOf(['a', 'c'], { listIndex: 1, afterDeviceId: null }).map((s) => s.device.id)).toEqual(['c']);
+      const misses = Array.from({ length: SCAN_BATCH + 1 }, (_, i) => `x${i}`);
+      const steps = [...store.scanDeviceSteps('inst', misses)];
+      expect(steps).toHaveLength(1);
+      expect((steps[0] as ScanProgress).skipped).toBe(SCAN_BATCH);
+    });
+
     it('step scans yield a progress step every SCAN_BATCH de-duplicated devices, and resume from it', async () => {
       const { store } = freshStore();
       const both = Array.from({ length: 1000 }, (_, i) => `both-${String(i).padStart(4, '0')}`);
