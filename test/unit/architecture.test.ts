@@ -1,7 +1,8 @@
 /**
  * The shape docs/architecture.md describes, checked on the source: the shard layer imports no
  * area, route modules never see the shard pool, and no code under src/channels/ws sends to a
- * uWS topic itself (every frame for a channel goes through the channel adapter).
+ * uWS topic itself (every frame for a channel goes through the channel adapter; its corks batch
+ * one socket's own frames).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -44,5 +45,15 @@ describe('architecture', () => {
     // uWS `app.publish` / `ws.publish`; `adapter.publish(` is the way through the adapter.
     const offending = sources(join(SRC, 'channels/ws')).filter((file) => /(?<!adapter)\.publish\(/.test(readFileSync(file, 'utf8'))).map(rel);
     expect(offending).toEqual([]);
+  });
+
+  it('corks under src/channels/ws batch one connection\'s own frames, never a topic', () => {
+    // `ws.cork` / `res.cork`: one socket (or upgrade response); anything they send to others goes
+    // through `adapter.publish` (checked above). See docs/architecture.md, "Channel state and delivery".
+    const corks = sources(join(SRC, 'channels/ws')).flatMap((file) =>
+      [...readFileSync(file, 'utf8').matchAll(/([\w.$]+)\s*\.\s*cork\s*\(/g)].map((m) => `${rel(file)}: ${m[1]}.cork`),
+    );
+    expect(corks.length).toBeGreaterThan(0);
+    expect(corks.filter((cork) => !/: (ws|res)\.cork$/.test(cork))).toEqual([]);
   });
 });

@@ -1,6 +1,7 @@
 /**
- * Main ↔ shard messages of push publish (type-only), and the shapes each shard stores for a
- * publish, which the statistics endpoint (reporting area) reads through `publish.stats`.
+ * Main ↔ shard messages of push publish (type-only), including what the statistics endpoint
+ * (reporting area) reads through `publish.stats`. What a shard stores has its own types, in
+ * push/shard/publishes/publish-store.ts, converted at the store's boundary.
  */
 import type { Platform } from '../platform.js';
 
@@ -12,8 +13,9 @@ import type { Platform } from '../platform.js';
 export type PublishKind = 'interests' | 'users' | 'devices';
 
 /**
- * One accepted publish, exactly as every shard stores it (immutable). `targets` is the
- * interest or user list as the request gave it (the scan sorts and de-duplicates it).
+ * One accepted publish, as `publish.start` hands it to every shard (each stores it as a
+ * StoredPublishJob, immutable). `targets` is the interest or user list as the request gave it
+ * (the scan sorts and de-duplicates it).
  */
 export interface PublishJob {
   /** `pubid-<uuid>`. */

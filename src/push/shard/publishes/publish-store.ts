@@ -2,7 +2,7 @@
  * Durable publish state of one shard, in one named database `push/publish` of the shard's
  * LMDB environment (keys are string tuples encoded by ../../keys.ts, values msgpack):
  *
- *   ('job', publishId)                 → PublishJob       the accepted request; dropped once this
+ *   ('job', publishId)                 → StoredPublishJob the accepted request; dropped once this
  *                                                           shard needs it no more (part reported and,
  *                                                           on the coordinator, webhooks queued)
  *   ('progress', publishId)            → ProgressRecord   this shard's part: counts and times, the scan
@@ -46,6 +46,33 @@ export interface ProgressRecord {
   reported: boolean;
   /** Cancelled (`publish.cancel`) before every shard had stored it: stopped, never resumed or reported. */
   cancelled?: true;
+}
+
+/**
+ * One accepted publish as stored (`('job', publishId)`, msgpack, written once): the store's own
+ * type, converted from and to the `publish.start` message's PublishJob at this module's boundary
+ * (storedJob, jobOf), so a field added to the message does not reach the disk unless it is
+ * added here and to storedJob. Today it has exactly the message's fields; should the message
+ * change, this type must keep describing the records already on disk (Herald reads data dirs of
+ * earlier versions without a migration).
+ */
+export type StoredPublishJob = Readonly<Pick<PublishJob, 'publishId' | 'instanceId' | 'kind' | 'targets' | 'payloads' | 'acceptedAt' | 'webhookUrl'>>;
+
+/**
+ * The stored form of a job: its fields in the order every version has written them (the order
+ * the HTTP route builds the job in), `webhookUrl` last and only when present, so the msgpack
+ * bytes stay those of earlier versions.
+ */
+export function storedJob(job: PublishJob): StoredPublishJob {
+  const { publishId, instanceId, kind, targets, payloads, acceptedAt, webhookUrl } = job;
+  return webhookUrl === undefined
+    ? { publishId, instanceId, kind, targets, payloads, acceptedAt }
+    : { publishId, instanceId, kind, targets, payloads, acceptedAt, webhookUrl };
+}
+
+/** The job a stored record describes (a copy: the stored record is never changed in place). */
+export function jobOf(stored: StoredPublishJob): PublishJob {
+  return { ...stored };
 }
 
 /** What a shard tells the coordinator when its part is finished. */
@@ -112,7 +139,8 @@ export class PublishStore {
   }
 
   job(publishId: string): PublishJob | undefined {
-    return this.db.get(encodeKey(['job', publishId])) as PublishJob | undefined;
+    const stored = this.db.get(encodeKey(['job', publishId])) as StoredPublishJob | undefined;
+    return stored && jobOf(stored);
   }
 
   progress(publishId: string): ProgressRecord | undefined {
@@ -147,7 +175,7 @@ export class PublishStore {
     const id = job.publishId;
     return this.root.childTransaction(() => {
       if (this.db.doesExist(encodeKey(['progress', id]))) return false;
-      this.db.putSync(encodeKey(['job', id]), job);
+      this.db.putSync(encodeKey(['job', id]), storedJob(job));
       this.db.putSync(encodeKey(['progress', id]), progress);
       this.db.putSync(encodeKey(['open', id]), true);
       if (coordinates) {
