@@ -118,18 +118,30 @@ const PAYLOAD = {
 
 describe('publish to interests (P1)', () => {
   it('reaches exactly the subscribed devices on both shards, once each, with each platform payload', async () => {
-    const subscriptions = Array.from({ length: 4 }, () => fakes.web.createSubscription());
-    const devices = [
-      await register('apns', apnsToken(), ['news', 'sport', 'weather']), // three of the interests: one notification
-      await register('apns', apnsToken(), ['news']),
-      await register('apns', apnsToken(), ['sport', 'unrelated']),
-      await register('fcm', 'fcm-token-news-1', ['news', 'weather']),
-      await register('fcm', 'fcm-token-news-2', ['weather']),
-      await register('fcm', 'fcm-token-news-3', ['sport']),
-      await register('web', subscriptions[0]!.token, ['news', 'sport']),
-      await register('web', subscriptions[1]!.token, ['weather']),
-      await register('web', subscriptions[2]!.token, ['news']),
-    ];
+    // Device ids are an HMAC with the data dir's random secret, so the audience lands on both
+    // shards only most of the time (all 9 on one shard: 1 in 256). Register it again (new APNs and
+    // web tokens, so new ids) until both shards hold part of it; a discarded audience is deleted.
+    let subscriptions: ReturnType<typeof fakes.web.createSubscription>[] = [];
+    let devices: Registered[] = [];
+    for (let attempt = 0; attempt < 8; attempt++) {
+      for (const d of devices) {
+        const gone = await deviceApi('DELETE', `/devices/${d.platform}/${encodeURIComponent(d.id)}`);
+        expect(gone.status).toBe(200);
+      }
+      subscriptions = Array.from({ length: 4 }, () => fakes.web.createSubscription());
+      devices = [
+        await register('apns', apnsToken(), ['news', 'sport', 'weather']), // three of the interests: one notification
+        await register('apns', apnsToken(), ['news']),
+        await register('apns', apnsToken(), ['sport', 'unrelated']),
+        await register('fcm', 'fcm-token-news-1', ['news', 'weather']),
+        await register('fcm', 'fcm-token-news-2', ['weather']),
+        await register('fcm', 'fcm-token-news-3', ['sport']),
+        await register('web', subscriptions[0]!.token, ['news', 'sport']),
+        await register('web', subscriptions[1]!.token, ['weather']),
+        await register('web', subscriptions[2]!.token, ['news']),
+      ];
+      if (new Set(devices.map((d) => deviceShardFor(d.id, 2))).size === 2) break;
+    }
     const outsiders = [
       await register('apns', apnsToken(), ['unrelated']),
       await register('fcm', 'fcm-token-outsider', []),
