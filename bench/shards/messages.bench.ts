@@ -18,10 +18,12 @@ const request: ShardRequestOf<HeraldShardApi, 'channels.subscribe'> = {
 };
 const subscribe: ShardEnvelope = { id: 123_456, deadline: 1_700_000_000_000, request };
 
-const members: [string, unknown][] = Array.from({ length: 20 }, (_, i) => [`user-${i}`, { name: `User ${i}` }]);
+// The members as the shard answers them: one JSON string (ChannelStore.presenceJson).
+const ids = Array.from({ length: 20 }, (_, i) => `user-${i}`);
+const presence = JSON.stringify({ ids, hash: Object.fromEntries(ids.map((id, i) => [id, { name: `User ${i}` }])), count: ids.length });
 const answer: { ok: true; value: ShardResponseOf<HeraldShardApi, 'channels.subscribe'> } = {
   ok: true,
-  value: { subscriptionCount: 20, occupied: false, memberAdded: true, members },
+  value: { subscriptionCount: 20, occupied: false, memberAdded: true, presence },
 };
 
 export const suite: MicroSuite = {

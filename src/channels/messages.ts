@@ -20,8 +20,11 @@ export interface ChannelShardApi {
       occupied: boolean;
       /** Presence: this join is the user's first connection on the channel. */
       memberAdded?: boolean;
-      /** Presence: members after the join, [user id, user_info] in join order. */
-      members?: [string, unknown][];
+      /**
+       * Presence: the members after the join as JSON text, `{"ids":[…],"hash":{…},"count":N}`
+       * (ChannelStore.presenceJson): one string to ship, spliced into subscription_succeeded.
+       */
+      presence?: string;
       /** Cache channels: the cached event, or null (a cache miss). */
       cached?: { event: string; data: string } | null;
     };

@@ -84,7 +84,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
     const res: SubscribeRes = { subscriptionCount: outcome.subscriptionCount, occupied: outcome.changed && outcome.occupied };
     if (presence) {
       res.memberAdded = outcome.memberAdded;
-      res.members = outcome.members ?? [];
+      res.presence = store.presenceJson(req.appId, req.channel) ?? '{"ids":[],"hash":{},"count":0}';
     }
     if (type.cache) {
       const cached = store.cached(req.appId, req.channel);

@@ -13,6 +13,7 @@
  * local one on the shard owning the channel, which sees every subscription of it).
  */
 import type { WebSocket } from 'uWebSockets.js';
+import type { PresenceSnapshot } from '../ws/frames.js';
 
 /** A connection as the adapter sees it: the uWS socket, whatever it carries. */
 export type ChannelSocket = WebSocket<unknown>;
@@ -38,8 +39,16 @@ export interface CachedEvent {
 }
 
 export interface SubscribeResult {
-  /** Presence only: the members after this join (for subscription_succeeded). */
-  presence?: { ids: string[]; hash: Record<string, unknown>; count: number };
+  /**
+   * Presence only: the members after this join (for subscription_succeeded). May be a getter
+   * built from presenceJson when read: the frame is made from presenceJson where there is one.
+   */
+  presence?: PresenceSnapshot;
+  /**
+   * Presence, optional: the same members as JSON text, `{"ids":[…],"hash":{…},"count":N}`,
+   * spliced into subscription_succeeded as is (the local shards keep it serialised).
+   */
+  presenceJson?: string;
   /** The channel had no subscriber before this join (channel_occupied). */
   occupied: boolean;
   /** Presence only: true when this join is the user's first connection (member_added due). */

@@ -28,7 +28,7 @@ import type {
   SubscribeResult,
   UnsubscribeResult,
 } from './channel-adapter.js';
-import { memberRemoved, snapshotOf, subscriptionCount, topicFor, watchTopicFor, watchlistEvents } from '../ws/frames.js';
+import { memberRemoved, subscriptionCount, type PresenceSnapshot, topicFor, watchTopicFor, watchlistEvents } from '../ws/frames.js';
 import type { ReconcileRemoval, ReconciledSubscription } from '../messages.js';
 import { MembershipBatches } from './membership-batches.js';
 import { endWithError, type SocketRegistry } from '../ws/registry.js';
@@ -218,8 +218,8 @@ export class LocalChannelAdapter implements ChannelAdapter {
       );
       if (res === null) return null;
       const out: SubscribeResult = { subscriptionCount: res.subscriptionCount, occupied: res.occupied };
-      if (res.members) {
-        out.presence = snapshotOf(res.members);
+      if (res.presence !== undefined) {
+        withPresenceJson(out, res.presence);
         out.memberAdded = res.memberAdded ?? false;
       }
       if (res.cached !== undefined) {
@@ -289,4 +289,18 @@ export class LocalChannelAdapter implements ChannelAdapter {
 
 function cacheWatchKey(appId: string, channel: string): string {
   return `${appId}\u0000${channel}`;
+}
+
+/**
+ * Puts the shard's member list on a join result as JSON text (frames splice it in as is) and
+ * `presence` as a getter that parses it only when read (the subscription_succeeded path never
+ * does): a join in a big presence channel then costs no parse and no stringify on this thread.
+ */
+function withPresenceJson(out: SubscribeResult, json: string): void {
+  out.presenceJson = json;
+  Object.defineProperty(out, 'presence', {
+    enumerable: true,
+    configurable: true,
+    get: (): PresenceSnapshot => JSON.parse(json) as PresenceSnapshot,
+  });
 }

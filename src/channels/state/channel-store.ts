@@ -19,6 +19,18 @@ interface ChannelState {
   subscribers: Map<string, string | null>;
   /** Presence channels only: user id → member. */
   members: Map<string, Member> | null;
+  /**
+   * Presence channels only: the members as JSON text, kept in step with `members` so a join
+   * does not serialise the whole list again (see presenceJson). Null until first asked for and
+   * after a member leaves (rebuilt on the next request).
+   */
+  membersJson: MembersJson | null;
+}
+
+/** The comma-separated insides of the `ids` array and the `hash` object, in join order. */
+interface MembersJson {
+  ids: string;
+  hash: string;
 }
 
 interface CacheEntry {
@@ -50,8 +62,8 @@ export interface JoinOutcome {
   /** Presence: this was the user's first connection on the channel. */
   memberAdded: boolean;
   subscriptionCount: number;
-  /** Presence only: members after the join, as [user id, user_info] pairs in join order. */
-  members?: [string, unknown][];
+  /** Presence only: members after the join, as [user id, user_info] pairs in join order (built when read). */
+  readonly members?: [string, unknown][];
 }
 
 /** What changed with one leave. */
@@ -87,7 +99,7 @@ export class ChannelStore {
     let channels = this.apps.get(req.appId);
     const existing = channels?.get(req.channel);
     if (existing?.subscribers.has(req.socketId)) {
-      return { changed: false, occupied: false, memberAdded: false, subscriptionCount: existing.subscribers.size, ...this.snapshot(existing) };
+      return withMembers({ changed: false, occupied: false, memberAdded: false, subscriptionCount: existing.subscribers.size }, existing);
     }
     const userId = presence ? req.member?.userId : undefined;
     if (presence && userId === undefined) throw new Error('presence join without a member');
@@ -100,7 +112,7 @@ export class ChannelStore {
     }
     let state = existing;
     if (!state) {
-      state = { subscribers: new Map(), members: presence ? new Map() : null };
+      state = { subscribers: new Map(), members: presence ? new Map() : null, membersJson: null };
       channels.set(req.channel, state);
     }
     state.subscribers.set(req.socketId, userId ?? null);
@@ -110,11 +122,19 @@ export class ChannelStore {
       if (member) {
         member.connections++;
       } else {
-        state.members.set(userId, { userInfo: req.member?.userInfo ?? null, connections: 1 });
+        const userInfo = req.member?.userInfo ?? null;
+        state.members.set(userId, { userInfo, connections: 1 });
         memberAdded = true;
+        const json = state.membersJson;
+        if (json) {
+          const id = JSON.stringify(userId);
+          const comma = json.ids === '' ? '' : ',';
+          json.ids += comma + id;
+          json.hash += `${comma}${id}:${JSON.stringify(userInfo) ?? 'null'}`;
+        }
       }
     }
-    return { changed: true, occupied: !existing, memberAdded, subscriptionCount: state.subscribers.size, ...this.snapshot(state) };
+    return withMembers({ changed: true, occupied: !existing, memberAdded, subscriptionCount: state.subscribers.size }, state);
   }
 
   leave(appId: string, channel: string, socketId: string): LeaveOutcome {
@@ -130,6 +150,7 @@ export class ChannelStore {
       const member = state.members.get(userId);
       if (member && --member.connections <= 0) {
         state.members.delete(userId);
+        state.membersJson = null;
         memberRemoved = userId;
       }
     }
@@ -159,6 +180,31 @@ export class ChannelStore {
   /** Distinct users of a presence channel (0 elsewhere). */
   userCount(appId: string, channel: string): number {
     return this.apps.get(appId)?.get(channel)?.members?.size ?? 0;
+  }
+
+  /**
+   * The presence part of subscription_succeeded as JSON text, `{"ids":[…],"hash":{…},"count":N}`
+   * (null when the channel is not an occupied presence channel). Kept up to date on joins and
+   * rebuilt after a leave, so a join storm costs one string append per join here, and the shard
+   * ships one string rather than every member as a msgpack structure. The same JSON content as
+   * JSON.stringify of frames.snapshotOf over the members; hash keys stay in join order (an
+   * object would put integer-like ids first), which JSON readers do not depend on.
+   */
+  presenceJson(appId: string, channel: string): string | null {
+    const state = this.apps.get(appId)?.get(channel);
+    if (!state?.members) return null;
+    let json = state.membersJson;
+    if (!json) {
+      const ids: string[] = [];
+      const hash: string[] = [];
+      for (const [userId, member] of state.members) {
+        const id = JSON.stringify(userId);
+        ids.push(id);
+        hash.push(`${id}:${JSON.stringify(member.userInfo) ?? 'null'}`);
+      }
+      json = state.membersJson = { ids: ids.join(','), hash: hash.join(',') };
+    }
+    return `{"ids":[${json.ids}],"hash":{${json.hash}},"count":${state.members.size}}`;
   }
 
   userIds(appId: string, channel: string): string[] {
@@ -247,12 +293,23 @@ export class ChannelStore {
     cache.bytes -= entry.bytes;
     if (cache.entries.size === 0) this.caches.delete(appId);
   }
+}
 
-  /** Pairs rather than an object keyed by user id: a user id may be any string, `__proto__` included. */
-  private snapshot(state: ChannelState): { members?: [string, unknown][] } {
-    if (!state.members) return {};
-    const members: [string, unknown][] = [];
-    for (const [id, member] of state.members) members.push([id, member.userInfo]);
-    return { members };
-  }
+/**
+ * Adds `members` to a presence join's outcome: [user id, user_info] pairs rather than an object
+ * keyed by user id (a user id may be any string, `__proto__` included). A getter, built when
+ * read (tests, tools) and reading the channel as it is then: the shard answers joins with
+ * ChannelStore.presenceJson instead, so a join does not copy the member list.
+ */
+function withMembers(outcome: JoinOutcome, state: ChannelState): JoinOutcome {
+  const members = state.members;
+  if (!members) return outcome;
+  return Object.defineProperty(outcome, 'members', {
+    enumerable: true,
+    get(): [string, unknown][] {
+      const pairs: [string, unknown][] = [];
+      for (const [id, member] of members) pairs.push([id, member.userInfo]);
+      return pairs;
+    },
+  });
 }

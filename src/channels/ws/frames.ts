@@ -91,10 +91,14 @@ export interface PresenceSnapshot {
 
 /**
  * subscription_succeeded: `{}` or, on presence channels, the members after the join, given as
- * the adapter's snapshot or as [user id, user_info] pairs.
+ * the adapter's snapshot, as its JSON text (spliced in as is: the shard keeps it serialised, so
+ * a join in a big channel is not parsed and stringified again here) or as [user id, user_info] pairs.
  */
-export function subscriptionSucceeded(channel: string, presence?: PresenceSnapshot | [string, unknown][]): string {
-  const data = presence === undefined ? '{}' : JSON.stringify({ presence: Array.isArray(presence) ? snapshotOf(presence) : presence });
+export function subscriptionSucceeded(channel: string, presence?: PresenceSnapshot | string | [string, unknown][]): string {
+  let data: string;
+  if (presence === undefined) data = '{}';
+  else if (typeof presence === 'string') data = `{"presence":${presence}}`;
+  else data = JSON.stringify({ presence: Array.isArray(presence) ? snapshotOf(presence) : presence });
   return JSON.stringify({ event: 'pusher_internal:subscription_succeeded', channel, data });
 }
 

@@ -145,7 +145,7 @@ export class Subscriptions {
     const ws = state.ws!;
     const appId = state.app.id;
     ws.cork(() => {
-      ws.send(frames.subscriptionSucceeded(channel, res.presence));
+      ws.send(frames.subscriptionSucceeded(channel, res.presenceJson ?? res.presence));
       // Attached now, in the turn the join answered: later events reach it live (see ChannelAdapter.attach).
       const cached = this.adapter.attach(ws, appId, channel, res);
       m.delivered = true;

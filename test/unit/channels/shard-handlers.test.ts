@@ -94,9 +94,13 @@ describe('channel shard handlers', () => {
   it('keeps presence members per user, refuses one over the limit, and emits nothing for apps without webhooks', async () => {
     const join = (socketId: string, userId: string) =>
       h()['channels.subscribe']({ appId: HOOKED, channel: 'presence-lab', socketId, member: { userId, userInfo: { n: userId } } });
-    expect(await join('1.1', 'ada')).toEqual({ subscriptionCount: 1, occupied: true, memberAdded: true, members: [['ada', { n: 'ada' }]] });
+    expect(await join('1.1', 'ada')).toEqual({ subscriptionCount: 1, occupied: true, memberAdded: true, presence: '{"ids":["ada"],"hash":{"ada":{"n":"ada"}},"count":1}' });
     expect(await join('1.2', 'ada')).toMatchObject({ memberAdded: false });
-    expect(await join('1.3', 'bob')).toMatchObject({ memberAdded: true, members: [['ada', { n: 'ada' }], ['bob', { n: 'bob' }]] });
+    expect(JSON.parse(((await join('1.3', 'bob')) as { presence: string }).presence)).toEqual({
+      ids: ['ada', 'bob'],
+      hash: { ada: { n: 'ada' }, bob: { n: 'bob' } },
+      count: 2,
+    });
     await expect(call(() => join('1.4', 'cyd'))).rejects.toMatchObject({ code: 'PRESENCE_MEMBER_LIMIT' });
     expect(await h()['channels.unsubscribe']({ appId: HOOKED, channel: 'presence-lab', socketId: '1.1' })).toMatchObject({ memberRemoved: false });
     expect(await h()['channels.unsubscribe']({ appId: HOOKED, channel: 'presence-lab', socketId: '1.2' })).toMatchObject({ memberRemoved: true });

@@ -52,6 +52,32 @@ describe('ChannelStore subscriptions', () => {
     expect(store.list('b', undefined)).toEqual([{ channel: 'news', userCount: 0 }]);
   });
 
+  it('keeps the presence JSON in step with joins and leaves: the same content as the snapshot of the members', () => {
+    const store = new ChannelStore();
+    const snapshot = () => {
+      const ids = store.userIds('a', 'presence-room');
+      return { ids, hash: JSON.parse(JSON.stringify(Object.fromEntries(ids.map((id) => [id, { n: id }])))), count: ids.length };
+    };
+    const users = ['u1', '2', '1', '__proto__', 'quote"back\\slash', 'line\nbreak', '\u2028', 'é'];
+    expect(store.presenceJson('a', 'presence-room')).toBeNull();
+    users.forEach((user, i) => {
+      join(store, `1.${i}`, 'presence-room', user);
+      // Asked for after some joins only: kept from then on, appended to on each join.
+      if (i % 3 === 0) expect(JSON.parse(store.presenceJson('a', 'presence-room')!)).toEqual(snapshot());
+    });
+    join(store, '2.1', 'presence-room', 'u1'); // a second connection adds no member
+    expect(JSON.parse(store.presenceJson('a', 'presence-room')!)).toEqual(snapshot());
+    store.leave('a', 'presence-room', '1.1'); // '2' leaves
+    expect(JSON.parse(store.presenceJson('a', 'presence-room')!)).toEqual(snapshot());
+    expect(snapshot().ids).not.toContain('2');
+    join(store, '3.1', 'presence-room', 'late');
+    const after = JSON.parse(store.presenceJson('a', 'presence-room')!) as { ids: string[]; hash: object; count: number };
+    expect(after).toEqual(snapshot());
+    expect(after.ids.at(-1)).toBe('late');
+    expect(after.hash).toHaveProperty(['__proto__']);
+    expect(store.presenceJson('a', 'news')).toBeNull();
+  });
+
   it('keeps a __proto__ user id as data', () => {
     const store = new ChannelStore();
     expect(join(store, '1.1', 'presence-room', '__proto__').members).toEqual([['__proto__', { n: '__proto__' }]]);

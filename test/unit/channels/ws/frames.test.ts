@@ -44,6 +44,15 @@ describe('frames', () => {
     expect(JSON.parse(frame.data).presence.hash).toHaveProperty(['__proto__']);
   });
 
+  it('splices the presence JSON text in: the same frame content as from the snapshot', () => {
+    const pairs: [string, unknown][] = [['u1', { a: 1 }], ['2', null], ['__proto__', 'x']];
+    const json = '{"ids":["u1","2","__proto__"],"hash":{"u1":{"a":1},"2":null,"__proto__":"x"},"count":3}';
+    const fromText = JSON.parse(frames.subscriptionSucceeded('presence-x', json)) as { data: string };
+    const fromPairs = JSON.parse(frames.subscriptionSucceeded('presence-x', pairs)) as { data: string };
+    expect(fromText).toEqual({ ...fromPairs, data: fromText.data });
+    expect(JSON.parse(fromText.data)).toEqual(JSON.parse(fromPairs.data));
+  });
+
   it('reports subscription errors with the catalogue kind and status', () => {
     const frame = JSON.parse(frames.subscriptionError('private-x', new HeraldError('SUBSCRIPTION_AUTH_FAILED')));
     expect(frame).toEqual({ event: 'pusher:subscription_error', channel: 'private-x', data: { type: 'AuthError', error: 'Invalid signature', status: 401 } });
