@@ -55,11 +55,7 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-/**
- * One request on a new connection (no keep-alive agent): a connection kept alive across a
- * certificate reload may be closed at its next request (docs/operations.md#tls), which is not
- * what these tests check.
- */
+/** One request on a new connection (no keep-alive agent). */
 function httpsGet(path: string, host = 'localhost'): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = httpsRequest({ host, port: herald.port, path, ca, servername: 'localhost', agent: false }, (res) => {
