@@ -131,10 +131,11 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     ...(admin?.routes ?? []),
   ];
   const allRoutes = [...routes, ...notFoundRoutes()];
-  registerRoutes(app, allRoutes, { draining: () => state.draining });
+  const closeAfterAnswer = main.secure ? () => main.closesConnections() : undefined;
+  registerRoutes(app, allRoutes, { draining: () => state.draining, closeAfterAnswer });
   // TLS: the same routes again under each server name of the certificate (see http/tls.ts).
   main.installRoutes(() => {
-    registerRoutes(app, allRoutes, { draining: () => state.draining });
+    registerRoutes(app, allRoutes, { draining: () => state.draining, closeAfterAnswer });
     app.ws('/*', ws.behavior);
   });
 

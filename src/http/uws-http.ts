@@ -90,6 +90,8 @@ interface CompiledRoute {
   readonly headerNames: readonly string[] | undefined;
   readonly extraHeaders: readonly (readonly [string, string])[];
   readonly observe: AnswerObserver | undefined;
+  /** True when answers must close their connection (a TLS certificate swap is pending, http/tls.ts). */
+  readonly closeAfterAnswer: (() => boolean) | undefined;
 }
 
 /** Told of every answer (metrics, 4xx debug logs): the request, its status, its arrival (performance.now()). */
@@ -241,6 +243,7 @@ class Exchange implements RequestContext {
     const res = this.res;
     const extra = this.route.extraHeaders;
     const paused = this.paused;
+    const close = closeConnection || (this.route.closeAfterAnswer !== undefined && this.route.closeAfterAnswer());
     res.cork(() => {
       // Before end: the response may not be touched once it is answered.
       if (paused) res.resume();
@@ -250,14 +253,14 @@ class Exchange implements RequestContext {
       if (body !== '' && (headers === undefined || !('content-type' in headers))) res.writeHeader('content-type', 'application/json');
       if (headers !== undefined) for (const k in headers) res.writeHeader(k, headers[k]!);
       for (let i = 0; i < extra.length; i++) res.writeHeader(extra[i]![0], extra[i]![1]);
-      res.end(body, closeConnection);
+      res.end(body, close);
     });
     if (this.route.observe !== undefined) this.route.observe(this, reply, this.startMs);
   }
 }
 
 /** Builds the uWS handler for one route: capture, read body within the limit, run, answer. */
-export function uwsHandler(paramNames: readonly string[], handler: Handler, opts: RouteOptions, observe?: AnswerObserver) {
+export function uwsHandler(paramNames: readonly string[], handler: Handler, opts: RouteOptions, observe?: AnswerObserver, closeAfterAnswer?: () => boolean) {
   const route: CompiledRoute = {
     paramNames,
     handler,
@@ -265,6 +268,7 @@ export function uwsHandler(paramNames: readonly string[], handler: Handler, opts
     headerNames: opts.headers?.map((h) => h.toLowerCase()),
     extraHeaders: Object.entries(opts.extraHeaders ?? {}),
     observe,
+    closeAfterAnswer,
   };
   const readsBody = opts.bodyLimit > 0;
   const contentLengthCopied = route.headerNames === undefined || route.headerNames.includes('content-length');
