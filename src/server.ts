@@ -136,6 +136,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   // TLS: the same routes again under each server name of the certificate (see http/tls.ts).
   main.installRoutes(() => {
     registerRoutes(app, allRoutes, { draining: () => state.draining, closeAfterAnswer });
+    admin?.registerStream(app);
     app.ws('/*', ws.behavior);
   });
 

@@ -11,6 +11,8 @@ import { registerAdminStream } from './stream.js';
 
 export interface AdminArea {
   routes: Route[];
+  /** Registers the live stream's route on the app again (under each TLS server name). */
+  registerStream(app: TemplatedApp): void;
   /** Ends the open live streams (shutdown). */
   close(): void;
 }
@@ -25,6 +27,7 @@ export function createAdminArea(deps: Omit<AdminDeps, 'auth'> & { token: string;
   const streams = registerAdminStream(uws, full);
   return {
     routes: [...adminRoutes(full), ...dashboardRoutes()],
+    registerStream: (app) => streams.register(app),
     close: () => streams.closeAll(),
   };
 }

@@ -21,12 +21,18 @@ export const STATS_INTERVAL_MS = 1000;
 
 /** Open streams, so that shutdown can end them. */
 export interface StreamRegistry {
+  /**
+   * Registers the stream route again on `app` as it stands (with TLS, under the server name the
+   * app's `domain()` selected: http/tls.ts installs every route once per name).
+   */
+  register(app: TemplatedApp): void;
   closeAll(): void;
 }
 
 export function registerAdminStream(app: TemplatedApp, deps: AdminDeps): StreamRegistry {
   const open = new Set<() => void>();
-  app.get('/admin/v1/stream', (res: HttpResponse, req: HttpRequest) => {
+  const register = (target: TemplatedApp): void => {
+    target.get('/admin/v1/stream', (res: HttpResponse, req: HttpRequest) => {
     try {
       startStream(res, req, deps, open);
     } catch (err) {
@@ -38,7 +44,10 @@ export function registerAdminStream(app: TemplatedApp, deps: AdminDeps): StreamR
       }
     }
   });
+  };
+  register(app);
   return {
+    register,
     closeAll: () => {
       for (const close of [...open]) close();
     },

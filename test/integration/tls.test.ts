@@ -45,7 +45,7 @@ beforeAll(async () => {
   copyFileSync(join(dir, 'first-key.pem'), join(dir, 'key.pem'));
   herald = await startHerald({
     shards: 1,
-    config: { tls: { certFile: join(dir, 'cert.pem'), keyFile: join(dir, 'key.pem') } },
+    config: { tls: { certFile: join(dir, 'cert.pem'), keyFile: join(dir, 'key.pem') }, admin: { token: ADMIN_TOKEN } },
     env: { HERALD_LOG_LEVEL: 'info' },
   });
 });
@@ -54,6 +54,8 @@ afterAll(async () => {
   await herald?.dispose();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
+
+const ADMIN_TOKEN = 'tls-test-admin-token-0123456789';
 
 /** One request on a new connection (no keep-alive agent). */
 function httpsGet(path: string, host = 'localhost'): Promise<{ status: number; body: string }> {
@@ -85,6 +87,24 @@ describe('tls', () => {
     const ready = await httpsGet('/ready');
     expect(ready.status).toBe(200);
     expect(JSON.parse(ready.body)).toEqual({ ready: true });
+  });
+
+  it('serves the dashboard and its live stream to a client that sends the server name', async () => {
+    expect((await httpsGet('/dashboard')).status).toBe(200);
+    // The stream is not in the route table: it must be installed under each server name too.
+    const stream = await new Promise<{ status: number; type: string | undefined }>((resolve, reject) => {
+      const req = httpsRequest(
+        { host: 'localhost', port: herald.port, path: '/admin/v1/stream', ca, servername: 'localhost', agent: false, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } },
+        (res) => {
+          resolve({ status: res.statusCode!, type: res.headers['content-type'] });
+          req.destroy();
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+    expect(stream.status).toBe(200);
+    expect(stream.type).toMatch(/^text\/event-stream/);
   });
 
   it('serves WSS: a ws client with the CA gets pusher:connection_established', async () => {
