@@ -4,7 +4,6 @@
  * these paths fall to the catch-all 404. Secrets go out masked, except from the two `secret`
  * routes the page calls when the user asks to copy one.
  */
-import { randomUUID } from 'node:crypto';
 import { HeraldError } from '../errors.js';
 import type { AppConfig, PushInstanceConfig } from '../config/schema.js';
 import type { Route } from '../http/router.js';
@@ -15,7 +14,7 @@ import { isPresenceChannel } from '../channels/names.js';
 import { parseJsonObject } from '../push/http/common.js';
 import { PLATFORMS, type Platform } from '../push/platform.js';
 import type { GatewayCounts, PublishJob } from '../push/messages/publishes.js';
-import { validatePublishRequest } from '../push/http/publishes/request-schema.js';
+import { newPublishJob, validatePublishRequest } from '../push/http/publishes/request-schema.js';
 import { isDeviceIdOf } from '../push/http/devices/device-id.js';
 import { SignInRateLimited, type AdminAuth } from './auth.js';
 import type { DebugHub } from './debug-hub.js';
@@ -289,14 +288,7 @@ async function testNotification(deps: AdminDeps, rc: RequestContext): Promise<Re
       interest !== undefined ? { interests: [interest], ...payloads } : { users: [userId], ...payloads },
     );
   }
-  const job: PublishJob = {
-    publishId: `pubid-${randomUUID()}`,
-    instanceId: instance.instanceId,
-    kind: request.kind,
-    targets: request.targets,
-    payloads: request.payloads,
-    acceptedAt: Date.now(),
-  };
+  const job = newPublishJob(instance.instanceId, request);
   await deps.ctx.publishes.start(job);
   deps.ctx.debug.publishAccepted(job);
   return { status: 200, body: { publishId: job.publishId } };

@@ -4,10 +4,12 @@
  * `interests[2]: "a b" is not a valid interest name ...`. Unknown top-level fields (such as
  * the hosted service's `webhookLevel`) are accepted and ignored.
  */
+import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { HeraldError } from '../../../errors.js';
 import { isEncodableKeyPart } from '../../keys.js';
 import { isValidInterestName, MAX_INTEREST_NAME_LENGTH } from '../../interest-name.js';
+import type { PublishJob } from '../../messages/publishes.js';
 import type { Platform } from '../../platform.js';
 
 /** Interests per P1 request (spec 4.3). */
@@ -102,4 +104,20 @@ export function validatePublishRequest(kind: PublishRequest['kind'], body: Recor
   if (data.web) payloads.web = data.web;
   const targets = 'interests' in data ? data.interests : data.users;
   return { kind, targets, payloads, ...(data.webhookUrl !== undefined ? { webhookUrl: data.webhookUrl } : {}) };
+}
+
+/**
+ * The publish job a validated request becomes: a new publish id, accepted now. One definition for
+ * the publish API and the dashboard's test notification.
+ */
+export function newPublishJob(instanceId: string, request: Pick<PublishJob, 'kind' | 'targets' | 'payloads' | 'webhookUrl'>): PublishJob {
+  return {
+    publishId: `pubid-${randomUUID()}`,
+    instanceId,
+    kind: request.kind,
+    targets: request.targets,
+    payloads: request.payloads,
+    acceptedAt: Date.now(),
+    ...(request.webhookUrl !== undefined ? { webhookUrl: request.webhookUrl } : {}),
+  };
 }

@@ -10,17 +10,15 @@
  * own devices in the background. When some shard fails to store it, every shard is told to
  * cancel it before the 500 goes out, so a publish the client was refused is not sent.
  */
-import { randomUUID } from 'node:crypto';
 import { countPushPublish } from '../../../metrics/node-counters.js';
 import type { ServerContext } from '../../../server-context.js';
 import type { Route } from '../../../http/router.js';
 import type { Reply, RequestContext } from '../../../http/uws-http.js';
 import { okReply, parseJsonObject, pushRouteOptions, requireInstance, requireJsonContentType, requireSecretKey } from '../common.js';
 import { pathFallback, pathTemplate } from '../path-fallback.js';
-import type { PublishJob } from '../../messages/publishes.js';
 import { checkNotificationQuota } from './notification-quota.js';
 import { PublishRateLimiter } from './rate-limiter.js';
-import { P1_BODY_LIMIT, P2_BODY_LIMIT, validatePublishRequest, type PublishRequest } from './request-schema.js';
+import { newPublishJob, P1_BODY_LIMIT, P2_BODY_LIMIT, validatePublishRequest, type PublishRequest } from './request-schema.js';
 
 const PREFIX = '/publish_api/v1/instances/:instanceId/publishes';
 
@@ -35,15 +33,7 @@ export function publishApiRoutes(ctx: Pick<ServerContext, 'pushInstances' | 'pub
     requireJsonContentType(rc.headers);
     const request = validatePublishRequest(kind, parseJsonObject(rc.body));
     await checkNotificationQuota(ctx.publishes, instance);
-    const job: PublishJob = {
-      publishId: `pubid-${randomUUID()}`,
-      instanceId: instance.instanceId,
-      kind: request.kind,
-      targets: request.targets,
-      payloads: request.payloads,
-      acceptedAt: Date.now(),
-      ...(request.webhookUrl !== undefined ? { webhookUrl: request.webhookUrl } : {}),
-    };
+    const job = newPublishJob(instance.instanceId, request);
     await ctx.publishes.start(job);
     ctx.debug.publishAccepted(job);
     countPushPublish(instance.instanceId);
