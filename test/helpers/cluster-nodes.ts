@@ -7,6 +7,8 @@
 import type { ChannelTransition, ClusterMember, HeldState } from '../../src/channels/adapter/redis/channel-state.js';
 import { ClusterNode } from '../../src/channels/adapter/redis/cluster-node.js';
 import type { ControlMessage } from '../../src/channels/adapter/redis/delivery-bus.js';
+import { afterAll, afterEach, beforeAll } from 'vitest';
+import { RedisServer } from './redis-server.js';
 
 export interface SimulatedNodeOptions {
   redisUrl: string;
@@ -71,4 +73,45 @@ export class SimulatedNode {
     if (this.subscriptions.delete(`${socketId}\0${appId}\0${channel}`)) this.node.bus.unwatch(appId, channel);
     return this.node.state.leave(appId, channel, socketId, debounceMs);
   }
+}
+
+/** A test file's private redis-server and the simulated nodes its tests start (clusterTestBed). */
+export interface ClusterTestBed {
+  /** The file's redis-server (started before the first test). */
+  readonly redis: RedisServer;
+  /** A node on the file's Redis; stopped after the test that made it. */
+  node(options: Omit<SimulatedNodeOptions, 'redisUrl'>): SimulatedNode;
+  /** A key prefix no other test of the file uses (tests do not see each other's state). */
+  prefix(): string;
+}
+
+/**
+ * Registers the hooks of a Redis test file: a private redis-server started before all tests and
+ * stopped after them, and every node a test made stopped after that test.
+ */
+export function clusterTestBed(prefixLetter: string): ClusterTestBed {
+  let redis: RedisServer | undefined;
+  const nodes: SimulatedNode[] = [];
+  let counter = 0;
+  beforeAll(async () => {
+    redis = await new RedisServer().start();
+  });
+  afterEach(async () => {
+    await Promise.allSettled(nodes.splice(0).map((n) => n.node.stop(false)));
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  return {
+    get redis(): RedisServer {
+      if (!redis) throw new Error('the redis-server starts in beforeAll');
+      return redis;
+    },
+    node(options) {
+      const node = new SimulatedNode({ ...options, redisUrl: this.redis.url });
+      nodes.push(node);
+      return node;
+    },
+    prefix: () => `${prefixLetter}${++counter}:`,
+  };
 }

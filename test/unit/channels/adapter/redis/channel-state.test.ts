@@ -2,34 +2,19 @@
  * Shared channel state on a real private redis-server, with two simulated nodes (two
  * ClusterNodes with different node ids on one Redis): transitions exactly once cluster-wide.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { SimulatedNode } from '../../../../helpers/cluster-nodes.js';
-import { RedisServer, waitFor } from '../../../../helpers/redis-server.js';
+import { describe, expect, it } from 'vitest';
+import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
+import { waitFor } from '../../../../helpers/redis-server.js';
 
-let redis: RedisServer;
-const nodes: SimulatedNode[] = [];
-let counter = 0;
+const bed = clusterTestBed('t');
 
 /** Two started nodes on a fresh key prefix (tests do not see each other's state). */
-async function twoNodes(prefix = `t${++counter}:`): Promise<[SimulatedNode, SimulatedNode]> {
-  const a = new SimulatedNode({ redisUrl: redis.url, nodeId: 'node-a', keyPrefix: prefix });
-  const b = new SimulatedNode({ redisUrl: redis.url, nodeId: 'node-b', keyPrefix: prefix });
-  nodes.push(a, b);
+async function twoNodes(prefix = bed.prefix()): Promise<[SimulatedNode, SimulatedNode]> {
+  const a = bed.node({ nodeId: 'node-a', keyPrefix: prefix });
+  const b = bed.node({ nodeId: 'node-b', keyPrefix: prefix });
   await Promise.all([a.start(), b.start()]);
   return [a, b];
 }
-
-beforeAll(async () => {
-  redis = await new RedisServer().start();
-});
-
-afterEach(async () => {
-  await Promise.allSettled(nodes.splice(0).map((n) => n.node.stop(false)));
-});
-
-afterAll(async () => {
-  await redis.stop();
-});
 
 describe('RedisChannelState', () => {
   it('reports channel occupied on the first subscription cluster-wide and vacated on the last, once', async () => {
@@ -139,7 +124,7 @@ describe('RedisChannelState', () => {
     expect(await c.state.listChannels('app', undefined, false)).toEqual([]);
     expect(await c.state.hasSocket('app', '1.1')).toBe(false);
     expect((await c.join('app', 'shared-name', '3.1')).occupied).toBe(true);
-    const client = redis.client();
+    const client = bed.redis.client();
     const keys = await client.keys('*');
     await client.quit();
     expect(keys.every((k) => k.startsWith('iso-one:') || k.startsWith('iso-two:') || /^t\d+:/.test(k))).toBe(true);

@@ -3,33 +3,18 @@
  * has local subscribers on, the except socket travels with the frame, a node drops its own
  * messages, and control messages reach every node or one node.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { SimulatedNode } from '../../../../helpers/cluster-nodes.js';
-import { RedisServer, waitFor } from '../../../../helpers/redis-server.js';
+import { describe, expect, it } from 'vitest';
+import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
+import { waitFor } from '../../../../helpers/redis-server.js';
 
-let redis: RedisServer;
-const nodes: SimulatedNode[] = [];
-let counter = 0;
+const bed = clusterTestBed('b');
 
 async function started(...ids: string[]): Promise<SimulatedNode[]> {
-  const prefix = `b${++counter}:`;
-  const list = ids.map((nodeId) => new SimulatedNode({ redisUrl: redis.url, nodeId, keyPrefix: prefix }));
-  nodes.push(...list);
+  const prefix = bed.prefix();
+  const list = ids.map((nodeId) => bed.node({ nodeId, keyPrefix: prefix }));
   await Promise.all(list.map((n) => n.start()));
   return list;
 }
-
-beforeAll(async () => {
-  redis = await new RedisServer().start();
-});
-
-afterEach(async () => {
-  await Promise.allSettled(nodes.splice(0).map((n) => n.node.stop(false)));
-});
-
-afterAll(async () => {
-  await redis.stop();
-});
 
 describe('DeliveryBus', () => {
   it('delivers a frame only to nodes with local subscribers on the channel, with the except socket', async () => {

@@ -4,43 +4,27 @@
  * a reaped node that comes back re-registers without ghosts, and a Redis restart (empty) is
  * healed by re-registration, with pub/sub delivery resuming by itself.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ChannelTransition } from '../../../../../src/channels/adapter/redis/channel-state.js';
 import { runScript } from '../../../../../src/channels/adapter/redis/scripts.js';
-import { SimulatedNode } from '../../../../helpers/cluster-nodes.js';
-import { RedisServer, waitFor } from '../../../../helpers/redis-server.js';
+import { clusterTestBed, SimulatedNode, type SimulatedNodeOptions } from '../../../../helpers/cluster-nodes.js';
+import { waitFor } from '../../../../helpers/redis-server.js';
 
-let redis: RedisServer;
-const nodes: SimulatedNode[] = [];
-let counter = 0;
+const bed = clusterTestBed('r');
 
-function makeNode(nodeId: string, prefix: string, extra: Partial<ConstructorParameters<typeof SimulatedNode>[0]> = {}): SimulatedNode {
+function makeNode(nodeId: string, prefix: string, extra: Partial<SimulatedNodeOptions> = {}): SimulatedNode {
   // Survivors get a generous timeout so a loaded machine cannot make them look dead; the nodes
   // a test lets die get a short one.
-  const node = new SimulatedNode({ redisUrl: redis.url, nodeId, keyPrefix: prefix, nodeTimeoutMs: 3000, heartbeatIntervalMs: 100, reapIntervalMs: 100, ...extra });
-  nodes.push(node);
-  return node;
+  return bed.node({ nodeId, keyPrefix: prefix, nodeTimeoutMs: 3000, heartbeatIntervalMs: 100, reapIntervalMs: 100, ...extra });
 }
 
 function ofType<T extends ChannelTransition['type']>(list: ChannelTransition[], type: T): Extract<ChannelTransition, { type: T }>[] {
   return list.filter((t): t is Extract<ChannelTransition, { type: T }> => t.type === type);
 }
 
-beforeAll(async () => {
-  redis = await new RedisServer().start();
-});
-
-afterEach(async () => {
-  await Promise.allSettled(nodes.splice(0).map((n) => n.node.stop(false)));
-});
-
-afterAll(async () => {
-  await redis.stop();
-});
-
 describe('NodeLiveness', () => {
   it('reaps a node that stops heartbeating: its members and channels go, each transition reported by one survivor', async () => {
-    const prefix = `r${++counter}:`;
+    const prefix = bed.prefix();
     const [a, b, c] = [makeNode('a', prefix), makeNode('b', prefix), makeNode('c', prefix, { nodeTimeoutMs: 400 })];
     await Promise.all([a.start(), b.start(), c.start()]);
     await a.connect('app', 'a.1');
@@ -73,7 +57,7 @@ describe('NodeLiveness', () => {
   });
 
   it('gives each dead session to exactly one of two racing survivors', async () => {
-    const prefix = `r${++counter}:`;
+    const prefix = bed.prefix();
     // Survivors whose timers never fire during the test: the race is driven by hand.
     const slow = { heartbeatIntervalMs: 60_000, reapIntervalMs: 60_000, nodeTimeoutMs: 5_000 };
     const [a, b] = [makeNode('a', prefix, slow), makeNode('b', prefix, slow)];
@@ -97,7 +81,7 @@ describe('NodeLiveness', () => {
   });
 
   it('lets another survivor take over a reap whose claimant died', async () => {
-    const prefix = `r${++counter}:`;
+    const prefix = bed.prefix();
     const a = makeNode('a', prefix, { reapIntervalMs: 60_000 });
     const d = makeNode('d', prefix, { nodeTimeoutMs: 400 });
     await Promise.all([a.start(), d.start()]);
@@ -105,7 +89,7 @@ describe('NodeLiveness', () => {
     d.node.crash();
     await new Promise((r) => setTimeout(r, 500));
     // A claimant that claims and then dies before reaping anything.
-    const client = redis.client();
+    const client = bed.redis.client();
     const { defineScripts } = await import('../../../../../src/channels/adapter/redis/scripts.js');
     defineScripts(client);
     expect(await runScript<string[]>(client, 'heraldClaimDead', [prefix, 'ghost.claimant', 400, 16])).toEqual([d.node.session.current]);
@@ -117,7 +101,7 @@ describe('NodeLiveness', () => {
   });
 
   it('a reaped node that comes back re-registers what it holds, leaving no ghosts', async () => {
-    const prefix = `r${++counter}:`;
+    const prefix = bed.prefix();
     const a = makeNode('a', prefix);
     // A node that stalls: it never heartbeats on its own during the test.
     const z = makeNode('z', prefix, { nodeTimeoutMs: 400, heartbeatIntervalMs: 60_000, reapIntervalMs: 60_000 });
@@ -148,7 +132,7 @@ describe('NodeLiveness', () => {
   });
 
   it('a join under a reaped session is refused and makes the node re-register', async () => {
-    const prefix = `r${++counter}:`;
+    const prefix = bed.prefix();
     const a = makeNode('a', prefix);
     const z = makeNode('z', prefix, { nodeTimeoutMs: 400, heartbeatIntervalMs: 60_000, reapIntervalMs: 60_000 });
     await Promise.all([a.start(), z.start()]);
@@ -161,7 +145,7 @@ describe('NodeLiveness', () => {
   });
 
   it('a join in flight while the node re-registers ends up recorded under the new session', async () => {
-    const prefix = `r${++counter}:`;
+    const prefix = bed.prefix();
     const z = makeNode('z', prefix);
     await z.start();
     await z.join('app', 'steady', 'z.0');
@@ -179,7 +163,7 @@ describe('NodeLiveness', () => {
   });
 
   it('survives a Redis restart: reconnects, re-registers, and pub/sub delivery resumes', async () => {
-    const prefix = `r${++counter}:`;
+    const prefix = bed.prefix();
     const a = makeNode('a', prefix);
     const b = makeNode('b', prefix);
     await Promise.all([a.start(), b.start()]);
@@ -193,7 +177,7 @@ describe('NodeLiveness', () => {
     await waitFor(async () => (await a.node.bus.publish('app', 'news', 'before')) === 1, 10_000, 'b listening on news');
     await waitFor(() => b.frames.length === 1, 10_000, 'frame before the outage');
 
-    await redis.kill();
+    await bed.redis.kill();
     await waitFor(() => !a.node.liveness.available && !b.node.liveness.available, 10_000, 'nodes notice the outage');
     await expect(a.state.join('app', 'news', 'a.2')).rejects.toMatchObject({ code: 'CLUSTER_UNAVAILABLE' });
     await expect(a.node.bus.publish('app', 'news', 'lost')).rejects.toMatchObject({ code: 'CLUSTER_UNAVAILABLE' });
@@ -201,7 +185,7 @@ describe('NodeLiveness', () => {
     b.subscriptions.delete('b.2\0app\0presence-room');
     b.sockets.delete('b.2');
 
-    await redis.start(); // same port, empty
+    await bed.redis.start(); // same port, empty
     await waitFor(() => a.node.liveness.available && b.node.liveness.available, 20_000, 're-registration after the restart');
     expect((await a.state.presenceUserIds('app', 'presence-room')).sort()).toEqual(['alice', 'bob']);
     expect(await a.state.channelInfo('app', 'presence-room')).toMatchObject({ occupied: true, subscriptionCount: 2, userCount: 2 });

@@ -1,33 +1,20 @@
 /** The push instance lease on a real private redis-server: one live node per instance. */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { PushLeaseHeldError } from '../../../../../src/channels/adapter/redis/push-lease.js';
-import { SimulatedNode } from '../../../../helpers/cluster-nodes.js';
-import { RedisServer, waitFor } from '../../../../helpers/redis-server.js';
+import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
+import { waitFor } from '../../../../helpers/redis-server.js';
 
 const INSTANCE = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';
-let redis: RedisServer;
-const nodes: SimulatedNode[] = [];
-let counter = 0;
+const bed = clusterTestBed('l');
+/** The key prefix of the nodes the running test started. */
+let prefix = '';
 
 async function started(nodeTimeoutMs: number, ...ids: string[]): Promise<SimulatedNode[]> {
-  const prefix = `l${++counter}:`;
-  const list = ids.map((nodeId) => new SimulatedNode({ redisUrl: redis.url, nodeId, keyPrefix: prefix, nodeTimeoutMs }));
-  nodes.push(...list);
+  prefix = bed.prefix();
+  const list = ids.map((nodeId) => bed.node({ nodeId, keyPrefix: prefix, nodeTimeoutMs }));
   await Promise.all(list.map((n) => n.start()));
   return list;
 }
-
-beforeAll(async () => {
-  redis = await new RedisServer().start();
-});
-
-afterEach(async () => {
-  await Promise.allSettled(nodes.splice(0).map((n) => n.node.stop(false)));
-});
-
-afterAll(async () => {
-  await redis.stop();
-});
 
 describe('PushInstanceLease', () => {
   it('refuses a second node while the first renews its lease, naming the holder', async () => {
@@ -54,20 +41,20 @@ describe('PushInstanceLease', () => {
     const [a] = await started(1000, 'a');
     const lost: (string | null)[] = [];
     const lease = await a.node.leasePushInstance(INSTANCE, { onLost: (_id, holder) => lost.push(holder) });
-    await redis.kill();
-    await redis.start(); // empty: the lease is gone
+    await bed.redis.kill();
+    await bed.redis.start(); // empty: the lease is gone
     await waitFor(async () => {
-      const client = redis.client();
+      const client = bed.redis.client();
       try {
-        return (await client.get(`l${counter}:lease:push:${INSTANCE}`)) === lease.holder;
+        return (await client.get(`${prefix}lease:push:${INSTANCE}`)) === lease.holder;
       } finally {
         client.disconnect();
       }
     }, 15_000, 'lease taken back');
     expect(lease.isHeld).toBe(true);
     // Someone else holds it now (e.g. it lapsed and another node started): the holder is told.
-    const client = redis.client();
-    await client.set(`l${counter}:lease:push:${INSTANCE}`, 'other/1234', 'PX', 10_000);
+    const client = bed.redis.client();
+    await client.set(`${prefix}lease:push:${INSTANCE}`, 'other/1234', 'PX', 10_000);
     await client.quit();
     await waitFor(() => lost.length === 1, 15_000, 'lease reported lost');
     expect(lost).toEqual(['other/1234']);
