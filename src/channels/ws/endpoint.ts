@@ -88,6 +88,8 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   /** Node-wide connection limit (config.maxConnections; null: none); logged once per episode. */
   const maxConnections = config.maxConnections ?? null;
   let atLimitLogged = false;
+  /** Sockets this node holds: registered ones plus slow consumers being let go (still open). */
+  const openSockets = (): number => registry.connectionCount() + slowSockets.size;
 
   const newSocketId = (): string => {
     for (;;) {
@@ -161,7 +163,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     close: (ws: Ws, code: number) => {
       const userData = ws.getUserData();
       if (userData.slowUntil) slowSockets.delete(ws);
-      if (maxConnections !== null && atLimitLogged && registry.connectionCount() + slowSockets.size < maxConnections * 0.9) atLimitLogged = false;
+      if (maxConnections !== null && atLimitLogged && openSockets() < maxConnections * 0.9) atLimitLogged = false;
       const state = userData.state;
       if (!state || state.closed) return;
       countDisconnect(state.app.id, code);
@@ -265,7 +267,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       const max = state.app.maxConnections;
       if (ctx.state.draining) {
         refusal = { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' };
-      } else if (maxConnections !== null && registry.connectionCount() + slowSockets.size >= maxConnections) {
+      } else if (maxConnections !== null && openSockets() >= maxConnections) {
         if (!atLimitLogged) {
           atLimitLogged = true;
           log.warn('node connection limit reached: refusing new WebSocket connections with 4100', { maxConnections });
@@ -297,7 +299,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       }
       for (const ws of [...slowSockets]) closeSlowConsumer(ws);
     },
-    connectionCount: (appId) => (appId === undefined ? registry.connectionCount() + slowSockets.size : registry.connectionCount(appId)),
+    connectionCount: (appId) => (appId === undefined ? openSockets() : registry.connectionCount(appId)),
     connectionCounts: () => registry.connectionCounts(),
     applyApps: (apps) => {
       protocol.reload(apps);
