@@ -13,6 +13,7 @@ import { LocalChannelAdapter } from '../../src/channels/adapter/local-adapter.js
 import { SocketRegistry, type SocketState, type SocketUserData } from '../../src/channels/ws/registry.js';
 import type { AppConfig } from '../../src/config/schema.js';
 import { parseConfig } from '../../src/config/load.js';
+import { MainApp } from '../../src/http/tls.js';
 import { loadUws } from '../../src/http/uws-native.js';
 import type { HeraldShardApi } from '../../src/shard-api.js';
 import { openDataDir } from '../../src/shards/data-dir.js';
@@ -61,9 +62,11 @@ export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, p
     ...(pool.maxQueuePerShard !== undefined ? { maxQueuePerShard: pool.maxQueuePerShard } : {}),
   });
   const { uws } = loadUws();
-  const app = uws.App();
+  // The server's main app (plain, as without TLS): the adapter publishes through it.
+  const main = new MainApp(uws, null);
+  const app = main.app;
   const registry = new SocketRegistry();
-  const adapter = new LocalChannelAdapter(app, shards, registry);
+  const adapter = new LocalChannelAdapter(main, shards, registry);
   const opened = new Map<string, (ws: UwsSocket<HarnessData>) => void>();
   const appConfig = config.apps[0]!;
 

@@ -7,7 +7,7 @@
  * state with a shared store, behind the same interface.
  */
 import { appCounters } from '../../metrics/node-counters.js';
-import type { TemplatedApp } from 'uWebSockets.js';
+import type { TopicFanout } from '../../http/tls.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
 import type { ShardRequester } from '../../shards/requester.js';
@@ -57,7 +57,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
   private readonly memberships: MembershipBatches;
 
   constructor(
-    private readonly uws: TemplatedApp,
+    private readonly topics: TopicFanout,
     private readonly shards: ShardRequester<ChannelShardApi>,
     private readonly registry: SocketRegistry,
   ) {
@@ -141,13 +141,13 @@ export class LocalChannelAdapter implements ChannelAdapter {
       // cannot decide anything (false also when nobody else is subscribed), and a socket that is
       // not on the topic cannot receive the plain publish anyway.
       if (except?.ws && !except.closed && except.ws.isSubscribed(topic)) {
-        appCounters(appId).wsMessagesSent += this.uws.numSubscribers(topic) - 1;
-        except.ws.publish(topic, frame);
+        appCounters(appId).wsMessagesSent += this.topics.numSubscribers(topic) - 1;
+        this.topics.publishFrom(except.ws, topic, frame);
         return;
       }
     }
-    appCounters(appId).wsMessagesSent += this.uws.numSubscribers(topic);
-    this.uws.publish(topic, frame);
+    appCounters(appId).wsMessagesSent += this.topics.numSubscribers(topic);
+    this.topics.publish(topic, frame);
   }
 
   attach(socket: ChannelSocket, appId: string, channel: string, joined?: SubscribeResult): CachedEvent | null | undefined {
@@ -161,7 +161,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   userPresence(appId: string, userId: string, online: boolean): void {
-    this.uws.publish(watchTopicFor(appId, userId), watchlistEvents([{ name: online ? 'online' : 'offline', user_ids: [userId] }]));
+    this.topics.publish(watchTopicFor(appId, userId), watchlistEvents([{ name: online ? 'online' : 'offline', user_ids: [userId] }]));
   }
 
   watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[] {
