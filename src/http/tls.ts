@@ -13,11 +13,13 @@
  * connections lives). Topic publishes go to every app that still has WebSocket connections
  * (TopicFanout), so old and new subscribers of a channel get the same frames.
  *
- * The kernel resets a connection that completed its TCP handshake on the old listener but was
- * not accepted yet when it closes (unless `net.ipv4.tcp_migrate_req = 1` moves it to the new
- * one); the old listener is closed right after an event-loop poll, when that queue is
- * (nearly) empty. An app takes ~0.2 MB that stays until restart, so certificate changes are
- * installed at most once per HANDOVER_INTERVAL_MS (reloads in between: the last files win).
+ * The old listener keeps accepting for SETTLE_MS beside the new one (both are in the port's
+ * SO_REUSEPORT group, the kernel spreads connections over them), then closes right after an
+ * event-loop poll, when its accept queue was just emptied; the kernel resets a connection still
+ * queued there (completed TCP handshake, not accepted yet) unless `net.ipv4.tcp_migrate_req = 1`
+ * moves it to the new listener. An app takes ~0.2 MB that stays until restart, so certificate
+ * changes are installed at most once per HANDOVER_INTERVAL_MS (reloads in between: the last
+ * files win), and reloads with unchanged files make none.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -52,6 +54,9 @@ function fingerprint(tls: TlsConfig): string {
 
 /** Certificate changes are installed at most this often (each keeps an app until restart). */
 export const HANDOVER_INTERVAL_MS = 1000;
+
+/** How long the old listener keeps accepting beside the new one (see handOver). */
+const SETTLE_MS = 100;
 
 /** uSockets' listen option without LIBUS_LISTEN_EXCLUSIVE_PORT: SO_REUSEPORT. */
 const LIBUS_LISTEN_DEFAULT = 0;
@@ -234,7 +239,7 @@ export class MainApp implements TopicFanout {
 
   /**
    * A new SSLApp with the current files, its routes and endpoint, listening beside the old app;
-   * the old listener closes after the next poll. Anything failing leaves the old app serving.
+   * the old listener closes SETTLE_MS later. Anything failing leaves the old app serving.
    */
   private handOver(): void {
     const tls = this.tls;
@@ -270,12 +275,16 @@ export class MainApp implements TopicFanout {
     this.installed = files;
     this.handedOverAt = Date.now();
     this.retiring.add(oldSocket);
-    // After the poll phase: the old listener's accept queue was just emptied.
-    setImmediate(() => {
-      if (!this.retiring.delete(oldSocket)) return;
-      this.uws.us_listen_socket_close(oldSocket);
-    });
     if ((this.openSockets.get(old) ?? 0) === 0) this.retire(old);
-    log.info('tls certificates installed', { certFile: tls.certFile, liveApps: this.apps.length });
+    // Both listeners accept for SETTLE_MS (the connections that queued up while the app was
+    // made get accepted), then the old one closes right after a poll phase, when its accept
+    // queue was just emptied: what is still queued there is reset by the kernel.
+    setTimeout(() => {
+      setImmediate(() => {
+        if (!this.retiring.delete(oldSocket)) return;
+        this.uws.us_listen_socket_close(oldSocket);
+        log.info('tls certificates installed', { certFile: tls.certFile, liveApps: this.apps.length });
+      });
+    }, SETTLE_MS).unref();
   }
 }
