@@ -13,7 +13,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { DEFAULT_APP, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
+import { DEFAULT_APP, HeraldProcess, REPO_ROOT, appConfig, startHerald } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 
@@ -46,7 +46,7 @@ beforeAll(async () => {
   copyFileSync(join(dir, 'first-key.pem'), join(dir, 'key.pem'));
   herald = await startHerald({
     shards: 1,
-    config: { tls: { certFile: join(dir, 'cert.pem'), keyFile: join(dir, 'key.pem') }, admin: { token: ADMIN_TOKEN } },
+    config: { tls: { certFile: join(dir, 'cert.pem'), keyFile: join(dir, 'key.pem') }, admin: { token: ADMIN_TOKEN }, apps: [appConfig({ clientEvents: true })] },
     env: { HERALD_LOG_LEVEL: 'info' },
   });
 });
@@ -212,7 +212,10 @@ describe('tls', () => {
       }
     };
     await until((f) => f.event === 'pusher:connection_established');
-    ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel } }));
+    const established = frames.find((f) => f.event === 'pusher:connection_established')!;
+    const socketId = (established.data as { socket_id: string }).socket_id;
+    const { auth } = channelsSdk(herald.port, DEFAULT_APP).authorizeChannel(socketId, channel);
+    ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel, auth } }));
     await until((f) => f.event === 'pusher_internal:subscription_succeeded');
     return { ws, frames, until };
   }
@@ -221,7 +224,7 @@ describe('tls', () => {
     expect(await peerSerial('localhost')).toBe(firstSerial);
     expect(await noSniSerial()).toBe(firstSerial);
     // Opened before the reload: a WSS subscriber (no server name) and a keep-alive HTTPS connection.
-    const before = await subscribed('tls-reload');
+    const before = await subscribed('private-tls-reload');
     const agent = new HttpsAgent({ ca, keepAlive: true, maxSockets: 1 });
     const sockets = new Set<unknown>();
     const get = (): Promise<number> =>
@@ -250,13 +253,21 @@ describe('tls', () => {
       expect(sockets.size).toBe(1);
       // A subscriber that connects after the reload and the one from before get the same events,
       // and the one from before was never closed.
-      const after = await subscribed('tls-reload', 'localhost');
+      const after = await subscribed('private-tls-reload', 'localhost');
       try {
         const sdk = channelsSdk(herald.port, DEFAULT_APP, { host: 'localhost', useTLS: true, agent: new HttpsAgent({ ca }) });
-        expect((await sdk.trigger('tls-reload', 'renewed', { n: 1 })).status).toBe(200);
+        expect((await sdk.trigger('private-tls-reload', 'renewed', { n: 1 })).status).toBe(200);
         await after.until((f) => f.event === 'renewed');
         await before.until((f) => f.event === 'renewed');
         expect(before.ws.readyState).toBe(WebSocket.OPEN);
+        // Client events cross between the two: each reaches the other and not its sender.
+        after.ws.send(JSON.stringify({ event: 'client-ping', channel: 'private-tls-reload', data: { from: 'after' } }));
+        await before.until((f) => f.event === 'client-ping');
+        before.ws.send(JSON.stringify({ event: 'client-pong', channel: 'private-tls-reload', data: { from: 'before' } }));
+        await after.until((f) => f.event === 'client-pong');
+        await sleep(200);
+        expect(after.frames.filter((f) => f.event === 'client-ping')).toHaveLength(0);
+        expect(before.frames.filter((f) => f.event === 'client-pong')).toHaveLength(0);
       } finally {
         after.ws.close();
       }
