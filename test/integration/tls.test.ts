@@ -13,7 +13,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { DEFAULT_APP, HeraldProcess, REPO_ROOT, appConfig, startHerald } from '../helpers/herald-process.js';
+import { CLI, DEFAULT_APP, HeraldProcess, REPO_ROOT, appConfig, startHerald } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 
@@ -331,6 +331,25 @@ describe('tls', () => {
       agent.destroy();
     }
   }, 60_000);
+
+  it('refuses a second Herald on its port, though the port is opened shareable for reloads', async () => {
+    // With tls the listen socket has SO_REUSEPORT (a reload opens the new app beside it);
+    // start-up still checks the port is free, with TLS or without.
+    for (const config of [{ tls: { certFile: join(dir, 'first.pem'), keyFile: join(dir, 'first-key.pem') } }, {}]) {
+      const configPath = join(dir, 'second-herald.json');
+      writeFileSync(configPath, JSON.stringify(config));
+      const child = spawn(process.execPath, [CLI, '--config', configPath], {
+        cwd: REPO_ROOT,
+        env: { ...process.env, HERALD_HOST: '127.0.0.1', HERALD_PORT: String(herald.port), HERALD_DATA_DIR: mkdtempSync(join(dir, 'second-')), HERALD_SHARDS: '1' },
+      });
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+      expect(code, stderr).toBe(1);
+      expect(stderr).toContain(`cannot listen on 127.0.0.1:${herald.port}: it is in use`);
+    }
+    expect((await httpsGet('/ready')).status).toBe(200);
+  }, 30_000);
 
   it('refuses to start with a key file that does not match, naming the field', async () => {
     const bad = new HeraldProcess({ shards: 1, config: { tls: { certFile: join(dir, 'first.pem'), keyFile: join(dir, 'ca.pem') } } });
