@@ -86,15 +86,15 @@ export class MainApp implements TopicFanout {
   private apps: TemplatedApp[];
   /** Open WebSocket connections per app (TLS only). */
   private readonly openSockets = new Map<TemplatedApp, number>();
-  /** The app each WebSocket connection belongs to (TLS only, while more than one app has any). */
+  /** The app each WebSocket connection belongs to (TLS only): its own publish covers that one. */
   private readonly appOf = new WeakMap<object, TemplatedApp>();
   private installRoutes: RouteInstaller | undefined;
   private wsBehavior: WebSocketBehavior<never> | undefined;
   private listener: { host: string; port: number; socket: us_listen_socket } | undefined;
-  /** Listen sockets handed over, closed after the next poll (see handOver). */
+  /** Old listen sockets still accepting for SETTLE_MS after a handover (see handOver). */
   private readonly retiring = new Set<us_listen_socket>();
   private closed = false;
-  /** Files of the current app (fingerprint), when the last handover was, a pending one. */
+  /** Fingerprint of the current app's files; when the last handover was; a handover waiting for the interval. */
   private installed = '';
   private handedOverAt = Number.NEGATIVE_INFINITY;
   private handoverTimer: NodeJS.Timeout | undefined;
@@ -120,11 +120,6 @@ export class MainApp implements TopicFanout {
 
   get secure(): boolean {
     return this.tls !== null;
-  }
-
-  /** How many apps publishes go to (1 unless old connections live on a handed-over app). */
-  get liveApps(): number {
-    return this.apps.length;
   }
 
   /**
