@@ -40,6 +40,7 @@ import type {
   UnsubscribeResult,
 } from '../channel-adapter.js';
 import { deliverToTopic } from '../topic-delivery.js';
+import { CacheJoinWatch } from '../cache-join-watch.js';
 import type { ChannelTransition, HeldState } from './channel-state.js';
 import { ClusterNode } from './cluster-node.js';
 import { RedisUnavailableError } from './connection.js';
@@ -100,6 +101,8 @@ export class RedisChannelAdapter implements ChannelAdapter {
   private readonly userChannels = new Map<string, string>();
   /** Apps whose watchlist events this node listens to. */
   private readonly watchingApps = new Set<string>();
+  /** Cache events stored here while a join of their channel is in flight (cache-join-watch.ts). */
+  private readonly cacheJoins = new CacheJoinWatch();
   /** Debounced webhooks waiting for their hold to be released. */
   private readonly holdTimers = new Set<NodeJS.Timeout>();
   private closed = false;
@@ -176,7 +179,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
       }
       if (serverToUserId(channel) !== null) this.userChannels.set(`${appId}\u0000${state.socketId}`, channel);
     }
-    return joined?.cached;
+    return this.cacheJoins.replay(joined);
   }
 
   detach(socket: ChannelSocket, appId: string, channel: string): void {
@@ -276,6 +279,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
   storeCachedEvent(appId: string, channel: string, event: string, data: string): void {
     const app = this.deps.apps.get(appId);
     if (!app) return;
+    this.cacheJoins.stored(appId, channel, event, data);
     this.node.state.storeCachedEvent(appId, channel, event, data, app.cacheTtlSeconds).catch((err: unknown) => this.busFailed(err));
   }
 
@@ -285,8 +289,14 @@ export class RedisChannelAdapter implements ChannelAdapter {
 
   subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
   subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
-  async subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
-    if (wanted && !wanted()) return null;
+  subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
+    if (wanted && !wanted()) return Promise.resolve(null);
+    // Cache channels: what this node stores while the join is in flight wins over its read.
+    if (channelType(req.channel).cache) return this.cacheJoins.around(req.appId, req.channel, () => this.join(req));
+    return this.join(req);
+  }
+
+  private async join(req: SubscribeRequest): Promise<SubscribeResult> {
     const { appId, channel, socketId, member } = req;
     const app = this.deps.apps.get(appId);
     if (!app) throw new HeraldError('APP_NOT_FOUND', `Unknown app id ${appId}`);
