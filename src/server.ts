@@ -127,7 +127,14 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const token = config.admin.token;
   const admin =
     token === null ? undefined : createAdminArea({ ctx, uws: app, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt });
-  const metrics = new HeraldMetrics({ core: ctx.core, webhooks: ctx.webhooks, load: shards, connections: () => ws.connectionCounts() });
+  const cluster = adapter instanceof RedisChannelAdapter ? adapter : undefined;
+  const metrics = new HeraldMetrics({
+    core: ctx.core,
+    webhooks: ctx.webhooks,
+    load: shards,
+    connections: () => ws.connectionCounts(),
+    ...(cluster && { cluster: () => cluster.figures }),
+  });
 
   // With a separate metrics listener, /metrics is served there only (it need not be public).
   let metricsApp: ReturnType<UwsModule['App']> | undefined;

@@ -39,6 +39,7 @@ import type {
   SubscribeResult,
   UnsubscribeResult,
 } from '../channel-adapter.js';
+import type { ClusterFigures } from '../../../metrics/prometheus.js';
 import { deliverToTopic } from '../topic-delivery.js';
 import { CacheJoinWatch } from '../cache-join-watch.js';
 import type { ChannelTransition, HeldState } from './channel-state.js';
@@ -106,6 +107,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
   /** Debounced webhooks waiting for their hold to be released. */
   private readonly holdTimers = new Set<NodeJS.Timeout>();
   private closed = false;
+  private relayFailures = 0;
 
   private constructor(private readonly deps: RedisAdapterDeps) {
     this.uws = deps.uws;
@@ -165,6 +167,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
   }
 
   private busFailed(err: unknown): void {
+    this.relayFailures++;
     busLog.write('publish', 'cluster: a frame could not be relayed to the other nodes (Redis unavailable)', { error: String(err) });
   }
 
@@ -457,6 +460,11 @@ export class RedisChannelAdapter implements ChannelAdapter {
       if (err instanceof RedisUnavailableError) throw new HeraldError('CLUSTER_UNAVAILABLE');
       throw err;
     }
+  }
+
+  /** This node's cluster figures for /metrics. */
+  get figures(): ClusterFigures {
+    return { available: this.node.liveness.available, relayFailures: this.relayFailures, watchedChannels: this.node.bus.watchedCount() };
   }
 
   onStateLost(held: (lost: LostChannels) => HeldSubscription[]): void {
