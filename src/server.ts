@@ -16,7 +16,7 @@ import { inFlight, errorReply, type Reply, type RequestContext } from './http/uw
 import { systemRoutes } from './http/system-routes.js';
 import { CORS_ANY_ORIGIN } from './http/cors.js';
 import { metricsRoutes } from './http/metrics-routes.js';
-import { MainApp, type TopicFanout } from './http/tls.js';
+import { MainApp } from './http/tls.js';
 import { HeraldMetrics } from './metrics/prometheus.js';
 import { planReload } from './config/reload.js';
 import { missingPlatforms } from './config/key-material.js';
@@ -29,6 +29,12 @@ import type { ServerContext, ServerState } from './server-context.js';
 import type { HeraldShardApi } from './shard-api.js';
 import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
 import { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
+import type { TopicFanout } from './channels/adapter/topic-delivery.js';
+import { RedisChannelAdapter } from './channels/adapter/redis/redis-adapter.js';
+import { PushLeaseHeldError } from './channels/adapter/redis/push-lease.js';
+import { randomNodeId } from './channels/adapter/redis/node-session.js';
+import { redactUrl } from './channels/adapter/redis/connection.js';
+import { hostname } from 'node:os';
 import { registerWebSocket, type WebSocketEndpoint } from './channels/ws/endpoint.js';
 import { SocketRegistry } from './channels/ws/registry.js';
 import { DevicesClient } from './push/clients/devices.js';
@@ -92,16 +98,25 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
 
   const state: ServerState = { ready: false, draining: false };
   const registry = new SocketRegistry();
+  const appsById = new Map(config.apps.map((a) => [a.id, a]));
+  let adapter: ChannelAdapter;
+  try {
+    adapter = await createChannelAdapter(config, main, shards, registry, () => ctx.config, appsById);
+    if (adapter instanceof RedisChannelAdapter) await leasePushInstances(adapter, config);
+  } catch (err) {
+    await shards.close(5000);
+    throw err;
+  }
   const ctx: ServerContext = {
     config,
-    appsById: new Map(config.apps.map((a) => [a.id, a])),
+    appsById,
     appsByKey: new Map(config.apps.map((a) => [a.key, a])),
     pushInstances: new Map(config.push.map((p) => [p.instanceId, p])),
     installSecret: identity.installSecret,
     state,
     debug,
     core: shards,
-    channels: createChannelAdapter(config, main, shards, registry),
+    channels: adapter,
     devices: new DevicesClient(shards),
     publishes: new PublishesClient(shards),
     reports: new ReportsClient(shards),
@@ -113,7 +128,14 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const token = config.admin.token;
   const admin =
     token === null ? undefined : createAdminArea({ ctx, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt });
-  const metrics = new HeraldMetrics({ core: ctx.core, webhooks: ctx.webhooks, load: shards, connections: () => ws.connectionCounts() });
+  const cluster = adapter instanceof RedisChannelAdapter ? adapter : undefined;
+  const metrics = new HeraldMetrics({
+    core: ctx.core,
+    webhooks: ctx.webhooks,
+    load: shards,
+    connections: () => ws.connectionCounts(),
+    ...(cluster && { cluster: () => cluster.figures }),
+  });
 
   // With a separate metrics listener, /metrics is served there only (it need not be public).
   let metricsApp: ReturnType<UwsModule['App']> | undefined;
@@ -142,6 +164,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     // With TLS the port is opened shareable (checked free first): a reload opens its new app beside it.
     listenSocket = await listen(main.app, config.host, config.port, config.reusePort, main.secure);
   } catch (err) {
+    await adapter.close?.().catch(() => {});
     await shards.close(5000);
     throw err;
   }
@@ -153,6 +176,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
       metricsSocket = await listen(metricsApp, config.metrics.host, config.metrics.port, false);
     } catch (err) {
       uws.us_listen_socket_close(listenSocket);
+      await adapter.close?.().catch(() => {});
       await shards.close(5000);
       throw new ListenError(`metrics listener: ${(err as Error).message}`);
     }
@@ -165,7 +189,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     if (metricsSocket) uws.us_listen_socket_close(metricsSocket);
-    stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin);
+    stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter);
     return stopping;
   };
 
@@ -212,11 +236,51 @@ function replaceAll<V>(map: Map<string, V>, entries: [string, V][]): void {
 /** The shard worker entry (compiled beside this file): it lists the areas every shard runs. */
 const SHARD_WORKER_FILE = fileURLToPath(new URL('./shard-worker.js', import.meta.url));
 
-/** The channel adapter the config names (`channelAdapter`). */
-function createChannelAdapter(config: Readonly<HeraldConfig>, topics: TopicFanout, shards: ShardPool<HeraldShardApi>, registry: SocketRegistry): ChannelAdapter {
+/** Thrown when a cluster node cannot join its cluster (Redis unreachable, push instance leased elsewhere). */
+export class ClusterStartError extends Error {
+  override readonly name = 'ClusterStartError';
+}
+
+/** The Redis adapter with a `cluster` block; otherwise the one `channelAdapter` names. */
+async function createChannelAdapter(
+  config: Readonly<HeraldConfig>,
+  topics: TopicFanout,
+  shards: ShardPool<HeraldShardApi>,
+  registry: SocketRegistry,
+  running: () => Readonly<HeraldConfig>,
+  apps: ReadonlyMap<string, AppConfig>,
+): Promise<ChannelAdapter> {
+  if (config.cluster) {
+    const nodeId = config.cluster.nodeId ?? randomNodeId(hostname());
+    try {
+      const adapter = await RedisChannelAdapter.start({ topics, registry, shards, cluster: config.cluster, config: running, apps, nodeId });
+      log.info('cluster: node joined', { nodeId, redis: redactUrl(config.cluster.redisUrl), keyPrefix: config.cluster.keyPrefix });
+      return adapter;
+    } catch (err) {
+      throw new ClusterStartError(`cluster: cannot join through ${redactUrl(config.cluster.redisUrl)}: ${(err as Error).message}`);
+    }
+  }
   switch (config.channelAdapter) {
     case 'local':
       return new LocalChannelAdapter(topics, shards, registry);
+  }
+}
+
+/**
+ * Takes the lease of every push instance this node serves: one node per instance in a cluster
+ * (its devices and publishes live in this node's data dir). Refuses to start when a live node
+ * holds one; a crashed holder's lease lapses within nodeTimeoutMs, which this waits for.
+ */
+async function leasePushInstances(adapter: RedisChannelAdapter, config: Readonly<HeraldConfig>): Promise<void> {
+  try {
+    for (const instance of config.push) {
+      await adapter.node.leasePushInstance(instance.instanceId, {
+        onLost: (instanceId, holder) => log.error('cluster: push instance lease lost to another node (Redis outage?): two nodes may serve it', { instanceId, holder }),
+      });
+    }
+  } catch (err) {
+    await adapter.close().catch(() => {});
+    throw err instanceof PushLeaseHeldError ? new ClusterStartError(err.message) : err;
   }
 }
 
@@ -292,6 +356,7 @@ async function shutdown(
   state: ServerState,
   timeoutMs: number,
   admin: AdminArea | undefined,
+  adapter: ChannelAdapter,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   state.draining = true;
@@ -304,6 +369,8 @@ async function shutdown(
     await new Promise((r) => setTimeout(r, 20));
   }
   if (inFlight.count > 0) log.warn('shutdown: requests still in flight at the deadline', { inFlight: inFlight.count });
+  // A cluster node leaves its cluster while its shards still take the webhooks that produces.
+  await adapter.close?.().catch((err: unknown) => log.warn('shutdown: leaving the cluster failed', { error: String(err) }));
   await shards.close(Math.max(1000, deadline - Date.now()));
   log.info('shutdown complete');
 }

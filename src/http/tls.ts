@@ -11,7 +11,7 @@
  * without a server name, is accepted by the new app; connections accepted before keep running
  * on the old app, which is never torn down (its routes and contexts stay valid while any of its
  * connections lives). Topic publishes go to every app that still has WebSocket connections
- * (TopicFanout), so old and new subscribers of a channel get the same frames.
+ * (TopicFanout, channels/adapter/topic-delivery.ts), so old and new subscribers of a channel get the same frames.
  *
  * The old listener keeps accepting for SETTLE_MS beside the new one (both are in the port's
  * SO_REUSEPORT group, the kernel spreads connections over them), then closes right after an
@@ -24,6 +24,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { AppOptions, RecognizedString, TemplatedApp, WebSocket, WebSocketBehavior, us_listen_socket } from 'uWebSockets.js';
+import type { TopicFanout } from '../channels/adapter/topic-delivery.js';
 import type { TlsConfig } from '../config/schema.js';
 import { ConfigError } from '../config/load.js';
 import { checkTlsFiles } from '../config/key-material.js';
@@ -63,18 +64,6 @@ const LIBUS_LISTEN_DEFAULT = 0;
 
 /** uWS.js types only the (port, options, cb) form; the binary also takes (host, port, options, cb). */
 type ListenWithOptions = (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => unknown;
-
-/**
- * Where channel frames go: every uWS app whose WebSocket connections may be subscribed (one,
- * unless a TLS reload handed the port to a new app while the old one still has connections).
- */
-export interface TopicFanout {
-  publish(topic: RecognizedString, message: RecognizedString): void;
-  /** Subscribers of the topic, over every app. */
-  numSubscribers(topic: RecognizedString): number;
-  /** Publishes from `ws` (subscribed to the topic): every subscriber but `ws` gets it. */
-  publishFrom(ws: WebSocket<unknown>, topic: RecognizedString, message: RecognizedString): void;
-}
 
 /** Registers the routes (HTTP and the admin stream) on one app; run for every app made. */
 export type RouteInstaller = (app: TemplatedApp) => void;
