@@ -1,0 +1,108 @@
+/**
+ * A Herald node of a cluster killed with SIGKILL (issue 14): the survivor reaps it within
+ * nodeTimeoutMs plus a few seconds: its presence members get member_removed on the survivor's
+ * subscribers, channels only it held are vacated (one webhook each), and C3 / C4 / C6 keep no
+ * ghost. A node stopped gracefully leaves at once.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type PusherServer from 'pusher';
+import { ClientPool } from '../helpers/channel-clients.js';
+import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { sleep, until } from '../helpers/wait.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
+
+const CREDS = { id: 'crash-app', key: 'crash-key', secret: 'crash-secret' };
+const NODE_TIMEOUT_MS = 2000;
+/** "nodeTimeoutMs plus a few seconds": reaper period, the reap itself, a loaded machine. */
+const REAP_BOUND_MS = NODE_TIMEOUT_MS + 5000;
+
+const bed = heraldClusterBed('crash');
+const pool = new ClientPool(CREDS);
+let receiver: WebhookReceiver;
+
+beforeAll(async () => {
+  receiver = await WebhookReceiver.start();
+});
+afterEach(() => pool.disconnectAll());
+afterAll(async () => {
+  await receiver?.close();
+});
+
+function config(): { apps: Record<string, unknown>[]; config: Record<string, unknown> } {
+  return {
+    apps: [{ ...CREDS, subscriptionCount: true, webhooks: [{ url: receiver.url('/crash'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }] }],
+    config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50, maxAttempts: 30, timeoutMs: 2000 } },
+  };
+}
+
+/** Labels of delivered webhook events on channels containing `tag`. */
+function hooks(tag: string): string[] {
+  return receiver
+    .deliveredEvents()
+    .filter((e) => String(e.channel).includes(tag))
+    .map((e) => `${String(e.name)}:${String(e.channel)}${e.user_id !== undefined ? `:${String(e.user_id)}` : ''}`);
+}
+
+async function json(sdk: PusherServer, path: string, params?: Record<string, string>): Promise<unknown> {
+  return (await sdk.get({ path, ...(params && { params }) })).json();
+}
+
+describe.skipIf(ONE_PROCESS)('a node killed with SIGKILL', () => {
+  it('is reaped by the survivor: members removed on its subscribers, channels vacated once, no ghost in C3 / C4 / C6', async () => {
+    const cluster = await bed.start({ ...config(), nodeTimeoutMs: NODE_TIMEOUT_MS });
+    const watcher = await pool.connect(cluster.a, { userId: 'watcher' });
+    const bothA = await pool.connect(cluster.a, { userId: 'both' });
+    const vicB = await pool.connect(cluster.b, { userId: 'vic' });
+    const bothB = await pool.connect(cluster.b, { userId: 'both' });
+    const room = await watcher.subscribe('presence-k1');
+    await bothA.subscribe('presence-k1');
+    await vicB.subscribe('presence-k1');
+    await bothB.subscribe('presence-k1');
+    await watcher.subscribe('k1-shared');
+    await vicB.subscribe('k1-shared');
+    await vicB.subscribe('k1-only-b');
+    const sdkA = pool.sdk(cluster.a);
+    await until(() => hooks('k1').includes('channel_occupied:k1-only-b') && hooks('k1').includes('member_added:presence-k1:vic'), 'webhooks before the kill');
+    await until(() => room.memberIds().length === 3, 'three members seen on node A');
+    expect(room.memberIds()).toEqual(['both', 'vic', 'watcher']);
+    expect(await json(sdkA, '/channels/k1-shared', { info: 'subscription_count' })).toEqual({ occupied: true, subscription_count: 2 });
+
+    const killedAt = Date.now();
+    await cluster.killNode(cluster.b);
+    vicB.disconnect();
+    bothB.disconnect();
+    await until(() => room.data('pusher:member_removed').length >= 1, 'member_removed for vic on node A', REAP_BOUND_MS);
+    await until(() => hooks('k1').includes('channel_vacated:k1-only-b'), 'channel_vacated webhook for k1-only-b', REAP_BOUND_MS);
+    expect(Date.now() - killedAt, 'reaped within nodeTimeoutMs plus a few seconds').toBeLessThan(REAP_BOUND_MS + 1000);
+    // More reaper passes: nothing more may come.
+    await sleep(NODE_TIMEOUT_MS);
+    expect(room.data('pusher:member_removed')).toEqual([expect.objectContaining({ id: 'vic' })]);
+    expect(room.memberIds()).toEqual(['both', 'watcher']);
+    const after = hooks('k1').filter((l) => l.startsWith('member_removed') || l.startsWith('channel_vacated'));
+    expect(after.sort()).toEqual(['channel_vacated:k1-only-b', 'member_removed:presence-k1:vic']);
+
+    expect(await json(sdkA, '/channels/presence-k1/users')).toEqual({ users: expect.arrayContaining([{ id: 'both' }, { id: 'watcher' }]) });
+    expect(((await json(sdkA, '/channels/presence-k1/users')) as { users: unknown[] }).users).toHaveLength(2);
+    expect(await json(sdkA, '/channels/presence-k1', { info: 'user_count' })).toEqual({ occupied: true, user_count: 2 });
+    expect(await json(sdkA, '/channels', { filter_by_prefix: 'k1-' })).toEqual({ channels: { 'k1-shared': {} } });
+    expect(await json(sdkA, '/channels/k1-shared', { info: 'subscription_count' })).toEqual({ occupied: true, subscription_count: 1 });
+    expect(await json(sdkA, '/channels/k1-only-b')).toEqual({ occupied: false });
+  });
+});
+
+describe.skipIf(ONE_PROCESS)('a node stopped gracefully', () => {
+  it('leaves at once: its members are removed long before nodeTimeoutMs', async () => {
+    const cluster = await bed.start({ ...config(), nodeTimeoutMs: 30_000 });
+    const watcher = await pool.connect(cluster.a, { userId: 'watcher' });
+    const room = await watcher.subscribe('presence-k2');
+    const leaver = await pool.connect(cluster.b, { userId: 'leaver' });
+    await leaver.subscribe('presence-k2');
+    await leaver.subscribe('k2-only-b');
+    await until(() => room.data('pusher:member_added').length === 1, 'leaver added on node A');
+    await cluster.b.stop('SIGTERM');
+    leaver.disconnect();
+    await until(() => room.data('pusher:member_removed').length === 1, 'member_removed on node A', 8000);
+    await until(() => hooks('k2').includes('channel_vacated:k2-only-b'), 'k2-only-b vacated', 8000);
+    expect(await json(pool.sdk(cluster.a), '/channels/presence-k2/users')).toEqual({ users: [{ id: 'watcher' }] });
+  });
+});

@@ -1,0 +1,88 @@
+/**
+ * Redis killed and started again on the same port, empty (issue 14, docs/scaling.md "Redis
+ * outage"): nodes keep their local sockets; the channel HTTP API answers 503 CLUSTER_UNAVAILABLE
+ * (nothing done, retry) rather than a partial delivery; once Redis is back the nodes register
+ * what they hold again and cross-node delivery resumes by itself.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type PusherServer from 'pusher';
+import { ClientPool, refusal, settled } from '../helpers/channel-clients.js';
+import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { sleep, until } from '../helpers/wait.js';
+
+const APP = { id: 'out-app', key: 'out-key', secret: 'out-secret', clientEvents: true };
+const bed = heraldClusterBed('outage');
+const pool = new ClientPool(APP);
+
+afterEach(() => pool.disconnectAll());
+
+/** Triggers through `sdk` until it is refused (the node noticed the outage); the refusal. */
+async function firstRefusal(sdk: PusherServer, channel: string, timeoutMs = 10_000): Promise<{ status: number | undefined; body: Record<string, unknown> }> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const result = await refusal(sdk.trigger(channel, 'probe', 'during outage')).catch(() => null);
+    if (result) return result;
+    if (Date.now() > deadline) throw new Error(`no trigger refused within ${timeoutMs} ms of the outage`);
+    await sleep(50);
+  }
+}
+
+describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
+  it('nodes keep their sockets, triggers answer 503 CLUSTER_UNAVAILABLE, delivery across nodes resumes by itself', async () => {
+    const cluster = await bed.start({ apps: [APP] });
+    const s1 = await pool.connect(cluster.a, { userId: 'ua' });
+    const s2 = await pool.connect(cluster.a, { userId: 'ua2' });
+    const sB = await pool.connect(cluster.b, { userId: 'ub' });
+    const news1 = await s1.subscribe('out-news');
+    const newsB = await sB.subscribe('out-news');
+    const chat1 = await s1.subscribe('private-out-chat');
+    const chat2 = await s2.subscribe('private-out-chat');
+    await s1.subscribe('presence-out');
+    await sB.subscribe('presence-out');
+    const sdkA = pool.sdk(cluster.a);
+    const sdkB = pool.sdk(cluster.b);
+    await sdkA.trigger('out-news', 'before', 1);
+    await until(() => newsB.data('before').length === 1, 'cross-node delivery before the outage');
+    const socketIds = [s1.socketId, s2.socketId, sB.socketId];
+
+    await cluster.killRedis();
+    const refused = await firstRefusal(sdkA, 'out-news');
+    expect(refused.status).toBe(503);
+    expect(refused.body).toEqual({ code: 'CLUSTER_UNAVAILABLE', error: expect.any(String) });
+    // Refused whole, on either node, for channel queries too.
+    expect(await refusal(sdkB.trigger('out-news', 'during', 2))).toMatchObject({ status: 503, body: { code: 'CLUSTER_UNAVAILABLE' } });
+    expect(await refusal(sdkB.get({ path: '/channels' }))).toMatchObject({ status: 503, body: { code: 'CLUSTER_UNAVAILABLE' } });
+    // Local sockets stay, and client events between sockets of one node go on.
+    chat1.channel.trigger('client-local', { during: 'outage' });
+    await until(() => chat2.data('client-local').length === 1, 'client event on node A during the outage');
+    expect([s1.state, s2.state, sB.state]).toEqual(['connected', 'connected', 'connected']);
+    // A refused trigger delivered nothing anywhere.
+    expect(news1.data('during')).toEqual([]);
+    expect(newsB.data('during')).toEqual([]);
+
+    await sleep(500);
+    await cluster.restartRedis();
+    // Cross-node delivery resumes by itself: keep triggering through A until B's subscriber has one.
+    const deadline = Date.now() + 20_000;
+    let attempt = 0;
+    while (newsB.data('resumed').length === 0) {
+      if (Date.now() > deadline) throw new Error(`no trigger through node A reached node B within 20 s of Redis' restart (${attempt} attempts)`);
+      await sdkA.trigger('out-news', 'resumed', ++attempt).catch(() => undefined);
+      await sleep(100);
+    }
+    // And the other way, exactly once.
+    await sdkB.trigger('out-news', 'after', 'once');
+    await until(() => news1.data('after').length === 1, 'node B to node A after the restart');
+    await sleep(200);
+    expect(news1.data('after')).toEqual(['once']);
+    expect(newsB.data('after')).toEqual(['once']);
+    // The sockets never reconnected, and the state Redis lost was registered again by both nodes.
+    expect([s1.socketId, s2.socketId, sB.socketId]).toEqual(socketIds);
+    const users = await settled(
+      async () => ((await (await sdkB.get({ path: '/channels/presence-out/users' })).json()) as { users: { id: string }[] }).users.map((u) => u.id).sort(),
+      (ids) => ids.length === 2,
+    );
+    expect(users).toEqual(['ua', 'ub']);
+    expect(await (await sdkA.get({ path: '/channels', params: { filter_by_prefix: 'out-' } })).json()).toEqual({ channels: { 'out-news': {} } });
+  });
+});
