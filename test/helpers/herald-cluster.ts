@@ -20,6 +20,8 @@ export interface HeraldClusterOptions {
   nodeTimeoutMs?: number;
   /** Shards per node; default 1 (nodes share two cores with the rest of the suite). */
   shards?: number;
+  /** The `push` instances of each node, by index; default none (each instance is one node's). */
+  push?: Record<string, unknown>[][];
 }
 
 /** Node ids (config `cluster.nodeId`): node-a, node-b, node-c. */
@@ -58,8 +60,8 @@ export class HeraldCluster {
     return {
       ...this.options.config,
       apps: this.options.apps,
-      // Each push instance is served by exactly one node (a lease in Redis); these tests are about channels.
-      push: [],
+      // Each push instance is served by exactly one node (a lease in Redis): none unless given.
+      push: this.options.push?.[NODE_IDS.indexOf(nodeId as (typeof NODE_IDS)[number])] ?? [],
       cluster: { redisUrl: this.redis.url, keyPrefix: this.keyPrefix, nodeTimeoutMs: this.nodeTimeoutMs, ...(CLUSTER_TAKES_NODE_ID && { nodeId }) },
     };
   }
@@ -120,6 +122,8 @@ export interface HeraldClusterBed {
   readonly redis: RedisServer;
   /** Starts a cluster with a key prefix of its own; disposed of after the test that started it. */
   start(options: HeraldClusterOptions): Promise<HeraldCluster>;
+  /** The same, nodes not started (the test starts them, `node.start()`). */
+  create(options: HeraldClusterOptions): HeraldCluster;
 }
 
 /**
@@ -146,7 +150,10 @@ export function heraldClusterBed(name: string): HeraldClusterBed {
       if (!redis) throw new Error('the redis-server starts in beforeAll');
       return redis;
     },
-    async start(options) {
+    start(options) {
+      return this.create(options).start();
+    },
+    create(options) {
       const cluster = new HeraldCluster(this.redis, `${name}-${++counter}-${Math.random().toString(36).slice(2, 8)}:`, options);
       clusters.push(cluster);
       try {
@@ -156,7 +163,7 @@ export function heraldClusterBed(name: string): HeraldClusterBed {
       } catch {
         // started outside a test (a hook): no failure report
       }
-      return cluster.start();
+      return cluster;
     },
   };
 }

@@ -5,8 +5,8 @@
  * that delivers only locally fails.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { ClientPool, type ChannelClient, type ChannelRecord } from '../helpers/channel-clients.js';
-import { heraldClusterBed } from '../helpers/herald-cluster.js';
+import { ClientPool, settled, type ChannelClient, type ChannelRecord } from '../helpers/channel-clients.js';
+import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { sleep, until } from '../helpers/wait.js';
 
 const APP = { id: 'cl-app', key: 'cl-key', secret: 'cl-secret', clientEvents: true, userAuthentication: true };
@@ -79,6 +79,41 @@ describe('triggers through one node', () => {
     expect(danaA.userEvents).toEqual([{ event: 'hello', data: { a: 1 } }]);
     expect(danaB.userEvents).toEqual([{ event: 'hello', data: { a: 1 } }, { event: 'hello', data: 'not A' }]);
     expect(eveB.userEvents).toEqual([{ event: 'marker', data: 'for eve' }]);
+  });
+});
+
+describe.skipIf(ONE_PROCESS)('delivery cost', () => {
+  it('a node listens to a channel on Redis only while it has subscribers on it', async () => {
+    const cluster = await bed.start({ apps: [APP] });
+    const redis = bed.redis.client();
+    try {
+      // docs/scaling.md: one pub/sub channel per Herald channel, <keyPrefix>msg:<appId>:<channel>.
+      const listeners = async (): Promise<number> => {
+        const reply = (await redis.pubsub('NUMSUB', `${cluster.keyPrefix}msg:${APP.id}:solo`)) as [string, number];
+        return Number(reply[1]);
+      };
+      const listening = async (n: number, what: string): Promise<void> => {
+        expect(await settled(listeners, (count) => count === n, 5000), what).toBe(n);
+      };
+      await listening(0, 'no subscriber anywhere');
+      const onA = await pool.connect(cluster.a);
+      const onA2 = await pool.connect(cluster.a);
+      await onA.subscribe('solo');
+      await onA2.subscribe('solo');
+      await listening(1, 'two subscribers on node A');
+      const onB = await pool.connect(cluster.b);
+      await onB.subscribe('solo');
+      await listening(2, 'subscribers on both nodes');
+      onB.unsubscribe('solo');
+      await listening(1, 'node B has none left');
+      onA.disconnect();
+      await sleep(300);
+      expect(await listeners(), 'node A still has one').toBe(1);
+      onA2.disconnect();
+      await listening(0, 'no subscriber left');
+    } finally {
+      redis.disconnect();
+    }
   });
 });
 

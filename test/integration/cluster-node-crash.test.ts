@@ -48,13 +48,15 @@ async function json(sdk: PusherServer, path: string, params?: Record<string, str
 }
 
 describe.skipIf(ONE_PROCESS)('a node killed with SIGKILL', () => {
-  it('is reaped by the survivor: members removed on its subscribers, channels vacated once, no ghost in C3 / C4 / C6', async () => {
-    const cluster = await bed.start({ ...config(), nodeTimeoutMs: NODE_TIMEOUT_MS });
+  it('is reaped by the survivors: members removed on their subscribers, channels vacated once, no ghost in C3 / C4 / C6', async () => {
+    const cluster = await bed.start({ ...config(), nodes: 3, nodeTimeoutMs: NODE_TIMEOUT_MS });
     const watcher = await pool.connect(cluster.a, { userId: 'watcher' });
+    const watcherC = await pool.connect(cluster.c, { userId: 'watcher-c' });
     const bothA = await pool.connect(cluster.a, { userId: 'both' });
     const vicB = await pool.connect(cluster.b, { userId: 'vic' });
     const bothB = await pool.connect(cluster.b, { userId: 'both' });
     const room = await watcher.subscribe('presence-k1');
+    const roomC = await watcherC.subscribe('presence-k1');
     await bothA.subscribe('presence-k1');
     await vicB.subscribe('presence-k1');
     await bothB.subscribe('presence-k1');
@@ -63,30 +65,34 @@ describe.skipIf(ONE_PROCESS)('a node killed with SIGKILL', () => {
     await vicB.subscribe('k1-only-b');
     const sdkA = pool.sdk(cluster.a);
     await until(() => hooks('k1').includes('channel_occupied:k1-only-b') && hooks('k1').includes('member_added:presence-k1:vic'), 'webhooks before the kill');
-    await until(() => room.memberIds().length === 3, 'three members seen on node A');
-    expect(room.memberIds()).toEqual(['both', 'vic', 'watcher']);
+    await until(() => room.memberIds().length === 4 && roomC.memberIds().length === 4, 'four members seen on nodes A and C');
+    expect(room.memberIds()).toEqual(['both', 'vic', 'watcher', 'watcher-c']);
     expect(await json(sdkA, '/channels/k1-shared', { info: 'subscription_count' })).toEqual({ occupied: true, subscription_count: 2 });
 
     const killedAt = Date.now();
     await cluster.killNode(cluster.b);
     vicB.disconnect();
     bothB.disconnect();
-    await until(() => room.data('pusher:member_removed').length >= 1, 'member_removed for vic on node A', REAP_BOUND_MS);
+    await until(() => room.data('pusher:member_removed').length >= 1 && roomC.data('pusher:member_removed').length >= 1, 'member_removed for vic on nodes A and C', REAP_BOUND_MS);
     await until(() => hooks('k1').includes('channel_vacated:k1-only-b'), 'channel_vacated webhook for k1-only-b', REAP_BOUND_MS);
     expect(Date.now() - killedAt, 'reaped within nodeTimeoutMs plus a few seconds').toBeLessThan(REAP_BOUND_MS + 1000);
-    // More reaper passes: nothing more may come.
+    // More reaper passes on both survivors: nothing more may come.
     await sleep(NODE_TIMEOUT_MS);
     expect(room.data('pusher:member_removed')).toEqual([expect.objectContaining({ id: 'vic' })]);
-    expect(room.memberIds()).toEqual(['both', 'watcher']);
+    expect(roomC.data('pusher:member_removed')).toEqual([expect.objectContaining({ id: 'vic' })]);
+    expect(room.memberIds()).toEqual(['both', 'watcher', 'watcher-c']);
     const after = hooks('k1').filter((l) => l.startsWith('member_removed') || l.startsWith('channel_vacated'));
     expect(after.sort()).toEqual(['channel_vacated:k1-only-b', 'member_removed:presence-k1:vic']);
 
-    expect(await json(sdkA, '/channels/presence-k1/users')).toEqual({ users: expect.arrayContaining([{ id: 'both' }, { id: 'watcher' }]) });
-    expect(((await json(sdkA, '/channels/presence-k1/users')) as { users: unknown[] }).users).toHaveLength(2);
-    expect(await json(sdkA, '/channels/presence-k1', { info: 'user_count' })).toEqual({ occupied: true, user_count: 2 });
-    expect(await json(sdkA, '/channels', { filter_by_prefix: 'k1-' })).toEqual({ channels: { 'k1-shared': {} } });
-    expect(await json(sdkA, '/channels/k1-shared', { info: 'subscription_count' })).toEqual({ occupied: true, subscription_count: 1 });
-    expect(await json(sdkA, '/channels/k1-only-b')).toEqual({ occupied: false });
+    for (const node of [cluster.a, cluster.c]) {
+      const sdk = pool.sdk(node);
+      const users = (await json(sdk, '/channels/presence-k1/users')) as { users: { id: string }[] };
+      expect(users.users.map((u) => u.id).sort()).toEqual(['both', 'watcher', 'watcher-c']);
+      expect(await json(sdk, '/channels/presence-k1', { info: 'user_count' })).toEqual({ occupied: true, user_count: 3 });
+      expect(await json(sdk, '/channels', { filter_by_prefix: 'k1-' })).toEqual({ channels: { 'k1-shared': {} } });
+      expect(await json(sdk, '/channels/k1-shared', { info: 'subscription_count' })).toEqual({ occupied: true, subscription_count: 1 });
+      expect(await json(sdk, '/channels/k1-only-b')).toEqual({ occupied: false });
+    }
   });
 });
 
