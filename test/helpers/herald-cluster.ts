@@ -5,7 +5,6 @@
  * start it again on the same port (an outage).
  */
 import { afterAll, afterEach, beforeAll, onTestFailed } from 'vitest';
-import { configSchema } from '../../src/config/schema.js';
 import { HeraldProcess } from './herald-process.js';
 import { RedisServer } from './redis-server.js';
 
@@ -34,8 +33,6 @@ export const NODE_IDS = ['node-a', 'node-b', 'node-c'] as const;
  */
 export const ONE_PROCESS = process.env.HERALD_CLUSTER_TESTS_ONE_PROCESS === '1';
 
-/** TEMPORARY until cluster.nodeId lands on main: pass it only when the schema takes it. */
-const CLUSTER_TAKES_NODE_ID = configSchema.safeParse({ cluster: { redisUrl: 'redis://127.0.0.1:1', nodeId: 'node-a' } }).success;
 
 export class HeraldCluster {
   readonly nodes: HeraldProcess[];
@@ -62,7 +59,7 @@ export class HeraldCluster {
       apps: this.options.apps,
       // Each push instance is served by exactly one node (a lease in Redis): none unless given.
       push: this.options.push?.[NODE_IDS.indexOf(nodeId as (typeof NODE_IDS)[number])] ?? [],
-      cluster: { redisUrl: this.redis.url, keyPrefix: this.keyPrefix, nodeTimeoutMs: this.nodeTimeoutMs, ...(CLUSTER_TAKES_NODE_ID && { nodeId }) },
+      cluster: { redisUrl: this.redis.url, keyPrefix: this.keyPrefix, nodeTimeoutMs: this.nodeTimeoutMs, nodeId },
     };
   }
 
