@@ -30,7 +30,7 @@ afterAll(async () => {
 
 function config(reloadDebounceMs = 300): { apps: Record<string, unknown>[]; config: Record<string, unknown> } {
   return {
-    apps: [{ ...CREDS, subscriptionCount: true, webhooks: [{ url: receiver.url('/crash'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }] }],
+    apps: [{ ...CREDS, subscriptionCount: true, userAuthentication: true, webhooks: [{ url: receiver.url('/crash'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }] }],
     config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs, retryBaseMs: 50, maxAttempts: 30, timeoutMs: 2000 } },
   };
 }
@@ -50,17 +50,17 @@ async function json(sdk: PusherServer, path: string, params?: Record<string, str
 describe.skipIf(ONE_PROCESS)('a node killed with SIGKILL', () => {
   it('is reaped by the survivors: members removed on their subscribers, channels vacated once, no ghost in C3 / C4 / C6', async () => {
     const cluster = await bed.start({ ...config(), nodes: 3, nodeTimeoutMs: NODE_TIMEOUT_MS });
-    const watcher = await pool.connect(cluster.a, { userId: 'watcher' });
+    const vicB = await pool.signedIn(cluster.b, { userId: 'vic' });
+    const watcher = await pool.signedIn(cluster.a, { userId: 'watcher', watchlist: ['vic'] });
     const watcherC = await pool.connect(cluster.c, { userId: 'watcher-c' });
     const bothA = await pool.connect(cluster.a, { userId: 'both' });
-    const vicB = await pool.connect(cluster.b, { userId: 'vic' });
     const bothB = await pool.connect(cluster.b, { userId: 'both' });
     const room = await watcher.subscribe('presence-k1');
     const roomC = await watcherC.subscribe('presence-k1');
     await bothA.subscribe('presence-k1');
     await vicB.subscribe('presence-k1');
     await bothB.subscribe('presence-k1');
-    await watcher.subscribe('k1-shared');
+    const shared = await watcher.subscribe('k1-shared');
     await vicB.subscribe('k1-shared');
     await vicB.subscribe('k1-only-b');
     const sdkA = pool.sdk(cluster.a);
@@ -68,6 +68,9 @@ describe.skipIf(ONE_PROCESS)('a node killed with SIGKILL', () => {
     await until(() => room.memberIds().length === 4 && roomC.memberIds().length === 4, 'four members seen on nodes A and C');
     expect(room.memberIds()).toEqual(['both', 'vic', 'watcher', 'watcher-c']);
     expect(await json(sdkA, '/channels/k1-shared', { info: 'subscription_count' })).toEqual({ occupied: true, subscription_count: 2 });
+    await until(() => shared.data('pusher:subscription_count').length > 0 && watcher.watchlist.length > 0, 'count and watchlist before the kill');
+    expect(shared.data('pusher:subscription_count').at(-1)).toEqual({ subscription_count: 2 });
+    expect(watcher.watchlist).toEqual([{ name: 'online', user_ids: ['vic'] }]);
 
     const killedAt = Date.now();
     await cluster.killNode(cluster.b);
@@ -81,6 +84,9 @@ describe.skipIf(ONE_PROCESS)('a node killed with SIGKILL', () => {
     expect(room.data('pusher:member_removed')).toEqual([expect.objectContaining({ id: 'vic' })]);
     expect(roomC.data('pusher:member_removed')).toEqual([expect.objectContaining({ id: 'vic' })]);
     expect(room.memberIds()).toEqual(['both', 'watcher', 'watcher-c']);
+    // The reaped node's signed-in user goes offline; its subscription leaves the count.
+    expect(watcher.watchlist).toEqual([{ name: 'online', user_ids: ['vic'] }, { name: 'offline', user_ids: ['vic'] }]);
+    expect(shared.data('pusher:subscription_count').at(-1)).toEqual({ subscription_count: 1 });
     const after = hooks('k1').filter((l) => l.startsWith('member_removed') || l.startsWith('channel_vacated'));
     expect(after.sort()).toEqual(['channel_vacated:k1-only-b', 'member_removed:presence-k1:vic']);
 

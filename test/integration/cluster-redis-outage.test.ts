@@ -53,8 +53,9 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     const newsB = await sB.subscribe('out-news');
     const chat1 = await s1.subscribe('private-out-chat');
     const chat2 = await s2.subscribe('private-out-chat');
-    await s1.subscribe('presence-out');
-    await sB.subscribe('presence-out');
+    const presence1 = await s1.subscribe('presence-out');
+    const presenceB = await sB.subscribe('presence-out');
+    await until(() => presence1.memberIds().length === 2, 'ub seen on node A');
     const sdkA = pool.sdk(cluster.a);
     const sdkB = pool.sdk(cluster.b);
     await sdkA.trigger('out-news', 'before', 1);
@@ -94,6 +95,12 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     await sleep(200);
     expect(news1.data('after')).toEqual(['once']);
     expect(newsB.data('after')).toEqual(['once']);
+    // Presence subscribers saw no one leave or arrive: the members never changed.
+    expect(presence1.data('pusher:member_removed')).toEqual([]);
+    expect(presenceB.data('pusher:member_removed')).toEqual([]);
+    expect(presence1.data('pusher:member_added')).toEqual([expect.objectContaining({ id: 'ub' })]);
+    expect(presenceB.data('pusher:member_added')).toEqual([]);
+    expect([presence1.memberIds(), presenceB.memberIds()]).toEqual([['ua', 'ub'], ['ua', 'ub']]);
     // The sockets never reconnected, and the state Redis lost was registered again by both nodes.
     expect([s1.socketId, s2.socketId, sB.socketId]).toEqual(socketIds);
     const users = await settled(
