@@ -4,17 +4,32 @@
  * (nothing done, retry) rather than a partial delivery; once Redis is back the nodes register
  * what they hold again and cross-node delivery resumes by itself.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
-import { ClientPool, refusal, settled } from '../helpers/channel-clients.js';
+import { ClientPool, refusal, settled, type ChannelRecord } from '../helpers/channel-clients.js';
 import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { sleep, until } from '../helpers/wait.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const APP = { id: 'out-app', key: 'out-key', secret: 'out-secret', clientEvents: true };
 const bed = heraldClusterBed('outage');
 const pool = new ClientPool(APP);
+let receiver: WebhookReceiver;
 
+beforeAll(async () => {
+  receiver = await WebhookReceiver.start();
+});
 afterEach(() => pool.disconnectAll());
+afterAll(async () => {
+  await receiver?.close();
+});
+
+/** Labels of the delivered webhook events (no subscription counts). */
+function hooks(): string[] {
+  return receiver.deliveredEvents().map((e) => `${String(e.name)}:${String(e.channel)}${e.user_id !== undefined ? `:${String(e.user_id)}` : ''}`);
+}
+
+const count = (labels: string[], label: string): number => labels.filter((l) => l === label).length;
 
 /** Triggers through `sdk` until it is refused (the node noticed the outage); the refusal. */
 async function firstRefusal(sdk: PusherServer, channel: string, timeoutMs = 10_000): Promise<{ status: number | undefined; body: Record<string, unknown> }> {
@@ -43,9 +58,23 @@ async function retried<T>(call: () => Promise<T>, timeoutMs = 15_000): Promise<T
   }
 }
 
+/**
+ * Triggers `event` through `sdk` (503s and all) every 100 ms until `to`, a subscriber on the
+ * other node, has received one; fails after 20 s.
+ */
+async function resumes(sdk: PusherServer, to: ChannelRecord, event: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (let attempt = 1; to.data(event).length === 0; attempt++) {
+    if (Date.now() > deadline) throw new Error(`delivery of ${event} did not resume within 20 s of Redis' restart (${attempt} attempts)`);
+    await sdk.trigger('out-news', event, attempt).catch(() => undefined);
+    await sleep(100);
+  }
+}
+
 describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
   it('nodes keep their sockets, triggers answer 503 CLUSTER_UNAVAILABLE, delivery across nodes resumes by itself', async () => {
-    const cluster = await bed.start({ apps: [APP] });
+    const webhooks = [{ url: receiver.url('/outage'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
+    const cluster = await bed.start({ apps: [{ ...APP, webhooks }], config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50 } } });
     const s1 = await pool.connect(cluster.a, { userId: 'ua' });
     const s2 = await pool.connect(cluster.a, { userId: 'ua2' });
     const sB = await pool.connect(cluster.b, { userId: 'ub' });
@@ -61,6 +90,7 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     await sdkA.trigger('out-news', 'before', 1);
     await until(() => newsB.data('before').length === 1, 'cross-node delivery before the outage');
     const socketIds = [s1.socketId, s2.socketId, sB.socketId];
+    await until(() => count(hooks(), 'member_added:presence-out:ub') === 1 && count(hooks(), 'channel_occupied:out-news') === 1, 'webhooks before the outage');
 
     await cluster.killRedis();
     const refused = await firstRefusal(sdkA, 'out-news');
@@ -81,20 +111,18 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
 
     await sleep(500);
     await cluster.restartRedis();
-    // Cross-node delivery resumes by itself: keep triggering through A until B's subscriber has one.
-    const deadline = Date.now() + 20_000;
-    let attempt = 0;
-    while (newsB.data('resumed').length === 0) {
-      if (Date.now() > deadline) throw new Error(`no trigger through node A reached node B within 20 s of Redis' restart (${attempt} attempts)`);
-      await sdkA.trigger('out-news', 'resumed', ++attempt).catch(() => undefined);
-      await sleep(100);
-    }
-    // And the other way, exactly once, once node B is registered again.
-    await retried(() => sdkB.trigger('out-news', 'after', 'once'));
-    await until(() => news1.data('after').length === 1, 'node B to node A after the restart');
+    // Cross-node delivery resumes by itself, both ways: keep triggering until the other node's
+    // subscriber has one (a node accepts triggers again once it registered; the other node's
+    // subscriber connection may come back a moment later).
+    await resumes(sdkA, newsB, 'resumed-a-to-b');
+    await resumes(sdkB, news1, 'resumed-b-to-a');
+    // Then exactly once, both ways.
+    await sdkA.trigger('out-news', 'after', 'from A');
+    await sdkB.trigger('out-news', 'after', 'from B');
+    await until(() => news1.data('after').length === 2 && newsB.data('after').length === 2, 'both ways after the restart');
     await sleep(200);
-    expect(news1.data('after')).toEqual(['once']);
-    expect(newsB.data('after')).toEqual(['once']);
+    expect(news1.data('after').sort()).toEqual(['from A', 'from B']);
+    expect(newsB.data('after').sort()).toEqual(['from A', 'from B']);
     // Presence subscribers saw no one leave or arrive: the members never changed.
     expect(presence1.data('pusher:member_removed')).toEqual([]);
     expect(presenceB.data('pusher:member_removed')).toEqual([]);
@@ -109,5 +137,14 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     );
     expect(users).toEqual(['ua', 'ub']);
     expect(await (await retried(() => sdkA.get({ path: '/channels', params: { filter_by_prefix: 'out-' } }))).json()).toEqual({ channels: { 'out-news': {} } });
+    // Redis came back empty: each channel is occupied again, each member added again, once for
+    // the cluster (docs/scaling.md), though both nodes registered their subscribers; nothing left.
+    await until(() => count(hooks(), 'channel_occupied:out-news') >= 2 && count(hooks(), 'member_added:presence-out:ub') >= 2, 'webhooks of the re-registration');
+    await sleep(1000);
+    const labels = hooks();
+    for (const label of ['channel_occupied:out-news', 'channel_occupied:private-out-chat', 'channel_occupied:presence-out', 'member_added:presence-out:ua', 'member_added:presence-out:ub']) {
+      expect(count(labels, label), label).toBe(2);
+    }
+    expect(labels.filter((l) => l.startsWith('channel_vacated') || l.startsWith('member_removed'))).toEqual([]);
   });
 });
