@@ -10,7 +10,7 @@ import { startHerald } from '../helpers/herald-process.js';
 import { sleep, until } from '../helpers/wait.js';
 
 const SMALL = { id: 'small-app', key: 'small-key', secret: 'small-secret', maxConnections: 2 };
-const QUOTA = { id: 'quota-app', key: 'quota-key', secret: 'quota-secret', messageQuota: 4 };
+const QUOTA = { id: 'quota-app', key: 'quota-key', secret: 'quota-secret', messageQuota: 4, maxPresenceMembers: 2 };
 const bed = heraldClusterBed('limits');
 const pool = new ClientPool(QUOTA);
 const sockets: { close(): void }[] = [];
@@ -49,6 +49,35 @@ describe('limits across nodes', () => {
       await sleep(100);
     }
     expect(again?.first.event).toBe('pusher:connection_established');
+  });
+
+  it('the connections of a node killed with SIGKILL count until it is reaped, then free their slots', async () => {
+    const cluster = await bed.start({ apps: [SMALL, QUOTA] });
+    await connection(cluster.a);
+    await connection(cluster.b);
+    expect((await connection(cluster.a)).first).toMatchObject({ event: 'pusher:error', data: { code: 4004 } });
+    await cluster.killNode(cluster.b);
+    // Reaped within nodeTimeoutMs (2 s) plus a few seconds: then node A accepts one more.
+    const deadline = Date.now() + cluster.nodeTimeoutMs + 5000;
+    let again = await connection(cluster.a);
+    while (again.first.event !== 'pusher:connection_established' && Date.now() < deadline) {
+      await sleep(200);
+      again = await connection(cluster.a);
+    }
+    expect(again.first.event).toBe('pusher:connection_established');
+    expect((await connection(cluster.a)).first).toMatchObject({ event: 'pusher:error', data: { code: 4004 } });
+  });
+
+  it('maxPresenceMembers 2 counts the members of every node, a present user may add connections anywhere', async () => {
+    const cluster = await bed.start({ apps: [SMALL, QUOTA] });
+    await (await pool.connect(cluster.a, { userId: 'm1' })).subscribe('presence-full');
+    await (await pool.connect(cluster.b, { userId: 'm2' })).subscribe('presence-full');
+    for (const node of [cluster.a, cluster.b]) {
+      const third = await pool.connect(node, { userId: 'm3' });
+      await expect(third.subscribe('presence-full')).rejects.toThrow(/LimitReached/);
+    }
+    const again = await (await pool.connect(cluster.b, { userId: 'm1' })).subscribe('presence-full');
+    expect(again.memberIds()).toEqual(['m1', 'm2']);
   });
 
   it('messageQuota 4 counts triggers through both nodes: the fifth is refused with 403 on either', async () => {

@@ -6,12 +6,14 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
-import { ClientPool, refusal, settled, type ChannelRecord } from '../helpers/channel-clients.js';
+import { ClientPool, rawConnection, refusal, settled, type ChannelRecord } from '../helpers/channel-clients.js';
 import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { sleep, until } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const APP = { id: 'out-app', key: 'out-key', secret: 'out-secret', clientEvents: true };
+/** An app with a connection limit: its new connections need Redis to be counted. */
+const LIMITED = { id: 'out-limited', key: 'out-limited-key', secret: 'out-limited-secret', maxConnections: 10 };
 const bed = heraldClusterBed('outage');
 const pool = new ClientPool(APP);
 let receiver: WebhookReceiver;
@@ -74,7 +76,7 @@ async function resumes(sdk: PusherServer, to: ChannelRecord, event: string): Pro
 describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
   it('nodes keep their sockets, triggers answer 503 CLUSTER_UNAVAILABLE, delivery across nodes resumes by itself', async () => {
     const webhooks = [{ url: receiver.url('/outage'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
-    const cluster = await bed.start({ apps: [{ ...APP, webhooks }], config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50 } } });
+    const cluster = await bed.start({ apps: [{ ...APP, webhooks }, LIMITED], config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50 } } });
     const s1 = await pool.connect(cluster.a, { userId: 'ua' });
     const s2 = await pool.connect(cluster.a, { userId: 'ua2' });
     const sB = await pool.connect(cluster.b, { userId: 'ub' });
@@ -105,6 +107,12 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     chat1.channel.trigger('client-local', { during: 'outage' });
     await until(() => chat2.data('client-local').length === 1, 'client event on node A during the outage');
     expect([s1.state, s2.state, sB.state]).toEqual(['connected', 'connected', 'connected']);
+    // New connections of an app with a connection limit are told to come back (4200); new
+    // subscriptions are refused with 503 (docs/scaling.md).
+    const limited = await rawConnection(cluster.b, LIMITED.key);
+    expect(limited.first).toMatchObject({ event: 'pusher:error', data: { code: 4200 } });
+    expect(await limited.closed).toBe(4200);
+    await expect(s2.subscribe('out-late')).rejects.toThrow(/"status":503/);
     // A refused trigger delivered nothing anywhere.
     expect(news1.data('during')).toEqual([]);
     expect(newsB.data('during')).toEqual([]);
