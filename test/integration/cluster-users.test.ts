@@ -54,11 +54,16 @@ describe('watchlist', () => {
     expect(carol.watchlist).toEqual(expect.arrayContaining([{ name: 'online', user_ids: ['dave'] }, { name: 'offline', user_ids: ['erin'] }]));
     const before = carol.watchlist.length;
 
-    const erin = await pool.signedIn(cluster.b, { userId: 'erin' });
+    // erin signs in on node B, then on node A too: online once; offline only when both are gone.
+    const erinB = await pool.signedIn(cluster.b, { userId: 'erin' });
     await until(() => carol.watchlist.length > before, 'erin online');
+    const erinA = await pool.signedIn(cluster.a, { userId: 'erin' });
+    erinB.disconnect();
+    await sleep(500);
     expect(carol.watchlist.slice(before)).toEqual([{ name: 'online', user_ids: ['erin'] }]);
-    erin.disconnect();
+    erinA.disconnect();
     await until(() => carol.watchlist.length > before + 1, 'erin offline');
+    await sleep(200);
     expect(carol.watchlist.slice(before)).toEqual([
       { name: 'online', user_ids: ['erin'] },
       { name: 'offline', user_ids: ['erin'] },

@@ -31,7 +31,7 @@ afterAll(async () => {
 });
 
 function apps(): Record<string, unknown>[] {
-  return [{ ...CREDS, subscriptionCount: true, webhooks: [{ url: receiver.url('/pusher') }] }];
+  return [{ ...CREDS, subscriptionCount: true, clientEvents: true, webhooks: [{ url: receiver.url('/pusher') }] }];
 }
 
 /** Every delivered event on channels whose name contains `tag`, each request's signature checked. */
@@ -51,8 +51,9 @@ function transitions(tag: string): string[] {
   return events(tag).filter((e) => e.name !== 'subscription_count').map(label);
 }
 
-async function webhook(tag: string, wanted: string, timeoutMs = 8000): Promise<void> {
-  await until(() => events(tag).map(label).includes(wanted), `webhook ${wanted}`, timeoutMs);
+/** Waits until `wanted` was delivered `times` times (in all) on `tag`'s channels. */
+async function webhook(tag: string, wanted: string, timeoutMs = 8000, times = 1): Promise<void> {
+  await until(() => events(tag).map(label).filter((l) => l === wanted).length >= times, `webhook ${wanted} (${times})`, timeoutMs);
 }
 
 describe('channel webhooks, no debounce', () => {
@@ -81,7 +82,7 @@ describe('channel webhooks, no debounce', () => {
     await aliceB.subscribe('c1-plain');
     await webhook('c1-plain', 'subscription_count:c1-plain=2');
     aliceA.unsubscribe('c1-plain');
-    await webhook('c1-plain', 'subscription_count:c1-plain=1');
+    await webhook('c1-plain', 'subscription_count:c1-plain=1', 8000, 2);
     aliceB.unsubscribe('c1-plain');
     await webhook('c1-plain', 'channel_vacated:c1-plain');
 
@@ -91,6 +92,15 @@ describe('channel webhooks, no debounce', () => {
     aliceA.unsubscribe('c1-race');
     bobB.unsubscribe('c1-race');
     await webhook('c1-race', 'channel_vacated:c1-race');
+
+    // One user's connections on two nodes joining and leaving at the same moment; a client event.
+    const [raceA] = await Promise.all([aliceA.subscribe('presence-race1'), aliceB.subscribe('presence-race1')]);
+    await webhook('presence-race1', 'member_added:presence-race1:alice');
+    expect(raceA.channel.trigger('client-hello', { from: 'A' })).toBe(true);
+    await until(() => events('presence-race1').some((e) => e.name === 'client_event'), 'client_event webhook');
+    aliceA.unsubscribe('presence-race1');
+    aliceB.unsubscribe('presence-race1');
+    await webhook('presence-race1', 'channel_vacated:presence-race1');
 
     await sleep(500); // time for duplicates from the other node to arrive
     expect(transitions('presence-c1')).toEqual([
@@ -110,6 +120,14 @@ describe('channel webhooks, no debounce', () => {
       'channel_vacated:c1-plain',
     ]);
     expect(transitions('c1-race')).toEqual(['channel_occupied:c1-race', 'channel_vacated:c1-race']);
+    expect(transitions('presence-race1')).toEqual([
+      'channel_occupied:presence-race1',
+      'member_added:presence-race1:alice',
+      'client_event:presence-race1:alice',
+      'member_removed:presence-race1:alice',
+      'channel_vacated:presence-race1',
+    ]);
+    expect(events('presence-race1').find((e) => e.name === 'client_event')).toMatchObject({ event: 'client-hello', data: JSON.stringify({ from: 'A' }), socket_id: aliceA.socketId });
   });
 });
 
