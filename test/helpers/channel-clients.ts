@@ -51,6 +51,12 @@ export class ChannelRecord {
     return this.events.filter((e) => e.event === event).map((e) => e.data);
   }
 
+  /** The user_info pusher-js holds for presence member `id` (undefined when not a member). */
+  memberInfo(id: string): unknown {
+    const members = (this.channel as unknown as { members: { get(id: string): { info: unknown } | null } }).members;
+    return members.get(id)?.info;
+  }
+
   /** Ids of the presence members pusher-js currently holds for this channel, sorted. */
   memberIds(): string[] {
     const members = (this.channel as unknown as { members: { each(cb: (m: { id: string }) => void): void } }).members;

@@ -97,12 +97,12 @@ describe('C3, C4 and C6 on three nodes', () => {
 describe('presence members across nodes', () => {
   it('member_added when the first connection anywhere joins, member_removed only when the last leaves', async () => {
     const cluster = await bed.start({ apps: [APP], nodes: 3 });
-    const watchA = await pool.connect(cluster.a, { userId: 'watch-a' });
-    const watchC = await pool.connect(cluster.c, { userId: 'watch-c' });
+    const watchA = await pool.connect(cluster.a, { userId: 'watch-a', userInfo: { node: 'A' } });
+    const watchC = await pool.connect(cluster.c, { userId: 'watch-c', userInfo: { node: 'C' } });
     const roomA = await watchA.subscribe('presence-lobby');
     const roomC = await watchC.subscribe('presence-lobby');
     await until(() => roomA.data('pusher:member_added').length === 1, 'watch-c added on node A');
-    expect(roomA.data('pusher:member_added')).toEqual([expect.objectContaining({ id: 'watch-c' })]);
+    expect(roomA.data('pusher:member_added')).toEqual([{ id: 'watch-c', info: { node: 'C' } }]);
 
     const bobB = await pool.connect(cluster.b, { userId: 'bob', userInfo: { name: 'Bob' } });
     const bobC = await pool.connect(cluster.c, { userId: 'bob', userInfo: { name: 'Bob' } });
@@ -111,8 +111,11 @@ describe('presence members across nodes', () => {
     await until(() => roomA.data('pusher:member_added').length === 2 && roomC.data('pusher:member_added').length === 1, 'bob added on A and C');
     const second = await bobC.subscribe('presence-lobby');
     expect(second.memberIds()).toEqual(['bob', 'watch-a', 'watch-c']);
+    // user_info of members joined on other nodes comes with the member list.
+    expect(second.memberInfo('watch-a')).toEqual({ node: 'A' });
+    expect(roomA.memberInfo('watch-c')).toEqual({ node: 'C' });
     await sleep(300);
-    expect(roomA.data('pusher:member_added')).toEqual([expect.objectContaining({ id: 'watch-c' }), { id: 'bob', info: { name: 'Bob' } }]);
+    expect(roomA.data('pusher:member_added')).toEqual([{ id: 'watch-c', info: { node: 'C' } }, { id: 'bob', info: { name: 'Bob' } }]);
     expect(roomC.data('pusher:member_added')).toEqual([{ id: 'bob', info: { name: 'Bob' } }]);
 
     bobB.disconnect();
