@@ -27,9 +27,9 @@ export interface HeraldClusterOptions {
 export const NODE_IDS = ['node-a', 'node-b', 'node-c'] as const;
 
 /**
- * HERALD_CLUSTER_TESTS_ONE_PROCESS=1: every "node" is the same process. Checks the tests' own
- * expectations against single-node behaviour (what a cluster must reproduce); cross-node
- * failure tests (kill a node) are meaningless then.
+ * HERALD_CLUSTER_TESTS_ONE_PROCESS=1: every "node" is the same process, with no `cluster`
+ * block. Checks the tests' own expectations against single-node behaviour (what a cluster must
+ * reproduce); tests of Redis or of a node's failure skip themselves then.
  */
 export const ONE_PROCESS = process.env.HERALD_CLUSTER_TESTS_ONE_PROCESS === '1';
 
@@ -45,7 +45,8 @@ export class HeraldCluster {
     const count = options.nodes ?? 2;
     if (count < 1 || count > NODE_IDS.length) throw new Error(`1 to ${NODE_IDS.length} nodes, not ${count}`);
     if (ONE_PROCESS) {
-      const only = new HeraldProcess({ config: this.nodeConfig(NODE_IDS[0]), shards: options.shards ?? 1 });
+      const { cluster: _none, ...single } = this.nodeConfig(NODE_IDS[0]);
+      const only = new HeraldProcess({ config: single, shards: options.shards ?? 1 });
       this.nodes = Array.from({ length: count }, () => only);
     } else {
       this.nodes = NODE_IDS.slice(0, count).map((nodeId) => new HeraldProcess({ config: this.nodeConfig(nodeId), shards: options.shards ?? 1 }));
