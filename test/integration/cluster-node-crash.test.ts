@@ -6,7 +6,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
-import { ClientPool } from '../helpers/channel-clients.js';
+import { ClientPool, settled } from '../helpers/channel-clients.js';
 import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { sleep, until } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
@@ -99,6 +99,76 @@ describe.skipIf(ONE_PROCESS)('a node killed with SIGKILL', () => {
       expect(await json(sdk, '/channels/k1-shared', { info: 'subscription_count' })).toEqual({ occupied: true, subscription_count: 1 });
       expect(await json(sdk, '/channels/k1-only-b')).toEqual({ occupied: false });
     }
+  });
+});
+
+/**
+ * Node B stalled (SIGSTOP: a VM freeze, a swap storm) past nodeTimeoutMs, then woken: node A
+ * reaps it meanwhile; awake, B registers what it holds again. `frames`: also check what the
+ * presence subscribers of both nodes were told.
+ */
+async function stallNodeB(frames: boolean): Promise<void> {
+  const cluster = await bed.start({ ...config(), nodeTimeoutMs: NODE_TIMEOUT_MS });
+  const watcher = await pool.connect(cluster.a, { userId: 'watcher' });
+  const room = await watcher.subscribe('presence-k3');
+  const feedA = await watcher.subscribe('k3-feed');
+  const sleeper = await pool.connect(cluster.b, { userId: 'sleeper' });
+  const roomB = await sleeper.subscribe('presence-k3');
+  const feedB = await sleeper.subscribe('k3-feed');
+  await sleeper.subscribe('k3-only-b');
+  await until(() => room.memberIds().length === 2 && hooks('k3').includes('channel_occupied:k3-only-b'), 'sleeper seen on node A');
+
+  cluster.b.signal('SIGSTOP');
+  try {
+    await until(() => room.data('pusher:member_removed').length === 1, 'the stalled node reaped', REAP_BOUND_MS);
+    await until(() => hooks('k3').includes('channel_vacated:k3-only-b'), 'k3-only-b vacated', REAP_BOUND_MS);
+    expect(await json(pool.sdk(cluster.a), '/channels/presence-k3/users')).toEqual({ users: [{ id: 'watcher' }] });
+  } finally {
+    cluster.b.signal('SIGCONT');
+  }
+  // Awake: node B finds its session gone and registers what it holds again, reported once.
+  await until(() => hooks('k3').filter((l) => l === 'channel_occupied:k3-only-b').length === 2, 'k3-only-b occupied again', REAP_BOUND_MS);
+  await until(() => hooks('k3').filter((l) => l === 'member_added:presence-k3:sleeper').length === 2, 'sleeper added again', REAP_BOUND_MS);
+  for (const node of [cluster.a, cluster.b]) {
+    const users = await settled(
+      async () => ((await json(pool.sdk(node), '/channels/presence-k3/users')) as { users: { id: string }[] }).users.map((u) => u.id).sort(),
+      (ids) => ids.length === 2,
+    );
+    expect(users, `C6 on port ${node.port}`).toEqual(['sleeper', 'watcher']);
+  }
+  expect(sleeper.state).toBe('connected');
+  // Delivery both ways (node B may answer 503 for a moment while it registers).
+  await pool.sdk(cluster.a).trigger('k3-feed', 'from-a', 1);
+  await until(() => feedB.data('from-a').length === 1, 'node A to the woken node B');
+  const deadline = Date.now() + 10_000;
+  while (feedA.data('from-b').length === 0 && Date.now() < deadline) {
+    await pool.sdk(cluster.b).trigger('k3-feed', 'from-b', 1).catch(() => undefined);
+    await sleep(200);
+  }
+  expect(feedA.data('from-b').length).toBeGreaterThan(0);
+  await sleep(500);
+  expect(hooks('k3').filter((l) => l === 'member_added:presence-k3:sleeper')).toHaveLength(2);
+  if (!frames) return;
+  // What the clients were told matches C6: watcher saw sleeper leave and come back; sleeper's
+  // own connection never saw itself leave (or saw it come back).
+  expect(room.memberIds()).toEqual(['sleeper', 'watcher']);
+  expect(roomB.memberIds()).toEqual(['sleeper', 'watcher']);
+}
+
+describe.skipIf(ONE_PROCESS)('a node stalled (SIGSTOP) longer than nodeTimeoutMs', () => {
+  it('is reaped, then on waking registers again (webhooks once, C6 whole again) and delivery both ways resumes', async () => {
+    await stallNodeB(false);
+  });
+
+  // KNOWN BUG (reported with this test; skipped so the suite stays green): the member_added
+  // transitions of a re-registration go out as webhooks only (RedisChannelAdapter.
+  // reportTransitions publishes no pusher_internal:member_added frame: the transition carries no
+  // user_info), so the watcher on node A keeps sleeper removed while C6 lists it; and the
+  // reaper's member_removed for sleeper also reached sleeper's own connection on node B (the
+  // frame sat in B's subscriber socket while it was stopped), which is never undone. Unskip
+  // with the fix.
+  it.skip('its members come back for the presence subscribers of every node too', async () => {
+    await stallNodeB(true);
   });
 });
 
