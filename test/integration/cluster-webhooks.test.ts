@@ -132,7 +132,7 @@ describe('channel webhooks, no debounce', () => {
 });
 
 describe('channel webhooks, reload debounce across nodes', () => {
-  const DEBOUNCE_MS = 1000;
+  const DEBOUNCE_MS = 2000;
 
   it('a leave on node A and a join on node B within the debounce send neither vacated nor occupied', async () => {
     const cluster = await bed.start({ apps: apps(), config: { webhookDelivery: { ...DELIVERY, reloadDebounceMs: DEBOUNCE_MS } } });
