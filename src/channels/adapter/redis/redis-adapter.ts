@@ -104,8 +104,8 @@ export class RedisChannelAdapter implements ChannelAdapter {
   private readonly watchingApps = new Set<string>();
   /** Cache events stored here while a join of their channel is in flight (cache-join-watch.ts). */
   private readonly cacheJoins = new CacheJoinWatch();
-  /** Debounced webhooks waiting for their hold to be released. */
-  private readonly holdTimers = new Set<NodeJS.Timeout>();
+  /** Debounced webhooks waiting for their hold to be released: timer → its release. */
+  private readonly holdTimers = new Map<NodeJS.Timeout, () => Promise<void>>();
   private closed = false;
   private relayFailures = 0;
   /** The latest publish: settles after every earlier one (one connection, replies in order). */
@@ -384,11 +384,12 @@ export class RedisChannelAdapter implements ChannelAdapter {
     const holds = outcome.holds;
     if (!holds) return;
     const debounceMs = this.deps.config().webhookDelivery.reloadDebounceMs;
+    const release = (): Promise<void> => this.releaseHolds(app.id, channel, removed, holds);
     const timer = setTimeout(() => {
       this.holdTimers.delete(timer);
-      void this.releaseHolds(app.id, channel, removed, holds);
+      void release();
     }, debounceMs);
-    this.holdTimers.add(timer);
+    this.holdTimers.set(timer, release);
   }
 
   private async releaseHolds(appId: string, channel: string, userId: string | null, holds: { channel?: string; member?: string }): Promise<void> {
@@ -522,8 +523,14 @@ export class RedisChannelAdapter implements ChannelAdapter {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const timer of this.holdTimers) clearTimeout(timer);
+    // Held leave webhooks are released now (the debounce cut short): a hold no join cancelled
+    // yet is sent, while the shards still take it.
+    const releases = [...this.holdTimers].map(([timer, release]) => {
+      clearTimeout(timer);
+      return release();
+    });
     this.holdTimers.clear();
+    await Promise.allSettled(releases);
     // Removes this node's session at once and reports its transitions (webhooks once).
     await this.node.stop(true);
   }
