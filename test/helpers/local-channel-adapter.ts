@@ -11,6 +11,7 @@ import WebSocket from 'ws';
 import type { WebSocket as UwsSocket, us_listen_socket } from 'uWebSockets.js';
 import { LocalChannelAdapter } from '../../src/channels/adapter/local-adapter.js';
 import { SocketRegistry, type SocketState, type SocketUserData } from '../../src/channels/ws/registry.js';
+import { SocketChannels } from '../../src/channels/ws/socket-channels.js';
 import type { AppConfig } from '../../src/config/schema.js';
 import { parseConfig } from '../../src/config/load.js';
 import { loadUws } from '../../src/http/uws-native.js';
@@ -71,7 +72,7 @@ export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, p
     upgrade: (res, req, context) => {
       const [socketId = '', userId = ''] = req.getUrl().slice(1).split('/');
       const state: SocketState = {
-        socketId, app: appConfig, ws: null, closed: false, channels: new Map(), userId: null,
+        socketId, app: appConfig, ws: null, closed: false, channels: new SocketChannels(), userId: null,
         lastSeenMs: Date.now(), pingSentMs: 0, clientEventWindowMs: 0, clientEventCount: 0,
       };
       res.upgrade({ state, reject: null, signIn: decodeURIComponent(userId) }, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'), req.getHeader('sec-websocket-extensions'), context);

@@ -6,6 +6,7 @@
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../../config/schema.js';
 import { errorFrame } from './frames.js';
+import type { SocketChannels } from './socket-channels.js';
 
 /**
  * Closes a connection the way the protocol asks: a `pusher:error` saying why, then the close
@@ -44,7 +45,7 @@ export interface SocketState {
   ws: WebSocket<SocketUserData> | null;
   closed: boolean;
   /** Channel name → membership, for channels joined, joining or leaving. */
-  readonly channels: Map<string, Membership>;
+  readonly channels: SocketChannels<Membership>;
   /** Signed-in user (pusher:signin), if any. */
   userId: string | null;
   /** Epoch ms of the last frame received. */

@@ -53,7 +53,8 @@ export class Subscriptions {
     let m = state.channels.get(channel);
     if (m?.wanted) return;
     if (!m) {
-      m = { wanted: true, joined: false, busy: false, delivered: false };
+      // Every field from the start: one object of fixed shape (fields added later would go to a separate property array).
+      m = { wanted: true, joined: false, busy: false, delivered: false, request: undefined, joinedAs: undefined };
       state.channels.set(channel, m);
       this.tracked.add(state);
     }
