@@ -36,6 +36,8 @@ export interface LocalConnection extends ContractConnection {
 
 export interface LocalHarness extends AdapterHarness {
   adapter: LocalChannelAdapter;
+  /** The open connections (what the WebSocket endpoint's registry holds). */
+  registry: SocketRegistry;
   /** The shards, typed with every request (test hooks on: core.hold works). */
   shards: ShardPool<HeraldShardApi>;
   connect(appId: string, userId?: string): Promise<LocalConnection>;
@@ -103,6 +105,7 @@ export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, p
   const clients: WebSocket[] = [];
   return {
     adapter,
+    registry,
     shards,
     async connect(appId: string, userId?: string): Promise<LocalConnection> {
       if (appId !== HARNESS_APP) throw new Error('the local harness serves one app');

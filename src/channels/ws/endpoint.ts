@@ -70,7 +70,7 @@ function markActive(ws: Ws): void {
 
 export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   const { config, registry, adapter } = ctx;
-  const subscriptions = new Subscriptions(adapter, () => ctx.state.draining);
+  const subscriptions = new Subscriptions(adapter, () => ctx.state.draining, () => registry.all());
   const protocol = new ProtocolHandler({ config, registry, adapter, subscriptions, debug: ctx.debug });
   /**
    * Slow consumers being let go: off the registry and every channel, sent nothing more, closed
