@@ -11,7 +11,7 @@ import WebSocket from 'ws';
 import type { WebSocket as UwsSocket, us_listen_socket } from 'uWebSockets.js';
 import { LocalChannelAdapter } from '../../src/channels/adapter/local-adapter.js';
 import { SocketRegistry, type SocketState, type SocketUserData } from '../../src/channels/ws/registry.js';
-import { SocketChannels } from '../../src/channels/ws/socket-channels.js';
+import { SmallMap } from '../../src/channels/small-map.js';
 import type { AppConfig } from '../../src/config/schema.js';
 import { parseConfig } from '../../src/config/load.js';
 import { loadUws } from '../../src/http/uws-native.js';
@@ -74,7 +74,7 @@ export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, p
     upgrade: (res, req, context) => {
       const [socketId = '', userId = ''] = req.getUrl().slice(1).split('/');
       const state: SocketState = {
-        socketId, app: appConfig, ws: null, closed: false, channels: new SocketChannels(), userId: null,
+        socketId, app: appConfig, ws: null, closed: false, channels: new SmallMap(), userId: null,
         lastSeenMs: Date.now(), pingSentMs: 0, clientEventWindowMs: 0, clientEventCount: 0,
       };
       res.upgrade({ state, reject: null, signIn: decodeURIComponent(userId) }, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'), req.getHeader('sec-websocket-extensions'), context);

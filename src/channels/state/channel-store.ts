@@ -6,6 +6,7 @@
  * (docs/protocol.md says so). Plain synchronous code, no I/O: the shard handlers wrap it.
  */
 import { HeraldError } from '../../errors.js';
+import { SmallMap } from '../small-map.js';
 
 /** A presence member as held by the shard: user_info is kept as given (null when absent). */
 interface Member {
@@ -16,7 +17,7 @@ interface Member {
 
 interface ChannelState {
   /** socket id → user id (presence) or null. */
-  subscribers: Map<string, string | null>;
+  subscribers: SmallMap<string | null>;
   /** Presence channels only: user id → member. */
   members: Map<string, Member> | null;
   /**
@@ -112,7 +113,7 @@ export class ChannelStore {
     }
     let state = existing;
     if (!state) {
-      state = { subscribers: new Map(), members: presence ? new Map() : null, membersJson: null };
+      state = { subscribers: new SmallMap(), members: presence ? new Map() : null, membersJson: null };
       channels.set(ownString(req.channel), state);
     }
     state.subscribers.set(ownString(req.socketId), userId === undefined ? null : ownString(userId));

@@ -17,7 +17,7 @@ import * as frames from './frames.js';
 import { parseHandshake } from './handshake.js';
 import { ProtocolHandler } from './protocol.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
-import { SocketChannels } from './socket-channels.js';
+import { SmallMap } from '../small-map.js';
 import { Subscriptions } from './subscriptions.js';
 import { Sweeper } from './sweeper.js';
 import type { DebugTap } from '../../admin/tap.js';
@@ -241,7 +241,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
         app: handshake.app,
         ws: null,
         closed: false,
-        channels: new SocketChannels(),
+        channels: new SmallMap(),
         userId: null,
         lastSeenMs: now,
         pingSentMs: 0,

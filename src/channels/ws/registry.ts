@@ -6,7 +6,7 @@
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../../config/schema.js';
 import { errorFrame } from './frames.js';
-import type { SocketChannels } from './socket-channels.js';
+import type { SmallMap } from '../small-map.js';
 
 /**
  * Closes a connection the way the protocol asks: a `pusher:error` saying why, then the close
@@ -79,7 +79,7 @@ export interface SocketState {
   ws: WebSocket<SocketUserData> | null;
   closed: boolean;
   /** Channel name → membership, for channels joined, joining or leaving. */
-  readonly channels: SocketChannels<Membership>;
+  readonly channels: SmallMap<Membership>;
   /** Signed-in user (pusher:signin), if any. */
   userId: string | null;
   /** Epoch ms of the last frame received. */
