@@ -6,7 +6,8 @@
  * snapshots of the main thread and of the shard's worker thread and prints, per thread, the
  * live heap per connection by object kind (snapshot difference). With `--resident` it takes no
  * snapshots (writing one raises the process's memory) and prints the resident memory by mapping
- * kind (/proc/self/smaps) and the main thread's V8 heap instead. Figures, never pass/fail.
+ * kind (/proc/self/smaps) and the main thread's V8 heap per space instead. The npm script runs it
+ * with `node --max-semi-space-size=2`, as Herald is run (docs/operations.md). Figures, never pass/fail.
  */
 import v8 from 'node:v8';
 import workerThreads from 'node:worker_threads';
