@@ -8,13 +8,16 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
-import type { WebSocket as UwsSocket, us_listen_socket } from 'uWebSockets.js';
+import type { TemplatedApp, WebSocket as UwsSocket, us_listen_socket } from 'uWebSockets.js';
 import { LocalChannelAdapter } from '../../src/channels/adapter/local-adapter.js';
 import { SocketRegistry, type SocketState, type SocketUserData } from '../../src/channels/ws/registry.js';
 import { SmallMap } from '../../src/channels/small-map.js';
-import type { AppConfig } from '../../src/config/schema.js';
+import type { AppConfig, HeraldConfig } from '../../src/config/schema.js';
+import type { ChannelAdapter } from '../../src/channels/adapter/channel-adapter.js';
 import { parseConfig } from '../../src/config/load.js';
+import { MainApp } from '../../src/http/tls.js';
 import { loadUws } from '../../src/http/uws-native.js';
+import type { TopicFanout } from '../../src/channels/adapter/topic-delivery.js';
 import type { HeraldShardApi } from '../../src/shard-api.js';
 import { openDataDir } from '../../src/shards/data-dir.js';
 import { ShardPool } from '../../src/shards/pool.js';
@@ -51,6 +54,37 @@ export interface LocalPoolOptions {
 
 /** Starts a local adapter for HARNESS_APP; `appOverrides` overrides fields of its config. */
 export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, pool: LocalPoolOptions = {}): Promise<LocalHarness> {
+  return startAdapterHarness(async ({ topics, shards, registry }) => new LocalChannelAdapter(topics, shards, registry), appOverrides, pool);
+}
+
+/** What an adapter is built from in a harness. */
+export interface HarnessParts {
+  app: TemplatedApp;
+  /** Frames go through it, as through the server's main app (plain, as without TLS). */
+  topics: TopicFanout;
+  shards: ShardPool<HeraldShardApi>;
+  registry: SocketRegistry;
+  config: HeraldConfig;
+}
+
+/** A harness connection and adapter of any kind (see startLocalAdapter for the parts). */
+export interface Harness<A extends ChannelAdapter> extends AdapterHarness {
+  adapter: A;
+  /** The open connections (what the WebSocket endpoint's registry holds). */
+  registry: SocketRegistry;
+  shards: ShardPool<HeraldShardApi>;
+  connect(appId: string, userId?: string): Promise<LocalConnection>;
+}
+
+/**
+ * The harness around any adapter `build` makes: real shards on a temp data dir, a uWS app on a
+ * free port whose `ws` clients are registered as the WebSocket endpoint registers them.
+ */
+export async function startAdapterHarness<A extends ChannelAdapter>(
+  build: (parts: HarnessParts) => Promise<A>,
+  appOverrides: Partial<AppConfig> = {},
+  pool: LocalPoolOptions = {},
+): Promise<Harness<A> & { close(): Promise<void> }> {
   statSync(WORKER_FILE); // built by `npm run build`
   const dataDir = mkdtempSync(join(tmpdir(), 'herald-local-adapter-'));
   const config = parseConfig({
@@ -64,9 +98,10 @@ export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, p
     ...(pool.maxQueuePerShard !== undefined ? { maxQueuePerShard: pool.maxQueuePerShard } : {}),
   });
   const { uws } = loadUws();
-  const app = uws.App();
+  const main = new MainApp(uws, null);
+  const app = main.app;
   const registry = new SocketRegistry();
-  const adapter = new LocalChannelAdapter(app, shards, registry);
+  const adapter = await build({ app, topics: main, shards, registry, config });
   const opened = new Map<string, (ws: UwsSocket<HarnessData>) => void>();
   const appConfig = config.apps[0]!;
 
@@ -93,6 +128,7 @@ export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, p
       state.closed = true;
       state.ws = null;
       registry.remove(state);
+      adapter.disconnected?.(HARNESS_APP, state.socketId);
     },
   });
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) =>
@@ -126,6 +162,7 @@ export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, p
     async close() {
       for (const client of clients) client.terminate();
       uws.us_listen_socket_close(listenSocket);
+      await adapter.close?.();
       await shards.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
