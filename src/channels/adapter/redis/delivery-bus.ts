@@ -42,6 +42,11 @@ export class DeliveryBus {
   private flushScheduled = false;
   private readonly controlTopics: string[];
   private readonly onReady = () => this.resubscribe();
+  private readonly onClose = () => {
+    this.subscribed = false;
+  };
+  /** The subscriber connection is up and subscribed to everything watched (see listening). */
+  private subscribed = false;
   private readonly onMessage = (topic: string, message: string) => this.dispatch(topic, message);
 
   constructor(
@@ -58,12 +63,24 @@ export class DeliveryBus {
   async start(): Promise<void> {
     this.subscriber.on('message', this.onMessage);
     this.subscriber.on('ready', this.onReady);
+    this.subscriber.on('close', this.onClose);
     await whenAvailable(() => this.subscriber.subscribe(...this.controlTopics, ...this.watched.keys()));
+    this.subscribed = true;
+  }
+
+  /**
+   * True while this node receives what the others publish: false from a drop of the subscriber
+   * connection until it is back and subscribed again to every channel it watches.
+   */
+  get listening(): boolean {
+    return this.subscribed && this.subscriber.status === 'ready';
   }
 
   async stop(): Promise<void> {
     this.subscriber.off('message', this.onMessage);
     this.subscriber.off('ready', this.onReady);
+    this.subscriber.off('close', this.onClose);
+    this.subscribed = false;
     if (this.subscriber.status === 'ready') await this.subscriber.unsubscribe().catch(() => {});
   }
 
@@ -135,7 +152,9 @@ export class DeliveryBus {
 
   private resubscribe(): void {
     const topics = [...this.controlTopics, ...this.watched.keys()];
-    this.subscriber.subscribe(...topics).catch((err: unknown) => {
+    this.subscriber.subscribe(...topics).then(() => {
+      this.subscribed = true;
+    }, (err: unknown) => {
       log.warn('cluster: re-subscribing after reconnect failed; retried on the next reconnect', { error: String(err) });
     });
   }

@@ -87,6 +87,14 @@ export class RedisKeys {
     return `${this.prefix}reaping`;
   }
 
+  /**
+   * STRING (an hour's TTL) set when another node claims a dead session: the session's node, if
+   * it was only stalled, learns on re-registering that its members were announced as removed.
+   */
+  reapedSession(session: string): string {
+    return `${this.prefix}reaped:${session}`;
+  }
+
   /** STRING: messages charged to the app on one UTC day (day = days since the epoch). */
   quota(appId: string, day: number): string {
     return `${this.prefix}quota:${day}:${appId}`;

@@ -196,18 +196,29 @@ export class NodeLiveness {
     const started = this.beat('start');
     const registration = this.state.register(this.options.held());
     const [, registered] = await whenAvailable(() => Promise.all([started, registration]));
-    // Joins in flight across the switch record themselves under the new session too (channel-state.ts):
-    // let them land before the previous session's records are reaped.
-    await this.state.settled();
-    this.registered = true;
-    const me = this.session.current;
-    const claimed = await whenAvailable(() =>
-      runScript<number>(this.redis, 'heraldClaimSession', [this.keys.prefix, me, previous, this.options.nodeTimeoutMs]),
-    );
+    // Members re-added are announced to the channels' sockets only when the others saw them
+    // leave (a survivor reaped the previous session); after Redis came back empty nobody did.
+    const reapedByOthers = (await this.redis.exists(this.keys.reapedSession(previous)).catch(() => 0)) === 1;
+    if (!reapedByOthers) {
+      for (const t of registered.transitions) if (t.type === 'member_added') delete t.userInfo;
+    }
     const reaped: ReapedChannel[] = [];
-    if (claimed === 1) await this.reapEntries(previous, me, (batch) => reaped.push(...batch));
-    log.info('cluster: node re-registered', { session: me, previous });
-    this.emit(mergeTransitions(registered, reaped));
+    try {
+      // Joins in flight across the switch record themselves under the new session too (channel-state.ts):
+      // let them land before the previous session's records are reaped.
+      await this.state.settled();
+      this.registered = true;
+      const me = this.session.current;
+      const claimed = await whenAvailable(() =>
+        runScript<number>(this.redis, 'heraldClaimSession', [this.keys.prefix, me, previous, this.options.nodeTimeoutMs]),
+      );
+      if (claimed === 1) await this.reapEntries(previous, me, (batch) => reaped.push(...batch));
+      log.info('cluster: node re-registered', { session: me, previous });
+    } finally {
+      // What the registration did is reported even if reaping the previous session failed
+      // (its claim then lapses and a survivor reaps it).
+      this.emit(mergeTransitions(registered, reaped));
+    }
   }
 
   private beat(mode: 'start' | 'beat'): Promise<number> {

@@ -474,9 +474,16 @@ export class RedisChannelAdapter implements ChannelAdapter {
 
   // --- availability, re-registration, shutdown ------------------------------------------
 
-  /** Refuses (503 CLUSTER_UNAVAILABLE) while Redis is away or this node is not registered yet. */
+  /**
+   * Refuses (503 CLUSTER_UNAVAILABLE) while Redis is away, this node is not registered yet, or
+   * its subscriber connection is not listening again yet (it would miss the others' frames).
+   */
   checkAvailable(): void {
-    if (!this.node.liveness.available) throw new HeraldError('CLUSTER_UNAVAILABLE');
+    if (!this.available) throw new HeraldError('CLUSTER_UNAVAILABLE');
+  }
+
+  private get available(): boolean {
+    return this.node.liveness.available && this.node.bus.listening;
   }
 
   /** Runs a Redis call; an outage becomes CLUSTER_UNAVAILABLE (a 503 the SDKs retry). */
@@ -491,7 +498,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
 
   /** This node's cluster figures for /metrics. */
   get figures(): ClusterFigures {
-    return { available: this.node.liveness.available, relayFailures: this.relayFailures, watchedChannels: this.node.bus.watchedCount() };
+    return { available: this.available, relayFailures: this.relayFailures, watchedChannels: this.node.bus.watchedCount() };
   }
 
   onStateLost(held: (lost: LostChannels) => HeldSubscription[]): void {

@@ -273,6 +273,8 @@ for _, s in ipairs(redis.call('ZRANGEBYSCORE', P .. 'nodes', '-inf', now, 'LIMIT
   if s ~= me then
     redis.call('ZREM', P .. 'nodes', s)
     redis.call('HSET', P .. 'reaping', s, claim)
+    -- Tells the session's node, should it wake, that the others saw its members leave.
+    redis.call('SET', P .. 'reaped:' .. s, me, 'PX', 3600000)
     claimed[#claimed + 1] = s
   end
 end

@@ -123,7 +123,7 @@ describe('NodeLiveness', () => {
     expect(z.transitions).toEqual(
       expect.arrayContaining([
         { type: 'channel_occupied', appId: 'app', channel: 'presence-p' },
-        { type: 'member_added', appId: 'app', channel: 'presence-p', userId: 'zed' },
+        { type: 'member_added', appId: 'app', channel: 'presence-p', userId: 'zed', userInfo: null },
       ]),
     );
     // A later leave under the new session removes it for good.
