@@ -6,7 +6,8 @@
  * snapshots of the main thread and of the shard's worker thread and prints, per thread, the
  * live heap per connection by object kind (snapshot difference). With `--resident` it takes no
  * snapshots (writing one raises the process's memory) and prints the resident memory by mapping
- * kind (/proc/self/smaps) and the main thread's V8 heap instead. Figures, never pass/fail.
+ * kind (/proc/self/smaps) and the main thread's V8 heap per space instead. The npm script runs it
+ * with `node --max-semi-space-size=2`, as Herald is run (docs/operations.md). Figures, never pass/fail.
  */
 import v8 from 'node:v8';
 import workerThreads from 'node:worker_threads';
@@ -110,13 +111,21 @@ interface Step {
   shardFile?: string;
   rssKb: number;
   heapTotalKb: number;
+  /** Main thread's V8 heap spaces: committed (space_size) and used, KiB. */
+  spaces: Record<string, { committedKb: number; usedKb: number }>;
   mappings: Record<string, number>;
+}
+
+function heapSpaces(): Step['spaces'] {
+  const out: Step['spaces'] = {};
+  for (const s of v8.getHeapSpaceStatistics()) out[s.space_name] = { committedKb: s.space_size / 1024, usedKb: s.space_used_size / 1024 };
+  return out;
 }
 
 async function step(label: string): Promise<Step> {
   await sleep(1_000);
   const memory = process.memoryUsage();
-  const resident = { rssKb: memory.rss / 1024, heapTotalKb: memory.heapTotal / 1024, mappings: residentByMapping() };
+  const resident = { rssKb: memory.rss / 1024, heapTotalKb: memory.heapTotal / 1024, spaces: heapSpaces(), mappings: residentByMapping() };
   if (residentOnly) return resident;
   const mainFile = v8.writeHeapSnapshot(join(outDir, `${label}-main.heapsnapshot`));
   const shardFile = join(outDir, `${label}-shard.heapsnapshot`);
@@ -164,6 +173,13 @@ function report(empty: Step, full: Step, left: Step, n: number): void {
   process.stdout.write(`\nprocess (Herald and this small harness):\n`);
   process.stdout.write(`  VmRSS: ${(((full.rssKb - empty.rssKb) * 1024) / n).toFixed(0)} B per connection (${empty.rssKb.toFixed(0)} → ${full.rssKb.toFixed(0)} → ${left.rssKb.toFixed(0)} KiB after everyone left)\n`);
   process.stdout.write(`  main V8 heap committed (heapTotal): ${(((full.heapTotalKb - empty.heapTotalKb) * 1024) / n).toFixed(0)} B per connection\n`);
+  for (const [space, f] of Object.entries(full.spaces)) {
+    const e = empty.spaces[space] ?? { committedKb: 0, usedKb: 0 };
+    const l = left.spaces[space] ?? { committedKb: 0, usedKb: 0 };
+    const committed = ((f.committedKb - e.committedKb) * 1024) / n;
+    if (Math.abs(committed) < 1 && Math.abs(f.usedKb - e.usedKb) < 16) continue;
+    process.stdout.write(`    ${space}: committed ${committed.toFixed(0)} B, used ${(((f.usedKb - e.usedKb) * 1024) / n).toFixed(0)} B per connection (committed ${e.committedKb.toFixed(0)} → ${f.committedKb.toFixed(0)} → ${l.committedKb.toFixed(0)} KiB)\n`);
+  }
   for (const kind of Object.keys(full.mappings)) {
     process.stdout.write(`  ${kind}: ${(((full.mappings[kind]! - (empty.mappings[kind] ?? 0)) * 1024) / n).toFixed(0)} B per connection (${empty.mappings[kind] ?? 0} → ${full.mappings[kind]} → ${left.mappings[kind] ?? 0} KiB after everyone left)\n`);
   }

@@ -32,6 +32,13 @@ export interface TargetOptions {
   watchDashboard?: boolean;
 }
 
+/**
+ * Node flags Herald is run with, as docs/operations.md tells (and `npm start` does): 2 MB
+ * young-generation semi-spaces instead of V8's up to 16 MB, ~2 KB less RSS per connection at
+ * 10,000 connections (docs/benchmarks.md).
+ */
+export const HERALD_NODE_ARGS = ['--max-semi-space-size=2'];
+
 /** Admin token of the bench's Herald when a dashboard watches. */
 const BENCH_ADMIN_TOKEN = 'bench-admin-token-0123456789';
 
@@ -57,7 +64,7 @@ export interface RunningTarget {
   dashboard?: DashboardWatch;
 }
 
-function herald(dir: string, watchDashboard: boolean): { args: string[]; env: Record<string, string> } {
+function herald(dir: string, watchDashboard: boolean): { nodeArgs: string[]; args: string[]; env: Record<string, string> } {
   const configPath = join(dir, 'config.json');
   writeFileSync(
     configPath,
@@ -67,6 +74,7 @@ function herald(dir: string, watchDashboard: boolean): { args: string[]; env: Re
     }),
   );
   return {
+    nodeArgs: HERALD_NODE_ARGS,
     args: [join(DIST, 'src/cli.js'), '--config', configPath],
     env: {
       HERALD_HOST: '127.0.0.1',
@@ -83,12 +91,13 @@ export async function startTarget(name: TargetName, options: TargetOptions = {})
   const launch =
     name === 'herald'
       ? herald(dir, options.watchDashboard === true)
-      : { args: [join(DIST, 'bench/fanout/ceiling-server.js'), '--host', '127.0.0.1', '--port', '0'], env: {} };
+      : { nodeArgs: [], args: [join(DIST, 'bench/fanout/ceiling-server.js'), '--host', '127.0.0.1', '--port', '0'], env: {} };
   // One directory per target and scenario; Node names each thread's profile (main, shard workers).
   const execArgs = options.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', join(options.cpuProfDir, options.profileLabel ?? name)] : [];
-  // Extra node flags for the server only (e.g. `--trace-gc`), from BENCH_SERVER_NODE_ARGS.
+  // Extra node flags for the server only (e.g. `--trace-gc`), from BENCH_SERVER_NODE_ARGS; they
+  // come after Herald's own (HERALD_NODE_ARGS), so `--max-semi-space-size=16` there overrides it.
   const extraArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child = spawn(process.execPath, [...execArgs, ...extraArgs, ...launch.args], {
+  const child = spawn(process.execPath, [...launch.nodeArgs, ...execArgs, ...extraArgs, ...launch.args], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...launch.env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -35,6 +35,14 @@ export const DEFAULT_MAX_QUEUE_PER_SHARD = 10_000;
 const TASKS_PER_WORKER = 1024;
 /** At most one "queue full" warning per shard per this many ms. */
 const QUEUE_FULL_LOG_INTERVAL_MS = 1_000;
+/**
+ * V8 young generation of a shard worker (MB; V8 splits it into 2 semi-spaces and a large-object
+ * part, so 6 MB means 2 MB semi-spaces). Node's default lets it grow to 48 MB (16 MB semi-spaces)
+ * after a burst of allocation, and a grown young generation stays resident: at 10,000 connections
+ * that cost ~150-300 B per connection in RSS. 2 MB semi-spaces match what `herald` is started with
+ * (`node --max-semi-space-size=2`, docs/operations.md), which overrides this when given.
+ */
+export const SHARD_YOUNG_GENERATION_MB = 6;
 /** Piscina's rejection when a pool's queue is at maxQueue. */
 const QUEUE_AT_LIMIT = 'Task queue is at limit';
 
@@ -110,6 +118,7 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
         concurrentTasksPerWorker: TASKS_PER_WORKER,
         maxQueue: opts.maxQueuePerShard ?? DEFAULT_MAX_QUEUE_PER_SHARD,
         workerData,
+        resourceLimits: { maxYoungGenerationSizeMb: SHARD_YOUNG_GENERATION_MB },
       });
       pool.on('error', (err: unknown) => log.error('shard worker error', { shard: shardIndex, error: String(err) }));
       pool.on('workerCreate', (worker: { id: number }) => this.noteBoot(shardIndex, worker.id));

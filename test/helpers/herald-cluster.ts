@@ -103,9 +103,11 @@ export class HeraldCluster {
     await this.redis.start();
   }
 
-  /** stderr of every node, labelled (printed when a test fails). */
+  /** The log (stdout) and stderr of every node, labelled (printed when a test fails). */
   logs(): string {
-    return this.nodes.map((n, i) => `--- ${NODE_IDS[i]} (port ${n.port}) stderr:\n${n.stderr.slice(-4000)}`).join('\n');
+    return this.nodes
+      .map((n, i) => `--- ${NODE_IDS[i]} (port ${n.port}) stdout:\n${n.stdout.slice(-6000)}\n--- ${NODE_IDS[i]} stderr:\n${n.stderr.slice(-4000)}`)
+      .join('\n');
   }
 
   /** Kills every node and removes their data dirs. */

@@ -11,6 +11,7 @@ import WebSocket from 'ws';
 import type { TemplatedApp, WebSocket as UwsSocket, us_listen_socket } from 'uWebSockets.js';
 import { LocalChannelAdapter } from '../../src/channels/adapter/local-adapter.js';
 import { SocketRegistry, type SocketState, type SocketUserData } from '../../src/channels/ws/registry.js';
+import { SmallMap } from '../../src/channels/small-map.js';
 import type { AppConfig, HeraldConfig } from '../../src/config/schema.js';
 import type { ChannelAdapter } from '../../src/channels/adapter/channel-adapter.js';
 import { parseConfig } from '../../src/config/load.js';
@@ -38,6 +39,8 @@ export interface LocalConnection extends ContractConnection {
 
 export interface LocalHarness extends AdapterHarness {
   adapter: LocalChannelAdapter;
+  /** The open connections (what the WebSocket endpoint's registry holds). */
+  registry: SocketRegistry;
   /** The shards, typed with every request (test hooks on: core.hold works). */
   shards: ShardPool<HeraldShardApi>;
   connect(appId: string, userId?: string): Promise<LocalConnection>;
@@ -67,6 +70,8 @@ export interface HarnessParts {
 /** A harness connection and adapter of any kind (see startLocalAdapter for the parts). */
 export interface Harness<A extends ChannelAdapter> extends AdapterHarness {
   adapter: A;
+  /** The open connections (what the WebSocket endpoint's registry holds). */
+  registry: SocketRegistry;
   shards: ShardPool<HeraldShardApi>;
   connect(appId: string, userId?: string): Promise<LocalConnection>;
 }
@@ -104,7 +109,7 @@ export async function startAdapterHarness<A extends ChannelAdapter>(
     upgrade: (res, req, context) => {
       const [socketId = '', userId = ''] = req.getUrl().slice(1).split('/');
       const state: SocketState = {
-        socketId, app: appConfig, ws: null, closed: false, channels: new Map(), userId: null,
+        socketId, app: appConfig, ws: null, closed: false, channels: new SmallMap(), userId: null,
         lastSeenMs: Date.now(), pingSentMs: 0, clientEventWindowMs: 0, clientEventCount: 0,
       };
       res.upgrade({ state, reject: null, signIn: decodeURIComponent(userId) }, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'), req.getHeader('sec-websocket-extensions'), context);
@@ -136,6 +141,7 @@ export async function startAdapterHarness<A extends ChannelAdapter>(
   const clients: WebSocket[] = [];
   return {
     adapter,
+    registry,
     shards,
     async connect(appId: string, userId?: string): Promise<LocalConnection> {
       if (appId !== HARNESS_APP) throw new Error('the local harness serves one app');

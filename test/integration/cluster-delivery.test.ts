@@ -57,13 +57,10 @@ describe('triggers through one node', () => {
     expect(feed.data('n')).toEqual(Array.from({ length: 30 }, (_, n) => n));
   });
 
-  // KNOWN ISSUE (reported with this test; skipped so the suite stays green): a node answers a
-  // trigger before Redis has the frame (RedisChannelAdapter.publish hands it to the bus without
-  // waiting), and delivers to its own sockets at once; so the next trigger, sent after that
-  // answer through the other node (a round-robin load balancer), often overtakes it. Measured:
-  // 100 awaited triggers alternating between two nodes arrive with 2-9 inversions per
-  // subscriber; on one node, none. Unskip with the fix.
-  it.skip('sent one after the other through alternating nodes arrive in that order on every node', async () => {
+  // A node delivers to its own sockets and answers a trigger only once Redis has the frame, so
+  // the next trigger, sent after that answer through the other node (a round-robin load
+  // balancer), cannot overtake it (before that: 2-9 inversions per 100 on each subscriber).
+  it('sent one after the other through alternating nodes arrive in that order on every node', async () => {
     const cluster = await bed.start({ apps: [APP] });
     const onA = await (await pool.connect(cluster.a)).subscribe('alternating');
     const onB = await (await pool.connect(cluster.b)).subscribe('alternating');

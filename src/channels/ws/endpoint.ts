@@ -16,6 +16,7 @@ import * as frames from './frames.js';
 import { parseHandshake } from './handshake.js';
 import { ProtocolHandler } from './protocol.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
+import { SmallMap } from '../small-map.js';
 import { Subscriptions } from './subscriptions.js';
 import { Sweeper } from './sweeper.js';
 import type { DebugTap } from '../../admin/tap.js';
@@ -67,7 +68,7 @@ function markActive(ws: Ws): void {
 
 export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   const { config, registry, adapter } = ctx;
-  const subscriptions = new Subscriptions(adapter, () => ctx.state.draining);
+  const subscriptions = new Subscriptions(adapter, () => ctx.state.draining, () => registry.all());
   const protocol = new ProtocolHandler({ config, registry, adapter, subscriptions, debug: ctx.debug });
   /**
    * Slow consumers being let go: off the registry and every channel, sent nothing more, closed
@@ -248,7 +249,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
         app: handshake.app,
         ws: null,
         closed: false,
-        channels: new Map(),
+        channels: new SmallMap(),
         userId: null,
         lastSeenMs: now,
         pingSentMs: 0,

@@ -6,6 +6,7 @@
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../../config/schema.js';
 import { errorFrame } from './frames.js';
+import type { SmallMap } from '../small-map.js';
 
 /**
  * Closes a connection the way the protocol asks: a `pusher:error` saying why, then the close
@@ -20,20 +21,54 @@ export function endWithError(ws: WebSocket<unknown>, closeCode: number, message:
   });
 }
 
-/** What the main thread believes about one channel of one connection (see subscriptions.ts). */
-export interface Membership {
-  /** The client wants to be subscribed (false after unsubscribe or close). */
-  wanted: boolean;
-  /** The owning shard holds this subscription (as of the last answered request). */
-  joined: boolean;
-  /** A shard request for this channel is in flight. */
-  busy: boolean;
-  /** The client has been told subscription_succeeded and the socket is on the topic. */
-  delivered: boolean;
+const WANTED = 1;
+const JOINED = 2;
+const BUSY = 4;
+const DELIVERED = 8;
+
+/**
+ * What the main thread believes about one channel of one connection (see subscriptions.ts).
+ * One per (connection, channel): the four states are bits of one small integer (48 B per
+ * membership instead of 72 B with four boolean fields).
+ */
+export class Membership {
+  private flags = WANTED;
   /** Presence channels: the member of the latest subscribe (used by the next join). */
-  request?: { userId: string; userInfo: unknown } | undefined;
+  request: { userId: string; userInfo: unknown } | undefined = undefined;
   /** Presence channels: the member the shard holds for this connection. */
-  joinedAs?: { userId: string; userInfo: unknown } | undefined;
+  joinedAs: { userId: string; userInfo: unknown } | undefined = undefined;
+
+  /** The client wants to be subscribed (false after unsubscribe or close). */
+  get wanted(): boolean {
+    return (this.flags & WANTED) !== 0;
+  }
+  set wanted(on: boolean) {
+    this.flags = on ? this.flags | WANTED : this.flags & ~WANTED;
+  }
+
+  /** The owning shard holds this subscription (as of the last answered request). */
+  get joined(): boolean {
+    return (this.flags & JOINED) !== 0;
+  }
+  set joined(on: boolean) {
+    this.flags = on ? this.flags | JOINED : this.flags & ~JOINED;
+  }
+
+  /** A shard request for this channel is in flight. */
+  get busy(): boolean {
+    return (this.flags & BUSY) !== 0;
+  }
+  set busy(on: boolean) {
+    this.flags = on ? this.flags | BUSY : this.flags & ~BUSY;
+  }
+
+  /** The client has been told subscription_succeeded and the socket is on the topic. */
+  get delivered(): boolean {
+    return (this.flags & DELIVERED) !== 0;
+  }
+  set delivered(on: boolean) {
+    this.flags = on ? this.flags | DELIVERED : this.flags & ~DELIVERED;
+  }
 }
 
 export interface SocketState {
@@ -44,7 +79,7 @@ export interface SocketState {
   ws: WebSocket<SocketUserData> | null;
   closed: boolean;
   /** Channel name → membership, for channels joined, joining or leaving. */
-  readonly channels: Map<string, Membership>;
+  readonly channels: SmallMap<Membership>;
   /** Signed-in user (pusher:signin), if any. */
   userId: string | null;
   /** Epoch ms of the last frame received. */

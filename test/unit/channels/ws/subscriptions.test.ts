@@ -18,7 +18,7 @@ afterEach(async () => {
 
 async function start(app: Parameters<typeof startLocalAdapter>[0] = {}): Promise<{ h: LocalHarness; subs: Subscriptions }> {
   h = await startLocalAdapter(app);
-  return { h, subs: new Subscriptions(h.adapter, () => false) };
+  return { h, subs: new Subscriptions(h.adapter, () => false, () => h!.registry.all()) };
 }
 
 /** Blocks the shard owning the channel for `ms` (requests sent meanwhile wait behind it). */
