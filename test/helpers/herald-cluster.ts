@@ -167,3 +167,17 @@ export function heraldClusterBed(name: string): HeraldClusterBed {
     },
   };
 }
+
+/**
+ * Webhook events with redeliveries left out. Delivery is at least once (a request whose answer
+ * came too late, say to a node stalled meanwhile, is sent again with the same event ids), so
+ * "once per cluster" means once per distinct event id.
+ */
+export function distinctEvents<T extends Record<string, unknown>>(events: T[]): T[] {
+  const seen = new Set<unknown>();
+  return events.filter((e) => {
+    if (seen.has(e.id)) return false;
+    seen.add(e.id);
+    return true;
+  });
+}

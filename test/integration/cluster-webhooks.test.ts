@@ -8,7 +8,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import Pusher from 'pusher';
 import { ClientPool } from '../helpers/channel-clients.js';
-import { heraldClusterBed } from '../helpers/herald-cluster.js';
+import { distinctEvents, heraldClusterBed } from '../helpers/herald-cluster.js';
 import { sleep, until } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -34,13 +34,14 @@ function apps(): Record<string, unknown>[] {
   return [{ ...CREDS, subscriptionCount: true, clientEvents: true, webhooks: [{ url: receiver.url('/pusher') }] }];
 }
 
-/** Every delivered event on channels whose name contains `tag`, each request's signature checked. */
+/** Every delivered event (redeliveries once) on channels whose name contains `tag`, each request's signature checked. */
 function events(tag: string): WebhookEvent[] {
-  return receiver.delivered().flatMap((req) => {
+  const all = receiver.delivered().flatMap((req) => {
     const hook = SIGNER.webhook({ headers: req.headers, rawBody: req.rawBody });
     expect(hook.isValid(), `signature of ${req.rawBody}`).toBe(true);
-    return (hook.getEvents() as unknown as WebhookEvent[]).filter((e) => e.channel.includes(tag));
+    return hook.getEvents() as unknown as WebhookEvent[];
   });
+  return distinctEvents(all).filter((e) => e.channel.includes(tag));
 }
 
 const label = (e: WebhookEvent): string =>
