@@ -13,7 +13,7 @@ import { DEFAULT_ADMIN_TOKEN, DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './confi
 import { DataDirError } from './shards/data-dir.js';
 import { reshard } from './reshard.js';
 import { UwsLoadError } from './http/uws-native.js';
-import { ListenError, startHerald, type RunningHerald } from './server.js';
+import { ClusterStartError, ListenError, startHerald, type RunningHerald } from './server.js';
 import { log, setLogLevel } from './log.js';
 
 async function reshardCommand(args: string[]): Promise<void> {
@@ -170,7 +170,7 @@ function reloader(herald: RunningHerald, configPath: string | undefined): () => 
 }
 
 main().catch((err: unknown) => {
-  if (err instanceof ConfigError || err instanceof DataDirError || err instanceof ListenError || err instanceof UwsLoadError) {
+  if (err instanceof ConfigError || err instanceof DataDirError || err instanceof ListenError || err instanceof ClusterStartError || err instanceof UwsLoadError) {
     process.stderr.write(`herald: ${err.message}\n`);
   } else {
     process.stderr.write(`herald: failed to start: ${String((err as Error)?.stack ?? err)}\n`);

@@ -28,6 +28,11 @@ import type { ServerContext, ServerState } from './server-context.js';
 import type { HeraldShardApi } from './shard-api.js';
 import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
 import { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
+import { RedisChannelAdapter } from './channels/adapter/redis/redis-adapter.js';
+import { PushLeaseHeldError } from './channels/adapter/redis/push-lease.js';
+import { randomNodeId } from './channels/adapter/redis/node-session.js';
+import { redactUrl } from './channels/adapter/redis/connection.js';
+import { hostname } from 'node:os';
 import { registerWebSocket, type WebSocketEndpoint } from './channels/ws/endpoint.js';
 import { SocketRegistry } from './channels/ws/registry.js';
 import { DevicesClient } from './push/clients/devices.js';
@@ -92,16 +97,25 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
 
   const state: ServerState = { ready: false, draining: false };
   const registry = new SocketRegistry();
+  const appsById = new Map(config.apps.map((a) => [a.id, a]));
+  let adapter: ChannelAdapter;
+  try {
+    adapter = await createChannelAdapter(config, app, shards, registry, () => ctx.config, appsById);
+    if (adapter instanceof RedisChannelAdapter) await leasePushInstances(adapter, config);
+  } catch (err) {
+    await shards.close(5000);
+    throw err;
+  }
   const ctx: ServerContext = {
     config,
-    appsById: new Map(config.apps.map((a) => [a.id, a])),
+    appsById,
     appsByKey: new Map(config.apps.map((a) => [a.key, a])),
     pushInstances: new Map(config.push.map((p) => [p.instanceId, p])),
     installSecret: identity.installSecret,
     state,
     debug,
     core: shards,
-    channels: createChannelAdapter(config, app, shards, registry),
+    channels: adapter,
     devices: new DevicesClient(shards),
     publishes: new PublishesClient(shards),
     reports: new ReportsClient(shards),
@@ -144,6 +158,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   try {
     listenSocket = await listen(app, config.host, config.port, config.reusePort);
   } catch (err) {
+    await adapter.close?.().catch(() => {});
     await shards.close(5000);
     throw err;
   }
@@ -154,6 +169,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
       metricsSocket = await listen(metricsApp, config.metrics.host, config.metrics.port, false);
     } catch (err) {
       uws.us_listen_socket_close(listenSocket);
+      await adapter.close?.().catch(() => {});
       await shards.close(5000);
       throw new ListenError(`metrics listener: ${(err as Error).message}`);
     }
@@ -166,7 +182,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     if (metricsSocket) uws.us_listen_socket_close(metricsSocket);
-    stopping ??= shutdown(uws, listenSocket, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin);
+    stopping ??= shutdown(uws, listenSocket, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter);
     return stopping;
   };
 
@@ -213,11 +229,51 @@ function replaceAll<V>(map: Map<string, V>, entries: [string, V][]): void {
 /** The shard worker entry (compiled beside this file): it lists the areas every shard runs. */
 const SHARD_WORKER_FILE = fileURLToPath(new URL('./shard-worker.js', import.meta.url));
 
-/** The channel adapter the config names (`channelAdapter`). */
-function createChannelAdapter(config: Readonly<HeraldConfig>, app: TemplatedApp, shards: ShardPool<HeraldShardApi>, registry: SocketRegistry): ChannelAdapter {
+/** Thrown when a cluster node cannot join its cluster (Redis unreachable, push instance leased elsewhere). */
+export class ClusterStartError extends Error {
+  override readonly name = 'ClusterStartError';
+}
+
+/** The Redis adapter with a `cluster` block; otherwise the one `channelAdapter` names. */
+async function createChannelAdapter(
+  config: Readonly<HeraldConfig>,
+  app: TemplatedApp,
+  shards: ShardPool<HeraldShardApi>,
+  registry: SocketRegistry,
+  running: () => Readonly<HeraldConfig>,
+  apps: ReadonlyMap<string, AppConfig>,
+): Promise<ChannelAdapter> {
+  if (config.cluster) {
+    const nodeId = config.cluster.nodeId ?? randomNodeId(hostname());
+    try {
+      const adapter = await RedisChannelAdapter.start({ uws: app, registry, shards, cluster: config.cluster, config: running, apps, nodeId });
+      log.info('cluster: node joined', { nodeId, redis: redactUrl(config.cluster.redisUrl), keyPrefix: config.cluster.keyPrefix });
+      return adapter;
+    } catch (err) {
+      throw new ClusterStartError(`cluster: cannot join through ${redactUrl(config.cluster.redisUrl)}: ${(err as Error).message}`);
+    }
+  }
   switch (config.channelAdapter) {
     case 'local':
       return new LocalChannelAdapter(app, shards, registry);
+  }
+}
+
+/**
+ * Takes the lease of every push instance this node serves: one node per instance in a cluster
+ * (its devices and publishes live in this node's data dir). Refuses to start when a live node
+ * holds one; a crashed holder's lease lapses within nodeTimeoutMs, which this waits for.
+ */
+async function leasePushInstances(adapter: RedisChannelAdapter, config: Readonly<HeraldConfig>): Promise<void> {
+  try {
+    for (const instance of config.push) {
+      await adapter.node.leasePushInstance(instance.instanceId, {
+        onLost: (instanceId, holder) => log.error('cluster: push instance lease lost to another node (Redis outage?): two nodes may serve it', { instanceId, holder }),
+      });
+    }
+  } catch (err) {
+    await adapter.close().catch(() => {});
+    throw err instanceof PushLeaseHeldError ? new ClusterStartError(err.message) : err;
   }
 }
 
@@ -280,6 +336,7 @@ async function shutdown(
   state: ServerState,
   timeoutMs: number,
   admin: AdminArea | undefined,
+  adapter: ChannelAdapter,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   state.draining = true;
@@ -292,6 +349,8 @@ async function shutdown(
     await new Promise((r) => setTimeout(r, 20));
   }
   if (inFlight.count > 0) log.warn('shutdown: requests still in flight at the deadline', { inFlight: inFlight.count });
+  // A cluster node leaves its cluster while its shards still take the webhooks that produces.
+  await adapter.close?.().catch((err: unknown) => log.warn('shutdown: leaving the cluster failed', { error: String(err) }));
   await shards.close(Math.max(1000, deadline - Date.now()));
   log.info('shutdown complete');
 }

@@ -183,6 +183,11 @@ const clusterSchema = z.strictObject({
   keyPrefix: z.string().min(1).max(100).default('herald:'),
   /** A node silent (no heartbeat) for this long (ms) is declared dead and reaped by the others. */
   nodeTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
+  /**
+   * This node's id in the cluster (logs, `CLIENT LIST`, the push lease holder): letters, digits,
+   * `_`, `-`, `.`. Default: the host name plus a random suffix, new at each start.
+   */
+  nodeId: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ - . only, at most 64').optional(),
 });
 
 export const DEFAULT_APP = Object.freeze({ id: 'app-id', key: 'app-key', secret: 'app-secret' });

@@ -44,8 +44,11 @@ export type PushWebhookEvent =
   | { instanceId: string; kind: string; payload: Record<string, unknown>; url: string };
 
 export interface WebhookEmitter {
-  /** Records a channel event durably in this shard's outbox (debounced, batched, retried). */
-  channelEvent(e: ChannelWebhookEvent): void;
+  /**
+   * Records a channel event durably in this shard's outbox (debounced, batched, retried).
+   * `debounced`: the reload debounce was applied already (cluster mode): sent without a hold.
+   */
+  channelEvent(e: ChannelWebhookEvent, options?: { debounced?: boolean }): void;
   /** Records a push webhook durably in this shard's outbox (retried; one event per request). */
   pushEvent(e: PushWebhookEvent): void;
 }

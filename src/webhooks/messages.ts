@@ -1,4 +1,5 @@
 /** Main ↔ shard messages of the webhooks area (type-only). */
+import type { ChannelEventBody } from './emitter.js';
 
 /**
  * One shard's webhook delivery counters. Counters (`sent` … `suppressed`) count since the
@@ -32,4 +33,9 @@ export interface WebhookStats {
 export interface WebhookShardApi {
   /** Delivery counters of one shard; GET /metrics sums them over shards. */
   'webhooks.stats': { req: {}; res: WebhookStats };
+  /**
+   * Channel events decided elsewhere (a cluster's shared state in Redis, which also applied the
+   * reload debounce): recorded in this shard's outbox as they are, not debounced again.
+   */
+  'webhooks.channelEvents': { req: { appId: string; events: ChannelEventBody[] }; res: {} };
 }

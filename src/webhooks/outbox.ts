@@ -67,11 +67,11 @@ export class WebhookOutbox implements WebhookEmitter {
     this.resume();
   }
 
-  channelEvent({ appId, event }: ChannelWebhookEvent): void {
+  channelEvent({ appId, event }: ChannelWebhookEvent, options: { debounced?: boolean } = {}): void {
     // While closing, events are still stored (sent after the next start); once closed, LMDB is gone.
     if (this.state === 'closed' || !this.targets.appHasWebhooks(appId)) return;
     const now = Date.now();
-    const debounceMs = this.delivery.reloadDebounceMs;
+    const debounceMs = options.debounced ? 0 : this.delivery.reloadDebounceMs;
     let holdKey: string | undefined;
     if (debounceMs > 0) {
       this.debounce.prune(now);

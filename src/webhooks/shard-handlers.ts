@@ -10,6 +10,10 @@ export function createWebhookArea(ctx: ShardContext): ShardArea<WebhookShardApi>
   return {
     handlers: {
       'webhooks.stats': () => outbox.stats(),
+      'webhooks.channelEvents': (req) => {
+        for (const event of req.events) outbox.channelEvent({ appId: req.appId, event }, { debounced: true });
+        return {};
+      },
     },
     emitter: outbox,
     reload: (config) => outbox.reload(config),

@@ -8,10 +8,11 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
-import type { WebSocket as UwsSocket, us_listen_socket } from 'uWebSockets.js';
+import type { TemplatedApp, WebSocket as UwsSocket, us_listen_socket } from 'uWebSockets.js';
 import { LocalChannelAdapter } from '../../src/channels/adapter/local-adapter.js';
 import { SocketRegistry, type SocketState, type SocketUserData } from '../../src/channels/ws/registry.js';
-import type { AppConfig } from '../../src/config/schema.js';
+import type { AppConfig, HeraldConfig } from '../../src/config/schema.js';
+import type { ChannelAdapter } from '../../src/channels/adapter/channel-adapter.js';
 import { parseConfig } from '../../src/config/load.js';
 import { loadUws } from '../../src/http/uws-native.js';
 import type { HeraldShardApi } from '../../src/shard-api.js';
@@ -48,6 +49,33 @@ export interface LocalPoolOptions {
 
 /** Starts a local adapter for HARNESS_APP; `appOverrides` overrides fields of its config. */
 export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, pool: LocalPoolOptions = {}): Promise<LocalHarness> {
+  return startAdapterHarness(async ({ app, shards, registry }) => new LocalChannelAdapter(app, shards, registry), appOverrides, pool);
+}
+
+/** What an adapter is built from in a harness. */
+export interface HarnessParts {
+  app: TemplatedApp;
+  shards: ShardPool<HeraldShardApi>;
+  registry: SocketRegistry;
+  config: HeraldConfig;
+}
+
+/** A harness connection and adapter of any kind (see startLocalAdapter for the parts). */
+export interface Harness<A extends ChannelAdapter> extends AdapterHarness {
+  adapter: A;
+  shards: ShardPool<HeraldShardApi>;
+  connect(appId: string, userId?: string): Promise<LocalConnection>;
+}
+
+/**
+ * The harness around any adapter `build` makes: real shards on a temp data dir, a uWS app on a
+ * free port whose `ws` clients are registered as the WebSocket endpoint registers them.
+ */
+export async function startAdapterHarness<A extends ChannelAdapter>(
+  build: (parts: HarnessParts) => Promise<A>,
+  appOverrides: Partial<AppConfig> = {},
+  pool: LocalPoolOptions = {},
+): Promise<Harness<A> & { close(): Promise<void> }> {
   statSync(WORKER_FILE); // built by `npm run build`
   const dataDir = mkdtempSync(join(tmpdir(), 'herald-local-adapter-'));
   const config = parseConfig({
@@ -63,7 +91,7 @@ export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, p
   const { uws } = loadUws();
   const app = uws.App();
   const registry = new SocketRegistry();
-  const adapter = new LocalChannelAdapter(app, shards, registry);
+  const adapter = await build({ app, shards, registry, config });
   const opened = new Map<string, (ws: UwsSocket<HarnessData>) => void>();
   const appConfig = config.apps[0]!;
 
@@ -90,6 +118,7 @@ export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, p
       state.closed = true;
       state.ws = null;
       registry.remove(state);
+      adapter.disconnected?.(HARNESS_APP, state.socketId);
     },
   });
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) =>
@@ -122,6 +151,7 @@ export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, p
     async close() {
       for (const client of clients) client.terminate();
       uws.us_listen_socket_close(listenSocket);
+      await adapter.close?.();
       await shards.close();
       rmSync(dataDir, { recursive: true, force: true });
     },

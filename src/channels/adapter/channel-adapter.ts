@@ -13,7 +13,13 @@
  * local one on the shard owning the channel, which sees every subscription of it).
  */
 import type { WebSocket } from 'uWebSockets.js';
+import type { AppConfig } from '../../config/schema.js';
 import type { PresenceSnapshot } from '../ws/frames.js';
+
+/** Charges triggered messages to an app's daily quota; throws (or rejects with) APP_OVER_QUOTA. */
+export interface MessageCharger {
+  charge(app: Pick<AppConfig, 'id' | 'messageQuota'>, messages: number): void | Promise<void>;
+}
 
 /** A connection as the adapter sees it: the uWS socket, whatever it carries. */
 export type ChannelSocket = WebSocket<unknown>;
@@ -136,11 +142,29 @@ export interface ChannelAdapter {
   userPresence(appId: string, userId: string, online: boolean): void;
   /**
    * Puts a socket on the watchlist delivery of each user and answers which of them are online
-   * now (for the initial watchlist events).
+   * now (for the initial watchlist events): at once where the adapter knows (local), later where
+   * it must ask shared state (cluster).
    */
-  watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[];
-  /** Live connections of the app (the connection quota). */
+  watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[] | Promise<string[]>;
+  /** Live connections of the app on this node (the connection quota, unless `admit` decides it). */
   connectionCount(appId: string): number;
+  /**
+   * Adapters whose connection quota spans several nodes: records a new connection and answers
+   * whether the app is under `maxConnections` (null: no limit) counting every node. The front
+   * end calls it before connection_established and `disconnected` for every admitted socket.
+   */
+  admit?(appId: string, socketId: string, maxConnections: number | null): Promise<boolean>;
+  /** A socket the front end registered (or admitted) closed: its channels have been left. */
+  disconnected?(appId: string, socketId: string): void;
+  /**
+   * Throws CLUSTER_UNAVAILABLE (503) when an HTTP trigger could not reach every subscriber
+   * (a cluster node cut off from Redis). Adapters that cannot be cut off leave it out.
+   */
+  checkAvailable?(): void;
+  /** Adapters that count the message quota across nodes: the counter to charge (see http-api/quota.ts). */
+  readonly messageQuota?: MessageCharger;
+  /** Graceful stop, after the sockets were closed and before the shards stop (cluster: deregister). */
+  close?(): Promise<void>;
   /** Records the last event of a cache channel (fire-and-forget to the owning shard). */
   storeCachedEvent(appId: string, channel: string, event: string, data: string): void;
   /**

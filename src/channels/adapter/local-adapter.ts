@@ -6,7 +6,6 @@
  * A scale-out adapter would replace the topic publish with a pub/sub fan-out and the shard
  * state with a shared store, behind the same interface.
  */
-import { appCounters } from '../../metrics/node-counters.js';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
@@ -31,6 +30,7 @@ import type {
 import { memberRemoved, subscriptionCount, type PresenceSnapshot, topicFor, watchTopicFor, watchlistEvents } from '../ws/frames.js';
 import type { ReconcileRemoval, ReconciledSubscription } from '../messages.js';
 import { MembershipBatches } from './membership-batches.js';
+import { deliverToTopic } from './topic-delivery.js';
 import { endWithError, type SocketRegistry } from '../ws/registry.js';
 
 /** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
@@ -134,20 +134,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): void {
-    const topic = topicFor(appId, channel);
-    if (exceptSocketId !== undefined) {
-      const except = this.registry.get(appId, exceptSocketId);
-      // A socket's own publish reaches everyone on the topic but that socket. Its return value
-      // cannot decide anything (false also when nobody else is subscribed), and a socket that is
-      // not on the topic cannot receive the plain publish anyway.
-      if (except?.ws && !except.closed && except.ws.isSubscribed(topic)) {
-        appCounters(appId).wsMessagesSent += this.uws.numSubscribers(topic) - 1;
-        except.ws.publish(topic, frame);
-        return;
-      }
-    }
-    appCounters(appId).wsMessagesSent += this.uws.numSubscribers(topic);
-    this.uws.publish(topic, frame);
+    deliverToTopic(this.uws, this.registry, appId, channel, frame, exceptSocketId);
   }
 
   attach(socket: ChannelSocket, appId: string, channel: string, joined?: SubscribeResult): CachedEvent | null | undefined {

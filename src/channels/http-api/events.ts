@@ -8,7 +8,7 @@ import { appCounters } from '../../metrics/node-counters.js';
 import type { AppConfig } from '../../config/schema.js';
 import type { Reply } from '../../http/uws-http.js';
 import { HeraldError } from '../../errors.js';
-import type { ChannelAdapter } from '../adapter/channel-adapter.js';
+import type { ChannelAdapter, MessageCharger } from '../adapter/channel-adapter.js';
 import {
   isCacheChannel,
   isPresenceChannel,
@@ -19,7 +19,7 @@ import {
   serverToUserId,
 } from '../names.js';
 import { parseBatchEventParams, parseBatchParams, parseInfo, parseTriggerParams, postParams, type InfoAttribute } from './params.js';
-import { messageCost, type MessageQuota } from './quota.js';
+import { messageCost } from './quota.js';
 import type { ChannelApiRequest } from './request.js';
 import type { DebugTap } from '../../admin/tap.js';
 
@@ -131,7 +131,7 @@ const channelsLabel = (i: number): string => `channels[${i}]`;
 const channelLabel = (): string => 'channel';
 
 /** C1: one event to 1-100 channels; with `info`, the attributes of each unique channel. */
-export function triggerEvent(adapter: ChannelAdapter, quota: MessageQuota, req: ChannelApiRequest, debug?: Pick<DebugTap, 'apiEvent'>): Reply | Promise<Reply> {
+export function triggerEvent(adapter: ChannelAdapter, quota: MessageCharger, req: ChannelApiRequest, debug?: Pick<DebugTap, 'apiEvent'>): Reply | Promise<Reply> {
   const { app } = req;
   const params = parseTriggerParams(postParams(req.query, req.body));
   if (params.channel !== undefined && params.channels !== undefined) {
@@ -140,21 +140,31 @@ export function triggerEvent(adapter: ChannelAdapter, quota: MessageQuota, req: 
   const channels = params.channels ?? (params.channel !== undefined ? [params.channel] : undefined);
   if (channels === undefined) throw new HeraldError('INVALID_PARAMETERS', 'channels (or channel) is required');
   const event = validateEvent(app, { name: params.name, data: params.data, channels, socket_id: params.socket_id, info: params.info }, '', params.channels !== undefined ? channelsLabel : channelLabel);
-  quota.charge(app, messageCost(event.channels.length, event.info.size > 0));
-  publishEvent(adapter, app.id, event);
-  debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
-  if (event.info.size === 0) return emptyOk();
-  return Promise.all(event.channels.map((c) => triggerInfo(adapter, app, c, event.info))).then((attributes) => {
-    const out: Record<string, Record<string, number>> = {};
-    event.channels.forEach((c, i) => {
-      out[c] = attributes[i]!;
+  adapter.checkAvailable?.();
+  return afterCharge(quota.charge(app, messageCost(event.channels.length, event.info.size > 0)), () => {
+    publishEvent(adapter, app.id, event);
+    debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
+    if (event.info.size === 0) return emptyOk();
+    return Promise.all(event.channels.map((c) => triggerInfo(adapter, app, c, event.info))).then((attributes) => {
+      const out: Record<string, Record<string, number>> = {};
+      event.channels.forEach((c, i) => {
+        out[c] = attributes[i]!;
+      });
+      return { status: 200, body: { channels: out } };
     });
-    return { status: 200, body: { channels: out } };
   });
 }
 
+/**
+ * Runs `then` once the quota charge is done: at once when it was synchronous (one node, the
+ * hot path: no promise), after it resolves when it was counted elsewhere (cluster).
+ */
+function afterCharge(charged: void | Promise<void>, then: () => Reply | Promise<Reply>): Reply | Promise<Reply> {
+  return charged instanceof Promise ? charged.then(then) : then();
+}
+
 /** C2: up to app.maxBatchSize events, each to its own channel; `info` answered per index. */
-export function triggerBatch(adapter: ChannelAdapter, quota: MessageQuota, req: ChannelApiRequest, debug?: Pick<DebugTap, 'apiEvent'>): Reply | Promise<Reply> {
+export function triggerBatch(adapter: ChannelAdapter, quota: MessageCharger, req: ChannelApiRequest, debug?: Pick<DebugTap, 'apiEvent'>): Reply | Promise<Reply> {
   const { app } = req;
   const { batch } = parseBatchParams(postParams(req.query, req.body));
   if (batch.length === 0) throw new HeraldError('INVALID_PARAMETERS', 'batch must hold at least one event');
@@ -177,24 +187,26 @@ export function triggerBatch(adapter: ChannelAdapter, quota: MessageQuota, req: 
     cost += messageCost(1, event.info.size > 0);
     if (event.info.size > 0) withInfo = true;
   }
-  quota.charge(app, cost);
-  for (const event of events) {
-    publishEvent(adapter, app.id, event);
-    debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
-  }
-  if (!withInfo) return emptyOk();
-  // Events asking the same thing of the same channel share one lookup.
-  const lookups = new Map<string, Promise<Record<string, number>>>();
-  const answers = events.map((e) => {
-    if (e.info.size === 0) return Promise.resolve({});
-    const channel = e.channels[0]!;
-    const key = `${[...e.info].sort().join(',')}\n${channel}`;
-    let lookup = lookups.get(key);
-    if (!lookup) {
-      lookup = triggerInfo(adapter, app, channel, e.info);
-      lookups.set(key, lookup);
+  adapter.checkAvailable?.();
+  return afterCharge(quota.charge(app, cost), () => {
+    for (const event of events) {
+      publishEvent(adapter, app.id, event);
+      debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
     }
-    return lookup;
+    if (!withInfo) return emptyOk();
+    // Events asking the same thing of the same channel share one lookup.
+    const lookups = new Map<string, Promise<Record<string, number>>>();
+    const answers = events.map((e) => {
+      if (e.info.size === 0) return Promise.resolve({});
+      const channel = e.channels[0]!;
+      const key = `${[...e.info].sort().join(',')}\n${channel}`;
+      let lookup = lookups.get(key);
+      if (!lookup) {
+        lookup = triggerInfo(adapter, app, channel, e.info);
+        lookups.set(key, lookup);
+      }
+      return lookup;
+    });
+    return Promise.all(answers).then((attributes) => ({ status: 200, body: { batch: attributes } }));
   });
-  return Promise.all(answers).then((attributes) => ({ status: 200, body: { batch: attributes } }));
 }

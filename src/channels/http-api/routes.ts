@@ -44,7 +44,8 @@ function preflight(rc: RequestContext): Reply {
 
 /** The C1-C6 routes plus an OPTIONS preflight per path. */
 export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey' | 'channels' | 'debug'>): Route[] {
-  const quota = new MessageQuota();
+  // Cluster adapters count the quota across nodes; one node counts in memory.
+  const quota = ctx.channels.messageQuota ?? new MessageQuota();
   // The API reads no request header (the signature is in the query): none is copied.
   const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN, headers: [] };
   const write: RouteOptions = { ...read, bodyLimit: ctx.config.maxRequestBodyBytes, bodyTooLarge: 'BODY_TOO_LARGE' };

@@ -162,6 +162,12 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
 
     close: (ws: Ws, code: number) => {
       const userData = ws.getUserData();
+      if (userData.admitting) {
+        // Closed before the adapter answered: the answer finds it closed and releases it.
+        userData.admitting.closed = true;
+        userData.admitting = null;
+        return;
+      }
       if (userData.slowUntil) slowSockets.delete(ws);
       if (maxConnections !== null && atLimitLogged && openSockets() < maxConnections * 0.9) atLimitLogged = false;
       const state = userData.state;
@@ -196,6 +202,11 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       subscriptions.closed(state);
     } catch (err) {
       log.error('websocket close: leaving channels failed', { appId: state.app.id, error: describe(err) });
+    }
+    try {
+      adapter.disconnected?.(state.app.id, state.socketId);
+    } catch (err) {
+      log.error('websocket close: adapter disconnect failed', { appId: state.app.id, error: describe(err) });
     }
     ctx.debug.connectionClosed(state.app.id, state.socketId, code);
   }
@@ -273,17 +284,59 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
           log.warn('node connection limit reached: refusing new WebSocket connections with 4100', { maxConnections });
         }
         refusal = { code: CLOSE_CODES.OVER_CAPACITY, message: `Server is at its connection limit (${maxConnections}): retry later` };
-      } else if (max !== null && adapter.connectionCount(state.app.id) >= max) {
-        refusal = { code: CLOSE_CODES.OVER_CONNECTION_QUOTA, message: `Application is over its connection quota of ${max}` };
+      } else if (max !== null && !adapter.admit && adapter.connectionCount(state.app.id) >= max) {
+        refusal = overQuota(max);
       }
     }
     if (refusal || !state) {
-      const { code, message } = refusal ?? { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Refused' };
-      refusedLog.write(String(code), 'websocket connection refused', { code, reason: message, ...(state ? { appId: state.app.id } : {}) });
-      ws.getUserData().state = null;
-      endWithError(ws, code, message);
+      refuse(ws, state, refusal);
       return;
     }
+    if (adapter.admit) {
+      // The quota spans the cluster: the adapter counts this connection first.
+      const max = state.app.maxConnections;
+      const userData = ws.getUserData();
+      userData.state = null;
+      userData.admitting = state;
+      adapter.admit(state.app.id, state.socketId, max).then(
+        (admitted) => {
+          if (state.closed) {
+            adapter.disconnected?.(state.app.id, state.socketId);
+            return;
+          }
+          userData.admitting = null;
+          if (!admitted) {
+            adapter.disconnected?.(state.app.id, state.socketId);
+            refuse(ws, state, overQuota(max ?? 0));
+            return;
+          }
+          userData.state = state;
+          accept(ws, state);
+        },
+        (err: unknown) => {
+          if (state.closed) return;
+          userData.admitting = null;
+          log.warn('websocket connection could not be admitted', { appId: state.app.id, error: String(err) });
+          refuse(ws, state, { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Cluster state unavailable: reconnect shortly' });
+        },
+      ).catch((err: unknown) => log.error('websocket admission failed', { error: describe(err) }));
+      return;
+    }
+    accept(ws, state);
+  }
+
+  function overQuota(max: number): { code: number; message: string } {
+    return { code: CLOSE_CODES.OVER_CONNECTION_QUOTA, message: `Application is over its connection quota of ${max}` };
+  }
+
+  function refuse(ws: Ws, state: SocketState | null, refusal: { code: number; message: string } | null): void {
+    const { code, message } = refusal ?? { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Refused' };
+    refusedLog.write(String(code), 'websocket connection refused', { code, reason: message, ...(state ? { appId: state.app.id } : {}) });
+    ws.getUserData().state = null;
+    endWithError(ws, code, message);
+  }
+
+  function accept(ws: Ws, state: SocketState): void {
     state.ws = ws;
     registry.add(state);
     ws.send(frames.connectionEstablished(state.socketId, state.app.activityTimeout));

@@ -4,7 +4,7 @@
  * the connection stays open; only the client-event rate limit (4301), a failed sign-in (4009)
  * and an oversized message (1009) close it.
  */
-import { RateLimitedLog } from '../../log.js';
+import { log, RateLimitedLog } from '../../log.js';
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig } from '../../config/schema.js';
 import { CLOSE_CODES, HeraldError } from '../../errors.js';
@@ -220,15 +220,30 @@ export class ProtocolHandler {
     const watched = [...new Set(watchlist as string[])];
     ws.cork(() => {
       ws.send(frames.signinSuccess(userData));
-      const onlineNow = new Set(this.deps.adapter.watch(ws, app.id, watched));
-      const online = watched.filter((id) => onlineNow.has(id));
-      const offline = watched.filter((id) => !onlineNow.has(id));
-      const initial: { name: 'online' | 'offline'; user_ids: string[] }[] = [];
-      if (online.length > 0) initial.push({ name: 'online', user_ids: online });
-      if (offline.length > 0) initial.push({ name: 'offline', user_ids: offline });
-      if (initial.length > 0) ws.send(frames.watchlistEvents(initial));
+      const onlineNow = this.deps.adapter.watch(ws, app.id, watched);
+      if (Array.isArray(onlineNow)) sendInitialWatchlist(ws, watched, onlineNow);
+      else {
+        // Asked of shared state (cluster): sent when known, if the socket is still there.
+        onlineNow.then(
+          (ids) => {
+            if (!state.closed && state.ws === ws) ws.cork(() => sendInitialWatchlist(ws, watched, ids));
+          },
+          (err: unknown) => log.warn('watchlist: online users could not be read', { appId: app.id, error: String(err) }),
+        );
+      }
     });
   }
+}
+
+/** The first watchlist events after sign-in: which watched users are online, which offline. */
+function sendInitialWatchlist(ws: Ws, watched: readonly string[], onlineIds: readonly string[]): void {
+  const onlineNow = new Set(onlineIds);
+  const online = watched.filter((id) => onlineNow.has(id));
+  const offline = watched.filter((id) => !onlineNow.has(id));
+  const initial: { name: 'online' | 'offline'; user_ids: string[] }[] = [];
+  if (online.length > 0) initial.push({ name: 'online', user_ids: online });
+  if (offline.length > 0) initial.push({ name: 'offline', user_ids: offline });
+  if (initial.length > 0) ws.send(frames.watchlistEvents(initial));
 }
 
 /** `data` as an object: pusher-js sends an object; some clients send it JSON-encoded. */

@@ -65,6 +65,11 @@ export interface SocketUserData {
    * it read its backlog; 0 otherwise.
    */
   slowUntil?: number;
+  /**
+   * A connection waiting for the adapter to admit it (cluster connection quota, endpoint.ts):
+   * not registered yet, receives nothing; `closed` is set if it closes meanwhile.
+   */
+  admitting?: SocketState | null;
 }
 
 interface AppSockets {

@@ -1,0 +1,496 @@
+/**
+ * The cluster channel adapter: channel state shared by every node in Redis (channel-state.ts:
+ * one Lua script per change, so each transition is decided once for the cluster), frames to
+ * this node's sockets through uWS topics and to the other nodes through Redis pub/sub
+ * (delivery-bus.ts: a node receives only the channels it has subscribers on), liveness and
+ * re-registration (node-liveness.ts). Channel webhooks decided in Redis go to the outbox of
+ * the shard owning the channel on the node that decided them, already debounced (the reload
+ * debounce is a hold in Redis that a re-join on any node cancels).
+ *
+ * Signed-in users are shared the same way: each node records its online users as members of a
+ * hidden channel (`#online`, a name no client can subscribe to), so `online` goes out when a
+ * user's first connection anywhere signs in and `offline` when the last one leaves, a reaped
+ * node's users included. Watchlist events travel on a hidden per-app channel (`#watch`).
+ */
+import type { TemplatedApp } from 'uWebSockets.js';
+import type { AppConfig, ClusterConfig, HeraldConfig } from '../../../config/schema.js';
+import { CLOSE_CODES, HeraldError } from '../../../errors.js';
+import { log, RateLimitedLog } from '../../../log.js';
+import type { ShardRequester } from '../../../shards/requester.js';
+import { channelShardFor } from '../../../shards/hash.js';
+import type { ChannelEventBody } from '../../../webhooks/emitter.js';
+import type { WebhookShardApi } from '../../../webhooks/messages.js';
+import type { ChannelShardApi } from '../../messages.js';
+import { SERVER_TO_USER_PREFIX, channelType, countsSubscriptions, serverToUserId } from '../../names.js';
+import { memberRemoved, snapshotOf, subscriptionCount, topicFor as topicOf, watchTopicFor, watchlistEvents } from '../../ws/frames.js';
+import { endWithError, type SocketRegistry } from '../../ws/registry.js';
+import type {
+  CachedEvent,
+  ChannelAdapter,
+  ChannelInfo,
+  ChannelInfoRequest,
+  ChannelSocket,
+  HeldSubscription,
+  LostChannels,
+  MessageCharger,
+  OccupiedChannel,
+  RelayedClientEvent,
+  SubscribeRequest,
+  SubscribeResult,
+  UnsubscribeResult,
+} from '../channel-adapter.js';
+import { deliverToTopic } from '../topic-delivery.js';
+import type { ChannelTransition, HeldState } from './channel-state.js';
+import { ClusterNode } from './cluster-node.js';
+import { RedisUnavailableError } from './connection.js';
+import type { ControlMessage } from './delivery-bus.js';
+
+/** Hidden channel whose members are the signed-in users, one subscription per node and user. */
+export const ONLINE_CHANNEL = '#online';
+/** Hidden channel carrying watchlist online/offline between nodes. */
+const WATCH_CHANNEL = '#watch';
+/** Hidden channels start with `#` (`#server-to-user-` ones are real channels and do not). */
+const isHidden = (channel: string): boolean => channel === ONLINE_CHANNEL || channel === WATCH_CHANNEL;
+/**
+ * The name a channel travels under between nodes: pub/sub names split app and channel at the
+ * last `:`, which a `#server-to-user-<id>` channel may hold (user ids are free text), so its
+ * user id is URI-encoded. Other channel names cannot contain `:`.
+ */
+function busName(channel: string): string {
+  const userId = serverToUserId(channel);
+  return userId === null ? channel : `#u.${encodeURIComponent(userId)}`;
+}
+function fromBusName(name: string): string {
+  return name.startsWith('#u.') ? SERVER_TO_USER_PREFIX + decodeURIComponent(name.slice(3)) : name;
+}
+
+/** The subscription id under which a node records one signed-in user on `#online`. */
+const onlineSubscriptionId = (userId: string): string => `~${userId}`;
+
+/** Backoff of a leave that could not be applied (ms): doubled per attempt up to the max. */
+const LEAVE_RETRY_MIN_MS = 100;
+const LEAVE_RETRY_MAX_MS = 2_000;
+
+const busLog = new RateLimitedLog('warn', 10_000);
+
+export interface RedisAdapterDeps {
+  uws: TemplatedApp;
+  registry: SocketRegistry;
+  shards: ShardRequester<ChannelShardApi & WebhookShardApi>;
+  cluster: ClusterConfig;
+  /** The running config (replaced by a reload): apps, webhook debounce. */
+  config: () => Readonly<HeraldConfig>;
+  /** The running apps by id (updated in place by a reload). */
+  apps: ReadonlyMap<string, AppConfig>;
+  nodeId: string;
+}
+
+type Shards = ShardRequester<ChannelShardApi & WebhookShardApi>;
+
+export class RedisChannelAdapter implements ChannelAdapter {
+  readonly node: ClusterNode;
+  readonly messageQuota: MessageCharger;
+  private readonly uws: TemplatedApp;
+  private readonly registry: SocketRegistry;
+  private readonly shards: Shards;
+  private heldProvider: ((lost: LostChannels) => HeldSubscription[]) | undefined;
+  /** `appId\0channel\0socketId` of every socket on a channel's delivery here (bus watches follow it). */
+  private readonly attached = new Set<string>();
+  /** `appId\0socketId` → its `#server-to-user-` channel: left by the close, not by an unsubscribe. */
+  private readonly userChannels = new Map<string, string>();
+  /** Apps whose watchlist events this node listens to. */
+  private readonly watchingApps = new Set<string>();
+  /** Debounced webhooks waiting for their hold to be released. */
+  private readonly holdTimers = new Set<NodeJS.Timeout>();
+  private closed = false;
+
+  private constructor(private readonly deps: RedisAdapterDeps) {
+    this.uws = deps.uws;
+    this.registry = deps.registry;
+    this.shards = deps.shards;
+    this.node = new ClusterNode(deps.cluster, {
+      nodeId: deps.nodeId,
+      held: () => this.held(),
+      onTransitions: (transitions) => this.reportTransitions(transitions),
+      onFrame: (appId, channel, frame, except) => this.relayed(appId, channel, frame, except),
+      onControl: (message, origin) => this.control(message, origin),
+    });
+    const state = this.node.state;
+    this.messageQuota = {
+      charge: async (app, messages) => {
+        if (app.messageQuota === null) return;
+        const { accepted, used } = await this.call(() => state.chargeQuota(app.id, messages, app.messageQuota!));
+        if (!accepted) {
+          throw new HeraldError(
+            'APP_OVER_QUOTA',
+            `Application ${app.id} is over its message quota: ${used} of ${app.messageQuota} messages used today (UTC, all nodes), ` +
+              `this request needs ${messages}; the count resets at 00:00 UTC`,
+          );
+        }
+      },
+    };
+  }
+
+  /** Connects to Redis, registers the node, and starts heartbeats, reaper and delivery. */
+  static async start(deps: RedisAdapterDeps, readyTimeoutMs = 10_000): Promise<RedisChannelAdapter> {
+    const adapter = new RedisChannelAdapter(deps);
+    try {
+      await adapter.node.start(readyTimeoutMs);
+    } catch (err) {
+      await adapter.node.stop(false).catch(() => {});
+      throw err;
+    }
+    return adapter;
+  }
+
+  // --- delivery -------------------------------------------------------------------------
+
+  publish(appId: string, channel: string, frame: string, exceptSocketId?: string): void {
+    deliverToTopic(this.uws, this.registry, appId, channel, frame, exceptSocketId);
+    this.node.bus.publish(appId, busName(channel), frame, exceptSocketId).catch((err: unknown) => this.busFailed(err));
+  }
+
+  /** A frame another node published on a channel this node has subscribers on. */
+  private relayed(appId: string, name: string, frame: string, exceptSocketId: string | undefined): void {
+    const channel = fromBusName(name);
+    if (channel === WATCH_CHANNEL) {
+      const [userId, online] = JSON.parse(frame) as [string, boolean];
+      this.watchlistLocally(appId, userId, online);
+      return;
+    }
+    deliverToTopic(this.uws, this.registry, appId, channel, frame, exceptSocketId);
+  }
+
+  private busFailed(err: unknown): void {
+    busLog.write('publish', 'cluster: a frame could not be relayed to the other nodes (Redis unavailable)', { error: String(err) });
+  }
+
+  attach(socket: ChannelSocket, appId: string, channel: string, joined?: SubscribeResult): CachedEvent | null | undefined {
+    const state = socketState(socket);
+    socket.subscribe(topicOf(appId, channel));
+    if (state) {
+      const key = attachKey(appId, channel, state.socketId);
+      if (!this.attached.has(key)) {
+        this.attached.add(key);
+        this.node.bus.watch(appId, busName(channel));
+      }
+      if (serverToUserId(channel) !== null) this.userChannels.set(`${appId}\u0000${state.socketId}`, channel);
+    }
+    return joined?.cached;
+  }
+
+  detach(socket: ChannelSocket, appId: string, channel: string): void {
+    socket.unsubscribe(topicOf(appId, channel));
+    const state = socketState(socket);
+    if (state) this.dropAttachment(appId, channel, state.socketId);
+  }
+
+  private dropAttachment(appId: string, channel: string, socketId: string): void {
+    if (this.attached.delete(attachKey(appId, channel, socketId))) this.node.bus.unwatch(appId, busName(channel));
+  }
+
+  // --- connections and users ------------------------------------------------------------
+
+  connectionCount(appId: string): number {
+    return this.registry.connectionCount(appId);
+  }
+
+  admit(appId: string, socketId: string, maxConnections: number | null): Promise<boolean> {
+    const recorded = this.node.state.connect(appId, socketId, maxConnections);
+    if (maxConnections === null) {
+      // No quota to decide: recorded in the background (re-registration records it anyway).
+      recorded.catch(() => {});
+      return Promise.resolve(true);
+    }
+    return this.call(() => recorded).then((r) => r.accepted);
+  }
+
+  disconnected(appId: string, socketId: string): void {
+    const key = `${appId}\u0000${socketId}`;
+    const userChannel = this.userChannels.get(key);
+    if (userChannel !== undefined) {
+      this.userChannels.delete(key);
+      this.dropAttachment(appId, userChannel, socketId);
+    }
+    // During an outage it fails: the re-registration leaves the socket out and reaps it.
+    this.node.state.disconnect(appId, socketId).catch(() => {});
+  }
+
+  userPresence(appId: string, userId: string, online: boolean): void {
+    const state = this.node.state;
+    const id = onlineSubscriptionId(userId);
+    const change = online ? state.join(appId, ONLINE_CHANNEL, id, { userId }).then((o) => o.changed && o.memberAdded) : state.leave(appId, ONLINE_CHANNEL, id).then((o) => o.changed && o.memberRemoved !== null);
+    change.then(
+      (first) => {
+        if (first) this.watchlistEverywhere(appId, userId, online);
+      },
+      // During an outage: the re-registration records (or leaves out) the user and reports it.
+      (err: unknown) => log.debug('cluster: user presence not recorded', { appId, online, error: String(err) }),
+    );
+  }
+
+  /** A user came online or went offline cluster-wide: every node tells its watchers. */
+  private watchlistEverywhere(appId: string, userId: string, online: boolean): void {
+    this.watchlistLocally(appId, userId, online);
+    this.node.bus.publish(appId, WATCH_CHANNEL, JSON.stringify([userId, online])).catch((err: unknown) => this.busFailed(err));
+  }
+
+  private watchlistLocally(appId: string, userId: string, online: boolean): void {
+    this.uws.publish(watchTopicFor(appId, userId), watchlistEvents([{ name: online ? 'online' : 'offline', user_ids: [userId] }]));
+  }
+
+  watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): Promise<string[]> {
+    for (const id of userIds) socket.subscribe(watchTopicFor(appId, id));
+    if (!this.watchingApps.has(appId)) {
+      this.watchingApps.add(appId);
+      this.node.bus.watch(appId, WATCH_CHANNEL);
+    }
+    if (userIds.length === 0) return Promise.resolve([]);
+    const key = this.node.keys.presenceUsers(appId, ONLINE_CHANNEL);
+    return this.call(() => this.node.connections.commands.hmget(key, ...userIds)).then((counts) => userIds.filter((_, i) => counts[i] !== null));
+  }
+
+  async terminateUserConnections(appId: string, userId: string): Promise<number> {
+    const closed = this.closeUserLocally(appId, userId);
+    await this.call(() => this.node.bus.sendControl('all', { type: 'terminateUser', appId, userId }));
+    return closed;
+  }
+
+  private control(message: ControlMessage, origin: string): void {
+    if (origin === this.node.nodeId) return;
+    if (message.type === 'terminateUser') this.closeUserLocally(message.appId, message.userId);
+  }
+
+  private closeUserLocally(appId: string, userId: string): number {
+    let closed = 0;
+    for (const state of this.registry.userSockets(appId, userId)) {
+      if (state.closed || !state.ws) continue;
+      endWithError(state.ws, CLOSE_CODES.UNAUTHORIZED, 'Connection terminated by the server');
+      closed++;
+    }
+    return closed;
+  }
+
+  // --- channel state --------------------------------------------------------------------
+
+  storeCachedEvent(appId: string, channel: string, event: string, data: string): void {
+    const app = this.deps.apps.get(appId);
+    if (!app) return;
+    this.node.state.storeCachedEvent(appId, channel, event, data, app.cacheTtlSeconds).catch((err: unknown) => this.busFailed(err));
+  }
+
+  clientEvent(e: RelayedClientEvent): void {
+    this.shards.send(channelShardFor(e.appId, e.channel, this.shards.shardCount), { type: 'channels.clientEvent', ...e });
+  }
+
+  subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
+  subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
+  async subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
+    if (wanted && !wanted()) return null;
+    const { appId, channel, socketId, member } = req;
+    const app = this.deps.apps.get(appId);
+    if (!app) throw new HeraldError('APP_NOT_FOUND', `Unknown app id ${appId}`);
+    const type = channelType(channel);
+    const presence = type.kind === 'presence';
+    const joined = this.call(() => this.node.state.join(appId, channel, socketId, presence ? member : undefined, presence ? app.maxPresenceMembers : 0));
+    // Read with the join (one round trip): an event stored after it reaches the socket live.
+    const cachedRead = type.cache ? this.call(() => this.node.state.cachedEvent(appId, channel)) : undefined;
+    cachedRead?.catch(() => {});
+    const outcome = await joined;
+    const cached = cachedRead ? await cachedRead.catch(() => null) : undefined;
+    const out: SubscribeResult = { occupied: outcome.changed && outcome.occupied, subscriptionCount: outcome.subscriptionCount };
+    if (presence) {
+      out.memberAdded = outcome.changed && outcome.memberAdded;
+      out.presence = snapshotOf(outcome.members ?? []);
+    }
+    if (cached !== undefined) out.cached = cached ? { event: cached.event, data: cached.data } : null;
+    if (app.webhooks.length > 0) {
+      const events: ChannelEventBody[] = [];
+      if (outcome.changed) {
+        if (outcome.occupied && !outcome.cancelledVacate) events.push({ name: 'channel_occupied', channel });
+        if (presence && member && outcome.memberAdded && !outcome.cancelledMemberRemoval) events.push({ name: 'member_added', channel, user_id: member.userId });
+        if (countsSubscriptions(app, channel)) events.push({ name: 'subscription_count', channel, subscription_count: outcome.subscriptionCount });
+      }
+      if (cached === null) events.push({ name: 'cache_miss', channel });
+      this.webhooks(appId, channel, events);
+    }
+    return out;
+  }
+
+  async unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
+    this.dropAttachment(appId, channel, socketId);
+    const app = this.deps.apps.get(appId);
+    const debounceMs = app && app.webhooks.length > 0 ? this.deps.config().webhookDelivery.reloadDebounceMs : 0;
+    // Never dropped: retried until Redis applies it. After an outage it finds nothing under the
+    // node's new session (the re-registration left it out and reaped the old one, reporting
+    // its transitions), and answers the count.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const outcome = await this.node.state.leave(appId, channel, socketId, debounceMs);
+        const out: UnsubscribeResult = { vacated: outcome.changed && outcome.vacated, subscriptionCount: outcome.subscriptionCount };
+        if (channelType(channel).kind === 'presence') out.memberRemoved = outcome.changed && outcome.memberRemoved !== null;
+        if (app && app.webhooks.length > 0 && outcome.changed) this.leaveWebhooks(app, channel, outcome);
+        return out;
+      } catch (err) {
+        if (this.closed) throw err;
+        await new Promise((r) => setTimeout(r, Math.min(LEAVE_RETRY_MIN_MS * 2 ** attempt, LEAVE_RETRY_MAX_MS)));
+      }
+    }
+  }
+
+  /** The webhooks of a leave: held ones (reload debounce) go out when their hold is released. */
+  private leaveWebhooks(app: AppConfig, channel: string, outcome: Awaited<ReturnType<ClusterNode['state']['leave']>>): void {
+    const now: ChannelEventBody[] = [];
+    const removed = outcome.memberRemoved;
+    if (removed !== null && !outcome.holds?.member) now.push({ name: 'member_removed', channel, user_id: removed });
+    if (countsSubscriptions(app, channel)) now.push({ name: 'subscription_count', channel, subscription_count: outcome.subscriptionCount });
+    if (outcome.vacated && !outcome.holds?.channel) now.push({ name: 'channel_vacated', channel });
+    this.webhooks(app.id, channel, now);
+    const holds = outcome.holds;
+    if (!holds) return;
+    const debounceMs = this.deps.config().webhookDelivery.reloadDebounceMs;
+    const timer = setTimeout(() => {
+      this.holdTimers.delete(timer);
+      void this.releaseHolds(app.id, channel, removed, holds);
+    }, debounceMs);
+    this.holdTimers.add(timer);
+  }
+
+  private async releaseHolds(appId: string, channel: string, userId: string | null, holds: { channel?: string; member?: string }): Promise<void> {
+    const state = this.node.state;
+    // When Redis cannot say, the held event is sent: a duplicate is better than a lost vacate.
+    const release = (user: string | null, token: string) => state.releaseHold(appId, channel, user, token).catch(() => true);
+    const events: ChannelEventBody[] = [];
+    if (holds.member && userId !== null && (await release(userId, holds.member))) events.push({ name: 'member_removed', channel, user_id: userId });
+    if (holds.channel && (await release(null, holds.channel))) events.push({ name: 'channel_vacated', channel });
+    this.webhooks(appId, channel, events);
+  }
+
+  /** Channel webhooks decided in Redis: into the outbox of the shard owning the channel, not debounced again. */
+  private webhooks(appId: string, channel: string, events: ChannelEventBody[]): void {
+    if (events.length === 0 || !this.shards.accepting) return;
+    const app = this.deps.apps.get(appId);
+    if (!app || app.webhooks.length === 0) return;
+    this.shards.send(channelShardFor(appId, channel, this.shards.shardCount), { type: 'webhooks.channelEvents', appId, events });
+  }
+
+  /**
+   * Transitions found by a reap (another node died) or a re-registration (this node's outage):
+   * reported here once for the cluster: frames to the channel's sockets on every node, webhooks.
+   */
+  private reportTransitions(transitions: ChannelTransition[]): void {
+    for (const t of transitions) {
+      if (t.channel === ONLINE_CHANNEL) {
+        if (t.type === 'member_added' || t.type === 'member_removed') this.watchlistEverywhere(t.appId, t.userId, t.type === 'member_added');
+        continue;
+      }
+      if (isHidden(t.channel)) continue;
+      const app = this.deps.apps.get(t.appId);
+      if (!app) continue;
+      switch (t.type) {
+        case 'member_removed':
+          this.publish(t.appId, t.channel, memberRemoved(t.channel, t.userId));
+          this.webhooks(t.appId, t.channel, [{ name: 'member_removed', channel: t.channel, user_id: t.userId }]);
+          break;
+        case 'member_added':
+          this.webhooks(t.appId, t.channel, [{ name: 'member_added', channel: t.channel, user_id: t.userId }]);
+          break;
+        case 'subscription_count':
+          if (countsSubscriptions(app, t.channel)) {
+            this.publish(t.appId, t.channel, subscriptionCount(t.channel, t.subscriptionCount));
+            this.webhooks(t.appId, t.channel, [{ name: 'subscription_count', channel: t.channel, subscription_count: t.subscriptionCount }]);
+          }
+          break;
+        case 'channel_occupied':
+        case 'channel_vacated':
+          this.webhooks(t.appId, t.channel, [{ name: t.type, channel: t.channel }]);
+          break;
+      }
+    }
+  }
+
+  // --- reads (C3, C4, C6), from shared state --------------------------------------------
+
+  async channelInfo(appId: string, channel: string, want: ChannelInfoRequest): Promise<ChannelInfo> {
+    this.checkAvailable();
+    const info = await this.call(() => this.node.state.channelInfo(appId, channel, { cache: want.cache === true && channelType(channel).cache }));
+    const out: ChannelInfo = { occupied: info.occupied };
+    if (want.userCount) out.userCount = info.userCount;
+    if (want.subscriptionCount) out.subscriptionCount = info.subscriptionCount;
+    if (want.cache) out.cache = info.cache ? { data: info.cache.data, ttl: info.cache.ttl } : null;
+    return out;
+  }
+
+  async listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<OccupiedChannel[]> {
+    this.checkAvailable();
+    const rows = await this.call(() => this.node.state.listChannels(appId, prefix, withUserCount));
+    return rows.filter((r) => !isHidden(r.channel)).map((r) => (withUserCount && channelType(r.channel).kind === 'presence' ? { channel: r.channel, userCount: r.userCount } : { channel: r.channel }));
+  }
+
+  async presenceUserIds(appId: string, channel: string): Promise<string[]> {
+    this.checkAvailable();
+    return this.call(() => this.node.state.presenceUserIds(appId, channel));
+  }
+
+  // --- availability, re-registration, shutdown ------------------------------------------
+
+  /** Refuses (503 CLUSTER_UNAVAILABLE) while Redis is away or this node is not registered yet. */
+  checkAvailable(): void {
+    if (!this.node.liveness.available) throw new HeraldError('CLUSTER_UNAVAILABLE');
+  }
+
+  /** Runs a Redis call; an outage becomes CLUSTER_UNAVAILABLE (a 503 the SDKs retry). */
+  private async call<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      if (err instanceof RedisUnavailableError) throw new HeraldError('CLUSTER_UNAVAILABLE');
+      throw err;
+    }
+  }
+
+  onStateLost(held: (lost: LostChannels) => HeldSubscription[]): void {
+    this.heldProvider = held;
+  }
+
+  /** Everything this node holds, for a re-registration: sockets, subscriptions, online users. */
+  private held(): HeldState {
+    const sockets: HeldState['sockets'] = [];
+    const subscriptions: HeldState['subscriptions'] = [];
+    const online = new Set<string>();
+    for (const state of this.registry.all()) {
+      if (state.closed) continue;
+      sockets.push({ appId: state.app.id, socketId: state.socketId });
+      if (state.userId !== null) {
+        const key = `${state.app.id}\u0000${state.userId}`;
+        if (!online.has(key)) {
+          online.add(key);
+          subscriptions.push({ appId: state.app.id, channel: ONLINE_CHANNEL, socketId: onlineSubscriptionId(state.userId), member: { userId: state.userId } });
+        }
+      }
+    }
+    for (const sub of this.heldProvider?.(() => true) ?? []) {
+      if (sub.leaving) continue;
+      subscriptions.push(sub.member ? { appId: sub.appId, channel: sub.channel, socketId: sub.socketId, member: sub.member } : { appId: sub.appId, channel: sub.channel, socketId: sub.socketId });
+    }
+    return { sockets, subscriptions };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const timer of this.holdTimers) clearTimeout(timer);
+    this.holdTimers.clear();
+    // Removes this node's session at once and reports its transitions (webhooks once).
+    await this.node.stop(true);
+  }
+}
+
+function attachKey(appId: string, channel: string, socketId: string): string {
+  return `${appId}\u0000${channel}\u0000${socketId}`;
+}
+
+function socketState(socket: ChannelSocket): { socketId: string } | null {
+  const data = socket.getUserData() as { state?: { socketId: string } | null } | undefined;
+  return data?.state ?? null;
+}
+

@@ -1,0 +1,30 @@
+/**
+ * Delivery of one frame to this process's sockets on a channel, through its uWS topic: the
+ * last step of every adapter's publish (the local adapter's only step; a cluster adapter's
+ * step for its own sockets and for frames other nodes relay).
+ */
+import type { TemplatedApp } from 'uWebSockets.js';
+import { appCounters } from '../../metrics/node-counters.js';
+import { topicFor } from '../ws/frames.js';
+import type { SocketRegistry } from '../ws/registry.js';
+
+/**
+ * Sends `frame` to every socket of this process on the channel except the one with
+ * `exceptSocketId` (when this process holds it), counting the frames sent.
+ */
+export function deliverToTopic(uws: TemplatedApp, registry: SocketRegistry, appId: string, channel: string, frame: string, exceptSocketId?: string): void {
+  const topic = topicFor(appId, channel);
+  if (exceptSocketId !== undefined) {
+    const except = registry.get(appId, exceptSocketId);
+    // A socket's own publish reaches everyone on the topic but that socket. Its return value
+    // cannot decide anything (false also when nobody else is subscribed), and a socket that is
+    // not on the topic cannot receive the plain publish anyway.
+    if (except?.ws && !except.closed && except.ws.isSubscribed(topic)) {
+      appCounters(appId).wsMessagesSent += uws.numSubscribers(topic) - 1;
+      except.ws.publish(topic, frame);
+      return;
+    }
+  }
+  appCounters(appId).wsMessagesSent += uws.numSubscribers(topic);
+  uws.publish(topic, frame);
+}
