@@ -30,6 +30,7 @@ import {
 import { runScenario } from './fanout/run-scenario.js';
 import { selectScenarios } from './fanout/scenario-args.js';
 import { startTarget, type RunningTarget } from './fanout/targets.js';
+import { LatencyHistogram } from './fanout/latency-histogram.js';
 import { CpuMeter, processCpuUs } from './proc-stats.js';
 
 const REPO_ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -62,6 +63,8 @@ interface ClusterScenario {
   description: string;
   sockets(sizes: Sizes): number;
   load(sizes: Sizes): { plan: ChannelPlan; shape: TriggerShape };
+  /** Deliveries `units` triggers (numbered from 0) owe each node's subscribers. */
+  expectedByNode(units: number, subscribersByNode: readonly number[]): number[];
 }
 
 /**
@@ -89,12 +92,15 @@ const SCENARIOS: ClusterScenario[] = [
     description: 'one public channel, 1,000 subscribers split over the nodes; C1 triggers to the first node',
     sockets: (s) => s.broadcastSmall,
     load: (s) => broadcastLoad(s.broadcastSmall, LATENCY_RATE),
+    expectedByNode: (units, subscribers) => subscribers.map((n) => units * n),
   },
   {
     name: 'unicast',
     description: '1,000 public channels × 1 subscriber, split over the nodes; C1 triggers round-robin to the first node',
     sockets: (s) => s.unicastChannels,
     load: (s) => unicastLoad(s.unicastChannels, LATENCY_RATE, interleavedOverNodes(s.unicastChannels)),
+    // Unit i goes to node i mod the nodes (interleavedOverNodes).
+    expectedByNode: (units, subscribers) => subscribers.map((_, j) => Math.floor(units / subscribers.length) + (j < units % subscribers.length ? 1 : 0)),
   },
 ];
 
@@ -151,7 +157,8 @@ async function startDeployment(kind: Deployment, scenario: string, redis: RedisS
   const nodes: RunningTarget[] = [];
   try {
     for (let i = 1; i <= CLUSTER_NODES; i++) {
-      nodes.push(await startTarget('herald', { extraConfig: { push: [], cluster }, cpuProfDir, profileLabel: `${scenario}-cluster-node${i}` }));
+      const extraConfig = { push: [], cluster: { ...cluster, nodeId: `bench-node${i}` } };
+      nodes.push(await startTarget('herald', { extraConfig, cpuProfDir, profileLabel: `${scenario}-cluster-node${i}` }));
     }
   } catch (err) {
     await Promise.all(nodes.map((n) => n.stop()));
@@ -167,14 +174,25 @@ function perNode(values: readonly number[], nodes: number): number[] {
   return sums;
 }
 
-/** Expected and missing deliveries of one phase on each node's subscribers (expected split as the subscribers are). */
-function lossByNode(prefix: string, phase: PhaseResult, nodes: number, subscribersByNode: readonly number[]): Metric[] {
+/** The latency histogram of each node's subscribers. */
+function histogramsByNode(phase: PhaseResult, nodes: number): LatencyHistogram[] {
+  const histograms = Array.from({ length: nodes }, () => new LatencyHistogram());
+  phase.stats.histogramByProcess.forEach((h, i) => histograms[i % nodes]!.merge(h));
+  return histograms;
+}
+
+/** Per node of the cluster: missing deliveries and latency of its subscribers in one phase. */
+function byNode(prefix: string, phase: PhaseResult, nodes: number, expectedByNode: readonly number[]): Metric[] {
   const received = perNode(phase.stats.receivedByProcess, nodes);
-  const total = subscribersByNode.reduce((a, b) => a + b, 0);
-  return subscribersByNode.map((subscribers, j) => {
-    const expected = total ? (phase.expected * subscribers) / total : 0;
-    const path = j === 0 ? 'trigger node' : 'via Redis';
-    return metric(`${prefix} loss on node ${j + 1}'s subscribers (${path})`, 'msgs', Math.round(expected - received[j]!), 'lower');
+  const histograms = histogramsByNode(phase, nodes);
+  return expectedByNode.flatMap((expected, j) => {
+    const who = `${prefix} node ${j + 1}${j === 0 ? ' (trigger node)' : ' (via Redis)'}`;
+    const latency = histograms[j]!.summary();
+    return [
+      metric(`${who} loss`, 'msgs', expected - received[j]!, 'lower'),
+      metric(`${who} latency p50`, 'ms', latency.p50, 'lower'),
+      metric(`${who} latency p99`, 'ms', latency.p99, 'lower'),
+    ];
   });
 }
 
@@ -183,13 +201,14 @@ async function measure(ctx: ScenarioContext, scenario: ClusterScenario, nodes: n
   const subscribed = await connectAndSubscribe(ctx, scenario.sockets(ctx.sizes), plan);
   const subscribersByNode = perNode(subscribed.doneByProcess, nodes);
   ctx.log(`  ${subscribed.done} subscribed (${subscribersByNode.map((n, j) => `node ${j + 1}: ${n}`).join(', ')})`);
-  const redisCpu = new CpuMeter(() => [processCpuUs(redisPid)]);
+  // CPU over the two measured phases together: redis-server and each node.
+  const cpu = new CpuMeter(() => [redisPid, ...(ctx.serverPids ?? [])].map(processCpuUs));
   const warm = await warmUp(ctx, shape);
   const latency = await fixedRatePhase({ ...ctx, sizes: { ...ctx.sizes, phaseMs: latencyPhaseMs } }, shape, LATENCY_RATE);
   ctx.log(`  ${LATENCY_RATE} triggers/s: p99 ${latency.stats.histogram.summary().p99.toFixed(2)} ms, loss ${latency.expected - latency.stats.received}`);
   const max = await maxPhase(ctx, shape);
   await ctx.pool.setProgress(false);
-  const redisPercent = redisCpu.percent()[0]!;
+  const [redisPercent, ...nodePercent] = cpu.percent();
   ctx.log(`  max: ${((max.unitsOk / max.sendMs) * 1000).toFixed(0)} triggers/s, ${((max.stats.received / max.totalMs) * 1000).toFixed(0)} delivered/s, loss ${max.expected - max.stats.received}`);
 
   const phases: PhaseResult[] = [latency, max];
@@ -199,13 +218,16 @@ async function measure(ctx: ScenarioContext, scenario: ClusterScenario, nodes: n
     metric('subscribed sockets', 'sockets', subscribed.done),
     ...phaseMetrics(`latency ${LATENCY_RATE}/s:`, shape, latency, false),
     ...phaseMetrics('max:', shape, max, true),
-    metric('cpu redis-server (latency + max phases)', '% core', redisPercent),
+    metric('cpu redis-server (latency + max phases)', '% core', redisPercent!),
+    ...(nodes > 1 ? nodePercent.map((p, j) => metric(`cpu node ${j + 1} (latency + max phases)`, '% core', p)) : []),
     metric('all phases: expected deliveries', 'msgs', expected),
     metric('all phases: loss', 'msgs', expected - received, 'lower'),
   ];
   if (nodes > 1) {
     // Where the loss is: each node's subscribers, in the two measured phases.
-    out.push(...lossByNode(`latency ${LATENCY_RATE}/s:`, latency, nodes, subscribersByNode), ...lossByNode('max:', max, nodes, subscribersByNode));
+    for (const [prefix, phase] of [[`latency ${LATENCY_RATE}/s:`, latency], ['max:', max]] as const) {
+      out.push(...byNode(prefix, phase, nodes, scenario.expectedByNode(phase.unitsOk, subscribersByNode)));
+    }
   }
   return out;
 }

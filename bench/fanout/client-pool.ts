@@ -6,7 +6,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { LatencyHistogram } from './latency-histogram.js';
+import { LatencyHistogram, type HistogramData } from './latency-histogram.js';
 import type {
   ChannelPlan, ClientMessage, ClientReply, ConnectResult, OrchestratorCommand, SigningApp, StatsResult, SubscribeResult,
 } from './client-messages.js';
@@ -35,6 +35,8 @@ export interface PoolStats {
   cpuUs: number[];
   /** Bench events received per process (process i connected to url i mod the URLs given). */
   receivedByProcess: number[];
+  /** Each process's latency histogram. */
+  histogramByProcess: HistogramData[];
 }
 
 class ClientProcess {
@@ -164,7 +166,7 @@ export class ClientPool {
       closedByServer += s.closedByServer;
       for (const [code, n] of Object.entries(s.closeCodes)) closeCodes[code] = (closeCodes[code] ?? 0) + n;
     }
-    return { received, other, closedByServer, closeCodes, histogram, cpuUs: all.map((s) => s.cpuUs), receivedByProcess: all.map((s) => s.received) };
+    return { received, other, closedByServer, closeCodes, histogram, cpuUs: all.map((s) => s.cpuUs), receivedByProcess: all.map((s) => s.received), histogramByProcess: all.map((s) => s.histogram) };
   }
 
   async closeSockets(): Promise<void> {
