@@ -30,8 +30,9 @@ import {
 import { runScenario } from './fanout/run-scenario.js';
 import { selectScenarios } from './fanout/scenario-args.js';
 import { startTarget, type RunningTarget } from './fanout/targets.js';
-import { LatencyHistogram } from './fanout/latency-histogram.js';
+import { LatencyHistogram, type LatencySummary } from './fanout/latency-histogram.js';
 import { CpuMeter, processCpuUs } from './proc-stats.js';
+import { measurePubSubHop } from './cluster/pubsub-hop.js';
 
 const REPO_ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 /** The rate of the latency phase, triggers/s (the issue's "p99 latency at 50 triggers/s"). */
@@ -134,6 +135,8 @@ interface ClusterRunRecord {
   options: Record<string, unknown>;
   machine: MachineInfo;
   loadAverageAtEnd?: string;
+  /** One Redis pub/sub hop at LATENCY_RATE msgs/s between two processes, before and after the scenarios. */
+  pubSubHop: LatencySummary[];
   scenarios: ClusterScenarioRecord[];
 }
 
@@ -196,19 +199,43 @@ function byNode(prefix: string, phase: PhaseResult, nodes: number, expectedByNod
   });
 }
 
-async function measure(ctx: ScenarioContext, scenario: ClusterScenario, nodes: number, redisPid: number): Promise<Metric[]> {
+/** The run's redis-server. */
+interface BenchRedis {
+  server: RedisServer;
+  pid: number;
+}
+
+/** Calls per command since the last CONFIG RESETSTAT, from INFO commandstats. */
+/** What this bench's own admin connections send (not counted against the nodes). */
+const ADMIN_COMMANDS = /^(config|info|hello|quit|client)/;
+
+async function redisCommandCalls(redis: BenchRedis): Promise<Map<string, number>> {
+  const admin = redis.server.client();
+  const text = await admin.info('commandstats').finally(() => admin.quit());
+  const calls = new Map<string, number>();
+  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(m[1]!, Number(m[2]));
+  return calls;
+}
+
+async function measure(ctx: ScenarioContext, scenario: ClusterScenario, nodes: number, redis: BenchRedis): Promise<Metric[]> {
   const { plan, shape } = scenario.load(ctx.sizes);
   const subscribed = await connectAndSubscribe(ctx, scenario.sockets(ctx.sizes), plan);
   const subscribersByNode = perNode(subscribed.doneByProcess, nodes);
   ctx.log(`  ${subscribed.done} subscribed (${subscribersByNode.map((n, j) => `node ${j + 1}: ${n}`).join(', ')})`);
   // CPU over the two measured phases together: redis-server and each node.
-  const cpu = new CpuMeter(() => [redisPid, ...(ctx.serverPids ?? [])].map(processCpuUs));
+  const cpu = new CpuMeter(() => [redis.pid, ...(ctx.serverPids ?? [])].map(processCpuUs));
   const warm = await warmUp(ctx, shape);
+  const admin = redis.server.client();
+  await admin.config('RESETSTAT').finally(() => admin.quit());
   const latency = await fixedRatePhase({ ...ctx, sizes: { ...ctx.sizes, phaseMs: latencyPhaseMs } }, shape, LATENCY_RATE);
   ctx.log(`  ${LATENCY_RATE} triggers/s: p99 ${latency.stats.histogram.summary().p99.toFixed(2)} ms, loss ${latency.expected - latency.stats.received}`);
   const max = await maxPhase(ctx, shape);
   await ctx.pool.setProgress(false);
   const [redisPercent, ...nodePercent] = cpu.percent();
+  const redisCalls = [...(await redisCommandCalls(redis))].filter(([command]) => !ADMIN_COMMANDS.test(command)).sort((a, b) => b[1] - a[1]);
+  const triggers = latency.unitsOk + max.unitsOk;
+  const callsPerTrigger = (n: number): number => (triggers ? n / triggers : 0);
+  if (nodes > 1) ctx.log(`  redis commands per trigger: ${redisCalls.map(([c, n]) => `${c} ${callsPerTrigger(n).toFixed(2)}`).join(', ') || 'none'}`);
   ctx.log(`  max: ${((max.unitsOk / max.sendMs) * 1000).toFixed(0)} triggers/s, ${((max.stats.received / max.totalMs) * 1000).toFixed(0)} delivered/s, loss ${max.expected - max.stats.received}`);
 
   const phases: PhaseResult[] = [latency, max];
@@ -219,6 +246,8 @@ async function measure(ctx: ScenarioContext, scenario: ClusterScenario, nodes: n
     ...phaseMetrics(`latency ${LATENCY_RATE}/s:`, shape, latency, false),
     ...phaseMetrics('max:', shape, max, true),
     metric('cpu redis-server (latency + max phases)', '% core', redisPercent!),
+    metric('redis commands per trigger (latency + max phases)', 'calls', callsPerTrigger(redisCalls.reduce((n, [, c]) => n + c, 0)), 'lower'),
+    ...redisCalls.slice(0, 4).map(([command, n]) => metric(`  redis ${command} per trigger`, 'calls', callsPerTrigger(n))),
     ...(nodes > 1 ? nodePercent.map((p, j) => metric(`cpu node ${j + 1} (latency + max phases)`, '% core', p)) : []),
     metric('all phases: expected deliveries', 'msgs', expected),
     metric('all phases: loss', 'msgs', expected - received, 'lower'),
@@ -232,10 +261,10 @@ async function measure(ctx: ScenarioContext, scenario: ClusterScenario, nodes: n
   return out;
 }
 
-function runOne(scenario: ClusterScenario, kind: Deployment, redis: RedisServer, redisPid: number): Promise<TargetOutcome> {
+function runOne(scenario: ClusterScenario, kind: Deployment, redis: BenchRedis): Promise<TargetOutcome> {
   return runScenario({
     label: `${scenario.name} on ${DEPLOYMENT_LABEL[kind]}`,
-    start: () => startDeployment(kind, scenario.name, redis),
+    start: () => startDeployment(kind, scenario.name, redis.server),
     measure: (servers, pool, trigger) => {
       const ctx: ScenarioContext = {
         target: servers[0]!,
@@ -247,11 +276,11 @@ function runOne(scenario: ClusterScenario, kind: Deployment, redis: RedisServer,
         httpConnections,
         log,
       };
-      return measure(ctx, scenario, servers.length, redisPid);
+      return measure(ctx, scenario, servers.length, redis);
     },
     // The next deployment starts on an empty Redis, whatever a node left behind.
     afterStop: async () => {
-      const admin = redis.client();
+      const admin = redis.server.client();
       await admin.flushall().finally(() => admin.quit());
     },
     clientProcesses,
@@ -339,19 +368,27 @@ async function main(): Promise<void> {
     quick,
     options: { clientProcesses, httpConnections, payloadBytes, sizes, latencyPhaseMs, latencyRate: LATENCY_RATE, nodes: CLUSTER_NODES, cpuProfDir },
     machine,
+    pubSubHop: [],
     scenarios: [],
+  };
+  const hop = async (when: string): Promise<void> => {
+    const summary = await measurePubSubHop(redis.url, LATENCY_RATE, latencyPhaseMs, payloadBytes);
+    run.pubSubHop.push(summary);
+    log(`bare Redis pub/sub hop ${when}, ${LATENCY_RATE} msgs/s: p50 ${summary.p50.toFixed(2)} ms, p99 ${summary.p99.toFixed(2)} ms, max ${summary.max.toFixed(2)} ms`);
   };
   mkdirSync(resultsDir, { recursive: true });
   const file = join(resultsDir, `cluster-${stamp}.json`);
   try {
+    await hop('before the scenarios');
     for (const scenario of selected) {
       const record: ClusterScenarioRecord = { name: scenario.name, description: scenario.description };
       run.scenarios.push(record);
-      record.single = await runOne(scenario, 'single', redis, redisPid);
-      record.cluster = await runOne(scenario, 'cluster', redis, redisPid);
+      record.single = await runOne(scenario, 'single', { server: redis, pid: redisPid });
+      record.cluster = await runOne(scenario, 'cluster', { server: redis, pid: redisPid });
       // Written after every scenario, so a run cut short keeps what it measured.
       writeFileSync(file, JSON.stringify(run, null, 2));
     }
+    await hop('after the scenarios');
   } finally {
     await redis.stop();
   }
@@ -359,6 +396,8 @@ async function main(): Promise<void> {
   writeFileSync(file, JSON.stringify(run, null, 2));
   log('');
   log(renderSummary(run));
+  log(`reference, one bare Redis pub/sub hop between two processes at ${LATENCY_RATE} msgs/s (the floor under a cross-node delivery on this box): ` +
+    run.pubSubHop.map((h) => `p50 ${format(h.p50)} / p99 ${format(h.p99)} ms`).join(' before, ') + ' after');
   log('');
   log(renderDetails(run));
   log('');
