@@ -5,9 +5,10 @@
  * endpoint), and hands each route module only the clients and config it uses. This thread
  * stays an I/O loop: storage, gateway calls and per-device work happen on the shards.
  */
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import type { us_listen_socket } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig, PushInstanceConfig } from './config/schema.js';
 import { loadUws, type UwsModule } from './http/uws-native.js';
 import { registerRoutes, type Route } from './http/router.js';
@@ -28,6 +29,7 @@ import type { ServerContext, ServerState } from './server-context.js';
 import type { HeraldShardApi } from './shard-api.js';
 import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
 import { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
+import type { TopicFanout } from './channels/adapter/topic-delivery.js';
 import { RedisChannelAdapter } from './channels/adapter/redis/redis-adapter.js';
 import { PushLeaseHeldError } from './channels/adapter/redis/push-lease.js';
 import { randomNodeId } from './channels/adapter/redis/node-session.js';
@@ -77,7 +79,6 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const { uws, source: uwsSource } = loadUws();
   // Certificate files are checked before any worker starts: a bad one is a start-up error.
   const main = new MainApp(uws, config.tls);
-  const app = main.app;
   const dataDir = resolve(config.dataDir);
   // Locked for the life of the process (released by the OS when it ends, however it ends).
   const identity = openDataDir(dataDir, config.shards);
@@ -100,7 +101,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const appsById = new Map(config.apps.map((a) => [a.id, a]));
   let adapter: ChannelAdapter;
   try {
-    adapter = await createChannelAdapter(config, app, shards, registry, () => ctx.config, appsById);
+    adapter = await createChannelAdapter(config, main, shards, registry, () => ctx.config, appsById);
     if (adapter instanceof RedisChannelAdapter) await leasePushInstances(adapter, config);
   } catch (err) {
     await shards.close(5000);
@@ -123,11 +124,18 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   };
   // The dashboard's subscription tap sits on the adapter, where subscriptions are recorded.
   tapSubscriptions(ctx.channels, debug);
-  const ws = registerWebSocket({ config, app, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
+  const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
   const token = config.admin.token;
   const admin =
-    token === null ? undefined : createAdminArea({ ctx, uws: app, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt });
-  const metrics = new HeraldMetrics({ core: ctx.core, webhooks: ctx.webhooks, load: shards, connections: () => ws.connectionCounts() });
+    token === null ? undefined : createAdminArea({ ctx, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt });
+  const cluster = adapter instanceof RedisChannelAdapter ? adapter : undefined;
+  const metrics = new HeraldMetrics({
+    core: ctx.core,
+    webhooks: ctx.webhooks,
+    load: shards,
+    connections: () => ws.connectionCounts(),
+    ...(cluster && { cluster: () => cluster.figures }),
+  });
 
   // With a separate metrics listener, /metrics is served there only (it need not be public).
   let metricsApp: ReturnType<UwsModule['App']> | undefined;
@@ -145,24 +153,23 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     ...(admin?.routes ?? []),
   ];
   const allRoutes = [...routes, ...notFoundRoutes()];
-  const closeAfterAnswer = main.secure ? () => main.closesConnections() : undefined;
-  registerRoutes(app, allRoutes, { draining: () => state.draining, closeAfterAnswer });
-  // TLS: the same routes again under each server name of the certificate (see http/tls.ts).
-  main.installRoutes(() => {
-    registerRoutes(app, allRoutes, { draining: () => state.draining, closeAfterAnswer });
-    admin?.registerStream(app);
-    app.ws('/*', ws.behavior);
-  });
+  // On the app, and on each app a TLS certificate reload makes (see http/tls.ts).
+  main.install((target) => {
+    registerRoutes(target, allRoutes, { draining: () => state.draining });
+    admin?.registerStream(target);
+  }, ws.behavior);
 
   let listenSocket: us_listen_socket;
   try {
-    listenSocket = await listen(app, config.host, config.port, config.reusePort);
+    // With TLS the port is opened shareable (checked free first): a reload opens its new app beside it.
+    listenSocket = await listen(main.app, config.host, config.port, config.reusePort, main.secure);
   } catch (err) {
     await adapter.close?.().catch(() => {});
     await shards.close(5000);
     throw err;
   }
   const port = uws.us_socket_local_port(listenSocket);
+  main.listening(config.host, port, listenSocket);
   let metricsSocket: us_listen_socket | undefined;
   if (metricsApp && config.metrics) {
     try {
@@ -182,7 +189,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     if (metricsSocket) uws.us_listen_socket_close(metricsSocket);
-    stopping ??= shutdown(uws, listenSocket, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter);
+    stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter);
     return stopping;
   };
 
@@ -237,7 +244,7 @@ export class ClusterStartError extends Error {
 /** The Redis adapter with a `cluster` block; otherwise the one `channelAdapter` names. */
 async function createChannelAdapter(
   config: Readonly<HeraldConfig>,
-  app: TemplatedApp,
+  topics: TopicFanout,
   shards: ShardPool<HeraldShardApi>,
   registry: SocketRegistry,
   running: () => Readonly<HeraldConfig>,
@@ -246,7 +253,7 @@ async function createChannelAdapter(
   if (config.cluster) {
     const nodeId = config.cluster.nodeId ?? randomNodeId(hostname());
     try {
-      const adapter = await RedisChannelAdapter.start({ uws: app, registry, shards, cluster: config.cluster, config: running, apps, nodeId });
+      const adapter = await RedisChannelAdapter.start({ topics, registry, shards, cluster: config.cluster, config: running, apps, nodeId });
       log.info('cluster: node joined', { nodeId, redis: redactUrl(config.cluster.redisUrl), keyPrefix: config.cluster.keyPrefix });
       return adapter;
     } catch (err) {
@@ -255,7 +262,7 @@ async function createChannelAdapter(
   }
   switch (config.channelAdapter) {
     case 'local':
-      return new LocalChannelAdapter(app, shards, registry);
+      return new LocalChannelAdapter(topics, shards, registry);
   }
 }
 
@@ -309,28 +316,41 @@ export class ListenError extends Error {
 
 /**
  * Listens on host:port; by default alone (a port in use fails), with `reusePort` shared with
- * other processes that also ask for it.
+ * other processes that also ask for it. `shareable` (TLS): opened with SO_REUSEPORT even without
+ * `reusePort`, so that a certificate reload can open a new listener beside it; the port is then
+ * first checked free with a listener that does not share (a port in use still fails).
  */
-function listen(app: ReturnType<UwsModule['App']>, host: string, port: number, reusePort: boolean): Promise<us_listen_socket> {
+async function listen(app: ReturnType<UwsModule['App']>, host: string, port: number, reusePort: boolean, shareable = false): Promise<us_listen_socket> {
+  const failure = (at: number): ListenError => {
+    const hint = reusePort
+      ? 'it is in use by a process that does not share it (or not permitted)'
+      : 'it is in use (another Herald or another program), or not permitted; ' +
+        'to run several Herald nodes of one cluster on one port, set "reusePort": true on each';
+    return new ListenError(`cannot listen on ${host}:${at}: ${hint}`);
+  };
+  let at = port;
+  if (shareable && !reusePort) {
+    // Also picks the port when 0 (an ephemeral port cannot be shared once bound).
+    at = await new Promise<number>((resolvePort, reject) => {
+      const probe = createNetServer();
+      probe.once('error', () => reject(failure(port)));
+      probe.listen({ host, port, exclusive: true }, () => {
+        const bound = (probe.address() as AddressInfo).port;
+        probe.close(() => resolvePort(bound));
+      });
+    });
+  }
   return new Promise((resolvePromise, reject) => {
-    const options = reusePort ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
-    (app.listen as unknown as ListenWithOptions).call(app, host, port, options, (socket) => {
-      if (socket) {
-        resolvePromise(socket);
-        return;
-      }
-      const hint = reusePort
-        ? 'it is in use by a process that does not share it (or not permitted)'
-        : 'it is in use (another Herald or another program), or not permitted; ' +
-          'to run several Herald nodes of one cluster on one port, set "reusePort": true on each';
-      reject(new ListenError(`cannot listen on ${host}:${port}: ${hint}`));
+    const options = reusePort || shareable ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
+    (app.listen as unknown as ListenWithOptions).call(app, host, at, options, (socket) => {
+      if (socket) resolvePromise(socket);
+      else reject(failure(at));
     });
   });
 }
 
 async function shutdown(
-  uws: UwsModule,
-  listenSocket: us_listen_socket,
+  main: MainApp,
   ws: WebSocketEndpoint,
   shards: ShardPool<HeraldShardApi>,
   state: ServerState,
@@ -342,7 +362,7 @@ async function shutdown(
   state.draining = true;
   state.ready = false;
   log.info('shutting down: no new connections');
-  uws.us_listen_socket_close(listenSocket);
+  main.closeListener();
   ws.closeAll(CLOSE_CODES.GENERIC_RECONNECT, 'Server shutting down');
   admin?.close();
   while (inFlight.count > 0 && Date.now() < deadline - 2000) {

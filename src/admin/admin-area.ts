@@ -7,24 +7,24 @@ import type { Route } from '../http/router.js';
 import { AdminAuth } from './auth.js';
 import { adminRoutes, type AdminDeps } from './routes.js';
 import { dashboardRoutes } from './static.js';
-import { registerAdminStream } from './stream.js';
+import { adminStreams } from './stream.js';
 
 export interface AdminArea {
   routes: Route[];
-  /** Registers the live stream's route on the app again (under each TLS server name). */
+  /** Registers the live stream's route on an app (the main one, and each one a TLS reload makes). */
   registerStream(app: TemplatedApp): void;
   /** Ends the open live streams (shutdown). */
   close(): void;
 }
 
 /**
- * Built by the composition root (server.ts), which hands it the uWS app for the live stream
- * (a streamed response the route table does not serve) and the debug hub it built.
+ * Built by the composition root (server.ts), which hands it the debug hub it built and
+ * registers the live stream (a streamed response the route table does not serve) on its app.
  */
-export function createAdminArea(deps: Omit<AdminDeps, 'auth'> & { token: string; uws: TemplatedApp }): AdminArea {
-  const { token, uws, ...rest } = deps;
+export function createAdminArea(deps: Omit<AdminDeps, 'auth'> & { token: string }): AdminArea {
+  const { token, ...rest } = deps;
   const full: AdminDeps = { ...rest, auth: new AdminAuth(token) };
-  const streams = registerAdminStream(uws, full);
+  const streams = adminStreams(full);
   return {
     routes: [...adminRoutes(full), ...dashboardRoutes()],
     registerStream: (app) => streams.register(app),

@@ -21,15 +21,12 @@ export const STATS_INTERVAL_MS = 1000;
 
 /** Open streams, so that shutdown can end them. */
 export interface StreamRegistry {
-  /**
-   * Registers the stream route again on `app` as it stands (with TLS, under the server name the
-   * app's `domain()` selected: http/tls.ts installs every route once per name).
-   */
+  /** Registers the stream route on `app` (the main app, and each app a TLS reload makes: http/tls.ts). */
   register(app: TemplatedApp): void;
   closeAll(): void;
 }
 
-export function registerAdminStream(app: TemplatedApp, deps: AdminDeps): StreamRegistry {
+export function adminStreams(deps: AdminDeps): StreamRegistry {
   const open = new Set<() => void>();
   const register = (target: TemplatedApp): void => {
     target.get('/admin/v1/stream', (res: HttpResponse, req: HttpRequest) => {
@@ -45,7 +42,6 @@ export function registerAdminStream(app: TemplatedApp, deps: AdminDeps): StreamR
     }
   });
   };
-  register(app);
   return {
     register,
     closeAll: () => {

@@ -23,8 +23,6 @@ export interface Route {
 export interface RegisterOptions {
   /** True once shutdown has begun. */
   draining?: () => boolean;
-  /** True when every answer must close its connection (TLS certificate swap pending, http/tls.ts). */
-  closeAfterAnswer?: () => boolean;
 }
 
 export function paramNames(pattern: string): string[] {
@@ -41,7 +39,7 @@ export function registerRoutes(app: TemplatedApp, routes: readonly Route[], opts
             return route.handler(rc);
           }
         : route.handler;
-    app[route.method](route.pattern, guarded(uwsHandler(paramNames(route.pattern), handler, route.options, answerObserver(route.pattern), opts.closeAfterAnswer)));
+    app[route.method](route.pattern, guarded(uwsHandler(paramNames(route.pattern), handler, route.options, answerObserver(route.pattern))));
   }
 }
 

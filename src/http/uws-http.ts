@@ -90,8 +90,6 @@ interface CompiledRoute {
   readonly headerNames: readonly string[] | undefined;
   readonly extraHeaders: readonly (readonly [string, string])[];
   readonly observe: AnswerObserver | undefined;
-  /** True when answers must close their connection (a TLS certificate swap is pending, http/tls.ts). */
-  readonly closeAfterAnswer: (() => boolean) | undefined;
 }
 
 /** Told of every answer (metrics, 4xx debug logs): the request, its status, its arrival (performance.now()). */
@@ -243,7 +241,6 @@ class Exchange implements RequestContext {
     const res = this.res;
     const extra = this.route.extraHeaders;
     const paused = this.paused;
-    const close = closeConnection || (this.route.closeAfterAnswer !== undefined && this.route.closeAfterAnswer());
     res.cork(() => {
       // Before end: the response may not be touched once it is answered.
       if (paused) res.resume();
@@ -253,14 +250,14 @@ class Exchange implements RequestContext {
       if (body !== '' && (headers === undefined || !('content-type' in headers))) res.writeHeader('content-type', 'application/json');
       if (headers !== undefined) for (const k in headers) res.writeHeader(k, headers[k]!);
       for (let i = 0; i < extra.length; i++) res.writeHeader(extra[i]![0], extra[i]![1]);
-      res.end(body, close);
+      res.end(body, closeConnection);
     });
     if (this.route.observe !== undefined) this.route.observe(this, reply, this.startMs);
   }
 }
 
 /** Builds the uWS handler for one route: capture, read body within the limit, run, answer. */
-export function uwsHandler(paramNames: readonly string[], handler: Handler, opts: RouteOptions, observe?: AnswerObserver, closeAfterAnswer?: () => boolean) {
+export function uwsHandler(paramNames: readonly string[], handler: Handler, opts: RouteOptions, observe?: AnswerObserver) {
   const route: CompiledRoute = {
     paramNames,
     handler,
@@ -268,7 +265,6 @@ export function uwsHandler(paramNames: readonly string[], handler: Handler, opts
     headerNames: opts.headers?.map((h) => h.toLowerCase()),
     extraHeaders: Object.entries(opts.extraHeaders ?? {}),
     observe,
-    closeAfterAnswer,
   };
   const readsBody = opts.bodyLimit > 0;
   const contentLengthCopied = route.headerNames === undefined || route.headerNames.includes('content-length');

@@ -29,6 +29,18 @@ export interface MetricsSources {
   load: ShardLoad;
   /** Open WebSocket connections per app id. */
   connections(): ReadonlyMap<string, number>;
+  /** Cluster mode only: this node's view of the cluster, read at scrape time. */
+  cluster?: () => ClusterFigures;
+}
+
+/** What a cluster node reports about itself (the Redis adapter). */
+export interface ClusterFigures {
+  /** Connected to Redis and registered: triggers and channel reads are served. */
+  readonly available: boolean;
+  /** Frames that could not be relayed to the other nodes (Redis unavailable). */
+  readonly relayFailures: number;
+  /** Channels this node receives from the other nodes (it has subscribers on them). */
+  readonly watchedChannels: number;
 }
 
 /** What one scrape asked of the shards; null when a shard did not answer in time. */
@@ -152,6 +164,34 @@ export class HeraldMetrics {
         this.inc(sources.load.restarts);
       },
     });
+    const cluster = sources.cluster;
+    if (cluster) {
+      new Gauge({
+        name: 'herald_cluster_available',
+        help: '1 while this node reaches Redis and is registered in its cluster, 0 during an outage (HTTP API answers 503)',
+        registers: [registry],
+        collect() {
+          this.set(cluster().available ? 1 : 0);
+        },
+      });
+      new Counter({
+        name: 'herald_cluster_relay_failures_total',
+        help: 'Frames that could not be relayed to the other nodes because Redis was unavailable',
+        registers: [registry],
+        collect() {
+          this.reset();
+          this.inc(cluster().relayFailures);
+        },
+      });
+      new Gauge({
+        name: 'herald_cluster_watched_channels',
+        help: 'Channels this node receives from the other nodes over Redis pub/sub (it has subscribers on them)',
+        registers: [registry],
+        collect() {
+          this.set(cluster().watchedChannels);
+        },
+      });
+    }
   }
 
   /** The exposition text. */

@@ -14,7 +14,9 @@ import { SocketRegistry, type SocketState, type SocketUserData } from '../../src
 import type { AppConfig, HeraldConfig } from '../../src/config/schema.js';
 import type { ChannelAdapter } from '../../src/channels/adapter/channel-adapter.js';
 import { parseConfig } from '../../src/config/load.js';
+import { MainApp } from '../../src/http/tls.js';
 import { loadUws } from '../../src/http/uws-native.js';
+import type { TopicFanout } from '../../src/channels/adapter/topic-delivery.js';
 import type { HeraldShardApi } from '../../src/shard-api.js';
 import { openDataDir } from '../../src/shards/data-dir.js';
 import { ShardPool } from '../../src/shards/pool.js';
@@ -49,12 +51,14 @@ export interface LocalPoolOptions {
 
 /** Starts a local adapter for HARNESS_APP; `appOverrides` overrides fields of its config. */
 export async function startLocalAdapter(appOverrides: Partial<AppConfig> = {}, pool: LocalPoolOptions = {}): Promise<LocalHarness> {
-  return startAdapterHarness(async ({ app, shards, registry }) => new LocalChannelAdapter(app, shards, registry), appOverrides, pool);
+  return startAdapterHarness(async ({ topics, shards, registry }) => new LocalChannelAdapter(topics, shards, registry), appOverrides, pool);
 }
 
 /** What an adapter is built from in a harness. */
 export interface HarnessParts {
   app: TemplatedApp;
+  /** Frames go through it, as through the server's main app (plain, as without TLS). */
+  topics: TopicFanout;
   shards: ShardPool<HeraldShardApi>;
   registry: SocketRegistry;
   config: HeraldConfig;
@@ -89,9 +93,10 @@ export async function startAdapterHarness<A extends ChannelAdapter>(
     ...(pool.maxQueuePerShard !== undefined ? { maxQueuePerShard: pool.maxQueuePerShard } : {}),
   });
   const { uws } = loadUws();
-  const app = uws.App();
+  const main = new MainApp(uws, null);
+  const app = main.app;
   const registry = new SocketRegistry();
-  const adapter = await build({ app, shards, registry, config });
+  const adapter = await build({ app, topics: main, shards, registry, config });
   const opened = new Map<string, (ws: UwsSocket<HarnessData>) => void>();
   const appConfig = config.apps[0]!;
 

@@ -6,7 +6,6 @@
  * A scale-out adapter would replace the topic publish with a pub/sub fan-out and the shard
  * state with a shared store, behind the same interface.
  */
-import type { TemplatedApp } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
 import type { ShardRequester } from '../../shards/requester.js';
@@ -30,34 +29,22 @@ import type {
 import { memberRemoved, subscriptionCount, type PresenceSnapshot, topicFor, watchTopicFor, watchlistEvents } from '../ws/frames.js';
 import type { ReconcileRemoval, ReconciledSubscription } from '../messages.js';
 import { MembershipBatches } from './membership-batches.js';
-import { deliverToTopic } from './topic-delivery.js';
+import { deliverToTopic, type TopicFanout } from './topic-delivery.js';
+import { CacheJoinWatch } from './cache-join-watch.js';
 import { endWithError, type SocketRegistry } from '../ws/registry.js';
 
 /** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
 const RESTORE_BATCH = 1000;
 
-/**
- * A cache channel with joins in flight: how many, and the cache events stored on it so far
- * (a count, and the latest). A join compares the count at its start with the count when it
- * is delivered (see subscribe).
- */
-interface CacheWatch {
-  joins: number;
-  stored: number;
-  latest: CachedEvent | null;
-}
-
 export class LocalChannelAdapter implements ChannelAdapter {
   private readonly heldListeners: ((lost: LostChannels) => HeldSubscription[])[] = [];
-  /** Cache channels with a join in flight, by `appId\0channel`; empty almost always. */
-  private readonly cacheWatches = new Map<string, CacheWatch>();
-  /** Per answered cache-channel join: the event to replay when its socket is attached (see subscribe). */
-  private readonly cachedOnAttach = new WeakMap<SubscribeResult, () => CachedEvent | null>();
+  /** Cache events stored while a join of their channel is in flight (cache-join-watch.ts). */
+  private readonly cacheJoins = new CacheJoinWatch();
   /** Joins and leaves, batched per shard; leaves never dropped; reconcile (membership-batches.ts). */
   private readonly memberships: MembershipBatches;
 
   constructor(
-    private readonly uws: TemplatedApp,
+    private readonly topics: TopicFanout,
     private readonly shards: ShardRequester<ChannelShardApi>,
     private readonly registry: SocketRegistry,
   ) {
@@ -134,13 +121,12 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): void {
-    deliverToTopic(this.uws, this.registry, appId, channel, frame, exceptSocketId);
+    deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
   }
 
   attach(socket: ChannelSocket, appId: string, channel: string, joined?: SubscribeResult): CachedEvent | null | undefined {
     socket.subscribe(topicFor(appId, channel));
-    if (joined?.cached === undefined) return undefined;
-    return (this.cachedOnAttach.get(joined) ?? (() => joined.cached ?? null))();
+    return this.cacheJoins.replay(joined);
   }
 
   detach(socket: ChannelSocket, appId: string, channel: string): void {
@@ -148,7 +134,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   userPresence(appId: string, userId: string, online: boolean): void {
-    this.uws.publish(watchTopicFor(appId, userId), watchlistEvents([{ name: online ? 'online' : 'offline', user_ids: [userId] }]));
+    this.topics.publish(watchTopicFor(appId, userId), watchlistEvents([{ name: online ? 'online' : 'offline', user_ids: [userId] }]));
   }
 
   watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[] {
@@ -161,13 +147,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   storeCachedEvent(appId: string, channel: string, event: string, data: string): void {
-    if (this.cacheWatches.size > 0) {
-      const watch = this.cacheWatches.get(cacheWatchKey(appId, channel));
-      if (watch) {
-        watch.stored++;
-        watch.latest = { event, data };
-      }
-    }
+    this.cacheJoins.stored(appId, channel, event, data);
     this.shards.send(this.shardOf(appId, channel), { type: 'channels.storeCache', appId, channel, event, data });
   }
 
@@ -175,55 +155,29 @@ export class LocalChannelAdapter implements ChannelAdapter {
     this.shards.send(this.shardOf(e.appId, e.channel), { type: 'channels.clientEvent', ...e });
   }
 
-  /**
-   * Cache channels: the shard reads its cache when it handles the join, but the socket joins
-   * the channel's topic only when the answer is back. An event published in between reaches
-   * neither the socket (not on the topic yet) nor the shard's answer (stored after the read:
-   * a shard handles requests in the order they were sent). So while a join is in flight the
-   * cache events of its channel are counted here, and `cached()` answers the latest of them
-   * when there was one, the shard's entry otherwise. The watch lasts until the end of the
-   * event-loop turn the answer arrived in (setImmediate), which is when the caller attaches.
-   */
   subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
   subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
-  async subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
+  subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
+    // Cache channels: what is stored while the join is in flight wins over its read (cache-join-watch.ts).
+    if (channelType(req.channel).cache) return this.cacheJoins.around(req.appId, req.channel, () => this.join(req, wanted));
+    return this.join(req, wanted);
+  }
+
+  private async join(req: SubscribeRequest, wanted: (() => boolean) | undefined): Promise<SubscribeResult | null> {
     const message = { appId: req.appId, channel: req.channel, socketId: req.socketId };
-    const watchKey = channelType(req.channel).cache ? cacheWatchKey(req.appId, req.channel) : undefined;
-    let watch: CacheWatch | undefined;
-    let storedBefore = 0;
-    if (watchKey !== undefined) {
-      watch = this.cacheWatches.get(watchKey);
-      if (!watch) this.cacheWatches.set(watchKey, (watch = { joins: 0, stored: 0, latest: null }));
-      watch.joins++;
-      storedBefore = watch.stored;
+    const res = await this.memberships.join(
+      this.shardOf(req.appId, req.channel),
+      req.member ? { ...message, member: { userId: req.member.userId, userInfo: req.member.userInfo ?? null } } : message,
+      wanted,
+    );
+    if (res === null) return null;
+    const out: SubscribeResult = { subscriptionCount: res.subscriptionCount, occupied: res.occupied };
+    if (res.presence !== undefined) {
+      withPresenceJson(out, res.presence);
+      out.memberAdded = res.memberAdded ?? false;
     }
-    try {
-      const res = await this.memberships.join(
-        this.shardOf(req.appId, req.channel),
-        req.member ? { ...message, member: { userId: req.member.userId, userInfo: req.member.userInfo ?? null } } : message,
-        wanted,
-      );
-      if (res === null) return null;
-      const out: SubscribeResult = { subscriptionCount: res.subscriptionCount, occupied: res.occupied };
-      if (res.presence !== undefined) {
-        withPresenceJson(out, res.presence);
-        out.memberAdded = res.memberAdded ?? false;
-      }
-      if (res.cached !== undefined) {
-        const fromShard = res.cached;
-        const seen = watch;
-        out.cached = fromShard;
-        this.cachedOnAttach.set(out, () => (seen && seen.stored > storedBefore ? seen.latest : fromShard));
-      }
-      return out;
-    } finally {
-      if (watch && watchKey !== undefined) {
-        const done = watch;
-        setImmediate(() => {
-          if (--done.joins === 0 && this.cacheWatches.get(watchKey) === done) this.cacheWatches.delete(watchKey);
-        });
-      }
-    }
+    if (res.cached !== undefined) out.cached = res.cached;
+    return out;
   }
 
   async unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
@@ -272,10 +226,6 @@ export class LocalChannelAdapter implements ChannelAdapter {
     }
     return closed;
   }
-}
-
-function cacheWatchKey(appId: string, channel: string): string {
-  return `${appId}\u0000${channel}`;
 }
 
 /**

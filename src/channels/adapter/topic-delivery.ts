@@ -3,16 +3,29 @@
  * last step of every adapter's publish (the local adapter's only step; a cluster adapter's
  * step for its own sockets and for frames other nodes relay).
  */
-import type { TemplatedApp } from 'uWebSockets.js';
+import type { RecognizedString, WebSocket } from 'uWebSockets.js';
 import { appCounters } from '../../metrics/node-counters.js';
 import { topicFor } from '../ws/frames.js';
 import type { SocketRegistry } from '../ws/registry.js';
 
 /**
+ * Where frames go: the uWS topics of every app of this process whose WebSocket connections may
+ * be subscribed. One app, unless a TLS reload handed the port to a new app while the old one
+ * still has connections (MainApp in http/tls.ts implements it).
+ */
+export interface TopicFanout {
+  publish(topic: RecognizedString, message: RecognizedString): void;
+  /** Subscribers of the topic, over every app. */
+  numSubscribers(topic: RecognizedString): number;
+  /** Publishes from `ws` (subscribed to the topic): every subscriber but `ws` gets it. */
+  publishFrom(ws: WebSocket<unknown>, topic: RecognizedString, message: RecognizedString): void;
+}
+
+/**
  * Sends `frame` to every socket of this process on the channel except the one with
  * `exceptSocketId` (when this process holds it), counting the frames sent.
  */
-export function deliverToTopic(uws: TemplatedApp, registry: SocketRegistry, appId: string, channel: string, frame: string, exceptSocketId?: string): void {
+export function deliverToTopic(topics: TopicFanout, registry: SocketRegistry, appId: string, channel: string, frame: string, exceptSocketId?: string): void {
   const topic = topicFor(appId, channel);
   if (exceptSocketId !== undefined) {
     const except = registry.get(appId, exceptSocketId);
@@ -20,11 +33,11 @@ export function deliverToTopic(uws: TemplatedApp, registry: SocketRegistry, appI
     // cannot decide anything (false also when nobody else is subscribed), and a socket that is
     // not on the topic cannot receive the plain publish anyway.
     if (except?.ws && !except.closed && except.ws.isSubscribed(topic)) {
-      appCounters(appId).wsMessagesSent += uws.numSubscribers(topic) - 1;
-      except.ws.publish(topic, frame);
+      appCounters(appId).wsMessagesSent += topics.numSubscribers(topic) - 1;
+      topics.publishFrom(except.ws, topic, frame);
       return;
     }
   }
-  appCounters(appId).wsMessagesSent += uws.numSubscribers(topic);
-  uws.publish(topic, frame);
+  appCounters(appId).wsMessagesSent += topics.numSubscribers(topic);
+  topics.publish(topic, frame);
 }

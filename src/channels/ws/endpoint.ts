@@ -6,7 +6,6 @@
  */
 import { randomInt } from 'node:crypto';
 import type { HttpRequest, HttpResponse, WebSocket, WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';
-import type { TemplatedApp } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig } from '../../config/schema.js';
 import type { ServerState } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
@@ -24,7 +23,6 @@ import type { DebugTap } from '../../admin/tap.js';
 /** What the endpoint is built from (server.ts): the registry is shared with the local adapter. */
 export interface WebSocketDeps {
   readonly config: Readonly<HeraldConfig>;
-  readonly app: TemplatedApp;
   readonly state: ServerState;
   readonly appsByKey: ReadonlyMap<string, AppConfig>;
   readonly registry: SocketRegistry;
@@ -34,7 +32,7 @@ export interface WebSocketDeps {
 }
 
 export interface WebSocketEndpoint {
-  /** The `/*` WebSocket behaviour, for registering it again under a TLS server name. */
+  /** The `/*` WebSocket behaviour: server.ts registers it on the main app (and each app a TLS reload makes). */
   behavior: WebSocketBehavior<SocketUserData>;
   /** Closes every connection with the code (4200 on shutdown). */
   closeAll(code: number, reason: string): void;
@@ -176,7 +174,6 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       leave(state, code);
     },
   };
-  ctx.app.ws<SocketUserData>('/*', behavior);
 
   /**
    * The connection leaves the registry and every channel. Each step on its own: whatever fails,

@@ -1,7 +1,7 @@
 /**
  * Assembles one node's cluster parts from the `cluster` config: the two Redis connections, the
  * session, shared channel state, liveness (heartbeat, reaper, re-registration) and the delivery
- * bus. The RedisChannelAdapter (next step, docs/scaling.md) is built on this; tests use it to
+ * bus. The RedisChannelAdapter (redis-adapter.ts) is built on this; tests use it to
  * run several simulated nodes on one Redis.
  */
 import type { ClusterConfig } from '../../../config/schema.js';

@@ -12,7 +12,6 @@
  * user's first connection anywhere signs in and `offline` when the last one leaves, a reaped
  * node's users included. Watchlist events travel on a hidden per-app channel (`#watch`).
  */
-import type { TemplatedApp } from 'uWebSockets.js';
 import type { AppConfig, ClusterConfig, HeraldConfig } from '../../../config/schema.js';
 import { CLOSE_CODES, HeraldError } from '../../../errors.js';
 import { log, RateLimitedLog } from '../../../log.js';
@@ -39,7 +38,9 @@ import type {
   SubscribeResult,
   UnsubscribeResult,
 } from '../channel-adapter.js';
-import { deliverToTopic } from '../topic-delivery.js';
+import type { ClusterFigures } from '../../../metrics/prometheus.js';
+import { deliverToTopic, type TopicFanout } from '../topic-delivery.js';
+import { CacheJoinWatch } from '../cache-join-watch.js';
 import type { ChannelTransition, HeldState } from './channel-state.js';
 import { ClusterNode } from './cluster-node.js';
 import { RedisUnavailableError } from './connection.js';
@@ -74,7 +75,8 @@ const LEAVE_RETRY_MAX_MS = 2_000;
 const busLog = new RateLimitedLog('warn', 10_000);
 
 export interface RedisAdapterDeps {
-  uws: TemplatedApp;
+  /** The uWS topics frames go to (the main app's, http/tls.ts). */
+  topics: TopicFanout;
   registry: SocketRegistry;
   shards: ShardRequester<ChannelShardApi & WebhookShardApi>;
   cluster: ClusterConfig;
@@ -90,7 +92,7 @@ type Shards = ShardRequester<ChannelShardApi & WebhookShardApi>;
 export class RedisChannelAdapter implements ChannelAdapter {
   readonly node: ClusterNode;
   readonly messageQuota: MessageCharger;
-  private readonly uws: TemplatedApp;
+  private readonly topics: TopicFanout;
   private readonly registry: SocketRegistry;
   private readonly shards: Shards;
   private heldProvider: ((lost: LostChannels) => HeldSubscription[]) | undefined;
@@ -100,12 +102,15 @@ export class RedisChannelAdapter implements ChannelAdapter {
   private readonly userChannels = new Map<string, string>();
   /** Apps whose watchlist events this node listens to. */
   private readonly watchingApps = new Set<string>();
+  /** Cache events stored here while a join of their channel is in flight (cache-join-watch.ts). */
+  private readonly cacheJoins = new CacheJoinWatch();
   /** Debounced webhooks waiting for their hold to be released. */
   private readonly holdTimers = new Set<NodeJS.Timeout>();
   private closed = false;
+  private relayFailures = 0;
 
   private constructor(private readonly deps: RedisAdapterDeps) {
-    this.uws = deps.uws;
+    this.topics = deps.topics;
     this.registry = deps.registry;
     this.shards = deps.shards;
     this.node = new ClusterNode(deps.cluster, {
@@ -146,7 +151,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
   // --- delivery -------------------------------------------------------------------------
 
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): void {
-    deliverToTopic(this.uws, this.registry, appId, channel, frame, exceptSocketId);
+    deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
     this.node.bus.publish(appId, busName(channel), frame, exceptSocketId).catch((err: unknown) => this.busFailed(err));
   }
 
@@ -158,10 +163,11 @@ export class RedisChannelAdapter implements ChannelAdapter {
       this.watchlistLocally(appId, userId, online);
       return;
     }
-    deliverToTopic(this.uws, this.registry, appId, channel, frame, exceptSocketId);
+    deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
   }
 
   private busFailed(err: unknown): void {
+    this.relayFailures++;
     busLog.write('publish', 'cluster: a frame could not be relayed to the other nodes (Redis unavailable)', { error: String(err) });
   }
 
@@ -176,7 +182,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
       }
       if (serverToUserId(channel) !== null) this.userChannels.set(`${appId}\u0000${state.socketId}`, channel);
     }
-    return joined?.cached;
+    return this.cacheJoins.replay(joined);
   }
 
   detach(socket: ChannelSocket, appId: string, channel: string): void {
@@ -236,7 +242,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
   }
 
   private watchlistLocally(appId: string, userId: string, online: boolean): void {
-    this.uws.publish(watchTopicFor(appId, userId), watchlistEvents([{ name: online ? 'online' : 'offline', user_ids: [userId] }]));
+    this.topics.publish(watchTopicFor(appId, userId), watchlistEvents([{ name: online ? 'online' : 'offline', user_ids: [userId] }]));
   }
 
   watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): Promise<string[]> {
@@ -276,6 +282,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
   storeCachedEvent(appId: string, channel: string, event: string, data: string): void {
     const app = this.deps.apps.get(appId);
     if (!app) return;
+    this.cacheJoins.stored(appId, channel, event, data);
     this.node.state.storeCachedEvent(appId, channel, event, data, app.cacheTtlSeconds).catch((err: unknown) => this.busFailed(err));
   }
 
@@ -285,8 +292,14 @@ export class RedisChannelAdapter implements ChannelAdapter {
 
   subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
   subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
-  async subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
-    if (wanted && !wanted()) return null;
+  subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
+    if (wanted && !wanted()) return Promise.resolve(null);
+    // Cache channels: what this node stores while the join is in flight wins over its read.
+    if (channelType(req.channel).cache) return this.cacheJoins.around(req.appId, req.channel, () => this.join(req));
+    return this.join(req);
+  }
+
+  private async join(req: SubscribeRequest): Promise<SubscribeResult> {
     const { appId, channel, socketId, member } = req;
     const app = this.deps.apps.get(appId);
     if (!app) throw new HeraldError('APP_NOT_FOUND', `Unknown app id ${appId}`);
@@ -447,6 +460,11 @@ export class RedisChannelAdapter implements ChannelAdapter {
       if (err instanceof RedisUnavailableError) throw new HeraldError('CLUSTER_UNAVAILABLE');
       throw err;
     }
+  }
+
+  /** This node's cluster figures for /metrics. */
+  get figures(): ClusterFigures {
+    return { available: this.node.liveness.available, relayFailures: this.relayFailures, watchedChannels: this.node.bus.watchedCount() };
   }
 
   onStateLost(held: (lost: LostChannels) => HeldSubscription[]): void {

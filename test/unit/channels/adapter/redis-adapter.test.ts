@@ -16,9 +16,9 @@ afterAll(async () => {
 });
 
 channelAdapterContract('redis (shared state + pub/sub)', () =>
-  startAdapterHarness(async ({ app, shards, registry, config }) => {
+  startAdapterHarness(async ({ topics, shards, registry, config }) => {
     const cluster = parseConfig({ cluster: { redisUrl: redis!.url, keyPrefix: `contract${++run}:`, nodeTimeoutMs: 5_000 } }).cluster!;
     const apps = new Map(config.apps.map((a) => [a.id, a]));
-    return RedisChannelAdapter.start({ uws: app, registry, shards, cluster, config: () => config, apps, nodeId: `contract-${run}` });
+    return RedisChannelAdapter.start({ topics, registry, shards, cluster, config: () => config, apps, nodeId: `contract-${run}` });
   }, { cacheTtlSeconds: 600 }),
 );
