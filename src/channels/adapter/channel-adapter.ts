@@ -161,6 +161,12 @@ export interface ChannelAdapter {
    * (a cluster node cut off from Redis). Adapters that cannot be cut off leave it out.
    */
   checkAvailable?(): void;
+  /**
+   * Cluster adapters, whose publish hands frames to other nodes asynchronously: resolves once
+   * every frame published so far has been taken by the other nodes' relay, rejects with
+   * CLUSTER_UNAVAILABLE when the latest could not be. The HTTP API answers a trigger after it.
+   */
+  relayed?(): Promise<void>;
   /** Adapters that count the message quota across nodes: the counter to charge (see http-api/quota.ts). */
   readonly messageQuota?: MessageCharger;
   /** Graceful stop, after the sockets were closed and before the shards stop (cluster: deregister). */

@@ -144,8 +144,9 @@ export function triggerEvent(adapter: ChannelAdapter, quota: MessageCharger, req
   return afterCharge(quota.charge(app, messageCost(event.channels.length, event.info.size > 0)), () => {
     publishEvent(adapter, app.id, event);
     debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
-    if (event.info.size === 0) return emptyOk();
-    return Promise.all(event.channels.map((c) => triggerInfo(adapter, app, c, event.info))).then((attributes) => {
+    const relayed = adapter.relayed?.();
+    if (event.info.size === 0) return relayed ? relayed.then(emptyOk) : emptyOk();
+    return Promise.all([relayed, ...event.channels.map((c) => triggerInfo(adapter, app, c, event.info))]).then(([, ...attributes]) => {
       const out: Record<string, Record<string, number>> = {};
       event.channels.forEach((c, i) => {
         out[c] = attributes[i]!;
@@ -193,7 +194,8 @@ export function triggerBatch(adapter: ChannelAdapter, quota: MessageCharger, req
       publishEvent(adapter, app.id, event);
       debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
     }
-    if (!withInfo) return emptyOk();
+    const relayed = adapter.relayed?.();
+    if (!withInfo) return relayed ? relayed.then(emptyOk) : emptyOk();
     // Events asking the same thing of the same channel share one lookup.
     const lookups = new Map<string, Promise<Record<string, number>>>();
     const answers = events.map((e) => {
@@ -207,6 +209,6 @@ export function triggerBatch(adapter: ChannelAdapter, quota: MessageCharger, req
       }
       return lookup;
     });
-    return Promise.all(answers).then((attributes) => ({ status: 200, body: { batch: attributes } }));
+    return Promise.all([relayed, ...answers]).then(([, ...attributes]) => ({ status: 200, body: { batch: attributes } }));
   });
 }

@@ -61,7 +61,8 @@ export interface ClusterLeaveOutcome {
 export type ChannelTransition =
   | { type: 'channel_occupied'; appId: string; channel: string }
   | { type: 'channel_vacated'; appId: string; channel: string }
-  | { type: 'member_added'; appId: string; channel: string; userId: string }
+  /** `userInfo`: the member's user_info, when the node that reports it holds the member (a registration). */
+  | { type: 'member_added'; appId: string; channel: string; userId: string; userInfo?: unknown }
   | { type: 'member_removed'; appId: string; channel: string; userId: string }
   | { type: 'subscription_count'; appId: string; channel: string; subscriptionCount: number };
 
@@ -308,7 +309,7 @@ export class RedisChannelState {
         if (status === -2) throw new RedisUnavailableError('node session gone during registration');
         if (status !== 1) return;
         if (occupied === 1 && resumedChannel !== 1) transitions.push({ type: 'channel_occupied', appId, channel });
-        if (added === 1 && member && resumedMember !== 1) transitions.push({ type: 'member_added', appId, channel, userId: member.userId });
+        if (added === 1 && member && resumedMember !== 1) transitions.push({ type: 'member_added', appId, channel, userId: member.userId, userInfo: member.userInfo ?? null });
         const id = `${appId}:${channel}`;
         const entry = channels.get(id) ?? { appId, channel, added: 0, subscriptionCount: 0 };
         entry.added++;

@@ -21,7 +21,7 @@ import type { ChannelEventBody } from '../../../webhooks/emitter.js';
 import type { WebhookShardApi } from '../../../webhooks/messages.js';
 import type { ChannelShardApi } from '../../messages.js';
 import { SERVER_TO_USER_PREFIX, channelType, countsSubscriptions, serverToUserId } from '../../names.js';
-import { memberRemoved, snapshotOf, subscriptionCount, topicFor as topicOf, watchTopicFor, watchlistEvents } from '../../ws/frames.js';
+import { memberAdded, memberRemoved, snapshotOf, subscriptionCount, topicFor as topicOf, watchTopicFor, watchlistEvents } from '../../ws/frames.js';
 import { endWithError, type SocketRegistry } from '../../ws/registry.js';
 import type {
   CachedEvent,
@@ -108,6 +108,8 @@ export class RedisChannelAdapter implements ChannelAdapter {
   private readonly holdTimers = new Set<NodeJS.Timeout>();
   private closed = false;
   private relayFailures = 0;
+  /** The latest publish: settles after every earlier one (one connection, replies in order). */
+  private lastRelay: Promise<void> = Promise.resolve();
 
   private constructor(private readonly deps: RedisAdapterDeps) {
     this.topics = deps.topics;
@@ -117,7 +119,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
       nodeId: deps.nodeId,
       held: () => this.held(),
       onTransitions: (transitions) => this.reportTransitions(transitions),
-      onFrame: (appId, channel, frame, except) => this.relayed(appId, channel, frame, except),
+      onFrame: (appId, channel, frame, except) => this.fromOtherNode(appId, channel, frame, except),
       onControl: (message, origin) => this.control(message, origin),
     });
     const state = this.node.state;
@@ -150,13 +152,33 @@ export class RedisChannelAdapter implements ChannelAdapter {
 
   // --- delivery -------------------------------------------------------------------------
 
+  /**
+   * Hands the frame to Redis first and delivers it to this node's sockets once Redis has taken
+   * it (or failed to): by then Redis has queued it for every other node, so an event triggered
+   * next through another node (a round-robin load balancer) cannot overtake it anywhere.
+   * Publishes leave in order on one connection and their replies come back in order, so frames
+   * keep their order here too. During an outage the relay fails at once and local delivery goes on.
+   */
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): void {
-    deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
-    this.node.bus.publish(appId, busName(channel), frame, exceptSocketId).catch((err: unknown) => this.busFailed(err));
+    const deliver = (): void => deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
+    this.lastRelay = this.node.bus.publish(appId, busName(channel), frame, exceptSocketId).then(
+      () => deliver(),
+      (err: unknown) => {
+        deliver();
+        this.busFailed(err);
+        throw new HeraldError('CLUSTER_UNAVAILABLE');
+      },
+    );
+    this.lastRelay.catch(() => {});
+  }
+
+  /** Resolves once every frame published so far is with Redis (and delivered here); see ChannelAdapter.relayed. */
+  relayed(): Promise<void> {
+    return this.lastRelay;
   }
 
   /** A frame another node published on a channel this node has subscribers on. */
-  private relayed(appId: string, name: string, frame: string, exceptSocketId: string | undefined): void {
+  private fromOtherNode(appId: string, name: string, frame: string, exceptSocketId: string | undefined): void {
     const channel = fromBusName(name);
     if (channel === WATCH_CHANNEL) {
       const [userId, online] = JSON.parse(frame) as [string, boolean];
@@ -406,6 +428,10 @@ export class RedisChannelAdapter implements ChannelAdapter {
           this.webhooks(t.appId, t.channel, [{ name: 'member_removed', channel: t.channel, user_id: t.userId }]);
           break;
         case 'member_added':
+          // A registration re-adding a member the others saw removed (this node was reaped
+          // while stalled or cut off): every presence subscriber, its own connections included,
+          // gets it back.
+          if ('userInfo' in t) this.publish(t.appId, t.channel, memberAdded(t.channel, t.userId, t.userInfo));
           this.webhooks(t.appId, t.channel, [{ name: 'member_added', channel: t.channel, user_id: t.userId }]);
           break;
         case 'subscription_count':

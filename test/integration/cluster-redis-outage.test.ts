@@ -1,0 +1,158 @@
+/**
+ * Redis killed and started again on the same port, empty (issue 14, docs/scaling.md "Redis
+ * outage"): nodes keep their local sockets; the channel HTTP API answers 503 CLUSTER_UNAVAILABLE
+ * (nothing done, retry) rather than a partial delivery; once Redis is back the nodes register
+ * what they hold again and cross-node delivery resumes by itself.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type PusherServer from 'pusher';
+import { ClientPool, rawConnection, refusal, settled, type ChannelRecord } from '../helpers/channel-clients.js';
+import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { sleep, until } from '../helpers/wait.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
+
+const APP = { id: 'out-app', key: 'out-key', secret: 'out-secret', clientEvents: true };
+/** An app with a connection limit: its new connections need Redis to be counted. */
+const LIMITED = { id: 'out-limited', key: 'out-limited-key', secret: 'out-limited-secret', maxConnections: 10 };
+const bed = heraldClusterBed('outage');
+const pool = new ClientPool(APP);
+let receiver: WebhookReceiver;
+
+beforeAll(async () => {
+  receiver = await WebhookReceiver.start();
+});
+afterEach(() => pool.disconnectAll());
+afterAll(async () => {
+  await receiver?.close();
+});
+
+/** Labels of the delivered webhook events (no subscription counts). */
+function hooks(): string[] {
+  return receiver.deliveredEvents().map((e) => `${String(e.name)}:${String(e.channel)}${e.user_id !== undefined ? `:${String(e.user_id)}` : ''}`);
+}
+
+const count = (labels: string[], label: string): number => labels.filter((l) => l === label).length;
+
+/** Triggers through `sdk` until it is refused (the node noticed the outage); the refusal. */
+async function firstRefusal(sdk: PusherServer, channel: string, timeoutMs = 10_000): Promise<{ status: number | undefined; body: Record<string, unknown> }> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const result = await refusal(sdk.trigger(channel, 'probe', 'during outage')).catch(() => null);
+    if (result) return result;
+    if (Date.now() > deadline) throw new Error(`no trigger refused within ${timeoutMs} ms of the outage`);
+    await sleep(50);
+  }
+}
+
+/**
+ * Runs `call` until it is not refused with 503 (a node registers again a moment after Redis is
+ * back; 503 means nothing was done, retry), for up to `timeoutMs`.
+ */
+async function retried<T>(call: () => Promise<T>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await call();
+    } catch (err) {
+      if ((err as { status?: number }).status !== 503 || Date.now() > deadline) throw err;
+      await sleep(100);
+    }
+  }
+}
+
+/**
+ * Triggers `event` through `sdk` (503s and all) every 100 ms until `to`, a subscriber on the
+ * other node, has received one; fails after 20 s.
+ */
+async function resumes(sdk: PusherServer, to: ChannelRecord, event: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (let attempt = 1; to.data(event).length === 0; attempt++) {
+    if (Date.now() > deadline) throw new Error(`delivery of ${event} did not resume within 20 s of Redis' restart (${attempt} attempts)`);
+    await sdk.trigger('out-news', event, attempt).catch(() => undefined);
+    await sleep(100);
+  }
+}
+
+describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
+  it('nodes keep their sockets, triggers answer 503 CLUSTER_UNAVAILABLE, delivery across nodes resumes by itself', async () => {
+    const webhooks = [{ url: receiver.url('/outage'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
+    const cluster = await bed.start({ apps: [{ ...APP, webhooks }, LIMITED], config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50 } } });
+    const s1 = await pool.connect(cluster.a, { userId: 'ua' });
+    const s2 = await pool.connect(cluster.a, { userId: 'ua2' });
+    const sB = await pool.connect(cluster.b, { userId: 'ub' });
+    const news1 = await s1.subscribe('out-news');
+    const newsB = await sB.subscribe('out-news');
+    const chat1 = await s1.subscribe('private-out-chat');
+    const chat2 = await s2.subscribe('private-out-chat');
+    const presence1 = await s1.subscribe('presence-out');
+    const presenceB = await sB.subscribe('presence-out');
+    await until(() => presence1.memberIds().length === 2, 'ub seen on node A');
+    const sdkA = pool.sdk(cluster.a);
+    const sdkB = pool.sdk(cluster.b);
+    await sdkA.trigger('out-news', 'before', 1);
+    await until(() => newsB.data('before').length === 1, 'cross-node delivery before the outage');
+    const socketIds = [s1.socketId, s2.socketId, sB.socketId];
+    await until(() => count(hooks(), 'member_added:presence-out:ub') === 1 && count(hooks(), 'channel_occupied:out-news') === 1, 'webhooks before the outage');
+
+    await cluster.killRedis();
+    const refused = await firstRefusal(sdkA, 'out-news');
+    expect(refused.status).toBe(503);
+    expect(refused.body).toEqual({ code: 'CLUSTER_UNAVAILABLE', error: expect.any(String) });
+    // Refused whole, on either node, for channel queries too.
+    await firstRefusal(sdkB, 'out-news');
+    expect(await refusal(sdkA.trigger('out-news', 'during', 1))).toMatchObject({ status: 503, body: { code: 'CLUSTER_UNAVAILABLE' } });
+    expect(await refusal(sdkB.trigger('out-news', 'during', 2))).toMatchObject({ status: 503, body: { code: 'CLUSTER_UNAVAILABLE' } });
+    expect(await refusal(sdkB.get({ path: '/channels' }))).toMatchObject({ status: 503, body: { code: 'CLUSTER_UNAVAILABLE' } });
+    // Local sockets stay, and client events between sockets of one node go on.
+    chat1.channel.trigger('client-local', { during: 'outage' });
+    await until(() => chat2.data('client-local').length === 1, 'client event on node A during the outage');
+    expect([s1.state, s2.state, sB.state]).toEqual(['connected', 'connected', 'connected']);
+    // New connections of an app with a connection limit are told to come back (4200); new
+    // subscriptions are refused with 503 (docs/scaling.md).
+    const limited = await rawConnection(cluster.b, LIMITED.key);
+    expect(limited.first).toMatchObject({ event: 'pusher:error', data: { code: 4200 } });
+    expect(await limited.closed).toBe(4200);
+    await expect(s2.subscribe('out-late')).rejects.toThrow(/"status":503/);
+    // A refused trigger delivered nothing anywhere.
+    expect(news1.data('during')).toEqual([]);
+    expect(newsB.data('during')).toEqual([]);
+
+    await sleep(500);
+    await cluster.restartRedis();
+    // Cross-node delivery resumes by itself, both ways: keep triggering until the other node's
+    // subscriber has one (a node accepts triggers again once it registered; the other node's
+    // subscriber connection may come back a moment later).
+    await resumes(sdkA, newsB, 'resumed-a-to-b');
+    await resumes(sdkB, news1, 'resumed-b-to-a');
+    // Then exactly once, both ways.
+    await sdkA.trigger('out-news', 'after', 'from A');
+    await sdkB.trigger('out-news', 'after', 'from B');
+    await until(() => news1.data('after').length === 2 && newsB.data('after').length === 2, 'both ways after the restart');
+    await sleep(200);
+    expect(news1.data('after').sort()).toEqual(['from A', 'from B']);
+    expect(newsB.data('after').sort()).toEqual(['from A', 'from B']);
+    // Presence subscribers saw no one leave or arrive: the members never changed.
+    expect(presence1.data('pusher:member_removed')).toEqual([]);
+    expect(presenceB.data('pusher:member_removed')).toEqual([]);
+    expect(presence1.data('pusher:member_added')).toEqual([expect.objectContaining({ id: 'ub' })]);
+    expect(presenceB.data('pusher:member_added')).toEqual([]);
+    expect([presence1.memberIds(), presenceB.memberIds()]).toEqual([['ua', 'ub'], ['ua', 'ub']]);
+    // The sockets never reconnected, and the state Redis lost was registered again by both nodes.
+    expect([s1.socketId, s2.socketId, sB.socketId]).toEqual(socketIds);
+    const users = await settled(
+      async () => ((await (await sdkB.get({ path: '/channels/presence-out/users' })).json()) as { users: { id: string }[] }).users.map((u) => u.id).sort(),
+      (ids) => ids.length === 2,
+    );
+    expect(users).toEqual(['ua', 'ub']);
+    expect(await (await retried(() => sdkA.get({ path: '/channels', params: { filter_by_prefix: 'out-' } }))).json()).toEqual({ channels: { 'out-news': {} } });
+    // Redis came back empty: each channel is occupied again, each member added again, once for
+    // the cluster (docs/scaling.md), though both nodes registered their subscribers; nothing left.
+    await until(() => count(hooks(), 'channel_occupied:out-news') >= 2 && count(hooks(), 'member_added:presence-out:ub') >= 2, 'webhooks of the re-registration');
+    await sleep(1000);
+    const labels = hooks();
+    for (const label of ['channel_occupied:out-news', 'channel_occupied:private-out-chat', 'channel_occupied:presence-out', 'member_added:presence-out:ua', 'member_added:presence-out:ub']) {
+      expect(count(labels, label), label).toBe(2);
+    }
+    expect(labels.filter((l) => l.startsWith('channel_vacated') || l.startsWith('member_removed'))).toEqual([]);
+  });
+});
