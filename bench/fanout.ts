@@ -14,11 +14,11 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ClientPool } from './fanout/client-pool.js';
 import { machineInfo, renderTable, type RunRecord, type ScenarioRecord, type TargetOutcome } from './fanout/report.js';
 import { FULL_SIZES, QUICK_SIZES, SCENARIOS, type Scenario, type Sizes } from './fanout/scenarios.js';
-import { BENCH_APP, startTarget, type RunningTarget, type TargetName } from './fanout/targets.js';
-import { TriggerClient } from './fanout/trigger-client.js';
+import { runScenario } from './fanout/run-scenario.js';
+import { selectScenarios } from './fanout/scenario-args.js';
+import { startTarget, type TargetName } from './fanout/targets.js';
 
 const REPO_ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 /** A scenario on one target is abandoned (and reported as an error) after this long. */
@@ -38,20 +38,7 @@ const { values, positionals } = parseArgs({
   },
 });
 
-if (values.help) {
-  process.stdout.write(
-    'usage: npm run bench:fanout -- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N] [--payload BYTES] [--cpu-prof] [--watch-dashboard] [scenario ...]\n' +
-      `scenarios: ${SCENARIOS.map((s) => s.name).join(', ')}\n`,
-  );
-  process.exit(0);
-}
-
-const unknown = positionals.filter((name) => !SCENARIOS.some((s) => s.name === name));
-if (unknown.length) {
-  process.stderr.write(`unknown scenario(s): ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}\n`);
-  process.exit(2);
-}
-const selected = positionals.length ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS.filter((s) => !s.onlyWhenNamed);
+const selected = selectScenarios(SCENARIOS, positionals, values.help!, 'usage: npm run bench:fanout -- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N] [--payload BYTES] [--cpu-prof] [--watch-dashboard] [scenario ...]');
 const targets = (values.target?.length ? values.target : ['herald', 'ceiling']) as TargetName[];
 const quick = values.quick!;
 const sizes: Sizes = quick ? QUICK_SIZES : FULL_SIZES;
@@ -67,52 +54,24 @@ const log = (line: string): void => {
   process.stdout.write(`${line}\n`);
 };
 
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms / 1000} s`)), ms);
+function runOne(scenario: Scenario, name: TargetName, heraldMaxUnitsPerSec: number | undefined): Promise<TargetOutcome> {
+  return runScenario({
+    label: `${scenario.name} on ${name}`,
+    start: async () => [await startTarget(name, { cpuProfDir, profileLabel: `${scenario.name}-${name}`, watchDashboard })],
+    measure: async ([target], pool, trigger) => {
+      const metrics = await scenario.run({ target: target!, pool, trigger, sizes, httpConnections, heraldMaxUnitsPerSec, log });
+      if (target!.dashboard) {
+        const d = target!.dashboard;
+        log(`  dashboard watching: ${d.debugEvents} debug events received, ${d.samplingNotices} sampling notices (at most 1 in ${d.maxSampledEvery} shown)`);
+      }
+      return metrics;
+    },
+    clientProcesses,
+    httpConnections,
+    payloadBytes,
+    timeoutMs: quick ? SCENARIO_TIMEOUT_MS.quick : SCENARIO_TIMEOUT_MS.full,
+    log,
   });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-async function runOne(scenario: Scenario, name: TargetName, heraldMaxUnitsPerSec: number | undefined): Promise<TargetOutcome> {
-  const started = performance.now();
-  log(`${scenario.name} on ${name}`);
-  let target: RunningTarget;
-  try {
-    target = await startTarget(name, { cpuProfDir, profileLabel: `${scenario.name}-${name}`, watchDashboard });
-  } catch (err) {
-    const error = err instanceof Error ? err.message : String(err);
-    log(`  ERROR: ${error.split('\n')[0]}`);
-    return { error, elapsedMs: performance.now() - started };
-  }
-  const pool = new ClientPool(clientProcesses);
-  const trigger = new TriggerClient(target.baseUrl, BENCH_APP, httpConnections, payloadBytes);
-  try {
-    const metrics = await withTimeout(
-      scenario.run({ target, pool, trigger, sizes, httpConnections, heraldMaxUnitsPerSec, log }),
-      quick ? SCENARIO_TIMEOUT_MS.quick : SCENARIO_TIMEOUT_MS.full,
-      `${scenario.name} on ${name}`,
-    );
-    if (target.dashboard) {
-      const d = target.dashboard;
-      log(`  dashboard watching: ${d.debugEvents} debug events received, ${d.samplingNotices} sampling notices (at most 1 in ${d.maxSampledEvery} shown)`);
-    }
-    return { metrics, elapsedMs: performance.now() - started };
-  } catch (err) {
-    const error = err instanceof Error ? err.message : String(err);
-    log(`  ERROR: ${error.split('\n')[0]}`);
-    return { error, elapsedMs: performance.now() - started };
-  } finally {
-    trigger.close();
-    await withTimeout(pool.closeSockets(), 30_000, 'closing sockets').catch(() => undefined);
-    await pool.dispose();
-    await target.stop();
-  }
 }
 
 async function main(): Promise<void> {

@@ -6,7 +6,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { LatencyHistogram } from './latency-histogram.js';
+import { LatencyHistogram, type HistogramData } from './latency-histogram.js';
 import type {
   ChannelPlan, ClientMessage, ClientReply, ConnectResult, OrchestratorCommand, SigningApp, StatsResult, SubscribeResult,
 } from './client-messages.js';
@@ -20,6 +20,8 @@ export interface WaveResult {
   /** First start to last success, ms. */
   elapsedMs: number;
   errors: string[];
+  /** Successes per process. */
+  doneByProcess: number[];
 }
 
 /** Merged counters of all processes. */
@@ -31,6 +33,10 @@ export interface PoolStats {
   histogram: LatencyHistogram;
   /** CPU µs per process, cumulative. */
   cpuUs: number[];
+  /** Bench events received per process (process i connected to url i mod the URLs given). */
+  receivedByProcess: number[];
+  /** Each process's latency histogram. */
+  histogramByProcess: HistogramData[];
 }
 
 class ClientProcess {
@@ -110,10 +116,13 @@ export class ClientPool {
   }
 
   /**
-   * Opens `count` sockets spread evenly over the processes; socket numbers are global. With
-   * `sourceAddresses`, process i connects from sourceAddresses[i % length].
+   * Opens `count` sockets spread evenly over the processes; socket numbers are global (process i
+   * holds a contiguous range of them). With several URLs (the nodes of a cluster), process i
+   * connects to urls[i % length]. With `sourceAddresses`, process i connects from
+   * sourceAddresses[i % length].
    */
-  async connect(url: string, count: number, concurrencyPerProcess: number, sourceAddresses: readonly string[] = []): Promise<WaveResult> {
+  async connect(urls: string | readonly string[], count: number, concurrencyPerProcess: number, sourceAddresses: readonly string[] = []): Promise<WaveResult> {
+    const urlList = typeof urls === 'string' ? [urls] : urls;
     const shares = split(count, this.processes.length);
     let base = 0;
     const results = await Promise.all(
@@ -121,7 +130,7 @@ export class ClientPool {
         const indexBase = base;
         base += shares[i]!;
         const localAddress = sourceAddresses.length ? sourceAddresses[i % sourceAddresses.length] : undefined;
-        return p.command<'connect', ConnectResult>('connect', { url, count: shares[i]!, indexBase, concurrency: concurrencyPerProcess, ...(localAddress ? { localAddress } : {}) });
+        return p.command<'connect', ConnectResult>('connect', { url: urlList[i % urlList.length]!, count: shares[i]!, indexBase, concurrency: concurrencyPerProcess, ...(localAddress ? { localAddress } : {}) });
       }),
     );
     return merge(results.map((r) => ({ done: r.opened, failed: r.failed, first: r.firstStartUs, last: r.lastDoneUs, errors: r.errors })));
@@ -157,7 +166,7 @@ export class ClientPool {
       closedByServer += s.closedByServer;
       for (const [code, n] of Object.entries(s.closeCodes)) closeCodes[code] = (closeCodes[code] ?? 0) + n;
     }
-    return { received, other, closedByServer, closeCodes, histogram, cpuUs: all.map((s) => s.cpuUs) };
+    return { received, other, closedByServer, closeCodes, histogram, cpuUs: all.map((s) => s.cpuUs), receivedByProcess: all.map((s) => s.received), histogramByProcess: all.map((s) => s.histogram) };
   }
 
   async closeSockets(): Promise<void> {
@@ -179,7 +188,8 @@ export class ClientPool {
   }
 }
 
-function split(count: number, parts: number): number[] {
+/** How `connect` shares `count` sockets over `parts` processes (process i takes the next share[i] socket numbers). */
+export function split(count: number, parts: number): number[] {
   return Array.from({ length: parts }, (_, i) => Math.floor(count / parts) + (i < count % parts ? 1 : 0));
 }
 
@@ -192,5 +202,6 @@ function merge(parts: { done: number; failed: number; first: number; last: numbe
     failed: parts.reduce((n, p) => n + p.failed, 0),
     elapsedMs: active.length ? (last - first) / 1000 : 0,
     errors: parts.flatMap((p) => p.errors).slice(0, 5),
+    doneByProcess: parts.map((p) => p.done),
   };
 }

@@ -66,7 +66,8 @@ export function machineInfo(): MachineInfo {
   };
 }
 
-function format(value: number | undefined): string {
+/** A figure as printed: thousands separated, fewer decimals as it grows, `-` when absent. */
+export function format(value: number | undefined): string {
   if (value === undefined || Number.isNaN(value)) return '-';
   if (Math.abs(value) >= 1000) return Math.round(value).toLocaleString('en-US');
   if (Math.abs(value) >= 100) return value.toFixed(0);
@@ -74,25 +75,40 @@ function format(value: number | undefined): string {
   return value.toFixed(2);
 }
 
+/**
+ * One scenario's block of a comparison table: a title row, then every figure of either outcome
+ * as [name, unit, left, right, ratio], the ratio (`left/right` or `right/left`) only where the
+ * figure has a good direction.
+ */
+export function comparisonRows(name: string, left: TargetOutcome | undefined, right: TargetOutcome | undefined, ratioOf: 'left/right' | 'right/left'): string[][] {
+  const rows: string[][] = [[name, '', left?.error ? 'ERROR' : '', right?.error ? 'ERROR' : '', '']];
+  const names: Metric[] = [];
+  for (const m of [...(left?.metrics ?? []), ...(right?.metrics ?? [])]) {
+    if (!names.some((n) => n.name === m.name)) names.push(m);
+  }
+  for (const m of names) {
+    const l = left?.metrics?.find((x) => x.name === m.name)?.value;
+    const r = right?.metrics?.find((x) => x.name === m.name)?.value;
+    const [top, bottom] = ratioOf === 'left/right' ? [l, r] : [r, l];
+    const ratio = top !== undefined && bottom !== undefined && bottom !== 0 && m.better !== 'none' ? (top / bottom).toFixed(2) : '';
+    rows.push([`  ${m.name}`, m.unit, format(l), format(r), ratio]);
+  }
+  return rows;
+}
+
+/** Fixed-width text of a table whose first row is the header: the first `leftAligned` columns padded right, the rest left. */
+export function formatTable(rows: string[][], leftAligned = 2): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  const lines = rows.map((r) => r.map((cell, i) => (i >= leftAligned ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join('  ').trimEnd());
+  lines.splice(1, 0, widths.map((w) => '-'.repeat(w)).join('  '));
+  return lines.join('\n');
+}
+
 /** The results as fixed-width text: one block per scenario. */
 export function renderTable(run: RunRecord): string {
   const rows: string[][] = [['scenario / figure', 'unit', 'herald', 'ceiling', 'herald/ceiling']];
-  for (const s of run.scenarios) {
-    rows.push([`${s.name}`, '', s.herald?.error ? 'ERROR' : '', s.ceiling?.error ? 'ERROR' : '', '']);
-    const names: Metric[] = [];
-    for (const m of [...(s.herald?.metrics ?? []), ...(s.ceiling?.metrics ?? [])]) {
-      if (!names.some((n) => n.name === m.name)) names.push(m);
-    }
-    for (const m of names) {
-      const h = s.herald?.metrics?.find((x) => x.name === m.name)?.value;
-      const c = s.ceiling?.metrics?.find((x) => x.name === m.name)?.value;
-      const ratio = h !== undefined && c !== undefined && c !== 0 && m.better !== 'none' ? (h / c).toFixed(2) : '';
-      rows.push([`  ${m.name}`, m.unit, format(h), format(c), ratio]);
-    }
-  }
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  const lines = rows.map((r) => r.map((cell, i) => (i >= 2 ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join('  '));
-  lines.splice(1, 0, widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const s of run.scenarios) rows.push(...comparisonRows(s.name, s.herald, s.ceiling, 'left/right'));
+  const lines = [formatTable(rows)];
   const errors = run.scenarios.flatMap((s) =>
     (['herald', 'ceiling'] as const).flatMap((t) => (s[t]?.error ? [`${s.name} on ${t}: ${s[t]!.error!.split('\n')[0]}`] : [])),
   );

@@ -13,7 +13,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { monotonicUs } from './clock.js';
-import { ClientPool, type PoolStats } from './client-pool.js';
+import { ClientPool, type PoolStats, type WaveResult } from './client-pool.js';
 import type { ChannelPlan } from './client-messages.js';
 import { CpuMeter, machineBusyCpuUs, mainThreadCpuUs, processCpuUs, processSystemCpuUs, rssKb } from '../proc-stats.js';
 import { BENCH_APP, type RunningTarget } from './targets.js';
@@ -68,7 +68,12 @@ export const QUICK_SIZES: Sizes = {
 };
 
 export interface ScenarioContext {
+  /** The server the triggers go to (and, by default, the one the subscribers connect to). */
   target: RunningTarget;
+  /** Where the load clients connect, process i to the URL i mod length (default: the target's). */
+  subscriberUrls?: readonly string[];
+  /** Processes counted as the server in the CPU figures (default: the target's). */
+  serverPids?: readonly number[];
   pool: ClientPool;
   trigger: TriggerClient;
   sizes: Sizes;
@@ -99,10 +104,10 @@ const MAX_IN_FLIGHT = 4_096;
 /** Longest wait for stragglers after a phase, ms. */
 const DRAIN_TIMEOUT_MS = 15_000;
 
-const metric = (name: string, unit: string, value: number, better: Metric['better'] = 'none'): Metric => ({ name, unit, value, better });
+export const metric = (name: string, unit: string, value: number, better: Metric['better'] = 'none'): Metric => ({ name, unit, value, better });
 
 /** How one trigger "unit" (a C1 request or a C2 batch) is sent and what it should deliver. */
-interface TriggerShape {
+export interface TriggerShape {
   /** Sends unit number `i`. */
   fire(trigger: TriggerClient, i: number): Promise<number>;
   /** Frames one unit delivers in total. */
@@ -119,7 +124,7 @@ interface TriggerShape {
   unitSingular: string;
 }
 
-interface PhaseResult {
+export interface PhaseResult {
   unitsOk: number;
   unitsFailed: number;
   sendMs: number;
@@ -161,11 +166,12 @@ function serverCpuPer(cpu: CpuFigures, operations: number, which: 'server' | 'se
 }
 
 function cpuMeter(ctx: ScenarioContext): CpuMeter {
-  const pid = ctx.target.pid;
+  const servers = ctx.serverPids ?? [ctx.target.pid];
   const pids = ctx.pool.pids;
+  const sum = (read: (pid: number) => number): number => servers.reduce((total, pid) => total + read(pid), 0);
   return new CpuMeter(() => {
     const self = process.cpuUsage();
-    return [machineBusyCpuUs(), processCpuUs(pid), mainThreadCpuUs(pid), processSystemCpuUs(pid), ...pids.map(processCpuUs), self.user + self.system];
+    return [machineBusyCpuUs(), sum(processCpuUs), sum(mainThreadCpuUs), sum(processSystemCpuUs), ...pids.map(processCpuUs), self.user + self.system];
   });
 }
 
@@ -212,7 +218,7 @@ async function finishPhase(ctx: ScenarioContext, shape: TriggerShape, startUs: n
 }
 
 /** Phase 1: as fast as the server answers, within the per-subscriber backlog window. */
-async function maxPhase(ctx: ScenarioContext, shape: TriggerShape): Promise<PhaseResult> {
+export async function maxPhase(ctx: ScenarioContext, shape: TriggerShape): Promise<PhaseResult> {
   await ctx.pool.reset();
   const okBefore = ctx.trigger.ok;
   const failedBefore = ctx.trigger.failed;
@@ -235,7 +241,7 @@ async function maxPhase(ctx: ScenarioContext, shape: TriggerShape): Promise<Phas
 }
 
 /** Phases 2 and 3: `rate` units/s for the phase length, whatever the answers. */
-async function fixedRatePhase(ctx: ScenarioContext, shape: TriggerShape, rate: number): Promise<PhaseResult> {
+export async function fixedRatePhase(ctx: ScenarioContext, shape: TriggerShape, rate: number): Promise<PhaseResult> {
   await ctx.pool.reset();
   const okBefore = ctx.trigger.ok;
   const failedBefore = ctx.trigger.failed;
@@ -265,7 +271,8 @@ async function fixedRatePhase(ctx: ScenarioContext, shape: TriggerShape, rate: n
   return finishPhase(ctx, shape, startUs, sendMs, okBefore, failedBefore, meter, rateHeld);
 }
 
-function phaseMetrics(prefix: string, shape: TriggerShape, r: PhaseResult, throughput: boolean): Metric[] {
+/** The figures of one phase; `throughput` adds the rates and the CPU of every process. */
+export function phaseMetrics(prefix: string, shape: TriggerShape, r: PhaseResult, throughput: boolean): Metric[] {
   const lat = r.stats.histogram.summary();
   const out: Metric[] = [];
   if (throughput) {
@@ -299,25 +306,38 @@ function phaseMetrics(prefix: string, shape: TriggerShape, r: PhaseResult, throu
   return out;
 }
 
-async function connectAndSubscribe(ctx: ScenarioContext, count: number, plan: ChannelPlan): Promise<Metric[]> {
-  const connected = await ctx.pool.connect(ctx.target.wsUrl, count, 100);
+/** Opens `count` sockets and subscribes them per `plan` (signed where needed); the subscribe wave's result. */
+export async function connectAndSubscribe(ctx: ScenarioContext, count: number, plan: ChannelPlan): Promise<WaveResult> {
+  const connected = await ctx.pool.connect(ctx.subscriberUrls ?? ctx.target.wsUrl, count, 100);
   if (connected.failed > 0) ctx.log(`  ${connected.failed} connects failed: ${connected.errors.join('; ')}`);
   const subscribed = await ctx.pool.subscribe(plan, 200, { key: BENCH_APP.key, secret: BENCH_APP.secret });
   if (subscribed.failed > 0) ctx.log(`  ${subscribed.failed} subscriptions failed: ${subscribed.errors.join('; ')}`);
   if (subscribed.done === 0) throw new Error(`no subscription succeeded: ${subscribed.errors.join('; ')}`);
-  return [metric('subscribed sockets', 'sockets', subscribed.done)];
+  return subscribed;
 }
 
-async function triggerScenario(ctx: ScenarioContext, sockets: number, plan: ChannelPlan, shape: TriggerShape): Promise<Metric[]> {
-  const setup = await connectAndSubscribe(ctx, sockets, plan);
-  shape.subscribers = setup[0]!.value;
+/**
+ * Turns the progress reports on and sends one unit per keep-alive connection (JITs both sides,
+ * opens the sockets), drained before the phases reset the counters. Returns the frames the
+ * warm-up should have delivered and how many arrived.
+ */
+export async function warmUp(ctx: ScenarioContext, shape: TriggerShape): Promise<{ expected: number; received: number }> {
   await ctx.pool.setProgress(true);
-  // Warm-up: JIT both sides and open the keep-alive sockets; drained before the phases reset the counters.
   const statuses = await Promise.all(Array.from({ length: ctx.httpConnections }, (_, i) => shape.fire(ctx.trigger, i)));
   const warmOk = statuses.filter((s) => s === 200).length;
   if (warmOk === 0) throw new Error(`warm-up triggers failed: ${ctx.trigger.firstError ?? 'no answer'}`);
-  await drain(ctx, warmOk * shape.deliveriesPerUnit);
+  const expected = warmOk * shape.deliveriesPerUnit;
+  await drain(ctx, expected);
+  const received = ctx.pool.received;
   await sleep(200);
+  return { expected, received };
+}
+
+async function triggerScenario(ctx: ScenarioContext, sockets: number, plan: ChannelPlan, shape: TriggerShape): Promise<Metric[]> {
+  const subscribed = await connectAndSubscribe(ctx, sockets, plan);
+  const setup = [metric('subscribed sockets', 'sockets', subscribed.done)];
+  shape.subscribers = subscribed.done;
+  await warmUp(ctx, shape);
 
   const max = await maxPhase(ctx, shape);
   const maxRate = (max.unitsOk / max.sendMs) * 1000;
@@ -338,21 +358,49 @@ async function triggerScenario(ctx: ScenarioContext, sockets: number, plan: Chan
   ];
 }
 
+/** The broadcast load: C1 triggers to one public channel all `subscribers` sockets are on. */
+export function broadcastLoad(subscribers: number, moderateRate: number): { plan: ChannelPlan; shape: TriggerShape } {
+  return {
+    plan: { kind: 'one', channel: 'bench-broadcast' },
+    shape: {
+      fire: (trigger) => trigger.trigger('bench-broadcast'),
+      deliveriesPerUnit: subscribers,
+      eventsPerUnit: 1,
+      subscribers,
+      moderateRate,
+      unitName: 'triggers',
+      unitSingular: 'trigger',
+    },
+  };
+}
+
+/**
+ * The unicast load: `channels` public channels with one socket each (socket i on channel i), C1
+ * triggers round-robin; unit i goes to channel `channelOf(i)` (default i mod channels).
+ */
+export function unicastLoad(channels: number, moderateRate: number, channelOf = (i: number): number => i % channels): { plan: ChannelPlan; shape: TriggerShape } {
+  return {
+    plan: { kind: 'modulo', prefix: 'bench-unicast-', modulo: channels },
+    shape: {
+      fire: (trigger, i) => trigger.trigger(`bench-unicast-${channelOf(i)}`),
+      deliveriesPerUnit: 1,
+      eventsPerUnit: 1,
+      subscribers: channels,
+      moderateRate,
+      unitName: 'triggers',
+      unitSingular: 'trigger',
+    },
+  };
+}
+
 function broadcast(name: string, size: (s: Sizes) => number, moderateDeliveriesPerSec: number): Scenario {
   return {
     name,
     description: 'one public channel, N subscribers; C1 triggers to it (broadcast)',
     run: (ctx) => {
       const subscribers = size(ctx.sizes);
-      return triggerScenario(ctx, subscribers, { kind: 'one', channel: 'bench-broadcast' }, {
-        fire: (trigger) => trigger.trigger('bench-broadcast'),
-        deliveriesPerUnit: subscribers,
-        eventsPerUnit: 1,
-        subscribers,
-        moderateRate: Math.max(1, Math.round(moderateDeliveriesPerSec / subscribers)),
-        unitName: 'triggers',
-        unitSingular: 'trigger',
-      });
+      const load = broadcastLoad(subscribers, Math.max(1, Math.round(moderateDeliveriesPerSec / subscribers)));
+      return triggerScenario(ctx, subscribers, load.plan, load.shape);
     },
   };
 }
@@ -361,16 +409,8 @@ const unicast: Scenario = {
   name: 'unicast',
   description: 'N public channels × 1 subscriber; C1 triggers round-robin (trigger-bound)',
   run: (ctx) => {
-    const channels = ctx.sizes.unicastChannels;
-    return triggerScenario(ctx, channels, { kind: 'modulo', prefix: 'bench-unicast-', modulo: channels }, {
-      fire: (trigger, i) => trigger.trigger(`bench-unicast-${i % channels}`),
-      deliveriesPerUnit: 1,
-      eventsPerUnit: 1,
-      subscribers: channels,
-      moderateRate: 1_000,
-      unitName: 'triggers',
-      unitSingular: 'trigger',
-    });
+    const load = unicastLoad(ctx.sizes.unicastChannels, 1_000);
+    return triggerScenario(ctx, ctx.sizes.unicastChannels, load.plan, load.shape);
   },
 };
 

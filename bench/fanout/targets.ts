@@ -30,6 +30,11 @@ export interface TargetOptions {
    * `/admin/v1/stream?app=`, read and discarded here), so the debug taps are on.
    */
   watchDashboard?: boolean;
+  /**
+   * Herald only: top-level config fields added to the bench config, e.g. a `cluster` block
+   * (bench/cluster.ts).
+   */
+  extraConfig?: Record<string, unknown>;
 }
 
 /**
@@ -64,13 +69,14 @@ export interface RunningTarget {
   dashboard?: DashboardWatch;
 }
 
-function herald(dir: string, watchDashboard: boolean): { nodeArgs: string[]; args: string[]; env: Record<string, string> } {
+function herald(dir: string, watchDashboard: boolean, extraConfig: Record<string, unknown>): { nodeArgs: string[]; args: string[]; env: Record<string, string> } {
   const configPath = join(dir, 'config.json');
   writeFileSync(
     configPath,
     JSON.stringify({
       apps: [{ ...BENCH_APP, maxPresenceMembers: 20_000, activityTimeout: 120 }],
       ...(watchDashboard ? { admin: { token: BENCH_ADMIN_TOKEN } } : {}),
+      ...extraConfig,
     }),
   );
   return {
@@ -90,7 +96,7 @@ export async function startTarget(name: TargetName, options: TargetOptions = {})
   const dir = mkdtempSync(join(tmpdir(), `herald-bench-${name}-`));
   const launch =
     name === 'herald'
-      ? herald(dir, options.watchDashboard === true)
+      ? herald(dir, options.watchDashboard === true, options.extraConfig ?? {})
       : { nodeArgs: [], args: [join(DIST, 'bench/fanout/ceiling-server.js'), '--host', '127.0.0.1', '--port', '0'], env: {} };
   // One directory per target and scenario; Node names each thread's profile (main, shard workers).
   const execArgs = options.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', join(options.cpuProfDir, options.profileLabel ?? name)] : [];
