@@ -1,7 +1,7 @@
 /**
  * `npm run bench:fanout [-- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N]
  *  [--payload BYTES] [--cpu-prof] [--watch-dashboard] [scenario ...]]`
- * (`scale` runs only when named: `npm run bench:fanout -- scale`)
+ * (`scale` and `scale-2proc` run only when named: `npm run bench:fanout -- scale scale-2proc`)
  *
  * Whole-system fan-out benchmark over loopback: for each scenario, starts the built Herald and
  * then the bare-uWS ceiling (bench/fanout/ceiling-server.ts), each fresh, and drives both with
@@ -57,15 +57,21 @@ const log = (line: string): void => {
 function runOne(scenario: Scenario, name: TargetName, heraldMaxUnitsPerSec: number | undefined): Promise<TargetOutcome> {
   return runScenario({
     label: `${scenario.name} on ${name}`,
-    start: async () => [await startTarget(name, { cpuProfDir, profileLabel: `${scenario.name}-${name}`, watchDashboard })],
-    measure: async ([target], pool, trigger) => {
-      const metrics = await scenario.run({ target: target!, pool, trigger, sizes, httpConnections, heraldMaxUnitsPerSec, log });
+    start: async () => {
+      const options = { cpuProfDir, profileLabel: `${scenario.name}-${name}`, watchDashboard };
+      return scenario.start ? scenario.start(name, options) : [await startTarget(name, options)];
+    },
+    measure: async (servers, pool, trigger) => {
+      const target = servers[0];
+      const several = servers.length > 1 ? { subscriberUrls: servers.map((s) => s.wsUrl), serverPids: servers.map((s) => s.pid) } : {};
+      const metrics = await scenario.run({ target: target!, ...several, pool, trigger, sizes, httpConnections, heraldMaxUnitsPerSec, log });
       if (target!.dashboard) {
         const d = target!.dashboard;
         log(`  dashboard watching: ${d.debugEvents} debug events received, ${d.samplingNotices} sampling notices (at most 1 in ${d.maxSampledEvery} shown)`);
       }
       return metrics;
     },
+    ...(scenario.afterStop ? { afterStop: () => scenario.afterStop!() } : {}),
     clientProcesses,
     httpConnections,
     payloadBytes,
@@ -76,7 +82,9 @@ function runOne(scenario: Scenario, name: TargetName, heraldMaxUnitsPerSec: numb
 
 async function main(): Promise<void> {
   const machine = machineInfo();
-  const needed = Math.max(sizes.broadcastLarge, sizes.connectStorm, sizes.idleConnections, selected.some((s) => s.name === 'scale') ? sizes.scaleConnections : 0);
+  const named = (name: string): boolean => selected.some((s) => s.name === name);
+  // scale-2proc: each of its two server processes holds half.
+  const needed = Math.max(sizes.broadcastLarge, sizes.connectStorm, sizes.idleConnections, named('scale') ? sizes.scaleConnections : 0, named('scale-2proc') ? sizes.scale2procConnections / 2 : 0);
   log(`machine: ${machine.nproc} cores (${machine.cpuModel}), ${machine.memGiB} GiB, node ${machine.node}, load ${machine.loadAverageAtStart}`);
   log(`open files limit: soft ${machine.openFilesSoft}, hard ${machine.openFilesHard} (the server needs ~${needed} sockets, each load client ~${Math.ceil(needed / clientProcesses)})`);
   if (Number(machine.openFilesSoft) < needed + 500) {

@@ -16,7 +16,9 @@ import { monotonicUs } from './clock.js';
 import { ClientPool, type PoolStats, type WaveResult } from './client-pool.js';
 import type { ChannelPlan } from './client-messages.js';
 import { CpuMeter, machineBusyCpuUs, mainThreadCpuUs, processCpuUs, processSystemCpuUs, rssKb } from '../proc-stats.js';
-import { BENCH_APP, type RunningTarget } from './targets.js';
+import { readdirSync, readlinkSync } from 'node:fs';
+import { freePort, RedisServer } from '../../test/helpers/redis-server.js';
+import { BENCH_APP, startTarget, type RunningTarget, type TargetName, type TargetOptions } from './targets.js';
 import type { TriggerClient } from './trigger-client.js';
 
 /** A figure of one scenario on one target. */
@@ -39,6 +41,12 @@ export interface Sizes {
   idleConnections: number;
   /** Connections of the `scale` scenario (one server process holds them all). */
   scaleConnections: number;
+  /**
+   * Connections of the `scale-2proc` scenario: two Herald processes on one port (`reusePort`,
+   * a cluster over a private Redis) hold them together; its ceiling run is one bare-uWS process
+   * with half of them.
+   */
+  scale2procConnections: number;
   /** Length of each trigger phase, ms. */
   phaseMs: number;
 }
@@ -52,6 +60,7 @@ export const FULL_SIZES: Sizes = {
   connectStorm: 10_000,
   idleConnections: 10_000,
   scaleConnections: 19_000,
+  scale2procConnections: 38_000,
   phaseMs: 5_000,
 };
 
@@ -64,6 +73,7 @@ export const QUICK_SIZES: Sizes = {
   connectStorm: 1_000,
   idleConnections: 1_000,
   scaleConnections: 2_000,
+  scale2procConnections: 4_000,
   phaseMs: 1_500,
 };
 
@@ -89,6 +99,13 @@ export interface Scenario {
   description: string;
   /** Runs only when named on the command line (heavy). */
   onlyWhenNamed?: boolean;
+  /**
+   * Starts the servers itself (default: one fresh `startTarget(target, options)`); triggers go
+   * to the first, the load clients connect to each one's wsUrl and the CPU figures count all.
+   */
+  start?(target: TargetName, options: TargetOptions): Promise<RunningTarget[]>;
+  /** Runs after the servers stopped, whatever happened (with `start`). */
+  afterStop?(): Promise<void>;
   run(ctx: ScenarioContext): Promise<Metric[]>;
 }
 
@@ -521,6 +538,113 @@ const idleMemory: Scenario = {
 const SCALE_CLIENT_PROCESSES = 4;
 const SCALE_SOURCE_ADDRESSES = Array.from({ length: SCALE_CLIENT_PROCESSES }, (_, i) => `127.0.0.${11 + i}`);
 
+/** The sockets a process holds open (its /proc/<pid>/fd entries that are sockets; 0 when unreadable). */
+function openSockets(pid: number): number {
+  try {
+    let n = 0;
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        if (readlinkSync(`/proc/${pid}/fd/${fd}`).startsWith('socket:')) n++;
+      } catch {
+        // Closed while listing.
+      }
+    }
+    return n;
+  } catch {
+    return 0;
+  }
+}
+
+/** VmRSS of several processes together, KiB. */
+function rssSumKb(pids: readonly number[]): number {
+  return pids.reduce((total, pid) => total + rssKb(pid).total, 0);
+}
+
+/**
+ * The measurement of `scale` and `scale-2proc`: `count` connections from SCALE_CLIENT_PROCESSES
+ * load clients (each from its own loopback source address) to the target's wsUrl, held by the
+ * server processes `ctx.serverPids` (default the target's) together, all subscribed to one
+ * channel; connect rate, VmRSS per connection (summed over the server processes; `redisPid`'s
+ * VmRSS apart), the broadcast max phase, and VmRSS once everyone has left (leak check).
+ */
+async function measureScale(ctx: ScenarioContext, count: number, redisPid?: number): Promise<Metric[]> {
+  const pids = ctx.serverPids ?? [ctx.target.pid];
+  const pool = new ClientPool(SCALE_CLIENT_PROCESSES);
+  const scaled: ScenarioContext = { ...ctx, pool };
+  const several = pids.length > 1;
+  try {
+    await sleep(1_000);
+    const empty = rssSumKb(pids);
+    const emptySockets = pids.map(openSockets);
+    const redisEmpty = redisPid ? rssKb(redisPid).total : 0;
+    const meter = cpuMeter(scaled);
+    const connected = await pool.connect(ctx.target.wsUrl, count, 250, SCALE_SOURCE_ADDRESSES);
+    const connectCpu = cpuResult(meter);
+    if (connected.failed > 0) ctx.log(`  ${connected.failed} connects failed: ${connected.errors.join('; ')}`);
+    // Where the kernel put the connections (SO_REUSEPORT hashes each one to a listener).
+    const sockets = pids.map((pid, i) => openSockets(pid) - emptySockets[i]!);
+    const subscribed = await pool.subscribe({ kind: 'one', channel: 'bench-scale' }, 200);
+    if (subscribed.failed > 0) ctx.log(`  ${subscribed.failed} subscriptions failed: ${subscribed.errors.join('; ')}`);
+    await sleep(2_000);
+    const full = rssSumKb(pids);
+    const redisFull = redisPid ? rssKb(redisPid).total : 0;
+    const perConnection = ((full - empty) * 1024) / Math.max(1, subscribed.done);
+    ctx.log(`  ${connected.done} connected at ${((connected.done / connected.elapsedMs) * 1000).toFixed(0)}/s${several ? ` (${sockets.map((n, i) => `process ${i + 1}: ${n}`).join(', ')})` : ''}; VmRSS${several ? ` of the ${pids.length} processes` : ''} ${empty} → ${full} KiB (${perConnection.toFixed(0)} B per connection + subscription)${redisPid ? `; redis-server ${redisEmpty} → ${redisFull} KiB` : ''}`);
+
+    await pool.setProgress(true);
+    const shape: TriggerShape = {
+      fire: (trigger) => trigger.trigger('bench-scale'),
+      deliveriesPerUnit: subscribed.done,
+      eventsPerUnit: 1,
+      subscribers: subscribed.done,
+      moderateRate: 1,
+      unitName: 'triggers',
+      unitSingular: 'trigger',
+    };
+    const warm = await shape.fire(ctx.trigger, 0);
+    if (warm !== 200) throw new Error(`warm-up trigger failed: ${ctx.trigger.firstError ?? warm}`);
+    await drain(scaled, subscribed.done);
+    const max = await maxPhase(scaled, shape);
+    await pool.setProgress(false);
+    const delivered = (max.stats.received / max.totalMs) * 1000;
+    ctx.log(`  broadcast: ${delivered.toFixed(0)} delivered/s (${(delivered / pids.length).toFixed(0)} per server process), loss ${max.expected - max.stats.received}`);
+
+    await pool.closeSockets();
+    await sleep(3_000);
+    const left = rssSumKb(pids);
+    const redisLeft = redisPid ? rssKb(redisPid).total : 0;
+    ctx.log(`  after everyone left: VmRSS ${left} KiB (${left - empty >= 0 ? '+' : ''}${left - empty} KiB over the empty server${several ? 's' : ''})`);
+    return [
+      metric('server processes', 'processes', pids.length),
+      metric('connected', 'sockets', connected.done, 'higher'),
+      metric('failed connects', 'sockets', connected.failed, 'lower'),
+      ...(several ? sockets.map((n, i) => metric(`  on server process ${i + 1}`, 'sockets', n)) : []),
+      metric('connects/s', '/s', (connected.done / connected.elapsedMs) * 1000, 'higher'),
+      metric('server cpu per connect', 'µs', serverCpuPer(connectCpu, connected.done), 'lower'),
+      metric('subscribed', 'sockets', subscribed.done, 'higher'),
+      metric('VmRSS empty server', 'KiB', empty, 'lower'),
+      metric('VmRSS with everyone subscribed', 'KiB', full, 'lower'),
+      metric('VmRSS per connection + 1 subscription', 'B', perConnection, 'lower'),
+      ...(redisPid
+        ? [
+            metric('redis-server VmRSS empty', 'KiB', redisEmpty, 'lower'),
+            metric('redis-server VmRSS with everyone subscribed', 'KiB', redisFull, 'lower'),
+            metric('redis-server VmRSS per connection', 'B', ((redisFull - redisEmpty) * 1024) / Math.max(1, subscribed.done), 'lower'),
+          ]
+        : []),
+      ...phaseMetrics('broadcast:', shape, max, true),
+      metric('broadcast: delivered msgs/s per server process', '/s', delivered / pids.length, 'higher'),
+      metric('broadcast: server cpu per delivered frame', 'µs', serverCpuPer(max.cpu, max.stats.received), 'lower'),
+      metric('VmRSS after everyone left', 'KiB', left, 'lower'),
+      metric('VmRSS after everyone left − empty', 'KiB', left - empty, 'lower'),
+      ...(redisPid ? [metric('redis-server VmRSS after everyone left', 'KiB', redisLeft, 'lower')] : []),
+    ];
+  } finally {
+    await pool.closeSockets().catch(() => undefined);
+    await pool.dispose();
+  }
+}
+
 /**
  * As many connections as one server process can hold here (the open-file limit is 20,000 per
  * process and cannot be raised): connect rate, VmRSS per connection holding one subscription,
@@ -533,65 +657,60 @@ const scale: Scenario = {
   name: 'scale',
   description: `N connections on one server process (${SCALE_CLIENT_PROCESSES} client processes, sources ${SCALE_SOURCE_ADDRESSES[0]}-${SCALE_SOURCE_ADDRESSES.at(-1)}), all on one channel; broadcast; all leave`,
   onlyWhenNamed: true,
-  run: async (ctx) => {
-    const count = ctx.sizes.scaleConnections;
-    const pid = ctx.target.pid;
-    const pool = new ClientPool(SCALE_CLIENT_PROCESSES);
-    const scaled: ScenarioContext = { ...ctx, pool };
-    try {
-      await sleep(1_000);
-      const empty = rssKb(pid);
-      const meter = cpuMeter(scaled);
-      const connected = await pool.connect(ctx.target.wsUrl, count, 250, SCALE_SOURCE_ADDRESSES);
-      const connectCpu = cpuResult(meter);
-      if (connected.failed > 0) ctx.log(`  ${connected.failed} connects failed: ${connected.errors.join('; ')}`);
-      const subscribed = await pool.subscribe({ kind: 'one', channel: 'bench-scale' }, 200);
-      if (subscribed.failed > 0) ctx.log(`  ${subscribed.failed} subscriptions failed: ${subscribed.errors.join('; ')}`);
-      await sleep(2_000);
-      const full = rssKb(pid);
-      const perConnection = ((full.total - empty.total) * 1024) / Math.max(1, subscribed.done);
-      ctx.log(`  ${connected.done} connected at ${((connected.done / connected.elapsedMs) * 1000).toFixed(0)}/s; VmRSS ${empty.total} → ${full.total} KiB (${perConnection.toFixed(0)} B per connection + subscription)`);
-
-      await pool.setProgress(true);
-      const shape: TriggerShape = {
-        fire: (trigger) => trigger.trigger('bench-scale'),
-        deliveriesPerUnit: subscribed.done,
-        eventsPerUnit: 1,
-        subscribers: subscribed.done,
-        moderateRate: 1,
-        unitName: 'triggers',
-        unitSingular: 'trigger',
-      };
-      const warm = await shape.fire(ctx.trigger, 0);
-      if (warm !== 200) throw new Error(`warm-up trigger failed: ${ctx.trigger.firstError ?? warm}`);
-      await drain(scaled, subscribed.done);
-      const max = await maxPhase(scaled, shape);
-      await pool.setProgress(false);
-      ctx.log(`  broadcast: ${((max.stats.received / max.totalMs) * 1000).toFixed(0)} delivered/s, loss ${max.expected - max.stats.received}`);
-
-      await pool.closeSockets();
-      await sleep(3_000);
-      const left = rssKb(pid);
-      ctx.log(`  after everyone left: VmRSS ${left.total} KiB (${left.total - empty.total >= 0 ? '+' : ''}${left.total - empty.total} KiB over the empty server)`);
-      return [
-        metric('connected', 'sockets', connected.done, 'higher'),
-        metric('failed connects', 'sockets', connected.failed, 'lower'),
-        metric('connects/s', '/s', (connected.done / connected.elapsedMs) * 1000, 'higher'),
-        metric('server cpu per connect', 'µs', serverCpuPer(connectCpu, connected.done), 'lower'),
-        metric('subscribed', 'sockets', subscribed.done, 'higher'),
-        metric('VmRSS empty server', 'KiB', empty.total, 'lower'),
-        metric('VmRSS with everyone subscribed', 'KiB', full.total, 'lower'),
-        metric('VmRSS per connection + 1 subscription', 'B', perConnection, 'lower'),
-        ...phaseMetrics('broadcast:', shape, max, true),
-        metric('VmRSS after everyone left', 'KiB', left.total, 'lower'),
-        metric('VmRSS after everyone left − empty', 'KiB', left.total - empty.total, 'lower'),
-      ];
-    } finally {
-      await pool.closeSockets().catch(() => undefined);
-      await pool.dispose();
-    }
-  },
+  run: (ctx) => measureScale(ctx, ctx.sizes.scaleConnections),
 };
+
+/** Herald processes of `scale-2proc`, sharing one port. */
+const SCALE_PROCESSES = 2;
+
+/**
+ * `scale` past one process' open-file limit: SCALE_PROCESSES Herald processes on ONE port
+ * (`"reusePort": true`; the kernel spreads the connections over their listeners) sharing channel
+ * state as a cluster over a private redis-server (a free port, never 6379), holding
+ * `scale2procConnections` together; the triggers' keep-alive connections land on either process,
+ * so a broadcast reaches the other one's subscribers through Redis. The ceiling run is ONE
+ * bare-uWS process with half the connections (a bare server shares no state, so two of them
+ * could not broadcast to all): read the per-process figures side by side.
+ */
+function scale2proc(): Scenario {
+  let redis: { server: RedisServer; pid: number } | undefined;
+  const stopRedis = async (): Promise<void> => {
+    await redis?.server.stop();
+    redis = undefined;
+  };
+  return {
+    name: 'scale-2proc',
+    description: `N connections on ${SCALE_PROCESSES} Herald processes on one port (reusePort, cluster over a private Redis); ceiling: 1 bare-uWS process with N/${SCALE_PROCESSES}; all on one channel; broadcast; all leave`,
+    onlyWhenNamed: true,
+    start: async (target, options) => {
+      if (target === 'ceiling') return [await startTarget('ceiling', options)];
+      const server = new RedisServer();
+      await server.start();
+      const admin = server.client();
+      const info = await admin.info('server').finally(() => admin.quit());
+      redis = { server, pid: Number(/process_id:(\d+)/.exec(info)?.[1] ?? 0) };
+      const port = await freePort();
+      const nodes: RunningTarget[] = [];
+      try {
+        for (let i = 1; i <= SCALE_PROCESSES; i++) {
+          // No push instance: in a cluster each is served by one node (a lease), and push is not measured here.
+          const extraConfig = { push: [], reusePort: true, cluster: { redisUrl: server.url, keyPrefix: 'bench:', nodeId: `scale-node${i}` } };
+          nodes.push(await startTarget('herald', { ...options, port, extraConfig, profileLabel: `${options.profileLabel ?? 'scale-2proc'}-node${i}` }));
+        }
+      } catch (err) {
+        await Promise.all(nodes.map((n) => n.stop()));
+        await stopRedis();
+        throw err;
+      }
+      return nodes;
+    },
+    afterStop: stopRedis,
+    run: (ctx) => {
+      const processes = ctx.serverPids?.length ?? 1;
+      return measureScale(ctx, Math.round((ctx.sizes.scale2procConnections * processes) / SCALE_PROCESSES), redis?.pid);
+    },
+  };
+}
 
 /** Every scenario, in run order (idle-memory first, while the machine is calm). */
 export const SCENARIOS: Scenario[] = [
@@ -603,4 +722,5 @@ export const SCENARIOS: Scenario[] = [
   presenceStorm,
   connectStorm,
   scale,
+  scale2proc(),
 ];

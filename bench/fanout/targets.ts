@@ -35,6 +35,11 @@ export interface TargetOptions {
    * (bench/cluster.ts).
    */
   extraConfig?: Record<string, unknown>;
+  /**
+   * Port to listen on (default 0: a free one). Several processes on one port: Herald with
+   * `"reusePort": true` in extraConfig; the ceiling always sets SO_REUSEPORT (uWS's default).
+   */
+  port?: number;
 }
 
 /**
@@ -69,7 +74,7 @@ export interface RunningTarget {
   dashboard?: DashboardWatch;
 }
 
-function herald(dir: string, watchDashboard: boolean, extraConfig: Record<string, unknown>): { nodeArgs: string[]; args: string[]; env: Record<string, string> } {
+function herald(dir: string, watchDashboard: boolean, extraConfig: Record<string, unknown>, port: number): { nodeArgs: string[]; args: string[]; env: Record<string, string> } {
   const configPath = join(dir, 'config.json');
   writeFileSync(
     configPath,
@@ -84,7 +89,7 @@ function herald(dir: string, watchDashboard: boolean, extraConfig: Record<string
     args: [join(DIST, 'src/cli.js'), '--config', configPath],
     env: {
       HERALD_HOST: '127.0.0.1',
-      HERALD_PORT: '0',
+      HERALD_PORT: String(port),
       HERALD_DATA_DIR: join(dir, 'data'),
       HERALD_LOG_LEVEL: process.env.HERALD_LOG_LEVEL ?? 'warn',
     },
@@ -96,8 +101,8 @@ export async function startTarget(name: TargetName, options: TargetOptions = {})
   const dir = mkdtempSync(join(tmpdir(), `herald-bench-${name}-`));
   const launch =
     name === 'herald'
-      ? herald(dir, options.watchDashboard === true, options.extraConfig ?? {})
-      : { nodeArgs: [], args: [join(DIST, 'bench/fanout/ceiling-server.js'), '--host', '127.0.0.1', '--port', '0'], env: {} };
+      ? herald(dir, options.watchDashboard === true, options.extraConfig ?? {}, options.port ?? 0)
+      : { nodeArgs: [], args: [join(DIST, 'bench/fanout/ceiling-server.js'), '--host', '127.0.0.1', '--port', String(options.port ?? 0)], env: {} };
   // One directory per target and scenario; Node names each thread's profile (main, shard workers).
   const execArgs = options.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', join(options.cpuProfDir, options.profileLabel ?? name)] : [];
   // Extra node flags for the server only (e.g. `--trace-gc`), from BENCH_SERVER_NODE_ARGS; they
