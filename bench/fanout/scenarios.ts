@@ -555,6 +555,14 @@ function openSockets(pid: number): number {
   }
 }
 
+/**
+ * The scale scenarios read VmRSS 3 s after everyone left, and again this much later: in a cluster
+ * the leave storm (one Redis script per leave, all in flight at once) grows each node's V8 heap
+ * by ~170 MB at 19,000 leaves, which V8 gives back only with a memory-reducing GC some 10–40 s
+ * later (docs/benchmarks.md).
+ */
+const LEFT_SETTLE_MS = 40_000;
+
 /** VmRSS of several processes together, KiB. */
 function rssSumKb(pids: readonly number[]): number {
   return pids.reduce((total, pid) => total + rssKb(pid).total, 0);
@@ -567,7 +575,8 @@ function rssSumKb(pids: readonly number[]): number {
  * channel; connect rate, VmRSS per connection (summed over the server processes; `redisPid`'s
  * VmRSS apart), the broadcast max phase, and VmRSS once everyone has left (leak check).
  */
-async function measureScale(ctx: ScenarioContext, count: number, redisPid?: number): Promise<Metric[]> {
+async function measureScale(ctx: ScenarioContext, count: number, redis?: { server: RedisServer; pid: number }): Promise<Metric[]> {
+  const redisPid = redis?.pid;
   const pids = ctx.serverPids ?? [ctx.target.pid];
   const pool = new ClientPool(SCALE_CLIENT_PROCESSES);
   const scaled: ScenarioContext = { ...ctx, pool };
@@ -606,14 +615,24 @@ async function measureScale(ctx: ScenarioContext, count: number, redisPid?: numb
     await drain(scaled, subscribed.done);
     const max = await maxPhase(scaled, shape);
     await pool.setProgress(false);
+    const afterBroadcast = rssSumKb(pids);
     const delivered = (max.stats.received / max.totalMs) * 1000;
     ctx.log(`  broadcast: ${delivered.toFixed(0)} delivered/s (${(delivered / pids.length).toFixed(0)} per server process), loss ${max.expected - max.stats.received}`);
 
     await pool.closeSockets();
     await sleep(3_000);
     const left = rssSumKb(pids);
+    // A second look later: what the leaves' own work (in a cluster, one Redis script each) left behind, settled.
+    await sleep(LEFT_SETTLE_MS);
+    const settled = rssSumKb(pids);
     const redisLeft = redisPid ? rssKb(redisPid).total : 0;
-    ctx.log(`  after everyone left: VmRSS ${left} KiB (${left - empty >= 0 ? '+' : ''}${left - empty} KiB over the empty server${several ? 's' : ''})`);
+    let redisKeys = -1;
+    if (redis) {
+      const admin = redis.server.client();
+      redisKeys = await admin.dbsize().finally(() => admin.quit());
+    }
+    const over = (kb: number): string => `${kb - empty >= 0 ? '+' : ''}${kb - empty} KiB`;
+    ctx.log(`  VmRSS after the broadcast ${afterBroadcast} KiB; after everyone left: ${left} KiB (${over(left)} over the empty server${several ? 's' : ''}), ${(3_000 + LEFT_SETTLE_MS) / 1000} s later ${settled} KiB (${over(settled)})${several ? ` [${pids.map((pid) => rssKb(pid).total).join(' + ')}]` : ''}${redis ? `; redis keys left: ${redisKeys}` : ''}`);
     return [
       metric('server processes', 'processes', pids.length),
       metric('connected', 'sockets', connected.done, 'higher'),
@@ -635,9 +654,13 @@ async function measureScale(ctx: ScenarioContext, count: number, redisPid?: numb
       ...phaseMetrics('broadcast:', shape, max, true),
       metric('broadcast: delivered msgs/s per server process', '/s', delivered / pids.length, 'higher'),
       metric('broadcast: server cpu per delivered frame', 'µs', serverCpuPer(max.cpu, max.stats.received), 'lower'),
+      metric('VmRSS after the broadcast', 'KiB', afterBroadcast, 'lower'),
       metric('VmRSS after everyone left', 'KiB', left, 'lower'),
       metric('VmRSS after everyone left − empty', 'KiB', left - empty, 'lower'),
-      ...(redisPid ? [metric('redis-server VmRSS after everyone left', 'KiB', redisLeft, 'lower')] : []),
+      metric(`VmRSS ${(3_000 + LEFT_SETTLE_MS) / 1000} s after everyone left − empty`, 'KiB', settled - empty, 'lower'),
+      ...(redis
+        ? [metric('redis-server VmRSS after everyone left', 'KiB', redisLeft, 'lower'), metric('redis keys after everyone left', 'keys', redisKeys, 'lower')]
+        : []),
     ];
   } finally {
     await pool.closeSockets().catch(() => undefined);
@@ -707,7 +730,7 @@ function scale2proc(): Scenario {
     afterStop: stopRedis,
     run: (ctx) => {
       const processes = ctx.serverPids?.length ?? 1;
-      return measureScale(ctx, Math.round((ctx.sizes.scale2procConnections * processes) / SCALE_PROCESSES), redis?.pid);
+      return measureScale(ctx, Math.round((ctx.sizes.scale2procConnections * processes) / SCALE_PROCESSES), redis);
     },
   };
 }
