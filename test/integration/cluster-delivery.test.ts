@@ -57,7 +57,7 @@ describe('triggers through one node', () => {
     expect(feed.data('n')).toEqual(Array.from({ length: 30 }, (_, n) => n));
   });
 
-  // A node delivers to its own sockets and answers a trigger only once Redis has the frame, so
+  // A node answers a trigger only once Redis has the frame (queued to the other nodes), so
   // the next trigger, sent after that answer through the other node (a round-robin load
   // balancer), cannot overtake it (before that: 2-9 inversions per 100 on each subscriber).
   it('sent one after the other through alternating nodes arrive in that order on every node', async () => {

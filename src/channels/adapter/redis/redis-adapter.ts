@@ -153,18 +153,18 @@ export class RedisChannelAdapter implements ChannelAdapter {
   // --- delivery -------------------------------------------------------------------------
 
   /**
-   * Hands the frame to Redis first and delivers it to this node's sockets once Redis has taken
-   * it (or failed to): by then Redis has queued it for every other node, so an event triggered
-   * next through another node (a round-robin load balancer) cannot overtake it anywhere.
-   * Publishes leave in order on one connection and their replies come back in order, so frames
-   * keep their order here too. During an outage the relay fails at once and local delivery goes on.
+   * Delivers to this node's sockets and hands the frame to Redis for the other nodes. The HTTP
+   * API answers a trigger once Redis has taken its frames (relayed()): Redis has then queued
+   * them to every other node, before the caller can trigger the next event through another
+   * node (a round-robin load balancer), so that one cannot overtake it there: it arrives on a
+   * socket after the frame already waiting. Publishes leave in order on one connection.
+   * During an outage the relay fails at once and local delivery goes on.
    */
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): void {
-    const deliver = (): void => deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
+    deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
     this.lastRelay = this.node.bus.publish(appId, busName(channel), frame, exceptSocketId).then(
-      () => deliver(),
+      () => undefined,
       (err: unknown) => {
-        deliver();
         this.busFailed(err);
         throw new HeraldError('CLUSTER_UNAVAILABLE');
       },
@@ -172,7 +172,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
     this.lastRelay.catch(() => {});
   }
 
-  /** Resolves once every frame published so far is with Redis (and delivered here); see ChannelAdapter.relayed. */
+  /** Resolves once every frame published so far is with Redis; see ChannelAdapter.relayed. */
   relayed(): Promise<void> {
     return this.lastRelay;
   }
