@@ -86,7 +86,7 @@ async function main(): Promise<void> {
   // scale-2proc: each of its two server processes holds half.
   const needed = Math.max(sizes.broadcastLarge, sizes.connectStorm, sizes.idleConnections, named('scale') ? sizes.scaleConnections : 0, named('scale-2proc') ? sizes.scale2procConnections / 2 : 0);
   log(`machine: ${machine.nproc} cores (${machine.cpuModel}), ${machine.memGiB} GiB, node ${machine.node}, load ${machine.loadAverageAtStart}`);
-  log(`open files limit: soft ${machine.openFilesSoft}, hard ${machine.openFilesHard} (the server needs ~${needed} sockets, each load client ~${Math.ceil(needed / clientProcesses)})`);
+  log(`open files limit: soft ${machine.openFilesSoft}, hard ${machine.openFilesHard} (the server needs ~${needed} sockets, each load client ~${Math.ceil(needed / clientProcesses)}; the scale scenarios use 4 load clients of their own)`);
   if (Number(machine.openFilesSoft) < needed + 500) {
     log(`WARNING: the open files limit is below ${needed + 500}; raise it (ulimit -n) or expect failed connects`);
   }
