@@ -6,7 +6,6 @@
  * A scale-out adapter would replace the topic publish with a pub/sub fan-out and the shard
  * state with a shared store, behind the same interface.
  */
-import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
 import type { ShardRequester } from '../../shards/requester.js';
 import type { ChannelShardApi } from '../messages.js';
@@ -26,12 +25,12 @@ import type {
   SubscribeResult,
   UnsubscribeResult,
 } from './channel-adapter.js';
-import { memberRemoved, subscriptionCount, type PresenceSnapshot, topicFor, watchTopicFor, watchlistEvents } from '../ws/frames.js';
+import { memberRemoved, subscriptionCount, type PresenceSnapshot, topicFor, watchTopicFor } from '../ws/frames.js';
 import type { ReconcileRemoval, ReconciledSubscription } from '../messages.js';
 import { MembershipBatches } from './membership-batches.js';
-import { deliverToTopic, type TopicFanout } from './topic-delivery.js';
+import { deliverToTopic, tellWatchers, type TopicFanout } from './topic-delivery.js';
 import { CacheJoinWatch } from './cache-join-watch.js';
-import { endWithError, type SocketRegistry } from '../ws/registry.js';
+import type { SocketRegistry } from '../ws/registry.js';
 
 /** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
 const RESTORE_BATCH = 1000;
@@ -134,7 +133,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   userPresence(appId: string, userId: string, online: boolean): void {
-    this.topics.publish(watchTopicFor(appId, userId), watchlistEvents([{ name: online ? 'online' : 'offline', user_ids: [userId] }]));
+    tellWatchers(this.topics, appId, userId, online);
   }
 
   watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[] {
@@ -217,14 +216,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   async terminateUserConnections(appId: string, userId: string): Promise<number> {
-    const sockets = this.registry.userSockets(appId, userId);
-    let closed = 0;
-    for (const state of sockets) {
-      if (state.closed || !state.ws) continue;
-      endWithError(state.ws, CLOSE_CODES.UNAUTHORIZED, 'Connection terminated by the server');
-      closed++;
-    }
-    return closed;
+    return this.registry.terminateUser(appId, userId);
   }
 }
 

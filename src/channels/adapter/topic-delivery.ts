@@ -5,7 +5,7 @@
  */
 import type { RecognizedString, WebSocket } from 'uWebSockets.js';
 import { appCounters } from '../../metrics/node-counters.js';
-import { topicFor } from '../ws/frames.js';
+import { topicFor, watchTopicFor, watchlistEvents } from '../ws/frames.js';
 import type { SocketRegistry } from '../ws/registry.js';
 
 /**
@@ -40,4 +40,9 @@ export function deliverToTopic(topics: TopicFanout, registry: SocketRegistry, ap
   }
   appCounters(appId).wsMessagesSent += topics.numSubscribers(topic);
   topics.publish(topic, frame);
+}
+
+/** Tells this process's watchers of a user (watchlist) that it came online or went offline. */
+export function tellWatchers(topics: TopicFanout, appId: string, userId: string, online: boolean): void {
+  topics.publish(watchTopicFor(appId, userId), watchlistEvents([{ name: online ? 'online' : 'offline', user_ids: [userId] }]));
 }

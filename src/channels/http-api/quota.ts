@@ -40,17 +40,23 @@ export class MessageQuota {
       entry = { day, used: 0 };
       this.usage.set(app.id, entry);
     }
-    if (entry.used + messages > app.messageQuota) {
-      throw new HeraldError(
-        'APP_OVER_QUOTA',
-        `Application ${app.id} is over its message quota: ${entry.used} of ${app.messageQuota} messages used today (UTC), ` +
-          `this request needs ${messages}; the count resets at 00:00 UTC`,
-      );
-    }
+    if (entry.used + messages > app.messageQuota) throw overQuota(app.id, app.messageQuota, entry.used, messages, 'UTC');
     entry.used += messages;
   }
 
   private today(): number {
     return Math.floor(this.now() / MS_PER_DAY);
   }
+}
+
+/**
+ * The APP_OVER_QUOTA error (403) of a refused charge: `used` of `quota` messages spent today,
+ * `messages` asked for; `day` says whose day it is (this node's, or every node's in a cluster).
+ */
+export function overQuota(appId: string, quota: number, used: number, messages: number, day: string): HeraldError {
+  return new HeraldError(
+    'APP_OVER_QUOTA',
+    `Application ${appId} is over its message quota: ${used} of ${quota} messages used today (${day}), ` +
+      `this request needs ${messages}; the count resets at 00:00 UTC`,
+  );
 }

@@ -5,6 +5,7 @@
  */
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../../config/schema.js';
+import { CLOSE_CODES } from '../../errors.js';
 import { errorFrame } from './frames.js';
 import type { SmallMap } from '../small-map.js';
 
@@ -190,6 +191,20 @@ export class SocketRegistry {
 
   isOnline(appId: string, userId: string): boolean {
     return this.apps.get(appId)?.users.has(userId) ?? false;
+  }
+
+  /**
+   * Closes every open connection of a signed-in user of the app (C5 terminate_connections, on
+   * this process) with 4009 and its pusher:error; answers how many were closed.
+   */
+  terminateUser(appId: string, userId: string): number {
+    let closed = 0;
+    for (const state of this.userSockets(appId, userId)) {
+      if (state.closed || !state.ws) continue;
+      endWithError(state.ws, CLOSE_CODES.UNAUTHORIZED, 'Connection terminated by the server');
+      closed++;
+    }
+    return closed;
   }
 
   userSockets(appId: string, userId: string): SocketState[] {

@@ -13,7 +13,7 @@
  * node's users included. Watchlist events travel on a hidden per-app channel (`#watch`).
  */
 import type { AppConfig, ClusterConfig, HeraldConfig } from '../../../config/schema.js';
-import { CLOSE_CODES, HeraldError } from '../../../errors.js';
+import { HeraldError } from '../../../errors.js';
 import { log, RateLimitedLog } from '../../../log.js';
 import type { ShardRequester } from '../../../shards/requester.js';
 import { channelShardFor } from '../../../shards/hash.js';
@@ -21,8 +21,8 @@ import type { ChannelEventBody } from '../../../webhooks/emitter.js';
 import type { WebhookShardApi } from '../../../webhooks/messages.js';
 import type { ChannelShardApi } from '../../messages.js';
 import { SERVER_TO_USER_PREFIX, channelType, countsSubscriptions, serverToUserId } from '../../names.js';
-import { memberAdded, memberRemoved, snapshotOf, subscriptionCount, topicFor as topicOf, watchTopicFor, watchlistEvents } from '../../ws/frames.js';
-import { endWithError, type SocketRegistry } from '../../ws/registry.js';
+import { memberAdded, memberRemoved, snapshotOf, subscriptionCount, topicFor as topicOf, watchTopicFor } from '../../ws/frames.js';
+import type { SocketRegistry } from '../../ws/registry.js';
 import type {
   CachedEvent,
   ChannelAdapter,
@@ -39,7 +39,8 @@ import type {
   UnsubscribeResult,
 } from '../channel-adapter.js';
 import type { ClusterFigures } from '../../../metrics/prometheus.js';
-import { deliverToTopic, type TopicFanout } from '../topic-delivery.js';
+import { overQuota } from '../../http-api/quota.js';
+import { deliverToTopic, tellWatchers, type TopicFanout } from '../topic-delivery.js';
 import { CacheJoinWatch } from '../cache-join-watch.js';
 import type { ChannelTransition, HeldState } from './channel-state.js';
 import { ClusterNode } from './cluster-node.js';
@@ -127,13 +128,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
       charge: async (app, messages) => {
         if (app.messageQuota === null) return;
         const { accepted, used } = await this.call(() => state.chargeQuota(app.id, messages, app.messageQuota!));
-        if (!accepted) {
-          throw new HeraldError(
-            'APP_OVER_QUOTA',
-            `Application ${app.id} is over its message quota: ${used} of ${app.messageQuota} messages used today (UTC, all nodes), ` +
-              `this request needs ${messages}; the count resets at 00:00 UTC`,
-          );
-        }
+        if (!accepted) throw overQuota(app.id, app.messageQuota!, used, messages, 'UTC, all nodes');
       },
     };
   }
@@ -182,7 +177,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
     const channel = fromBusName(name);
     if (channel === WATCH_CHANNEL) {
       const [userId, online] = JSON.parse(frame) as [string, boolean];
-      this.watchlistLocally(appId, userId, online);
+      tellWatchers(this.topics, appId, userId, online);
       return;
     }
     deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
@@ -259,12 +254,8 @@ export class RedisChannelAdapter implements ChannelAdapter {
 
   /** A user came online or went offline cluster-wide: every node tells its watchers. */
   private watchlistEverywhere(appId: string, userId: string, online: boolean): void {
-    this.watchlistLocally(appId, userId, online);
+    tellWatchers(this.topics, appId, userId, online);
     this.node.bus.publish(appId, WATCH_CHANNEL, JSON.stringify([userId, online])).catch((err: unknown) => this.busFailed(err));
-  }
-
-  private watchlistLocally(appId: string, userId: string, online: boolean): void {
-    this.topics.publish(watchTopicFor(appId, userId), watchlistEvents([{ name: online ? 'online' : 'offline', user_ids: [userId] }]));
   }
 
   watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): Promise<string[]> {
@@ -279,24 +270,14 @@ export class RedisChannelAdapter implements ChannelAdapter {
   }
 
   async terminateUserConnections(appId: string, userId: string): Promise<number> {
-    const closed = this.closeUserLocally(appId, userId);
+    const closed = this.registry.terminateUser(appId, userId);
     await this.call(() => this.node.bus.sendControl('all', { type: 'terminateUser', appId, userId }));
     return closed;
   }
 
   private control(message: ControlMessage, origin: string): void {
     if (origin === this.node.nodeId) return;
-    if (message.type === 'terminateUser') this.closeUserLocally(message.appId, message.userId);
-  }
-
-  private closeUserLocally(appId: string, userId: string): number {
-    let closed = 0;
-    for (const state of this.registry.userSockets(appId, userId)) {
-      if (state.closed || !state.ws) continue;
-      endWithError(state.ws, CLOSE_CODES.UNAUTHORIZED, 'Connection terminated by the server');
-      closed++;
-    }
-    return closed;
+    if (message.type === 'terminateUser') this.registry.terminateUser(message.appId, message.userId);
   }
 
   // --- channel state --------------------------------------------------------------------
