@@ -7,8 +7,9 @@
 import type { ChannelTransition, ClusterMember, HeldState } from '../../src/channels/adapter/redis/channel-state.js';
 import { ClusterNode } from '../../src/channels/adapter/redis/cluster-node.js';
 import type { ControlMessage } from '../../src/channels/adapter/redis/delivery-bus.js';
-import { afterAll, afterEach, beforeAll } from 'vitest';
-import { RedisServer } from './redis-server.js';
+import { afterEach } from 'vitest';
+import { fileRedisServer } from './file-redis.js';
+import type { RedisServer } from './redis-server.js';
 
 export interface SimulatedNodeOptions {
   redisUrl: string;
@@ -90,22 +91,15 @@ export interface ClusterTestBed {
  * stopped after them, and every node a test made stopped after that test.
  */
 export function clusterTestBed(prefixLetter: string): ClusterTestBed {
-  let redis: RedisServer | undefined;
+  const redis = fileRedisServer();
   const nodes: SimulatedNode[] = [];
   let counter = 0;
-  beforeAll(async () => {
-    redis = await new RedisServer().start();
-  });
   afterEach(async () => {
     await Promise.allSettled(nodes.splice(0).map((n) => n.node.stop(false)));
   });
-  afterAll(async () => {
-    await redis?.stop();
-  });
   return {
     get redis(): RedisServer {
-      if (!redis) throw new Error('the redis-server starts in beforeAll');
-      return redis;
+      return redis();
     },
     node(options) {
       const node = new SimulatedNode({ ...options, redisUrl: this.redis.url });

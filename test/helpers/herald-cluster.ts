@@ -4,7 +4,8 @@
  * URL and a key prefix no other test uses. Tests kill a node with SIGKILL, and kill Redis and
  * start it again on the same port (an outage).
  */
-import { afterAll, afterEach, beforeAll, onTestFailed } from 'vitest';
+import { afterEach, onTestFailed } from 'vitest';
+import { fileRedisServer } from './file-redis.js';
 import { HeraldProcess } from './herald-process.js';
 import { RedisServer } from './redis-server.js';
 
@@ -133,22 +134,15 @@ export interface HeraldClusterBed {
  * prefixes, each test's being unique.
  */
 export function heraldClusterBed(name: string): HeraldClusterBed {
-  let redis: RedisServer | undefined;
+  const redis = fileRedisServer();
   const clusters: HeraldCluster[] = [];
   let counter = 0;
-  beforeAll(async () => {
-    redis = await new RedisServer().start();
-  });
   afterEach(async () => {
     await Promise.allSettled(clusters.splice(0).map((c) => c.dispose()));
   });
-  afterAll(async () => {
-    await redis?.stop();
-  });
   return {
     get redis(): RedisServer {
-      if (!redis) throw new Error('the redis-server starts in beforeAll');
-      return redis;
+      return redis();
     },
     start(options) {
       return this.create(options).start();
@@ -180,4 +174,9 @@ export function distinctEvents<T extends Record<string, unknown>>(events: T[]): 
     seen.add(e.id);
     return true;
   });
+}
+
+/** A webhook event as `name:channel[:user_id]`, for comparing what a receiver got. */
+export function eventLabel(e: Record<string, unknown>): string {
+  return `${String(e.name)}:${String(e.channel)}${e.user_id !== undefined ? `:${String(e.user_id)}` : ''}`;
 }

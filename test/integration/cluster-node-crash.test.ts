@@ -7,7 +7,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
 import { ClientPool, settled } from '../helpers/channel-clients.js';
-import { distinctEvents, heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { distinctEvents, eventLabel, heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { sleep, until } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -41,7 +41,7 @@ function config(reloadDebounceMs = 300): { apps: Record<string, unknown>[]; conf
 function hooks(tag: string): string[] {
   return distinctEvents(receiver.deliveredEvents())
     .filter((e) => String(e.channel).includes(tag))
-    .map((e) => `${String(e.name)}:${String(e.channel)}${e.user_id !== undefined ? `:${String(e.user_id)}` : ''}`);
+    .map(eventLabel);
 }
 
 async function json(sdk: PusherServer, path: string, params?: Record<string, string>): Promise<unknown> {

@@ -7,7 +7,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
 import { ClientPool, rawConnection, refusal, settled, type ChannelRecord } from '../helpers/channel-clients.js';
-import { distinctEvents, heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { distinctEvents, eventLabel, heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { sleep, until } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -28,7 +28,7 @@ afterAll(async () => {
 
 /** Labels of the delivered webhook events (no subscription counts). */
 function hooks(): string[] {
-  return distinctEvents(receiver.deliveredEvents()).map((e) => `${String(e.name)}:${String(e.channel)}${e.user_id !== undefined ? `:${String(e.user_id)}` : ''}`);
+  return distinctEvents(receiver.deliveredEvents()).map(eventLabel);
 }
 
 const count = (labels: string[], label: string): number => labels.filter((l) => l === label).length;

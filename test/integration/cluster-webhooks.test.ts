@@ -8,7 +8,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import Pusher from 'pusher';
 import { ClientPool } from '../helpers/channel-clients.js';
-import { distinctEvents, heraldClusterBed } from '../helpers/herald-cluster.js';
+import { distinctEvents, eventLabel, heraldClusterBed } from '../helpers/herald-cluster.js';
 import { sleep, until } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -45,7 +45,7 @@ function events(tag: string): WebhookEvent[] {
 }
 
 const label = (e: WebhookEvent): string =>
-  `${e.name}:${e.channel}${e.user_id !== undefined ? `:${String(e.user_id)}` : ''}${e.subscription_count !== undefined ? `=${String(e.subscription_count)}` : ''}`;
+  `${eventLabel(e)}${e.subscription_count !== undefined ? `=${String(e.subscription_count)}` : ''}`;
 
 /** Labels of the events on `tag`'s channels, without subscription_count ones. */
 function transitions(tag: string): string[] {

@@ -1,23 +1,16 @@
 /** The channel adapter contract against the Redis adapter: one node on a private redis-server. */
-import { afterAll, beforeAll } from 'vitest';
 import { RedisChannelAdapter } from '../../../../src/channels/adapter/redis/redis-adapter.js';
 import { parseConfig } from '../../../../src/config/load.js';
 import { startAdapterHarness } from '../../../helpers/local-channel-adapter.js';
-import { RedisServer } from '../../../helpers/redis-server.js';
+import { fileRedisServer } from '../../../helpers/file-redis.js';
 import { channelAdapterContract } from './channel-adapter-contract.js';
 
-let redis: RedisServer | undefined;
+const redis = fileRedisServer();
 let run = 0;
-beforeAll(async () => {
-  redis = await new RedisServer().start();
-});
-afterAll(async () => {
-  await redis?.stop();
-});
 
 channelAdapterContract('redis (shared state + pub/sub)', () =>
   startAdapterHarness(async ({ topics, shards, registry, config }) => {
-    const cluster = parseConfig({ cluster: { redisUrl: redis!.url, keyPrefix: `contract${++run}:`, nodeTimeoutMs: 5_000 } }).cluster!;
+    const cluster = parseConfig({ cluster: { redisUrl: redis().url, keyPrefix: `contract${++run}:`, nodeTimeoutMs: 5_000 } }).cluster!;
     const apps = new Map(config.apps.map((a) => [a.id, a]));
     return RedisChannelAdapter.start({ topics, registry, shards, cluster, config: () => config, apps, nodeId: `contract-${run}` });
   }, { cacheTtlSeconds: 600 }),
