@@ -109,8 +109,8 @@ export class RedisChannelAdapter implements ChannelAdapter {
   private readonly holdTimers = new Map<NodeJS.Timeout, () => Promise<void>>();
   private closed = false;
   private relayFailures = 0;
-  /** The latest publish: settles after every earlier one (one connection, replies in order). */
-  private lastRelay: Promise<void> = Promise.resolve();
+  /** Whether Redis took the latest publish; settles after every earlier one (one connection, replies in order). */
+  private lastRelay: Promise<boolean> = Promise.resolve(true);
 
   private constructor(private readonly deps: RedisAdapterDeps) {
     this.topics = deps.topics;
@@ -158,18 +158,19 @@ export class RedisChannelAdapter implements ChannelAdapter {
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): void {
     deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
     this.lastRelay = this.node.bus.publish(appId, busName(channel), frame, exceptSocketId).then(
-      () => undefined,
+      () => true,
       (err: unknown) => {
         this.busFailed(err);
-        throw new HeraldError('CLUSTER_UNAVAILABLE');
+        return false;
       },
     );
-    this.lastRelay.catch(() => {});
   }
 
   /** Resolves once every frame published so far is with Redis; see ChannelAdapter.relayed. */
   relayed(): Promise<void> {
-    return this.lastRelay;
+    return this.lastRelay.then((taken) => {
+      if (!taken) throw new HeraldError('CLUSTER_UNAVAILABLE');
+    });
   }
 
   /** A frame another node published on a channel this node has subscribers on. */
