@@ -40,7 +40,7 @@ export class SimulatedNode {
           subscriptions: [...this.subscriptions.values()],
         }),
         onTransitions: (t) => this.transitions.push(...t),
-        onFrame: (appId, channel, frame, except) => this.frames.push({ appId, channel, frame, except }),
+        onFrame: (appId, channel, frame, except) => this.frames.push({ appId, channel, frame: frame.toString(), except }),
         onControl: (message, origin) => this.controls.push({ message, origin }),
         ...(options.heartbeatIntervalMs !== undefined && { heartbeatIntervalMs: options.heartbeatIntervalMs }),
         ...(options.reapIntervalMs !== undefined && { reapIntervalMs: options.reapIntervalMs }),

@@ -6,14 +6,20 @@
  * the frame already encoded for the sockets, so receiving nodes only hand it to their sockets.
  *
  * Envelope (one string): `<origin node id>\n<exceptSocketId or empty>\n<frame>`. The origin
- * delivers to its own sockets itself, so it drops its own messages; `exceptSocketId` is
- * honoured by whichever node holds that socket.
+ * delivers to its own sockets itself, so it drops its own messages, recognised by their first
+ * bytes without decoding them; `exceptSocketId` is honoured by whichever node holds that
+ * socket. A frame from another node is handed on as the bytes Redis sent (uWS takes bytes as
+ * they are): never decoded to a string and encoded again.
  *
  * Control messages (terminate a user's connections, ...) go to every node (`<prefix>ctl`) or
  * to one node (`<prefix>ctl:<nodeId>`), as JSON.
  *
- * Commands issued in one event-loop turn go out in one write (auto-pipelined publishes,
- * one SUBSCRIBE / UNSUBSCRIBE per turn for all channels watched or dropped in it). After a
+ * Publishes wait for the end of the event-loop iteration (setImmediate) and then go out in one
+ * write: every trigger the HTTP front end read in that iteration shares one write to Redis, and
+ * Redis hands them on to the other nodes together, where uWS sends them to each socket in one
+ * write too (it drains topics once per iteration). Other commands keep their order after
+ * the publishes before them (flushPublishes). One SUBSCRIBE / UNSUBSCRIBE per turn for all
+ * channels watched or dropped in it. After a
  * reconnect the bus subscribes again to everything it watches; what was published while a
  * node was cut off is not replayed (pub/sub has no history).
  */
@@ -28,10 +34,20 @@ export type ControlMessage =
   { type: 'terminateUser'; appId: string; userId: string };
 
 export interface DeliveryHandlers {
-  /** A frame published on another node for a channel this node watches. */
-  onFrame(appId: string, channel: string, frame: string, exceptSocketId: string | undefined): void;
+  /** A frame published on another node for a channel this node watches: its UTF-8 bytes, valid during the call only. */
+  onFrame(appId: string, channel: string, frame: Buffer, exceptSocketId: string | undefined): void;
   /** A control message from another node (or from this one, when sent to 'all'). */
   onControl(message: ControlMessage, origin: string): void;
+}
+
+const NEWLINE = 0x0a;
+
+/** A publish waiting for the end of the event-loop iteration. */
+interface OutgoingPublish {
+  topic: string;
+  envelope: string;
+  resolve(listeners: number): void;
+  reject(err: unknown): void;
 }
 
 export class DeliveryBus {
@@ -47,7 +63,12 @@ export class DeliveryBus {
   };
   /** The subscriber connection is up and subscribed to everything watched (see listening). */
   private subscribed = false;
-  private readonly onMessage = (topic: string, message: string) => this.dispatch(topic, message);
+  private readonly onMessage = (topic: Buffer, message: Buffer) => this.dispatch(topic, message);
+  /** `<nodeId>\n`: the first bytes of this node's own envelopes. */
+  private readonly ownPrefix: Buffer;
+  /** Publishes waiting for this iteration's write (see publish). */
+  private outgoing: OutgoingPublish[] = [];
+  private readonly flushOutgoing = () => this.flushPublishes();
 
   constructor(
     private readonly commands: Redis,
@@ -57,11 +78,12 @@ export class DeliveryBus {
     private readonly handlers: DeliveryHandlers,
   ) {
     this.controlTopics = [keys.controlAll(), keys.controlNode(nodeId)];
+    this.ownPrefix = Buffer.from(`${nodeId}\n`);
   }
 
   /** Starts listening (control channels and anything already watched). */
   async start(): Promise<void> {
-    this.subscriber.on('message', this.onMessage);
+    this.subscriber.on('messageBuffer', this.onMessage);
     this.subscriber.on('ready', this.onReady);
     this.subscriber.on('close', this.onClose);
     await whenAvailable(() => this.subscriber.subscribe(...this.controlTopics, ...this.watched.keys()));
@@ -77,7 +99,7 @@ export class DeliveryBus {
   }
 
   async stop(): Promise<void> {
-    this.subscriber.off('message', this.onMessage);
+    this.subscriber.off('messageBuffer', this.onMessage);
     this.subscriber.off('ready', this.onReady);
     this.subscriber.off('close', this.onClose);
     this.subscribed = false;
@@ -115,13 +137,28 @@ export class DeliveryBus {
    * listen (0 when none has a subscriber); rejects with RedisUnavailableError during an outage.
    */
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): Promise<number> {
+    const topic = this.keys.channelTopic(appId, channel);
     const envelope = `${this.nodeId}\n${exceptSocketId ?? ''}\n${frame}`;
-    return whenAvailable(() => this.commands.publish(this.keys.channelTopic(appId, channel), envelope));
+    return new Promise((resolve, reject) => {
+      if (this.outgoing.push({ topic, envelope, resolve, reject }) === 1) setImmediate(this.flushOutgoing);
+    });
+  }
+
+  /**
+   * Issues the publishes waiting for the end of the iteration now. Called before any other
+   * command that must reach Redis after them; the auto-pipeline still sends them in one write.
+   */
+  flushPublishes(): void {
+    const batch = this.outgoing;
+    if (batch.length === 0) return;
+    this.outgoing = [];
+    for (const p of batch) whenAvailable(() => this.commands.publish(p.topic, p.envelope)).then(p.resolve, p.reject);
   }
 
   /** Sends a control message to every node ('all', this one included) or to one node id. */
   sendControl(target: 'all' | string, message: ControlMessage): Promise<number> {
     const topic = target === 'all' ? this.keys.controlAll() : this.keys.controlNode(target);
+    this.flushPublishes();
     return whenAvailable(() => this.commands.publish(topic, JSON.stringify({ origin: this.nodeId, message })));
   }
 
@@ -159,21 +196,24 @@ export class DeliveryBus {
     });
   }
 
-  private dispatch(topic: string, message: string): void {
+  private dispatch(topicBytes: Buffer, message: Buffer): void {
+    // This node's own publish, back from Redis: dropped before anything is decoded.
+    const own = this.ownPrefix;
+    if (message.length > own.length && message.compare(own, 0, own.length, 0, own.length) === 0) return;
+    const topic = topicBytes.toString();
     try {
-      const first = message.indexOf('\n');
       if (this.controlTopics.includes(topic)) {
-        const { origin, message: control } = JSON.parse(message) as { origin: string; message: ControlMessage };
+        const { origin, message: control } = JSON.parse(message.toString()) as { origin: string; message: ControlMessage };
         this.handlers.onControl(control, origin);
         return;
       }
-      const target = this.keys.parseChannelTopic(topic);
-      const second = message.indexOf('\n', first + 1);
-      if (!target || first < 0 || second < 0) return;
-      if (message.slice(0, first) === this.nodeId) return;
       if (!this.watched.has(topic)) return;
-      const except = message.slice(first + 1, second);
-      this.handlers.onFrame(target.appId, target.channel, message.slice(second + 1), except === '' ? undefined : except);
+      const target = this.keys.parseChannelTopic(topic);
+      const first = message.indexOf(NEWLINE);
+      const second = first < 0 ? -1 : message.indexOf(NEWLINE, first + 1);
+      if (!target || second < 0) return;
+      const except = second > first + 1 ? message.toString('utf8', first + 1, second) : undefined;
+      this.handlers.onFrame(target.appId, target.channel, message.subarray(second + 1), except);
     } catch (err) {
       log.error('cluster: delivery handler failed', { topic, error: String(err) });
     }

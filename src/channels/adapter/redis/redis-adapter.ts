@@ -174,10 +174,10 @@ export class RedisChannelAdapter implements ChannelAdapter {
   }
 
   /** A frame another node published on a channel this node has subscribers on. */
-  private fromOtherNode(appId: string, name: string, frame: string, exceptSocketId: string | undefined): void {
+  private fromOtherNode(appId: string, name: string, frame: Buffer, exceptSocketId: string | undefined): void {
     const channel = fromBusName(name);
     if (channel === WATCH_CHANNEL) {
-      const [userId, online] = JSON.parse(frame) as [string, boolean];
+      const [userId, online] = JSON.parse(frame.toString()) as [string, boolean];
       tellWatchers(this.topics, appId, userId, online);
       return;
     }
@@ -287,6 +287,8 @@ export class RedisChannelAdapter implements ChannelAdapter {
     const app = this.deps.apps.get(appId);
     if (!app) return;
     this.cacheJoins.stored(appId, channel, event, data);
+    // Stored after the event's publish, as on one connection before publishes were batched.
+    this.node.bus.flushPublishes();
     this.node.state.storeCachedEvent(appId, channel, event, data, app.cacheTtlSeconds).catch((err: unknown) => this.busFailed(err));
   }
 
