@@ -1,20 +1,23 @@
 /**
  * `npm run bench:fanout [-- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N]
- *  [--payload BYTES] [--cpu-prof] [--watch-dashboard] [scenario ...]]`
+ *  [--payload BYTES] [--repeat N] [--cpu-prof] [--watch-dashboard] [scenario ...]]`
  * (`scale` and `scale-2proc` run only when named: `npm run bench:fanout -- scale scale-2proc`)
  *
  * Whole-system fan-out benchmark over loopback: for each scenario, starts the built Herald and
  * then the bare-uWS ceiling (bench/fanout/ceiling-server.ts), each fresh, and drives both with
  * the same load clients (bench/fanout/load-client.ts, forked) and the same signed keep-alive
  * triggers (sent from this process). Prints a table with Herald/ceiling ratios and writes
- * bench/results/<timestamp>.json. Figures, never pass/fail; the exit code is 0 unless the
+ * bench/results/<timestamp>.json. With `--repeat N`, each scenario runs N times on each target
+ * (Herald, then the ceiling, then Herald again, ...) and the table shows the median of each
+ * figure and the range of the per-run ratios: on a shared machine one run's ratio moves with
+ * whatever else runs at that moment. Figures, never pass/fail; the exit code is 0 unless the
  * benchmark itself broke. Scenario names: see SCENARIOS in bench/fanout/scenarios.ts.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { machineInfo, renderTable, type RunRecord, type ScenarioRecord, type TargetOutcome } from './fanout/report.js';
+import { machineInfo, medianOutcome, renderTable, type RunRecord, type ScenarioRecord, type TargetOutcome } from './fanout/report.js';
 import { FULL_SIZES, QUICK_SIZES, SCENARIOS, type Scenario, type Sizes } from './fanout/scenarios.js';
 import { runScenario } from './fanout/run-scenario.js';
 import { selectScenarios } from './fanout/scenario-args.js';
@@ -32,19 +35,21 @@ const { values, positionals } = parseArgs({
     clients: { type: 'string', default: '2' },
     'http-connections': { type: 'string', default: '32' },
     payload: { type: 'string', default: '100' },
+    repeat: { type: 'string', default: '1' },
     'cpu-prof': { type: 'boolean', default: false },
     'watch-dashboard': { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 
-const selected = selectScenarios(SCENARIOS, positionals, values.help!, 'usage: npm run bench:fanout -- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N] [--payload BYTES] [--cpu-prof] [--watch-dashboard] [scenario ...]');
+const selected = selectScenarios(SCENARIOS, positionals, values.help!, 'usage: npm run bench:fanout -- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N] [--payload BYTES] [--repeat N] [--cpu-prof] [--watch-dashboard] [scenario ...]');
 const targets = (values.target?.length ? values.target : ['herald', 'ceiling']) as TargetName[];
 const quick = values.quick!;
 const sizes: Sizes = quick ? QUICK_SIZES : FULL_SIZES;
 const clientProcesses = Math.max(1, Number(values.clients));
 const httpConnections = Math.max(1, Number(values['http-connections']));
 const payloadBytes = Math.max(20, Number(values.payload));
+const repeat = Math.max(1, Math.floor(Number(values.repeat)) || 1);
 const watchDashboard = values['watch-dashboard']!;
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 const resultsDir = join(REPO_ROOT, 'bench/results');
@@ -90,12 +95,12 @@ async function main(): Promise<void> {
   if (Number(machine.openFilesSoft) < needed + 500) {
     log(`WARNING: the open files limit is below ${needed + 500}; raise it (ulimit -n) or expect failed connects`);
   }
-  log(`${quick ? 'QUICK' : 'FULL'} run; ${clientProcesses} load-client processes, ${httpConnections} keep-alive trigger connections, ${payloadBytes} B event data${watchDashboard ? '; a dashboard watches the app (debug taps on)' : ''}`);
+  log(`${quick ? 'QUICK' : 'FULL'} run${repeat > 1 ? `, each scenario ${repeat} times per target` : ''}; ${clientProcesses} load-client processes, ${httpConnections} keep-alive trigger connections, ${payloadBytes} B event data${watchDashboard ? '; a dashboard watches the app (debug taps on)' : ''}`);
   const run: RunRecord = {
     startedAt: new Date().toISOString(),
     command: process.argv.slice(2).join(' '),
     quick,
-    options: { targets, clientProcesses, httpConnections, payloadBytes, sizes, cpuProfDir, watchDashboard },
+    options: { targets, clientProcesses, httpConnections, payloadBytes, repeat, sizes, cpuProfDir, watchDashboard },
     machine,
     scenarios: [],
   };
@@ -104,9 +109,21 @@ async function main(): Promise<void> {
   for (const scenario of selected) {
     const record: ScenarioRecord = { name: scenario.name, description: scenario.description };
     run.scenarios.push(record);
-    if (targets.includes('herald')) record.herald = await runOne(scenario, 'herald', undefined);
-    const heraldMax = record.herald?.metrics?.find((m) => m.name === 'max: triggers/s' || m.name === 'max: batches/s')?.value;
-    if (targets.includes('ceiling')) record.ceiling = await runOne(scenario, 'ceiling', heraldMax);
+    const runs: NonNullable<ScenarioRecord['runs']> = [];
+    for (let i = 0; i < repeat; i++) {
+      if (repeat > 1) log(`${scenario.name}: run ${i + 1} of ${repeat}`);
+      const pair: (typeof runs)[number] = {};
+      runs.push(pair);
+      if (targets.includes('herald')) pair.herald = await runOne(scenario, 'herald', undefined);
+      const heraldMax = pair.herald?.metrics?.find((m) => m.name === 'max: triggers/s' || m.name === 'max: batches/s')?.value;
+      if (targets.includes('ceiling')) pair.ceiling = await runOne(scenario, 'ceiling', heraldMax);
+      if (repeat > 1) record.runs = runs;
+      for (const t of ['herald', 'ceiling'] as const) {
+        const outcomes = runs.flatMap((r) => (r[t] ? [r[t]] : []));
+        if (outcomes.length) record[t] = outcomes.length === 1 ? outcomes[0] : medianOutcome(outcomes);
+      }
+      writeFileSync(file, JSON.stringify(run, null, 2));
+    }
     // Written after every scenario, so a run cut short keeps what it measured.
     writeFileSync(file, JSON.stringify(run, null, 2));
   }

@@ -16,8 +16,11 @@ export interface TargetOutcome {
 export interface ScenarioRecord {
   name: string;
   description: string;
+  /** With --repeat N > 1, the median of each figure over the runs; otherwise the one run. */
   herald?: TargetOutcome;
   ceiling?: TargetOutcome;
+  /** With --repeat N > 1: every run, Herald and then the ceiling each time. */
+  runs?: { herald?: TargetOutcome; ceiling?: TargetOutcome }[];
 }
 
 export interface MachineInfo {
@@ -66,6 +69,40 @@ export function machineInfo(): MachineInfo {
   };
 }
 
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/**
+ * One outcome made of several runs of a scenario on one target: each figure is its median over
+ * the runs that have it; an error only when every run failed. Elapsed time is summed.
+ */
+export function medianOutcome(outcomes: readonly TargetOutcome[]): TargetOutcome {
+  const elapsedMs = outcomes.reduce((sum, o) => sum + o.elapsedMs, 0);
+  const measured = outcomes.filter((o) => o.metrics);
+  if (measured.length === 0) return { error: outcomes.find((o) => o.error)?.error ?? 'no run measured', elapsedMs };
+  const metrics: Metric[] = [];
+  for (const m of measured.flatMap((o) => o.metrics!)) {
+    if (metrics.some((x) => x.name === m.name)) continue;
+    const values = measured.flatMap((o) => o.metrics!.filter((x) => x.name === m.name).map((x) => x.value));
+    metrics.push({ ...m, value: median(values) });
+  }
+  return { metrics, elapsedMs };
+}
+
+/** The smallest and largest `left/right` ratio of one figure over runs that measured both, or undefined. */
+export function ratioRange(runs: readonly { left?: TargetOutcome; right?: TargetOutcome }[], name: string): [number, number] | undefined {
+  const ratios: number[] = [];
+  for (const { left, right } of runs) {
+    const l = left?.metrics?.find((x) => x.name === name);
+    const r = right?.metrics?.find((x) => x.name === name)?.value;
+    if (l && l.better !== 'none' && r !== undefined && r !== 0) ratios.push(l.value / r);
+  }
+  return ratios.length ? [Math.min(...ratios), Math.max(...ratios)] : undefined;
+}
+
 /** A figure as printed: thousands separated, fewer decimals as it grows, `-` when absent. */
 export function format(value: number | undefined): string {
   if (value === undefined || Number.isNaN(value)) return '-';
@@ -80,8 +117,15 @@ export function format(value: number | undefined): string {
  * as [name, unit, left, right, ratio], the ratio (`left/right` or `right/left`) only where the
  * figure has a good direction.
  */
-export function comparisonRows(name: string, left: TargetOutcome | undefined, right: TargetOutcome | undefined, ratioOf: 'left/right' | 'right/left'): string[][] {
-  const rows: string[][] = [[name, '', left?.error ? 'ERROR' : '', right?.error ? 'ERROR' : '', '']];
+export function comparisonRows(
+  name: string,
+  left: TargetOutcome | undefined,
+  right: TargetOutcome | undefined,
+  ratioOf: 'left/right' | 'right/left',
+  runs?: readonly { left?: TargetOutcome; right?: TargetOutcome }[],
+): string[][] {
+  const repeated = runs !== undefined && runs.length > 1;
+  const rows: string[][] = [[name, '', left?.error ? 'ERROR' : '', right?.error ? 'ERROR' : '', '', ...(repeated ? [''] : [])]];
   const names: Metric[] = [];
   for (const m of [...(left?.metrics ?? []), ...(right?.metrics ?? [])]) {
     if (!names.some((n) => n.name === m.name)) names.push(m);
@@ -91,7 +135,12 @@ export function comparisonRows(name: string, left: TargetOutcome | undefined, ri
     const r = right?.metrics?.find((x) => x.name === m.name)?.value;
     const [top, bottom] = ratioOf === 'left/right' ? [l, r] : [r, l];
     const ratio = top !== undefined && bottom !== undefined && bottom !== 0 && m.better !== 'none' ? (top / bottom).toFixed(2) : '';
-    rows.push([`  ${m.name}`, m.unit, format(l), format(r), ratio]);
+    const row = [`  ${m.name}`, m.unit, format(l), format(r), ratio];
+    if (repeated) {
+      const range = ratio ? ratioRange(ratioOf === 'left/right' ? runs : runs.map((x) => ({ left: x.right, right: x.left })), m.name) : undefined;
+      row.push(range ? `${range[0].toFixed(2)}–${range[1].toFixed(2)}` : '');
+    }
+    rows.push(row);
   }
   return rows;
 }
@@ -106,11 +155,24 @@ export function formatTable(rows: string[][], leftAligned = 2): string {
 
 /** The results as fixed-width text: one block per scenario. */
 export function renderTable(run: RunRecord): string {
-  const rows: string[][] = [['scenario / figure', 'unit', 'herald', 'ceiling', 'herald/ceiling']];
-  for (const s of run.scenarios) rows.push(...comparisonRows(s.name, s.herald, s.ceiling, 'left/right'));
+  const repeated = run.scenarios.some((s) => (s.runs?.length ?? 0) > 1);
+  const header = ['scenario / figure', 'unit', 'herald', 'ceiling', 'herald/ceiling'];
+  if (repeated) {
+    header[2] = 'herald (median)';
+    header[3] = 'ceiling (median)';
+    header.push('per-run ratios');
+  }
+  const rows: string[][] = [header];
+  for (const s of run.scenarios) {
+    const runs = repeated ? (s.runs ?? []).map((r) => ({ left: r.herald, right: r.ceiling })) : undefined;
+    const block = comparisonRows(s.name, s.herald, s.ceiling, 'left/right', runs);
+    rows.push(...(repeated && (s.runs?.length ?? 0) <= 1 ? block.map((r) => [...r, '']) : block));
+  }
   const lines = [formatTable(rows)];
   const errors = run.scenarios.flatMap((s) =>
-    (['herald', 'ceiling'] as const).flatMap((t) => (s[t]?.error ? [`${s.name} on ${t}: ${s[t]!.error!.split('\n')[0]}`] : [])),
+    (s.runs ?? [s]).flatMap((r, i) =>
+      (['herald', 'ceiling'] as const).flatMap((t) => (r[t]?.error ? [`${s.name}${s.runs ? ` (run ${i + 1})` : ''} on ${t}: ${r[t]!.error!.split('\n')[0]}`] : [])),
+    ),
   );
   if (errors.length) lines.push('', 'errors:', ...errors.map((e) => `  ${e}`));
   return lines.join('\n');
