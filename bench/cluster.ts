@@ -1,6 +1,6 @@
 /**
  * `npm run bench:cluster [-- [--quick] [--clients N] [--http-connections N] [--payload BYTES]
- *  [--cpu-prof] [broadcast|unicast ...]]`
+ *  [--repeat N] [--cpu-prof] [broadcast|unicast ...]]`
  *
  * Two Herald nodes sharing channels over Redis against one Herald node, in the same run (issue 14,
  * "Performance"). Starts its own `redis-server` on a free port (never 6379); for each scenario,
@@ -13,7 +13,10 @@
  * counts every expected delivery that did not arrive (loss) in every phase, per node.
  *
  * Prints scenario | single node | cluster (2 nodes) | ratio with the issue's targets, then every
- * figure, and writes bench/results/cluster-<timestamp>.json. Figures, never pass/fail.
+ * figure, and writes bench/results/cluster-<timestamp>.json. With `--repeat N`, each scenario runs
+ * N times on each deployment (single, cluster, single, ...): figures are medians over the runs,
+ * the summary's ratios are the medians of the per-run ratios, and their ranges are printed.
+ * Figures, never pass/fail.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -22,7 +25,7 @@ import { parseArgs } from 'node:util';
 import { RedisServer } from '../test/helpers/redis-server.js';
 import { split } from './fanout/client-pool.js';
 import type { ChannelPlan } from './fanout/client-messages.js';
-import { comparisonRows, format, formatTable, machineInfo, type MachineInfo, type TargetOutcome } from './fanout/report.js';
+import { comparisonRows, format, formatTable, machineInfo, median as medianOf, medianOutcome, type MachineInfo, type TargetOutcome } from './fanout/report.js';
 import {
   broadcastLoad, connectAndSubscribe, fixedRatePhase, maxPhase, metric, phaseMetrics, QUICK_SIZES, FULL_SIZES, unicastLoad, warmUp,
   type Metric, type PhaseResult, type ScenarioContext, type Sizes, type TriggerShape,
@@ -51,6 +54,7 @@ const { values, positionals } = parseArgs({
     clients: { type: 'string', default: '2' },
     'http-connections': { type: 'string', default: '32' },
     payload: { type: 'string', default: '100' },
+    repeat: { type: 'string', default: '1' },
     'cpu-prof': { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -105,7 +109,7 @@ const SCENARIOS: ClusterScenario[] = [
   },
 ];
 
-const selected = selectScenarios(SCENARIOS, positionals, values.help!, 'usage: npm run bench:cluster -- [--quick] [--clients N] [--http-connections N] [--payload BYTES] [--cpu-prof] [scenario ...]');
+const selected = selectScenarios(SCENARIOS, positionals, values.help!, 'usage: npm run bench:cluster -- [--quick] [--clients N] [--http-connections N] [--payload BYTES] [--repeat N] [--cpu-prof] [scenario ...]');
 const quick = values.quick!;
 const sizes: Sizes = { ...(quick ? QUICK_SIZES : FULL_SIZES), broadcastSmall: 1_000, unicastChannels: 1_000, phaseMs: quick ? 2_000 : 5_000 };
 /** The latency phase is longer than the max phase: at 50/s a unicast p99 needs a few hundred samples. */
@@ -113,6 +117,7 @@ const latencyPhaseMs = quick ? 4_000 : 10_000;
 const clientProcesses = Math.max(CLUSTER_NODES, Number(values.clients));
 const httpConnections = Math.max(1, Number(values['http-connections']));
 const payloadBytes = Math.max(20, Number(values.payload));
+const repeat = Math.max(1, Math.floor(Number(values.repeat)) || 1);
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 const resultsDir = join(REPO_ROOT, 'bench/results');
 const cpuProfDir = values['cpu-prof'] ? join(resultsDir, `profiles-cluster-${stamp}`) : undefined;
@@ -124,8 +129,11 @@ const log = (line: string): void => {
 interface ClusterScenarioRecord {
   name: string;
   description: string;
+  /** With --repeat N > 1, each figure's median over the runs; otherwise the one run. */
   single?: TargetOutcome;
   cluster?: TargetOutcome;
+  /** With --repeat N > 1: every run, single node then cluster each time. */
+  runs?: { single?: TargetOutcome; cluster?: TargetOutcome }[];
 }
 
 interface ClusterRunRecord {
@@ -315,7 +323,14 @@ interface Target {
 function summaryRow(record: ClusterScenarioRecord | undefined, label: string, name: string, target?: Target, ratioShown = true): string[] {
   const single = value(record?.single, name);
   const cluster = value(record?.cluster, name);
-  const ratio = single !== undefined && cluster !== undefined && single !== 0 ? cluster / single : undefined;
+  const perRun = (record?.runs ?? []).flatMap((r) => {
+    const s = value(r.single, name);
+    const c = value(r.cluster, name);
+    return s !== undefined && c !== undefined && s !== 0 ? [c / s] : [];
+  });
+  // Repeated: the median of the per-run ratios (each run's pair saw the same machine), with their range.
+  const ratio = perRun.length > 1 ? medianOf(perRun) : single !== undefined && cluster !== undefined && single !== 0 ? cluster / single : undefined;
+  const range = perRun.length > 1 && ratioShown ? ` (${Math.min(...perRun).toFixed(2)}–${Math.max(...perRun).toFixed(2)})` : '';
   let verdict = '';
   if (target) {
     const moot = target.mootUnless0 ? value(record?.cluster, target.mootUnless0) : 0;
@@ -323,7 +338,7 @@ function summaryRow(record: ClusterScenarioRecord | undefined, label: string, na
     else if (moot) verdict = `${target.text}: moot, ${format(moot)} lost in the phase`;
     else verdict = `${target.text}: ${target.met(cluster, ratio ?? Number.NaN) ? 'met' : 'MISSED'}`;
   }
-  return [label, format(single), format(cluster), ratio === undefined || !ratioShown ? '' : ratio.toFixed(2), verdict];
+  return [label, format(single), format(cluster), ratio === undefined || !ratioShown ? '' : ratio.toFixed(2) + range, verdict];
 }
 
 function renderSummary(run: ClusterRunRecord): string {
@@ -352,9 +367,17 @@ function renderSummary(run: ClusterRunRecord): string {
 
 function renderDetails(run: ClusterRunRecord): string {
   const rows: string[][] = [['scenario / figure', 'unit', DEPLOYMENT_LABEL.single, DEPLOYMENT_LABEL.cluster, 'cluster/single']];
-  for (const s of run.scenarios) rows.push(...comparisonRows(s.name, s.single, s.cluster, 'right/left'));
+  const repeated = run.scenarios.some((s) => (s.runs?.length ?? 0) > 1);
+  if (repeated) rows[0]!.push('per-run ratios');
+  for (const s of run.scenarios) {
+    const runs = repeated ? (s.runs ?? []).map((r) => ({ left: r.single, right: r.cluster })) : undefined;
+    const block = comparisonRows(s.name, s.single, s.cluster, 'right/left', runs);
+    rows.push(...(repeated && (s.runs?.length ?? 0) <= 1 ? block.map((r) => [...r, '']) : block));
+  }
   const errors = run.scenarios.flatMap((s) =>
-    (['single', 'cluster'] as const).flatMap((k) => (s[k]?.error ? [`  ${s.name} on ${DEPLOYMENT_LABEL[k]}: ${s[k]!.error!.split('\n')[0]}`] : [])),
+    (s.runs ?? [s]).flatMap((r, i) =>
+      (['single', 'cluster'] as const).flatMap((k) => (r[k]?.error ? [`  ${s.name}${s.runs ? ` (run ${i + 1})` : ''} on ${DEPLOYMENT_LABEL[k]}: ${r[k]!.error!.split('\n')[0]}`] : [])),
+    ),
   );
   return [formatTable(rows), ...(errors.length ? ['', 'errors:', ...errors] : [])].join('\n');
 }
@@ -362,7 +385,7 @@ function renderDetails(run: ClusterRunRecord): string {
 async function main(): Promise<void> {
   const machine = machineInfo();
   log(`machine: ${machine.nproc} cores (${machine.cpuModel}), ${machine.memGiB} GiB, node ${machine.node}, load ${machine.loadAverageAtStart}`);
-  log(`${quick ? 'QUICK' : 'FULL'} run; ${clientProcesses} load-client processes (process i on node i mod ${CLUSTER_NODES}), ${httpConnections} keep-alive trigger connections to node 1, ${payloadBytes} B event data`);
+  log(`${quick ? 'QUICK' : 'FULL'} run${repeat > 1 ? `, each scenario ${repeat} times per deployment` : ''}; ${clientProcesses} load-client processes (process i on node i mod ${CLUSTER_NODES}), ${httpConnections} keep-alive trigger connections to node 1, ${payloadBytes} B event data`);
   const redis = new RedisServer();
   try {
     await redis.start();
@@ -378,7 +401,7 @@ async function main(): Promise<void> {
     startedAt: new Date().toISOString(),
     command: process.argv.slice(2).join(' '),
     quick,
-    options: { clientProcesses, httpConnections, payloadBytes, sizes, latencyPhaseMs, latencyRate: LATENCY_RATE, nodes: CLUSTER_NODES, cpuProfDir },
+    options: { clientProcesses, httpConnections, payloadBytes, repeat, sizes, latencyPhaseMs, latencyRate: LATENCY_RATE, nodes: CLUSTER_NODES, cpuProfDir },
     machine,
     pubSubHop: [],
     scenarios: [],
@@ -395,10 +418,18 @@ async function main(): Promise<void> {
     for (const scenario of selected) {
       const record: ClusterScenarioRecord = { name: scenario.name, description: scenario.description };
       run.scenarios.push(record);
-      record.single = await runOne(scenario, 'single', { server: redis, pid: redisPid });
-      record.cluster = await runOne(scenario, 'cluster', { server: redis, pid: redisPid }, value(record.single, 'same rate: rate (half the single node max)'));
-      // Written after every scenario, so a run cut short keeps what it measured.
-      writeFileSync(file, JSON.stringify(run, null, 2));
+      const runs: NonNullable<ClusterScenarioRecord['runs']> = [];
+      for (let i = 0; i < repeat; i++) {
+        if (repeat > 1) log(`${scenario.name}: run ${i + 1} of ${repeat}`);
+        const single = await runOne(scenario, 'single', { server: redis, pid: redisPid });
+        const cluster = await runOne(scenario, 'cluster', { server: redis, pid: redisPid }, value(single, 'same rate: rate (half the single node max)'));
+        runs.push({ single, cluster });
+        if (repeat > 1) record.runs = runs;
+        record.single = runs.length === 1 ? single : medianOutcome(runs.map((r) => r.single!));
+        record.cluster = runs.length === 1 ? cluster : medianOutcome(runs.map((r) => r.cluster!));
+        // Written after every run, so a run cut short keeps what it measured.
+        writeFileSync(file, JSON.stringify(run, null, 2));
+      }
     }
     await hop('after the scenarios');
   } finally {

@@ -69,7 +69,8 @@ export function machineInfo(): MachineInfo {
   };
 }
 
-function median(values: number[]): number {
+/** The median of a non-empty list. */
+export function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
