@@ -189,7 +189,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     if (metricsSocket) uws.us_listen_socket_close(metricsSocket);
-    stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter);
+    stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter, ctx.webhooks);
     return stopping;
   };
 
@@ -357,6 +357,7 @@ async function shutdown(
   timeoutMs: number,
   admin: AdminArea | undefined,
   adapter: ChannelAdapter,
+  webhooks: WebhooksClient,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   state.draining = true;
@@ -371,6 +372,13 @@ async function shutdown(
   if (inFlight.count > 0) log.warn('shutdown: requests still in flight at the deadline', { inFlight: inFlight.count });
   // A cluster node leaves its cluster while its shards still take the webhooks that produces.
   await adapter.close?.().catch((err: unknown) => log.warn('shutdown: leaving the cluster failed', { error: String(err) }));
+  // Webhooks due now get their first attempt before the shards stop: a node that does not come
+  // back (a cluster scaled down) would otherwise keep them in its outbox. Bounded by the deadline.
+  const drainMs = deadline - Date.now() - 1000;
+  if (drainMs > 0) {
+    const left = await webhooks.drain(drainMs).catch(() => -1);
+    if (left !== 0) log.warn('shutdown: webhooks due at the stop were not all attempted; they are sent after the next start', { left });
+  }
   await shards.close(Math.max(1000, deadline - Date.now()));
   log.info('shutdown complete');
 }

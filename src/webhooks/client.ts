@@ -25,4 +25,13 @@ export class WebhooksClient {
     const shards = await this.shards.broadcast({ type: 'webhooks.stats' }, timeoutMs);
     return { total: sumWebhookStats(shards), shards };
   }
+
+  /**
+   * Gives every shard's outbox up to `waitMs` to make a first attempt at each event due now
+   * (webhooks.drain); resolves with how many had none, over all shards.
+   */
+  async drain(waitMs: number): Promise<number> {
+    const shards = await this.shards.broadcast({ type: 'webhooks.drain', waitMs }, waitMs + 2000);
+    return shards.reduce((sum, s) => sum + s.left, 0);
+  }
 }

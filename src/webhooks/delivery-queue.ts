@@ -68,6 +68,13 @@ export class DeliveryQueue {
     for (const entry of batch) this.inFlight.delete(entry.seq);
   }
 
+  /** Entries due by `now` that were never attempted, or are in their first attempt. */
+  unattempted(now: number): number {
+    let n = 0;
+    for (const entry of this.entries.values()) if (entry.attempts === 0 && entry.notBefore <= now) n++;
+    return n;
+  }
+
   /** True when some entry is due now and not in flight (waiting for a free connection slot). */
   hasDue(now: number): boolean {
     for (const entry of this.entries.values()) {

@@ -38,4 +38,10 @@ export interface WebhookShardApi {
    * reload debounce): recorded in this shard's outbox as they are, not debounced again.
    */
   'webhooks.channelEvents': { req: { appId: string; events: ChannelEventBody[] }; res: {} };
+  /**
+   * A stopping node's last call: resolves once every event due by now has had its first
+   * delivery attempt (or after `waitMs`), with how many still had not. Held and retried events
+   * stay in the outbox for the next start.
+   */
+  'webhooks.drain': { req: { waitMs: number }; res: { left: number } };
 }

@@ -27,6 +27,9 @@ import { tapWebhookAttempt } from '../admin/shard-tap.js';
 /** Events per channel webhook request; a larger backlog goes out in several requests. */
 export const MAX_EVENTS_PER_REQUEST = 100;
 
+/** How often drain() looks whether the events it waits for were attempted, ms. */
+const DRAIN_POLL_MS = 20;
+
 /** How long close() lets open requests finish (so delivered events are not sent again), ms. */
 const CLOSE_GRACE_MS = 1000;
 
@@ -174,6 +177,24 @@ export class WebhookOutbox implements WebhookEmitter {
   /** The newest dead-letter records (operators, tests). */
   deadLetters(limit?: number) {
     return this.store.deadLetters(limit);
+  }
+
+  /**
+   * For a node that stops (maybe for good, as when a cluster is scaled down): waits until every
+   * event due has had its first delivery attempt finished, or `waitMs` passed. Resolves
+   * with how many had not. Events held by the reload debounce and retries stay for the next
+   * start, as after any stop.
+   */
+  async drain(waitMs: number): Promise<number> {
+    const until = Date.now() + waitMs;
+    for (;;) {
+      // Due by now: also what arrives during the drain (the leaves of the node's last sockets).
+      const now = Date.now();
+      let left = 0;
+      for (const q of this.queues.values()) left += q.unattempted(now);
+      if (left === 0 || this.state !== 'open' || now >= until) return left;
+      await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
+    }
   }
 
   /**

@@ -4,7 +4,7 @@ import type { WebhookShardApi } from './messages.js';
 import type { WebhookEmitter } from './emitter.js';
 import { WebhookOutbox } from './outbox.js';
 
-/** Opens the outbox (resuming stored entries) and exposes `webhooks.stats`. */
+/** Opens the outbox (resuming stored entries) and exposes its stats, decided events and drain. */
 export function createWebhookArea(ctx: ShardContext): ShardArea<WebhookShardApi> & { emitter: WebhookEmitter } {
   const outbox = new WebhookOutbox({ root: ctx.root, config: ctx.config, shardIndex: ctx.shardIndex });
   return {
@@ -14,6 +14,7 @@ export function createWebhookArea(ctx: ShardContext): ShardArea<WebhookShardApi>
         for (const event of req.events) outbox.channelEvent({ appId: req.appId, event }, { debounced: true });
         return {};
       },
+      'webhooks.drain': async (req) => ({ left: await outbox.drain(req.waitMs) }),
     },
     emitter: outbox,
     reload: (config) => outbox.reload(config),

@@ -425,3 +425,30 @@ describe('push webhooks', () => {
     await vi.waitFor(() => expect(outbox.stats()).toMatchObject({ sent: 20, pending: 0, receivers: 0, inFlight: 0 }));
   });
 });
+
+describe('drain: what a stopping node sends before it goes', () => {
+  it('resolves once every due event had its first attempt; held events stay for the next start', async () => {
+    const r = await receiver();
+    r.setDelay(200);
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], delivery: { reloadDebounceMs: 5000 } });
+    emit(outbox, { name: 'channel_occupied', channel: 'due' });
+    // Held by the reload debounce (5 s): not waited for.
+    emit(outbox, { name: 'channel_vacated', channel: 'held' });
+    const started = Date.now();
+    expect(await outbox.drain(5000)).toBe(0);
+    // The answer took 200 ms: drain waited for it, and not for the held vacate.
+    expect(r.delivered().map((q) => JSON.parse(q.rawBody).events.map((e: { name: string }) => e.name))).toEqual([['channel_occupied']]);
+    expect(Date.now() - started).toBeLessThan(4000);
+    expect(outbox.stats().pending).toBe(1);
+  });
+
+  it('gives up after waitMs, with how many due events had no finished attempt', async () => {
+    const r = await receiver();
+    r.setDelay(1500);
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }] });
+    emit(outbox, { name: 'channel_occupied', channel: 'slow' });
+    const started = Date.now();
+    expect(await outbox.drain(300)).toBe(1);
+    expect(Date.now() - started).toBeLessThan(1200);
+  });
+});
