@@ -17,6 +17,9 @@ export function sumWebhookStats(perShard: readonly WebhookStats[]): Omit<Webhook
   return total;
 }
 
+/** Of a drain's time, what a shard keeps for its answer to reach the main thread, ms. */
+const DRAIN_ANSWER_MS = 200;
+
 export class WebhooksClient {
   constructor(private readonly shards: ShardRequester<WebhookShardApi>) {}
 
@@ -28,10 +31,11 @@ export class WebhooksClient {
 
   /**
    * Gives every shard's outbox up to `waitMs` to make a first attempt at each event due now
-   * (webhooks.drain); resolves with how many had none, over all shards.
+   * (webhooks.drain); resolves with how many had none, over all shards. Rejects when a shard
+   * does not answer within `waitMs` (a stuck shard must not hold up the shutdown).
    */
   async drain(waitMs: number): Promise<number> {
-    const shards = await this.shards.broadcast({ type: 'webhooks.drain', waitMs }, waitMs + 2000);
+    const shards = await this.shards.broadcast({ type: 'webhooks.drain', waitMs: Math.max(0, waitMs - DRAIN_ANSWER_MS) }, waitMs);
     return shards.reduce((sum, s) => sum + s.left, 0);
   }
 }
