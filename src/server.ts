@@ -366,10 +366,13 @@ async function shutdown(
   main.closeListener();
   ws.closeAll(CLOSE_CODES.GENERIC_RECONNECT, 'Server shutting down');
   admin?.close();
-  while (inFlight.count > 0 && Date.now() < deadline - 2000) {
+  // Requests finish, and the closed sockets' close handlers run (their leaves start: a cluster
+  // node's leave webhooks are decided before it leaves the cluster).
+  while ((inFlight.count > 0 || ws.connectionCount() > 0) && Date.now() < deadline - 2000) {
     await new Promise((r) => setTimeout(r, 20));
   }
   if (inFlight.count > 0) log.warn('shutdown: requests still in flight at the deadline', { inFlight: inFlight.count });
+  if (ws.connectionCount() > 0) log.warn('shutdown: connections not closed by the deadline', { connections: ws.connectionCount() });
   // A cluster node leaves its cluster while its shards still take the webhooks that produces.
   await adapter.close?.().catch((err: unknown) => log.warn('shutdown: leaving the cluster failed', { error: String(err) }));
   // Webhooks due now get their first attempt before the shards stop: a node that does not come

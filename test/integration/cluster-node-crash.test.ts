@@ -173,42 +173,43 @@ describe.skipIf(ONE_PROCESS)('a node stalled (SIGSTOP) longer than nodeTimeoutMs
 });
 
 /**
- * A graceful stop (SIGTERM) of node B, whose only subscriber leaves `k2-only-b` and
- * `presence-k2` as the node closes its sockets (4200): node A sees the member go at once, and the
+ * A graceful stop (SIGTERM) of node B, whose only subscriber leaves `<tag>-only-b` and
+ * `presence-<tag>` as the node closes its sockets (4200): node A sees the member go at once, and the
  * leave webhooks B decided are sent before B exits (a node may not come back: a cluster scaled
  * down), once: not again when B starts again on its data dir.
+ * Each test has its own tag: the webhook receiver is shared by the file.
  */
-async function stopNodeB(reloadDebounceMs: number): Promise<void> {
+async function stopNodeB(reloadDebounceMs: number, tag: string): Promise<void> {
   const cluster = await bed.start({ ...config(reloadDebounceMs), nodeTimeoutMs: 30_000 });
   const watcher = await pool.connect(cluster.a, { userId: 'watcher' });
-  const room = await watcher.subscribe('presence-k2');
+  const room = await watcher.subscribe(`presence-${tag}`);
   const leaver = await pool.connect(cluster.b, { userId: 'leaver' });
-  await leaver.subscribe('presence-k2');
-  await leaver.subscribe('k2-only-b');
+  await leaver.subscribe(`presence-${tag}`);
+  await leaver.subscribe(`${tag}-only-b`);
   await until(() => room.data('pusher:member_added').length === 1, 'leaver added on node A');
-  await until(() => hooks('k2').includes('channel_occupied:k2-only-b') && hooks('k2').includes('member_added:presence-k2:leaver'), 'webhooks before the stop');
+  await until(() => hooks(tag).includes(`channel_occupied:${tag}-only-b`) && hooks(tag).includes(`member_added:presence-${tag}:leaver`), 'webhooks before the stop');
   await cluster.b.stop('SIGTERM');
   leaver.disconnect();
   await until(() => room.data('pusher:member_removed').length === 1, 'member_removed on node A', 8000);
   const sdkA = pool.sdk(cluster.a);
-  expect(await json(sdkA, '/channels/presence-k2/users')).toEqual({ users: [{ id: 'watcher' }] });
-  expect(await json(sdkA, '/channels', { filter_by_prefix: 'k2-' })).toEqual({ channels: {} });
-  const leaveHooks = (): string[] => hooks('k2').filter((l) => !l.startsWith('channel_occupied') && !l.startsWith('member_added')).sort();
+  expect(await json(sdkA, `/channels/presence-${tag}/users`)).toEqual({ users: [{ id: 'watcher' }] });
+  expect(await json(sdkA, '/channels', { filter_by_prefix: `${tag}-` })).toEqual({ channels: {} });
+  const leaveHooks = (): string[] => hooks(tag).filter((l) => !l.startsWith('channel_occupied') && !l.startsWith('member_added')).sort();
   // B has exited: what it decided went out before, with B not restarted.
-  expect(leaveHooks()).toEqual(['channel_vacated:k2-only-b', 'member_removed:presence-k2:leaver']);
+  expect(leaveHooks()).toEqual([`channel_vacated:${tag}-only-b`, `member_removed:presence-${tag}:leaver`]);
   await cluster.b.restart();
   await sleep(reloadDebounceMs + 1000);
-  expect(leaveHooks()).toEqual(['channel_vacated:k2-only-b', 'member_removed:presence-k2:leaver']);
+  expect(leaveHooks()).toEqual([`channel_vacated:${tag}-only-b`, `member_removed:presence-${tag}:leaver`]);
 }
 
 describe.skipIf(ONE_PROCESS)('a node stopped gracefully', () => {
   it('leaves at once (members removed long before nodeTimeoutMs, no ghost); its leave webhooks are sent once, before it exits', async () => {
-    await stopNodeB(0);
+    await stopNodeB(0, 'k2');
   });
 
   // With a reload debounce the leaves of a stopping node's sockets are held (holds in Redis,
   // timers in the node); closing, the node releases them at once rather than dropping them.
   it('with a reload debounce, its held leave webhooks are not lost either', async () => {
-    await stopNodeB(300);
+    await stopNodeB(300, 'k5');
   });
 });

@@ -107,6 +107,10 @@ export class RedisChannelAdapter implements ChannelAdapter {
   private readonly cacheJoins = new CacheJoinWatch();
   /** Debounced webhooks waiting for their hold to be released: timer → its release. */
   private readonly holdTimers = new Map<NodeJS.Timeout, () => Promise<void>>();
+  /** Leaves waiting for Redis (close() lets them finish). */
+  private readonly leaving = new Set<Promise<UnsubscribeResult>>();
+  /** Holds of leaves that finished while closing, released at once. */
+  private readonly closingReleases: Promise<void>[] = [];
   private closed = false;
   private relayFailures = 0;
   /** Whether Redis took the latest publish; settles after every earlier one (one connection, replies in order). */
@@ -336,7 +340,18 @@ export class RedisChannelAdapter implements ChannelAdapter {
     return out;
   }
 
-  async unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
+  unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
+    const leaving = this.leave(appId, channel, socketId);
+    // close() waits for leaves in flight: their webhooks are decided before the node goes.
+    this.leaving.add(leaving);
+    const forget = (): void => {
+      this.leaving.delete(leaving);
+    };
+    leaving.then(forget, forget);
+    return leaving;
+  }
+
+  private async leave(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
     this.dropAttachment(appId, channel, socketId);
     const app = this.deps.apps.get(appId);
     const debounceMs = app && app.webhooks.length > 0 ? this.deps.config().webhookDelivery.reloadDebounceMs : 0;
@@ -369,6 +384,11 @@ export class RedisChannelAdapter implements ChannelAdapter {
     if (!holds) return;
     const debounceMs = this.deps.config().webhookDelivery.reloadDebounceMs;
     const release = (): Promise<void> => this.releaseHolds(app.id, channel, removed, holds);
+    // Closing: no later join can cancel the hold, and the node is going; released at once.
+    if (this.closed) {
+      this.closingReleases.push(release());
+      return;
+    }
     const timer = setTimeout(() => {
       this.holdTimers.delete(timer);
       void release();
@@ -514,6 +534,9 @@ export class RedisChannelAdapter implements ChannelAdapter {
 
   async close(): Promise<void> {
     this.closed = true;
+    // Leaves in flight (the node's sockets were just closed) finish first: their webhooks too
+    // are decided now, not after the node has gone (a failed one is not retried once closed).
+    await Promise.allSettled([...this.leaving]);
     // Held leave webhooks are released now (the debounce cut short): a hold no join cancelled
     // yet is sent, while the shards still take it.
     const releases = [...this.holdTimers].map(([timer, release]) => {
@@ -521,7 +544,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
       return release();
     });
     this.holdTimers.clear();
-    await Promise.allSettled(releases);
+    await Promise.allSettled([...releases, ...this.closingReleases]);
     // Removes this node's session at once and reports its transitions (webhooks once).
     await this.node.stop(true);
   }
