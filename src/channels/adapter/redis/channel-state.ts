@@ -14,6 +14,7 @@ import { HeraldError } from '../../../errors.js';
 import { whenAvailable, RedisUnavailableError } from './connection.js';
 import type { RedisKeys } from './keys.js';
 import type { NodeSession } from './node-session.js';
+import { cacheEntryBytes } from '../../state/channel-store.js';
 import { defineScripts, runScript } from './scripts.js';
 
 /** A presence member: user id and the user_info it subscribed with (any JSON value). */
@@ -225,8 +226,14 @@ export class RedisChannelState {
   }
 
   /** Records a cache channel's last event for `ttlSeconds`, shared by every node. */
-  async storeCachedEvent(appId: string, channel: string, event: string, data: string, ttlSeconds: number): Promise<void> {
-    await whenAvailable(() => this.redis.set(this.keys.cachedEvent(appId, channel), JSON.stringify({ event, data }), 'PX', ttlSeconds * 1000));
+  /**
+   * Stores a cache channel's last event for `ttlSeconds`, within the app's `maxBytes` for the
+   * whole cluster (oldest-written entries evicted first; see CACHE_SET). False when the entry
+   * alone is larger than `maxBytes` (not stored; the channel's previous entry is gone).
+   */
+  async storeCachedEvent(appId: string, channel: string, event: string, data: string, ttlSeconds: number, maxBytes: number): Promise<boolean> {
+    const args = [this.keys.prefix, appId, channel, JSON.stringify({ event, data }), ttlSeconds * 1000, maxBytes, cacheEntryBytes(channel, event, data)];
+    return (await whenAvailable(() => runScript<number>(this.redis, 'heraldCacheSet', args))) === 1;
   }
 
   /** A cache channel's live last event with its whole seconds left, or null. */

@@ -293,7 +293,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
     this.cacheJoins.stored(appId, channel, event, data);
     // Stored after the event's publish, as on one connection before publishes were batched.
     this.node.bus.flushPublishes();
-    this.node.state.storeCachedEvent(appId, channel, event, data, app.cacheTtlSeconds).catch((err: unknown) => this.busFailed(err));
+    this.node.state.storeCachedEvent(appId, channel, event, data, app.cacheTtlSeconds, app.maxCacheBytes).catch((err: unknown) => this.busFailed(err));
   }
 
   clientEvent(e: RelayedClientEvent): void {

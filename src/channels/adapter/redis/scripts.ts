@@ -208,6 +208,52 @@ return {v, redis.call('PTTL', key)}
 `;
 
 /**
+ * ARGV: prefix, appId, channel, entry JSON, ttlMs, maxBytes, bytes. Stores a cache channel's last
+ * event within the app's maxCacheBytes, counted cluster-wide as one node counts it per shard:
+ * `bytes` (channel + event + data) per entry; storing past the bound evicts the app's
+ * oldest-written entries first; an entry larger than the bound is not stored (and the
+ * channel's previous entry is gone). Expired entries no longer count. Per app: `cachesz:<appId>`
+ * (channel → bytes), `cacheord:<appId>` (channel by expiry time: write order, the app's TTL
+ * being one), `cachebytes:<appId>` (their sum), each expiring with the newest entry. Returns
+ * 1 stored, 0 too large.
+ */
+const CACHE_SET = `
+local appId, channel, entry = ARGV[2], ARGV[3], ARGV[4]
+local ttl, max, bytes = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local sizes, order, total = P .. 'cachesz:' .. appId, P .. 'cacheord:' .. appId, P .. 'cachebytes:' .. appId
+local now = nowMs()
+local function forget(name)
+  local b = tonumber(redis.call('HGET', sizes, name) or '0')
+  redis.call('HDEL', sizes, name)
+  redis.call('ZREM', order, name)
+  redis.call('DECRBY', total, b)
+  return b
+end
+for _, name in ipairs(redis.call('ZRANGEBYSCORE', order, '-inf', now)) do forget(name) end
+if redis.call('HEXISTS', sizes, channel) == 1 then forget(channel) end
+local key = P .. 'cache:' .. appId .. ':' .. channel
+if bytes > max then
+  redis.call('DEL', key)
+  return 0
+end
+local used = tonumber(redis.call('GET', total) or '0')
+while used + bytes > max do
+  local oldest = redis.call('ZRANGE', order, 0, 0)[1]
+  if not oldest then break end
+  used = used - forget(oldest)
+  redis.call('DEL', P .. 'cache:' .. appId .. ':' .. oldest)
+end
+redis.call('SET', key, entry, 'PX', ttl)
+redis.call('HSET', sizes, channel, bytes)
+redis.call('ZADD', order, now + ttl, channel)
+redis.call('INCRBY', total, bytes)
+redis.call('PEXPIRE', sizes, ttl)
+redis.call('PEXPIRE', order, ttl)
+redis.call('PEXPIRE', total, ttl)
+return 1
+`;
+
+/**
  * ARGV: prefix, session, appId, socketId, maxConnections (0 = no limit). Returns {status,
  * connections}: 1 accepted (or already counted), 0 refused (app full), -2 session not alive.
  */
@@ -377,6 +423,7 @@ const STATE_SCRIPTS = {
   heraldInfo: INFO,
   heraldList: LIST,
   heraldCacheGet: CACHE_GET,
+  heraldCacheSet: CACHE_SET,
   heraldConnect: CONNECT,
   heraldDisconnect: DISCONNECT,
   heraldChargeQuota: CHARGE_QUOTA,

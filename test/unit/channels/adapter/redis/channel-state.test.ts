@@ -134,14 +134,51 @@ describe('RedisChannelState', () => {
   it('shares cache channels: the last event with its TTL, gone after it', async () => {
     const [a, b] = await twoNodes();
     expect(await b.state.cachedEvent('app', 'cache-x')).toBeNull();
-    await a.state.storeCachedEvent('app', 'cache-x', 'ev1', '{"n":1}', 60);
-    await b.state.storeCachedEvent('app', 'cache-x', 'ev2', '{"n":2}', 1);
+    await a.state.storeCachedEvent('app', 'cache-x', 'ev1', '{"n":1}', 60, 1 << 20);
+    await b.state.storeCachedEvent('app', 'cache-x', 'ev2', '{"n":2}', 1, 1 << 20);
     const got = await a.state.cachedEvent('app', 'cache-x');
     expect(got).toEqual({ event: 'ev2', data: '{"n":2}', ttl: 1 });
     await a.join('app', 'cache-x', '1.1');
     expect((await a.state.channelInfo('app', 'cache-x', { cache: true })).cache).toEqual({ event: 'ev2', data: '{"n":2}', ttl: 1 });
     await waitFor(async () => (await b.state.cachedEvent('app', 'cache-x')) === null, 10_000, 'cache entry to expire');
     expect((await b.state.channelInfo('app', 'cache-x', { cache: true })).cache).toBeNull();
+  });
+
+  it('bounds an app\'s cached events by maxCacheBytes cluster-wide: the oldest written are evicted first', async () => {
+    const [a, b] = await twoNodes();
+    // Each entry counts channel + event + data bytes: 'cache-0' + 'e' + 92 bytes = 100.
+    const data = 'x'.repeat(92);
+    const max = 300;
+    for (const [node, i] of [[a, 0], [b, 1], [a, 2]] as const) expect(await node.state.storeCachedEvent('app', `cache-${i}`, 'e', data, 60, max)).toBe(true);
+    // A fourth entry, through the other node: the oldest (cache-0) goes.
+    expect(await b.state.storeCachedEvent('app', 'cache-3', 'e', data, 60, max)).toBe(true);
+    expect(await a.state.cachedEvent('app', 'cache-0')).toBeNull();
+    for (const i of [1, 2, 3]) expect((await a.state.cachedEvent('app', `cache-${i}`))?.data).toBe(data);
+    // Rewriting cache-1 makes it the newest: the next entry evicts cache-2.
+    expect(await a.state.storeCachedEvent('app', 'cache-1', 'e', data, 60, max)).toBe(true);
+    expect(await b.state.storeCachedEvent('app', 'cache-4', 'e', data, 60, max)).toBe(true);
+    expect(await a.state.cachedEvent('app', 'cache-2')).toBeNull();
+    for (const i of [1, 3, 4]) expect(await b.state.cachedEvent('app', `cache-${i}`)).not.toBeNull();
+    // Another app has its own bound.
+    expect(await a.state.storeCachedEvent('other', 'cache-0', 'e', data, 60, max)).toBe(true);
+    expect(await a.state.cachedEvent('app', 'cache-1')).not.toBeNull();
+    // Larger than the whole bound: not stored, and the channel's previous entry is gone.
+    expect(await a.state.storeCachedEvent('app', 'cache-3', 'e', 'y'.repeat(400), 60, max)).toBe(false);
+    expect(await b.state.cachedEvent('app', 'cache-3')).toBeNull();
+    expect(await b.state.cachedEvent('app', 'cache-4')).not.toBeNull();
+  });
+
+  it('counts an expired cached event no more against maxCacheBytes', async () => {
+    const [a] = await twoNodes();
+    const data = 'x'.repeat(92);
+    expect(await a.state.storeCachedEvent('app', 'cache-0', 'e', data, 1, 200)).toBe(true);
+    expect(await a.state.storeCachedEvent('app', 'cache-1', 'e', data, 1, 200)).toBe(true);
+    await waitFor(async () => (await a.state.cachedEvent('app', 'cache-1')) === null, 10_000, 'entries to expire');
+    // Both expired: two new entries fit, nothing live is evicted for them.
+    expect(await a.state.storeCachedEvent('app', 'cache-2', 'e', data, 60, 200)).toBe(true);
+    expect(await a.state.storeCachedEvent('app', 'cache-3', 'e', data, 60, 200)).toBe(true);
+    expect(await a.state.cachedEvent('app', 'cache-2')).not.toBeNull();
+    expect(await a.state.cachedEvent('app', 'cache-3')).not.toBeNull();
   });
 
   it('counts connections per app cluster-wide against maxConnections, and answers hasSocket on every node', async () => {
