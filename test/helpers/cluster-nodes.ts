@@ -25,6 +25,8 @@ export class SimulatedNode {
   readonly transitions: ChannelTransition[] = [];
   readonly frames: { appId: string; channel: string; frame: string; except: string | undefined }[] = [];
   readonly controls: { message: ControlMessage; origin: string }[] = [];
+  /** Frames and control messages as they arrived: `frame:<frame>` / `control:<type>`. */
+  readonly arrivals: string[] = [];
   /** socketId → appId */
   readonly sockets = new Map<string, string>();
   /** `${socketId}\0${appId}\0${channel}` → subscription */
@@ -40,8 +42,14 @@ export class SimulatedNode {
           subscriptions: [...this.subscriptions.values()],
         }),
         onTransitions: (t) => this.transitions.push(...t),
-        onFrame: (appId, channel, frame, except) => this.frames.push({ appId, channel, frame: frame.toString(), except }),
-        onControl: (message, origin) => this.controls.push({ message, origin }),
+        onFrame: (appId, channel, frame, except) => {
+          this.frames.push({ appId, channel, frame: frame.toString(), except });
+          this.arrivals.push(`frame:${frame.toString()}`);
+        },
+        onControl: (message, origin) => {
+          this.controls.push({ message, origin });
+          this.arrivals.push(`control:${message.type}`);
+        },
         ...(options.heartbeatIntervalMs !== undefined && { heartbeatIntervalMs: options.heartbeatIntervalMs }),
         ...(options.reapIntervalMs !== undefined && { reapIntervalMs: options.reapIntervalMs }),
       },

@@ -54,6 +54,21 @@ describe('DeliveryBus', () => {
     expect(b.frames[0]!.except).toBeUndefined();
   });
 
+  it('sends the publishes of one turn together, in order, before a control message issued after them', async () => {
+    const [a, b] = await started('a', 'b');
+    await b.join('app', 'burst', 'b.1');
+    await waitFor(async () => (await a.node.bus.publish('app', 'burst', 'ready?')) === 1, 10_000, 'b subscribed');
+    await waitFor(() => b.frames.length === 1, 10_000, 'first frame on b');
+    // One turn: 50 publishes (they wait for the end of the iteration), then a control message,
+    // which must reach Redis after them.
+    const sent = Array.from({ length: 50 }, (_, i) => a.node.bus.publish('app', 'burst', `f${i}`));
+    const control = a.node.bus.sendControl('b', { type: 'terminateUser', appId: 'app', userId: 'u' });
+    expect(await Promise.all(sent)).toEqual(Array(50).fill(1));
+    expect(await control).toBe(1);
+    await waitFor(() => b.controls.length === 1, 10_000, 'control on b');
+    expect(b.arrivals.slice(1)).toEqual([...Array.from({ length: 50 }, (_, i) => `frame:f${i}`), 'control:terminateUser']);
+  });
+
   it('sends control messages to every node or to one node', async () => {
     const [a, b, c] = await started('a', 'b', 'c');
     const terminate = { type: 'terminateUser' as const, appId: 'app', userId: 'mallory' };
