@@ -68,8 +68,8 @@ function runOne(scenario: Scenario, name: TargetName, heraldMaxUnitsPerSec: numb
     },
     measure: async (servers, pool, trigger) => {
       const target = servers[0];
-      const several = servers.length > 1 ? { subscriberUrls: servers.map((s) => s.wsUrl), serverPids: servers.map((s) => s.pid) } : {};
-      const metrics = await scenario.run({ target: target!, ...several, pool, trigger, sizes, httpConnections, heraldMaxUnitsPerSec, log });
+      const several = servers.length > 1 ? { subscriberUrls: servers.map((s) => s.wsUrl), serverPids: servers.map((s) => s.pid), triggerUrls: servers.map((s) => s.baseUrl) } : {};
+      const metrics = await scenario.run({ target: target!, ...several, pool, trigger, sizes, httpConnections, payloadBytes, heraldMaxUnitsPerSec, log });
       if (target!.dashboard) {
         const d = target!.dashboard;
         log(`  dashboard watching: ${d.debugEvents} debug events received, ${d.samplingNotices} sampling notices (at most 1 in ${d.maxSampledEvery} shown)`);

@@ -11,7 +11,9 @@
  *   `{"event","channel","data"}` per channel, answers `{}`. Signatures are not checked.
  *
  * Run as its own process: `node dist/bench/fanout/ceiling-server.js [--host H] [--port P]`;
- * prints `ceiling listening on port N`. Loads uWS through Herald's loader so it never runs
+ * prints `ceiling trigger port T`, then `ceiling listening on port N`. Port P is shared with
+ * other processes on it (SO_REUSEPORT, uWS's default); T is a free port of this process alone,
+ * the same app, so triggers can be sent to one process of several on one port. Loads uWS through Herald's loader so it never runs
  * on the JavaScript fallback.
  */
 import { parseArgs } from 'node:util';
@@ -143,6 +145,14 @@ app.post('/apps/:id/events', triggerRoute(publishEvent));
 app.post('/apps/:id/batch_events', triggerRoute((body) => (Array.isArray(body.batch) ? body.batch : []).forEach(publishEvent)));
 app.any('/*', (res) => answer(res, '404 Not Found', '{"error":"not found"}'));
 
+// First the private port (a free one: no other process has it), known when "listening" is printed.
+app.listen(values.host!, 0, (socket) => {
+  if (!socket) {
+    process.stderr.write(`ceiling: cannot listen on a trigger port of ${values.host}\n`);
+    process.exit(1);
+  }
+  process.stdout.write(`ceiling trigger port ${uws.us_socket_local_port(socket)}\n`);
+});
 app.listen(values.host!, Number(values.port), (socket) => {
   if (!socket) {
     process.stderr.write(`ceiling: cannot listen on ${values.host}:${values.port}\n`);

@@ -19,7 +19,7 @@ import { CpuMeter, machineBusyCpuUs, mainThreadCpuUs, processCpuUs, processSyste
 import { readdirSync, readlinkSync } from 'node:fs';
 import { freePort, RedisServer } from '../../test/helpers/redis-server.js';
 import { BENCH_APP, startTarget, type RunningTarget, type TargetName, type TargetOptions } from './targets.js';
-import type { TriggerClient } from './trigger-client.js';
+import { TriggerClient } from './trigger-client.js';
 
 /** A figure of one scenario on one target. */
 export interface Metric {
@@ -84,6 +84,10 @@ export interface ScenarioContext {
   subscriberUrls?: readonly string[];
   /** Processes counted as the server in the CPU figures (default: the target's). */
   serverPids?: readonly number[];
+  /** With several server processes: where each takes triggers (RunningTarget.baseUrl). */
+  triggerUrls?: readonly string[];
+  /** Event data size of the triggers, bytes (TriggerClient's). */
+  payloadBytes?: number;
   pool: ClientPool;
   trigger: TriggerClient;
   sizes: Sizes;
@@ -575,12 +579,13 @@ function rssSumKb(pids: readonly number[]): number {
  * channel; connect rate, VmRSS per connection (summed over the server processes; `redisPid`'s
  * VmRSS apart), the broadcast max phase, and VmRSS once everyone has left (leak check).
  */
-async function measureScale(ctx: ScenarioContext, count: number, redis?: { server: RedisServer; pid: number }): Promise<Metric[]> {
+async function measureScale(ctx: ScenarioContext, count: number, redis?: { server: RedisServer; pid: number }, triggerEveryProcess = false): Promise<Metric[]> {
   const redisPid = redis?.pid;
   const pids = ctx.serverPids ?? [ctx.target.pid];
   const pool = new ClientPool(SCALE_CLIENT_PROCESSES);
   const scaled: ScenarioContext = { ...ctx, pool };
   const several = pids.length > 1;
+  let others: TriggerClient[] = [];
   try {
     await sleep(1_000);
     const empty = rssSumKb(pids);
@@ -601,8 +606,16 @@ async function measureScale(ctx: ScenarioContext, count: number, redis?: { serve
     ctx.log(`  ${connected.done} connected at ${((connected.done / connected.elapsedMs) * 1000).toFixed(0)}/s${several ? ` (${sockets.map((n, i) => `process ${i + 1}: ${n}`).join(', ')})` : ''}; VmRSS${several ? ` of the ${pids.length} processes` : ''} ${empty} → ${full} KiB (${perConnection.toFixed(0)} B per connection + subscription)${redisPid ? `; redis-server ${redisEmpty} → ${redisFull} KiB` : ''}`);
 
     await pool.setProgress(true);
+    // Processes that share no state (bare uWS) each get every trigger: ctx.trigger (process 1)
+    // counts the unit, which is answered when every process answered.
+    if (triggerEveryProcess) others = (ctx.triggerUrls ?? []).slice(1).map((url) => new TriggerClient(url, BENCH_APP, ctx.httpConnections, ctx.payloadBytes ?? 100));
     const shape: TriggerShape = {
-      fire: (trigger) => trigger.trigger('bench-scale'),
+      fire: others.length === 0
+        ? (trigger) => trigger.trigger('bench-scale')
+        : async (trigger) => {
+            const statuses = await Promise.all([trigger.trigger('bench-scale'), ...others.map((t) => t.trigger('bench-scale'))]);
+            return statuses.find((st) => st !== 200) ?? 200;
+          },
       deliveriesPerUnit: subscribed.done,
       eventsPerUnit: 1,
       subscribers: subscribed.done,
@@ -663,6 +676,7 @@ async function measureScale(ctx: ScenarioContext, count: number, redis?: { serve
         : []),
     ];
   } finally {
+    for (const t of others) t.close();
     await pool.closeSockets().catch(() => undefined);
     await pool.dispose();
   }
@@ -691,9 +705,10 @@ const SCALE_PROCESSES = 2;
  * (`"reusePort": true`; the kernel spreads the connections over their listeners) sharing channel
  * state as a cluster over a private redis-server (a free port, never 6379), holding
  * `scale2procConnections` together; the triggers' keep-alive connections land on either process,
- * so a broadcast reaches the other one's subscribers through Redis. The ceiling run is ONE
- * bare-uWS process with half the connections (a bare server shares no state, so two of them
- * could not broadcast to all): read the per-process figures side by side.
+ * so a broadcast reaches the other one's subscribers through Redis. The ceiling is as many
+ * bare-uWS processes on one port holding the same connections; as they share no state, the
+ * bench sends every trigger to each of them (on its private trigger port): the least work that
+ * broadcasts to every connection on this machine with this many processes.
  */
 function scale2proc(): Scenario {
   let redis: { server: RedisServer; pid: number } | undefined;
@@ -703,10 +718,20 @@ function scale2proc(): Scenario {
   };
   return {
     name: 'scale-2proc',
-    description: `N connections on ${SCALE_PROCESSES} Herald processes on one port (reusePort, cluster over a private Redis); ceiling: 1 bare-uWS process with N/${SCALE_PROCESSES}; all on one channel; broadcast; all leave`,
+    description: `N connections on ${SCALE_PROCESSES} Herald processes on one port (reusePort, cluster over a private Redis); ceiling: ${SCALE_PROCESSES} bare-uWS processes on one port, each trigger sent to each; all on one channel; broadcast; all leave`,
     onlyWhenNamed: true,
     start: async (target, options) => {
-      if (target === 'ceiling') return [await startTarget('ceiling', options)];
+      if (target === 'ceiling') {
+        const port = await freePort();
+        const ceilings: RunningTarget[] = [];
+        try {
+          for (let i = 1; i <= SCALE_PROCESSES; i++) ceilings.push(await startTarget('ceiling', { ...options, port, profileLabel: `${options.profileLabel ?? 'scale-2proc'}-process${i}` }));
+        } catch (err) {
+          await Promise.all(ceilings.map((c) => c.stop()));
+          throw err;
+        }
+        return ceilings;
+      }
       const server = new RedisServer();
       await server.start();
       const admin = server.client();
@@ -730,7 +755,8 @@ function scale2proc(): Scenario {
     afterStop: stopRedis,
     run: (ctx) => {
       const processes = ctx.serverPids?.length ?? 1;
-      return measureScale(ctx, Math.round((ctx.sizes.scale2procConnections * processes) / SCALE_PROCESSES), redis);
+      const count = Math.round((ctx.sizes.scale2procConnections * processes) / SCALE_PROCESSES);
+      return ctx.target.name === 'ceiling' ? measureScale(ctx, count, undefined, true) : measureScale(ctx, count, redis);
     },
   };
 }

@@ -64,7 +64,10 @@ export interface RunningTarget {
   name: TargetName;
   pid: number;
   port: number;
-  /** `http://127.0.0.1:<port>`. */
+  /**
+   * Where triggers go: `http://127.0.0.1:<port>`, or for the ceiling its private trigger port
+   * (the same app, reached on this process even when several share `port`).
+   */
   baseUrl: string;
   /** WebSocket URL of the bench app. */
   wsUrl: string;
@@ -143,7 +146,9 @@ export async function startTarget(name: TargetName, options: TargetOptions = {})
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
-  const baseUrl = `http://127.0.0.1:${port}`;
+  // The ceiling takes triggers on its own port too (one process of several on a shared port).
+  const triggerPort = name === 'ceiling' ? Number(/ceiling trigger port (\d+)/.exec(stdout)?.[1] ?? port) : port;
+  const baseUrl = `http://127.0.0.1:${triggerPort}`;
   const watch = name === 'herald' && options.watchDashboard ? await watchDashboard(baseUrl) : undefined;
   return {
     name,
