@@ -3,8 +3,8 @@
  * cache channels, live sockets per app and the daily message quota. Every change is applied by
  * a Lua script (scripts.ts), so the transitions it reports (first subscription anywhere, user's
  * first connection anywhere, ...) are decided once for the whole cluster. Connects, joins,
- * leaves and disconnects of one event-loop turn share one script call (state-batch.ts), each
- * with its own outcome. Reads (C3, C4, C6) answer from this shared state alone: no node asks
+ * leaves, disconnects, hold releases and cache reads of one event-loop turn share one script
+ * call (state-batch.ts), each with its own outcome. Reads (C3, C4, C6) answer from this shared state alone: no node asks
  * the others and waits. Every other command first sends the batched changes asked for before
  * it, so Redis runs a node's state commands in the order the node issued them.
  *
@@ -214,9 +214,7 @@ export class RedisChannelState {
    * channel_vacated, or member_removed when `userId` is given), false when a join cancelled it.
    */
   async releaseHold(appId: string, channel: string, userId: string | null, token: string): Promise<boolean> {
-    const released = await this.direct(() =>
-      runScript<number>(this.redis, 'heraldReleaseHold', [this.keys.prefix, appId, channel, userId ?? '', token]),
-    );
+    const released = await whenAvailable(() => this.batch.run<number>(['r', appId, channel, userId ?? '', token]));
     return released === 1;
   }
 
@@ -250,10 +248,10 @@ export class RedisChannelState {
     await this.direct(() => this.redis.set(this.keys.cachedEvent(appId, channel), JSON.stringify({ event, data }), 'PX', ttlSeconds * 1000));
   }
 
-  /** A cache channel's live last event with its whole seconds left, or null. */
+  /** A cache channel's live last event with its whole seconds left, or null (batched: read after a join asked for before it). */
   async cachedEvent(appId: string, channel: string): Promise<{ event: string; data: string; ttl: number } | null> {
-    const reply = await this.direct(() => runScript<[string, number] | null>(this.redis, 'heraldCacheGet', [this.keys.prefix, appId, channel]));
-    return reply ? cacheEntry(reply[0], reply[1]) : null;
+    const reply = await whenAvailable(() => this.batch.run<[string, number] | []>(['g', appId, channel]));
+    return reply.length === 2 ? cacheEntry(reply[0], reply[1]) : null;
   }
 
   /**

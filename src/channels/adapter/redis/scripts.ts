@@ -71,12 +71,19 @@ end
  * leaveOp: debounceMs (0: no holds). Returns {changed, vacated, removed?, count, userId, channel
  * hold token, member hold token}. With a debounce, a vacate or member removal leaves a hold
  * (token `<expiry ms>|<session>|<socketId>`) that a join within debounceMs cancels; the leaver
- * releases it when its debounce ends (RELEASE_HOLD).
+ * releases it when its debounce ends (releaseHoldOne).
  *
  * connectOne: maxConnections (0 = no limit). Returns {status, connections}: 1 accepted (or
  * already counted), 0 refused (app full), -2 session not alive.
  *
  * disconnectOne: returns the app's connections after.
+ *
+ * releaseHoldOne: userId ('' for the channel hold), token. The holder, at the end of its
+ * debounce: 1 when its hold is still there (send the held event; the hold is removed), 0 when a
+ * join cancelled it (drop the held event).
+ *
+ * cacheGetOne: {cached JSON, pttl}, or {} when the cache channel has no live event (an empty
+ * table, not false: false would end the batch's reply array there).
  */
 const OPS = `
 local function joinOne(session, appId, channel, socketId, presenceFlag, userId, userInfo, maxMembers)
@@ -176,13 +183,31 @@ local function disconnectOne(session, appId, socketId)
   redis.call('SREM', P .. 'nsockets:' .. session, socketId .. ':' .. appId)
   return redis.call('HLEN', key)
 end
+
+local function releaseHoldOne(appId, channel, userId, token)
+  local cid = appId .. ':' .. channel
+  if userId == '' then
+    if redis.call('GET', P .. 'holdc:' .. cid) == token then redis.call('DEL', P .. 'holdc:' .. cid); return 1 end
+    return 0
+  end
+  if redis.call('HGET', P .. 'holdm:' .. cid, userId) == token then redis.call('HDEL', P .. 'holdm:' .. cid, userId); return 1 end
+  return 0
+end
+
+local function cacheGetOne(appId, channel)
+  local key = P .. 'cache:' .. appId .. ':' .. channel
+  local v = redis.call('GET', key)
+  if not v then return {} end
+  return {v, redis.call('PTTL', key)}
+end
 `;
 
 /**
  * ARGV: prefix, then operations one after the other, each a letter and its arguments:
  * `j` session appId channel socketId presence userId userInfo maxMembers (joinOne), `l` session
  * appId channel socketId debounceMs (leaveOp), `c` session appId socketId maxConnections
- * (connectOne), `d` session appId socketId (disconnectOne). Applies them in that order, each
+ * (connectOne), `d` session appId socketId (disconnectOne), `r` appId channel userId token
+ * (releaseHoldOne), `g` appId channel (cacheGetOne). Applies them in that order, each
  * seeing the ones before it (as separate scripts in a row would), and returns their replies in
  * that order.
  */
@@ -204,26 +229,17 @@ while i <= n do
   elseif op == 'd' then
     out[#out + 1] = disconnectOne(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
     i = i + 4
+  elseif op == 'r' then
+    out[#out + 1] = releaseHoldOne(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
+    i = i + 5
+  elseif op == 'g' then
+    out[#out + 1] = cacheGetOne(ARGV[i + 1], ARGV[i + 2])
+    i = i + 3
   else
     return redis.error_reply('heraldBatch: unknown operation ' .. tostring(op))
   end
 end
 return out
-`;
-
-/**
- * ARGV: prefix, appId, channel, userId ('' for the channel hold), token. The holder, at the end
- * of its debounce: 1 when its hold is still there (send the held event; the hold is removed),
- * 0 when a join cancelled it (drop the held event).
- */
-const RELEASE_HOLD = `
-local cid = ARGV[2] .. ':' .. ARGV[3]
-if ARGV[4] == '' then
-  if redis.call('GET', P .. 'holdc:' .. cid) == ARGV[5] then redis.call('DEL', P .. 'holdc:' .. cid); return 1 end
-  return 0
-end
-if redis.call('HGET', P .. 'holdm:' .. cid, ARGV[4]) == ARGV[5] then redis.call('HDEL', P .. 'holdm:' .. cid, ARGV[4]); return 1 end
-return 0
 `;
 
 /** ARGV: prefix, appId, channel, wantCache ('1'|'0'). Returns {count, userCount, cached JSON or false, pttl}. */
@@ -254,14 +270,6 @@ for _, name in ipairs(names) do
   if ARGV[4] == '1' then out[#out + 1] = redis.call('HLEN', P .. 'users:' .. appId .. ':' .. name) else out[#out + 1] = 0 end
 end
 return out
-`;
-
-/** ARGV: prefix, appId, channel. Returns {cached JSON, pttl} or false. */
-const CACHE_GET = `
-local key = P .. 'cache:' .. ARGV[2] .. ':' .. ARGV[3]
-local v = redis.call('GET', key)
-if not v then return false end
-return {v, redis.call('PTTL', key)}
 `;
 
 /**
@@ -404,10 +412,8 @@ return 0
 
 const STATE_SCRIPTS = {
   heraldBatch: OPS + BATCH,
-  heraldReleaseHold: RELEASE_HOLD,
   heraldInfo: INFO,
   heraldList: LIST,
-  heraldCacheGet: CACHE_GET,
   heraldChargeQuota: CHARGE_QUOTA,
   heraldHeartbeat: HEARTBEAT,
   heraldClaimDead: CLAIM_DEAD,

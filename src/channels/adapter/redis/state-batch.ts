@@ -1,6 +1,6 @@
 /**
- * A node's changes to shared channel state (connects, joins, leaves, disconnects) sent to Redis
- * in batches: the changes asked for in one event-loop turn go out as one `heraldBatch` script
+ * A node's changes to shared channel state (connects, joins, leaves, disconnects, with the
+ * reload-debounce hold releases and the cache reads of joins) sent to Redis in batches: the changes asked for in one event-loop turn go out as one `heraldBatch` script
  * call (scripts.ts), which applies them one after the other, in the order they were asked for,
  * and answers each with the reply its own script call would have had. At most
  * MAX_BATCHES_IN_FLIGHT calls wait for Redis at a time; changes asked for meanwhile wait here,
@@ -34,7 +34,9 @@ export type StateOpArgs =
   | ['j', session: string, appId: string, channel: string, socketId: string, presence: '1' | '0', userId: string, userInfo: string, maxMembers: number]
   | ['l', session: string, appId: string, channel: string, socketId: string, debounceMs: number]
   | ['c', session: string, appId: string, socketId: string, maxConnections: number]
-  | ['d', session: string, appId: string, socketId: string];
+  | ['d', session: string, appId: string, socketId: string]
+  | ['r', appId: string, channel: string, userId: string, token: string]
+  | ['g', appId: string, channel: string];
 
 interface Waiting {
   args: StateOpArgs;
