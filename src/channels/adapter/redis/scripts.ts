@@ -146,7 +146,8 @@ local function leaveOp(session, appId, channel, socketId, debounce)
   local cid = appId .. ':' .. channel
   local vacated, removed = 0, 0
   local userId, channelHold, memberHold = '', '', ''
-  local token = (nowMs() + debounce) .. '|' .. session .. '|' .. socketId
+  local token = ''
+  if debounce > 0 and (r[1] or r[2]) then token = (nowMs() + debounce) .. '|' .. session .. '|' .. socketId end
   if r[1] then
     vacated = 1
     if debounce > 0 then
