@@ -160,8 +160,7 @@ export class RedisChannelState {
 
   private async joinRecorded(appId: string, channel: string, socketId: string, member: ClusterMember | undefined, maxMembers: number): Promise<ClusterJoinOutcome> {
     const session = this.session.current;
-    const run = (under: string, max: number) =>
-      whenAvailable(() => this.batch.run<JoinReply>(this.joinArgs(appId, channel, socketId, member, max, under)));
+    const run = (under: string, max: number) => this.batch.run<JoinReply>(this.joinArgs(appId, channel, socketId, member, max, under));
     let reply = await run(session, maxMembers);
     if (this.session.current !== session && reply[0] !== -1) {
       // The node re-registered while this join was in flight: its snapshot may have missed the
@@ -200,13 +199,9 @@ export class RedisChannelState {
    * `debounceMs` (webhookDelivery.reloadDebounceMs), a vacate or member removal leaves a hold a
    * join anywhere in the cluster cancels within that time (a page reload): see releaseHold.
    */
-  async leave(appId: string, channel: string, socketId: string, debounceMs = 0): Promise<ClusterLeaveOutcome> {
-    const [changed, vacated, removed, count, userId, channelHold, memberHold] = await whenAvailable(() =>
-      this.batch.run<LeaveReply>(['l', this.session.current, appId, channel, socketId, debounceMs]),
-    );
-    const out: ClusterLeaveOutcome = { changed: changed === 1, vacated: vacated === 1, memberRemoved: removed === 1 ? userId : null, subscriptionCount: count };
-    if (channelHold || memberHold) out.holds = { ...(channelHold && { channel: channelHold }), ...(memberHold && { member: memberHold }) };
-    return out;
+  leave(appId: string, channel: string, socketId: string, debounceMs = 0): Promise<ClusterLeaveOutcome> {
+    // No async wrapper: a leave storm holds tens of thousands of these at once (state-batch.ts).
+    return this.batch.run<LeaveReply>(['l', this.session.current, appId, channel, socketId, debounceMs]).then(leaveOutcome);
   }
 
   /**
@@ -214,8 +209,7 @@ export class RedisChannelState {
    * channel_vacated, or member_removed when `userId` is given), false when a join cancelled it.
    */
   async releaseHold(appId: string, channel: string, userId: string | null, token: string): Promise<boolean> {
-    const released = await whenAvailable(() => this.batch.run<number>(['r', appId, channel, userId ?? '', token]));
-    return released === 1;
+    return (await this.batch.run<number>(['r', appId, channel, userId ?? '', token])) === 1;
   }
 
   /** C4: one channel's state from shared state. `cache` only when asked. */
@@ -250,7 +244,7 @@ export class RedisChannelState {
 
   /** A cache channel's live last event with its whole seconds left, or null (batched: read after a join asked for before it). */
   async cachedEvent(appId: string, channel: string): Promise<{ event: string; data: string; ttl: number } | null> {
-    const reply = await whenAvailable(() => this.batch.run<[string, number] | []>(['g', appId, channel]));
+    const reply = await this.batch.run<[string, number] | []>(['g', appId, channel]);
     return reply.length === 2 ? cacheEntry(reply[0], reply[1]) : null;
   }
 
@@ -264,8 +258,7 @@ export class RedisChannelState {
 
   private async connectRecorded(appId: string, socketId: string, maxConnections: number | null): Promise<{ accepted: boolean; connections: number }> {
     const session = this.session.current;
-    const run = (under: string, max: number) =>
-      whenAvailable(() => this.batch.run<[number, number]>(['c', under, appId, socketId, max]));
+    const run = (under: string, max: number) => this.batch.run<[number, number]>(['c', under, appId, socketId, max]);
     let [status, connections] = await run(session, maxConnections ?? 0);
     if (this.session.current !== session && status !== 0) {
       // Re-registered meanwhile (see joinRecorded): record under the current session too.
@@ -279,8 +272,8 @@ export class RedisChannelState {
   }
 
   /** Forgets a closed connection; returns the app's connections after. */
-  async disconnect(appId: string, socketId: string): Promise<number> {
-    return whenAvailable(() => this.batch.run<number>(['d', this.session.current, appId, socketId]));
+  disconnect(appId: string, socketId: string): Promise<number> {
+    return this.batch.run<number>(['d', this.session.current, appId, socketId]);
   }
 
   /** True when the socket id is a live connection of the app on any node. */
@@ -342,6 +335,12 @@ export class RedisChannelState {
     const userInfo = member ? JSON.stringify(member.userInfo ?? null) : '';
     return ['j', session, appId, channel, socketId, member ? '1' : '0', member?.userId ?? '', userInfo, maxMembers];
   }
+}
+
+function leaveOutcome([changed, vacated, removed, count, userId, channelHold, memberHold]: LeaveReply): ClusterLeaveOutcome {
+  const out: ClusterLeaveOutcome = { changed: changed === 1, vacated: vacated === 1, memberRemoved: removed === 1 ? userId : null, subscriptionCount: count };
+  if (channelHold || memberHold) out.holds = { ...(channelHold && { channel: channelHold }), ...(memberHold && { member: memberHold }) };
+  return out;
 }
 
 /** Flat HGETALL reply of user id → user_info JSON as [id, info] pairs. */

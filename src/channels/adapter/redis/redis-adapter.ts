@@ -336,25 +336,33 @@ export class RedisChannelAdapter implements ChannelAdapter {
     return out;
   }
 
-  async unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
+  unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
     this.dropAttachment(appId, channel, socketId);
     const app = this.deps.apps.get(appId);
     const debounceMs = app && app.webhooks.length > 0 ? this.deps.config().webhookDelivery.reloadDebounceMs : 0;
-    // Never dropped: retried until Redis applies it. After an outage it finds nothing under the
-    // node's new session (the re-registration left it out and reaped the old one, reporting
-    // its transitions), and answers the count.
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const outcome = await this.node.state.leave(appId, channel, socketId, debounceMs);
+    return this.leaveApplied(app, appId, channel, socketId, debounceMs, 0);
+  }
+
+  /**
+   * One attempt at a leave. Never dropped: retried until Redis applies it. After an outage it
+   * finds nothing under the node's new session (the re-registration left it out and reaped the
+   * old one, reporting its transitions), and answers the count. Promise callbacks, not an async
+   * function: a leave storm holds tens of thousands of these at once (state-batch.ts).
+   */
+  private leaveApplied(app: AppConfig | undefined, appId: string, channel: string, socketId: string, debounceMs: number, attempt: number): Promise<UnsubscribeResult> {
+    return this.node.state.leave(appId, channel, socketId, debounceMs).then(
+      (outcome) => {
         const out: UnsubscribeResult = { vacated: outcome.changed && outcome.vacated, subscriptionCount: outcome.subscriptionCount };
         if (channelType(channel).kind === 'presence') out.memberRemoved = outcome.changed && outcome.memberRemoved !== null;
         if (app && app.webhooks.length > 0 && outcome.changed) this.leaveWebhooks(app, channel, outcome);
         return out;
-      } catch (err) {
+      },
+      async (err: unknown) => {
         if (this.closed) throw err;
         await new Promise((r) => setTimeout(r, Math.min(LEAVE_RETRY_MIN_MS * 2 ** attempt, LEAVE_RETRY_MAX_MS)));
-      }
-    }
+        return this.leaveApplied(app, appId, channel, socketId, debounceMs, attempt + 1);
+      },
+    );
   }
 
   /** The webhooks of a leave: held ones (reload debounce) go out when their hold is released. */

@@ -17,11 +17,16 @@
  * registration's snapshot) calls flush() first: everything waiting goes out at once, past the
  * bound, ahead of it.
  *
- * Outage: a call Redis cannot take fails at once (no offline queue, connection.ts); every
- * change in it fails with the connection's error, which the callers turn into
- * RedisUnavailableError as before. A script error fails every change of its call (a bug).
+ * Outage: a call Redis cannot take fails at once (no offline queue, connection.ts), and every
+ * change in it with RedisUnavailableError, as a call of its own did. A script error fails
+ * every change of its call (a bug).
+ *
+ * Memory: a waiting change is its arguments, its promise and this queue's entry (~650 B); the
+ * callers add as little as they can on top (no async wrapper per change), since a storm holds
+ * tens of thousands of them at once until Redis has worked through them.
  */
 import type { Redis } from 'ioredis';
+import { asUnavailable } from './connection.js';
 import { runScript } from './scripts.js';
 
 /** Changes per script call at most: bounds how long one call holds Redis (~20–40 µs per change). */
@@ -45,7 +50,9 @@ interface Waiting {
 }
 
 export class StateBatcher {
+  /** Changes not sent yet: waiting[head..]. Sent ones are cut off the front when all are sent. */
   private waiting: Waiting[] = [];
+  private head = 0;
   private inFlight = 0;
   private scheduled = false;
 
@@ -56,7 +63,10 @@ export class StateBatcher {
     private readonly maxInFlight = MAX_BATCHES_IN_FLIGHT,
   ) {}
 
-  /** Applies one change in this turn's batch (or the next one the bound lets go); resolves with its reply. */
+  /**
+   * Applies one change in this turn's batch (or the next one the bound lets go); resolves with
+   * its reply, rejects with RedisUnavailableError when Redis could not take it.
+   */
   run<T>(args: StateOpArgs): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.waiting.push({ args, resolve: resolve as (reply: unknown) => void, reject });
@@ -77,13 +87,26 @@ export class StateBatcher {
 
   /** Changes waiting to be sent (not yet with Redis). */
   get queued(): number {
-    return this.waiting.length;
+    return this.waiting.length - this.head;
   }
 
   private send(all: boolean): void {
-    while (this.waiting.length > 0 && (all || this.inFlight < this.maxInFlight)) {
-      const batch = this.waiting.length <= this.maxOps ? this.waiting : this.waiting.slice(0, this.maxOps);
-      this.waiting = batch === this.waiting ? [] : this.waiting.slice(this.maxOps);
+    while (this.head < this.waiting.length && (all || this.inFlight < this.maxInFlight)) {
+      // Taken by index, not by copying the rest of the queue per call (a storm queues tens of thousands).
+      const end = Math.min(this.waiting.length, this.head + this.maxOps);
+      let batch: Waiting[];
+      if (this.head === 0 && end === this.waiting.length) {
+        batch = this.waiting;
+        this.waiting = [];
+      } else {
+        batch = this.waiting.slice(this.head, end);
+        this.waiting.fill(undefined as unknown as Waiting, this.head, end); // sent: not kept alive by the queue
+        this.head = end;
+        if (this.head === this.waiting.length) {
+          this.waiting = [];
+          this.head = 0;
+        }
+      }
       this.call(batch);
     }
   }
@@ -100,7 +123,8 @@ export class StateBatcher {
       },
       (err: unknown) => {
         this.inFlight--;
-        for (const w of batch) w.reject(err);
+        const failure = asUnavailable(err);
+        for (const w of batch) w.reject(failure);
         this.send(false);
       },
     );
