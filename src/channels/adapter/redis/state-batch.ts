@@ -1,16 +1,16 @@
 /**
  * A node's changes to shared channel state (connects, joins, leaves, disconnects, with the
- * reload-debounce hold releases and the cache reads of joins) sent to Redis in batches: the changes asked for in one event-loop turn go out as one `heraldBatch` script
- * call (scripts.ts), which applies them one after the other, in the order they were asked for,
- * and answers each with the reply its own script call would have had. At most
- * MAX_BATCHES_IN_FLIGHT calls wait for Redis at a time; changes asked for meanwhile wait here,
- * as a few bytes each, and go out together when a call returns (up to MAX_BATCH_OPS per call).
+ * reload-debounce hold releases and the cache reads of joins) sent to Redis in batches: the
+ * changes asked for in one event-loop turn go out as one `heraldBatch` script call
+ * (scripts.ts), which applies them one after the other, in the order they were asked for, and
+ * answers each with the reply its own script call would have had. At most
+ * MAX_BATCHES_IN_FLIGHT calls wait for Redis at a time; changes asked for meanwhile wait here
+ * and go out together when a call returns (up to MAX_BATCH_OPS per call).
  *
  * Why: a storm (19,000 sockets closing at once) made one script call per change, all in flight
- * together, each costing ~11 KB of ioredis commands, pipelines and promises until Redis
- * answered, and one Redis call's overhead (docs/benchmarks.md, "Scale: 38,000 connections on
- * two processes"). Batched, the storm costs ~MAX_BATCH_OPS times fewer calls and the waiting
- * changes hold only their arguments.
+ * together, each holding ioredis commands, pipelines and promises until Redis answered, and
+ * paying one Redis call's overhead (docs/benchmarks.md, "Batched Redis state changes"). Batched,
+ * the storm makes ~MAX_BATCH_OPS times fewer calls and Redis works through it within a second.
  *
  * Order: every change goes out on the node's one command connection after those asked for
  * before it. A command that must run after the changes already asked for (a read, a
