@@ -557,9 +557,9 @@ function openSockets(pid: number): number {
 
 /**
  * The scale scenarios read VmRSS 3 s after everyone left, and again this much later: in a cluster
- * the leave storm (one Redis script per leave, all in flight at once) grows each node's V8 heap
- * by ~170 MB at 19,000 leaves, which V8 gives back only with a memory-reducing GC some 10–40 s
- * later (docs/benchmarks.md).
+ * the leave storm grows each node's V8 heap (by ~60 MB at 19,000 leaves with batched Redis
+ * changes, ~170 MB when each leave was its own script call), which V8 gives back only with a
+ * memory-reducing GC some 10–40 s later (docs/benchmarks.md).
  */
 const LEFT_SETTLE_MS = 40_000;
 
@@ -639,7 +639,7 @@ async function measureScale(ctx: ScenarioContext, count: number, redis?: { serve
     await sleep(3_000);
     const left = rssSumKb(pids);
     const scriptsLeft = redis ? await redisScriptCalls(redis.server) : 0;
-    // A second look later: what the leaves' own work (in a cluster, one Redis script each) left behind, settled.
+    // A second look later: what the leaves' own work (in a cluster, their Redis changes) left behind, settled.
     await sleep(LEFT_SETTLE_MS);
     const settled = rssSumKb(pids);
     const redisLeft = redisPid ? rssKb(redisPid).total : 0;

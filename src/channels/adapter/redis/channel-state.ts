@@ -4,9 +4,10 @@
  * a Lua script (scripts.ts), so the transitions it reports (first subscription anywhere, user's
  * first connection anywhere, ...) are decided once for the whole cluster. Connects, joins,
  * leaves, disconnects, hold releases and cache reads of one event-loop turn share one script
- * call (state-batch.ts), each with its own outcome. Reads (C3, C4, C6) answer from this shared state alone: no node asks
- * the others and waits. Every other command first sends the batched changes asked for before
- * it, so Redis runs a node's state commands in the order the node issued them.
+ * call (state-batch.ts), each with its own outcome. Reads (C3, C4, C6) answer from this shared
+ * state alone: no node asks the others and waits. Every other command first sends the batched
+ * changes asked for before it, so Redis runs a node's state commands in the order the node
+ * issued them.
  *
  * Subscriptions are recorded under the node's current session (node-session.ts): a change made
  * under a session that is no longer alive is refused (status -2) and makes the node
@@ -105,7 +106,7 @@ type LeaveReply = [number, number, number, number, string, string, string];
 export class RedisChannelState {
   /** Joins and connects not settled yet (see settled()). */
   private readonly inFlight = new Set<Promise<unknown>>();
-  /** Connects, joins, leaves and disconnects, batched per event-loop turn. */
+  /** Connects, joins, leaves, disconnects, hold releases and cache reads, batched per event-loop turn. */
   private readonly batch: StateBatcher;
 
   constructor(
@@ -242,7 +243,7 @@ export class RedisChannelState {
     await this.direct(() => this.redis.set(this.keys.cachedEvent(appId, channel), JSON.stringify({ event, data }), 'PX', ttlSeconds * 1000));
   }
 
-  /** A cache channel's live last event with its whole seconds left, or null (batched: read after a join asked for before it). */
+  /** A cache channel's live last event with its whole seconds left, or null (batched: read after a join asked before it). */
   async cachedEvent(appId: string, channel: string): Promise<{ event: string; data: string; ttl: number } | null> {
     const reply = await this.batch.run<[string, number] | []>(['g', appId, channel]);
     return reply.length === 2 ? cacheEntry(reply[0], reply[1]) : null;
