@@ -561,11 +561,24 @@ function openSockets(pid: number): number {
 
 /**
  * The scale scenarios read VmRSS 3 s after everyone left, and again this much later: in a cluster
- * the leave storm (one Redis script per leave, all in flight at once) grows each node's V8 heap
- * by ~170 MB at 19,000 leaves, which V8 gives back only with a memory-reducing GC some 10–40 s
- * later (docs/benchmarks.md).
+ * the leave storm grows each node's V8 heap (by ~60 MB at 19,000 leaves with batched Redis
+ * changes, ~170 MB when each leave was its own script call), which V8 gives back only with a
+ * memory-reducing GC some 10–40 s later (docs/benchmarks.md).
  */
 const LEFT_SETTLE_MS = 40_000;
+
+/** Script calls (EVALSHA + EVAL) redis-server ran so far, from its own `INFO commandstats`. */
+async function redisScriptCalls(server: RedisServer): Promise<number> {
+  const admin = server.client();
+  try {
+    const info = await admin.info('commandstats');
+    let calls = 0;
+    for (const m of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(m[1]);
+    return calls;
+  } finally {
+    await admin.quit();
+  }
+}
 
 /** VmRSS of several processes together, KiB. */
 function rssSumKb(pids: readonly number[]): number {
@@ -591,6 +604,7 @@ async function measureScale(ctx: ScenarioContext, count: number, redis?: { serve
     const empty = rssSumKb(pids);
     const emptySockets = pids.map(openSockets);
     const redisEmpty = redisPid ? rssKb(redisPid).total : 0;
+    const scriptsEmpty = redis ? await redisScriptCalls(redis.server) : 0;
     const meter = cpuMeter(scaled);
     const connected = await pool.connect(ctx.target.wsUrl, count, 250, SCALE_SOURCE_ADDRESSES);
     const connectCpu = cpuResult(meter);
@@ -602,6 +616,7 @@ async function measureScale(ctx: ScenarioContext, count: number, redis?: { serve
     await sleep(2_000);
     const full = rssSumKb(pids);
     const redisFull = redisPid ? rssKb(redisPid).total : 0;
+    const scriptsFull = redis ? await redisScriptCalls(redis.server) : 0;
     const perConnection = ((full - empty) * 1024) / Math.max(1, subscribed.done);
     ctx.log(`  ${connected.done} connected at ${((connected.done / connected.elapsedMs) * 1000).toFixed(0)}/s${several ? ` (${sockets.map((n, i) => `process ${i + 1}: ${n}`).join(', ')})` : ''}; VmRSS${several ? ` of the ${pids.length} processes` : ''} ${empty} → ${full} KiB (${perConnection.toFixed(0)} B per connection + subscription)${redisPid ? `; redis-server ${redisEmpty} → ${redisFull} KiB` : ''}`);
 
@@ -632,10 +647,12 @@ async function measureScale(ctx: ScenarioContext, count: number, redis?: { serve
     const delivered = (max.stats.received / max.totalMs) * 1000;
     ctx.log(`  broadcast: ${delivered.toFixed(0)} delivered/s (${(delivered / pids.length).toFixed(0)} per server process), loss ${max.expected - max.stats.received}`);
 
+    const scriptsBeforeLeave = redis ? await redisScriptCalls(redis.server) : 0;
     await pool.closeSockets();
     await sleep(3_000);
     const left = rssSumKb(pids);
-    // A second look later: what the leaves' own work (in a cluster, one Redis script each) left behind, settled.
+    const scriptsLeft = redis ? await redisScriptCalls(redis.server) : 0;
+    // A second look later: what the leaves' own work (in a cluster, their Redis changes) left behind, settled.
     await sleep(LEFT_SETTLE_MS);
     const settled = rssSumKb(pids);
     const redisLeft = redisPid ? rssKb(redisPid).total : 0;
@@ -645,6 +662,7 @@ async function measureScale(ctx: ScenarioContext, count: number, redis?: { serve
       redisKeys = await admin.dbsize().finally(() => admin.quit());
     }
     const over = (kb: number): string => `${kb - empty >= 0 ? '+' : ''}${kb - empty} KiB`;
+    if (redis) ctx.log(`  redis script calls: ${scriptsFull - scriptsEmpty} for the connects and subscribes, ${scriptsLeft - scriptsBeforeLeave} in the 3 s after everyone left`);
     ctx.log(`  VmRSS after the broadcast ${afterBroadcast} KiB; after everyone left: ${left} KiB (${over(left)} over the empty server${several ? 's' : ''}), ${(3_000 + LEFT_SETTLE_MS) / 1000} s later ${settled} KiB (${over(settled)})${several ? ` [${pids.map((pid) => rssKb(pid).total).join(' + ')}]` : ''}${redis ? `; redis keys left: ${redisKeys}` : ''}`);
     return [
       metric('server processes', 'processes', pids.length),
@@ -662,6 +680,7 @@ async function measureScale(ctx: ScenarioContext, count: number, redis?: { serve
             metric('redis-server VmRSS empty', 'KiB', redisEmpty, 'lower'),
             metric('redis-server VmRSS with everyone subscribed', 'KiB', redisFull, 'lower'),
             metric('redis-server VmRSS per connection', 'B', ((redisFull - redisEmpty) * 1024) / Math.max(1, subscribed.done), 'lower'),
+            metric('redis script calls per connect + subscribe', 'calls', (scriptsFull - scriptsEmpty) / Math.max(1, subscribed.done), 'lower'),
           ]
         : []),
       ...phaseMetrics('broadcast:', shape, max, true),
@@ -672,7 +691,11 @@ async function measureScale(ctx: ScenarioContext, count: number, redis?: { serve
       metric('VmRSS after everyone left − empty', 'KiB', left - empty, 'lower'),
       metric(`VmRSS ${(3_000 + LEFT_SETTLE_MS) / 1000} s after everyone left − empty`, 'KiB', settled - empty, 'lower'),
       ...(redis
-        ? [metric('redis-server VmRSS after everyone left', 'KiB', redisLeft, 'lower'), metric('redis keys after everyone left', 'keys', redisKeys, 'lower')]
+        ? [
+            metric('redis script calls per leave (3 s after the close)', 'calls', (scriptsLeft - scriptsBeforeLeave) / Math.max(1, subscribed.done), 'lower'),
+            metric('redis-server VmRSS after everyone left', 'KiB', redisLeft, 'lower'),
+            metric('redis keys after everyone left', 'keys', redisKeys, 'lower'),
+          ]
         : []),
     ];
   } finally {

@@ -1,9 +1,13 @@
 /**
  * Cluster-wide channel state in Redis: subscriptions, presence members, occupied channels,
- * cache channels, live sockets per app and the daily message quota. Every change is one Lua
- * script (scripts.ts), so the transitions it reports (first subscription anywhere, user's first
- * connection anywhere, ...) are decided once for the whole cluster. Reads (C3, C4, C6) answer
- * from this shared state alone: no node asks the others and waits.
+ * cache channels, live sockets per app and the daily message quota. Every change is applied by
+ * a Lua script (scripts.ts), so the transitions it reports (first subscription anywhere, user's
+ * first connection anywhere, ...) are decided once for the whole cluster. Connects, joins,
+ * leaves, disconnects, hold releases and cache reads of one event-loop turn share one script
+ * call (state-batch.ts), each with its own outcome. Reads (C3, C4, C6) answer from this shared
+ * state alone: no node asks the others and waits. Every other command first sends the batched
+ * changes asked for before it, so Redis runs a node's state commands in the order the node
+ * issued them.
  *
  * Subscriptions are recorded under the node's current session (node-session.ts): a change made
  * under a session that is no longer alive is refused (status -2) and makes the node
@@ -16,6 +20,7 @@ import type { RedisKeys } from './keys.js';
 import type { NodeSession } from './node-session.js';
 import { cacheEntryBytes } from '../../state/channel-store.js';
 import { defineScripts, runScript } from './scripts.js';
+import { StateBatcher, type StateOpArgs } from './state-batch.js';
 
 /** A presence member: user id and the user_info it subscribed with (any JSON value). */
 export interface ClusterMember {
@@ -102,6 +107,8 @@ type LeaveReply = [number, number, number, number, string, string, string];
 export class RedisChannelState {
   /** Joins and connects not settled yet (see settled()). */
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Connects, joins, leaves, disconnects, hold releases and cache reads, batched per event-loop turn. */
+  private readonly batch: StateBatcher;
 
   constructor(
     private readonly redis: Redis,
@@ -109,6 +116,21 @@ export class RedisChannelState {
     private readonly session: NodeSession,
   ) {
     defineScripts(redis);
+    this.batch = new StateBatcher(redis, keys.prefix);
+  }
+
+  /**
+   * Sends every change still waiting to be batched, now: a command issued next on the same
+   * connection runs after them in Redis.
+   */
+  flushChanges(): void {
+    this.batch.flush();
+  }
+
+  /** A command outside the batches: the changes asked for before it go first. */
+  private direct<T>(call: () => Promise<T>): Promise<T> {
+    this.batch.flush();
+    return whenAvailable(call);
   }
 
   /**
@@ -140,8 +162,7 @@ export class RedisChannelState {
 
   private async joinRecorded(appId: string, channel: string, socketId: string, member: ClusterMember | undefined, maxMembers: number): Promise<ClusterJoinOutcome> {
     const session = this.session.current;
-    const run = (under: string, max: number) =>
-      whenAvailable(() => runScript<JoinReply>(this.redis, 'heraldJoin', this.joinArgs(appId, channel, socketId, member, max, under)));
+    const run = (under: string, max: number) => this.batch.run<JoinReply>(this.joinArgs(appId, channel, socketId, member, max, under));
     let reply = await run(session, maxMembers);
     if (this.session.current !== session && reply[0] !== -1) {
       // The node re-registered while this join was in flight: its snapshot may have missed the
@@ -180,13 +201,9 @@ export class RedisChannelState {
    * `debounceMs` (webhookDelivery.reloadDebounceMs), a vacate or member removal leaves a hold a
    * join anywhere in the cluster cancels within that time (a page reload): see releaseHold.
    */
-  async leave(appId: string, channel: string, socketId: string, debounceMs = 0): Promise<ClusterLeaveOutcome> {
-    const [changed, vacated, removed, count, userId, channelHold, memberHold] = await whenAvailable(() =>
-      runScript<LeaveReply>(this.redis, 'heraldLeave', [this.keys.prefix, this.session.current, appId, channel, socketId, debounceMs]),
-    );
-    const out: ClusterLeaveOutcome = { changed: changed === 1, vacated: vacated === 1, memberRemoved: removed === 1 ? userId : null, subscriptionCount: count };
-    if (channelHold || memberHold) out.holds = { ...(channelHold && { channel: channelHold }), ...(memberHold && { member: memberHold }) };
-    return out;
+  leave(appId: string, channel: string, socketId: string, debounceMs = 0): Promise<ClusterLeaveOutcome> {
+    // No async wrapper: a leave storm holds tens of thousands of these at once (state-batch.ts).
+    return this.batch.run<LeaveReply>(['l', this.session.current, appId, channel, socketId, debounceMs]).then(leaveOutcome);
   }
 
   /**
@@ -194,15 +211,12 @@ export class RedisChannelState {
    * channel_vacated, or member_removed when `userId` is given), false when a join cancelled it.
    */
   async releaseHold(appId: string, channel: string, userId: string | null, token: string): Promise<boolean> {
-    const released = await whenAvailable(() =>
-      runScript<number>(this.redis, 'heraldReleaseHold', [this.keys.prefix, appId, channel, userId ?? '', token]),
-    );
-    return released === 1;
+    return (await this.batch.run<number>(['r', appId, channel, userId ?? '', token])) === 1;
   }
 
   /** C4: one channel's state from shared state. `cache` only when asked. */
   async channelInfo(appId: string, channel: string, want: { cache?: boolean } = {}): Promise<ClusterChannelInfo> {
-    const [count, users, cached, pttl] = await whenAvailable(() =>
+    const [count, users, cached, pttl] = await this.direct(() =>
       runScript<[number, number, string | null, number]>(this.redis, 'heraldInfo', [this.keys.prefix, appId, channel, want.cache ? '1' : '0']),
     );
     const out: ClusterChannelInfo = { occupied: count > 0, subscriptionCount: count, userCount: users };
@@ -212,7 +226,7 @@ export class RedisChannelState {
 
   /** C3: the app's occupied channels, sorted by name, optionally by prefix, with presence user counts. */
   async listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<{ channel: string; userCount: number }[]> {
-    const flat = await whenAvailable(() =>
+    const flat = await this.direct(() =>
       runScript<(string | number)[]>(this.redis, 'heraldList', [this.keys.prefix, appId, prefix ?? '', withUserCount ? '1' : '0']),
     );
     const out: { channel: string; userCount: number }[] = [];
@@ -222,10 +236,9 @@ export class RedisChannelState {
 
   /** C6: user ids of a presence channel (each once, however many connections and nodes). */
   async presenceUserIds(appId: string, channel: string): Promise<string[]> {
-    return whenAvailable(() => this.redis.hkeys(this.keys.presenceUsers(appId, channel)));
+    return this.direct(() => this.redis.hkeys(this.keys.presenceUsers(appId, channel)));
   }
 
-  /** Records a cache channel's last event for `ttlSeconds`, shared by every node. */
   /**
    * Stores a cache channel's last event for `ttlSeconds`, within the app's `maxBytes` for the
    * whole cluster (oldest-written entries evicted first; see CACHE_SET). False when the entry
@@ -233,13 +246,13 @@ export class RedisChannelState {
    */
   async storeCachedEvent(appId: string, channel: string, event: string, data: string, ttlSeconds: number, maxBytes: number): Promise<boolean> {
     const args = [this.keys.prefix, appId, channel, JSON.stringify({ event, data }), ttlSeconds * 1000, maxBytes, cacheEntryBytes(channel, event, data)];
-    return (await whenAvailable(() => runScript<number>(this.redis, 'heraldCacheSet', args))) === 1;
+    return (await this.direct(() => runScript<number>(this.redis, 'heraldCacheSet', args))) === 1;
   }
 
-  /** A cache channel's live last event with its whole seconds left, or null. */
+  /** A cache channel's live last event with its whole seconds left, or null (batched: read after a join asked before it). */
   async cachedEvent(appId: string, channel: string): Promise<{ event: string; data: string; ttl: number } | null> {
-    const reply = await whenAvailable(() => runScript<[string, number] | null>(this.redis, 'heraldCacheGet', [this.keys.prefix, appId, channel]));
-    return reply ? cacheEntry(reply[0], reply[1]) : null;
+    const reply = await this.batch.run<[string, number] | []>(['g', appId, channel]);
+    return reply.length === 2 ? cacheEntry(reply[0], reply[1]) : null;
   }
 
   /**
@@ -252,8 +265,7 @@ export class RedisChannelState {
 
   private async connectRecorded(appId: string, socketId: string, maxConnections: number | null): Promise<{ accepted: boolean; connections: number }> {
     const session = this.session.current;
-    const run = (under: string, max: number) =>
-      whenAvailable(() => runScript<[number, number]>(this.redis, 'heraldConnect', [this.keys.prefix, under, appId, socketId, max]));
+    const run = (under: string, max: number) => this.batch.run<[number, number]>(['c', under, appId, socketId, max]);
     let [status, connections] = await run(session, maxConnections ?? 0);
     if (this.session.current !== session && status !== 0) {
       // Re-registered meanwhile (see joinRecorded): record under the current session too.
@@ -267,18 +279,18 @@ export class RedisChannelState {
   }
 
   /** Forgets a closed connection; returns the app's connections after. */
-  async disconnect(appId: string, socketId: string): Promise<number> {
-    return whenAvailable(() => runScript<number>(this.redis, 'heraldDisconnect', [this.keys.prefix, this.session.current, appId, socketId]));
+  disconnect(appId: string, socketId: string): Promise<number> {
+    return this.batch.run<number>(['d', this.session.current, appId, socketId]);
   }
 
   /** True when the socket id is a live connection of the app on any node. */
   async hasSocket(appId: string, socketId: string): Promise<boolean> {
-    return (await whenAvailable(() => this.redis.hexists(this.keys.sockets(appId), socketId))) === 1;
+    return (await this.direct(() => this.redis.hexists(this.keys.sockets(appId), socketId))) === 1;
   }
 
   /** Live connections of the app cluster-wide. */
   async connectionCount(appId: string): Promise<number> {
-    return whenAvailable(() => this.redis.hlen(this.keys.sockets(appId)));
+    return this.direct(() => this.redis.hlen(this.keys.sockets(appId)));
   }
 
   /**
@@ -286,27 +298,26 @@ export class RedisChannelState {
    * (accepted false, nothing charged) when it would pass `quota`.
    */
   async chargeQuota(appId: string, messages: number, quota: number): Promise<{ accepted: boolean; used: number }> {
-    const [accepted, used] = await whenAvailable(() => runScript<[number, number]>(this.redis, 'heraldChargeQuota', [this.keys.prefix, appId, messages, quota]));
+    const [accepted, used] = await this.direct(() => runScript<[number, number]>(this.redis, 'heraldChargeQuota', [this.keys.prefix, appId, messages, quota]));
     return { accepted: accepted === 1, used };
   }
 
   /**
    * Records everything the node holds under the current session: idempotent (a socket or
    * subscription already recorded changes nothing), no member limit. The commands are issued
-   * synchronously, in the order given, before this returns its promise: a later join or leave
-   * of the node runs after them in Redis (one connection, in order), so the snapshot and later
+   * synchronously, in the order given, before this returns its promise (in batches of
+   * MAX_BATCH_OPS, after any change still waiting to be sent): a later join or leave of the
+   * node runs after them in Redis (one connection, in order), so the snapshot and later
    * changes cannot cross. Returns what the registration changed (channels or members that were
    * not known cluster-wide, and counts), for the caller to report.
    */
   register(held: HeldState): Promise<Registration> {
     const session = this.session.current;
-    const prefix = this.keys.prefix;
-    const connects = held.sockets.map(({ appId, socketId }) =>
-      runScript<[number, number]>(this.redis, 'heraldConnect', [prefix, session, appId, socketId, 0]),
-    );
+    const connects = held.sockets.map(({ appId, socketId }) => this.batch.run<[number, number]>(['c', session, appId, socketId, 0]));
     const joins = held.subscriptions.map(({ appId, channel, socketId, member }) =>
-      runScript<JoinReply>(this.redis, 'heraldJoin', this.joinArgs(appId, channel, socketId, member, 0, session)),
+      this.batch.run<JoinReply>(this.joinArgs(appId, channel, socketId, member, 0, session)),
     );
+    this.batch.flush();
     return whenAvailable(async () => {
       const [, replies] = await Promise.all([Promise.all(connects), Promise.all(joins)]);
       const transitions: ChannelTransition[] = [];
@@ -327,10 +338,16 @@ export class RedisChannelState {
     });
   }
 
-  private joinArgs(appId: string, channel: string, socketId: string, member: ClusterMember | undefined, maxMembers: number, session = this.session.current): (string | number)[] {
+  private joinArgs(appId: string, channel: string, socketId: string, member: ClusterMember | undefined, maxMembers: number, session = this.session.current): StateOpArgs {
     const userInfo = member ? JSON.stringify(member.userInfo ?? null) : '';
-    return [this.keys.prefix, session, appId, channel, socketId, member ? '1' : '0', member?.userId ?? '', userInfo, maxMembers];
+    return ['j', session, appId, channel, socketId, member ? '1' : '0', member?.userId ?? '', userInfo, maxMembers];
   }
+}
+
+function leaveOutcome([changed, vacated, removed, count, userId, channelHold, memberHold]: LeaveReply): ClusterLeaveOutcome {
+  const out: ClusterLeaveOutcome = { changed: changed === 1, vacated: vacated === 1, memberRemoved: removed === 1 ? userId : null, subscriptionCount: count };
+  if (channelHold || memberHold) out.holds = { ...(channelHold && { channel: channelHold }), ...(memberHold && { member: memberHold }) };
+  return out;
 }
 
 /** Flat HGETALL reply of user id → user_info JSON as [id, info] pairs. */

@@ -108,9 +108,14 @@ export async function whenAvailable<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (err) {
-    if (isConnectionError(err)) throw new RedisUnavailableError(String((err as Error).message ?? err));
-    throw err;
+    throw asUnavailable(err);
   }
+}
+
+/** A connection-level failure as RedisUnavailableError; any other error as it is. */
+export function asUnavailable(err: unknown): unknown {
+  if (err instanceof RedisUnavailableError || !isConnectionError(err)) return err;
+  return new RedisUnavailableError(String((err as Error).message ?? err));
 }
 
 function isConnectionError(err: unknown): boolean {

@@ -120,6 +120,8 @@ export class NodeLiveness {
     this.redis.off('ready', this.onReady);
     this.redis.off('close', this.onClose);
     if (deregister && this.redis.status === 'ready') {
+      // Changes still waiting to be batched run before the session is removed, as they were asked.
+      this.state.flushChanges();
       const session = this.session.current;
       const claimed = await runScript<number>(this.redis, 'heraldClaimSession', [this.keys.prefix, session, session, this.options.nodeTimeoutMs]);
       if (claimed === 1) await this.reapEntries(session, session, (batch) => this.emit(mergeTransitions(NOTHING_REGISTERED, batch)));
@@ -191,8 +193,10 @@ export class NodeLiveness {
   private async reregisterOnce(): Promise<void> {
     this.registered = false;
     const previous = this.session.rotate();
-    // Issued in this order in one synchronous block: the new session is alive before its joins
-    // run, and every join or leave the node issues later runs after the snapshot's (scripts.ts).
+    // Issued in this order in one synchronous block: changes asked for under the previous
+    // session first, then the new session is alive before its joins run, and every join or
+    // leave the node issues later runs after the snapshot's (scripts.ts).
+    this.state.flushChanges();
     const started = this.beat('start');
     const registration = this.state.register(this.options.held());
     const [, registered] = await whenAvailable(() => Promise.all([started, registration]));

@@ -107,8 +107,9 @@ export class RedisChannelAdapter implements ChannelAdapter {
   private readonly cacheJoins = new CacheJoinWatch();
   /** Debounced webhooks waiting for their hold to be released: timer → its release. */
   private readonly holdTimers = new Map<NodeJS.Timeout, () => Promise<void>>();
-  /** Leaves waiting for Redis (close() lets them finish). */
-  private readonly leaving = new Set<Promise<UnsubscribeResult>>();
+  /** Leaves waiting for Redis (close() lets them finish), and who waits for them to be done. */
+  private leavesInFlight = 0;
+  private readonly leavesDrained: (() => void)[] = [];
   /** Holds of leaves that finished while closing, released at once. */
   private readonly closingReleases: Promise<void>[] = [];
   private closed = false;
@@ -341,35 +342,41 @@ export class RedisChannelAdapter implements ChannelAdapter {
   }
 
   unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
-    const leaving = this.leave(appId, channel, socketId);
-    // close() waits for leaves in flight: their webhooks are decided before the node goes.
-    this.leaving.add(leaving);
-    const forget = (): void => {
-      this.leaving.delete(leaving);
-    };
-    leaving.then(forget, forget);
-    return leaving;
-  }
-
-  private async leave(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
     this.dropAttachment(appId, channel, socketId);
     const app = this.deps.apps.get(appId);
     const debounceMs = app && app.webhooks.length > 0 ? this.deps.config().webhookDelivery.reloadDebounceMs : 0;
-    // Never dropped: retried until Redis applies it. After an outage it finds nothing under the
-    // node's new session (the re-registration left it out and reaped the old one, reporting
-    // its transitions), and answers the count.
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const outcome = await this.node.state.leave(appId, channel, socketId, debounceMs);
+    // close() waits for leaves in flight: their webhooks are decided before the node goes.
+    this.leavesInFlight++;
+    const leaving = this.leaveApplied(app, appId, channel, socketId, debounceMs, 0);
+    leaving.then(this.leaveSettled, this.leaveSettled);
+    return leaving;
+  }
+
+  /** One leave in flight settled (a shared callback: a leave storm holds tens of thousands). */
+  private readonly leaveSettled = (): void => {
+    if (--this.leavesInFlight === 0) for (const wake of this.leavesDrained.splice(0)) wake();
+  };
+
+  /**
+   * One attempt at a leave. Never dropped: retried until Redis applies it. After an outage it
+   * finds nothing under the node's new session (the re-registration left it out and reaped the
+   * old one, reporting its transitions), and answers the count. Promise callbacks, not an async
+   * function: a leave storm holds tens of thousands of these at once (state-batch.ts).
+   */
+  private leaveApplied(app: AppConfig | undefined, appId: string, channel: string, socketId: string, debounceMs: number, attempt: number): Promise<UnsubscribeResult> {
+    return this.node.state.leave(appId, channel, socketId, debounceMs).then(
+      (outcome) => {
         const out: UnsubscribeResult = { vacated: outcome.changed && outcome.vacated, subscriptionCount: outcome.subscriptionCount };
         if (channelType(channel).kind === 'presence') out.memberRemoved = outcome.changed && outcome.memberRemoved !== null;
         if (app && app.webhooks.length > 0 && outcome.changed) this.leaveWebhooks(app, channel, outcome);
         return out;
-      } catch (err) {
+      },
+      async (err: unknown) => {
         if (this.closed) throw err;
         await new Promise((r) => setTimeout(r, Math.min(LEAVE_RETRY_MIN_MS * 2 ** attempt, LEAVE_RETRY_MAX_MS)));
-      }
-    }
+        return this.leaveApplied(app, appId, channel, socketId, debounceMs, attempt + 1);
+      },
+    );
   }
 
   /** The webhooks of a leave: held ones (reload debounce) go out when their hold is released. */
@@ -536,7 +543,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
     this.closed = true;
     // Leaves in flight (the node's sockets were just closed) finish first: their webhooks too
     // are decided now, not after the node has gone (a failed one is not retried once closed).
-    await Promise.allSettled([...this.leaving]);
+    if (this.leavesInFlight > 0) await new Promise<void>((resolve) => this.leavesDrained.push(resolve));
     // Held leave webhooks are released now (the debounce cut short): a hold no join cancelled
     // yet is sent, while the shards still take it.
     const releases = [...this.holdTimers].map(([timer, release]) => {

@@ -59,114 +59,188 @@ end
 `;
 
 /**
- * ARGV: prefix, session, appId, channel, socketId, presence ('1'|'0'), userId, userInfo JSON,
- * maxMembers (0 = no limit). Returns {status, occupied, memberAdded, count, members,
- * resumedChannel, resumedMember}: status 1 joined, 0 already subscribed (nothing changed), -1
- * presence channel full, -2 the session is not alive (reaped or never started: the node must
- * re-register under a new session). resumed*: the join cancelled a live reload-debounce hold.
+ * The four changes a node makes all the time, as Lua functions the BATCH script applies one
+ * after the other (state-batch.ts sends a node's changes of one event-loop turn as one call).
+ *
+ * joinOne: presence ('1'|'0'), maxMembers (0 = no limit). Returns {status, occupied,
+ * memberAdded, count, members, resumedChannel, resumedMember}: status 1 joined, 0 already
+ * subscribed (nothing changed), -1 presence channel full, -2 the session is not alive (reaped
+ * or never started: the node must re-register under a new session). resumed*: the join
+ * cancelled a live reload-debounce hold.
+ *
+ * leaveOp: debounceMs (0: no holds). Returns {changed, vacated, removed?, count, userId, channel
+ * hold token, member hold token}. With a debounce, a vacate or member removal leaves a hold
+ * (token `<expiry ms>|<session>|<socketId>`) that a join within debounceMs cancels; the leaver
+ * releases it when its debounce ends (releaseHoldOne).
+ *
+ * connectOne: maxConnections (0 = no limit). Returns {status, connections}: 1 accepted (or
+ * already counted), 0 refused (app full), -2 session not alive.
+ *
+ * disconnectOne: returns the app's connections after.
+ *
+ * releaseHoldOne: userId ('' for the channel hold), token. The holder, at the end of its
+ * debounce: 1 when its hold is still there (send the held event; the hold is removed), 0 when a
+ * join cancelled it (drop the held event).
+ *
+ * cacheGetOne: {cached JSON, pttl}, or {} when the cache channel has no live event (an empty
+ * table, not false: false would end the batch's reply array there).
  */
-const JOIN = `
-local session, appId, channel, socketId = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local presence = ARGV[6] == '1'
-local userId, userInfo, maxMembers = ARGV[7], ARGV[8], tonumber(ARGV[9])
-if not sessionAlive(session) then return {-2, 0, 0, 0, {}} end
-local cid = appId .. ':' .. channel
-local nsubs = P .. 'nsubs:' .. session .. ':' .. cid
-local subsKey = P .. 'subs:' .. cid
-local usersKey = P .. 'users:' .. cid
-local infoKey = P .. 'uinfo:' .. cid
-local function members()
-  if presence then return redis.call('HGETALL', infoKey) end
-  return {}
-end
-if redis.call('HEXISTS', nsubs, socketId) == 1 then
-  return {0, 0, 0, tonumber(redis.call('GET', subsKey) or '0'), members()}
-end
-if presence and maxMembers > 0 and redis.call('HEXISTS', usersKey, userId) == 0 and redis.call('HLEN', usersKey) >= maxMembers then
-  return {-1, 0, 0, tonumber(redis.call('GET', subsKey) or '0'), {}}
-end
-local tag = '-'
-if presence then tag = '+' .. userId end
-redis.call('HSET', nsubs, socketId, tag)
-redis.call('SADD', P .. 'nchans:' .. session, cid)
-local count = redis.call('INCR', subsKey)
-local occupied = 0
-if count == 1 then
-  occupied = 1
-  redis.call('ZADD', P .. 'chans:' .. appId, 0, channel)
-end
-local added = 0
-if presence and redis.call('HINCRBY', usersKey, userId, 1) == 1 then
-  added = 1
-  redis.call('HSET', infoKey, userId, userInfo)
-end
--- A hold left by a leave within the reload debounce: this join cancels it (its vacated or
--- member_removed is dropped by the holder, and this occupied / member_added is not reported).
--- An expired hold is left alone: its holder is sending it.
-local resumedChannel, resumedMember = 0, 0
-if occupied == 1 then
-  local h = redis.call('GET', P .. 'holdc:' .. cid)
-  if h and tonumber(string.match(h, '^(%d+)|')) > nowMs() then
-    redis.call('DEL', P .. 'holdc:' .. cid)
-    resumedChannel = 1
+const OPS = `
+local function joinOne(session, appId, channel, socketId, presenceFlag, userId, userInfo, maxMembers)
+  local presence = presenceFlag == '1'
+  if not sessionAlive(session) then return {-2, 0, 0, 0, {}} end
+  local cid = appId .. ':' .. channel
+  local nsubs = P .. 'nsubs:' .. session .. ':' .. cid
+  local subsKey = P .. 'subs:' .. cid
+  local usersKey = P .. 'users:' .. cid
+  local infoKey = P .. 'uinfo:' .. cid
+  local function members()
+    if presence then return redis.call('HGETALL', infoKey) end
+    return {}
   end
-end
-if added == 1 then
-  local h = redis.call('HGET', P .. 'holdm:' .. cid, userId)
-  if h and tonumber(string.match(h, '^(%d+)|')) > nowMs() then
-    redis.call('HDEL', P .. 'holdm:' .. cid, userId)
-    resumedMember = 1
+  if redis.call('HEXISTS', nsubs, socketId) == 1 then
+    return {0, 0, 0, tonumber(redis.call('GET', subsKey) or '0'), members()}
   end
+  if presence and maxMembers > 0 and redis.call('HEXISTS', usersKey, userId) == 0 and redis.call('HLEN', usersKey) >= maxMembers then
+    return {-1, 0, 0, tonumber(redis.call('GET', subsKey) or '0'), {}}
+  end
+  local tag = '-'
+  if presence then tag = '+' .. userId end
+  redis.call('HSET', nsubs, socketId, tag)
+  redis.call('SADD', P .. 'nchans:' .. session, cid)
+  local count = redis.call('INCR', subsKey)
+  local occupied = 0
+  if count == 1 then
+    occupied = 1
+    redis.call('ZADD', P .. 'chans:' .. appId, 0, channel)
+  end
+  local added = 0
+  if presence and redis.call('HINCRBY', usersKey, userId, 1) == 1 then
+    added = 1
+    redis.call('HSET', infoKey, userId, userInfo)
+  end
+  -- A hold left by a leave within the reload debounce: this join cancels it (its vacated or
+  -- member_removed is dropped by the holder, and this occupied / member_added is not reported).
+  -- An expired hold is left alone: its holder is sending it.
+  local resumedChannel, resumedMember = 0, 0
+  if occupied == 1 then
+    local h = redis.call('GET', P .. 'holdc:' .. cid)
+    if h and tonumber(string.match(h, '^(%d+)|')) > nowMs() then
+      redis.call('DEL', P .. 'holdc:' .. cid)
+      resumedChannel = 1
+    end
+  end
+  if added == 1 then
+    local h = redis.call('HGET', P .. 'holdm:' .. cid, userId)
+    if h and tonumber(string.match(h, '^(%d+)|')) > nowMs() then
+      redis.call('HDEL', P .. 'holdm:' .. cid, userId)
+      resumedMember = 1
+    end
+  end
+  return {1, occupied, added, count, members(), resumedChannel, resumedMember}
 end
-return {1, occupied, added, count, members(), resumedChannel, resumedMember}
-`;
 
-/**
- * ARGV: prefix, session, appId, channel, socketId, debounceMs (0: no holds). Returns {changed,
- * vacated, removed?, count, userId, channel hold token, member hold token}. With a debounce, a
- * vacate or member removal leaves a hold (token `<expiry ms>|<session>|<socketId>`) that a join
- * within debounceMs cancels; the leaver releases it when its debounce ends (RELEASE_HOLD).
- */
-const LEAVE = `
-local session, appId, channel, socketId, debounce = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
-local r = leaveOne(session, appId, channel, socketId)
-if not r then return {0, 0, 0, tonumber(redis.call('GET', P .. 'subs:' .. appId .. ':' .. channel) or '0'), '', '', ''} end
-local cid = appId .. ':' .. channel
-local vacated, removed = 0, 0
-local userId, channelHold, memberHold = '', '', ''
-local token = (nowMs() + debounce) .. '|' .. session .. '|' .. socketId
-if r[1] then
-  vacated = 1
-  if debounce > 0 then
-    channelHold = token
-    redis.call('SET', P .. 'holdc:' .. cid, token, 'PX', debounce + HOLD_GRACE_MS)
+local function leaveOp(session, appId, channel, socketId, debounce)
+  local r = leaveOne(session, appId, channel, socketId)
+  if not r then return {0, 0, 0, tonumber(redis.call('GET', P .. 'subs:' .. appId .. ':' .. channel) or '0'), '', '', ''} end
+  local cid = appId .. ':' .. channel
+  local vacated, removed = 0, 0
+  local userId, channelHold, memberHold = '', '', ''
+  local token = ''
+  if debounce > 0 and (r[1] or r[2]) then token = (nowMs() + debounce) .. '|' .. session .. '|' .. socketId end
+  if r[1] then
+    vacated = 1
+    if debounce > 0 then
+      channelHold = token
+      redis.call('SET', P .. 'holdc:' .. cid, token, 'PX', debounce + HOLD_GRACE_MS)
+    end
   end
-end
-if r[2] then
-  removed = 1
-  userId = r[2]
-  if debounce > 0 then
-    memberHold = token
-    redis.call('HSET', P .. 'holdm:' .. cid, userId, token)
-    redis.call('PEXPIRE', P .. 'holdm:' .. cid, debounce + HOLD_GRACE_MS)
+  if r[2] then
+    removed = 1
+    userId = r[2]
+    if debounce > 0 then
+      memberHold = token
+      redis.call('HSET', P .. 'holdm:' .. cid, userId, token)
+      redis.call('PEXPIRE', P .. 'holdm:' .. cid, debounce + HOLD_GRACE_MS)
+    end
   end
+  return {1, vacated, removed, r[3], userId, channelHold, memberHold}
 end
-return {1, vacated, removed, r[3], userId, channelHold, memberHold}
-`;
 
-/**
- * ARGV: prefix, appId, channel, userId ('' for the channel hold), token. The holder, at the end
- * of its debounce: 1 when its hold is still there (send the held event; the hold is removed),
- * 0 when a join cancelled it (drop the held event).
- */
-const RELEASE_HOLD = `
-local cid = ARGV[2] .. ':' .. ARGV[3]
-if ARGV[4] == '' then
-  if redis.call('GET', P .. 'holdc:' .. cid) == ARGV[5] then redis.call('DEL', P .. 'holdc:' .. cid); return 1 end
+local function connectOne(session, appId, socketId, max)
+  if not sessionAlive(session) then return {-2, 0} end
+  local key = P .. 'sockets:' .. appId
+  if redis.call('HEXISTS', key, socketId) == 1 then return {1, redis.call('HLEN', key)} end
+  local n = redis.call('HLEN', key)
+  if max > 0 and n >= max then return {0, n} end
+  redis.call('HSET', key, socketId, session)
+  redis.call('SADD', P .. 'nsockets:' .. session, socketId .. ':' .. appId)
+  return {1, n + 1}
+end
+
+local function disconnectOne(session, appId, socketId)
+  local key = P .. 'sockets:' .. appId
+  if redis.call('HGET', key, socketId) == session then redis.call('HDEL', key, socketId) end
+  redis.call('SREM', P .. 'nsockets:' .. session, socketId .. ':' .. appId)
+  return redis.call('HLEN', key)
+end
+
+local function releaseHoldOne(appId, channel, userId, token)
+  local cid = appId .. ':' .. channel
+  if userId == '' then
+    if redis.call('GET', P .. 'holdc:' .. cid) == token then redis.call('DEL', P .. 'holdc:' .. cid); return 1 end
+    return 0
+  end
+  if redis.call('HGET', P .. 'holdm:' .. cid, userId) == token then redis.call('HDEL', P .. 'holdm:' .. cid, userId); return 1 end
   return 0
 end
-if redis.call('HGET', P .. 'holdm:' .. cid, ARGV[4]) == ARGV[5] then redis.call('HDEL', P .. 'holdm:' .. cid, ARGV[4]); return 1 end
-return 0
+
+local function cacheGetOne(appId, channel)
+  local key = P .. 'cache:' .. appId .. ':' .. channel
+  local v = redis.call('GET', key)
+  if not v then return {} end
+  return {v, redis.call('PTTL', key)}
+end
+`;
+
+/**
+ * ARGV: prefix, then operations one after the other, each a letter and its arguments:
+ * `j` session appId channel socketId presence userId userInfo maxMembers (joinOne), `l` session
+ * appId channel socketId debounceMs (leaveOp), `c` session appId socketId maxConnections
+ * (connectOne), `d` session appId socketId (disconnectOne), `r` appId channel userId token
+ * (releaseHoldOne), `g` appId channel (cacheGetOne). Applies them in that order, each
+ * seeing the ones before it (as separate scripts in a row would), and returns their replies in
+ * that order.
+ */
+const BATCH = `
+local out = {}
+local i = 2
+local n = #ARGV
+while i <= n do
+  local op = ARGV[i]
+  if op == 'j' then
+    out[#out + 1] = joinOne(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], tonumber(ARGV[i + 8]))
+    i = i + 9
+  elseif op == 'l' then
+    out[#out + 1] = leaveOp(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], tonumber(ARGV[i + 5]))
+    i = i + 6
+  elseif op == 'c' then
+    out[#out + 1] = connectOne(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]))
+    i = i + 5
+  elseif op == 'd' then
+    out[#out + 1] = disconnectOne(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
+    i = i + 4
+  elseif op == 'r' then
+    out[#out + 1] = releaseHoldOne(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
+    i = i + 5
+  elseif op == 'g' then
+    out[#out + 1] = cacheGetOne(ARGV[i + 1], ARGV[i + 2])
+    i = i + 3
+  else
+    return redis.error_reply('heraldBatch: unknown operation ' .. tostring(op))
+  end
+end
+return out
 `;
 
 /** ARGV: prefix, appId, channel, wantCache ('1'|'0'). Returns {count, userCount, cached JSON or false, pttl}. */
@@ -197,14 +271,6 @@ for _, name in ipairs(names) do
   if ARGV[4] == '1' then out[#out + 1] = redis.call('HLEN', P .. 'users:' .. appId .. ':' .. name) else out[#out + 1] = 0 end
 end
 return out
-`;
-
-/** ARGV: prefix, appId, channel. Returns {cached JSON, pttl} or false. */
-const CACHE_GET = `
-local key = P .. 'cache:' .. ARGV[2] .. ':' .. ARGV[3]
-local v = redis.call('GET', key)
-if not v then return false end
-return {v, redis.call('PTTL', key)}
 `;
 
 /**
@@ -251,31 +317,6 @@ redis.call('PEXPIRE', sizes, ttl)
 redis.call('PEXPIRE', order, ttl)
 redis.call('PEXPIRE', total, ttl)
 return 1
-`;
-
-/**
- * ARGV: prefix, session, appId, socketId, maxConnections (0 = no limit). Returns {status,
- * connections}: 1 accepted (or already counted), 0 refused (app full), -2 session not alive.
- */
-const CONNECT = `
-local session, appId, socketId, max = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-if not sessionAlive(session) then return {-2, 0} end
-local key = P .. 'sockets:' .. appId
-if redis.call('HEXISTS', key, socketId) == 1 then return {1, redis.call('HLEN', key)} end
-local n = redis.call('HLEN', key)
-if max > 0 and n >= max then return {0, n} end
-redis.call('HSET', key, socketId, session)
-redis.call('SADD', P .. 'nsockets:' .. session, socketId .. ':' .. appId)
-return {1, n + 1}
-`;
-
-/** ARGV: prefix, session, appId, socketId. Returns the app's connections after. */
-const DISCONNECT = `
-local session, appId, socketId = ARGV[2], ARGV[3], ARGV[4]
-local key = P .. 'sockets:' .. appId
-if redis.call('HGET', key, socketId) == session then redis.call('HDEL', key, socketId) end
-redis.call('SREM', P .. 'nsockets:' .. session, socketId .. ':' .. appId)
-return redis.call('HLEN', key)
 `;
 
 /**
@@ -417,15 +458,10 @@ return 0
 `;
 
 const STATE_SCRIPTS = {
-  heraldJoin: JOIN,
-  heraldLeave: LEAVE,
-  heraldReleaseHold: RELEASE_HOLD,
+  heraldBatch: OPS + BATCH,
   heraldInfo: INFO,
   heraldList: LIST,
-  heraldCacheGet: CACHE_GET,
   heraldCacheSet: CACHE_SET,
-  heraldConnect: CONNECT,
-  heraldDisconnect: DISCONNECT,
   heraldChargeQuota: CHARGE_QUOTA,
   heraldHeartbeat: HEARTBEAT,
   heraldClaimDead: CLAIM_DEAD,
@@ -439,7 +475,7 @@ export type ScriptName = keyof typeof STATE_SCRIPTS | keyof typeof LEASE_SCRIPTS
 
 /** Registers every script on a connection (idempotent): EVALSHA, loaded on first use per socket. */
 export function defineScripts(redis: Redis): void {
-  if ((redis as unknown as { heraldJoin?: unknown }).heraldJoin) return;
+  if ((redis as unknown as { heraldBatch?: unknown }).heraldBatch) return;
   for (const [name, body] of Object.entries(STATE_SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 0, lua: COMMON + body });
   for (const [name, lua] of Object.entries(LEASE_SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 1, lua });
 }
