@@ -81,7 +81,7 @@ function recipientSection(record: PushRunRecord): string[] {
         const medianRun = [...scan.runs].sort((a, b) => a.wallMs - b.wallMs)[Math.floor(scan.runs.length / 2)]!;
         return [
           scan.interests.join('+'),
-          scan.mode === 'index' ? 'index only' : 'scanInterests',
+          scan.mode === 'index' ? 'index only' : 'scanInterestSteps',
           fmt(scan.devices),
           ms(scan.firstMs),
           ms(scan.bestMs),

@@ -1,10 +1,10 @@
 /**
  * Worker-thread entry of the recipient-set timing (bench/push/scan.ts): opens ONE shard's
  * LMDB environment the way a Herald shard does and, on each request, walks an audience with
- * DeviceStore.scanInterests, the generator a publish's fan-out pulls its devices from.
+ * DeviceStore.scanInterestSteps, the generator a publish's fan-out pulls its devices from.
  *
  * Mode `index` walks only the interest index (device ids, no device records): not something
- * Herald does, but the floor under scanInterests, read with the store's key layout (keys.ts)
+ * Herald does, but the floor under the scan, read with the store's key layout (keys.ts)
  * from the same named database.
  */
 import { parentPort, workerData } from 'node:worker_threads';
@@ -18,7 +18,7 @@ export interface ScanWorkerData {
   shardIndex: number;
 }
 
-/** How to walk: Herald's scanInterests, or the interest index alone (one interest). */
+/** How to walk: Herald's scanInterestSteps (reported as `scanInterests`), or the interest index alone (one interest). */
 export type ScanMode = 'scanInterests' | 'index';
 
 /** main → worker: walk the devices of any of `interests` once. */
@@ -49,7 +49,9 @@ function walk(request: ScanRequest): { devices: number; tokenBytes: number } {
     }
     return { devices, tokenBytes };
   }
-  for (const { device } of store.scanInterests(BENCH_INSTANCE.instanceId, request.interests)) {
+  // The step scan a publish's fan-out pulls (scanInterests wraps it to drop the progress steps).
+  for (const { device } of store.scanInterestSteps(BENCH_INSTANCE.instanceId, request.interests)) {
+    if (device === null) continue;
     devices++;
     tokenBytes += device.token.length; // use what the fan-out uses, so nothing is optimised away
   }

@@ -1,8 +1,8 @@
 /**
  * The push benchmark's data dir: Herald's layout (`herald.json` + `shard-<i>/` LMDB
  * environments) holding the dataset of bench/push/dataset.ts, seeded directly into the shards
- * before Herald starts (one worker thread per shard, see seed-worker.ts) and cached under
- * bench/.cache between runs.
+ * before Herald starts (one worker thread per shard, see seed-worker.ts and seed-bulk.ts) and
+ * cached under bench/.cache between runs.
  *
  * The cache is trusted only when its manifest matches the device count, shard count and a hash
  * of the code that decides what is stored (store, keys, device ids, dataset), and when no
@@ -39,6 +39,7 @@ const SOURCES = [
   'src/shards/storage.ts',
   'bench/push/dataset.ts',
   'bench/push/seed-worker.ts',
+  'bench/push/seed-bulk.ts',
 ];
 
 /** What a seeded data dir holds, as written beside it. */

@@ -77,14 +77,6 @@ export function keyAfter(parts: readonly string[]): Buffer {
   return encode(parts, [ESCAPE]);
 }
 
-/** The first possible key after `key` and every key it is a prefix of (keyAfter, from an encoded key). */
-export function keyAfterKey(key: Uint8Array): Buffer {
-  const after = Buffer.allocUnsafe(key.length + 1);
-  after.set(key, 0);
-  after[key.length] = ESCAPE;
-  return after;
-}
-
 function decodePart(key: Buffer, start: number, end: number): string {
   let escapes = 0;
   for (let i = start; i < end; i++) {
@@ -131,9 +123,31 @@ export function lastKeyPart(key: Uint8Array): string {
   return decodePart(asBuffer(key), lastPartOffset(key), key.length);
 }
 
-/** The part of a key that starts at byte `start` and ends the key (start = lastPartOffset(key): the last part). */
-export function keyPartFrom(key: Uint8Array, start: number): string {
-  return decodePart(asBuffer(key), start, key.length);
+/** The key part in bytes [start, end) of `key` (a whole part, start and end at part boundaries). */
+export function keyPartBetween(key: Buffer, start: number, end: number): string {
+  return decodePart(key, start, end);
+}
+
+/**
+ * Writes the encoded bytes of one key part (encodeKey([part])) into `target` at `at` and returns
+ * where they end: for lmdb-js key encoders, which write keys straight into lmdb-js's key buffer.
+ * ASCII without 0x00/0x01 is written as is; anything else goes through encodeKey (escaping, and
+ * the lone-surrogate check). Throws a RangeError when `target` has no room.
+ */
+export function writeKeyPart(part: string, target: Buffer, at: number): number {
+  const end = at + part.length;
+  if (end <= target.length) {
+    let i = 0;
+    for (; i < part.length; i++) {
+      const code = part.charCodeAt(i);
+      if (code <= ESCAPE || code > 0x7f) break;
+      target[at + i] = code;
+    }
+    if (i === part.length) return end;
+  }
+  const encoded = encodeKey([part]);
+  target.set(encoded, at);
+  return at + encoded.length;
 }
 
 /**

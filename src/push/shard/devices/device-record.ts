@@ -167,6 +167,28 @@ function readPlatform(bytes: Buffer): Platform {
   return readString(bytes) as Platform;
 }
 
+/** The last bundle identifier decoded by a scan, as stored and as text: most APNs devices of an instance share one. */
+let lastBundleBytes = Buffer.alloc(0);
+let lastBundleText = '';
+
+/** The string at readAt, reusing the last one read here when the bytes are the same; moves readAt past it. */
+function readBundleIdentifier(bytes: Buffer): string {
+  const length = bytes.readUInt32LE(readAt);
+  const start = readAt + 4;
+  if (length === lastBundleBytes.length) {
+    let i = 0;
+    while (i < length && bytes[start + i] === lastBundleBytes[i]) i++;
+    if (i === length) {
+      readAt = start + length;
+      return lastBundleText;
+    }
+  }
+  const text = readString(bytes);
+  lastBundleBytes = Buffer.from(bytes.subarray(start, readAt));
+  lastBundleText = text;
+  return text;
+}
+
 /** The device `id` of `instanceId` whose record is `bytes`, as a fan-out sees it (the metadata is not read). */
 export function decodeScanDevice(bytes: Uint8Array, id: string, instanceId: string): ScanDevice {
   const buffer = asBuffer(bytes);
@@ -190,7 +212,7 @@ export function decodeScanDevice(bytes: Uint8Array, id: string, instanceId: stri
     instanceId,
     platform: readPlatform(buffer),
     token: readString(buffer),
-    bundleIdentifier: flags & HAS_BUNDLE_IDENTIFIER ? readString(buffer) : undefined,
+    bundleIdentifier: flags & HAS_BUNDLE_IDENTIFIER ? readBundleIdentifier(buffer) : undefined,
     userId: flags & HAS_USER_ID ? readString(buffer) : undefined,
     interestCount: buffer.readUInt32LE(INTEREST_COUNT),
   };

@@ -3,9 +3,10 @@
  * of interests (each once) or belonging to any of a list of users, resumable from a
  * ScanPosition, never holding a cursor or read transaction between yields.
  */
+import type { Database, RangeIterable, RootDatabase } from 'lmdb';
 import { decodeScanDevice, type ScanDevice } from './device-record.js';
-import type { DeviceDatabases, IndexDatabase } from './device-databases.js';
-import { encodeKey, joinKeys, keyAfter, keyAfterKey, keyPartFrom, lastKeyPart, lastPartOffset, prefixRange } from '../../keys.js';
+import type { DeviceDatabases } from './device-databases.js';
+import { encodeKey, joinKeys, keyAfter, keyPartBetween, lastKeyPart, prefixRange, writeKeyPart } from '../../keys.js';
 
 /**
  * How far a publish fan-out got, so an interrupted one resumes after a restart without
@@ -69,27 +70,62 @@ export function* devicesOnly(steps: Iterable<ScanStep>): Generator<ScannedDevice
 }
 
 /**
- * A key encoding for reading an index `(instanceId, name, deviceId)` as the record keys
- * `(instanceId, deviceId)` of its devices: lmdb-js hands readKey the stored bytes, and the
- * record key is built from them in one allocation (no copy of the index key first, no
- * decoding). Bounds are written as they are (encoded index keys). Scans only.
+ * A key encoding for reading an index `(instanceId, name, deviceId)` as the ids of its devices:
+ * lmdb-js hands readKey the stored bytes and the last part is decoded from them in place (no
+ * Buffer per key). Bounds are written as they are (encoded index keys). Scans only.
  */
-const RECORD_KEY_VIEW = {
+const DEVICE_ID_VIEW = {
   writeKey(key: Uint8Array, target: Uint8Array, start: number): number {
     target.set(key, start);
     return start + key.length;
   },
-  readKey(source: Uint8Array, start: number, end: number): Buffer {
-    const instanceEnd = source.indexOf(0x00, start);
+  readKey(source: Buffer, start: number, end: number): string {
     let lastStart = end;
-    while (source[lastStart - 1] !== 0x00) lastStart--;
-    const key = Buffer.allocUnsafe(instanceEnd - start + 1 + end - lastStart);
-    let at = 0;
-    for (let i = start; i <= instanceEnd; i++) key[at++] = source[i]!;
-    for (let i = lastStart; i < end; i++) key[at++] = source[i]!;
-    return key;
+    while (lastStart > start && source[lastStart - 1] !== 0x00) lastStart--;
+    return keyPartBetween(source, lastStart, end);
   },
 };
+
+/**
+ * Point reads of device records by device id, writing the record key `(instanceId, deviceId)`
+ * straight into lmdb-js's key buffer (no key Buffer per read). Reads are synchronous, so the
+ * instance part set by `bytesOf` is the one its own read writes.
+ */
+class RecordReader {
+  private readonly records: Database<Buffer, string>;
+  /** encodeKey([instanceId]) and a separator, of the read under way. */
+  private instancePart: Buffer = Buffer.alloc(0);
+
+  constructor(root: RootDatabase) {
+    const encoder = {
+      writeKey: (deviceId: string, target: Buffer, start: number): number => {
+        target.set(this.instancePart, start);
+        return writeKeyPart(deviceId, target, start + this.instancePart.length);
+      },
+      readKey: (): never => {
+        throw new Error('RecordReader reads values only');
+      },
+    };
+    const view = { keyEncoder: encoder, encoding: 'binary' } as const;
+    this.records = root.openDB<Buffer, string>('push/devices', view);
+  }
+
+  /** The record bytes of `deviceId` in the instance whose part is `instancePart` (instancePartOf), valid until the next read. */
+  bytesOf(instancePart: Buffer, deviceId: string): Buffer | undefined {
+    this.instancePart = instancePart;
+    return this.records.getBinaryFast(deviceId);
+  }
+}
+
+/** The leading bytes of every key of `instanceId`: its encoded part and the separator. */
+function instancePartOf(instanceId: string): Buffer {
+  return prefixRange([instanceId]).start;
+}
+
+/** An index read through DEVICE_ID_VIEW: its keys come out as device ids (bounds stay encoded keys). */
+interface DeviceIdIndex {
+  getKeys(options: { start: Uint8Array; end: Uint8Array; limit: number }): RangeIterable<string>;
+}
 
 /** The interests a multi-interest scan has already walked, by name and as encoded key parts. */
 class EarlierInterests {
@@ -104,26 +140,28 @@ class EarlierInterests {
 
 /** The step scans of one shard's device databases (DeviceStore.scanInterestSteps / scanUserSteps). */
 export class DeviceScan {
-  /** The two fan-out indexes read through RECORD_KEY_VIEW. */
-  private readonly interestRecordKeys: IndexDatabase;
-  private readonly userRecordKeys: IndexDatabase;
+  /** The two fan-out indexes read through DEVICE_ID_VIEW. */
+  private readonly interestDeviceIds: DeviceIdIndex;
+  private readonly userDeviceIds: DeviceIdIndex;
+  private readonly records: RecordReader;
 
-  /** Opens the record-key views of the indexes; must not run inside a transaction. */
+  /** Opens the device-id views of the indexes and the record reader; must not run inside a transaction. */
   constructor(private readonly db: DeviceDatabases) {
-    const view = { keyEncoder: RECORD_KEY_VIEW, encoding: 'binary' } as const;
-    this.interestRecordKeys = db.root.openDB<Uint8Array, Uint8Array>('push/interests', view);
-    this.userRecordKeys = db.root.openDB<Uint8Array, Uint8Array>('push/users', view);
+    const view = { keyEncoder: DEVICE_ID_VIEW, encoding: 'binary' } as const;
+    this.interestDeviceIds = db.root.openDB<Uint8Array, Uint8Array>('push/interests', view) as unknown as DeviceIdIndex;
+    this.userDeviceIds = db.root.openDB<Uint8Array, Uint8Array>('push/users', view) as unknown as DeviceIdIndex;
+    this.records = new RecordReader(db.root);
   }
 
   interestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    return this.indexSteps(instanceId, this.interestRecordKeys, interests, resumeFrom, (list, listIndex) => {
+    return this.indexSteps(instanceId, this.interestDeviceIds, interests, resumeFrom, (list, listIndex) => {
       const earlier = new EarlierInterests(list.slice(0, listIndex));
-      return (device, deviceId, deviceKey) => this.subscribedToAny(instanceId, deviceId, deviceKey, device.interestCount, earlier);
+      return (device) => this.subscribedToAny(instanceId, device.id, device.interestCount, earlier);
     });
   }
 
   userSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    return this.indexSteps(instanceId, this.userRecordKeys, userIds, resumeFrom, (list, listIndex) => {
+    return this.indexSteps(instanceId, this.userDeviceIds, userIds, resumeFrom, (list, listIndex) => {
       const userId = list[listIndex]!;
       return (device) => device.userId !== userId;
     });
@@ -155,34 +193,33 @@ export class DeviceScan {
   }
 
   /**
-   * The step scan behind scanInterestSteps/scanUserSteps: walks `recordKeys` (an index read
-   * through RECORD_KEY_VIEW) under each name of the
-   * normalised `names` list from `resumeFrom`, yielding each device whose record exists and is
-   * not skipped by `skipFor(list, listIndex)` (built once per list entry), and a ScanProgress
-   * step after every SCAN_BATCH entries in a row passed over.
+   * The step scan behind scanInterestSteps/scanUserSteps: walks `deviceIds` (an index read
+   * through DEVICE_ID_VIEW) under each name of the normalised `names` list from `resumeFrom`,
+   * yielding each device whose record exists and is not skipped by `skipFor(list, listIndex)`
+   * (built once per list entry), and a ScanProgress step after every SCAN_BATCH entries in a
+   * row passed over.
    */
   private *indexSteps(
     instanceId: string,
-    recordKeys: IndexDatabase,
+    deviceIds: DeviceIdIndex,
     names: readonly string[],
     resumeFrom: ScanPosition | undefined,
-    skipFor: (list: readonly string[], listIndex: number) => (device: ScanDevice, deviceId: string, deviceKey: Buffer) => boolean,
+    skipFor: (list: readonly string[], listIndex: number) => (device: ScanDevice) => boolean,
   ): Generator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
     const list = normaliseScanList(names);
-    const idStart = encodeKey([instanceId]).length + 1;
+    const instancePart = instancePartOf(instanceId);
     let after = resumeFrom?.afterDeviceId ?? null;
     let skipped = 0;
     for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = null) {
       const skip = skipFor(list, listIndex);
-      for (const batch of this.indexBatches(recordKeys, [instanceId, list[listIndex]!], after)) {
-        for (const deviceKey of batch) {
-          // The index hands out record keys (RECORD_KEY_VIEW): the device id's bytes as stored.
-          const deviceId = keyPartFrom(deviceKey, idStart);
-          const bytes = this.db.devices.getBinaryFast(deviceKey);
+      for (const batch of this.indexBatches(deviceIds, [instanceId, list[listIndex]!], after)) {
+        for (const deviceId of batch) {
+          // Read when the device's turn comes (not with its batch): a device deleted meanwhile is passed over.
+          const bytes = this.records.bytesOf(instancePart, deviceId);
           // Decoded before skip()'s reads reuse the buffer.
           const device = bytes && decodeScanDevice(bytes, deviceId, instanceId);
-          if (!device || skip(device, deviceId, deviceKey)) {
+          if (!device || skip(device)) {
             if (++skipped >= SCAN_BATCH) {
               yield { device: null, position: { listIndex, afterDeviceId: deviceId }, skipped };
               skipped = 0;
@@ -197,30 +234,27 @@ export class DeviceScan {
   }
 
   /**
-   * The record keys (RECORD_KEY_VIEW) of an index range in batches of SCAN_BATCH, starting
-   * strictly after the entry of `afterDeviceId` when given; no cursor stays open while the
-   * caller works.
+   * The device ids of an index range (read through DEVICE_ID_VIEW) in batches of SCAN_BATCH,
+   * starting strictly after the entry of `afterDeviceId` when given; no cursor stays open while
+   * the caller works.
    */
-  private *indexBatches(recordKeys: IndexDatabase, prefix: readonly string[], afterDeviceId: string | null): Generator<Buffer[], void, undefined> {
+  private *indexBatches(deviceIds: DeviceIdIndex, prefix: readonly string[], afterDeviceId: string | null): Generator<string[], void, undefined> {
     const range = prefixRange(prefix);
-    const prefixKey = encodeKey(prefix);
     let start = afterDeviceId === null ? range.start : keyAfter([...prefix, afterDeviceId]);
     for (;;) {
-      const keys = Array.from(recordKeys.getKeys({ start, end: range.end, limit: SCAN_BATCH })) as unknown as Buffer[];
-      if (keys.length > 0) yield keys;
-      if (keys.length < SCAN_BATCH) return;
-      // The index key of the batch's last device, and the first key after it.
-      const last = keys[keys.length - 1]!;
-      start = keyAfterKey(joinKeys(prefixKey, last, lastPartOffset(last)));
+      const ids = Array.from(deviceIds.getKeys({ start, end: range.end, limit: SCAN_BATCH }));
+      if (ids.length > 0) yield ids;
+      if (ids.length < SCAN_BATCH) return;
+      start = keyAfter([...prefix, ids[ids.length - 1]!]);
     }
   }
 
   /**
-   * Whether the device (`deviceKey` = its record's key) is subscribed to any of the `earlier`
-   * interests: walks the device's own interests when it has fewer than there are names, else
-   * one point lookup per name. Memory stays flat.
+   * Whether the device is subscribed to any of the `earlier` interests: walks the device's own
+   * interests when it has fewer than there are names, else one point lookup per name. Memory
+   * stays flat.
    */
-  private subscribedToAny(instanceId: string, deviceId: string, deviceKey: Buffer, interestCount: number, earlier: EarlierInterests): boolean {
+  private subscribedToAny(instanceId: string, deviceId: string, interestCount: number, earlier: EarlierInterests): boolean {
     if (earlier.names.size === 0 || interestCount === 0) return false;
     if (interestCount < earlier.names.size) {
       for (const key of this.db.deviceInterests.getKeys(prefixRange([instanceId, deviceId]))) {
@@ -228,6 +262,7 @@ export class DeviceScan {
       }
       return false;
     }
+    const deviceKey = encodeKey([instanceId, deviceId]);
     for (const nameKey of earlier.keys) {
       if (this.db.deviceInterests.doesExist(joinKeys(deviceKey, nameKey))) return true;
     }

@@ -24,11 +24,11 @@ import {
   isEncodableKeyPart,
   joinKeys,
   keyAfter,
-  keyAfterKey,
-  keyPartFrom,
+  keyPartBetween,
   lastKeyPart,
   lastPartOffset,
   prefixRange,
+  writeKeyPart,
 } from '../../../../../src/push/keys.js';
 
 const projectRoot = fileURLToPath(new URL('../../../../../', import.meta.url));
@@ -159,10 +159,26 @@ describe('keys', () => {
         // A plain Uint8Array, as lmdb-js returns keys.
         const asRead = new Uint8Array(indexKey);
         expect(joinKeys(encodeKey(['i']), asRead, start)).toEqual(encodeKey(['i', b]));
-        expect(keyPartFrom(asRead, start)).toBe(b);
-        expect(keyAfterKey(asRead)).toEqual(keyAfter(['i', a, b]));
+        expect(keyPartBetween(Buffer.from(asRead), start, asRead.length)).toBe(b);
       }
     }
+  });
+
+  it('writes and reads one part in place, as key encoders do in lmdb-js\'s key buffer', () => {
+    const target = Buffer.alloc(1024, 0xee);
+    for (const a of parts) {
+      for (const b of parts) {
+        const head = encodeKey(['i', a]);
+        target.set(head, 3);
+        target[3 + head.length] = 0x00;
+        const end = writeKeyPart(b, target, 4 + head.length);
+        expect(target.subarray(3, end)).toEqual(encodeKey(['i', a, b]));
+        expect(keyPartBetween(target, 4 + head.length, end)).toBe(b);
+      }
+    }
+    // No room: an error, never a truncated key.
+    expect(() => writeKeyPart('abcdef', Buffer.alloc(8), 4)).toThrow(RangeError);
+    expect(() => writeKeyPart('bad \ud800', target, 0)).toThrow(RangeError);
   });
 
   it('rejects lone surrogates instead of storing U+FFFD', () => {
