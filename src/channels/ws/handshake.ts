@@ -16,8 +16,7 @@ export type Handshake =
 export function parseHandshake(url: string, query: string, appsByKey: ReadonlyMap<string, AppConfig>): Handshake {
   const match = /^\/app\/([^/]+)\/?$/.exec(url);
   if (!match) return { ok: false, code: CLOSE_CODES.PATH_NOT_FOUND, message: 'Path not found: connect to /app/<app key>' };
-  const params = new URLSearchParams(query);
-  const protocol = params.get('protocol');
+  const protocol = queryParam(query, 'protocol');
   if (protocol === null || protocol === '') {
     return { ok: false, code: CLOSE_CODES.NO_PROTOCOL_VERSION, message: 'No protocol version: add ?protocol=7' };
   }
@@ -37,4 +36,23 @@ export function parseHandshake(url: string, query: string, appsByKey: ReadonlyMa
   if (!app) return { ok: false, code: CLOSE_CODES.UNKNOWN_APP, message: 'App key not in this cluster' };
   if (!app.enabled) return { ok: false, code: CLOSE_CODES.APP_DISABLED, message: 'Application is disabled' };
   return { ok: true, app };
+}
+
+/**
+ * The first value of `name` in a query string, as `new URLSearchParams(query).get(name)` reads
+ * it, or null. A query with no `%` or `+` (what clients send) needs no decoding and is split by
+ * hand: a connect does not build a URLSearchParams (~2 µs); any other goes through it.
+ */
+export function queryParam(query: string, name: string): string | null {
+  if (query.includes('%') || query.includes('+')) return new URLSearchParams(query).get(name);
+  let start = query.startsWith('?') ? 1 : 0;
+  while (start < query.length) {
+    let end = query.indexOf('&', start);
+    if (end < 0) end = query.length;
+    let eq = query.indexOf('=', start);
+    if (eq < 0 || eq > end) eq = end;
+    if (eq - start === name.length && query.startsWith(name, start)) return query.slice(Math.min(eq + 1, end), end);
+    start = end + 1;
+  }
+  return null;
 }

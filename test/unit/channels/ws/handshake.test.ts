@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseHandshake } from '../../../../src/channels/ws/handshake.js';
+import { parseHandshake, queryParam } from '../../../../src/channels/ws/handshake.js';
 import { parseConfig } from '../../../../src/config/load.js';
 
 const config = parseConfig({ apps: [{ id: 'a', key: 'key-a', secret: 's' }, { id: 'b', key: 'key b', secret: 's', enabled: false }] });
@@ -23,5 +23,16 @@ describe('WebSocket handshake', () => {
     ['/app/key%20b', 'protocol=7', 4003],
   ])('refuses %s?%s with %i', (url, query, code) => {
     expect(parseHandshake(url, query, byKey)).toMatchObject({ ok: false, code });
+  });
+});
+
+describe('queryParam', () => {
+  it('reads a parameter exactly as URLSearchParams.get does', () => {
+    const queries = [
+      '', 'protocol=7', 'protocol=7&client=js&version=8.4.0&flash=false', 'client=js&protocol=6&protocol=7', 'protocol', 'protocol=',
+      'protocol=&protocol=7', '&&protocol=7&&', 'xprotocol=1&protocol=2', 'protocolx=1', 'protocol=7=8', '?protocol=7', 'a=1&b',
+      'protocol=%37', 'prot%6Fcol=7', 'protocol=7+1', 'protocol=%E2%82%AC', 'protocol=%zz', '=7&protocol=9',
+    ];
+    for (const q of queries) expect([q, queryParam(q, 'protocol')]).toEqual([q, new URLSearchParams(q).get('protocol')]);
   });
 });
