@@ -14,12 +14,10 @@
  * Control messages (terminate a user's connections, ...) go to every node (`<prefix>ctl`) or
  * to one node (`<prefix>ctl:<nodeId>`), as JSON.
  *
- * Publishes wait for the end of the event-loop iteration (setImmediate) and then go out in one
- * write: every trigger the HTTP front end read in that iteration shares one write to Redis, and
- * Redis hands them on to the other nodes together, where uWS sends them to each socket in one
- * write too (it drains topics once per iteration). Other commands keep their order after
- * the publishes before them (flushPublishes). One SUBSCRIBE / UNSUBSCRIBE per turn for all
- * channels watched or dropped in it. After a
+ * Commands issued in one event-loop turn go out in one write (auto-pipelined publishes,
+ * one SUBSCRIBE / UNSUBSCRIBE per turn for all channels watched or dropped in it). A publish
+ * is issued at once, not held for the end of the iteration: held, a node's next trigger could
+ * read a frame of another node later than its own (an order inversion under load). After a
  * reconnect the bus subscribes again to everything it watches; what was published while a
  * node was cut off is not replayed (pub/sub has no history).
  */
@@ -42,14 +40,6 @@ export interface DeliveryHandlers {
 
 const NEWLINE = 0x0a;
 
-/** A publish waiting for the end of the event-loop iteration. */
-interface OutgoingPublish {
-  topic: string;
-  envelope: string;
-  resolve(listeners: number): void;
-  reject(err: unknown): void;
-}
-
 export class DeliveryBus {
   /** Redis channel → local watchers (subscriptions on this node). */
   private readonly watched = new Map<string, number>();
@@ -66,9 +56,6 @@ export class DeliveryBus {
   private readonly onMessage = (topic: Buffer, message: Buffer) => this.dispatch(topic, message);
   /** `<nodeId>\n`: the first bytes of this node's own envelopes. */
   private readonly ownPrefix: Buffer;
-  /** Publishes waiting for this iteration's write (see publish). */
-  private outgoing: OutgoingPublish[] = [];
-  private readonly flushOutgoing = () => this.flushPublishes();
 
   constructor(
     private readonly commands: Redis,
@@ -137,28 +124,13 @@ export class DeliveryBus {
    * listen (0 when none has a subscriber); rejects with RedisUnavailableError during an outage.
    */
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): Promise<number> {
-    const topic = this.keys.channelTopic(appId, channel);
     const envelope = `${this.nodeId}\n${exceptSocketId ?? ''}\n${frame}`;
-    return new Promise((resolve, reject) => {
-      if (this.outgoing.push({ topic, envelope, resolve, reject }) === 1) setImmediate(this.flushOutgoing);
-    });
-  }
-
-  /**
-   * Issues the publishes waiting for the end of the iteration now. Called before any other
-   * command that must reach Redis after them; the auto-pipeline still sends them in one write.
-   */
-  flushPublishes(): void {
-    const batch = this.outgoing;
-    if (batch.length === 0) return;
-    this.outgoing = [];
-    for (const p of batch) whenAvailable(() => this.commands.publish(p.topic, p.envelope)).then(p.resolve, p.reject);
+    return whenAvailable(() => this.commands.publish(this.keys.channelTopic(appId, channel), envelope));
   }
 
   /** Sends a control message to every node ('all', this one included) or to one node id. */
   sendControl(target: 'all' | string, message: ControlMessage): Promise<number> {
     const topic = target === 'all' ? this.keys.controlAll() : this.keys.controlNode(target);
-    this.flushPublishes();
     return whenAvailable(() => this.commands.publish(topic, JSON.stringify({ origin: this.nodeId, message })));
   }
 

@@ -292,8 +292,6 @@ export class RedisChannelAdapter implements ChannelAdapter {
     const app = this.deps.apps.get(appId);
     if (!app) return;
     this.cacheJoins.stored(appId, channel, event, data);
-    // Stored after the event's publish, as on one connection before publishes were batched.
-    this.node.bus.flushPublishes();
     this.node.state.storeCachedEvent(appId, channel, event, data, app.cacheTtlSeconds, app.maxCacheBytes).catch((err: unknown) => this.busFailed(err));
   }
 

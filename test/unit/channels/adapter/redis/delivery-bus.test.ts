@@ -54,13 +54,12 @@ describe('DeliveryBus', () => {
     expect(b.frames[0]!.except).toBeUndefined();
   });
 
-  it('sends the publishes of one turn together, in order, before a control message issued after them', async () => {
+  it('delivers the publishes of one turn in order, and before a control message issued after them', async () => {
     const [a, b] = await started('a', 'b');
     await b.join('app', 'burst', 'b.1');
     await waitFor(async () => (await a.node.bus.publish('app', 'burst', 'ready?')) === 1, 10_000, 'b subscribed');
     await waitFor(() => b.frames.length === 1, 10_000, 'first frame on b');
-    // One turn: 50 publishes (they wait for the end of the iteration), then a control message,
-    // which must reach Redis after them.
+    // One turn: 50 publishes, then a control message, which must reach the other node after them.
     const sent = Array.from({ length: 50 }, (_, i) => a.node.bus.publish('app', 'burst', `f${i}`));
     const control = a.node.bus.sendControl('b', { type: 'terminateUser', appId: 'app', userId: 'u' });
     expect(await Promise.all(sent)).toEqual(Array(50).fill(1));
