@@ -6,18 +6,14 @@
  * the frame already encoded for the sockets, so receiving nodes only hand it to their sockets.
  *
  * Envelope (one string): `<origin node id>\n<exceptSocketId or empty>\n<frame>`. The origin
- * delivers to its own sockets itself, so it drops its own messages, recognised by their first
- * bytes without decoding them; `exceptSocketId` is honoured by whichever node holds that
- * socket. A frame from another node is handed on as the bytes Redis sent (uWS takes bytes as
- * they are): never decoded to a string and encoded again.
+ * delivers to its own sockets itself, so it drops its own messages; `exceptSocketId` is
+ * honoured by whichever node holds that socket.
  *
  * Control messages (terminate a user's connections, ...) go to every node (`<prefix>ctl`) or
  * to one node (`<prefix>ctl:<nodeId>`), as JSON.
  *
  * Commands issued in one event-loop turn go out in one write (auto-pipelined publishes,
- * one SUBSCRIBE / UNSUBSCRIBE per turn for all channels watched or dropped in it). A publish
- * is issued at once, not held for the end of the iteration: held, a node's next trigger could
- * read a frame of another node later than its own (an order inversion under load). After a
+ * one SUBSCRIBE / UNSUBSCRIBE per turn for all channels watched or dropped in it). After a
  * reconnect the bus subscribes again to everything it watches; what was published while a
  * node was cut off is not replayed (pub/sub has no history).
  */
@@ -32,13 +28,11 @@ export type ControlMessage =
   { type: 'terminateUser'; appId: string; userId: string };
 
 export interface DeliveryHandlers {
-  /** A frame published on another node for a channel this node watches: its UTF-8 bytes, valid during the call only. */
-  onFrame(appId: string, channel: string, frame: Buffer, exceptSocketId: string | undefined): void;
+  /** A frame published on another node for a channel this node watches. */
+  onFrame(appId: string, channel: string, frame: string, exceptSocketId: string | undefined): void;
   /** A control message from another node (or from this one, when sent to 'all'). */
   onControl(message: ControlMessage, origin: string): void;
 }
-
-const NEWLINE = 0x0a;
 
 export class DeliveryBus {
   /** Redis channel → local watchers (subscriptions on this node). */
@@ -53,9 +47,7 @@ export class DeliveryBus {
   };
   /** The subscriber connection is up and subscribed to everything watched (see listening). */
   private subscribed = false;
-  private readonly onMessage = (topic: Buffer, message: Buffer) => this.dispatch(topic, message);
-  /** `<nodeId>\n`: the first bytes of this node's own envelopes. */
-  private readonly ownPrefix: Buffer;
+  private readonly onMessage = (topic: string, message: string) => this.dispatch(topic, message);
 
   constructor(
     private readonly commands: Redis,
@@ -65,12 +57,11 @@ export class DeliveryBus {
     private readonly handlers: DeliveryHandlers,
   ) {
     this.controlTopics = [keys.controlAll(), keys.controlNode(nodeId)];
-    this.ownPrefix = Buffer.from(`${nodeId}\n`);
   }
 
   /** Starts listening (control channels and anything already watched). */
   async start(): Promise<void> {
-    this.subscriber.on('messageBuffer', this.onMessage);
+    this.subscriber.on('message', this.onMessage);
     this.subscriber.on('ready', this.onReady);
     this.subscriber.on('close', this.onClose);
     await whenAvailable(() => this.subscriber.subscribe(...this.controlTopics, ...this.watched.keys()));
@@ -86,7 +77,7 @@ export class DeliveryBus {
   }
 
   async stop(): Promise<void> {
-    this.subscriber.off('messageBuffer', this.onMessage);
+    this.subscriber.off('message', this.onMessage);
     this.subscriber.off('ready', this.onReady);
     this.subscriber.off('close', this.onClose);
     this.subscribed = false;
@@ -168,24 +159,21 @@ export class DeliveryBus {
     });
   }
 
-  private dispatch(topicBytes: Buffer, message: Buffer): void {
-    // This node's own publish, back from Redis: dropped before anything is decoded.
-    const own = this.ownPrefix;
-    if (message.length > own.length && message.compare(own, 0, own.length, 0, own.length) === 0) return;
-    const topic = topicBytes.toString();
+  private dispatch(topic: string, message: string): void {
     try {
+      const first = message.indexOf('\n');
       if (this.controlTopics.includes(topic)) {
-        const { origin, message: control } = JSON.parse(message.toString()) as { origin: string; message: ControlMessage };
+        const { origin, message: control } = JSON.parse(message) as { origin: string; message: ControlMessage };
         this.handlers.onControl(control, origin);
         return;
       }
-      if (!this.watched.has(topic)) return;
       const target = this.keys.parseChannelTopic(topic);
-      const first = message.indexOf(NEWLINE);
-      const second = first < 0 ? -1 : message.indexOf(NEWLINE, first + 1);
-      if (!target || second < 0) return;
-      const except = second > first + 1 ? message.toString('utf8', first + 1, second) : undefined;
-      this.handlers.onFrame(target.appId, target.channel, message.subarray(second + 1), except);
+      const second = message.indexOf('\n', first + 1);
+      if (!target || first < 0 || second < 0) return;
+      if (message.slice(0, first) === this.nodeId) return;
+      if (!this.watched.has(topic)) return;
+      const except = message.slice(first + 1, second);
+      this.handlers.onFrame(target.appId, target.channel, message.slice(second + 1), except === '' ? undefined : except);
     } catch (err) {
       log.error('cluster: delivery handler failed', { topic, error: String(err) });
     }

@@ -179,10 +179,10 @@ export class RedisChannelAdapter implements ChannelAdapter {
   }
 
   /** A frame another node published on a channel this node has subscribers on. */
-  private fromOtherNode(appId: string, name: string, frame: Buffer, exceptSocketId: string | undefined): void {
+  private fromOtherNode(appId: string, name: string, frame: string, exceptSocketId: string | undefined): void {
     const channel = fromBusName(name);
     if (channel === WATCH_CHANNEL) {
-      const [userId, online] = JSON.parse(frame.toString()) as [string, boolean];
+      const [userId, online] = JSON.parse(frame) as [string, boolean];
       tellWatchers(this.topics, appId, userId, online);
       return;
     }
