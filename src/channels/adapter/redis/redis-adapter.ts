@@ -153,18 +153,27 @@ export class RedisChannelAdapter implements ChannelAdapter {
   // --- delivery -------------------------------------------------------------------------
 
   /**
-   * Delivers to this node's sockets and hands the frame to Redis for the other nodes. The HTTP
-   * API answers a trigger once Redis has taken its frames (relayed()): Redis has then queued
-   * them to every other node, before the caller can trigger the next event through another
-   * node (a round-robin load balancer), so that one cannot overtake it there: it arrives on a
-   * socket after the frame already waiting. Publishes leave in order on one connection.
-   * During an outage the relay fails at once and local delivery goes on.
+   * Hands the frame to Redis for the other nodes and, once Redis has taken it, delivers it to
+   * this node's sockets. The HTTP API answers a trigger after that (relayed()): Redis has then
+   * queued the frame to every other node, before the caller can trigger the next event through
+   * another node (a round-robin load balancer), so that one cannot overtake it anywhere.
+   * Publishes leave in order on one connection. During an outage the relay fails at once and
+   * local delivery goes on.
    */
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): void {
-    deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
+    // This node's sockets get the frame once Redis has taken it: by then Redis has written every
+    // frame another node published before it to this node's subscriber connection, which is read
+    // first, so a trigger through this node cannot overtake one accepted earlier through another
+    // (delivered at once, it did under CPU load). Answers come in order on one connection.
+    const deliver = (): void => deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
     this.lastRelay = this.node.bus.publish(appId, busName(channel), frame, exceptSocketId).then(
-      () => true,
+      () => {
+        deliver();
+        return true;
+      },
       (err: unknown) => {
+        // Redis is away: this node's sockets still get it.
+        deliver();
         this.busFailed(err);
         return false;
       },
