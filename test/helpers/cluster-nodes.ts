@@ -43,8 +43,8 @@ export class SimulatedNode {
         }),
         onTransitions: (t) => this.transitions.push(...t),
         onFrame: (appId, channel, frame, except) => {
-          this.frames.push({ appId, channel, frame: frame.toString(), except });
-          this.arrivals.push(`frame:${frame.toString()}`);
+          this.frames.push({ appId, channel, frame, except });
+          this.arrivals.push(`frame:${frame}`);
         },
         onControl: (message, origin) => {
           this.controls.push({ message, origin });

@@ -25,7 +25,7 @@ export interface TopicFanout {
  * Sends `frame` to every socket of this process on the channel except the one with
  * `exceptSocketId` (when this process holds it), counting the frames sent.
  */
-export function deliverToTopic(topics: TopicFanout, registry: SocketRegistry, appId: string, channel: string, frame: RecognizedString, exceptSocketId?: string): void {
+export function deliverToTopic(topics: TopicFanout, registry: SocketRegistry, appId: string, channel: string, frame: string, exceptSocketId?: string): void {
   const topic = topicFor(appId, channel);
   if (exceptSocketId !== undefined) {
     const except = registry.get(appId, exceptSocketId);
