@@ -33,7 +33,7 @@ import type { TopicFanout } from './channels/adapter/topic-delivery.js';
 import { RedisChannelAdapter } from './channels/adapter/redis/redis-adapter.js';
 import { PushLeaseHeldError } from './channels/adapter/redis/push-lease.js';
 import { randomNodeId } from './channels/adapter/redis/node-session.js';
-import { redactUrl } from './channels/adapter/redis/connection.js';
+import { describeRedis } from './channels/adapter/redis/connection.js';
 import { hostname } from 'node:os';
 import { registerWebSocket, type WebSocketEndpoint } from './channels/ws/endpoint.js';
 import { SocketRegistry } from './channels/ws/registry.js';
@@ -254,10 +254,10 @@ async function createChannelAdapter(
     const nodeId = config.cluster.nodeId ?? randomNodeId(hostname());
     try {
       const adapter = await RedisChannelAdapter.start({ topics, registry, shards, cluster: config.cluster, config: running, apps, nodeId });
-      log.info('cluster: node joined', { nodeId, redis: redactUrl(config.cluster.redisUrl), keyPrefix: config.cluster.keyPrefix });
+      log.info('cluster: node joined', { nodeId, redis: describeRedis(config.cluster), keyPrefix: config.cluster.keyPrefix });
       return adapter;
     } catch (err) {
-      throw new ClusterStartError(`cluster: cannot join through ${redactUrl(config.cluster.redisUrl)}: ${(err as Error).message}`);
+      throw new ClusterStartError(`cluster: cannot join through ${describeRedis(config.cluster)}: ${(err as Error).message}`);
     }
   }
   switch (config.channelAdapter) {

@@ -176,9 +176,30 @@ const metricsListenerSchema = z.strictObject({
  * Scale-out over Redis (docs/scaling.md). Absent: a single node with no Redis at all.
  * All nodes of a cluster share one Redis, one `keyPrefix` and the same apps configuration.
  */
+/**
+ * Redis behind Sentinel (high availability): the nodes ask the sentinels where the master of
+ * `masterName` is, and follow it when the sentinels fail over to a replica.
+ */
+const sentinelSchema = z.strictObject({
+  /** The master group the sentinels monitor (`sentinel monitor <masterName> ...`). */
+  masterName: z.string().min(1),
+  /** The sentinels, `host:port` each (`[::1]:26379` for IPv6); any one answering is enough. */
+  addresses: z.array(z.string().regex(/^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+):\d{1,5}$/, 'host:port')).min(1),
+  /** The sentinels' own credentials (`requirepass` / ACL of the sentinel processes), when set. */
+  username: z.string().min(1).optional(),
+  password: z.string().min(1).optional(),
+  /** TLS to the sentinels (TLS to the master follows the `rediss://` scheme of `redisUrl`). */
+  tls: z.boolean().default(false),
+});
+
 const clusterSchema = z.strictObject({
-  /** `redis://` or `rediss://` (TLS), with an optional password: `redis://:secret@host:6379/0`. */
+  /**
+   * `redis://` or `rediss://` (TLS), with an optional password: `redis://:secret@host:6379/0`.
+   * With `sentinel`, its host and port are not used (the sentinels say where the master is);
+   * its scheme, user name, password and database still apply to the master.
+   */
   redisUrl: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://'),
+  sentinel: sentinelSchema.optional(),
   /** Prepended to every Redis key and pub/sub channel: isolates several clusters on one Redis. */
   keyPrefix: z.string().min(1).max(100).default('herald:'),
   /** A node silent (no heartbeat) for this long (ms) is declared dead and reaped by the others. */

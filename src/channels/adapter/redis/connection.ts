@@ -9,7 +9,11 @@
  *   node re-registers what it holds when the connection is back (node-liveness.ts).
  * - `subscriber`: pub/sub only (a subscribed Redis connection cannot run other commands).
  *
- * Both reconnect forever with capped exponential backoff and jitter.
+ * Both reconnect forever with capped exponential backoff and jitter. With `cluster.sentinel`
+ * each connection asks the sentinels where the master is on every (re)connect, and drops its
+ * connection when they announce a failover (ioredis' failover detector), so the node follows
+ * the new master like any other reconnect; a write refused with READONLY (a demoted master
+ * still reachable) also reconnects.
  */
 import { Redis, type RedisOptions } from 'ioredis';
 import type { ClusterConfig } from '../../../config/schema.js';
@@ -51,7 +55,7 @@ export interface ConnectionOptions {
 }
 
 /** Creates (and starts connecting) the command and subscriber connections. */
-export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl'>, options: ConnectionOptions): RedisConnections {
+export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' | 'sentinel'>, options: ConnectionOptions): RedisConnections {
   const base: RedisOptions = {
     retryStrategy: (times) => reconnectDelayMs(times),
     enableOfflineQueue: false,
@@ -60,8 +64,12 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl'>,
     maxRetriesPerRequest: 0,
     lazyConnect: true,
     connectTimeout: 5000,
+    // A master demoted to replica refuses writes: reconnect (to wherever the master is now)
+    // without resending the refused command, which fails as an outage does.
+    reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 1 : false),
   };
   if (options.tls && cluster.redisUrl.startsWith('rediss://')) base.tls = options.tls;
+  if (cluster.sentinel) Object.assign(base, sentinelOptions(cluster.sentinel, cluster.redisUrl.startsWith('rediss://'), options.tls));
   const commands = new Redis(cluster.redisUrl, { ...base, enableAutoPipelining: true, connectionName: `herald-${options.nodeId}` });
   // Subscriptions are re-made by the delivery bus on every 'ready' (it knows which it wants).
   const subscriber = new Redis(cluster.redisUrl, { ...base, autoResubscribe: false, connectionName: `herald-${options.nodeId}-sub` });
@@ -69,17 +77,18 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl'>,
   // ioredis would print every reconnect failure.
   commands.on('error', () => {});
   subscriber.on('error', () => {});
-  const connecting = Promise.allSettled([commands.connect(), subscriber.connect()]);
+  // Not awaited by ready(): through sentinels that refuse us, connect() never settles (ioredis
+  // keeps asking them), and start-up must still give up after its timeout.
+  void Promise.allSettled([commands.connect(), subscriber.connect()]);
   let closed = false;
   return {
     commands,
     subscriber,
     async ready(timeoutMs = 10_000) {
-      await connecting;
       const deadline = Date.now() + timeoutMs;
       while (commands.status !== 'ready' || subscriber.status !== 'ready') {
         if (closed) throw new RedisUnavailableError('connections closed');
-        if (Date.now() > deadline) throw new RedisUnavailableError(`Redis not ready after ${timeoutMs} ms (${redactUrl(cluster.redisUrl)})`);
+        if (Date.now() > deadline) throw new RedisUnavailableError(`Redis not ready after ${timeoutMs} ms (${describeRedis(cluster)})`);
         await new Promise((r) => setTimeout(r, 20));
       }
     },
@@ -90,6 +99,40 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl'>,
       subscriber.disconnect();
     },
   };
+}
+
+type SentinelConfig = NonNullable<ClusterConfig['sentinel']>;
+
+/** `host:port` (IPv6 in brackets) as ioredis' sentinel address. */
+export function parseHostPort(address: string): { host: string; port: number } {
+  const colon = address.lastIndexOf(':');
+  const host = address.slice(0, colon);
+  return { host: host.startsWith('[') ? host.slice(1, -1) : host, port: Number(address.slice(colon + 1)) };
+}
+
+/** ioredis options of a connection to the master named by the sentinels. */
+export function sentinelOptions(sentinel: SentinelConfig, masterTls: boolean, tls: RedisOptions['tls']): RedisOptions {
+  return {
+    sentinels: sentinel.addresses.map(parseHostPort),
+    name: sentinel.masterName,
+    role: 'master',
+    ...(sentinel.username ? { sentinelUsername: sentinel.username } : {}),
+    ...(sentinel.password ? { sentinelPassword: sentinel.password } : {}),
+    ...(sentinel.tls ? { sentinelTLS: tls ?? {} } : {}),
+    // With sentinels ioredis connects to the master in plain TCP unless told otherwise.
+    ...(masterTls ? { enableTLSForSentinelMode: true, tls: tls ?? {} } : {}),
+    // No sentinel answered: try them all again after the same backoff as a lost connection.
+    sentinelRetryStrategy: (times) => reconnectDelayMs(times),
+    // Subscribes to the sentinels' +switch-master: a failover drops the connection at once
+    // rather than when the old master is found dead (or, partitioned, never).
+    failoverDetector: true,
+  };
+}
+
+/** Where a node's Redis is, for logs and errors: the URL without its password, or the sentinels. */
+export function describeRedis(cluster: Pick<ClusterConfig, 'redisUrl' | 'sentinel'>): string {
+  if (!cluster.sentinel) return redactUrl(cluster.redisUrl);
+  return `master ${cluster.sentinel.masterName} via sentinels ${cluster.sentinel.addresses.join(', ')}`;
 }
 
 /** The URL with any password replaced, for logs and errors (secrets are never logged). */
@@ -124,6 +167,6 @@ function isConnectionError(err: unknown): boolean {
   const name = String((err as { name?: unknown })?.name ?? '');
   return (
     name === 'MaxRetriesPerRequestError' ||
-    /Stream isn't writeable|Connection is closed|enableOfflineQueue|ECONNREFUSED|ECONNRESET|EPIPE|Reached the max retries/.test(message)
+    /Stream isn't writeable|Connection is closed|enableOfflineQueue|ECONNREFUSED|ECONNRESET|EPIPE|Reached the max retries|^READONLY|All sentinels are unreachable/.test(message)
   );
 }

@@ -9,7 +9,8 @@
  *   presence members and sockets in batches (SPOP: each channel once). The claimant reports the
  *   transitions (member_removed, channel_vacated, subscription_count) through `onTransitions`,
  *   so they are reported once per cluster. A claimant that dies mid-reap stops renewing its
- *   claim, and another node takes the reap over after nodeTimeoutMs.
+ *   claim, and another node takes the reap over after nodeTimeoutMs. A node that has just
+ *   reconnected reaps no other node for nodeTimeoutMs: the others were cut off too.
  * - Re-registration: whenever the command connection is ready again after a drop (and when a
  *   script finds the session gone), the node takes a new session, records everything it holds
  *   under it (HeldState, idempotent), then retires and reaps its previous session. Only real
@@ -66,7 +67,16 @@ export class NodeLiveness {
   private reaping = false;
   private reregistering: Promise<void> | null = null;
   private reregisterAgain = false;
+  /**
+   * No reaping before this time (ms): set to nodeTimeoutMs after every reconnect. When Redis
+   * was away (restarted, failed over to a replica) every node was cut off alike, and the state a
+   * replica kept shows all of them silent; the first node back must give the others the time
+   * a live node needs to reconnect and re-register before it calls them dead, or their members
+   * flap (removed, then added again when they come back).
+   */
+  private reapNotBefore = 0;
   private readonly onReady = () => {
+    this.reapNotBefore = Date.now() + this.options.nodeTimeoutMs;
     if (!this.stopped) void this.reregister();
   };
   private readonly onClose = () => {
@@ -146,7 +156,7 @@ export class NodeLiveness {
    * transitions. Returns how many sessions this node reaped to completion.
    */
   async reapOnce(): Promise<number> {
-    if (this.reaping || !this.available) return 0;
+    if (this.reaping || !this.available || Date.now() < this.reapNotBefore) return 0;
     this.reaping = true;
     try {
       const me = this.session.current;

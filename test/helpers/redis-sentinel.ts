@@ -1,0 +1,121 @@
+/**
+ * A private Redis high-availability set for one test file: a master, one replica and one
+ * Sentinel watching them (Debian's redis-server, run with `--sentinel` for the sentinel), each
+ * on a free port, nothing persisted, all stopped after. `killMaster()` is a master crash; the
+ * sentinel then promotes the replica (`down-after-milliseconds` 1000, quorum 1).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { freePort, RedisServer, waitFor } from './redis-server.js';
+
+export const MASTER_NAME = 'herald-test-master';
+
+export interface RedisSentinelOptions {
+  /** `requirepass` of the sentinel itself (not of the master). */
+  sentinelPassword?: string;
+}
+
+export class RedisSentinelSet {
+  readonly master = new RedisServer();
+  replica: RedisServer | undefined;
+  sentinelPort = 0;
+  private sentinel: ChildProcess | undefined;
+  private sentinelOutput = '';
+  private dir: string | undefined;
+
+  constructor(private readonly options: RedisSentinelOptions = {}) {}
+
+  /** `host:port` of the sentinel, as the `cluster.sentinel.addresses` config takes it. */
+  get sentinelAddress(): string {
+    return `127.0.0.1:${this.sentinelPort}`;
+  }
+
+  /** Starts the master, the replica (waits until it is in sync) and the sentinel. */
+  async start(): Promise<this> {
+    await this.master.start();
+    this.replica = await new RedisServer({ args: ['--replicaof', '127.0.0.1', String(this.master.port)] }).start();
+    await waitFor(async () => /master_link_status:up/.test(await this.info(this.replica!.port, 'replication')), 10_000, 'the replica in sync');
+    this.dir = mkdtempSync(join(tmpdir(), 'herald-sentinel-'));
+    this.sentinelPort = await freePort();
+    const conf = join(this.dir, 'sentinel.conf'); // the sentinel rewrites its config: a file of its own
+    writeFileSync(
+      conf,
+      [
+        `port ${this.sentinelPort}`,
+        'bind 127.0.0.1',
+        'protected-mode no',
+        `dir ${this.dir}`,
+        `sentinel monitor ${MASTER_NAME} 127.0.0.1 ${this.master.port} 1`,
+        `sentinel down-after-milliseconds ${MASTER_NAME} 1000`,
+        `sentinel failover-timeout ${MASTER_NAME} 5000`,
+        `sentinel parallel-syncs ${MASTER_NAME} 1`,
+        ...(this.options.sentinelPassword ? [`requirepass ${this.options.sentinelPassword}`] : []),
+        '',
+      ].join('\n'),
+    );
+    const child = spawn('redis-server', [conf, '--sentinel'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.sentinel = child;
+    child.stdout!.on('data', (d: Buffer) => (this.sentinelOutput += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (this.sentinelOutput += d.toString()));
+    // Ready once it has found the replica through the master.
+    await waitFor(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`redis-server --sentinel exited ${child.exitCode}: ${this.sentinelOutput.slice(-500)}`);
+        return /\+slave slave/.test(this.sentinelOutput) && (await this.masterPort()) === this.master.port;
+      },
+      15_000,
+      'the sentinel watching the master and its replica',
+    );
+    return this;
+  }
+
+  /** The master's port as the sentinel reports it now. */
+  async masterPort(): Promise<number> {
+    const client = new Redis(this.sentinelPort, '127.0.0.1', { lazyConnect: false, maxRetriesPerRequest: 1, password: this.options.sentinelPassword });
+    try {
+      const reply = (await client.call('SENTINEL', 'get-master-addr-by-name', MASTER_NAME)) as [string, string] | null;
+      return reply ? Number(reply[1]) : 0;
+    } finally {
+      client.disconnect();
+    }
+  }
+
+  /** SIGKILL of the master; resolves once the sentinel has promoted the replica. */
+  async failOver(timeoutMs = 20_000): Promise<void> {
+    await this.master.kill();
+    await waitFor(async () => (await this.masterPort()) === this.replica!.port, timeoutMs, 'the sentinel promoting the replica');
+  }
+
+  /** A plain client of whichever server is the master now (caller quits it). */
+  async masterClient(): Promise<Redis> {
+    return new Redis(await this.masterPort(), '127.0.0.1', { lazyConnect: false, maxRetriesPerRequest: 1 });
+  }
+
+  /** Everything the sentinel printed (for failures). */
+  get log(): string {
+    return this.sentinelOutput;
+  }
+
+  async stop(): Promise<void> {
+    const sentinel = this.sentinel;
+    if (sentinel && sentinel.exitCode === null && sentinel.signalCode === null) {
+      const exited = new Promise<void>((r) => sentinel.once('exit', () => r()));
+      sentinel.kill('SIGKILL');
+      await exited;
+    }
+    await Promise.allSettled([this.master.kill(), this.replica?.kill()]);
+    if (this.dir) rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  private async info(port: number, section: string): Promise<string> {
+    const client = new Redis(port, '127.0.0.1', { lazyConnect: false, maxRetriesPerRequest: 1 });
+    try {
+      return await client.info(section);
+    } finally {
+      client.disconnect();
+    }
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * Redis behind Sentinel (docs/scaling.md "Redis high availability"): two Herald nodes find the
+ * master through a sentinel (the host and port of `redisUrl` are never used: port 1 here), and
+ * when the master is killed and the sentinel promotes its replica they follow it by themselves:
+ * cross-node delivery resumes, the shared state the replica kept is still right, and nobody
+ * sees a member leave (the nodes were alive; it was Redis that was away).
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type PusherServer from 'pusher';
+import { ClientPool, type ChannelRecord } from '../helpers/channel-clients.js';
+import { distinctEvents, eventLabel, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { HeraldProcess } from '../helpers/herald-process.js';
+import { MASTER_NAME, RedisSentinelSet } from '../helpers/redis-sentinel.js';
+import { sleep, until } from '../helpers/wait.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
+
+const APP = { id: 'sen-app', key: 'sen-key', secret: 'sen-secret' };
+const NODE_TIMEOUT_MS = 2000;
+const pool = new ClientPool(APP);
+let redis: RedisSentinelSet;
+let receiver: WebhookReceiver;
+const nodes: HeraldProcess[] = [];
+
+beforeAll(async () => {
+  if (ONE_PROCESS) return;
+  [redis, receiver] = await Promise.all([new RedisSentinelSet().start(), WebhookReceiver.start()]);
+}, 30_000);
+afterEach(() => pool.disconnectAll());
+afterAll(async () => {
+  await Promise.allSettled(nodes.map((n) => n.dispose()));
+  await Promise.allSettled([redis?.stop(), receiver?.close()]);
+});
+
+function node(nodeId: string): HeraldProcess {
+  const webhooks = [{ url: receiver.url('/sentinel'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
+  const config = {
+    apps: [{ ...APP, webhooks }],
+    push: [],
+    webhookDelivery: { batchWindowMs: 50, retryBaseMs: 50 },
+    cluster: {
+      // Never dialled: with `sentinel` the master's address comes from the sentinels.
+      redisUrl: 'redis://127.0.0.1:1',
+      sentinel: { masterName: MASTER_NAME, addresses: [redis.sentinelAddress] },
+      keyPrefix: 'sentinel:',
+      nodeTimeoutMs: NODE_TIMEOUT_MS,
+      nodeId,
+    },
+  };
+  const n = new HeraldProcess({ config, shards: 1 });
+  nodes.push(n);
+  return n;
+}
+
+/** Triggers through `sdk` (503s and all) every 100 ms until `to` has received one; fails after 20 s. */
+async function resumes(sdk: PusherServer, to: ChannelRecord, event: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (let attempt = 1; to.data(event).length === 0; attempt++) {
+    if (Date.now() > deadline) throw new Error(`delivery of ${event} did not resume within 20 s of the failover (${attempt} attempts)`);
+    await sdk.trigger('sen-news', event, attempt).catch(() => undefined);
+    await sleep(100);
+  }
+}
+
+/** Names of the connections of the current master whose name starts with `herald-`. */
+async function heraldClients(): Promise<string[]> {
+  const client = await redis.masterClient();
+  try {
+    const list = (await client.client('LIST')) as string;
+    return [...list.matchAll(/ name=(herald-\S+)/g)].map((m) => m[1]!).sort();
+  } finally {
+    client.disconnect();
+  }
+}
+
+describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
+  it('nodes find the master through the sentinel, follow a failover to the replica, and keep delivering and counting with nobody leaving', async () => {
+    const [a, b] = [node('sen-a'), node('sen-b')];
+    await Promise.all([a.start(), b.start()]);
+    expect(await heraldClients()).toEqual(['herald-sen-a', 'herald-sen-a-sub', 'herald-sen-b', 'herald-sen-b-sub']);
+
+    const sA = await pool.connect(a, { userId: 'ua' });
+    const sB = await pool.connect(b, { userId: 'ub' });
+    const newsA = await sA.subscribe('sen-news');
+    const newsB = await sB.subscribe('sen-news');
+    const presenceA = await sA.subscribe('presence-sen');
+    const presenceB = await sB.subscribe('presence-sen');
+    await until(() => presenceA.memberIds().length === 2 && presenceB.memberIds().length === 2, 'both members seen on both nodes');
+    const sdkA = pool.sdk(a);
+    const sdkB = pool.sdk(b);
+    await sdkA.trigger('sen-news', 'before', 1);
+    await until(() => newsB.data('before').length === 1, 'cross-node delivery before the failover');
+    const hooks = (): string[] => distinctEvents(receiver.deliveredEvents()).map(eventLabel);
+    await until(() => hooks().includes('member_added:presence-sen:ub') && hooks().includes('channel_occupied:sen-news'), 'webhooks before the failover');
+    const hooksBefore = hooks().length;
+
+    await redis.failOver();
+    // Both nodes are on the new master and deliver across nodes again, both ways.
+    await resumes(sdkA, newsB, 'resumed-a-to-b');
+    await resumes(sdkB, newsA, 'resumed-b-to-a');
+    expect(await heraldClients()).toEqual(['herald-sen-a', 'herald-sen-a-sub', 'herald-sen-b', 'herald-sen-b-sub']);
+    await sdkA.trigger('sen-news', 'after', 'from A');
+    await sdkB.trigger('sen-news', 'after', 'from B');
+    await until(() => newsA.data('after').length === 2 && newsB.data('after').length === 2, 'both ways after the failover');
+
+    // Longer than the node timeout: a node back first must not reap the other, which was cut
+    // off by the same failover, not dead.
+    await sleep(NODE_TIMEOUT_MS * 2);
+    expect(presenceA.data('pusher:member_removed')).toEqual([]);
+    expect(presenceB.data('pusher:member_removed')).toEqual([]);
+    expect([presenceA.memberIds(), presenceB.memberIds()]).toEqual([['ua', 'ub'], ['ua', 'ub']]);
+    // Shared state answered from the new master, the same on both nodes.
+    for (const sdk of [sdkA, sdkB]) {
+      const users = (await (await sdk.get({ path: '/channels/presence-sen/users' })).json()) as { users: { id: string }[] };
+      expect(users.users.map((u) => u.id).sort()).toEqual(['ua', 'ub']);
+      const info = (await (await sdk.get({ path: '/channels/presence-sen', params: { info: 'user_count' } })).json()) as Record<string, unknown>;
+      expect(info).toEqual({ occupied: true, user_count: 2 });
+      expect(await (await sdk.get({ path: '/channels/sen-news' })).json()).toEqual({ occupied: true });
+    }
+    // No webhook came of the failover: no member left, no channel was vacated or occupied again.
+    expect(hooks().slice(hooksBefore)).toEqual([]);
+  }, 60_000);
+});
