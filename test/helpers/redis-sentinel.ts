@@ -89,6 +89,31 @@ export class RedisSentinelSet {
     await waitFor(async () => (await this.masterPort()) === this.replica!.port, timeoutMs, 'the sentinel promoting the replica');
   }
 
+  /**
+   * A planned failover (`SENTINEL FAILOVER`): the replica is promoted and the old master, still
+   * running, becomes its replica. Resolves once the sentinel reports the new master.
+   */
+  async switchOver(timeoutMs = 20_000): Promise<void> {
+    const client = new Redis(this.sentinelPort, '127.0.0.1', { lazyConnect: false, maxRetriesPerRequest: 1, password: this.options.sentinelPassword });
+    try {
+      await client.call('SENTINEL', 'failover', MASTER_NAME);
+    } finally {
+      client.disconnect();
+    }
+    await waitFor(async () => (await this.masterPort()) === this.replica!.port, timeoutMs, 'the sentinel promoting the replica');
+  }
+
+  /** Names of the clients connected to the server on `port` (CLIENT LIST), sorted. */
+  async clientNames(port: number): Promise<string[]> {
+    const client = new Redis(port, '127.0.0.1', { lazyConnect: false, maxRetriesPerRequest: 1 });
+    try {
+      const list = (await client.client('LIST')) as string;
+      return [...list.matchAll(/ name=(\S+)/g)].map((m) => m[1]!).sort();
+    } finally {
+      client.disconnect();
+    }
+  }
+
   /** A plain client of whichever server is the master now (caller quits it). */
   async masterClient(): Promise<Redis> {
     return new Redis(await this.masterPort(), '127.0.0.1', { lazyConnect: false, maxRetriesPerRequest: 1 });

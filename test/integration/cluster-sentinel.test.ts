@@ -31,7 +31,7 @@ afterAll(async () => {
   await Promise.allSettled([redis?.stop(), receiver?.close()]);
 });
 
-function node(nodeId: string): HeraldProcess {
+function node(nodeId: string, set: RedisSentinelSet = redis): HeraldProcess {
   const webhooks = [{ url: receiver.url('/sentinel'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
   const config = {
     apps: [{ ...APP, webhooks }],
@@ -40,7 +40,7 @@ function node(nodeId: string): HeraldProcess {
     cluster: {
       // Never dialled: with `sentinel` the master's address comes from the sentinels.
       redisUrl: 'redis://127.0.0.1:1',
-      sentinel: { masterName: MASTER_NAME, addresses: [redis.sentinelAddress] },
+      sentinel: { masterName: MASTER_NAME, addresses: [set.sentinelAddress] },
       keyPrefix: 'sentinel:',
       nodeTimeoutMs: NODE_TIMEOUT_MS,
       nodeId,
@@ -61,15 +61,9 @@ async function resumes(sdk: PusherServer, to: ChannelRecord, event: string): Pro
   }
 }
 
-/** Names of the connections of the current master whose name starts with `herald-`. */
-async function heraldClients(): Promise<string[]> {
-  const client = await redis.masterClient();
-  try {
-    const list = (await client.client('LIST')) as string;
-    return [...list.matchAll(/ name=(herald-\S+)/g)].map((m) => m[1]!).sort();
-  } finally {
-    client.disconnect();
-  }
+/** Herald's connections to the Redis server on `port` (default: the current master). */
+async function heraldClients(set: RedisSentinelSet = redis, port?: number): Promise<string[]> {
+  return (await set.clientNames(port ?? (await set.masterPort()))).filter((name) => name.startsWith('herald-'));
 }
 
 describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
@@ -118,5 +112,35 @@ describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
     }
     // No webhook came of the failover: no member left, no channel was vacated or occupied again.
     expect(hooks().slice(hooksBefore)).toEqual([]);
+  }, 60_000);
+
+  it('a planned failover (the old master stays up, demoted to replica): the nodes leave it for the new master', async () => {
+    const set = await new RedisSentinelSet().start();
+    try {
+      const [a, b] = [node('sen-c', set), node('sen-d', set)];
+      await Promise.all([a.start(), b.start()]);
+      const oldMaster = set.master.port;
+      const sA = await pool.connect(a, { userId: 'uc' });
+      const sB = await pool.connect(b, { userId: 'ud' });
+      const newsA = await sA.subscribe('sen-news');
+      const newsB = await sB.subscribe('sen-news');
+      const presenceA = await sA.subscribe('presence-sen');
+      const presenceB = await sB.subscribe('presence-sen');
+      await until(() => presenceA.memberIds().length === 2 && presenceB.memberIds().length === 2, 'both members seen on both nodes');
+
+      await set.switchOver();
+      await resumes(pool.sdk(a), newsB, 'switched-a-to-b');
+      await resumes(pool.sdk(b), newsA, 'switched-b-to-a');
+      // Every Herald connection moved; none is left on the demoted master, still running.
+      expect(await heraldClients(set)).toEqual(['herald-sen-c', 'herald-sen-c-sub', 'herald-sen-d', 'herald-sen-d-sub']);
+      expect(await heraldClients(set, oldMaster)).toEqual([]);
+      await sleep(NODE_TIMEOUT_MS * 2);
+      expect(presenceA.data('pusher:member_removed')).toEqual([]);
+      expect(presenceB.data('pusher:member_removed')).toEqual([]);
+      const users = (await (await pool.sdk(b).get({ path: '/channels/presence-sen/users' })).json()) as { users: { id: string }[] };
+      expect(users.users.map((u) => u.id).sort()).toEqual(['uc', 'ud']);
+    } finally {
+      await set.stop();
+    }
   }, 60_000);
 });

@@ -64,9 +64,6 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
     maxRetriesPerRequest: 0,
     lazyConnect: true,
     connectTimeout: 5000,
-    // A master demoted to replica refuses writes: reconnect (to wherever the master is now)
-    // without resending the refused command, which fails as an outage does.
-    reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 1 : false),
   };
   if (options.tls && cluster.redisUrl.startsWith('rediss://')) base.tls = options.tls;
   if (cluster.sentinel) Object.assign(base, sentinelOptions(cluster.sentinel, cluster.redisUrl.startsWith('rediss://'), options.tls));
@@ -126,6 +123,10 @@ export function sentinelOptions(sentinel: SentinelConfig, masterTls: boolean, tl
     // Subscribes to the sentinels' +switch-master: a failover drops the connection at once
     // rather than when the old master is found dead (or, partitioned, never).
     failoverDetector: true,
+    // A master demoted to replica refuses writes: reconnect (to wherever the sentinels say the
+    // master is now) without resending the refused command, which fails as an outage does.
+    // Not without sentinels: reconnecting to the same address would change nothing.
+    reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 1 : false),
   };
 }
 
