@@ -53,9 +53,17 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
   else if (!path) fromEnv.admin = { token: DEFAULT_ADMIN_TOKEN };
   if (env.HERALD_REDIS_URL) {
     // Replaces only the URL (and turns the cluster on): keyPrefix and nodeTimeoutMs keep the file's values or defaults.
-    const cluster = raw.cluster;
-    const fromFile = typeof cluster === 'object' && cluster !== null && !Array.isArray(cluster) ? cluster : {};
-    fromEnv.cluster = { ...fromFile, redisUrl: env.HERALD_REDIS_URL };
+    fromEnv.cluster = { ...objectField(raw, 'cluster'), redisUrl: env.HERALD_REDIS_URL };
+  }
+  const sentinel = {
+    ...(env.HERALD_REDIS_SENTINELS && { addresses: env.HERALD_REDIS_SENTINELS.split(',').map((a) => a.trim()).filter(Boolean) }),
+    ...(env.HERALD_REDIS_SENTINEL_MASTER && { masterName: env.HERALD_REDIS_SENTINEL_MASTER }),
+    ...(env.HERALD_REDIS_SENTINEL_PASSWORD && { password: env.HERALD_REDIS_SENTINEL_PASSWORD }),
+  };
+  if (Object.keys(sentinel).length > 0) {
+    // Each replaces its own field of cluster.sentinel; the others keep the file's values.
+    const cluster = (fromEnv.cluster as Record<string, unknown> | undefined) ?? objectField(raw, 'cluster');
+    fromEnv.cluster = { ...cluster, sentinel: { ...objectField(cluster, 'sentinel'), ...sentinel } };
   }
   return parseConfig({ ...raw, ...fromEnv, ...sources.overrides });
 }
@@ -86,8 +94,13 @@ export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
 }
 
 function adminOf(raw: Record<string, unknown>): Record<string, unknown> {
-  const admin = raw.admin;
-  return typeof admin === 'object' && admin !== null && !Array.isArray(admin) ? (admin as Record<string, unknown>) : {};
+  return objectField(raw, 'admin');
+}
+
+/** `raw[name]` when it is a JSON object, else an empty one. */
+function objectField(raw: Record<string, unknown>, name: string): Record<string, unknown> {
+  const value = raw[name];
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }
 
 function checkUnique(values: string[], list: string, field: string): void {

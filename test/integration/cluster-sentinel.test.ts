@@ -31,7 +31,8 @@ afterAll(async () => {
   await Promise.allSettled([redis?.stop(), receiver?.close()]);
 });
 
-function node(nodeId: string, set: RedisSentinelSet = redis): HeraldProcess {
+/** A node of `set`'s Redis; with `viaEnv`, told of the sentinel by environment variables instead of its config file. */
+function node(nodeId: string, set: RedisSentinelSet = redis, viaEnv = false): HeraldProcess {
   const webhooks = [{ url: receiver.url('/sentinel'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
   const config = {
     apps: [{ ...APP, webhooks }],
@@ -40,13 +41,14 @@ function node(nodeId: string, set: RedisSentinelSet = redis): HeraldProcess {
     cluster: {
       // Never dialled: with `sentinel` the master's address comes from the sentinels.
       redisUrl: 'redis://127.0.0.1:1',
-      sentinel: { masterName: MASTER_NAME, addresses: [set.sentinelAddress] },
+      ...(viaEnv ? {} : { sentinel: { masterName: MASTER_NAME, addresses: [set.sentinelAddress] } }),
       keyPrefix: 'sentinel:',
       nodeTimeoutMs: NODE_TIMEOUT_MS,
       nodeId,
     },
   };
-  const n = new HeraldProcess({ config, shards: 1 });
+  const env = viaEnv ? { HERALD_REDIS_SENTINELS: set.sentinelAddress, HERALD_REDIS_SENTINEL_MASTER: MASTER_NAME } : undefined;
+  const n = new HeraldProcess({ config, shards: 1, ...(env && { env }) });
   nodes.push(n);
   return n;
 }
@@ -68,7 +70,7 @@ async function heraldClients(set: RedisSentinelSet = redis, port?: number): Prom
 
 describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
   it('nodes find the master through the sentinel, follow a failover to the replica, and keep delivering and counting with nobody leaving', async () => {
-    const [a, b] = [node('sen-a'), node('sen-b')];
+    const [a, b] = [node('sen-a'), node('sen-b', redis, true)];
     await Promise.all([a.start(), b.start()]);
     expect(await heraldClients()).toEqual(['herald-sen-a', 'herald-sen-a-sub', 'herald-sen-b', 'herald-sen-b-sub']);
 

@@ -23,6 +23,22 @@ describe('config: cluster', () => {
     expect(() => parseConfig({ cluster: { redisUrl: 'redis://x', nodeTimeoutMs: 10 } })).toThrow(/cluster\.nodeTimeoutMs/);
   });
 
+  it('HERALD_REDIS_SENTINELS, _MASTER and _PASSWORD each replace their own field of cluster.sentinel', () => {
+    const env = { HERALD_REDIS_URL: 'redis://:pw@mymaster', HERALD_REDIS_SENTINELS: '10.0.0.1:26379, 10.0.0.2:26379', HERALD_REDIS_SENTINEL_MASTER: 'mymaster' };
+    expect(loadConfig({ env }).cluster?.sentinel).toEqual({ masterName: 'mymaster', addresses: ['10.0.0.1:26379', '10.0.0.2:26379'], tls: false });
+    const dir = mkdtempSync(join(tmpdir(), 'herald-config-'));
+    const path = join(dir, 'config.json');
+    const sentinel = { masterName: 'file-master', addresses: ['file:26379'], tls: true };
+    writeFileSync(path, JSON.stringify({ cluster: { redisUrl: 'redis://file:6379', keyPrefix: 'blue:', sentinel } }));
+    expect(loadConfig({ configPath: path, env: { HERALD_REDIS_SENTINEL_PASSWORD: 'env-secret' } }).cluster).toEqual({
+      redisUrl: 'redis://file:6379',
+      keyPrefix: 'blue:',
+      nodeTimeoutMs: 10_000,
+      sentinel: { ...sentinel, password: 'env-secret' },
+    });
+    expect(() => loadConfig({ env: { HERALD_REDIS_SENTINELS: 'h:1' } })).toThrow(/cluster\.(redisUrl|sentinel\.masterName)/);
+  });
+
   it('HERALD_REDIS_URL turns the cluster on, or replaces only the file URL', () => {
     expect(loadConfig({ env: { HERALD_REDIS_URL: 'redis://127.0.0.1:7000' } }).cluster).toEqual({
       redisUrl: 'redis://127.0.0.1:7000',
