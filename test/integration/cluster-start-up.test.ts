@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { DEFAULT_PUSH, HeraldProcess } from '../helpers/herald-process.js';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort, RedisServer } from '../helpers/redis-server.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
 
 const APP = { id: 'lease-app', key: 'lease-key', secret: 'lease-secret' };
@@ -29,6 +29,27 @@ describe('a node whose Redis is unreachable', () => {
       expect(node.stderr + node.stdout).not.toContain('hunter2-secret');
     } finally {
       await node.dispose();
+    }
+  });
+});
+
+describe.skipIf(ONE_PROCESS)('Redis eviction policy', () => {
+  const EVICTION_WARNING = /Redis may evict Herald's keys/;
+
+  it('a node warns at start-up when Redis may evict keys (maxmemory-policy not noeviction), and not otherwise', async () => {
+    const evicting = await new RedisServer({ args: ['--maxmemory', '64mb', '--maxmemory-policy', 'allkeys-lru'] }).start();
+    const config = (redisUrl: string, nodeId: string) => ({ apps: [APP], push: [], cluster: { redisUrl, keyPrefix: 'evict:', nodeId } });
+    const warned = new HeraldProcess({ config: config(evicting.url, 'node-evict'), shards: 1 });
+    const quiet = new HeraldProcess({ config: config(bed.redis.url, 'node-noevict'), shards: 1 });
+    try {
+      await Promise.all([warned.start(), quiet.start()]);
+      // Logged before the node listens (start() resolved): on stderr already.
+      expect(warned.stderr).toMatch(EVICTION_WARNING);
+      expect(warned.stderr).toMatch(/"maxmemoryPolicy":"allkeys-lru"/);
+      expect(quiet.stdout + quiet.stderr).not.toMatch(EVICTION_WARNING);
+    } finally {
+      await Promise.allSettled([warned.dispose(), quiet.dispose()]);
+      await evicting.stop();
     }
   });
 });

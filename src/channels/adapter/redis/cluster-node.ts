@@ -5,7 +5,8 @@
  * run several simulated nodes on one Redis.
  */
 import type { ClusterConfig } from '../../../config/schema.js';
-import type { RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
+import { log } from '../../../log.js';
 import { RedisChannelState, type ChannelTransition, type HeldState } from './channel-state.js';
 import { createRedisConnections, type RedisConnections } from './connection.js';
 import { DeliveryBus, type DeliveryHandlers } from './delivery-bus.js';
@@ -61,6 +62,7 @@ export class ClusterNode {
   /** Connects (up to `readyTimeoutMs`), registers the session, starts heartbeats, reaper and bus. */
   async start(readyTimeoutMs = 10_000): Promise<this> {
     await this.connections.ready(readyTimeoutMs);
+    await warnIfEvicting(this.connections.commands);
     await this.liveness.start();
     await this.bus.start();
     return this;
@@ -102,4 +104,20 @@ export class ClusterNode {
     this.connections.commands.disconnect();
     this.connections.subscriber.disconnect();
   }
+}
+
+/**
+ * Logs a warning when Redis may evict keys (`maxmemory-policy` other than `noeviction`): an
+ * evicted subscription count, member or session would corrupt the cluster's state, where
+ * `noeviction` makes writes fail (503, retried) instead. Read from INFO, which managed Redis
+ * services allow where CONFIG is disabled; nothing when Redis does not say.
+ */
+export async function warnIfEvicting(redis: Redis): Promise<string | null> {
+  const info = await redis.info('memory').catch(() => '');
+  const policy = /^maxmemory_policy:(\S+)/m.exec(info)?.[1] ?? null;
+  if (policy !== null && policy !== 'noeviction') {
+    const maxmemory = /^maxmemory:(\d+)/m.exec(info)?.[1] ?? '?';
+    log.warn("cluster: Redis may evict Herald's keys under memory pressure, which corrupts shared channel state: set maxmemory-policy noeviction", { maxmemoryPolicy: policy, maxmemory });
+  }
+  return policy;
 }
