@@ -126,9 +126,11 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   tapSubscriptions(ctx.channels, debug);
   const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
   const token = config.admin.token;
-  const admin =
-    token === null ? undefined : createAdminArea({ ctx, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt });
   const cluster = adapter instanceof RedisChannelAdapter ? adapter : undefined;
+  const admin =
+    token === null
+      ? undefined
+      : createAdminArea({ ctx, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt, ...(cluster && { cluster: () => cluster.overview() }) });
   const metrics = new HeraldMetrics({
     core: ctx.core,
     webhooks: ctx.webhooks,

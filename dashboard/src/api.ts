@@ -126,10 +126,25 @@ export interface Overview {
     occupiedChannels: number;
     shards: { shard: number; up: boolean; uptimeMs: number; queueDepth: number }[];
   };
+  /** null on a single node. */
+  cluster: ClusterOverview | null;
   webhooks: { pending: number; inFlight: number; sent: number; failedAttempts: number; deadLettered: number } | null;
   push: { notificationsThisMonth: number };
   apps: AppSummary[];
   pushInstances: PushSummary[];
+}
+
+export interface ClusterOverview {
+  nodeId: string;
+  redis: string;
+  keyPrefix: string;
+  nodeTimeoutMs: number;
+  available: boolean;
+  relayFailures: number;
+  watchedChannels: number;
+  /** null while Redis cannot be read. */
+  nodes: { nodeId: string; session: string; self: boolean; expiresInMs: number }[] | null;
+  reaping: number | null;
 }
 
 export interface AppSummary {

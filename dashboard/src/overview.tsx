@@ -1,6 +1,6 @@
-/** Overview: this node, its shards and webhooks, live message rate, apps and push instances. */
+/** Overview: this node, its shards and webhooks, its cluster, live message rate, apps and push instances. */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { openStream, type Overview, type Stats } from './api';
+import { openStream, type ClusterOverview, type Overview, type Stats } from './api';
 import { LiveChart, pushPoint, type Series } from './chart';
 import { Link } from './router';
 import { Secret, Stat, formatDuration, formatNumber, usePoll } from './util';
@@ -93,6 +93,7 @@ export function OverviewPage() {
           </tbody>
         </table>
       </section>
+      {data?.cluster && <ClusterCard cluster={data.cluster} />}
       <section class="card">
         <h2>Apps</h2>
         <table class="apps">
@@ -153,5 +154,47 @@ export function OverviewPage() {
         </table>
       </section>
     </div>
+  );
+}
+
+/** The cluster's nodes as Redis records them, and this node's link to Redis. */
+function ClusterCard({ cluster }: { cluster: ClusterOverview }) {
+  return (
+    <section class="card" aria-label="Cluster">
+      <h2>Cluster</h2>
+      <p>
+        This node <code>{cluster.nodeId}</code>, Redis <code>{cluster.redis}</code>, key prefix <code>{cluster.keyPrefix}</code>:{' '}
+        {cluster.available ? 'connected' : <span class="bad">Redis unavailable, the channel API answers 503</span>}
+      </p>
+      <p class="hint">
+        {formatNumber(cluster.watchedChannels)} channels received from other nodes, {formatNumber(cluster.relayFailures)} frames not relayed
+        {cluster.reaping ? `, ${formatNumber(cluster.reaping)} silent nodes being reaped` : ''}
+      </p>
+      {cluster.nodes === null ? (
+        <p class="bad">The nodes are unknown while Redis cannot be read.</p>
+      ) : (
+        <table class="cluster-nodes">
+          <thead>
+            <tr>
+              <th>Node</th>
+              <th>State</th>
+              <th>Last heartbeat</th>
+            </tr>
+          </thead>
+          <tbody>
+            {cluster.nodes.map((n) => (
+              <tr key={n.session}>
+                <td>
+                  <code>{n.nodeId}</code>
+                  {n.self && <span class="badge">this node</span>}
+                </td>
+                <td>{n.expiresInMs >= 0 ? 'alive' : <span class="bad">silent, to be reaped</span>}</td>
+                <td>{`${formatNumber(Math.max(0, cluster.nodeTimeoutMs - n.expiresInMs) / 1000, 1)} s ago`}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
   );
 }

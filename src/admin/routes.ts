@@ -11,6 +11,7 @@ import { errorReply, type Handler, type Reply, type RequestContext, type RouteOp
 import type { ServerContext } from '../server-context.js';
 import { publishEvent, validateEvent } from '../channels/http-api/events.js';
 import { isPresenceChannel } from '../channels/names.js';
+import type { ClusterOverview } from '../channels/adapter/redis/redis-adapter.js';
 import { parseJsonObject } from '../push/http/common.js';
 import { PLATFORMS, type Platform } from '../push/platform.js';
 import type { GatewayCounts, PublishJob } from '../push/messages/publishes.js';
@@ -44,6 +45,8 @@ export interface AdminDeps {
   connectionCount(appId?: string): number;
   /** When the server started, ms since the epoch. */
   startedAt: number;
+  /** The cluster as this node sees it; absent on a single node (the overview says null). */
+  cluster?: () => Promise<ClusterOverview>;
 }
 
 /** Shows that a secret is set without showing it: its length and last two characters at most. */
@@ -118,7 +121,7 @@ async function overview(deps: AdminDeps): Promise<Reply> {
   const { ctx } = deps;
   const apps = [...ctx.appsById.values()];
   const instances = [...ctx.pushInstances.values()];
-  const [pings, webhooks, channelCounts, usage] = await Promise.all([
+  const [pings, webhooks, channelCounts, usage, cluster] = await Promise.all([
     Promise.all(Array.from({ length: ctx.core.shardCount }, (_, shard) =>
       ctx.core.request(shard, { type: 'core.ping' }, OVERVIEW_TIMEOUT_MS).then(
         (p) => ({ shard, up: true, uptimeMs: p.uptimeMs }),
@@ -128,6 +131,7 @@ async function overview(deps: AdminDeps): Promise<Reply> {
     ctx.webhooks.stats(OVERVIEW_TIMEOUT_MS).then((report) => report.total, () => null),
     Promise.all(apps.map((a) => ctx.channels.listChannels(a.id, undefined, false).then((rows) => rows.length, () => null))),
     Promise.all(instances.map((p) => ctx.publishes.usage(p.instanceId, OVERVIEW_TIMEOUT_MS).then((u) => u.notifications, () => null))),
+    deps.cluster ? deps.cluster() : null,
   ]);
   const now = Date.now();
   return {
@@ -142,8 +146,8 @@ async function overview(deps: AdminDeps): Promise<Reply> {
         occupiedChannels: channelCounts.reduce<number>((n, c) => n + (c ?? 0), 0),
         shards: pings.map((p) => ({ ...p, queueDepth: ctx.core.inFlightCount(p.shard) })),
       },
-      // Herald runs on one node this round; a clustered deployment will list its nodes here.
-      cluster: null,
+      // null on a single node.
+      cluster,
       webhooks,
       push: { notificationsThisMonth: usage.reduce<number>((n, u) => n + (u ?? 0), 0) },
       apps: apps.map((a, i) => ({ ...appSummary(deps, a), occupiedChannels: channelCounts[i] })),

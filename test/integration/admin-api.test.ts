@@ -170,8 +170,9 @@ describe('admin API', () => {
     const text = await res.text();
     expect(text).not.toContain(APP.secret);
     expect(text).not.toContain(DEFAULT_PUSH.secretKey);
-    const body = JSON.parse(text) as { node: { shards: unknown[] }; apps: { id: string; secret: string }[]; pushInstances: { instanceId: string }[] };
+    const body = JSON.parse(text) as { node: { shards: unknown[] }; cluster: unknown; apps: { id: string; secret: string }[]; pushInstances: { instanceId: string }[] };
     expect(body.node.shards).toHaveLength(2);
+    expect(body.cluster).toBeNull(); // one node, no Redis
     expect(body.apps.map((a) => a.id)).toEqual([APP.id, OTHER_APP.id, SLOW_APP.id]);
     expect(body.apps[0]!.secret).toMatch(/^•+yz$/);
     expect(body.pushInstances[0]!.instanceId).toBe(DEFAULT_PUSH.instanceId);

@@ -8,7 +8,7 @@ import type { ClusterConfig } from '../../../config/schema.js';
 import type { Redis, RedisOptions } from 'ioredis';
 import { log } from '../../../log.js';
 import { RedisChannelState, type ChannelTransition, type HeldState } from './channel-state.js';
-import { createRedisConnections, type RedisConnections } from './connection.js';
+import { createRedisConnections, whenAvailable, type RedisConnections } from './connection.js';
 import { DeliveryBus, type DeliveryHandlers } from './delivery-bus.js';
 import { RedisKeys } from './keys.js';
 import { NodeLiveness } from './node-liveness.js';
@@ -26,6 +26,22 @@ export interface ClusterNodeOptions extends DeliveryHandlers {
   reapIntervalMs?: number;
   /** Extra TLS options for rediss:// (private CA). */
   tls?: RedisOptions['tls'];
+}
+
+/** One registered session of the cluster (ClusterNode.members). */
+export interface ClusterMember {
+  nodeId: string;
+  session: string;
+  /** This node's current session. */
+  self: boolean;
+  /** Until its heartbeat is overdue (Redis time); negative once silent, until a survivor reaps it. */
+  expiresInMs: number;
+}
+
+export interface ClusterMembers {
+  nodes: ClusterMember[];
+  /** Dead sessions claimed by a survivor and being reaped now. */
+  reaping: number;
 }
 
 export class ClusterNode {
@@ -95,6 +111,29 @@ export class ClusterNode {
     await this.bus.stop().catch(() => {});
     await this.liveness.stop(deregister).catch(() => {});
     await this.connections.close();
+  }
+
+  /**
+   * The cluster's nodes as Redis records them: every registered session with the time left
+   * before it would be called dead (negative: silent past nodeTimeoutMs, about to be reaped),
+   * and how many dead sessions are being reaped. Sorted by node id. Rejects with
+   * RedisUnavailableError during an outage.
+   */
+  async members(): Promise<ClusterMembers> {
+    const redis = this.connections.commands;
+    const [time, entries, reaping] = await whenAvailable(() =>
+      Promise.all([redis.time(), redis.zrange(this.keys.nodes(), '0', '-1', 'WITHSCORES'), redis.hlen(this.keys.reaping())]),
+    );
+    const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+    const me = this.session.current;
+    const nodes: ClusterMember[] = [];
+    for (let i = 0; i + 1 < entries.length; i += 2) {
+      const session = entries[i]!;
+      const dot = session.lastIndexOf('.');
+      nodes.push({ nodeId: dot > 0 ? session.slice(0, dot) : session, session, self: session === me, expiresInMs: Number(entries[i + 1]) - now });
+    }
+    nodes.sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
+    return { nodes, reaping };
   }
 
   /** A crash, for tests: drops the connections without deregistering (others must reap it). */

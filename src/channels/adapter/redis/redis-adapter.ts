@@ -43,8 +43,8 @@ import { overQuota } from '../../http-api/quota.js';
 import { deliverToTopic, tellWatchers, type TopicFanout } from '../topic-delivery.js';
 import { CacheJoinWatch } from '../cache-join-watch.js';
 import type { ChannelTransition, HeldState } from './channel-state.js';
-import { ClusterNode } from './cluster-node.js';
-import { RedisUnavailableError } from './connection.js';
+import { ClusterNode, type ClusterMember } from './cluster-node.js';
+import { describeRedis, RedisUnavailableError } from './connection.js';
 import type { ControlMessage } from './delivery-bus.js';
 
 /** Hidden channel whose members are the signed-in users, one subscription per node and user. */
@@ -74,6 +74,19 @@ const LEAVE_RETRY_MIN_MS = 100;
 const LEAVE_RETRY_MAX_MS = 2_000;
 
 const busLog = new RateLimitedLog('warn', 10_000);
+
+/** GET /admin/v1/overview's `cluster` (docs/admin-api.md). */
+export interface ClusterOverview extends ClusterFigures {
+  nodeId: string;
+  /** Where Redis is, without any password (connection.ts describeRedis). */
+  redis: string;
+  keyPrefix: string;
+  nodeTimeoutMs: number;
+  /** The registered sessions, by node id; null while Redis cannot be read. */
+  nodes: ClusterMember[] | null;
+  /** Dead sessions being reaped; null while Redis cannot be read. */
+  reaping: number | null;
+}
 
 export interface RedisAdapterDeps {
   /** The uWS topics frames go to (the main app's, http/tls.ts). */
@@ -512,6 +525,24 @@ export class RedisChannelAdapter implements ChannelAdapter {
       if (err instanceof RedisUnavailableError) throw new HeraldError('CLUSTER_UNAVAILABLE');
       throw err;
     }
+  }
+
+  /**
+   * The cluster as this node sees it, for the admin overview: always answers, also during an
+   * outage (then `available` is false and `members` null).
+   */
+  async overview(): Promise<ClusterOverview> {
+    const members = await this.node.members().catch(() => null);
+    const { config } = this.node;
+    return {
+      nodeId: this.node.nodeId,
+      redis: describeRedis(config),
+      keyPrefix: config.keyPrefix,
+      nodeTimeoutMs: config.nodeTimeoutMs,
+      ...this.figures,
+      nodes: members?.nodes ?? null,
+      reaping: members?.reaping ?? null,
+    };
   }
 
   /** This node's cluster figures for /metrics. */
