@@ -4,8 +4,9 @@
  * for a channel (events, client events, member_added/removed, subscription_count, watchlist
  * online/offline) is handed to the adapter, so a single node takes the same path a cluster
  * does. The local implementation (local-adapter.ts) keeps state on the worker shards that own
- * each channel and delivers with uWS topics; a scale-out one (Redis pub/sub) will implement
- * the same contract, checked by one contract test suite (test/unit/channels/adapter).
+ * each channel and delivers with uWS topics; the scale-out one (redis/redis-adapter.ts) keeps
+ * state in Redis and relays frames over Redis pub/sub. Both pass one contract test suite
+ * (test/unit/channels/adapter).
  *
  * Transitions that matter across a cluster are decided by the adapter, from its view of the
  * whole channel: `occupied` / `vacated` and `memberAdded` / `memberRemoved` in the results
