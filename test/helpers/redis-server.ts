@@ -75,7 +75,20 @@ export class RedisServer {
   }
 
   async stop(): Promise<void> {
+    this.resume(); // a paused server would not act on SIGTERM
     await this.signal('SIGTERM');
+  }
+
+  /**
+   * SIGSTOP: Redis hangs with its connections open (the kernel still accepts and acknowledges),
+   * like a stalled server or a path that silently drops packets; `resume()` lets it go on.
+   */
+  pause(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.child?.kill('SIGCONT');
   }
 
   /** A plain client for assertions (caller quits it). */

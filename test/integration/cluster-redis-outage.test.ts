@@ -64,11 +64,11 @@ async function retried<T>(call: () => Promise<T>, timeoutMs = 15_000): Promise<T
  * Triggers `event` through `sdk` (503s and all) every 100 ms until `to`, a subscriber on the
  * other node, has received one; fails after 20 s.
  */
-async function resumes(sdk: PusherServer, to: ChannelRecord, event: string): Promise<void> {
+async function resumes(sdk: PusherServer, to: ChannelRecord, event: string, channel = 'out-news'): Promise<void> {
   const deadline = Date.now() + 20_000;
   for (let attempt = 1; to.data(event).length === 0; attempt++) {
     if (Date.now() > deadline) throw new Error(`delivery of ${event} did not resume within 20 s of Redis' restart (${attempt} attempts)`);
-    await sdk.trigger('out-news', event, attempt).catch(() => undefined);
+    await sdk.trigger(channel, event, attempt).catch(() => undefined);
     await sleep(100);
   }
 }
@@ -155,4 +155,45 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     }
     expect(labels.filter((l) => l.startsWith('channel_vacated') || l.startsWith('member_removed'))).toEqual([]);
   });
+
+  it('Redis hung (SIGSTOP, connections left open): triggers are refused within seconds instead of waiting, and everything resumes with nobody leaving', async () => {
+    const cluster = await bed.start({ apps: [APP] });
+    const s1 = await pool.connect(cluster.a, { userId: 'ha' });
+    const sB = await pool.connect(cluster.b, { userId: 'hb' });
+    const news1 = await s1.subscribe('hung-news');
+    const newsB = await sB.subscribe('hung-news');
+    const presence1 = await s1.subscribe('presence-hung');
+    const presenceB = await sB.subscribe('presence-hung');
+    await until(() => presence1.memberIds().length === 2 && presenceB.memberIds().length === 2, 'both members on both nodes');
+    const sdkA = pool.sdk(cluster.a);
+    const sdkB = pool.sdk(cluster.b);
+
+    bed.redis.pause();
+    try {
+      // The first trigger waits for Redis, until the node gives up on the silent connection
+      // (replyTimeoutMs: 2 s here), then is refused; the node's own subscriber still got it.
+      const started = Date.now();
+      const refused = await refusal(sdkA.trigger('hung-news', 'during', 1));
+      const waited = Date.now() - started;
+      expect(refused).toMatchObject({ status: 503, body: { code: 'CLUSTER_UNAVAILABLE' } });
+      expect(waited).toBeLessThan(8_000);
+      await until(() => news1.data('during').length === 1, 'the trigger node delivering to its own subscriber');
+      // The next ones are refused at once, on both nodes, and deliver nothing.
+      const next = Date.now();
+      expect(await refusal(sdkA.trigger('hung-news', 'later', 1))).toMatchObject({ status: 503, body: { code: 'CLUSTER_UNAVAILABLE' } });
+      expect(Date.now() - next).toBeLessThan(1_000);
+      await firstRefusal(sdkB, 'hung-news');
+      expect(news1.data('later')).toEqual([]);
+      expect(newsB.data('later')).toEqual([]);
+    } finally {
+      bed.redis.resume();
+    }
+    await resumes(sdkA, newsB, 'resumed-a-to-b', 'hung-news');
+    await resumes(sdkB, news1, 'resumed-b-to-a', 'hung-news');
+    await sleep(cluster.nodeTimeoutMs * 2);
+    // The nodes were alive: nobody was reaped, no member left.
+    expect(presence1.data('pusher:member_removed')).toEqual([]);
+    expect(presenceB.data('pusher:member_removed')).toEqual([]);
+    expect([presence1.memberIds(), presenceB.memberIds()]).toEqual([['ha', 'hb'], ['ha', 'hb']]);
+  }, 60_000);
 });

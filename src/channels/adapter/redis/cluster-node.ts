@@ -8,7 +8,7 @@ import type { ClusterConfig } from '../../../config/schema.js';
 import type { Redis, RedisOptions } from 'ioredis';
 import { log } from '../../../log.js';
 import { RedisChannelState, type ChannelTransition, type HeldState } from './channel-state.js';
-import { createRedisConnections, whenAvailable, type RedisConnections } from './connection.js';
+import { createRedisConnections, replyTimeoutMs, whenAvailable, type RedisConnections } from './connection.js';
 import { DeliveryBus, type DeliveryHandlers } from './delivery-bus.js';
 import { RedisKeys } from './keys.js';
 import { NodeLiveness } from './node-liveness.js';
@@ -57,7 +57,8 @@ export class ClusterNode {
     readonly config: ClusterConfig,
     options: ClusterNodeOptions,
   ) {
-    this.connections = createRedisConnections(config, options.tls ? { nodeId: options.nodeId, tls: options.tls } : { nodeId: options.nodeId });
+    const replyTimeout = replyTimeoutMs(config.nodeTimeoutMs);
+    this.connections = createRedisConnections(config, options.tls ? { nodeId: options.nodeId, tls: options.tls, replyTimeoutMs: replyTimeout } : { nodeId: options.nodeId, replyTimeoutMs: replyTimeout });
     this.keys = new RedisKeys(config.keyPrefix);
     this.session = new NodeSession(options.nodeId);
     const { commands, subscriber } = this.connections;

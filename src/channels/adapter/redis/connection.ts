@@ -17,6 +17,7 @@
  */
 import { Redis, type RedisOptions } from 'ioredis';
 import type { ClusterConfig } from '../../../config/schema.js';
+import { log } from '../../../log.js';
 
 /** First reconnect delay (ms); doubled per failed attempt up to RECONNECT_MAX_MS, ±50% jitter. */
 export const RECONNECT_BASE_MS = 50;
@@ -50,6 +51,11 @@ export interface RedisConnections {
 export interface ConnectionOptions {
   /** CLIENT SETNAME suffix, to tell nodes apart in `CLIENT LIST`. */
   nodeId: string;
+  /**
+   * A connection whose Redis has not answered a command for this long (ms) is dropped and
+   * reconnected (watchReplies); default replyTimeoutMs(10 000).
+   */
+  replyTimeoutMs?: number;
   /** Extra TLS options for `rediss://` (e.g. a private CA); users can also set NODE_EXTRA_CA_CERTS. */
   tls?: RedisOptions['tls'];
 }
@@ -77,6 +83,8 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
   // Not awaited by ready(): through sentinels that refuse us, connect() never settles (ioredis
   // keeps asking them), and start-up must still give up after its timeout.
   void Promise.allSettled([commands.connect(), subscriber.connect()]);
+  const replyTimeout = options.replyTimeoutMs ?? replyTimeoutMs(10_000);
+  const watchdogs = [watchReplies(commands, 'commands', replyTimeout), watchReplies(subscriber, 'subscriber', replyTimeout)];
   let closed = false;
   return {
     commands,
@@ -91,11 +99,57 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
     },
     async close() {
       closed = true;
-      await Promise.allSettled([commands.quit(), subscriber.quit()]);
+      for (const stop of watchdogs) stop();
+      // QUIT, unless Redis does not answer it (hung, cut off): then just drop the connections.
+      const quit = Promise.allSettled([commands.quit(), subscriber.quit()]);
+      await Promise.race([quit, new Promise((r) => setTimeout(r, replyTimeout).unref())]);
       commands.disconnect();
       subscriber.disconnect();
     },
   };
+}
+
+/** How long a node waits for any answer from Redis before it drops the connection: half of nodeTimeoutMs, within 2 to 5 s. */
+export function replyTimeoutMs(nodeTimeoutMs: number): number {
+  return Math.min(5000, Math.max(2000, Math.floor(nodeTimeoutMs / 2)));
+}
+
+/**
+ * Drops `redis`' connection (ioredis then reconnects, as after any drop) when Redis stops
+ * answering: a hung server (stopped, swapping, a long script of another client) or a path that
+ * silently loses packets (a partition without a reset) leaves a TCP connection open that never
+ * answers, and every command would wait on it for as long as TCP takes to give up (minutes).
+ * Every quarter of `timeoutMs` it sends a PING (allowed on a subscribed connection too) unless
+ * one is pending; a PING pending `timeoutMs` drops the connection, its pending commands failing
+ * as in an outage. The decision waits for the end of the event loop's poll phase, so an answer
+ * already in the socket after a stall of this process is read first and counts.
+ */
+export function watchReplies(redis: Redis, label: string, timeoutMs: number): () => void {
+  let sentAt: number | null = null;
+  const timer = setInterval(() => {
+    if (redis.status !== 'ready') {
+      sentAt = null;
+      return;
+    }
+    if (sentAt === null) {
+      const mine = (sentAt = Date.now());
+      const answered = (): void => {
+        if (sentAt === mine) sentAt = null;
+      };
+      redis.ping().then(answered, answered);
+      return;
+    }
+    if (Date.now() - sentAt < timeoutMs) return;
+    const stalled = sentAt;
+    setImmediate(() => {
+      if (sentAt !== stalled || redis.status !== 'ready') return;
+      sentAt = null;
+      log.warn('cluster: Redis did not answer; dropping the connection to reconnect', { connection: label, timeoutMs });
+      redis.stream?.destroy(new Error(`Redis did not answer within ${timeoutMs} ms`));
+    });
+  }, Math.max(50, Math.floor(timeoutMs / 4)));
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 type SentinelConfig = NonNullable<ClusterConfig['sentinel']>;
@@ -168,6 +222,6 @@ function isConnectionError(err: unknown): boolean {
   const name = String((err as { name?: unknown })?.name ?? '');
   return (
     name === 'MaxRetriesPerRequestError' ||
-    /Stream isn't writeable|Connection is closed|enableOfflineQueue|ECONNREFUSED|ECONNRESET|EPIPE|Reached the max retries|^READONLY|All sentinels are unreachable/.test(message)
+    /Stream isn't writeable|Connection is closed|enableOfflineQueue|ECONNREFUSED|ECONNRESET|EPIPE|Reached the max retries|^READONLY|All sentinels are unreachable|Redis did not answer/.test(message)
   );
 }

@@ -7,10 +7,11 @@ import {
   reconnectDelayMs,
   RECONNECT_MAX_MS,
   redactUrl,
+  replyTimeoutMs,
   RedisUnavailableError,
   whenAvailable,
 } from '../../../../../src/channels/adapter/redis/connection.js';
-import { freePort, RedisServer } from '../../../../helpers/redis-server.js';
+import { freePort, RedisServer, waitFor } from '../../../../helpers/redis-server.js';
 
 const FIXTURES = join(import.meta.dirname, '../../../../fixtures');
 let secured: RedisServer;
@@ -67,6 +68,44 @@ describe('createRedisConnections', () => {
     const conns = createRedisConnections({ redisUrl: `redis://127.0.0.1:${port}` }, { nodeId: 'n4' });
     await expect(whenAvailable(() => conns.commands.get('x'))).rejects.toBeInstanceOf(RedisUnavailableError);
     await conns.close();
+  });
+});
+
+describe('a Redis that stops answering (watchReplies)', () => {
+  it('keeps a connection whose Redis answers late within replyTimeoutMs, drops and reconnects one silent past it', async () => {
+    const redis = await new RedisServer().start();
+    const connections = createRedisConnections({ redisUrl: redis.url }, { nodeId: 'watchdog', replyTimeoutMs: 2000 });
+    try {
+      await connections.ready();
+      let closes = 0;
+      connections.commands.on('close', () => closes++);
+      connections.subscriber.on('close', () => closes++);
+      // Silent for 1 s: a slow answer, not a dead connection.
+      redis.pause();
+      await new Promise((r) => setTimeout(r, 1000));
+      redis.resume();
+      expect(await connections.commands.ping()).toBe('PONG');
+      expect(closes).toBe(0);
+      // Silent past 2 s: both connections are dropped, a command waiting on them fails as in an outage.
+      redis.pause();
+      const waiting = whenAvailable(() => connections.commands.get('k'));
+      await expect(waiting).rejects.toBeInstanceOf(RedisUnavailableError);
+      await waitFor(() => closes >= 2, 5000, 'both connections dropped');
+      redis.resume();
+      await connections.ready(10_000);
+      expect(await connections.commands.ping()).toBe('PONG');
+    } finally {
+      redis.resume();
+      await connections.close();
+      await redis.stop();
+    }
+  }, 30_000);
+
+  it('derives the timeout from nodeTimeoutMs: half of it, within 2 to 5 s', () => {
+    expect(replyTimeoutMs(10_000)).toBe(5000);
+    expect(replyTimeoutMs(6_000)).toBe(3000);
+    expect(replyTimeoutMs(2_000)).toBe(2000);
+    expect(replyTimeoutMs(600_000)).toBe(5000);
   });
 });
 
