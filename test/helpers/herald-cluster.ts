@@ -7,7 +7,10 @@
 import { afterEach, onTestFailed } from 'vitest';
 import { fileRedisServer } from './file-redis.js';
 import { HeraldProcess } from './herald-process.js';
+import type PusherServer from 'pusher';
+import type { ChannelRecord } from './channel-clients.js';
 import { RedisServer } from './redis-server.js';
+import { sleep } from './wait.js';
 
 export interface HeraldClusterOptions {
   /** Nodes to start (2 or 3); default 2. */
@@ -179,4 +182,17 @@ export function distinctEvents<T extends Record<string, unknown>>(events: T[]): 
 /** A webhook event as `name:channel[:user_id]`, for comparing what a receiver got. */
 export function eventLabel(e: Record<string, unknown>): string {
   return `${String(e.name)}:${String(e.channel)}${e.user_id !== undefined ? `:${String(e.user_id)}` : ''}`;
+}
+
+/**
+ * After a Redis outage or failover: triggers `event` on `channel` through `sdk` (503s and all)
+ * every 100 ms until `to`, a subscriber on another node, has received one; fails after 20 s.
+ */
+export async function deliveryResumes(sdk: PusherServer, channel: string, to: ChannelRecord, event: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (let attempt = 1; to.data(event).length === 0; attempt++) {
+    if (Date.now() > deadline) throw new Error(`delivery of ${event} on ${channel} did not resume within 20 s (${attempt} attempts)`);
+    await sdk.trigger(channel, event, attempt).catch(() => undefined);
+    await sleep(100);
+  }
 }

@@ -6,8 +6,8 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
-import { ClientPool, rawConnection, refusal, settled, type ChannelRecord } from '../helpers/channel-clients.js';
-import { distinctEvents, eventLabel, heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { ClientPool, rawConnection, refusal, settled } from '../helpers/channel-clients.js';
+import { deliveryResumes, distinctEvents, eventLabel, heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { sleep, until } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -60,19 +60,6 @@ async function retried<T>(call: () => Promise<T>, timeoutMs = 15_000): Promise<T
   }
 }
 
-/**
- * Triggers `event` through `sdk` (503s and all) every 100 ms until `to`, a subscriber on the
- * other node, has received one; fails after 20 s.
- */
-async function resumes(sdk: PusherServer, to: ChannelRecord, event: string, channel = 'out-news'): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  for (let attempt = 1; to.data(event).length === 0; attempt++) {
-    if (Date.now() > deadline) throw new Error(`delivery of ${event} did not resume within 20 s of Redis' restart (${attempt} attempts)`);
-    await sdk.trigger(channel, event, attempt).catch(() => undefined);
-    await sleep(100);
-  }
-}
-
 describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
   it('nodes keep their sockets, triggers answer 503 CLUSTER_UNAVAILABLE, delivery across nodes resumes by itself', async () => {
     const webhooks = [{ url: receiver.url('/outage'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
@@ -122,8 +109,8 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     // Cross-node delivery resumes by itself, both ways: keep triggering until the other node's
     // subscriber has one (a node accepts triggers again once it registered; the other node's
     // subscriber connection may come back a moment later).
-    await resumes(sdkA, newsB, 'resumed-a-to-b');
-    await resumes(sdkB, news1, 'resumed-b-to-a');
+    await deliveryResumes(sdkA, 'out-news', newsB, 'resumed-a-to-b');
+    await deliveryResumes(sdkB, 'out-news', news1, 'resumed-b-to-a');
     // Then exactly once, both ways.
     await sdkA.trigger('out-news', 'after', 'from A');
     await sdkB.trigger('out-news', 'after', 'from B');
@@ -188,8 +175,8 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     } finally {
       bed.redis.resume();
     }
-    await resumes(sdkA, newsB, 'resumed-a-to-b', 'hung-news');
-    await resumes(sdkB, news1, 'resumed-b-to-a', 'hung-news');
+    await deliveryResumes(sdkA, 'hung-news', newsB, 'resumed-a-to-b');
+    await deliveryResumes(sdkB, 'hung-news', news1, 'resumed-b-to-a');
     await sleep(cluster.nodeTimeoutMs * 2);
     // The nodes were alive: nobody was reaped, no member left.
     expect(presence1.data('pusher:member_removed')).toEqual([]);

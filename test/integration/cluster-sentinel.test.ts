@@ -6,9 +6,8 @@
  * sees a member leave (the nodes were alive; it was Redis that was away).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type PusherServer from 'pusher';
-import { ClientPool, type ChannelRecord } from '../helpers/channel-clients.js';
-import { distinctEvents, eventLabel, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { ClientPool } from '../helpers/channel-clients.js';
+import { deliveryResumes, distinctEvents, eventLabel, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { HeraldProcess } from '../helpers/herald-process.js';
 import { MASTER_NAME, RedisSentinelSet } from '../helpers/redis-sentinel.js';
 import { sleep, until } from '../helpers/wait.js';
@@ -53,16 +52,6 @@ function node(nodeId: string, set: RedisSentinelSet = redis, viaEnv = false): He
   return n;
 }
 
-/** Triggers through `sdk` (503s and all) every 100 ms until `to` has received one; fails after 20 s. */
-async function resumes(sdk: PusherServer, to: ChannelRecord, event: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  for (let attempt = 1; to.data(event).length === 0; attempt++) {
-    if (Date.now() > deadline) throw new Error(`delivery of ${event} did not resume within 20 s of the failover (${attempt} attempts)`);
-    await sdk.trigger('sen-news', event, attempt).catch(() => undefined);
-    await sleep(100);
-  }
-}
-
 /** Herald's connections to the Redis server on `port` (default: the current master). */
 async function heraldClients(set: RedisSentinelSet = redis, port?: number): Promise<string[]> {
   return (await set.clientNames(port ?? (await set.masterPort()))).filter((name) => name.startsWith('herald-'));
@@ -91,8 +80,8 @@ describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
 
     await redis.failOver();
     // Both nodes are on the new master and deliver across nodes again, both ways.
-    await resumes(sdkA, newsB, 'resumed-a-to-b');
-    await resumes(sdkB, newsA, 'resumed-b-to-a');
+    await deliveryResumes(sdkA, 'sen-news', newsB, 'resumed-a-to-b');
+    await deliveryResumes(sdkB, 'sen-news', newsA, 'resumed-b-to-a');
     expect(await heraldClients()).toEqual(['herald-sen-a', 'herald-sen-a-sub', 'herald-sen-b', 'herald-sen-b-sub']);
     await sdkA.trigger('sen-news', 'after', 'from A');
     await sdkB.trigger('sen-news', 'after', 'from B');
@@ -131,8 +120,8 @@ describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
       await until(() => presenceA.memberIds().length === 2 && presenceB.memberIds().length === 2, 'both members seen on both nodes');
 
       await set.switchOver();
-      await resumes(pool.sdk(a), newsB, 'switched-a-to-b');
-      await resumes(pool.sdk(b), newsA, 'switched-b-to-a');
+      await deliveryResumes(pool.sdk(a), 'sen-news', newsB, 'switched-a-to-b');
+      await deliveryResumes(pool.sdk(b), 'sen-news', newsA, 'switched-b-to-a');
       // Every Herald connection moved; none is left on the demoted master, still running.
       expect(await heraldClients(set)).toEqual(['herald-sen-c', 'herald-sen-c-sub', 'herald-sen-d', 'herald-sen-d-sub']);
       expect(await heraldClients(set, oldMaster)).toEqual([]);
