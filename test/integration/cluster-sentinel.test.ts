@@ -5,7 +5,7 @@
  * cross-node delivery resumes, the shared state the replica kept is still right, and nobody
  * sees a member leave (the nodes were alive; it was Redis that was away).
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { ClientPool } from '../helpers/channel-clients.js';
 import { deliveryResumes, distinctEvents, eventLabel, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { HeraldProcess } from '../helpers/herald-process.js';
@@ -49,6 +49,9 @@ function node(nodeId: string, set: RedisSentinelSet = redis, viaEnv = false): He
   const env = viaEnv ? { HERALD_REDIS_SENTINELS: set.sentinelAddress, HERALD_REDIS_SENTINEL_MASTER: MASTER_NAME } : undefined;
   const n = new HeraldProcess({ config, shards: 1, ...(env && { env }) });
   nodes.push(n);
+  onTestFailed(() => {
+    process.stderr.write(`--- ${nodeId} stderr:\n${n.stderr.slice(-6000)}\n--- sentinel:\n${set.log.slice(-3000)}\n`);
+  });
   return n;
 }
 

@@ -141,8 +141,7 @@ export class ClusterNode {
   crash(): void {
     for (const lease of this.leases) lease.abandon();
     void this.liveness.stop(false);
-    this.connections.commands.disconnect();
-    this.connections.subscriber.disconnect();
+    this.connections.drop();
   }
 }
 

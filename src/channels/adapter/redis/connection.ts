@@ -46,6 +46,8 @@ export interface RedisConnections {
   ready(timeoutMs?: number): Promise<void>;
   /** Closes both connections (QUIT, then disconnect); no reconnect afterwards. */
   close(): Promise<void>;
+  /** Drops both connections at once, as a crash would (no QUIT); no reconnect afterwards. */
+  drop(): void;
 }
 
 export interface ConnectionOptions {
@@ -84,8 +86,14 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
   // keeps asking them), and start-up must still give up after its timeout.
   void Promise.allSettled([commands.connect(), subscriber.connect()]);
   const replyTimeout = options.replyTimeoutMs ?? replyTimeoutMs(10_000);
-  const watchdogs = [watchReplies(commands, 'commands', replyTimeout), watchReplies(subscriber, 'subscriber', replyTimeout)];
   let closed = false;
+  const isClosed = (): boolean => closed;
+  const watchdogs = [
+    watchReplies(commands, 'commands', replyTimeout),
+    watchReplies(subscriber, 'subscriber', replyTimeout),
+    keepConnecting(commands, 'commands', isClosed),
+    keepConnecting(subscriber, 'subscriber', isClosed),
+  ];
   return {
     commands,
     subscriber,
@@ -96,6 +104,12 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
         if (Date.now() > deadline) throw new RedisUnavailableError(`Redis not ready after ${timeoutMs} ms (${describeRedis(cluster)})`);
         await new Promise((r) => setTimeout(r, 20));
       }
+    },
+    drop() {
+      closed = true;
+      for (const stop of watchdogs) stop();
+      commands.disconnect();
+      subscriber.disconnect();
     },
     async close() {
       closed = true;
@@ -150,6 +164,38 @@ export function watchReplies(redis: Redis, label: string, timeoutMs: number): ()
   }, Math.max(50, Math.floor(timeoutMs / 4)));
   timer.unref();
   return () => clearInterval(timer);
+}
+
+/**
+ * Starts `redis` connecting again, after the reconnect backoff, whenever ioredis gives it up
+ * ('end') while we still want it. ioredis ends a connection for good when a connect attempt
+ * itself fails rather than the connection dropping: seen with sentinels, when the failover
+ * detector drops a connection that is already reconnecting (the node never came back after a
+ * failover). The node must reconnect forever, whatever the path.
+ */
+export function keepConnecting(redis: Redis, label: string, closed: () => boolean): () => void {
+  let attempts = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const onReady = (): void => {
+    attempts = 0;
+  };
+  const onEnd = (): void => {
+    if (closed() || timer) return;
+    const delay = reconnectDelayMs(++attempts);
+    log.warn('cluster: the Redis connection was given up; connecting again', { connection: label, inMs: delay });
+    timer = setTimeout(() => {
+      timer = undefined;
+      if (!closed() && redis.status === 'end') redis.connect().catch(() => {}); // a failure ends it again: onEnd
+    }, delay);
+    timer.unref();
+  };
+  redis.on('ready', onReady);
+  redis.on('end', onEnd);
+  return () => {
+    clearTimeout(timer);
+    redis.off('ready', onReady);
+    redis.off('end', onEnd);
+  };
 }
 
 type SentinelConfig = NonNullable<ClusterConfig['sentinel']>;

@@ -101,6 +101,27 @@ describe('a Redis that stops answering (watchReplies)', () => {
     }
   }, 30_000);
 
+  it('connects again when ioredis gives a connection up (end) other than by close()', async () => {
+    const redis = await new RedisServer().start();
+    const connections = createRedisConnections({ redisUrl: redis.url }, { nodeId: 'keep' });
+    try {
+      await connections.ready();
+      // What a failed connect attempt does inside ioredis (with sentinels: the failover detector
+      // dropping a connection that is already reconnecting): status 'end', no reconnect of its own.
+      connections.commands.disconnect();
+      connections.subscriber.disconnect();
+      await waitFor(() => connections.commands.status === 'end', 2000, 'the connection given up');
+      await connections.ready(5000);
+      expect(await connections.commands.ping()).toBe('PONG');
+    } finally {
+      await connections.close();
+      await redis.stop();
+    }
+    // Closed on purpose: it stays closed.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(connections.commands.status).toBe('end');
+  }, 20_000);
+
   it('derives the timeout from nodeTimeoutMs: half of it, within 2 to 5 s', () => {
     expect(replyTimeoutMs(10_000)).toBe(5000);
     expect(replyTimeoutMs(6_000)).toBe(3000);
