@@ -131,15 +131,28 @@ export class OutboxStore {
     const excess = this.deadCount - this.maxDeadLetters;
     if (excess <= 0) return;
     try {
-      let removed = 0;
+      // lmdb-js renews its read snapshot lazily (on a new event-loop turn, after a commit it
+      // has seen): read from the latest one, or the keys of an earlier trim, already removed,
+      // come back, are counted as removed again, and the store grows past its cap (seen under
+      // CPU load).
+      this.root.resetReadTxn();
+      const removals: Promise<boolean>[] = [];
       for (const seq of this.dead.getKeys({ limit: excess })) {
-        this.watch(this.dead.remove(seq));
-        removed++;
+        const removal = this.dead.remove(seq);
+        this.watch(removal);
+        removals.push(removal);
       }
-      this.deadCount -= removed;
-      // Records written after the flush this trim waited for were not visible yet: trim again
-      // once they are on disk, or the store would stay over its cap until the next dead letter.
-      if (this.deadCount > this.maxDeadLetters) this.scheduleTrim();
+      this.deadCount -= removals.length;
+      // The next trim reads only once these removals are committed: before, it could run after
+      // a flush that did not include them yet, find the same keys again and count them twice,
+      // and the store grew past its cap (seen under CPU load). Records written after the flush
+      // this trim waited for were not visible yet: trim again then, or the store would stay
+      // over its cap until the next dead letter.
+      this.trimScheduled = true;
+      void Promise.allSettled(removals).then(() => {
+        this.trimScheduled = false;
+        if (this.deadCount > this.maxDeadLetters) this.scheduleTrim();
+      });
     } catch (err) {
       // The environment was closed meanwhile (shutdown): the next start trims.
       log.debug('webhook dead-letter trim skipped', { error: String(err) });
