@@ -66,7 +66,12 @@ describe.skipIf(ONE_PROCESS)('a node killed with SIGKILL', () => {
     await vicB.subscribe('k1-only-b');
     const sdkA = pool.sdk(cluster.a);
     await until(() => hooks('k1').includes('channel_occupied:k1-only-b') && hooks('k1').includes('member_added:presence-k1:vic'), 'webhooks before the kill');
-    await until(() => room.memberIds().length === 4 && roomC.memberIds().length === 4, 'four members seen on nodes A and C');
+    // 30 s: the suite may run this beside the 10,000-client storm file (it timed out at 10 s in
+    // two of five full runs; the cause was not caught, the message below says what each node
+    // saw). A frame lost for good still fails it.
+    await until(() => room.memberIds().length === 4 && roomC.memberIds().length === 4, 'four members seen on nodes A and C', 30_000).catch((err: unknown) => {
+      throw new Error(`${String(err)}: A ${JSON.stringify(room.memberIds())} C ${JSON.stringify(roomC.memberIds())} added A ${JSON.stringify(room.data('pusher:member_added'))} C ${JSON.stringify(roomC.data('pusher:member_added'))}`);
+    });
     expect(room.memberIds()).toEqual(['both', 'vic', 'watcher', 'watcher-c']);
     expect(await json(sdkA, '/channels/k1-shared', { info: 'subscription_count' })).toEqual({ occupied: true, subscription_count: 2 });
     await until(() => shared.data('pusher:subscription_count').length > 0 && watcher.watchlist.length > 0, 'count and watchlist before the kill');
