@@ -173,10 +173,6 @@ const metricsListenerSchema = z.strictObject({
 });
 
 /**
- * Scale-out over Redis (docs/scaling.md). Absent: a single node with no Redis at all.
- * All nodes of a cluster share one Redis, one `keyPrefix` and the same apps configuration.
- */
-/**
  * Redis behind Sentinel (high availability): the nodes ask the sentinels where the master of
  * `masterName` is, and follow it when the sentinels fail over to a replica.
  */
@@ -192,6 +188,10 @@ const sentinelSchema = z.strictObject({
   tls: z.boolean().default(false),
 });
 
+/**
+ * Scale-out over Redis (docs/scaling.md). Absent: a single node with no Redis at all.
+ * All nodes of a cluster share one Redis, one `keyPrefix` and the same apps configuration.
+ */
 const clusterSchema = z.strictObject({
   /**
    * `redis://` or `rediss://` (TLS), with an optional password: `redis://:secret@host:6379/0`.

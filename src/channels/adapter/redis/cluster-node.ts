@@ -57,8 +57,11 @@ export class ClusterNode {
     readonly config: ClusterConfig,
     options: ClusterNodeOptions,
   ) {
-    const replyTimeout = replyTimeoutMs(config.nodeTimeoutMs);
-    this.connections = createRedisConnections(config, options.tls ? { nodeId: options.nodeId, tls: options.tls, replyTimeoutMs: replyTimeout } : { nodeId: options.nodeId, replyTimeoutMs: replyTimeout });
+    this.connections = createRedisConnections(config, {
+      nodeId: options.nodeId,
+      replyTimeoutMs: replyTimeoutMs(config.nodeTimeoutMs),
+      ...(options.tls && { tls: options.tls }),
+    });
     this.keys = new RedisKeys(config.keyPrefix);
     this.session = new NodeSession(options.nodeId);
     const { commands, subscriber } = this.connections;
@@ -130,8 +133,7 @@ export class ClusterNode {
     const nodes: ClusterMember[] = [];
     for (let i = 0; i + 1 < entries.length; i += 2) {
       const session = entries[i]!;
-      const dot = session.lastIndexOf('.');
-      nodes.push({ nodeId: dot > 0 ? session.slice(0, dot) : session, session, self: session === me, expiresInMs: Number(entries[i + 1]) - now });
+      nodes.push({ nodeId: NodeSession.nodeIdOf(session), session, self: session === me, expiresInMs: Number(entries[i + 1]) - now });
     }
     nodes.sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
     return { nodes, reaping };
@@ -151,12 +153,11 @@ export class ClusterNode {
  * `noeviction` makes writes fail (503, retried) instead. Read from INFO, which managed Redis
  * services allow where CONFIG is disabled; nothing when Redis does not say.
  */
-export async function warnIfEvicting(redis: Redis): Promise<string | null> {
+export async function warnIfEvicting(redis: Redis): Promise<void> {
   const info = await redis.info('memory').catch(() => '');
   const policy = /^maxmemory_policy:(\S+)/m.exec(info)?.[1] ?? null;
   if (policy !== null && policy !== 'noeviction') {
     const maxmemory = /^maxmemory:(\d+)/m.exec(info)?.[1] ?? '?';
     log.warn("cluster: Redis may evict Herald's keys under memory pressure, which corrupts shared channel state: set maxmemory-policy noeviction", { maxmemoryPolicy: policy, maxmemory });
   }
-  return policy;
 }

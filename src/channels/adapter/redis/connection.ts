@@ -73,8 +73,9 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
     lazyConnect: true,
     connectTimeout: 5000,
   };
-  if (options.tls && cluster.redisUrl.startsWith('rediss://')) base.tls = options.tls;
-  if (cluster.sentinel) Object.assign(base, sentinelOptions(cluster.sentinel, cluster.redisUrl.startsWith('rediss://'), options.tls));
+  const masterTls = cluster.redisUrl.startsWith('rediss://');
+  if (options.tls && masterTls) base.tls = options.tls;
+  if (cluster.sentinel) Object.assign(base, sentinelOptions(cluster.sentinel, masterTls, options.tls));
   const commands = new Redis(cluster.redisUrl, { ...base, enableAutoPipelining: true, connectionName: `herald-${options.nodeId}` });
   // Subscriptions are re-made by the delivery bus on every 'ready' (it knows which it wants).
   const subscriber = new Redis(cluster.redisUrl, { ...base, autoResubscribe: false, connectionName: `herald-${options.nodeId}-sub` });
@@ -88,12 +89,21 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
   const replyTimeout = options.replyTimeoutMs ?? replyTimeoutMs(10_000);
   let closed = false;
   const isClosed = (): boolean => closed;
-  const watchdogs = [
+  const guards = [
     watchReplies(commands, 'commands', replyTimeout),
     watchReplies(subscriber, 'subscriber', replyTimeout),
     keepConnecting(commands, 'commands', isClosed),
     keepConnecting(subscriber, 'subscriber', isClosed),
   ];
+  /** No reconnect from here on: the guards stop (keepConnecting would start a closed connection again). */
+  const release = (): void => {
+    closed = true;
+    for (const stop of guards) stop();
+  };
+  const disconnect = (): void => {
+    commands.disconnect();
+    subscriber.disconnect();
+  };
   return {
     commands,
     subscriber,
@@ -106,19 +116,15 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
       }
     },
     drop() {
-      closed = true;
-      for (const stop of watchdogs) stop();
-      commands.disconnect();
-      subscriber.disconnect();
+      release();
+      disconnect();
     },
     async close() {
-      closed = true;
-      for (const stop of watchdogs) stop();
+      release();
       // QUIT, unless Redis does not answer it (hung, cut off): then just drop the connections.
       const quit = Promise.allSettled([commands.quit(), subscriber.quit()]);
       await Promise.race([quit, new Promise((r) => setTimeout(r, replyTimeout).unref())]);
-      commands.disconnect();
-      subscriber.disconnect();
+      disconnect();
     },
   };
 }

@@ -41,6 +41,12 @@ export class NodeSession {
     this.goneListeners.push(listener);
   }
 
+  /** The node id of a session id (newSessionId's inverse). */
+  static nodeIdOf(session: string): string {
+    const dot = session.lastIndexOf('.');
+    return dot > 0 ? session.slice(0, dot) : session;
+  }
+
   private static newSessionId(nodeId: string): string {
     return `${nodeId}.${randomBytes(6).toString('hex')}`;
   }
