@@ -74,19 +74,14 @@ export class RedisSentinelSet {
 
   /** The master's port as the sentinel reports it now. */
   async masterPort(): Promise<number> {
-    const client = new Redis(this.sentinelPort, '127.0.0.1', { lazyConnect: false, maxRetriesPerRequest: 1, password: this.options.sentinelPassword });
-    try {
-      const reply = (await client.call('SENTINEL', 'get-master-addr-by-name', MASTER_NAME)) as [string, string] | null;
-      return reply ? Number(reply[1]) : 0;
-    } finally {
-      client.disconnect();
-    }
+    const reply = (await this.sentinelCall('get-master-addr-by-name', MASTER_NAME)) as [string, string] | null;
+    return reply ? Number(reply[1]) : 0;
   }
 
   /** SIGKILL of the master; resolves once the sentinel has promoted the replica. */
   async failOver(timeoutMs = 20_000): Promise<void> {
     await this.master.kill();
-    await waitFor(async () => (await this.masterPort()) === this.replica!.port, timeoutMs, 'the sentinel promoting the replica');
+    await this.replicaPromoted(timeoutMs);
   }
 
   /**
@@ -94,24 +89,14 @@ export class RedisSentinelSet {
    * running, becomes its replica. Resolves once the sentinel reports the new master.
    */
   async switchOver(timeoutMs = 20_000): Promise<void> {
-    const client = new Redis(this.sentinelPort, '127.0.0.1', { lazyConnect: false, maxRetriesPerRequest: 1, password: this.options.sentinelPassword });
-    try {
-      await client.call('SENTINEL', 'failover', MASTER_NAME);
-    } finally {
-      client.disconnect();
-    }
-    await waitFor(async () => (await this.masterPort()) === this.replica!.port, timeoutMs, 'the sentinel promoting the replica');
+    await this.sentinelCall('failover', MASTER_NAME);
+    await this.replicaPromoted(timeoutMs);
   }
 
   /** Names of the clients connected to the server on `port` (CLIENT LIST), sorted. */
   async clientNames(port: number): Promise<string[]> {
-    const client = new Redis(port, '127.0.0.1', { lazyConnect: false, maxRetriesPerRequest: 1 });
-    try {
-      const list = (await client.client('LIST')) as string;
-      return [...list.matchAll(/ name=(\S+)/g)].map((m) => m[1]!).sort();
-    } finally {
-      client.disconnect();
-    }
+    const list = (await withClient(port, undefined, (client) => client.client('LIST'))) as string;
+    return [...list.matchAll(/ name=(\S+)/g)].map((m) => m[1]!).sort();
   }
 
   /** A plain client of whichever server is the master now (caller quits it). */
@@ -135,12 +120,27 @@ export class RedisSentinelSet {
     if (this.dir) rmSync(this.dir, { recursive: true, force: true });
   }
 
-  private async info(port: number, section: string): Promise<string> {
-    const client = new Redis(port, '127.0.0.1', { lazyConnect: false, maxRetriesPerRequest: 1 });
-    try {
-      return await client.info(section);
-    } finally {
-      client.disconnect();
-    }
+  private info(port: number, section: string): Promise<string> {
+    return withClient(port, undefined, (client) => client.info(section));
+  }
+
+  /** One `SENTINEL <args>` command to the sentinel. */
+  private sentinelCall(...args: string[]): Promise<unknown> {
+    return withClient(this.sentinelPort, this.options.sentinelPassword, (client) => client.call('SENTINEL', ...args));
+  }
+
+  private async replicaPromoted(timeoutMs: number): Promise<void> {
+    await waitFor(async () => (await this.masterPort()) === this.replica!.port, timeoutMs, 'the sentinel promoting the replica');
+  }
+
+}
+
+/** Runs `call` on a short-lived client of the server on `port`, then drops the client. */
+async function withClient<T>(port: number, password: string | undefined, call: (client: Redis) => Promise<T>): Promise<T> {
+  const client = new Redis(port, '127.0.0.1', { lazyConnect: false, maxRetriesPerRequest: 1, ...(password && { password }) });
+  try {
+    return await call(client);
+  } finally {
+    client.disconnect();
   }
 }

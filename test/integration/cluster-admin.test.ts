@@ -44,25 +44,17 @@ describe.skipIf(ONE_PROCESS)('admin overview of a cluster node', () => {
     expect((await clusterOf(cluster.b)).nodes!.map((n) => [n.nodeId, n.self])).toEqual([['node-a', false], ['node-b', true]]);
 
     await cluster.killNode(cluster.b);
-    const deadline = Date.now() + cluster.nodeTimeoutMs * 4;
-    for (;;) {
+    const alone = await waitFor(async () => {
       const nodes = (await clusterOf(cluster.a)).nodes!;
-      if (nodes.length === 1) {
-        expect(nodes[0]).toMatchObject({ nodeId: 'node-a', self: true });
-        break;
-      }
-      if (Date.now() > deadline) throw new Error(`node-b still listed: ${JSON.stringify(nodes)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+      return nodes.length === 1 && nodes;
+    }, cluster.nodeTimeoutMs * 4, 'node-b dropped from the list once reaped');
+    expect(alone[0]).toMatchObject({ nodeId: 'node-a', self: true });
 
     await cluster.killRedis();
-    const away = await (async () => {
-      for (const end = Date.now() + 10_000; Date.now() < end; await new Promise((r) => setTimeout(r, 50))) {
-        const view = await clusterOf(cluster.a);
-        if (!view.available) return view;
-      }
-      throw new Error('the overview never said Redis was away');
-    })();
+    const away = await waitFor(async () => {
+      const view = await clusterOf(cluster.a);
+      return !view.available && view;
+    }, 10_000, 'the overview saying Redis is away');
     expect(away).toMatchObject({ nodeId: 'node-a', available: false, nodes: null, reaping: null });
     await cluster.restartRedis();
   }, 60_000);

@@ -60,19 +60,28 @@ async function heraldClients(set: RedisSentinelSet = redis, port?: number): Prom
   return (await set.clientNames(port ?? (await set.masterPort()))).filter((name) => name.startsWith('herald-'));
 }
 
+/**
+ * `users[0]` connected to node `a`, `users[1]` to node `b`, each subscribed to `sen-news` and
+ * `presence-sen`; resolves once both nodes' presence subscriptions list both users.
+ */
+async function twoMembers(a: HeraldProcess, b: HeraldProcess, users: [string, string]) {
+  const sA = await pool.connect(a, { userId: users[0] });
+  const sB = await pool.connect(b, { userId: users[1] });
+  const newsA = await sA.subscribe('sen-news');
+  const newsB = await sB.subscribe('sen-news');
+  const presenceA = await sA.subscribe('presence-sen');
+  const presenceB = await sB.subscribe('presence-sen');
+  await until(() => presenceA.memberIds().length === 2 && presenceB.memberIds().length === 2, 'both members seen on both nodes');
+  return { newsA, newsB, presenceA, presenceB };
+}
+
 describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
   it('nodes find the master through the sentinel, follow a failover to the replica, and keep delivering and counting with nobody leaving', async () => {
     const [a, b] = [node('sen-a'), node('sen-b', redis, true)];
     await Promise.all([a.start(), b.start()]);
     expect(await heraldClients()).toEqual(['herald-sen-a', 'herald-sen-a-sub', 'herald-sen-b', 'herald-sen-b-sub']);
 
-    const sA = await pool.connect(a, { userId: 'ua' });
-    const sB = await pool.connect(b, { userId: 'ub' });
-    const newsA = await sA.subscribe('sen-news');
-    const newsB = await sB.subscribe('sen-news');
-    const presenceA = await sA.subscribe('presence-sen');
-    const presenceB = await sB.subscribe('presence-sen');
-    await until(() => presenceA.memberIds().length === 2 && presenceB.memberIds().length === 2, 'both members seen on both nodes');
+    const { newsA, newsB, presenceA, presenceB } = await twoMembers(a, b, ['ua', 'ub']);
     const sdkA = pool.sdk(a);
     const sdkB = pool.sdk(b);
     await sdkA.trigger('sen-news', 'before', 1);
@@ -114,13 +123,7 @@ describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
       const [a, b] = [node('sen-c', set), node('sen-d', set)];
       await Promise.all([a.start(), b.start()]);
       const oldMaster = set.master.port;
-      const sA = await pool.connect(a, { userId: 'uc' });
-      const sB = await pool.connect(b, { userId: 'ud' });
-      const newsA = await sA.subscribe('sen-news');
-      const newsB = await sB.subscribe('sen-news');
-      const presenceA = await sA.subscribe('presence-sen');
-      const presenceB = await sB.subscribe('presence-sen');
-      await until(() => presenceA.memberIds().length === 2 && presenceB.memberIds().length === 2, 'both members seen on both nodes');
+      const { newsA, newsB, presenceA, presenceB } = await twoMembers(a, b, ['uc', 'ud']);
 
       await set.switchOver();
       await deliveryResumes(pool.sdk(a), 'sen-news', newsB, 'switched-a-to-b');
