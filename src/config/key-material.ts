@@ -39,14 +39,14 @@ export function checkKeyMaterial(config: Readonly<Pick<HeraldConfig, 'push'>>, f
   config.push.forEach((instance, i) => {
     const at = `push.${i}`;
     if (instance.apns) {
-      const key = parseKey(instance.apns.privateKey, `${at}.apns.privateKey`, fail);
+      const key = parseKey(instance.apns.privateKey, keyField(instance.apns, `${at}.apns`), fail, 'privateKeyFile (the path of the .p8 file)');
       if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
-        fail(`${at}.apns.privateKey`, 'must be an EC P-256 key (the .p8 file, PEM PKCS#8)');
+        fail(keyField(instance.apns, `${at}.apns`), 'must be an EC P-256 key (the .p8 file, PEM PKCS#8)');
       }
       checkCaFile(instance.apns.caFile, `${at}.apns.caFile`, fail);
     }
     if (instance.fcm) {
-      const key = parseKey(instance.fcm.privateKey, `${at}.fcm.privateKey`, fail);
+      const key = parseKey(instance.fcm.privateKey, instance.fcm.serviceAccountFile ? `${at}.fcm.serviceAccountFile` : `${at}.fcm.privateKey`, fail, 'serviceAccountFile (the path of the service-account JSON file)');
       if (key.asymmetricKeyType !== 'rsa') fail(`${at}.fcm.privateKey`, 'must be the service account RSA key (PEM PKCS#8)');
       // The token and send clients speak HTTPS only: an http:// URL would fail every send.
       if (!instance.fcm.tokenUri.startsWith('https://')) fail(`${at}.fcm.tokenUri`, 'must be an https:// URL');
@@ -65,7 +65,15 @@ export function checkKeyMaterial(config: Readonly<Pick<HeraldConfig, 'push'>>, f
   });
 }
 
-function parseKey(pem: string, field: string, fail: (field: string, message: string) => never): ReturnType<typeof createPrivateKey> {
+/** The field a key came from: privateKeyFile when it was read from a file. */
+function keyField(config: { privateKeyFile?: string | undefined }, at: string): string {
+  return config.privateKeyFile === undefined ? `${at}.privateKey` : `${at}.privateKeyFile`;
+}
+
+function parseKey(pem: string, field: string, fail: (field: string, message: string) => never, fileOption: string): ReturnType<typeof createPrivateKey> {
+  if (!pem.includes('-----BEGIN') && field.endsWith('.privateKey') && /^[^\n]*([/\\]|\.(p8|pem|json|key))$/i.test(pem.trim())) {
+    return fail(field, `is not a PEM private key but looks like a path: privateKey holds the key itself (PEM text, -----BEGIN PRIVATE KEY-----...); to name a file use ${fileOption}`);
+  }
   try {
     return createPrivateKey(pem);
   } catch (err) {

@@ -6,6 +6,7 @@ import { DEFAULT_ADMIN_TOKEN, configSchema, type HeraldConfig } from './schema.j
 import { isLogLevel, LOG_LEVELS } from '../log.js';
 import { checkKeyMaterial, checkTlsFiles } from './key-material.js';
 import { defaultMaxConnections } from './fd-limit.js';
+import { jsonErrorOffset, lineAndColumn } from './json-position.js';
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -34,7 +35,7 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
     try {
       raw = JSON.parse(text) as Record<string, unknown>;
     } catch (err) {
-      throw new ConfigError(`config file ${path} is not valid JSON: ${(err as Error).message}`);
+      throw new ConfigError(`config file ${path} is not valid JSON at ${jsonWhere(text)}: ${(err as Error).message}`);
     }
     if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
       throw new ConfigError(`config file ${path} must hold a JSON object`);
@@ -91,6 +92,12 @@ export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
       ? parsed.maxConnections
       : defaultMaxConnections({ shards, pushConcurrency: parsed.pushDelivery.concurrency, webhookConcurrencyPerUrl: parsed.webhookDelivery.concurrencyPerUrl });
   return deepFreeze({ ...parsed, shards, maxConnections });
+}
+
+/** `line L, column C` where `text` stops being JSON. */
+function jsonWhere(text: string): string {
+  const { line, column } = lineAndColumn(text, jsonErrorOffset(text));
+  return `line ${line}, column ${column}`;
 }
 
 function adminOf(raw: Record<string, unknown>): Record<string, unknown> {

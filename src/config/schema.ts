@@ -3,6 +3,7 @@
  * failing fast with the path of the first bad field. Field names are a public contract:
  * users' config files and the tests rely on them (docs/configuration.md documents each).
  */
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { LOG_LEVELS } from '../log.js';
 
@@ -63,22 +64,84 @@ const appSchema = z.strictObject({
 
 const caFile = z.string().min(1).nullable().default(null);
 
-const apnsSchema = z.strictObject({
-  endpoint: z.url().default('https://api.push.apple.com'),
-  teamId: z.string().min(1),
-  keyId: z.string().min(1),
-  privateKey: z.string().min(1),
-  caFile,
-});
+const apnsSchema = z
+  .strictObject({
+    endpoint: z.url().default('https://api.push.apple.com'),
+    teamId: z.string().min(1),
+    keyId: z.string().min(1),
+    /** The token signing key as PEM text (the content of Apple's `AuthKey_<keyId>.p8`); or privateKeyFile. */
+    privateKey: z.string().min(1).optional(),
+    /** Path of the `.p8` file, read at start-up and on each reload; instead of privateKey. */
+    privateKeyFile: z.string().min(1).optional(),
+    caFile,
+  })
+  .transform((apns, ctx) => ({ ...apns, privateKey: keyText(apns.privateKey, apns.privateKeyFile, 'the .p8 file', ctx) }));
 
-const fcmSchema = z.strictObject({
-  endpoint: z.url().default('https://fcm.googleapis.com'),
-  tokenUri: z.url().default('https://oauth2.googleapis.com/token'),
-  projectId: z.string().min(1),
-  clientEmail: z.string().min(1),
-  privateKey: z.string().min(1),
-  caFile,
-});
+const fcmSchema = z
+  .strictObject({
+    endpoint: z.url().default('https://fcm.googleapis.com'),
+    tokenUri: z.url().default('https://oauth2.googleapis.com/token'),
+    /**
+     * Path of the service-account JSON key file (Firebase console, Project settings, Service
+     * accounts, Generate new private key), read at start-up and on each reload: gives projectId,
+     * clientEmail and privateKey; a field also set here wins over the file's.
+     */
+    serviceAccountFile: z.string().min(1).optional(),
+    projectId: z.string().min(1).optional(),
+    clientEmail: z.string().min(1).optional(),
+    /** The service account's RSA key as PEM text (`private_key` of the JSON file). */
+    privateKey: z.string().min(1).optional(),
+    caFile,
+  })
+  .transform((fcm, ctx) => {
+    const account = fcm.serviceAccountFile === undefined ? {} : serviceAccount(fcm.serviceAccountFile, ctx);
+    const field = (name: 'projectId' | 'clientEmail' | 'privateKey', jsonName: string): string => {
+      const value = fcm[name] ?? account[jsonName];
+      if (value !== undefined) return value;
+      ctx.addIssue({ code: 'custom', path: [name], message: `required: set ${name}, or serviceAccountFile to the service-account JSON file` });
+      return '';
+    };
+    return { ...fcm, projectId: field('projectId', 'project_id'), clientEmail: field('clientEmail', 'client_email'), privateKey: field('privateKey', 'private_key') };
+  });
+
+/** The PEM text of a key given inline (`privateKey`) or as a file (`privateKeyFile`); exactly one. */
+function keyText(inline: string | undefined, file: string | undefined, what: string, ctx: z.RefinementCtx): string {
+  if (inline !== undefined && file !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['privateKeyFile'], message: 'set privateKey (PEM text) or privateKeyFile (a path), not both' });
+    return '';
+  }
+  if (file !== undefined) {
+    try {
+      return readFileSync(file, 'utf8');
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', path: ['privateKeyFile'], message: `cannot read ${file}: ${(err as Error).message}` });
+      return '';
+    }
+  }
+  if (inline === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['privateKey'], message: `required: privateKey (PEM text) or privateKeyFile (the path of ${what})` });
+    return '';
+  }
+  return inline;
+}
+
+/** The string fields of a service-account JSON file (`project_id`, `client_email`, `private_key`). */
+function serviceAccount(file: string, ctx: z.RefinementCtx): Record<string, string | undefined> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', path: ['serviceAccountFile'], message: `cannot read ${file} as JSON: ${(err as Error).message}` });
+    return {};
+  }
+  const account = typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : {};
+  const missing = ['project_id', 'client_email', 'private_key'].filter((k) => typeof account[k] !== 'string');
+  if (missing.length > 0) {
+    ctx.addIssue({ code: 'custom', path: ['serviceAccountFile'], message: `${file} is not a service-account key file: no ${missing.join(', ')}` });
+    return {};
+  }
+  return { project_id: account.project_id as string, client_email: account.client_email as string, private_key: account.private_key as string };
+}
 
 const webSchema = z.strictObject({
   vapidPublicKey: z.string().min(1),

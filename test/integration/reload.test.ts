@@ -183,9 +183,10 @@ describe('SIGHUP reload', () => {
   });
 
   it('keeps the running config on an invalid file and logs exactly why', async () => {
-    const notJson = await reload('{ "apps": [');
+    const notJson = await reload('{\n  "apps": [],\n  "port": 6001,\n}\n');
     expect(notJson).toContain('config reload refused');
-    expect(notJson).toMatch(/is not valid JSON/);
+    // The trailing comma: the } after it on line 4.
+    expect(notJson).toMatch(/is not valid JSON at line 4, column 1:/);
     const badField = await reload({ ...config, apps: [{ ...A, maxConnections: -1 }] });
     expect(badField).toContain('invalid config at apps.0.maxConnections');
     const badKey = await reload({ ...config, push: [{ ...P, fcm: { projectId: 'p', clientEmail: 'e@x', privateKey: 'not a key' } }] });

@@ -1,4 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
 import { apnsKeys, fcmKeys, vapidKeys } from '../../fakes/tls.js';
 
@@ -26,5 +29,47 @@ describe('push key material at start-up', () => {
 
   it('names an unreadable caFile', () => {
     expect(() => parseConfig(config({ fcm: { ...fcm(), caFile: '/no/such/ca.pem' } }))).toThrow(/invalid config at push\.0\.fcm\.caFile: cannot read/);
+  });
+});
+
+describe('push keys from files', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'herald-keys-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const file = (name: string, text: string): string => {
+    writeFileSync(join(dir, name), text);
+    return join(dir, name);
+  };
+
+  it('reads the APNs .p8 key from privateKeyFile', () => {
+    const p8 = file('AuthKey_K.p8', apnsKeys().privateKey);
+    const parsed = parseConfig(config({ apns: { teamId: 'T', keyId: 'K', privateKeyFile: p8 } }));
+    expect(parsed.push[0]!.apns).toMatchObject({ privateKey: apnsKeys().privateKey, privateKeyFile: p8 });
+  });
+
+  it('says a path given as privateKey belongs in privateKeyFile, instead of a decoder error', () => {
+    expect(() => parseConfig(config({ apns: { ...apns(), privateKey: '/etc/herald/AuthKey_K.p8' } }))).toThrow(
+      /invalid config at push\.0\.apns\.privateKey: is not a PEM private key but looks like a path: .*use privateKeyFile/,
+    );
+  });
+
+  it('names an unreadable, doubled or missing APNs key', () => {
+    expect(() => parseConfig(config({ apns: { teamId: 'T', keyId: 'K', privateKeyFile: join(dir, 'none.p8') } }))).toThrow(/invalid config at push\.0\.apns\.privateKeyFile: cannot read/);
+    expect(() => parseConfig(config({ apns: { ...apns(), privateKeyFile: file('k.p8', apnsKeys().privateKey) } }))).toThrow(/push\.0\.apns\.privateKeyFile: set privateKey .* not both/);
+    expect(() => parseConfig(config({ apns: { teamId: 'T', keyId: 'K' } }))).toThrow(/push\.0\.apns\.privateKey: required: privateKey \(PEM text\) or privateKeyFile/);
+    expect(() => parseConfig(config({ apns: { teamId: 'T', keyId: 'K', privateKeyFile: file('rsa.p8', fcmKeys().privateKey) } }))).toThrow(/push\.0\.apns\.privateKeyFile: must be an EC P-256 key/);
+  });
+
+  it('reads FCM credentials from the service-account JSON file', () => {
+    const json = file('sa.json', JSON.stringify({ type: 'service_account', project_id: 'my-project', client_email: 'herald@my-project.iam.gserviceaccount.com', private_key: fcmKeys().privateKey }));
+    const parsed = parseConfig(config({ fcm: { serviceAccountFile: json } }));
+    expect(parsed.push[0]!.fcm).toMatchObject({ projectId: 'my-project', clientEmail: 'herald@my-project.iam.gserviceaccount.com', privateKey: fcmKeys().privateKey });
+    // A field set beside the file wins.
+    expect(parseConfig(config({ fcm: { serviceAccountFile: json, projectId: 'other' } })).push[0]!.fcm?.projectId).toBe('other');
+  });
+
+  it('names a bad service-account file or a missing field', () => {
+    expect(() => parseConfig(config({ fcm: { serviceAccountFile: file('bad.json', '{"project_id": "p"}') } }))).toThrow(/push\.0\.fcm\.serviceAccountFile: .* is not a service-account key file: no client_email, private_key/);
+    expect(() => parseConfig(config({ fcm: { serviceAccountFile: join(dir, 'none.json') } }))).toThrow(/push\.0\.fcm\.serviceAccountFile: cannot read/);
+    expect(() => parseConfig(config({ fcm: { projectId: 'p', clientEmail: 'e@p' } }))).toThrow(/push\.0\.fcm\.privateKey: required: set privateKey, or serviceAccountFile/);
   });
 });
