@@ -6,6 +6,7 @@
  * `herald reshard --shards <n> [--config <path>] [--data-dir <dir>]`: rewrites a stopped data
  * dir for another shard count (src/reshard.ts).
  */
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig, ConfigError } from './config/load.js';
@@ -16,16 +17,68 @@ import { UwsLoadError } from './http/uws-native.js';
 import { ClusterStartError, ListenError, startHerald, type RunningHerald } from './server.js';
 import { log, setLogLevel } from './log.js';
 
+const USAGE = 'usage: herald [--config <file>] | --help | --version\n       herald reshard --shards <n> [--config <file>] [--data-dir <dir>]\n';
+
+/** Every environment variable Herald reads (a test keeps it in step with the sources). */
+const HELP =
+  USAGE +
+  `
+Options:
+  -c, --config <file>   JSON config file (default: HERALD_CONFIG; none: the development defaults)
+  -h, --help            this text
+  -v, --version         the version
+
+Environment (each wins over the config file):
+  HERALD_CONFIG                    config file, when --config is not given
+  HERALD_HOST, HERALD_PORT         host and port to listen on (host, port)
+  HERALD_DATA_DIR                  data directory (dataDir)
+  HERALD_SHARDS                    worker-thread shards (shards)
+  HERALD_LOG_LEVEL                 debug, info, warn or error (logLevel)
+  HERALD_ADMIN_TOKEN               admin API and dashboard token (admin.token; empty turns them off)
+  HERALD_REDIS_URL                 redis:// or rediss:// URL: runs as a cluster node (cluster.redisUrl)
+  HERALD_REDIS_SENTINELS           host:port,host:port of Redis Sentinels (cluster.sentinel.addresses)
+  HERALD_REDIS_SENTINEL_MASTER     master group name the sentinels monitor (cluster.sentinel.masterName)
+  HERALD_REDIS_SENTINEL_PASSWORD   the sentinels' own password (cluster.sentinel.password)
+  HERALD_UWS_MODULE                path of another uWebSockets.js build to load
+
+Docs, in the docs/ folder of the repository and of the installed package:
+  docs/configuration.md (every setting), docs/sdks.md (pointing the Pusher and Beams SDKs at
+  Herald), docs/push-credentials.md, docs/operations.md, docs/errors.md
+`;
+
+/** The package's version (package.json beside dist/). */
+function heraldVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+/** Parses the command line; a stray argument or unknown option prints the usage and exits 2. */
+function argsOrUsage<T>(parse: () => T): T | null {
+  try {
+    return parse();
+  } catch (err) {
+    const code = (err as { code?: string }).code ?? '';
+    if (!code.startsWith('ERR_PARSE_ARGS_')) throw err;
+    process.stderr.write(`herald: ${(err as Error).message}\n${USAGE}Run herald --help for the options and environment variables.\n`);
+    process.exitCode = 2;
+    return null;
+  }
+}
+
 async function reshardCommand(args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      shards: { type: 'string' },
-      config: { type: 'string', short: 'c' },
-      'data-dir': { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  });
+  const values = argsOrUsage(
+    () =>
+      parseArgs({
+        args,
+        options: {
+          shards: { type: 'string' },
+          config: { type: 'string', short: 'c' },
+          'data-dir': { type: 'string' },
+          help: { type: 'boolean', short: 'h', default: false },
+        },
+      }).values,
+  );
+  if (values === null) return;
   if (values.help || values.shards === undefined) {
     process.stdout.write(
       'usage: herald reshard --shards <n> [--config <file>] [--data-dir <dir>]\n' +
@@ -51,17 +104,22 @@ async function main(): Promise<void> {
     hangupDuringStart = true;
   };
   process.on('SIGHUP', early);
-  const { values } = parseArgs({
-    options: {
-      config: { type: 'string', short: 'c' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  });
+  const values = argsOrUsage(() =>
+    parseArgs({
+      options: {
+        config: { type: 'string', short: 'c' },
+        help: { type: 'boolean', short: 'h', default: false },
+        version: { type: 'boolean', short: 'v', default: false },
+      },
+    }).values,
+  );
+  if (values === null) return;
+  if (values.version) {
+    process.stdout.write(`herald ${heraldVersion()}\n`);
+    return;
+  }
   if (values.help) {
-    process.stdout.write(
-      'usage: herald [--config <file>]\n       herald reshard --shards <n> [--config <file>] [--data-dir <dir>]\n' +
-        'Environment: HERALD_CONFIG, HERALD_HOST, HERALD_PORT, HERALD_DATA_DIR, HERALD_SHARDS, HERALD_ADMIN_TOKEN, HERALD_LOG_LEVEL, HERALD_UWS_MODULE, HERALD_REDIS_URL\n',
-    );
+    process.stdout.write(HELP);
     return;
   }
   const config = loadConfig({ configPath: values.config });

@@ -29,7 +29,7 @@ export const ERROR_CATALOGUE = {
 
   // Channel API (C1-C6)
   AUTH_MISSING_PARAMS: { status: 401, kind: 'Unauthorized', message: 'Missing authentication parameters' },
-  AUTH_UNKNOWN_KEY: { status: 401, kind: 'Unauthorized', message: 'Unknown auth_key' },
+  AUTH_UNKNOWN_KEY: { status: 401, kind: 'Unauthorized', message: 'No app has this auth_key (apps[].key)' },
   AUTH_APP_MISMATCH: { status: 401, kind: 'Unauthorized', message: 'auth_key does not belong to this app id' },
   AUTH_BAD_VERSION: { status: 401, kind: 'Unauthorized', message: 'auth_version must be 1.0' },
   AUTH_STALE_TIMESTAMP: { status: 401, kind: 'Unauthorized', message: 'auth_timestamp is more than 600 seconds from server time' },
@@ -58,9 +58,9 @@ export const ERROR_CATALOGUE = {
   PRESENCE_MEMBER_LIMIT: { status: 403, kind: 'LimitReached', message: 'Presence channel is full' },
   PRESENCE_USER_INFO_TOO_LARGE: { status: 413, kind: 'LimitReached', message: 'user_info larger than the limit' },
   SUBSCRIPTION_FAILED: { status: 500, kind: 'ServerError', message: 'Subscription could not be recorded; retry' },
-  CLIENT_EVENTS_DISABLED: { status: 403, kind: 'Forbidden', message: 'Client events are not enabled for this app' },
+  CLIENT_EVENTS_DISABLED: { status: 403, kind: 'Forbidden', message: 'Client events are not enabled for this app (apps[].clientEvents)' },
   CLIENT_EVENT_REFUSED: { status: 403, kind: 'Forbidden', message: 'Client event refused' },
-  SIGNIN_DISABLED: { status: 403, kind: 'Forbidden', message: 'User authentication is not enabled for this app' },
+  SIGNIN_DISABLED: { status: 403, kind: 'Forbidden', message: 'User authentication is not enabled for this app (apps[].userAuthentication)' },
   SIGNIN_FAILED: { status: 401, kind: 'AuthError', message: 'Invalid user authentication' },
 
   // Push APIs (device, publish, reporting)

@@ -1,5 +1,6 @@
 /**
- * GET /ready and GET /health (both answered while draining); with HERALD_TEST_HOOKS=1 only, the
+ * GET / (200 `OK`, the liveness check soketi answers, for health checks moved from it), GET
+ * /ready and GET /health (all three answered while draining); with HERALD_TEST_HOOKS=1 only, the
  * test routes POST /debug/shards/:shard/crash and /hold (never registered otherwise).
  */
 import { HeraldError } from '../errors.js';
@@ -12,6 +13,13 @@ export function systemRoutes(ctx: Pick<ServerContext, 'state' | 'core' | 'config
   const testRoutes: Route[] = process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(ctx), holdRoute(ctx)] : [];
   return [
     ...testRoutes,
+    {
+      method: 'get',
+      pattern: '/',
+      options,
+      servedWhileDraining: true,
+      handler: () => ({ status: 200, body: 'OK', headers: { 'content-type': 'text/plain; charset=utf-8' } }),
+    },
     {
       method: 'get',
       pattern: '/ready',

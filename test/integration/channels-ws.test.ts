@@ -3,6 +3,7 @@
  * browsers do, the `pusher` server SDK to sign subscriptions and sign-ins exactly as an app
  * server would, and raw `ws` sockets for failure paths and close codes.
  */
+import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type Socket } from 'node:net';
 import PusherServer from 'pusher';
@@ -201,8 +202,8 @@ describe('connection', () => {
   it('pusher-js sees the refusal of an unknown key and does not reconnect', async () => {
     const p = pusherJsClient(herald.port, 'no-such-key');
     cleanups.push(() => p.disconnect());
-    const err = await next<{ error?: { data?: { code?: number } } }>(p.connection, 'error');
-    expect(err.error?.data?.code).toBe(4001);
+    const err = await next<{ error?: { data?: { code?: number; message?: string } } }>(p.connection, 'error');
+    expect(err.error?.data).toMatchObject({ code: 4001, message: "no app has key 'no-such-key' (apps[].key)" });
     const states: string[] = [];
     p.connection.bind('state_change', ({ current }: { current: string }) => states.push(current));
     await sleep(1500);
@@ -475,7 +476,7 @@ describe('client events', () => {
     raw.send({ event: 'pusher:subscribe', data: { channel: 'private-q', ...sdk(APP_QUIET).authorizeChannel(socketId, 'private-q') } });
     await raw.event('pusher_internal:subscription_succeeded');
     raw.send({ event: 'client-x', channel: 'private-q', data: {} });
-    expect((await raw.event('pusher:error')).data).toMatchObject({ message: expect.stringMatching(/not enabled/) });
+    expect((await raw.event('pusher:error')).data).toMatchObject({ message: `Client events are not enabled for app ${APP_QUIET.id}: set apps[].clientEvents to true in the config` });
   });
 
   it('closes with 4301 past maxClientEventsPerSecond', async () => {
@@ -526,14 +527,27 @@ describe('user sign-in and watchlist', () => {
     const { raw, socketId } = await RawClient.connect(APP_A);
     const forged = sdk({ ...APP_A, secret: 'guess' }).authenticateUser(socketId, { id: 'root' });
     raw.send({ event: 'pusher:signin', data: forged });
-    expect((await raw.event('pusher:error')).data).toMatchObject({ code: 4009 });
+    expect((await raw.event('pusher:error')).data).toMatchObject({ code: 4009, message: expect.stringContaining(`check the secret of app ${APP_A.id} (apps[].secret)`) });
     expect((await raw.closed).code).toBe(4009);
+  });
+
+  it('signs in a user_data whose id is a number (as Laravel sends it), as its decimal string', async () => {
+    const { raw, socketId } = await RawClient.connect(APP_A);
+    // Signed by hand, as Laravel's PHP SDK does: the Node SDK refuses a number before signing.
+    const userData = JSON.stringify({ id: 42 });
+    const auth = `${APP_A.key}:${createHmac('sha256', APP_A.secret).update(`${socketId}::user::${userData}`).digest('hex')}`;
+    raw.send({ event: 'pusher:signin', data: { user_data: userData, auth } });
+    const ok = await raw.event('pusher:signin_success');
+    expect(JSON.parse((ok.data as { user_data: string }).user_data)).toEqual({ id: 42 });
+    // Signed in as "42": its server-to-user channel is open to it.
+    raw.send({ event: 'pusher:subscribe', data: { channel: '#server-to-user-42', auth: '' } });
+    await raw.event('pusher_internal:subscription_succeeded');
   });
 
   it('refuses sign-in when the app does not enable user authentication', async () => {
     const { raw, socketId } = await RawClient.connect(APP_QUIET);
     raw.send({ event: 'pusher:signin', data: sdk(APP_QUIET).authenticateUser(socketId, { id: 'u' }) });
-    expect((await raw.event('pusher:error')).data).toMatchObject({ code: null, message: expect.stringMatching(/not enabled/) });
+    expect((await raw.event('pusher:error')).data).toMatchObject({ code: null, message: expect.stringContaining('set apps[].userAuthentication to true') });
   });
 });
 

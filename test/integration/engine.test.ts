@@ -29,6 +29,13 @@ describe('engine: start-up, routes, shutdown', () => {
     expect(body.shards.map((s) => s.shard)).toEqual([0, 1]);
   });
 
+  it('answers GET / with 200 OK, as soketi does, for health checks moved from it', async () => {
+    const res = await fetch(`${herald.baseUrl}/`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+    expect(await res.text()).toBe('OK');
+  });
+
   it('answers unknown routes with 404 and a JSON body', async () => {
     const res = await fetch(`${herald.baseUrl}/no/such/route`);
     expect(res.status).toBe(404);

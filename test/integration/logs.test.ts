@@ -65,12 +65,19 @@ describe('logs at debug level', () => {
     const url = `ws://127.0.0.1:${herald.port}/app/no-such-key?protocol=7`;
     expect(await closeCodeOf(url)).toBe(4001);
     const line = await waitForLine((l) => l.msg === 'websocket connection refused' && l.code === 4001);
-    expect(line).toMatchObject({ level: 'debug', reason: 'App key not in this cluster' });
+    expect(line).toMatchObject({ level: 'debug', reason: "no app has key 'no-such-key' (apps[].key)" });
+    // The unknown key itself at info, whatever the log level: once per key and minute.
+    const unknown = (key: string) => lines().filter((l) => l.msg === `websocket: no app has key '${key}' (apps[].key)`);
+    expect(unknown('no-such-key')[0]).toMatchObject({ level: 'info', key: 'no-such-key', via: 'websocket' });
     for (let batch = 0; batch < 4; batch++) {
       await Promise.all(Array.from({ length: 50 }, () => closeCodeOf(url)));
     }
     // 201 refusals within the 10 s window: one line (the first), the rest counted for later.
     expect(lines().filter((l) => l.msg === 'websocket connection refused' && l.code === 4001)).toHaveLength(1);
+    expect(unknown('no-such-key')).toHaveLength(1);
+    // Another key is another line.
+    expect(await closeCodeOf(`ws://127.0.0.1:${herald.port}/app/other-key?protocol=7`)).toBe(4001);
+    await waitForLine((l) => l.msg === "websocket: no app has key 'other-key' (apps[].key)");
   });
 
   it('log an auth failure with its reason and never the secret', async () => {

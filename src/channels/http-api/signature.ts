@@ -10,6 +10,7 @@ import type { AppConfig } from '../../config/schema.js';
 import { constantTimeEqual, hmacSha256Hex, md5Hex } from '../../crypto.js';
 import { HeraldError } from '../../errors.js';
 import type { QueryPair } from './params.js';
+import { logUnknownAppKey } from '../unknown-key-log.js';
 
 /** Seconds auth_timestamp may differ from the server clock, either way. */
 export const MAX_TIMESTAMP_SKEW_SECONDS = 600;
@@ -101,7 +102,10 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
     throw new HeraldError('AUTH_MISSING_PARAMS', `Missing authentication query parameters: ${missing.join(', ')} (see the auth_* parameters of the channel API)`);
   }
   const app = appsByKey.get(key);
-  if (!app) throw new HeraldError('AUTH_UNKNOWN_KEY', `Unknown auth_key '${clip(key)}'`);
+  if (!app) {
+    logUnknownAppKey(key, 'channel API');
+    throw new HeraldError('AUTH_UNKNOWN_KEY', `no app has key '${clip(key)}' (apps[].key)`);
+  }
   if (app.id !== req.appId) {
     throw new HeraldError('AUTH_APP_MISMATCH', `auth_key '${clip(key)}' does not belong to app id '${clip(req.appId)}' of the path`);
   }
@@ -137,7 +141,7 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
   }
   throw new HeraldError(
     'AUTH_BAD_SIGNATURE',
-    `Invalid signature: expected auth_signature to be the lower-case hex HMAC-SHA256, keyed with the app secret, of ${JSON.stringify(signed)}; got '${clip(given)}'`,
+    `Invalid signature: check the secret of app ${app.id} (apps[].secret) in the caller; expected auth_signature to be the lower-case hex HMAC-SHA256, keyed with the app secret, of ${JSON.stringify(signed)}; got '${clip(given)}'`,
   );
 }
 

@@ -5,6 +5,7 @@
  */
 import type { AppConfig } from '../../config/schema.js';
 import { CLOSE_CODES } from '../../errors.js';
+import { logUnknownAppKey } from '../unknown-key-log.js';
 
 /** The protocol version Herald speaks. */
 export const PROTOCOL_VERSION = 7;
@@ -33,7 +34,10 @@ export function parseHandshake(url: string, query: string, appsByKey: ReadonlyMa
     key = match[1]!;
   }
   const app = appsByKey.get(key);
-  if (!app) return { ok: false, code: CLOSE_CODES.UNKNOWN_APP, message: 'App key not in this cluster' };
+  if (!app) {
+    logUnknownAppKey(key, 'websocket');
+    return { ok: false, code: CLOSE_CODES.UNKNOWN_APP, message: `no app has key '${key.slice(0, 100)}' (apps[].key)` };
+  }
   if (!app.enabled) return { ok: false, code: CLOSE_CODES.APP_DISABLED, message: 'Application is disabled' };
   return { ok: true, app };
 }

@@ -117,7 +117,7 @@ export class ProtocolHandler {
       const input = channelSignatureInput(state.socketId, channel, typeof channelData === 'string' ? channelData : undefined);
       if (!verifyAuth(app.key, app.secret, data!.auth, input)) {
         authFailureLog.write(`${app.id}\tsubscribe`, 'websocket auth failed', { appId: app.id, socketId: state.socketId, channel: channel.slice(0, 200), reason: 'invalid channel signature' });
-        return refuse(new HeraldError('SUBSCRIPTION_AUTH_FAILED', `Invalid signature for ${channel}: expected HMAC-SHA256 of '${input}' with the app secret, as '<key>:<hex>'`));
+        return refuse(new HeraldError('SUBSCRIPTION_AUTH_FAILED', `Invalid signature for ${channel}: check the secret of app ${app.id} (apps[].secret) in your auth endpoint; expected HMAC-SHA256 of '${input}' with the app secret, as '<key>:<hex>'`));
       }
     }
     if (!presence) return this.deps.subscriptions.subscribe(state, channel);
@@ -163,7 +163,7 @@ export class ProtocolHandler {
       const message = `Client event rejected: more than ${app.maxClientEventsPerSecond} client events per second`;
       return endWithError(ws, CLOSE_CODES.CLIENT_EVENT_RATE_LIMIT, message, CLOSE_CODES.CLIENT_EVENT_RATE_LIMIT, 'Client event rate limit exceeded');
     }
-    if (!app.clientEvents) return this.fail(ws, new HeraldError('CLIENT_EVENTS_DISABLED'));
+    if (!app.clientEvents) return this.fail(ws, new HeraldError('CLIENT_EVENTS_DISABLED', `Client events are not enabled for app ${app.id}: set apps[].clientEvents to true in the config`));
     if (typeof channel !== 'string') return this.fail(ws, new HeraldError('WS_INVALID_MESSAGE', 'A client event needs a channel'));
     const kind = channelType(channel).kind;
     if (kind !== 'private' && kind !== 'presence') {
@@ -192,14 +192,14 @@ export class ProtocolHandler {
 
   private signin(state: SocketState, ws: Ws, data: Record<string, unknown> | null): void {
     const app = state.app;
-    if (!app.userAuthentication) return this.fail(ws, new HeraldError('SIGNIN_DISABLED'));
+    if (!app.userAuthentication) return this.fail(ws, new HeraldError('SIGNIN_DISABLED', `User authentication is not enabled for app ${app.id}: set apps[].userAuthentication to true in the config`));
     if (state.userId !== null) return this.fail(ws, new HeraldError('SIGNIN_FAILED', `Already signed in as ${state.userId}`));
     const userData = data?.user_data;
     const refuse = (message: string): void => endWithError(ws, CLOSE_CODES.UNAUTHORIZED, message, CLOSE_CODES.UNAUTHORIZED, 'Sign-in refused');
     if (typeof userData !== 'string') return refuse('pusher:signin needs user_data (a JSON string)');
     if (!verifyAuth(app.key, app.secret, data!.auth, userSignatureInput(state.socketId, userData))) {
       authFailureLog.write(`${app.id}\tsignin`, 'websocket auth failed', { appId: app.id, socketId: state.socketId, reason: 'invalid user authentication signature' });
-      return refuse('Invalid user authentication signature');
+      return refuse(`Invalid user authentication signature: check the secret of app ${app.id} (apps[].secret) in your user authentication endpoint; expected HMAC-SHA256 of '${userSignatureInput(state.socketId, userData)}' with the app secret, as '<key>:<hex>'`);
     }
     let user: unknown;
     try {
@@ -207,14 +207,16 @@ export class ProtocolHandler {
     } catch {
       return refuse('user_data is not valid JSON');
     }
-    if (!isObject(user) || typeof user.id !== 'string' || !isValidUserId(user.id)) {
-      return refuse(`user_data needs an id of 1 to ${MAX_USER_ID_LENGTH} characters (well-formed UTF-16)`);
+    // A numeric id (Laravel's user ids are integers) is its decimal string, as for presence user_id.
+    const id = isObject(user) ? userIdOf(user.id) : undefined;
+    if (!isObject(user) || typeof id !== 'string' || !isValidUserId(id)) {
+      return refuse(`user_data needs an id (a string of 1 to ${MAX_USER_ID_LENGTH} characters, well-formed UTF-16, or a number)`);
     }
     const watchlist = user.watchlist ?? [];
     if (!Array.isArray(watchlist) || watchlist.length > MAX_WATCHLIST_LENGTH || !watchlist.every((w) => typeof w === 'string' && isValidUserId(w))) {
       return refuse(`user_data.watchlist must be an array of at most ${MAX_WATCHLIST_LENGTH} user ids of 1 to ${MAX_USER_ID_LENGTH} characters`);
     }
-    const userId = user.id;
+    const userId = id;
     const cameOnline = this.deps.registry.addUser(state, userId);
     if (cameOnline) this.deps.adapter.userPresence(app.id, userId, true);
     const watched = [...new Set(watchlist as string[])];
@@ -259,6 +261,11 @@ function dataObject(data: unknown): Record<string, unknown> | null {
 }
 
 /** The presence member from signed channel_data: `{user_id, user_info?}`. */
+/** A user id as sent: a string as is, a finite number as its decimal string (JSON numbers from integer ids). */
+function userIdOf(raw: unknown): unknown {
+  return typeof raw === 'number' && Number.isFinite(raw) ? String(raw) : raw;
+}
+
 function parseMember(channelData: string): { userId: string; userInfo: unknown } | HeraldError {
   let parsed: unknown;
   try {
@@ -267,8 +274,7 @@ function parseMember(channelData: string): { userId: string; userInfo: unknown }
     return new HeraldError('SUBSCRIPTION_BAD_CHANNEL_DATA', 'channel_data is not valid JSON');
   }
   if (!isObject(parsed)) return new HeraldError('SUBSCRIPTION_BAD_CHANNEL_DATA');
-  const raw = parsed.user_id;
-  const userId = typeof raw === 'number' && Number.isFinite(raw) ? String(raw) : raw;
+  const userId = userIdOf(parsed.user_id);
   if (typeof userId !== 'string' || !isValidUserId(userId)) {
     return new HeraldError('SUBSCRIPTION_BAD_CHANNEL_DATA', `channel_data.user_id must be a string of 1 to ${MAX_USER_ID_LENGTH} characters (well-formed UTF-16)`);
   }

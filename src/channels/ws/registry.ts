@@ -18,8 +18,17 @@ import type { SmallMap } from '../small-map.js';
 export function endWithError(ws: WebSocket<unknown>, closeCode: number, message: string, errorCode: number | null = closeCode, reason = message): void {
   ws.cork(() => {
     ws.send(errorFrame(errorCode, message));
-    ws.end(closeCode, reason);
+    ws.end(closeCode, closeReason(reason));
   });
+}
+
+/** `reason` cut to the 123 bytes of UTF-8 a close frame holds (never inside a character). */
+function closeReason(reason: string): string {
+  if (reason.length <= 30 || Buffer.byteLength(reason) <= 123) return reason;
+  let cut = reason.slice(0, 123);
+  while (Buffer.byteLength(cut) > 123) cut = cut.slice(0, -1);
+  if (/[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1);
+  return cut;
 }
 
 const WANTED = 1;

@@ -1,7 +1,7 @@
 /**
  * Beams user tokens (D10/D11): a JWT signed HS256 with the instance secret key, claims `sub`
- * (the user id), `exp` and `iss` = `https://<instanceId>.<pushDomain>`. This is what the
- * official server SDKs' `generateToken(userId)` issues. The algorithm is pinned, so a token
+ * (the user id), `exp` and `iss` = `https://<instanceId>.<pushDomain>` or the official server
+ * SDKs' fixed `https://<instanceId>.pushnotifications.pusher.com` (what `generateToken(userId)` issues). The algorithm is pinned, so a token
  * signed `none` or with another algorithm is refused before its claims are looked at.
  *
  * Descriptions say what was wrong but never contain the words "device token": the iOS SDK
@@ -16,9 +16,22 @@ export const MAX_PUSH_USER_ID_LENGTH = 164;
 
 const encoder = new TextEncoder();
 
+/** The domain the official Beams server SDKs put in a token's issuer, whatever their `endpoint`. */
+export const BEAMS_SDK_PUSH_DOMAIN = 'pushnotifications.pusher.com';
+
 /** The issuer a user token must carry for an instance. */
 export function expectedIssuer(instanceId: string, pushDomain: string): string {
   return `https://${instanceId}.${pushDomain}`;
+}
+
+/**
+ * The issuers accepted for an instance: `https://<instanceId>.<pushDomain>` and the one the
+ * official server SDKs' `generateToken` always writes (`https://<instanceId>.pushnotifications.pusher.com`,
+ * fixed in the SDKs even when their `endpoint` points elsewhere). Both still need the instance's
+ * secret key to sign, and both name this instance.
+ */
+export function acceptedIssuers(instanceId: string, pushDomain: string): string[] {
+  return [...new Set([expectedIssuer(instanceId, pushDomain), expectedIssuer(instanceId, BEAMS_SDK_PUSH_DOMAIN)])];
 }
 
 /** True when `userId` can be a user id: 1 to 164 characters and storable (no lone surrogate). */
@@ -31,11 +44,18 @@ export function isValidUserId(userId: unknown): userId is string {
  * wrong algorithm, bad signature, expired, claim of the wrong type), 400 USER_TOKEN_CLAIM_MISSING
  * (`exp`, `sub` or `iss` absent), 400 USER_TOKEN_SUB_INVALID, 403 USER_TOKEN_ISSUER_INVALID.
  */
-export async function verifyUserToken(token: string, secretKey: string, issuer: string): Promise<string> {
+export async function verifyUserToken(token: string, secretKey: string, issuers: string | readonly string[]): Promise<string> {
+  const accepted = typeof issuers === 'string' ? [issuers] : issuers;
   let payload: JWTPayload;
   try {
     ({ payload } = await jwtVerify(token, encoder.encode(secretKey), { algorithms: ['HS256'] }));
   } catch (err) {
+    if (err instanceof errors.JWTExpired) {
+      throw new HeraldError(
+        'USER_TOKEN_MALFORMED',
+        "Authorization token expired (exp is in the past): have your auth endpoint issue a new one with the server SDK's generateToken(userId) (valid 24 h), then sign the user in again (setUserId)",
+      );
+    }
     throw new HeraldError('USER_TOKEN_MALFORMED', `Authorization token malformed: ${whatWasWrong(err)}`);
   }
   if (payload.exp === undefined) throw new HeraldError('USER_TOKEN_CLAIM_MISSING', 'User token has no exp (expiry) claim');
@@ -50,14 +70,13 @@ export async function verifyUserToken(token: string, secretKey: string, issuer: 
         : `User id (sub) must be a string, got ${typeof sub}`,
     );
   }
-  if (payload.iss !== issuer) {
-    throw new HeraldError('USER_TOKEN_ISSUER_INVALID', `Issuer of the user token is not valid: expected ${issuer}`);
+  if (!accepted.includes(payload.iss)) {
+    throw new HeraldError('USER_TOKEN_ISSUER_INVALID', `Issuer of the user token is not valid: expected ${accepted.join(' or ')}`);
   }
   return sub;
 }
 
 function whatWasWrong(err: unknown): string {
-  if (err instanceof errors.JWTExpired) return 'the token has expired (exp is in the past)';
   if (err instanceof errors.JWSSignatureVerificationFailed) return 'the signature does not match the instance secret key';
   if (err instanceof errors.JOSEAlgNotAllowed) return 'the token must be signed with HS256';
   if (err instanceof errors.JWTClaimValidationFailed) return `claim ${err.claim}: ${err.message}`;

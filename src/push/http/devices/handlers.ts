@@ -12,7 +12,7 @@ import { isPlatform, type Platform } from '../../platform.js';
 import {
   okReply, parseJsonObject, quote, readAuthorization, requireInstance, requireJsonContentType, requireSecretKey, secretEquals,
 } from '../common.js';
-import { expectedIssuer, isValidUserId, verifyUserToken, MAX_PUSH_USER_ID_LENGTH } from '../jwt.js';
+import { acceptedIssuers, isValidUserId, verifyUserToken, MAX_PUSH_USER_ID_LENGTH } from '../jwt.js';
 import { deviceIdFor, isDeviceIdOf } from './device-id.js';
 import { checkGatewayToken } from './gateway-token.js';
 import type { SubscriptionRules } from '../../gateways/web-subscription.js';
@@ -183,7 +183,7 @@ export function deviceApiHandlers(ctx: DeviceApiContext): DeviceApiHandlers {
       if (auth.kind !== 'bearer') {
         throw new HeraldError('USER_TOKEN_MALFORMED', 'Authorization token malformed: the header must be Bearer <user token>');
       }
-      const userId = await verifyUserToken(auth.token, t.instance.secretKey, expectedIssuer(t.instance.instanceId, ctx.config.pushDomain));
+      const userId = await verifyUserToken(auth.token, t.instance.secretKey, acceptedIssuers(t.instance.instanceId, ctx.config.pushDomain));
       const devicesOnOtherShards = await ctx.devices.countUserDevicesElsewhere(t.instance.instanceId, userId, t.deviceId);
       const { outcome } = await ctx.devices.request({
         type: 'device.setUser',

@@ -95,6 +95,7 @@ describe('channel API signatures against the pusher SDK', () => {
     const query = sdk.createSignedQueryString({ method: 'GET', path });
     expect(check('GET', path, query.replace(/&auth_signature=[0-9a-f]+/, ''))).toBe('AUTH_MISSING_PARAMS');
     expect(check('GET', path, query.replace('auth_key=app-key', 'auth_key=nope'))).toBe('AUTH_UNKNOWN_KEY');
+    expect(describeError('GET', path, query.replace('auth_key=app-key', 'auth_key=nope')).message).toBe("no app has key 'nope' (apps[].key)");
     expect(check('GET', '/apps/other-id/channels', query, '', Date.now(), 'other-id')).toBe('AUTH_APP_MISMATCH');
     expect(check('GET', path, query.replace('auth_version=1.0', 'auth_version=2.0'))).toBe('AUTH_BAD_VERSION');
   });
@@ -105,6 +106,7 @@ describe('channel API signatures against the pusher SDK', () => {
     const tampered = query.replace(/auth_signature=[0-9a-f]+/, `auth_signature=${'0'.repeat(64)}`);
     const err = describeError('GET', path, tampered);
     expect(err.code).toBe('AUTH_BAD_SIGNATURE');
+    expect(err.message).toMatch(/^Invalid signature: check the secret of app app-id \(apps\[\]\.secret\) in the caller; /);
     const expectedString = stringToSign('GET', path, parseQueryPairs(tampered));
     expect(err.message).toContain(JSON.stringify(expectedString));
     expect(err.message).not.toContain(app.secret);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { SignJWT } from 'jose';
 import PushNotifications from '@pusher/push-notifications-server';
 import { HeraldError } from '../../../../src/errors.js';
-import { expectedIssuer, verifyUserToken } from '../../../../src/push/http/jwt.js';
+import { acceptedIssuers, expectedIssuer, verifyUserToken } from '../../../../src/push/http/jwt.js';
 
 const INSTANCE = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';
 const SECRET = 'push-secret';
@@ -13,7 +13,7 @@ function sign(payload: Record<string, unknown>, secret = SECRET, alg = 'HS256'):
 }
 const inAnHour = () => Math.floor(Date.now() / 1000) + 3600;
 
-async function failure(token: string, issuer = ISSUER): Promise<{ code: string; status: number; message: string }> {
+async function failure(token: string, issuer: string | string[] = ISSUER): Promise<{ code: string; status: number; message: string }> {
   try {
     await verifyUserToken(token, SECRET, issuer);
   } catch (err) {
@@ -27,6 +27,17 @@ describe('user tokens', () => {
   it('accepts what the official server SDK generateToken issues', async () => {
     const sdk = new PushNotifications({ instanceId: INSTANCE, secretKey: SECRET });
     await expect(verifyUserToken(sdk.generateToken('user-7').token, SECRET, ISSUER)).resolves.toBe('user-7');
+  });
+
+  it('accepts the official SDK generateToken with a pushDomain of its own (the SDK always writes pushnotifications.pusher.com)', async () => {
+    const sdk = new PushNotifications({ instanceId: INSTANCE, secretKey: SECRET, endpoint: 'push.example.com' });
+    const issuers = acceptedIssuers(INSTANCE, 'push.example.com');
+    await expect(verifyUserToken(sdk.generateToken('user-8').token, SECRET, issuers)).resolves.toBe('user-8');
+    const own = await sign({ sub: 'u', exp: inAnHour(), iss: `https://${INSTANCE}.push.example.com` });
+    await expect(verifyUserToken(own, SECRET, issuers)).resolves.toBe('u');
+    // Another instance's issuer stays refused, and the message names both accepted ones.
+    const other = await sign({ sub: 'u', exp: inAnHour(), iss: 'https://00000000-0000-4000-8000-000000000000.pushnotifications.pusher.com' });
+    expect(await failure(other, issuers)).toMatchObject({ code: 'USER_TOKEN_ISSUER_INVALID', message: expect.stringContaining('push.example.com or https://') });
   });
 
   it('says which claim is missing or wrong', async () => {
@@ -45,7 +56,7 @@ describe('user tokens', () => {
     const cases: [string, string][] = [
       [await sign(good, 'wrong-secret'), 'signature'],
       [await sign(good, SECRET, 'HS384'), 'HS256'],
-      [await sign({ ...good, exp: Math.floor(Date.now() / 1000) - 5 }), 'expired'],
+      [await sign({ ...good, exp: Math.floor(Date.now() / 1000) - 5 }), 'token expired (exp is in the past): have your auth endpoint issue a new one with the server SDK\'s generateToken(userId)'],
       [await sign({ ...good, exp: 'tomorrow' }), 'exp'],
       [await sign({ ...good, nbf: inAnHour() }), 'nbf'],
       ['a.b', 'not a valid JWT'],
