@@ -65,6 +65,10 @@ describe.skipIf(ONE_PROCESS)('push instance lease', () => {
     expect(refused, 'node B must refuse to start while node A holds the instance').toBeInstanceOf(Error);
     expect(String(refused)).toMatch(/exited with [1-9]\d* before listening/);
     expect(cluster.b.stderr).toContain(DEFAULT_PUSH.instanceId);
+    // It said it was waiting for the holder's lease, then what to change.
+    expect(cluster.b.stdout + cluster.b.stderr).toContain('waiting for its lease to lapse');
+    expect(cluster.b.stderr).toContain('give the other nodes "push": []');
+    expect(cluster.b.stderr).toContain('built-in development instance');
 
     await cluster.killNode(cluster.a);
     await cluster.b.start();

@@ -11,6 +11,9 @@ import { log } from '../../../log.js';
 import { whenAvailable } from './connection.js';
 import type { RedisKeys } from './keys.js';
 import { defineScripts, runScript } from './scripts.js';
+import { DEFAULT_PUSH_INSTANCE } from '../../../config/schema.js';
+
+const DEVELOPMENT_INSTANCE_ID = DEFAULT_PUSH_INSTANCE.instanceId;
 
 /** A live node already serves the instance. */
 export class PushLeaseHeldError extends Error {
@@ -19,7 +22,11 @@ export class PushLeaseHeldError extends Error {
     readonly instanceId: string,
     readonly holder: string,
   ) {
-    super(`push instance ${instanceId} is already served by live node ${holder}; one node per instance (docs/scaling.md)`);
+    super(
+      `push instance ${instanceId} is already served by live node ${holder}: in a cluster each push instance is served by one node. ` +
+        'List it in `push` on that node only and give the other nodes "push": [] (a node started without a config file serves the ' +
+        `built-in development instance ${DEVELOPMENT_INSTANCE_ID}: give every node a config file); see docs/scaling.md, "Push in a cluster"`,
+    );
   }
 }
 
@@ -54,12 +61,21 @@ export class PushInstanceLease {
   async acquire(waitMs = 0): Promise<void> {
     const key = this.keys.pushLease(this.instanceId);
     const deadline = Date.now() + waitMs;
+    let waitLogged = false;
     for (;;) {
       const ok = await whenAvailable(() => this.redis.set(key, this.holder, 'PX', this.options.ttlMs, 'NX'));
       if (ok === 'OK') break;
       const holder = await whenAvailable(() => this.redis.get(key));
       if (holder === this.holder) break;
       if (holder !== null && Date.now() >= deadline) throw new PushLeaseHeldError(this.instanceId, holder);
+      if (holder !== null && !waitLogged) {
+        waitLogged = true;
+        log.warn('cluster: push instance held by another node: waiting for its lease to lapse (a node that stopped) before giving up', {
+          instanceId: this.instanceId,
+          holder,
+          waitMs: Math.max(0, deadline - Date.now()),
+        });
+      }
       await new Promise((r) => setTimeout(r, Math.min(200, Math.max(10, this.options.ttlMs / 10))));
     }
     this.held = true;
