@@ -176,6 +176,8 @@ export interface GatewayCounts {
   sent: number;
   failed: number;
   removed: number;
+  /** Failures by reason (at most 20 reasons, the rest under `other`). */
+  errors?: Record<string, number>;
 }
 
 export interface PushView {

@@ -8,6 +8,9 @@ export interface Series {
   values: number[];
 }
 
+/** Seconds shown before the points span more. */
+const WINDOW_SECONDS = 60;
+
 export function LiveChart(props: { label: string; series: Series; height?: number }) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
@@ -20,7 +23,20 @@ export function LiveChart(props: { label: string; series: Series; height?: numbe
       height: props.height ?? 140,
       legend: { show: false },
       cursor: { show: false },
-      scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
+      scales: {
+        // Until the points span a window, show the last WINDOW_SECONDS up to the newest point (or
+        // now): uPlot's own range for zero or one point is years wide.
+        x: {
+          range: (_u, min, max) => {
+            const end = Number.isFinite(max) && max !== null ? max : Date.now() / 1000;
+            const range: uPlot.Range.MinMax = Number.isFinite(min) && min !== null && end - min >= WINDOW_SECONDS ? [min, end] : [end - WINDOW_SECONDS, end];
+            el.dataset.xMin = String(Math.round(range[0]!));
+            el.dataset.xMax = String(Math.round(range[1]!));
+            return range;
+          },
+        },
+        y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] },
+      },
       axes: [
         { stroke: axis, grid: { show: false }, ticks: { show: false } },
         { stroke: axis, size: 40, grid: { stroke: 'rgba(128,128,128,0.15)' } },

@@ -1,12 +1,44 @@
 /** Push instance view: devices by platform, recent publishes with their state, a test notification. */
 import { useState } from 'preact/hooks';
-import { ApiError, api, type PushView } from './api';
+import { ApiError, api, type GatewayCounts, type PushView } from './api';
 import { Link } from './router';
 import { Secret, Stat, formatNumber, formatTime, usePoll } from './util';
 
 type TargetKind = 'interest' | 'userId' | 'deviceId';
 const TARGET_LABELS: Record<TargetKind, string> = { interest: 'Interest', userId: 'User id', deviceId: 'Device id' };
 const KIND_LABELS: Record<string, string> = { interests: 'interests', users: 'users', devices: 'devices' };
+const PLATFORM_LABELS: Record<string, string> = { apns: 'APNs', fcm: 'FCM', web: 'Web push' };
+
+/** Platforms the instance has no credentials for: their devices fail with "no credentials for <platform>". */
+function MissingCredentials(props: { configured: string[] }) {
+  const missing = Object.keys(PLATFORM_LABELS).filter((p) => !props.configured.includes(p));
+  if (missing.length === 0) return null;
+  return (
+    <p class="notice" role="note" data-missing-credentials={missing.join(' ')}>
+      No credentials for {missing.map((p) => PLATFORM_LABELS[p]).join(', ')}: notifications to {missing.length === 1 ? 'its' : 'their'} devices fail
+      (reason “no credentials for …”). Add <code>{missing.map((p) => `push[].${p}`).join(', ')}</code> to the config; see docs/push-credentials.md.
+    </p>
+  );
+}
+
+/** Each gateway's failures by reason, most frequent first. */
+function FailureReasons(props: { gateways: Record<string, GatewayCounts> }) {
+  const rows = Object.entries(props.gateways).flatMap(([gateway, c]) =>
+    Object.entries(c.errors ?? {})
+      .sort((a, b) => b[1] - a[1])
+      .map(([reason, n]) => ({ gateway, reason, n })),
+  );
+  if (rows.length === 0) return null;
+  return (
+    <ul class="reasons" aria-label="Failure reasons">
+      {rows.map((r) => (
+        <li key={`${r.gateway} ${r.reason}`}>
+          <span class="bad">{formatNumber(r.n)} failed</span> on {r.gateway}: {r.reason}
+        </li>
+      ))}
+    </ul>
+  );
+}
 
 function TestNotification(props: { instanceId: string; onSent: () => void }) {
   const [target, setTarget] = useState<TargetKind>('interest');
@@ -64,6 +96,7 @@ export function PushPage(props: { instanceId: string }) {
       </p>
       <h1 class="wrap">Push instance {props.instanceId}</h1>
       {error && <p class="error">Could not load the instance: {error}</p>}
+      {data && <MissingCredentials configured={data.instance.gateways} />}
       {data && (
         <section class="stats" aria-label="Devices">
           <Stat label="Devices" value={formatNumber(data.devices.total)} />
@@ -100,7 +133,7 @@ export function PushPage(props: { instanceId: string }) {
                       <th>Recipients</th>
                       <th>Sent</th>
                       <th>Failed</th>
-                      <th>Removed (dead tokens)</th>
+                      <th title="Devices removed: the gateway said their token is dead">Removed</th>
                     </tr>
                   </thead>
                   <tbody>
@@ -116,6 +149,7 @@ export function PushPage(props: { instanceId: string }) {
                   </tbody>
                 </table>
               )}
+              <FailureReasons gateways={p.gateways} />
             </li>
           ))}
         </ol>

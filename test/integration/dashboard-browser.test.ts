@@ -3,8 +3,10 @@
  * pusher-js clients and the `pusher` SDK, the event creator, the push view with a publish
  * through the Beams SDK (fake gateways) and a test notification to one device id, with no
  * page errors, on a laptop and a phone screen.
- * `HERALD_SCREENSHOTS=1` also refreshes the screenshots in docs/.
+ * `HERALD_SCREENSHOTS=1` also refreshes the screenshots in docs/ (one per view, each shown in the
+ * README: the last test checks that), so they are retaken whenever a view changes.
  */
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -17,6 +19,8 @@ const TOKEN = 'dashboard-test-token-0123456789';
 const SCREENSHOTS = process.env.HERALD_SCREENSHOTS === '1';
 const LAPTOP = { width: 1280, height: 860 };
 const PHONE = { width: 375, height: 740 };
+/** A second instance with FCM credentials only: APNs and web push devices fail with "no credentials". */
+const FCM_ONLY = { instanceId: '5b0f6a4e-2c1d-4e8f-9a3b-7c6d5e4f3a21', secretKey: 'fcm-only-secret' };
 
 let herald: HeraldProcess;
 let fakes: FakeGateways;
@@ -38,7 +42,11 @@ function realErrors(errors: string[]): string[] {
   return errors.filter((e) => !/Failed to load resource: the server responded with a status of 401/.test(e));
 }
 
+/** The views this file screenshots (docs/dashboard-<name>.png). */
+const screenshotNames = new Set<string>();
+
 async function screenshot(page: Page, name: string): Promise<void> {
+  screenshotNames.add(name);
   if (SCREENSHOTS) await page.screenshot({ path: join(REPO_ROOT, 'docs', `dashboard-${name}.png`), fullPage: false });
 }
 
@@ -46,6 +54,28 @@ async function noHorizontalScroll(page: Page): Promise<void> {
   // Evaluated in the page (a string: this file is compiled without the DOM types).
   const overflow = (await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth')) as number;
   expect(overflow).toBeLessThanOrEqual(0);
+}
+
+/** Words of visible table headers that the layout split over two lines ("Connec- / tions"). */
+async function wordsBrokenInHeaders(page: Page): Promise<string[]> {
+  // Evaluated in the page (a string: this file is compiled without the DOM types).
+  return (await page.evaluate(`(() => {
+    const broken = [];
+    for (const th of document.querySelectorAll('th')) {
+      if (th.offsetParent === null) continue;
+      const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        for (const m of n.data.matchAll(/\\S+/g)) {
+          const range = document.createRange();
+          range.setStart(n, m.index);
+          range.setEnd(n, m.index + m[0].length);
+          const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+          if (lines.size > 1) broken.push(m[0]);
+        }
+      }
+    }
+    return broken;
+  })()`)) as string[];
 }
 
 function connectClient(): Promise<PusherJsClient> {
@@ -63,7 +93,7 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
         config: {
           admin: { token: TOKEN },
           apps: [{ ...DEFAULT_APP }],
-          push: [{ ...DEFAULT_PUSH, ...fakes.instanceConfig() }],
+          push: [{ ...DEFAULT_PUSH, ...fakes.instanceConfig() }, { ...FCM_ONLY, ...fakes.instanceConfig(), apns: null, web: null }],
         },
       }),
       launchChromium(),
@@ -100,6 +130,14 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
     // Secrets are masked on the page.
     expect(await page.content()).not.toContain(DEFAULT_APP.secret);
     await page.getByRole('cell', { name: 'up', exact: true }).first().waitFor();
+    // The charts open on the last minute, not on years (uPlot's own range for 0 or 1 point).
+    for (const label of ['messages per second', 'push notifications per second']) {
+      const chart = page.locator(`.chart[aria-label="${label}"]`);
+      await expect.poll(() => chart.getAttribute('data-x-max')).not.toBeNull();
+      const [min, max] = [Number(await chart.getAttribute('data-x-min')), Number(await chart.getAttribute('data-x-max'))];
+      expect(max - min, label).toBeLessThanOrEqual(600);
+      expect(Math.abs(max - Date.now() / 1000), label).toBeLessThan(600);
+    }
     await screenshot(page, 'overview');
     expect(realErrors(errors)).toEqual([]);
   });
@@ -195,18 +233,61 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
     expect(realErrors(errors)).toEqual([]);
   });
 
+  it('shows each gateway\'s failure reasons and flags the platforms an instance has no credentials for', async () => {
+    const devices = `${herald.baseUrl}/device_api/v1/instances/${FCM_ONLY.instanceId}/devices/apns`;
+    const created = await fetch(devices, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: 'ab'.repeat(32), bundleIdentifier: 'com.herald.dashboard' }),
+    });
+    expect(created.status).toBe(200);
+    const { id } = (await created.json()) as { id: string };
+    const interests = await fetch(`${devices}/${encodeURIComponent(id)}/interests`, {
+      method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ interests: ['no-creds'] }),
+    });
+    expect(interests.status).toBe(200);
+    const { publishId } = await beamsSdk(herald.port, FCM_ONLY.instanceId, FCM_ONLY.secretKey).publishToInterests(['no-creds'], {
+      apns: { aps: { alert: { title: 'Hi', body: 'To nowhere' } } },
+    });
+
+    const { page, errors } = await signedInPage(`/dashboard/push/${FCM_ONLY.instanceId}`);
+    const note = page.getByRole('note');
+    await note.waitFor();
+    expect(await note.getAttribute('data-missing-credentials')).toBe('apns web');
+    expect(await note.textContent()).toContain('No credentials for APNs, Web push');
+    const row = page.locator(`li.publish[data-publish-id="${publishId}"]`);
+    await row.locator('[data-state="finished"]').waitFor({ timeout: 20_000 });
+    expect(await row.locator('table.gateways').textContent()).toMatch(/apns\s*1\s*0\s*1\s*0/);
+    expect(await row.getByRole('list', { name: 'Failure reasons' }).textContent()).toBe('1 failed on apns: no credentials for apns');
+    await screenshot(page, 'push-failures');
+    // The instance with every credential has no such note.
+    await page.goto(`${herald.baseUrl}/dashboard/push/${DEFAULT_PUSH.instanceId}`);
+    await page.locator('section[aria-label="Devices"]').waitFor();
+    expect(await page.getByRole('note').count()).toBe(0);
+    expect(realErrors(errors)).toEqual([]);
+  });
+
   it('fits a phone screen without horizontal scrolling, in dark mode too', async () => {
     for (const path of ['/dashboard', `/dashboard/apps/${DEFAULT_APP.id}`, `/dashboard/push/${DEFAULT_PUSH.instanceId}`]) {
       const { page, errors } = await signedInPage(path, PHONE, 'dark');
       // Loaded: the stat cards are filled from the API.
       await page.locator('.stats .stat').first().waitFor();
+      if (path.includes('/push/')) await page.locator('table.gateways').first().waitFor();
       await noHorizontalScroll(page);
+      expect(await wordsBrokenInHeaders(page), path).toEqual([]);
       const background = (await page.evaluate('getComputedStyle(document.body).backgroundColor')) as string;
       expect(background).not.toBe('rgb(246, 247, 249)');
       if (path === '/dashboard') await screenshot(page, 'phone-dark');
       expect(realErrors(errors)).toEqual([]);
       await context?.close();
       context = undefined;
+    }
+  });
+
+  it('has each view it screenshots in docs/ and shown in the README (HERALD_SCREENSHOTS=1 refreshes them)', () => {
+    expect([...screenshotNames].sort()).toEqual(['app', 'overview', 'phone-dark', 'push', 'push-failures']);
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    for (const name of screenshotNames) {
+      expect(existsSync(join(REPO_ROOT, 'docs', `dashboard-${name}.png`)), name).toBe(true);
+      expect(readme, name).toContain(`(docs/dashboard-${name}.png)`);
     }
   });
 });
