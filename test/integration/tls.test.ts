@@ -13,7 +13,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { CLI, DEFAULT_APP, HeraldProcess, REPO_ROOT, appConfig, startHerald } from '../helpers/herald-process.js';
+import { CLI, DEFAULT_APP, DEFAULT_PUSH, HeraldProcess, REPO_ROOT, appConfig, startHerald } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 
@@ -46,7 +46,7 @@ beforeAll(async () => {
   copyFileSync(join(dir, 'first-key.pem'), join(dir, 'key.pem'));
   herald = await startHerald({
     shards: 1,
-    config: { tls: { certFile: join(dir, 'cert.pem'), keyFile: join(dir, 'key.pem') }, admin: { token: ADMIN_TOKEN }, apps: [appConfig({ clientEvents: true })] },
+    config: { tls: { certFile: join(dir, 'cert.pem'), keyFile: join(dir, 'key.pem') }, admin: { token: ADMIN_TOKEN }, apps: [appConfig({ clientEvents: true })], push: [{ ...DEFAULT_PUSH }] },
     env: { HERALD_LOG_LEVEL: 'info' },
   });
 });
@@ -169,6 +169,29 @@ describe('tls', () => {
     await sdk.trigger('tls-pusher-js', 'hello', { n: 1 });
     expect(await exited, out).toBe(0);
     expect(out).toContain('got {"n":1}');
+  });
+
+  it('takes a publish from the Beams server SDK switched to HTTPS (docs/sdks.md), which speaks plain HTTP whenever endpoint is set', async () => {
+    // A child process: Node reads NODE_EXTRA_CA_CERTS only at start; the SDK uses the global agent.
+    const publish = (switchToHttps: boolean): Promise<string> => {
+      const program = `
+        import PushNotifications from '@pusher/push-notifications-server';
+        const beams = new PushNotifications({ instanceId: ${JSON.stringify(DEFAULT_PUSH.instanceId)}, secretKey: ${JSON.stringify(DEFAULT_PUSH.secretKey)}, endpoint: 'localhost', port: ${herald.port} });
+        ${switchToHttps ? "beams.protocol = 'https';" : ''}
+        beams.publishToInterests(['tls'], { web: { notification: { title: 'over TLS' } } }).then(
+          (r) => console.log('published ' + r.publishId),
+          (e) => console.log('failed ' + String(e && e.message)),
+        );
+        setTimeout(() => process.exit(2), 10000).unref();
+      `;
+      const child = spawn(process.execPath, ['--input-type=module', '-e', program], { cwd: REPO_ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') } });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+      return new Promise((resolve) => child.on('exit', () => resolve(out)));
+    };
+    expect(await publish(true)).toMatch(/^published pubid-/);
+    expect(await publish(false)).toMatch(/^failed /);
   });
 
   it('refuses a client that does not trust the CA', async () => {
