@@ -9,7 +9,7 @@
  *
  * Why: a storm (19,000 sockets closing at once) made one script call per change, all in flight
  * together, each holding ioredis commands, pipelines and promises until Redis answered, and
- * paying one Redis call's overhead (docs/benchmarks.md, "Batched Redis state changes"). Batched,
+ * paying one Redis call's overhead (bench/results/HISTORY.md, "Batched Redis state changes"). Batched,
  * the storm makes ~MAX_BATCH_OPS times fewer calls and Redis works through it within a second.
  *
  * Order: every change goes out on the node's one command connection after those asked for
