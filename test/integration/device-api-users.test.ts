@@ -14,7 +14,8 @@ let api: DeviceApi;
 let sdk: PushNotifications;
 
 beforeAll(async () => {
-  herald = await startHerald({ config: { push: [DEFAULT_PUSH, WEB_INSTANCE] } });
+  // A pushDomain of its own: the official SDK's tokens (issuer on pushnotifications.pusher.com) must still work.
+  herald = await startHerald({ config: { push: [DEFAULT_PUSH, WEB_INSTANCE], pushDomain: 'push.example.com' } });
   api = new DeviceApi(herald.baseUrl, DEFAULT_PUSH.instanceId);
   sdk = beamsSdk(herald.port, DEFAULT_PUSH.instanceId, DEFAULT_PUSH.secretKey);
 });
@@ -45,6 +46,13 @@ describe('user association with SDK tokens (D10, D11, web)', () => {
     const crossIssuer = await userToken(DEFAULT_PUSH.secretKey, WEB_INSTANCE.instanceId, { sub: 'mallory' });
     expectPushError(await api.setUser('fcm', id, crossIssuer), 403, 'issuer');
     expect((await api.get('fcm', id)).body.userId).toBe('');
+  });
+
+  it('accepts a token issued for the configured pushDomain as well as the SDK\'s', async () => {
+    const id = await api.registerOk('fcm', tokenFor('fcm', 'own-domain'));
+    const own = await userToken(DEFAULT_PUSH.secretKey, DEFAULT_PUSH.instanceId, { sub: 'own-domain', iss: `https://${DEFAULT_PUSH.instanceId}.push.example.com` });
+    expect((await api.setUser('fcm', id, own)).status).toBe(200);
+    expect((await api.get('fcm', id)).body.userId).toBe('own-domain');
   });
 
   it('re-registering a token clears its user (another person on the same device can associate theirs) and keeps its interests', async () => {

@@ -107,6 +107,18 @@ describe('logs at debug level', () => {
     expect(typeof line.code).toBe('string');
     expect(herald.stderr).not.toContain(DEFAULT_APP.secret);
   });
+
+  it('log a channel API request with an unknown app key at info, once per key and minute', async () => {
+    const url = `${herald.baseUrl}/apps/${DEFAULT_APP.id}/channels?auth_key=stale-key&auth_timestamp=1&auth_version=1.0&auth_signature=00`;
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(url);
+      expect(res.status).toBe(401);
+      expect(await res.json()).toMatchObject({ code: 'AUTH_UNKNOWN_KEY', error: "no app has key 'stale-key' (apps[].key)" });
+    }
+    const line = await waitForLine((l) => l.msg === "channel API: no app has key 'stale-key' (apps[].key)");
+    expect(line).toMatchObject({ level: 'info', key: 'stale-key', via: 'channel API' });
+    expect(lines().filter((l) => l.msg === line.msg)).toHaveLength(1);
+  });
 });
 
 describe('log level', () => {
