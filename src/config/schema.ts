@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { LOG_LEVELS } from '../log.js';
+import { isAddressOrRange } from '../net/outbound-guard.js';
 
 /** Characters allowed in channel names, interest names and webhook filters. */
 const NAME_CHARS = /^[A-Za-z0-9_\-=@,.;]+$/;
@@ -211,6 +212,15 @@ const clusterSchema = z.strictObject({
   nodeId: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ - . only, at most 64').optional(),
 });
 
+/**
+ * Connections to addresses users choose (web push endpoints, per-publish `webhookUrl`s) reach
+ * public addresses only; these addresses and CIDR ranges are let through too (an operator's own
+ * push service or receiver on a private network).
+ */
+const outboundSchema = z.strictObject({
+  allowPrivateAddresses: z.array(z.string().refine(isAddressOrRange, 'must be an IP address or a CIDR range such as 10.1.0.0/16')).default([]),
+});
+
 export const DEFAULT_APP = Object.freeze({ id: 'app-id', key: 'app-key', secret: 'app-secret' });
 export const DEFAULT_PUSH_INSTANCE = Object.freeze({
   instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10',
@@ -275,6 +285,7 @@ export const configSchema = z.strictObject({
   apps: z.array(appSchema).default([appSchema.parse({ ...DEFAULT_APP })]),
   push: z.array(pushInstanceSchema).default([pushInstanceSchema.parse({ ...DEFAULT_PUSH_INSTANCE })]),
   cluster: clusterSchema.optional(),
+  outbound: outboundSchema.default(outboundSchema.parse({})),
 });
 
 export type HeraldConfig = z.infer<typeof configSchema> & { shards: number };
@@ -291,3 +302,4 @@ export type MetricsListenerConfig = z.infer<typeof metricsListenerSchema>;
 export type PushDeliveryConfig = z.infer<typeof pushDeliverySchema>;
 export type AdminConfig = z.infer<typeof adminSchema>;
 export type ClusterConfig = z.infer<typeof clusterSchema>;
+export type OutboundConfig = z.infer<typeof outboundSchema>;
