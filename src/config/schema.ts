@@ -230,6 +230,19 @@ export const DEFAULT_PUSH_INSTANCE = Object.freeze({
 /** The token of the development defaults (`npm start` without a config file); never for production. */
 export const DEFAULT_ADMIN_TOKEN = 'herald-dev-admin-token';
 
+/**
+ * What Herald runs with when there is no config file at all (`npm start`): the public
+ * development app (client events and user authentication on: whispers are the first thing
+ * people try), push instance and admin token, listening on loopback only so that nobody else
+ * on the network can use them. A config file gets none of it: it means what it says.
+ */
+export const DEVELOPMENT_CONFIG = Object.freeze({
+  host: '127.0.0.1',
+  apps: [{ ...DEFAULT_APP, clientEvents: true, userAuthentication: true }],
+  push: [{ ...DEFAULT_PUSH_INSTANCE }],
+  admin: { token: DEFAULT_ADMIN_TOKEN },
+});
+
 const adminSchema = z.strictObject({
   /**
    * Bearer token of the admin API and the dashboard (`/admin/v1`, `/dashboard`); null turns both
@@ -282,8 +295,10 @@ export const configSchema = z.strictObject({
   webhookDelivery: webhookDeliverySchema.default(webhookDeliverySchema.parse({})),
   pushDelivery: pushDeliverySchema.default(pushDeliverySchema.parse({})),
   admin: adminSchema.default(adminSchema.parse({})),
-  apps: z.array(appSchema).default([appSchema.parse({ ...DEFAULT_APP })]),
-  push: z.array(pushInstanceSchema).default([pushInstanceSchema.parse({ ...DEFAULT_PUSH_INSTANCE })]),
+  /** Channel apps; none unless configured (the development app comes only with no config file: load.ts). */
+  apps: z.array(appSchema).default([]),
+  /** Push instances; none unless configured (the development instance comes only with no config file). */
+  push: z.array(pushInstanceSchema).default([]),
   cluster: clusterSchema.optional(),
   outbound: outboundSchema.default(outboundSchema.parse({})),
 });
