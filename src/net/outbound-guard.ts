@@ -64,6 +64,10 @@ const RANGES: ReadonlyArray<readonly [BlockList, NonPublicReason]> = NON_PUBLIC_
   return [list, reason] as const;
 });
 
+/** Every range at once: most addresses are public and are answered by this one check. */
+const ANY_RANGE = new BlockList();
+for (const [network, prefix] of NON_PUBLIC_RANGES) ANY_RANGE.addSubnet(network, prefix, isIP(network) === 4 ? 'ipv4' : 'ipv6');
+
 const GLOBAL_UNICAST_V6 = new BlockList();
 GLOBAL_UNICAST_V6.addSubnet('2000::', 3, 'ipv6');
 
@@ -81,6 +85,7 @@ export function nonPublicReason(address: string): NonPublicReason | undefined {
     if (embedded !== undefined) return nonPublicReason(embedded);
   }
   const type = family === 4 ? 'ipv4' : 'ipv6';
+  if (!ANY_RANGE.check(bare, type)) return family === 6 && !GLOBAL_UNICAST_V6.check(bare, 'ipv6') ? 'reserved' : undefined;
   for (const [list, reason] of RANGES) {
     if (list.check(bare, type)) return reason;
   }
