@@ -122,17 +122,33 @@ async function main(): Promise<void> {
     process.stdout.write(HELP);
     return;
   }
+  const configPath = values.config ?? process.env.HERALD_CONFIG;
   const config = loadConfig({ configPath: values.config });
   setLogLevel(config.logLevel);
   const herald = await startHerald(config);
-  const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
   const [http, ws] = herald.secure ? ['https', 'wss'] : ['http', 'ws'];
-  const lines = [`Herald listening on ${http}://${shownHost}:${herald.port} (${ws}://${shownHost}:${herald.port}/app/<key>)`, `data dir: ${resolve(config.dataDir)}, shards: ${config.shards}`];
+  // The address really listened on; links to open on this machine use loopback for a wildcard.
+  const everywhere = config.host === '0.0.0.0' || config.host === '::';
+  const listenHost = urlHost(config.host);
+  const linkHost = everywhere ? '127.0.0.1' : listenHost;
+  const lines = [
+    `Herald listening on ${http}://${listenHost}:${herald.port}${everywhere ? ', every network interface' : ''} (${ws}://${listenHost}:${herald.port}/app/<key>)`,
+    `data dir: ${resolve(config.dataDir)}, shards: ${config.shards}`,
+  ];
   if (herald.metricsPort !== null) lines.push(`metrics on http://${config.metrics?.host}:${herald.metricsPort}/metrics`);
   if (config.admin.token !== null) {
     // The token itself is printed only when it is the public development one.
     const devToken = config.admin.token === DEFAULT_ADMIN_TOKEN;
-    lines.push(`dashboard: ${http}://${shownHost}:${herald.port}/dashboard${devToken ? `#token=${DEFAULT_ADMIN_TOKEN}` : ' (sign in with the admin token)'}`);
+    lines.push(`dashboard: ${http}://${linkHost}:${herald.port}/dashboard${devToken ? `#token=${DEFAULT_ADMIN_TOKEN}` : ' (sign in with the admin token)'}`);
+  } else {
+    lines.push('dashboard: off (no admin token); to turn it on, set admin.token in the config file or HERALD_ADMIN_TOKEN to a secret of at least 16 characters');
+  }
+  if (configPath) {
+    // A config file means what it says: no apps or push key, none of them.
+    if (config.apps.length === 0) lines.push('channels: no apps configured (apps[] in the config file)');
+    if (config.push.length === 0) lines.push('push: no instances configured (push[] in the config file)');
+  } else {
+    lines.push(`development mode (no config file): ${everywhere || !isLoopback(config.host) ? `listening on ${config.host} as HERALD_HOST says` : 'loopback only (HERALD_HOST to change)'}; client events and user authentication on`);
   }
   const defaultApp = config.apps.find((a) => a.id === DEFAULT_APP.id && a.secret === DEFAULT_APP.secret);
   const defaultPush = config.push.find((p) => p.instanceId === DEFAULT_PUSH_INSTANCE.instanceId && p.secretKey === DEFAULT_PUSH_INSTANCE.secretKey);
@@ -178,6 +194,15 @@ async function main(): Promise<void> {
   process.on('SIGHUP', reload);
   process.off('SIGHUP', early);
   if (hangupDuringStart) reload();
+}
+
+/** A host as it goes in a URL: IPv6 addresses in brackets. */
+function urlHost(host: string): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || host.startsWith('127.');
 }
 
 /**

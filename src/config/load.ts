@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { DEFAULT_ADMIN_TOKEN, configSchema, type HeraldConfig } from './schema.js';
+import { DEVELOPMENT_CONFIG, configSchema, type HeraldConfig } from './schema.js';
 import { isLogLevel, LOG_LEVELS } from '../log.js';
 import { checkKeyMaterial, checkTlsFiles } from './key-material.js';
 import { defaultMaxConnections } from './fd-limit.js';
@@ -20,11 +20,15 @@ export interface ConfigSources {
   overrides?: Record<string, unknown>;
 }
 
-/** Reads the config file named by --config or HERALD_CONFIG (if any) and applies HERALD_* overrides. */
+/**
+ * Reads the config file named by --config or HERALD_CONFIG and applies HERALD_* overrides.
+ * Without a file, Herald runs with DEVELOPMENT_CONFIG (the public development credentials on
+ * loopback); a file, even `{}`, gets only what it says plus the schema's defaults.
+ */
 export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> {
   const env = sources.env ?? process.env;
   const path = sources.configPath ?? env.HERALD_CONFIG;
-  let raw: Record<string, unknown> = {};
+  let raw: Record<string, unknown> = structuredClone(DEVELOPMENT_CONFIG) as Record<string, unknown>;
   if (path) {
     let text: string;
     try {
@@ -49,9 +53,7 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
   if (env.HERALD_PORT) fromEnv.port = envInteger('HERALD_PORT', env.HERALD_PORT);
   if (env.HERALD_DATA_DIR) fromEnv.dataDir = env.HERALD_DATA_DIR;
   if (env.HERALD_SHARDS) fromEnv.shards = envInteger('HERALD_SHARDS', env.HERALD_SHARDS);
-  // The embedded development defaults (no config file) come with the development admin token.
   if (env.HERALD_ADMIN_TOKEN !== undefined) fromEnv.admin = { ...adminOf(raw), token: env.HERALD_ADMIN_TOKEN || null };
-  else if (!path) fromEnv.admin = { token: DEFAULT_ADMIN_TOKEN };
   if (env.HERALD_REDIS_URL) {
     // Replaces only the URL (and turns the cluster on): keyPrefix and nodeTimeoutMs keep the file's values or defaults.
     fromEnv.cluster = { ...objectField(raw, 'cluster'), redisUrl: env.HERALD_REDIS_URL };

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { LOG_LEVELS } from '../log.js';
+import { isAddressOrRange } from '../net/outbound-guard.js';
 
 /** Characters allowed in channel names, interest names and webhook filters. */
 const NAME_CHARS = /^[A-Za-z0-9_\-=@,.;]+$/;
@@ -274,6 +275,15 @@ const clusterSchema = z.strictObject({
   nodeId: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ - . only, at most 64').optional(),
 });
 
+/**
+ * Connections to addresses users choose (web push endpoints, per-publish `webhookUrl`s) reach
+ * public addresses only; these addresses and CIDR ranges are let through too (an operator's own
+ * push service or receiver on a private network).
+ */
+const outboundSchema = z.strictObject({
+  allowPrivateAddresses: z.array(z.string().refine(isAddressOrRange, 'must be an IP address or a CIDR range such as 10.1.0.0/16')).default([]),
+});
+
 export const DEFAULT_APP = Object.freeze({ id: 'app-id', key: 'app-key', secret: 'app-secret' });
 export const DEFAULT_PUSH_INSTANCE = Object.freeze({
   instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10',
@@ -282,6 +292,19 @@ export const DEFAULT_PUSH_INSTANCE = Object.freeze({
 
 /** The token of the development defaults (`npm start` without a config file); never for production. */
 export const DEFAULT_ADMIN_TOKEN = 'herald-dev-admin-token';
+
+/**
+ * What Herald runs with when there is no config file at all (`npm start`): the public
+ * development app (client events and user authentication on: whispers are the first thing
+ * people try), push instance and admin token, listening on loopback only so that nobody else
+ * on the network can use them. A config file gets none of it: it means what it says.
+ */
+export const DEVELOPMENT_CONFIG = Object.freeze({
+  host: '127.0.0.1',
+  apps: [{ ...DEFAULT_APP, clientEvents: true, userAuthentication: true }],
+  push: [{ ...DEFAULT_PUSH_INSTANCE }],
+  admin: { token: DEFAULT_ADMIN_TOKEN },
+});
 
 const adminSchema = z.strictObject({
   /**
@@ -335,9 +358,12 @@ export const configSchema = z.strictObject({
   webhookDelivery: webhookDeliverySchema.default(webhookDeliverySchema.parse({})),
   pushDelivery: pushDeliverySchema.default(pushDeliverySchema.parse({})),
   admin: adminSchema.default(adminSchema.parse({})),
-  apps: z.array(appSchema).default([appSchema.parse({ ...DEFAULT_APP })]),
-  push: z.array(pushInstanceSchema).default([pushInstanceSchema.parse({ ...DEFAULT_PUSH_INSTANCE })]),
+  /** Channel apps; none unless configured (the development app comes only with no config file: load.ts). */
+  apps: z.array(appSchema).default([]),
+  /** Push instances; none unless configured (the development instance comes only with no config file). */
+  push: z.array(pushInstanceSchema).default([]),
   cluster: clusterSchema.optional(),
+  outbound: outboundSchema.default(outboundSchema.parse({})),
 });
 
 export type HeraldConfig = z.infer<typeof configSchema> & { shards: number };
@@ -354,3 +380,4 @@ export type MetricsListenerConfig = z.infer<typeof metricsListenerSchema>;
 export type PushDeliveryConfig = z.infer<typeof pushDeliverySchema>;
 export type AdminConfig = z.infer<typeof adminSchema>;
 export type ClusterConfig = z.infer<typeof clusterSchema>;
+export type OutboundConfig = z.infer<typeof outboundSchema>;

@@ -11,6 +11,7 @@ import type { WebhooksClient, WebhookStatsReport } from '../webhooks/client.js';
 import type { ShardMetrics } from './shard-metrics.js';
 import { allAppCounters, pushPublishes } from './node-counters.js';
 import { registerHttpMetrics } from './http-metrics.js';
+import { NON_PUBLIC_REASONS } from '../net/outbound-guard.js';
 
 /** The shard pool's own load figures (ShardPool has them). */
 export interface ShardLoad {
@@ -121,6 +122,22 @@ export class HeraldMetrics {
           for (const n of shard.notifications) {
             this.inc({ instance_id: n.instanceId, gateway: n.gateway, result: n.result, reason: n.reason }, n.count);
           }
+        }
+      },
+    });
+    new Counter({
+      name: 'herald_outbound_refusals_total',
+      help: 'Connections not made because the address is not public (web push endpoints, per-publish webhookUrls), by client and reason',
+      labelNames: ['client', 'reason'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        // Every client and reason at 0, so that rate() and alerts see the series before the first refusal.
+        for (const client of ['web_push', 'webhook']) for (const reason of NON_PUBLIC_REASONS) this.inc({ client, reason }, 0);
+        const f = await figures();
+        if (!f) return;
+        for (const shard of f.metrics) {
+          for (const r of shard.outboundRefusals) this.inc({ client: r.client, reason: r.reason }, r.count);
         }
       },
     });

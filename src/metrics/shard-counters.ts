@@ -31,11 +31,25 @@ export function boundedReason(reason: string): string {
   return short;
 }
 
+/** Outbound connections refused (net/outbound-guard.ts), by client and reason. */
+const outboundRefusals = new Map<string, number>();
+
+/** Counts one connection refused because its address is not public; `client` is `web_push` or `webhook`. */
+export function countOutboundRefusal(client: 'web_push' | 'webhook', reason: string): void {
+  const key = `${client}\t${reason}`;
+  outboundRefusals.set(key, (outboundRefusals.get(key) ?? 0) + 1);
+}
+
 export function shardMetrics(): ShardMetrics {
   const out: ShardMetrics['notifications'] = [];
   for (const [key, count] of notifications) {
     const [instanceId, gateway, result, reason] = key.split('\t') as [string, string, string, string];
     out.push({ instanceId, gateway, result, reason, count });
   }
-  return { notifications: out };
+  const refusals: ShardMetrics['outboundRefusals'] = [];
+  for (const [key, count] of outboundRefusals) {
+    const [client, reason] = key.split('\t') as [string, string];
+    refusals.push({ client, reason, count });
+  }
+  return { notifications: out, outboundRefusals: refusals };
 }

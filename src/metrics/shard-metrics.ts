@@ -2,4 +2,6 @@
 export interface ShardMetrics {
   /** Push notification outcomes since the worker started; `reason` is '' for sent ones. */
   notifications: { instanceId: string; gateway: string; result: string; reason: string; count: number }[];
+  /** Outbound connections refused because their address is not public, since the worker started. */
+  outboundRefusals: { client: string; reason: string; count: number }[];
 }

@@ -17,7 +17,7 @@ import { log } from '../log.js';
 import type { ChannelWebhookEvent, PushWebhookEvent, WebhookEmitter } from './emitter.js';
 import type { WebhookStats } from './messages.js';
 import { DeliveryQueue, readyAt } from './delivery-queue.js';
-import { postWebhook, redactUrl, retryDelayMs, type DeliveryResult, type WebhookRequest } from './http-sender.js';
+import { WebhookSender, redactUrl, retryDelayMs, type DeliveryResult, type WebhookRequest } from './http-sender.js';
 import { OutboxStore, type OutboxEntry, type WebhookTarget } from './outbox-store.js';
 import { ReloadDebounce, type HeldRef } from './reload-debounce.js';
 import { channelRequest, newEventId, publishRequest, pushRequest, pushWebhookBody } from './requests.js';
@@ -36,7 +36,7 @@ const CLOSE_GRACE_MS = 1000;
 export interface WebhookOutboxOptions {
   /** The shard's LMDB environment. */
   root: RootDatabase;
-  config: Readonly<Pick<HeraldConfig, 'apps' | 'push' | 'webhookDelivery'>>;
+  config: Readonly<Pick<HeraldConfig, 'apps' | 'push' | 'webhookDelivery' | 'outbound'>>;
   shardIndex: number;
   /** Jitter source, in [0, 1). */
   random?: () => number;
@@ -57,6 +57,7 @@ export class WebhookOutbox implements WebhookEmitter {
   private readonly urls = new Map<string, UrlSlots>();
   private readonly debounce = new ReloadDebounce();
   private readonly closeController = new AbortController();
+  private readonly sender: WebhookSender;
   private readonly requests = new Set<Promise<void>>();
   private state: 'open' | 'closing' | 'closed' = 'open';
   private readonly counters = { sent: 0, requests: 0, failedAttempts: 0, deadLettered: 0, suppressed: 0 };
@@ -67,6 +68,7 @@ export class WebhookOutbox implements WebhookEmitter {
     this.delivery = opts.config.webhookDelivery;
     this.shardIndex = opts.shardIndex;
     this.random = opts.random ?? Math.random;
+    this.sender = new WebhookSender(opts.config.outbound.allowPrivateAddresses);
     this.resume();
   }
 
@@ -213,6 +215,7 @@ export class WebhookOutbox implements WebhookEmitter {
     this.state = 'closed';
     this.closeController.abort();
     await Promise.allSettled([...this.requests]);
+    this.sender.close();
     await this.store.flushed();
   }
 
@@ -293,7 +296,8 @@ export class WebhookOutbox implements WebhookEmitter {
       this.deadLetter(batch, 'receiver no longer configured', now);
       return;
     }
-    const done = postWebhook(request, this.delivery.timeoutMs, this.closeController.signal)
+    // Receivers from the config file are the operator's; a per-publish webhookUrl is not.
+    const done = this.sender.post(request, queue.target.kind === 'publish', this.delivery.timeoutMs, this.closeController.signal)
       .then((result) => {
         if (this.state === 'closed') return;
         this.settle(queue, batch, result);
@@ -358,7 +362,7 @@ export class WebhookOutbox implements WebhookEmitter {
     const jitter = this.random();
     for (const entry of batch) {
       const attempts = entry.attempts + 1;
-      if (attempts >= this.delivery.maxAttempts) {
+      if (attempts >= this.delivery.maxAttempts || result.final) {
         queue.remove(entry.seq);
         dead.push({ ...entry, attempts });
         continue;

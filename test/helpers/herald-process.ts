@@ -14,8 +14,14 @@ export const DEFAULT_APP = { id: 'app-id', key: 'app-key', secret: 'app-secret' 
 export const DEFAULT_PUSH = { instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10', secretKey: 'push-secret' } as const;
 
 export interface HeraldOptions {
-  /** Config object written to a temp file and passed with --config. */
+  /**
+   * Config object written to a temp file and passed with --config. Herald gives a config file
+   * no app and no push instance of its own; for the tests' convenience one without `apps` gets
+   * the test app DEFAULT_APP and one without `push` the instance DEFAULT_PUSH, unless `bare`.
+   */
   config?: Record<string, unknown>;
+  /** Write `config` exactly as given (tests of what a config file means). */
+  bare?: boolean;
   /** Extra environment variables. */
   env?: Record<string, string>;
   /** Reuse a data dir (restart tests); a fresh temp dir otherwise. */
@@ -60,7 +66,7 @@ export class HeraldProcess {
   private async startOnce(): Promise<this> {
     if (this.options.config && !this.configPath) {
       this.configPath = join(this.dataDir, '..', `herald-config-${process.pid}-${Math.random().toString(36).slice(2)}.json`);
-      writeFileSync(this.configPath, JSON.stringify(this.options.config));
+      writeFileSync(this.configPath, JSON.stringify(this.options.bare ? this.options.config : withTestDefaults(this.options.config)));
     }
     const args = [CLI];
     if (this.configPath) args.push('--config', this.configPath);
@@ -152,6 +158,11 @@ export class HeraldProcess {
     if (this.configPath) rmSync(this.configPath, { force: true });
     if (this.ownsDataDir) rmSync(this.dataDir, { recursive: true, force: true });
   }
+}
+
+/** `config` with the test app and push instance where it names none (HeraldOptions.config). */
+export function withTestDefaults(config: Record<string, unknown>): Record<string, unknown> {
+  return { apps: [{ ...DEFAULT_APP }], push: [{ ...DEFAULT_PUSH }], ...config };
 }
 
 /** Starts a Herald process; call dispose() in afterAll. */

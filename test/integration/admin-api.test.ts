@@ -133,7 +133,9 @@ describe('admin API', () => {
         const res = await fetch(`${plain.baseUrl}${path}`, { headers: { authorization: `Bearer ${CONFIG_TOKEN}` } });
         expect(res.status, path).toBe(404);
       }
-      expect(plain.stdout).not.toContain('dashboard:');
+      // No link: one line saying the dashboard is off and how to turn it on.
+      expect(plain.stdout).not.toContain('/dashboard');
+      expect(plain.stdout).toContain('dashboard: off (no admin token); to turn it on, set admin.token in the config file or HERALD_ADMIN_TOKEN');
     } finally {
       await plain.dispose();
     }

@@ -29,6 +29,8 @@ beforeAll(async () => {
         fakes.instanceConfig({ ...QUOTA, notificationQuota: 2 }),
       ],
       webhookDelivery: { batchWindowMs: 0 },
+      // The publishes' webhookUrls are on the local receiver: a private address Herald refuses unless allowed.
+      outbound: { allowPrivateAddresses: ['127.0.0.1'] },
     },
   });
 });
@@ -212,6 +214,7 @@ describe('a publish that a shard failed to store', () => {
         pushDelivery: { concurrency: 1 },
         webhookDelivery: { batchWindowMs: 0 },
         shardRequestTimeoutMs: 20_000,
+        outbound: { allowPrivateAddresses: ['127.0.0.1'] },
       },
     });
     try {

@@ -31,6 +31,8 @@ beforeAll(async () => {
       push: [fakes.instanceConfig({ ...DEFAULT_PUSH, webhooks: [{ url: `${hooks.origin}/instance`, secret: HOOK_SECRET }] })],
       pushDelivery: { retryBaseDelayMs: 20, retryAttempts: 3 },
       webhookDelivery: { batchWindowMs: 0, retryBaseMs: 100 },
+      // The publishes' webhookUrls are on the local receiver: a private address Herald refuses unless allowed.
+      outbound: { allowPrivateAddresses: ['127.0.0.1'] },
     },
   });
   beams = beamsSdk(herald.port);

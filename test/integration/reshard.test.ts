@@ -38,6 +38,8 @@ function config(): Record<string, unknown> {
   return {
     push: [fakes.instanceConfig({ ...DEFAULT_PUSH, webhooks: [{ url: receiver.url('/instance'), secret: 'hook-secret' }] })],
     webhookDelivery: { batchWindowMs: 0, retryBaseMs: 500, maxAttempts: 100 },
+    // The publishes' webhookUrls are on the local receiver: a private address Herald refuses unless allowed.
+    outbound: { allowPrivateAddresses: ['127.0.0.1'] },
   };
 }
 

@@ -10,11 +10,11 @@ import type { ChannelAdapter } from '../../../src/channels/adapter/channel-adapt
 import { triggerBatch, triggerEvent } from '../../../src/channels/http-api/events.js';
 import { MessageQuota } from '../../../src/channels/http-api/quota.js';
 import { signedHandler } from '../../../src/channels/http-api/routes.js';
-import { configSchema } from '../../../src/config/schema.js';
+import { DEFAULT_APP, configSchema } from '../../../src/config/schema.js';
 import type { RequestContext } from '../../../src/http/uws-http.js';
 import type { MicroSuite } from '../../micro-suite.js';
 
-const app = configSchema.parse({}).apps[0]!;
+const app = configSchema.parse({ apps: [{ ...DEFAULT_APP }] }).apps[0]!;
 const appsByKey = new Map([[app.key, app]]);
 
 function request(path: string, payload: object): RequestContext {

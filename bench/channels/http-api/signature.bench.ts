@@ -6,10 +6,10 @@
 import { createHash, createHmac } from 'node:crypto';
 import { parseQueryPairs } from '../../../src/channels/http-api/params.js';
 import { authenticateRequest } from '../../../src/channels/http-api/signature.js';
-import { configSchema } from '../../../src/config/schema.js';
+import { DEFAULT_APP, configSchema } from '../../../src/config/schema.js';
 import type { MicroSuite } from '../../micro-suite.js';
 
-const config = configSchema.parse({});
+const config = configSchema.parse({ apps: [{ ...DEFAULT_APP }] });
 const app = config.apps[0]!;
 const path = `/apps/${app.id}/events`;
 const body = Buffer.from(JSON.stringify({ name: 'new-message', channel: 'private-chat-room-7', data: JSON.stringify({ message: 'hello world', from: 'user-42' }) }));

@@ -23,6 +23,8 @@ export interface GatewayFactoryOptions {
   requestTimeoutMs?: number;
   /** HTTP/2 sessions per APNs/FCM client. Default 2. */
   poolSize?: number;
+  /** Private addresses and CIDR ranges web push services may be on (`outbound.allowPrivateAddresses`). */
+  allowPrivateAddresses?: readonly string[];
 }
 
 /** One client per configured platform; platforms without config are absent from the result. */
@@ -38,7 +40,8 @@ export function createGatewayClients(
   const pool = options.poolSize !== undefined ? { poolSize: options.poolSize } : {};
   if (instanceConfig.apns) clients.apns = new ApnsClient(instanceConfig.apns, { ...shared, ...pool });
   if (instanceConfig.fcm) clients.fcm = new FcmClient(instanceConfig.fcm, { ...shared, ...pool });
-  if (instanceConfig.web) clients.web = new WebPushClient(instanceConfig.web, shared);
+  const outbound = options.allowPrivateAddresses ? { allowPrivateAddresses: options.allowPrivateAddresses } : {};
+  if (instanceConfig.web) clients.web = new WebPushClient(instanceConfig.web, { ...shared, ...outbound });
   return clients;
 }
 

@@ -8,14 +8,15 @@
  * RFC 8291 needs.
  *
  * Endpoint hosts (SSRF): registration needs no credentials and Herald then POSTs to the
- * endpoint, so by default an endpoint whose host is a loopback, private (RFC 1918, fc00::/7),
- * link-local (169.254/16, fe80::/10) or unspecified address, or a `localhost` name, is
- * refused; `push[].web.allowPrivateEndpoints` lifts the rule (tests, a push service on a
- * private network). Only literal addresses (in any form the URL parser normalises: `127.1`,
- * `0x7f.1`, `[::ffff:127.0.0.1]`) and localhost names are recognised: a DNS name that
- * resolves to a private address is not caught.
+ * endpoint, so an endpoint whose host is a literal address that is not public (any range of
+ * net/outbound-guard.ts, in any form the URL parser normalises: `127.1`, `0x7f.1`,
+ * `[::ffff:127.0.0.1]`) or a `localhost` name is refused here, unless the operator allowed the
+ * address (`outbound.allowPrivateAddresses`) or lifted the rule for the instance
+ * (`push[].web.allowPrivateEndpoints`). A DNS name is resolved only when Herald connects: the web
+ * push client's OutboundGuard checks the address connected to then.
  */
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
+import { OutboundGuard } from '../../net/outbound-guard.js';
 
 /** Longest web token accepted: base64 of a PushSubscription JSON (real ones are about 400-800). */
 export const MAX_WEB_TOKEN_LENGTH = 8192;
@@ -28,8 +29,10 @@ export interface PushSubscriptionJson {
 
 /** What the rules allow beyond the defaults. */
 export interface SubscriptionRules {
-  /** Accept endpoints on loopback, private, link-local and unspecified addresses and localhost names. */
+  /** Accept endpoints on any address that is not public and localhost names (tests, a private push service). */
   allowPrivateEndpoints?: boolean;
+  /** Addresses and CIDR ranges accepted though not public (`outbound.allowPrivateAddresses`). */
+  allowPrivateAddresses?: readonly string[];
 }
 
 /**
@@ -42,31 +45,25 @@ export type SubscriptionParse =
 
 const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
 
-/** Addresses an endpoint may not name unless allowPrivateEndpoints (IPv4-mapped IPv6 forms match the IPv4 rules). */
-const PRIVATE_ADDRESSES = (() => {
-  const list = new BlockList();
-  list.addSubnet('0.0.0.0', 8, 'ipv4'); // unspecified, "this network"
-  list.addSubnet('127.0.0.0', 8, 'ipv4'); // loopback
-  list.addSubnet('10.0.0.0', 8, 'ipv4'); // RFC 1918
-  list.addSubnet('172.16.0.0', 12, 'ipv4'); // RFC 1918
-  list.addSubnet('192.168.0.0', 16, 'ipv4'); // RFC 1918
-  list.addSubnet('169.254.0.0', 16, 'ipv4'); // link-local (cloud metadata services live here)
-  list.addSubnet('::', 96, 'ipv6'); // unspecified, loopback and the IPv4-compatible forms
-  list.addSubnet('fc00::', 7, 'ipv6'); // unique local
-  list.addSubnet('fe80::', 10, 'ipv6'); // link-local
-  return list;
-})();
+/** Guards by allowlist, built once per list (the config's lists are frozen and reused). */
+const guards = new WeakMap<readonly string[], OutboundGuard>();
+const NO_ALLOWLIST: readonly string[] = Object.freeze([]);
 
 /**
- * True when a URL hostname (as `new URL().hostname` gives it) is a localhost name or a literal
- * loopback, private, link-local or unspecified address.
+ * Why a URL hostname (as `new URL().hostname` gives it) may not be an endpoint host: a localhost
+ * name, or a literal address that is not public and not allowed; undefined when it may.
  */
-export function isPrivateHost(hostname: string): boolean {
+export function endpointHostRefusal(hostname: string, allowPrivateAddresses: readonly string[] = NO_ALLOWLIST): string | undefined {
   const host = hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
-  if (host === 'localhost' || host.endsWith('.localhost')) return true;
-  const family = isIP(host);
-  if (family === 0) return false;
-  return PRIVATE_ADDRESSES.check(host, family === 4 ? 'ipv4' : 'ipv6');
+  if (host === 'localhost' || host.endsWith('.localhost')) return `the web push endpoint host ${hostname} is a localhost name`;
+  if (isIP(host) === 0) return undefined;
+  let guard = guards.get(allowPrivateAddresses);
+  if (!guard) {
+    guard = new OutboundGuard({ allowPrivateAddresses });
+    guards.set(allowPrivateAddresses, guard);
+  }
+  const refused = guard.refusalFor(host, host);
+  return refused ? `the web push endpoint host ${hostname} is ${refused.reason === 'unspecified' ? 'an unspecified' : `a ${refused.reason}`} address, not a public one` : undefined;
 }
 
 /** Parses and checks a web device token; the reason reads after "Incorrect device token: ". */
@@ -95,11 +92,12 @@ export function parseSubscriptionToken(token: string, rules: SubscriptionRules =
   const { p256dh, auth } = keys as { p256dh?: unknown; auth?: unknown };
   if (typeof p256dh !== 'string' || base64UrlBytes(p256dh) !== 65) return bad('keys.p256dh must be a 65-byte P-256 public key in base64url');
   if (typeof auth !== 'string' || (base64UrlBytes(auth) ?? 0) < 16) return bad('keys.auth must be at least 16 bytes in base64url');
-  if (!rules.allowPrivateEndpoints && isPrivateHost(url.hostname)) {
+  const refusal = rules.allowPrivateEndpoints ? undefined : endpointHostRefusal(url.hostname, rules.allowPrivateAddresses);
+  if (refusal !== undefined) {
     return {
       ok: false,
       privateEndpoint: true,
-      reason: `the web push endpoint host ${url.hostname} is a loopback, private, link-local or unspecified address or a localhost name (allowed only with push[].web.allowPrivateEndpoints)`,
+      reason: `${refusal} (allowed only in outbound.allowPrivateAddresses or with push[].web.allowPrivateEndpoints)`,
     };
   }
   return { ok: true, subscription: { endpoint, keys: { p256dh, auth } } };

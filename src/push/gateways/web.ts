@@ -2,7 +2,9 @@
  * Web push client: RFC 8291 (aes128gcm) payload encryption and RFC 8292 VAPID via the
  * `web-push` library, delivered (RFC 8030) with node:https over a keep-alive agent. Tokens
  * are parsed by web-subscription.ts with the rules the device API applies at registration,
- * so an endpoint on a private address registered before the rule is still not sent to. Per
+ * so an endpoint on a private address registered before the rule is still not sent to, and
+ * the agent connects only to public addresses (net/outbound-guard.ts: checked when the name is
+ * resolved, the checked address is the one connected to). Redirects are never followed. Per
  * push service origin, a 429/503 Retry-After pauses every send to it (gateway-pause.ts) and
  * its 404/410 answers delete devices only once it has accepted a send (dead-token-guard.ts).
  */
@@ -16,6 +18,8 @@ import {
   closingController, isRetryableStatus, parseRetryAfter, resolveRetryPolicy, transportFailure, withRetries, type AttemptResult,
 } from './retry.js';
 import { parseSubscriptionToken, type PushSubscriptionJson } from './web-subscription.js';
+import { OutboundAddressRefused, OutboundGuard } from '../../net/outbound-guard.js';
+import { countOutboundRefusal } from '../../metrics/shard-counters.js';
 
 export interface WebPushClientOptions {
   retry?: Partial<RetryPolicy>;
@@ -23,6 +27,8 @@ export interface WebPushClientOptions {
   requestTimeoutMs?: number;
   /** Keep-alive sockets per push service origin. Default 64. */
   maxSocketsPerOrigin?: number;
+  /** Private addresses and CIDR ranges push services may be on (`outbound.allowPrivateAddresses`). */
+  allowPrivateAddresses?: readonly string[];
 }
 
 /** Default TTL: how long the push service keeps an undelivered message, in seconds (4 weeks, as web-push). */
@@ -49,6 +55,8 @@ export class WebPushClient implements GatewayClient {
   readonly #retry: Readonly<RetryPolicy>;
   readonly #timeoutMs: number;
   readonly #allowPrivateEndpoints: boolean;
+  readonly #allowPrivateAddresses: readonly string[];
+  readonly #guard: OutboundGuard;
   readonly #closing = closingController();
   readonly #origins = new Map<string, OriginState>();
 
@@ -59,15 +67,22 @@ export class WebPushClient implements GatewayClient {
     this.#retry = resolveRetryPolicy(options.retry);
     this.#timeoutMs = options.requestTimeoutMs ?? 10_000;
     this.#allowPrivateEndpoints = config.allowPrivateEndpoints ?? false;
+    this.#allowPrivateAddresses = options.allowPrivateAddresses ?? [];
+    this.#guard = new OutboundGuard({
+      allowPrivateAddresses: this.#allowPrivateAddresses,
+      allowAll: this.#allowPrivateEndpoints,
+      onRefused: (reason) => countOutboundRefusal('web_push', reason),
+    });
     this.#agent = new https.Agent({
       keepAlive: true,
+      lookup: this.#guard.lookup,
       maxSockets: options.maxSocketsPerOrigin ?? 64,
       ...(config.caFile ? { ca: readFileSync(config.caFile) } : {}),
     });
   }
 
   send(message: GatewayMessage): Promise<GatewayOutcome> {
-    const parsed = parseSubscriptionToken(message.token, { allowPrivateEndpoints: this.#allowPrivateEndpoints });
+    const parsed = parseSubscriptionToken(message.token, { allowPrivateEndpoints: this.#allowPrivateEndpoints, allowPrivateAddresses: this.#allowPrivateAddresses });
     if (!parsed.ok) {
       // A private endpoint is refused by configuration, not by the push service: keep the device.
       if (parsed.privateEndpoint) return Promise.resolve({ kind: 'failed', reason: `EndpointNotAllowed: ${parsed.reason}` });
@@ -104,6 +119,8 @@ export class WebPushClient implements GatewayClient {
     try {
       response = await this.#post(details);
     } catch (error) {
+      // Refused by the operator's rule, not by the push service: final, and the device is kept.
+      if (error instanceof OutboundAddressRefused) return { kind: 'failed', reason: `EndpointNotAllowed: ${error.message}` };
       return transportFailure(error);
     }
     const { status } = response;
@@ -138,6 +155,8 @@ export class WebPushClient implements GatewayClient {
     for (const [name, value] of Object.entries(details.headers)) {
       if (value !== undefined && value !== null) headers[name] = String(value);
     }
+    // A literal address is never looked up: checked here; a name is checked by the agent's lookup.
+    this.#guard.checkHost(new URL(details.endpoint).hostname);
     return new Promise((resolve, reject) => {
       const request = https.request(details.endpoint, {
         method: 'POST',

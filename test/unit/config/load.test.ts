@@ -6,18 +6,45 @@ import { ConfigError, loadConfig, parseConfig } from '../../../src/config/load.j
 import { DEFAULT_ADMIN_TOKEN } from '../../../src/config/schema.js';
 
 describe('config', () => {
-  it('has embedded defaults: port 6001, ./data, a default app and push instance', () => {
+  it('has schema defaults: port 6001, every address, ./data, no app and no push instance', () => {
     const c = parseConfig({});
     expect(c.port).toBe(6001);
     expect(c.host).toBe('0.0.0.0');
     expect(c.dataDir).toBe('./data');
     expect(c.shards).toBeGreaterThanOrEqual(1);
-    expect(c.apps[0]).toMatchObject({ id: 'app-id', key: 'app-key', secret: 'app-secret', enabled: true, clientEvents: false });
+    expect(c.apps).toEqual([]);
+    expect(c.push).toEqual([]);
+    expect(c.admin.token).toBeNull();
+  });
+
+  it('without a config file: the development app (client events and sign-in on), push instance and admin token, on loopback', () => {
+    const c = loadConfig({ env: {} });
+    expect(c.host).toBe('127.0.0.1');
+    expect(c.apps).toHaveLength(1);
+    expect(c.apps[0]).toMatchObject({ id: 'app-id', key: 'app-key', secret: 'app-secret', enabled: true, clientEvents: true, userAuthentication: true });
+    expect(c.push).toHaveLength(1);
     expect(c.push[0]).toMatchObject({ instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10', secretKey: 'push-secret', maxPublishesPerSecond: 100 });
+    expect(c.admin.token).toBe(DEFAULT_ADMIN_TOKEN);
+    expect(loadConfig({ env: { HERALD_HOST: '0.0.0.0' } }).host).toBe('0.0.0.0');
+  });
+
+  it('a config file means what it says: {} is an empty server, with no development credentials', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'herald-config-'));
+    try {
+      const file = join(dir, 'c.json');
+      writeFileSync(file, '{}');
+      const empty = loadConfig({ configPath: file, env: {} });
+      expect(empty).toMatchObject({ apps: [], push: [], host: '0.0.0.0', admin: { token: null } });
+      writeFileSync(file, JSON.stringify({ apps: [{ id: 'a', key: 'k', secret: 's' }] }));
+      expect(loadConfig({ configPath: file, env: {} }).push).toEqual([]);
+      expect(loadConfig({ env: { HERALD_CONFIG: file } }).apps.map((a) => a.id)).toEqual(['a']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('is frozen all the way down', () => {
-    const c = parseConfig({});
+    const c = loadConfig({ env: {} });
     expect(Object.isFrozen(c)).toBe(true);
     expect(Object.isFrozen(c.apps[0])).toBe(true);
     expect(() => {

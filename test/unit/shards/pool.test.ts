@@ -70,7 +70,7 @@ async function newPool(shards: number, requestTimeoutMs = 30_000, maxQueuePerSha
   const dataDir = mkdtempSync(join(tmpdir(), 'herald-pool-test-'));
   dirs.push(dataDir);
   const identity = openDataDir(dataDir, shards);
-  const config = parseConfig({ dataDir, shards });
+  const config = parseConfig({ dataDir, shards, apps: [{ id: APP_ID, key: 'app-key', secret: 'app-secret' }] });
   const pool = new ShardPool<HeraldShardApi>({
     workerFile: join(REPO_ROOT, 'dist/src/shard-worker.js'),
     shardCount: shards,
@@ -196,7 +196,7 @@ describe('a crashed shard worker', () => {
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** The default app of parseConfig({}): the channel requests below use it. */
+/** The app of newPool's config: the channel requests below use it. */
 const APP_ID = 'app-id';
 
 describe('a stalled shard', () => {

@@ -15,6 +15,8 @@ import { openShardDatabase } from '../../../src/shards/storage.js';
 import { WebhookOutbox } from '../../../src/webhooks/outbox.js';
 import type { ChannelEventBody } from '../../../src/webhooks/emitter.js';
 import { WebhookReceiver } from '../../helpers/webhook-receiver.js';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 
 const APP = { id: 'app-1', key: 'key-1', secret: 'secret-1' };
 const INSTANCE = '0b6c9a1e-2f53-4c1b-9a55-8f0d2e7c4b11';
@@ -36,6 +38,8 @@ interface Setup {
   pushWebhooks?: Array<{ url: string; secret: string }>;
   delivery?: Record<string, unknown>;
   dir?: string;
+  /** `outbound.allowPrivateAddresses`; default the test receivers' 127.0.0.1. */
+  allowPrivateAddresses?: string[];
 }
 
 /** An outbox on a (new or given) data dir; closed and removed after the test. */
@@ -44,6 +48,8 @@ function openOutbox(setup: Setup): { outbox: WebhookOutbox; root: RootDatabase; 
     apps: [{ ...APP, webhooks: setup.webhooks ?? [] }],
     push: [{ instanceId: INSTANCE, secretKey: 'push-secret', webhooks: setup.pushWebhooks ?? [] }],
     webhookDelivery: { batchWindowMs: 30, reloadDebounceMs: 300, maxAttempts: 5, timeoutMs: 2000, retryBaseMs: 50, concurrencyPerUrl: 4, ...setup.delivery },
+    // Per-publish webhookUrls reach public addresses only, unless allowed: the receivers here are on loopback.
+    outbound: { allowPrivateAddresses: setup.allowPrivateAddresses ?? ['127.0.0.1'] },
   });
   const dir = setup.dir ?? mkdtempSync(join(tmpdir(), 'herald-outbox-'));
   if (!setup.dir) cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
@@ -412,6 +418,42 @@ describe('push webhooks', () => {
     expect(req.headers['webhook-signature']).toBeUndefined();
     expect(req.headers['content-type']).toBe('application/json');
     await vi.waitFor(() => expect(outbox.stats()).toMatchObject({ sent: 1, pending: 0 }));
+  });
+
+  it('per-publish webhookUrl on a loopback address: never connected to, dead-lettered at the first attempt; receivers from the config still are', async () => {
+    const publishReceiver = await receiver();
+    const configured = await receiver();
+    const { outbox } = openOutbox({ allowPrivateAddresses: [], pushWebhooks: [{ url: configured.url('/instance'), secret: 'hook-secret' }] });
+    const payload = { publishId: 'pubid-ssrf', status: 'FINISHED' };
+    // By address and by name (localhost resolves to loopback: refused when Herald connects).
+    outbox.pushEvent({ instanceId: INSTANCE, kind: 'publish.FINISHED', payload, url: publishReceiver.url('/by-address') });
+    outbox.pushEvent({ instanceId: INSTANCE, kind: 'publish.FINISHED', payload, url: `http://localhost:${publishReceiver.port}/by-name` });
+    outbox.pushEvent({ instanceId: INSTANCE, kind: 'v1.UserNotificationAcknowledgement', payload: { publishId: 'pubid-ssrf', userId: 'u' } });
+    await configured.waitFor(() => configured.delivered().length === 1);
+    await vi.waitFor(() => expect(outbox.stats()).toMatchObject({ deadLettered: 2, failedAttempts: 2, pending: 0 }), { timeout: 5000, interval: 20 });
+    await outbox.flushed();
+    const reasons = outbox.deadLetters().map((d) => d.reason).sort();
+    expect(reasons[0]).toMatch(/^refused: address 127\.0\.0\.1 is a loopback address, not a public one/);
+    expect(reasons[1]).toMatch(/^refused: localhost resolves to (127\.0\.0\.1|::1), which is a loopback address/);
+    expect(outbox.deadLetters().every((d) => d.entry.attempts === 1)).toBe(true);
+    expect(publishReceiver.requests).toHaveLength(0);
+  });
+
+  it('does not follow a redirect: a 3xx is a failed attempt and the Location is never asked', async () => {
+    const target = await receiver();
+    const redirecting = createServer((req, res) => {
+      req.resume();
+      res.writeHead(307, { location: target.url('/moved') }).end();
+    });
+    await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => redirecting.close(() => resolve())));
+    const { outbox } = openOutbox({ delivery: { maxAttempts: 1 } });
+    const url = `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}/hook`;
+    outbox.pushEvent({ instanceId: INSTANCE, kind: 'publish.FINISHED', payload: { publishId: 'pubid-redirect' }, url });
+    await vi.waitFor(() => expect(outbox.stats()).toMatchObject({ deadLettered: 1 }), { timeout: 5000, interval: 20 });
+    await outbox.flushed();
+    expect(outbox.deadLetters()[0]!.reason).toBe('HTTP 307');
+    expect(target.requests).toHaveLength(0);
   });
 
   it('forgets a receiver once its queue is empty (one-off webhookUrls do not pile up)', async () => {

@@ -107,7 +107,7 @@ export function deviceApiHandlers(ctx: DeviceApiContext): DeviceApiHandlers {
         throw new HeraldError('DEVICE_FIELD_INVALID', `bundleIdentifier must be a string, got ${typeof bundleIdentifier}`);
       }
       const metadata = body['metadata'] === undefined || body['metadata'] === null ? undefined : parseMetadata(platform, body['metadata']);
-      const checked = checkGatewayToken(platform, rawToken, webTokenRules(instance));
+      const checked = checkGatewayToken(platform, rawToken, webTokenRules(instance, ctx.config.outbound.allowPrivateAddresses));
       if (!checked.ok) throw new HeraldError('DEVICE_TOKEN_INVALID', `Incorrect device token: ${checked.reason}`);
 
       const deviceId = deviceIdFor(ctx.installSecret, instance.instanceId, platform, checked.token);
@@ -159,7 +159,7 @@ export function deviceApiHandlers(ctx: DeviceApiContext): DeviceApiHandlers {
         throw new HeraldError('DEVICE_TOKEN_MISSING', 'The token field (the new device token) is missing');
       }
       if (typeof rawToken !== 'string') throw new HeraldError('DEVICE_FIELD_INVALID', `token (the device token) must be a string, got ${typeof rawToken}`);
-      const checked = checkGatewayToken(t.platform, rawToken, webTokenRules(t.instance));
+      const checked = checkGatewayToken(t.platform, rawToken, webTokenRules(t.instance, ctx.config.outbound.allowPrivateAddresses));
       if (!checked.ok) throw new HeraldError('DEVICE_TOKEN_MALFORMED', `Malformed device token: ${checked.reason}`);
       const { found } = await ctx.devices.request({ type: 'device.setToken', ...key(t), token: checked.token });
       if (!found) throw deviceNotFound(t.deviceId, t.platform);
@@ -290,9 +290,9 @@ function requireRegistrationCredentials(req: RequestContext, instance: PushInsta
   }
 }
 
-/** The instance's rules for web tokens: the endpoint host rule is lifted only by `push[].web.allowPrivateEndpoints`. */
-function webTokenRules(instance: PushInstanceConfig): SubscriptionRules {
-  return { allowPrivateEndpoints: instance.web?.allowPrivateEndpoints ?? false };
+/** The instance's rules for web tokens: private endpoint hosts only as `outbound.allowPrivateAddresses` or `push[].web.allowPrivateEndpoints` allow. */
+function webTokenRules(instance: PushInstanceConfig, allowPrivateAddresses: readonly string[]): SubscriptionRules {
+  return { allowPrivateEndpoints: instance.web?.allowPrivateEndpoints ?? false, allowPrivateAddresses };
 }
 
 function interestFromPath(req: RequestContext): string {

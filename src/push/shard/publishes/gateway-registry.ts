@@ -21,7 +21,7 @@ export class GatewayRegistry {
   private readonly retired = new Set<GatewayClient>();
   private closed = false;
 
-  constructor(instances: readonly PushInstanceConfig[], delivery: Readonly<PushDeliveryConfig>) {
+  constructor(instances: readonly PushInstanceConfig[], delivery: Readonly<PushDeliveryConfig>, allowPrivateAddresses: readonly string[] = []) {
     this.instances = new Map(instances.map((instance) => [instance.instanceId, instance]));
     this.options = {
       retry: {
@@ -32,6 +32,7 @@ export class GatewayRegistry {
       },
       requestTimeoutMs: delivery.requestTimeoutMs,
       poolSize: delivery.connectionsPerGateway,
+      allowPrivateAddresses,
     };
   }
 

@@ -37,7 +37,7 @@ const CANCELLED_REMEMBERED = 1024;
 export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi> {
   const { ctx, webhooks, publishes } = deps;
   const delivery = ctx.config.pushDelivery;
-  const gateways = new GatewayRegistry(ctx.config.push, delivery);
+  const gateways = new GatewayRegistry(ctx.config.push, delivery, ctx.config.outbound.allowPrivateAddresses);
   const limiter = new SendLimiter(delivery.concurrency);
   const coordinator = new PublishCoordinator({
     shardIndex: ctx.shardIndex,

@@ -4,6 +4,7 @@ import { WebPushClient, type WebPushClientOptions } from '../../../../src/push/g
 import { parseSubscriptionToken } from '../../../../src/push/gateways/web-subscription.js';
 import { TEST_CA_FILE, vapidKeys } from '../../../fakes/tls.js';
 import { WebPushFake } from '../../../fakes/webpush-fake.js';
+import type { FakeResponse } from '../../../fakes/fake-server.js';
 
 const vapid = vapidKeys();
 const SUBJECT = 'mailto:push@herald.test';
@@ -91,6 +92,36 @@ describe('WebPushClient against the fake push service', () => {
     expect(outcome.kind).toBe('failed');
     expect((outcome as { reason: string }).reason).toMatch(/^EndpointNotAllowed: .*127\.0\.0\.1.*allowPrivateEndpoints/);
     expect(fake.received).toHaveLength(0);
+  });
+
+  it('does not follow a redirect: a 3xx fails the send and the Location is never asked', async () => {
+    const target = await new WebPushFake({ vapidPublicKey: vapid.publicKey }).start();
+    const moved = target.createSubscription();
+    class RedirectingFake extends WebPushFake {
+      protected override async handle(): Promise<FakeResponse> {
+        return { status: 301, headers: { location: moved.subscription.endpoint } };
+      }
+    }
+    const redirecting = await new RedirectingFake({ vapidPublicKey: vapid.publicKey }).start();
+    try {
+      const outcome = await makeClient().send({ deviceId: 'd1', token: redirecting.createSubscription().token, payload: {} });
+      expect(outcome).toMatchObject({ kind: 'failed', reason: 'HTTP 301' });
+      expect(target.received).toHaveLength(0);
+    } finally {
+      await redirecting.stop();
+      await target.stop();
+    }
+  });
+
+  it('allows private push services the operator names (allowPrivateAddresses), checked on the address connected to', async () => {
+    const subscription = fake.createSubscription();
+    // A localhost name is refused as such; names that resolve to loopback: test/integration/outbound-guard.test.ts.
+    const byName = Buffer.from(JSON.stringify({ ...subscription.subscription, endpoint: subscription.subscription.endpoint.replace('127.0.0.1', 'localhost') })).toString('base64');
+    const refused = await makeClient({}, false).send({ deviceId: 'd1', token: byName, payload: {} });
+    expect(refused).toMatchObject({ kind: 'failed', reason: expect.stringMatching(/^EndpointNotAllowed: .*localhost/) });
+    const allowed = makeClient({ allowPrivateAddresses: ['127.0.0.0/8', '::1'] }, false);
+    expect(await allowed.send({ deviceId: 'd1', token: subscription.token, payload: {} })).toEqual({ kind: 'sent' });
+    expect(fake.delivered).toHaveLength(1);
   });
 
   it('a 429 with Retry-After pauses every send to that push service, not to others', async () => {

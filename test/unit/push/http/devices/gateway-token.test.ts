@@ -67,6 +67,9 @@ describe('gateway token formats', () => {
       'https://[fe80::1]/x', 'https://[fc00::1]/x', 'https://[fd12:3456::1]/x', 'https://[::ffff:127.0.0.1]/x', 'https://[::ffff:10.0.0.1]/x',
       // Numeric forms the URL parser normalises to 127.0.0.1.
       'https://2130706433/x', 'https://0x7f.1/x', 'https://127.1/x',
+      // CGNAT, benchmarking, NAT64, 6to4, site-local, IPv4-translated, multicast, broadcast, documentation.
+      'https://100.64.0.1/x', 'https://198.18.0.1/x', 'https://[64:ff9b::7f00:1]/x', 'https://[2002:7f00:1::1]/x', 'https://[fec0::1]/x',
+      'https://[::ffff:0:7f00:1]/x', 'https://224.0.0.1/x', 'https://[ff02::1]/x', 'https://255.255.255.255/x', 'https://[2001:db8::1]/x',
     ];
     for (const endpoint of refused) {
       const token = web({ endpoint, keys });
@@ -75,9 +78,14 @@ describe('gateway token formats', () => {
       if (!result.ok) expect(result.reason).toContain('allowPrivateEndpoints');
       expect(checkGatewayToken('web', token, { allowPrivateEndpoints: true }), endpoint).toEqual({ ok: true, token });
     }
+    // The operator's allowlist lets its own ranges through, and only those.
+    const allowPrivateAddresses = ['10.0.0.0/8', '100.64.0.0/10'];
+    expect(checkGatewayToken('web', web({ endpoint: 'https://10.1.2.3/x', keys }), { allowPrivateAddresses }).ok).toBe(true);
+    expect(checkGatewayToken('web', web({ endpoint: 'https://100.64.0.1/x', keys }), { allowPrivateAddresses }).ok).toBe(true);
+    expect(checkGatewayToken('web', web({ endpoint: 'https://192.168.1.1/x', keys }), { allowPrivateAddresses }).ok).toBe(false);
     const accepted = [
       'https://fcm.googleapis.com/fcm/send/abc', 'https://updates.push.services.mozilla.com/wpush/v2/x', 'https://8.8.8.8/x',
-      'https://172.32.0.1/x', 'https://192.169.0.1/x', 'https://[2001:db8::1]/x', 'https://localhost.example.com/x',
+      'https://172.32.0.1/x', 'https://192.169.0.1/x', 'https://[2606:4700::1111]/x', 'https://localhost.example.com/x',
     ];
     for (const endpoint of accepted) expect(checkGatewayToken('web', web({ endpoint, keys })).ok, endpoint).toBe(true);
   });
