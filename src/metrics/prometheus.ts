@@ -146,6 +146,35 @@ export class HeraldMetrics {
         this.set(f ? f.webhooks.pending : 0);
       },
     });
+    const storage = (pick: (s: NonNullable<ShardMetrics['storage']>) => number) =>
+      async function (this: Gauge | Counter): Promise<void> {
+        this.reset();
+        const f = await figures();
+        f?.metrics.forEach((m, shard) => {
+          if (m.storage) this.inc({ shard: String(shard), data_dir: m.storage.dataDir }, pick(m.storage));
+        });
+      };
+    new Gauge({
+      name: 'herald_storage_full',
+      help: '1 while a shard refuses writes because the disk of its data dir is full (reads and deletes go on), else 0',
+      labelNames: ['shard', 'data_dir'],
+      registers: [registry],
+      collect: storage((s) => (s.full ? 1 : 0)),
+    });
+    new Counter({
+      name: 'herald_storage_full_episodes_total',
+      help: 'Times a shard found the disk of its data dir full and began refusing writes',
+      labelNames: ['shard', 'data_dir'],
+      registers: [registry],
+      collect: storage((s) => s.episodes),
+    });
+    new Counter({
+      name: 'herald_storage_writes_refused_total',
+      help: 'Writes refused (507 STORAGE_FULL) or background writes that failed because the disk of the data dir was full',
+      labelNames: ['shard', 'data_dir'],
+      registers: [registry],
+      collect: storage((s) => s.refusedWrites),
+    });
     new Gauge({
       name: 'herald_shard_queue_depth',
       help: 'Requests sent to a shard and not answered yet',

@@ -2,4 +2,19 @@
 export interface ShardMetrics {
   /** Push notification outcomes since the worker started; `reason` is '' for sent ones. */
   notifications: { instanceId: string; gateway: string; result: string; reason: string; count: number }[];
+  /** The shard's disk-full state (src/shards/disk-full.ts). */
+  storage?: DiskFullFigures;
+}
+
+/** A shard's disk-full state and counters since its worker started. */
+export interface DiskFullFigures {
+  dataDir: string;
+  /** Writes are being refused (STORAGE_FULL). */
+  full: boolean;
+  /** Disk-full episodes begun. */
+  episodes: number;
+  /** Writes refused or failed for want of room. */
+  refusedWrites: number;
+  /** Free bytes for an unprivileged user, as last looked at (-1: never). */
+  freeBytes: number;
 }
