@@ -22,6 +22,8 @@ export interface HeraldOptions {
   dataDir?: string;
   /** Shards (HERALD_SHARDS); default 2 so cross-shard paths are exercised. */
   shards?: number;
+  /** The executable to run (default: this checkout's dist/src/cli.js); a packed install's bin, say. */
+  cli?: string;
 }
 
 export class HeraldProcess {
@@ -62,7 +64,7 @@ export class HeraldProcess {
       this.configPath = join(this.dataDir, '..', `herald-config-${process.pid}-${Math.random().toString(36).slice(2)}.json`);
       writeFileSync(this.configPath, JSON.stringify(this.options.config));
     }
-    const args = [CLI];
+    const args = [this.options.cli ?? CLI];
     if (this.configPath) args.push('--config', this.configPath);
     this.stdout = '';
     this.stderr = '';
