@@ -42,8 +42,8 @@ afterAll(async () => {
 });
 
 describe('the packed install', () => {
-  it('carries the dashboard, the LICENSE and the bin', () => {
-    for (const file of ['dist/dashboard/index.html', 'dist/src/cli.js', 'LICENSE', 'README.md']) {
+  it('carries the dashboard, the LICENSE, the Grafana and Prometheus files and the bin', () => {
+    for (const file of ['dist/dashboard/index.html', 'dist/src/cli.js', 'LICENSE', 'README.md', 'deploy/grafana/herald-dashboard.json', 'deploy/prometheus/herald-alerts.yml']) {
       expect(existsSync(join(installed, file)), file).toBe(true);
     }
     expect(readFileSync(join(installed, 'LICENSE'), 'utf8')).toContain('Apache License');
