@@ -76,7 +76,11 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
       closing ??= (async () => {
         for (const area of areas) await area.close?.();
         diskFull.close();
-        await ctx.root.flushed.catch(() => undefined);
+        try {
+          await ctx.root.flushed;
+        } catch {
+          // A commit that failed (a full disk) was answered or logged already: close anyway.
+        }
         await ctx.root.close();
       })();
       await closing;
