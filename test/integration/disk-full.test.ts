@@ -14,6 +14,8 @@ import { deviceShardFor } from '../../src/shards/hash.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
 import { sleep } from '../helpers/wait.js';
+import { pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { DeviceApi, apnsToken, call, type ApiResponse } from './device-api-helpers.js';
 
 const SHARDS = 2;
@@ -34,8 +36,11 @@ if (mountError) console.warn(`disk-full tests skipped: cannot mount a 20 MiB tmp
 
 const dataDir = join(mountPoint, 'data');
 const filler = join(mountPoint, 'other-files');
+const APP = { id: 'full-app', key: 'full-key', secret: 'full-secret' };
 let herald: HeraldProcess;
 let devices: DeviceApi;
+let receiver: WebhookReceiver;
+let client: PusherJsClient | undefined;
 
 /** Registers a device and gives it INTERESTS long interests: the answer that was not 200, if any. */
 async function growOne(n: number): Promise<{ id?: string; refusal?: ApiResponse }> {
@@ -58,11 +63,18 @@ describe.skipIf(mountError !== '')('a full data dir disk', () => {
 
   beforeAll(async () => {
     writeFileSync(filler, Buffer.alloc(FILLER_BYTES, 1));
-    herald = await startHerald({ shards: SHARDS, dataDir, config: { push: [{ ...DEFAULT_PUSH, web: null }] } });
+    receiver = await WebhookReceiver.start();
+    herald = await startHerald({
+      shards: SHARDS,
+      dataDir,
+      config: { apps: [{ ...APP, webhooks: [{ url: receiver.url() }] }], push: [{ ...DEFAULT_PUSH, web: null }] },
+    });
     devices = new DeviceApi(herald.baseUrl, DEFAULT_PUSH.instanceId);
   });
   afterAll(async () => {
+    client?.disconnect();
     await herald?.dispose();
+    await receiver?.close();
     try {
       execFileSync('umount', [mountPoint], { stdio: 'pipe' });
     } finally {
@@ -126,6 +138,16 @@ describe.skipIf(mountError !== '')('a full data dir disk', () => {
     const again = await devices.addInterest('apns', onFullShard!, 'one-more');
     expect(again.status, JSON.stringify(again.body)).toBe(507);
     expect(herald.stderr.split('\n').filter((line) => line.includes('data dir disk full')).length).toBeLessThanOrEqual(SHARDS);
+  });
+
+  it('still delivers channel webhooks whose outbox writes find no room', async () => {
+    client = pusherJsClient(herald.port, APP.key);
+    const channels = ['during-full-0', 'during-full-1', 'during-full-2', 'during-full-3'];
+    for (const name of channels) client.subscribe(name);
+    const occupied = (): string[] => receiver.deliveredEvents().filter((e) => e.name === 'channel_occupied').map((e) => String(e.channel));
+    await receiver.waitFor(() => channels.every((c) => occupied().includes(c)), 15_000, 'channel_occupied for every channel');
+    expect(series(await metrics(), 'herald_shard_restarts_total')).toBe(0);
+    expect(herald.stderr).not.toMatch(/shard worker died|write failed"/);
   });
 
   it('accepts writes again once space is freed', async () => {
