@@ -24,6 +24,7 @@ export const ERROR_CATALOGUE = {
   INVALID_UTF8: { status: 400, kind: 'Bad Request', message: 'Request body is not valid UTF-8' },
   INTERNAL: { status: 500, kind: 'Internal Server Error', message: 'Internal server error' },
   SHARD_UNAVAILABLE: { status: 500, kind: 'Internal Server Error', message: 'A storage shard failed to answer; retry the request' },
+  STORAGE_FULL: { status: 507, kind: 'Insufficient Storage', message: 'The data dir\'s disk is full: writes are refused until space is freed; reads and deletes still work' },
   NOT_READY: { status: 503, kind: 'Service Unavailable', message: 'Server is shutting down; retry the request' },
   CLUSTER_UNAVAILABLE: { status: 503, kind: 'Service Unavailable', message: 'The cluster\'s Redis is not reachable from this node; retry the request' },
 

@@ -18,6 +18,7 @@ import { CORS_ANY_ORIGIN } from './http/cors.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { MainApp } from './http/tls.js';
 import { HeraldMetrics } from './metrics/prometheus.js';
+import { heraldVersion } from './metrics/build-info.js';
 import { planReload } from './config/reload.js';
 import { missingPlatforms } from './config/key-material.js';
 import { setLogLevel } from './log.js';
@@ -136,7 +137,9 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     webhooks: ctx.webhooks,
     load: shards,
     connections: () => ws.connectionCounts(),
-    ...(cluster && { cluster: () => cluster.figures }),
+    configured: () => ({ appIds: ctx.appsById.keys(), instanceIds: ctx.pushInstances.keys() }),
+    build: { version: heraldVersion(), uws: uwsSource },
+    ...(cluster && { cluster: () => cluster.figures, clusterNodes: async () => (await cluster.overview()).nodes?.length ?? null }),
   });
 
   // With a separate metrics listener, /metrics is served there only (it need not be public).

@@ -30,8 +30,14 @@ export interface MetricsSources {
   load: ShardLoad;
   /** Open WebSocket connections per app id. */
   connections(): ReadonlyMap<string, number>;
+  /** Ids of the configured apps and push instances (after a reload too): their series exist from the start, at 0. */
+  configured(): { appIds: Iterable<string>; instanceIds: Iterable<string> };
+  /** What `herald_build_info` says: Herald's version and the uWebSockets.js module that loaded. */
+  build: { version: string; uws: string };
   /** Cluster mode only: this node's view of the cluster, read at scrape time. */
   cluster?: () => ClusterFigures;
+  /** Cluster mode only: live nodes registered in the cluster (null: Redis did not answer). */
+  clusterNodes?: () => Promise<number | null>;
 }
 
 /** What a cluster node reports about itself (the Redis adapter). */
@@ -68,7 +74,17 @@ export class HeraldMetrics {
       registers: [registry],
       collect() {
         this.reset();
+        for (const appId of sources.configured().appIds) this.set({ app_id: appId }, 0);
         for (const [appId, n] of sources.connections()) this.set({ app_id: appId }, n);
+      },
+    });
+    new Gauge({
+      name: 'herald_build_info',
+      help: 'Always 1; the labels say which Herald version runs on which Node.js version with which uWebSockets.js module',
+      labelNames: ['version', 'node', 'uws'],
+      registers: [registry],
+      collect() {
+        this.set({ version: sources.build.version, node: process.versions.node, uws: sources.build.uws }, 1);
       },
     });
     const perApp = (name: string, help: string, pick: 'eventsTriggered' | 'wsMessagesSent' | 'wsMessagesReceived'): void => {
@@ -79,6 +95,7 @@ export class HeraldMetrics {
         registers: [registry],
         collect() {
           this.reset();
+          for (const appId of sources.configured().appIds) this.inc({ app_id: appId }, 0);
           for (const [appId, c] of allAppCounters()) if (c[pick] > 0) this.inc({ app_id: appId }, c[pick]);
         },
       });
@@ -105,6 +122,7 @@ export class HeraldMetrics {
       registers: [registry],
       collect() {
         this.reset();
+        for (const instanceId of sources.configured().instanceIds) this.inc({ instance_id: instanceId }, 0);
         for (const [instanceId, n] of pushPublishes) this.inc({ instance_id: instanceId }, n);
       },
     });
@@ -149,9 +167,28 @@ export class HeraldMetrics {
       async collect() {
         this.reset();
         const f = await figures();
-        if (!f) return;
-        this.inc({ result: 'ok' }, f.webhooks.requests);
-        this.inc({ result: 'failed' }, f.webhooks.failedAttempts);
+        this.inc({ result: 'ok' }, f ? f.webhooks.requests : 0);
+        this.inc({ result: 'failed' }, f ? f.webhooks.failedAttempts : 0);
+      },
+    });
+    new Counter({
+      name: 'herald_webhook_events_delivered_total',
+      help: 'Webhook events delivered (their request answered 2xx)',
+      registers: [registry],
+      async collect() {
+        this.reset();
+        const f = await figures();
+        this.inc(f ? f.webhooks.sent : 0);
+      },
+    });
+    new Counter({
+      name: 'herald_webhook_dead_letters_total',
+      help: 'Webhook events given up on after their last failed attempt (or whose receiver left the config); kept in the dead letters',
+      registers: [registry],
+      async collect() {
+        this.reset();
+        const f = await figures();
+        this.inc(f ? f.webhooks.deadLettered : 0);
       },
     });
     new Gauge({
@@ -162,6 +199,35 @@ export class HeraldMetrics {
         const f = await figures();
         this.set(f ? f.webhooks.pending : 0);
       },
+    });
+    const storage = (pick: (s: NonNullable<ShardMetrics['storage']>) => number) =>
+      async function (this: Gauge | Counter): Promise<void> {
+        this.reset();
+        const f = await figures();
+        f?.metrics.forEach((m, shard) => {
+          if (m.storage) this.inc({ shard: String(shard), data_dir: m.storage.dataDir }, pick(m.storage));
+        });
+      };
+    new Gauge({
+      name: 'herald_storage_full',
+      help: '1 while a shard refuses writes because the disk of its data dir is full (reads and deletes go on), else 0',
+      labelNames: ['shard', 'data_dir'],
+      registers: [registry],
+      collect: storage((s) => (s.full ? 1 : 0)),
+    });
+    new Counter({
+      name: 'herald_storage_full_episodes_total',
+      help: 'Times a shard found the disk of its data dir full and began refusing writes',
+      labelNames: ['shard', 'data_dir'],
+      registers: [registry],
+      collect: storage((s) => s.episodes),
+    });
+    new Counter({
+      name: 'herald_storage_writes_refused_total',
+      help: 'Writes refused (507 STORAGE_FULL) or background writes that failed because the disk of the data dir was full',
+      labelNames: ['shard', 'data_dir'],
+      registers: [registry],
+      collect: storage((s) => s.refusedWrites),
     });
     new Gauge({
       name: 'herald_shard_queue_depth',
@@ -200,6 +266,17 @@ export class HeraldMetrics {
           this.inc(cluster().relayFailures);
         },
       });
+      const clusterNodes = sources.clusterNodes;
+      if (clusterNodes) {
+        new Gauge({
+          name: 'herald_cluster_nodes',
+          help: 'Live nodes registered in the cluster, as this node reads them from Redis (0 while Redis does not answer)',
+          registers: [registry],
+          async collect() {
+            this.set((await clusterNodes().catch(() => null)) ?? 0);
+          },
+        });
+      }
       new Gauge({
         name: 'herald_cluster_watched_channels',
         help: 'Channels this node receives from the other nodes over Redis pub/sub (it has subscribers on them)',

@@ -13,12 +13,25 @@ import { createPublishArea } from './shard/publishes/handlers.js';
 import { createReportArea } from './shard/reports/handlers.js';
 import type { PushAreaDeps } from './shard/deps.js';
 
+/** Requests that add records; refused while the disk is full (deletes and reads go on). */
+const STORAGE_WRITES: readonly (keyof PushShardApi & string)[] = [
+  'device.register',
+  'device.setMetadata',
+  'device.setToken',
+  'device.setUser',
+  'device.replaceInterests',
+  'device.addInterest',
+  'publish.start',
+  'report.record',
+];
+
 /** Builds the push area of one shard (its stores opened once, then its three sub-areas). */
 export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): ShardArea<PushShardApi> {
   const deps: PushAreaDeps = { ctx, store: new DeviceStore(ctx.root), publishes: new PublishStore(ctx.root), webhooks };
   const areas = [createDeviceArea(deps), createPublishArea(deps), createReportArea(deps)];
   return {
     handlers: mergeHandlers(areas.map((a) => a.handlers)) as unknown as ShardArea<PushShardApi>['handlers'],
+    storageWrites: STORAGE_WRITES,
     reload: (config) => {
       for (const area of areas) area.reload?.(config);
     },

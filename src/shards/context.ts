@@ -28,6 +28,11 @@ export interface ShardArea<Api> {
   close?: () => Promise<void>;
   /** Take a reloaded config (apps, push instances, credentials); called on every shard. */
   reload?: (config: Readonly<HeraldConfig>) => void;
+  /**
+   * Request types that add to storage: refused with STORAGE_FULL (507) before they run while
+   * the data dir's disk is full (see disk-full.ts). Reads and deletes are not listed: they go on.
+   */
+  storageWrites?: readonly (keyof Api & string)[];
 }
 
 /** A handler of any request type, as the runtime dispatches to it. */

@@ -14,6 +14,7 @@ import { ShardCodec } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
 import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext } from './context.js';
 import { openShardDatabase } from './storage.js';
+import { installDiskFullGuard, isWriteSpaceError, logWriteFailure, type DiskFullGuard } from './disk-full.js';
 
 const codec = new ShardCodec();
 /** Longest block the test hooks (core.crash, core.hold) accept, ms. */
@@ -32,21 +33,26 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
   const data = workerData as ShardWorkerData;
   const startedAt = Date.now();
   setLogLevel((data.config as HeraldConfig).logLevel);
+  const shardDir = join(data.dataDir, `shard-${data.shardIndex}`);
+  const root = openShardDatabase(shardDir);
+  const diskFull = installDiskFullGuard(shardDir, data.dataDir, data.shardIndex);
+  takeStorageFailures(diskFull);
   const ctx: ShardContext = {
     shardIndex: data.shardIndex,
     shardCount: data.shardCount,
     dataDir: data.dataDir,
     config: data.config as HeraldConfig,
     installSecret: data.installSecret,
-    root: openShardDatabase(join(data.dataDir, `shard-${data.shardIndex}`)),
+    root,
     testHooks: data.testHooks || process.env.HERALD_TEST_HOOKS === '1',
   };
   const areas = build(ctx);
+  const storageWrites = new Set<string>(areas.flatMap((a) => (a.storageWrites ?? []) as string[]));
   let closing: Promise<void> | undefined;
 
   const core: Record<string, AnyHandler> = {
     'core.ping': () => ({ shardIndex: ctx.shardIndex, pid: process.pid, uptimeMs: Date.now() - startedAt }),
-    'core.metrics': () => shardMetrics(),
+    'core.metrics': () => ({ ...shardMetrics(), storage: diskFull.figures() }),
     // A reloaded config (SIGHUP): the context takes it, then every area's reload hook.
     'core.reload': (req) => {
       const config = (req as { config: HeraldConfig }).config;
@@ -69,7 +75,12 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
     'core.close': async () => {
       closing ??= (async () => {
         for (const area of areas) await area.close?.();
-        await ctx.root.flushed;
+        diskFull.close();
+        try {
+          await ctx.root.flushed;
+        } catch {
+          // A commit that failed (a full disk) was answered or logged already: close anyway.
+        }
         await ctx.root.close();
       })();
       await closing;
@@ -89,10 +100,14 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
       // Queued behind a stall past the time the main thread waits: it has answered the caller
       // with a failure already, so doing the work now would only do what the caller was told failed.
       if (Date.now() > message.deadline) throw new HeraldError('SHARD_UNAVAILABLE', `Shard ${ctx.shardIndex} reached the request after its deadline`);
+      if (storageWrites.has(type)) diskFull.refuseWrite();
       reply = { ok: true, value: await handler(message.request), boot: threadId };
     } catch (err) {
       if (err instanceof HeraldError) {
         reply = { ok: false, code: err.code, message: err.message, boot: threadId };
+      } else if (await diskFull.noteFailure(err)) {
+        const full = diskFull.error();
+        reply = { ok: false, code: full.code, message: full.message, boot: threadId };
       } else {
         log.error('shard handler failed', { shard: ctx.shardIndex, type, error: String((err as Error)?.stack ?? err) });
         reply = { ok: false, code: 'INTERNAL', message: 'Internal error in storage shard', boot: threadId };
@@ -100,6 +115,33 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
     }
     return codec.encode(reply);
   };
+}
+
+/**
+ * A commit that failed for want of room rejects a promise lmdb-js keeps for itself
+ * (`commitError`) and prints the raw errno: the disk-full guard takes both (it logs once per
+ * episode); any other unhandled rejection still ends the worker, as before.
+ */
+function takeStorageFailures(guard: DiskFullGuard): void {
+  process.on('unhandledRejection', (reason) => {
+    if (isWriteSpaceError(reason)) {
+      if (!guard.noteCause(reason)) log.error('storage write failed', { error: String(reason) });
+      return;
+    }
+    // A write nobody awaited that failed to commit: not a bug in the shard's state, so it is logged, not fatal.
+    if ((reason as { commitError?: unknown } | undefined)?.commitError) {
+      logWriteFailure(reason, 'storage write failed');
+      return;
+    }
+    throw reason;
+  });
+  /* eslint-disable no-console -- lmdb-js prints a failed commit's errno with console.error */
+  const printError = console.error.bind(console);
+  console.error = (...args: unknown[]): void => {
+    if (args.length === 1 && isWriteSpaceError(args[0]) && /lmdb/.test(String((args[0] as Error).stack))) return;
+    printError(...args);
+  };
+  /* eslint-enable no-console */
 }
 
 /** Blocks this thread for `holdMs` (clamped to [0, MAX_TEST_HOLD_MS]); returns the ms blocked. */

@@ -11,6 +11,7 @@
  */
 import type { Database, RootDatabase } from 'lmdb';
 import { log } from '../log.js';
+import { logWriteFailure } from '../shards/disk-full.js';
 
 /** Where one entry goes. `hook` is the index in the instance's `webhooks` list (its secret). */
 export type WebhookTarget =
@@ -174,7 +175,8 @@ export class OutboxStore {
   }
 
   private watch(write: Promise<boolean>): void {
-    write.catch((err: unknown) => log.error('webhook outbox write failed', { error: String(err) }));
+    // A full disk is logged once per episode by the guard; the entry stays queued in memory.
+    write.catch((err: unknown) => logWriteFailure(err, 'webhook outbox write failed'));
   }
 }
 

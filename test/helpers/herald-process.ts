@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { registerLogFile } from './test-logs.js';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '../..');
 export const CLI = join(REPO_ROOT, 'dist/src/cli.js');
@@ -28,6 +29,8 @@ export interface HeraldOptions {
   dataDir?: string;
   /** Shards (HERALD_SHARDS); default 2 so cross-shard paths are exercised. */
   shards?: number;
+  /** The executable to run (default: this checkout's dist/src/cli.js); a packed install's bin, say. */
+  cli?: string;
 }
 
 export class HeraldProcess {
@@ -38,6 +41,8 @@ export class HeraldProcess {
   stderr = '';
   private readonly ownsDataDir: boolean;
   private configPath: string | undefined;
+  /** Its stdout and stderr, in a file shown when a test fails (test/helpers/test-logs.ts). */
+  private readonly logFile = registerLogFile('herald');
 
   constructor(private readonly options: HeraldOptions = {}) {
     this.ownsDataDir = !options.dataDir;
@@ -68,7 +73,7 @@ export class HeraldProcess {
       this.configPath = join(this.dataDir, '..', `herald-config-${process.pid}-${Math.random().toString(36).slice(2)}.json`);
       writeFileSync(this.configPath, JSON.stringify(this.options.bare ? this.options.config : withTestDefaults(this.options.config)));
     }
-    const args = [CLI];
+    const args = [this.options.cli ?? CLI];
     if (this.configPath) args.push('--config', this.configPath);
     this.stdout = '';
     this.stderr = '';
@@ -88,12 +93,14 @@ export class HeraldProcess {
     this.child = child;
     child.stderr!.on('data', (d: Buffer) => {
       this.stderr += d.toString();
+      this.logFile.append(d.toString());
       if (process.env.HERALD_TEST_VERBOSE) process.stderr.write(d);
     });
     await new Promise<void>((resolvePromise, reject) => {
       const timer = setTimeout(() => reject(new Error(`herald did not start in 20 s\nstdout: ${this.stdout}\nstderr: ${this.stderr}`)), 20_000);
       child.stdout!.on('data', (d: Buffer) => {
         this.stdout += d.toString();
+        this.logFile.append(d.toString());
         const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(this.stdout);
         if (m) {
           this.port = Number(m[1]);
@@ -155,6 +162,7 @@ export class HeraldProcess {
   /** Stops the process and removes the temp data dir. */
   async dispose(): Promise<void> {
     await this.stop('SIGKILL');
+    this.logFile.unregister();
     if (this.configPath) rmSync(this.configPath, { force: true });
     if (this.ownsDataDir) rmSync(this.dataDir, { recursive: true, force: true });
   }

@@ -14,6 +14,7 @@
  * reading never parses keys.
  */
 import type { Database, RootDatabase } from 'lmdb';
+import { logWriteFailure } from '../../shards/disk-full.js';
 import { log } from '../../log.js';
 
 type RecordParts = [appId: string, channel: string] | [appId: string, channel: string, userId: string];
@@ -87,6 +88,6 @@ export class OccupancyJournal {
   }
 
   private watch(write: Promise<boolean>): void {
-    write.catch((err: unknown) => log.error('channel occupancy record write failed', { error: String(err) }));
+    write.catch((err: unknown) => logWriteFailure(err, 'channel occupancy record write failed'));
   }
 }

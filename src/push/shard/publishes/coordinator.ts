@@ -17,6 +17,7 @@
  */
 import { BroadcastChannel } from 'node:worker_threads';
 import { log } from '../../../log.js';
+import { logWriteFailure } from '../../../shards/disk-full.js';
 import { shardForKey } from '../../../shards/hash.js';
 import type { WebhookEmitter } from '../../../webhooks/emitter.js';
 import { PLATFORMS, type Platform } from '../../platform.js';
@@ -142,7 +143,7 @@ export class PublishCoordinator {
         break;
       case 'ack':
         if (message.shard === this.deps.shardIndex && this.unacked.delete(message.publishId)) {
-          this.deps.publishes.markReported(message.publishId).catch((err: unknown) => log.error('could not store a publish report ack', { error: String(err) }));
+          this.deps.publishes.markReported(message.publishId).catch((err: unknown) => logWriteFailure(err, 'could not store a publish report ack'));
         }
         break;
       case 'resend':
@@ -166,7 +167,7 @@ export class PublishCoordinator {
   }
 
   private enqueue(work: () => Promise<void>): void {
-    this.queue = this.queue.then(work).catch((err: unknown) => log.error('publish coordination failed', { error: String((err as Error)?.stack ?? err) }));
+    this.queue = this.queue.then(work).catch((err: unknown) => logWriteFailure(err, 'publish coordination failed'));
   }
 
   /** Coordinator: store a shard's report, acknowledge it, finalize when every shard has reported. */

@@ -19,6 +19,7 @@
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { log } from '../../../log.js';
+import { logWriteFailure } from '../../../shards/disk-full.js';
 import { PLATFORMS, type Platform } from '../../platform.js';
 import { CLOSED_OUTCOME } from '../../gateways/retry.js';
 import type { DeviceStore, ScanPosition } from '../devices/device-store.js';
@@ -364,7 +365,7 @@ export class PublishRun {
         await this.deps.publishes.saveProgress(snapshot, { instanceId: this.job.instanceId, month: usageMonth(this.now()), notifications: added });
         this.persistedRecipients = snapshot.recipients;
       } catch (err) {
-        log.error('publish checkpoint write failed', { publishId: this.job.publishId, error: String(err) });
+        logWriteFailure(err, 'publish checkpoint write failed', { publishId: this.job.publishId });
       }
     }
   }
