@@ -76,7 +76,7 @@ export interface ReloadReport {
 
 export async function startHerald(config: Readonly<HeraldConfig>): Promise<RunningHerald> {
   setLogLevel(config.logLevel);
-  const { uws, source: uwsSource } = loadUws();
+  const { uws, build: uwsBuild } = loadUws();
   // Certificate files are checked before any worker starts: a bad one is a start-up error.
   const main = new MainApp(uws, config.tls);
   const dataDir = resolve(config.dataDir);
@@ -136,6 +136,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     webhooks: ctx.webhooks,
     load: shards,
     connections: () => ws.connectionCounts(),
+    uwsBuild,
     ...(cluster && { cluster: () => cluster.figures }),
   });
 
@@ -185,7 +186,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   }
   const metricsPort = metricsSocket ? uws.us_socket_local_port(metricsSocket) : null;
   state.ready = true;
-  log.info('herald listening', { host: config.host, port, tls: main.secure, metricsPort, shards: config.shards, dataDir, uws: uwsSource, maxConnections: config.maxConnections ?? null });
+  log.info('herald listening', { host: config.host, port, tls: main.secure, metricsPort, shards: config.shards, dataDir, uws: uwsBuild, maxConnections: config.maxConnections ?? null });
   logMissingCredentials(config);
 
   let stopping: Promise<void> | undefined;

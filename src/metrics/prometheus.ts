@@ -31,6 +31,8 @@ export interface MetricsSources {
   connections(): ReadonlyMap<string, number>;
   /** Cluster mode only: this node's view of the cluster, read at scrape time. */
   cluster?: () => ClusterFigures;
+  /** The uWebSockets.js build this process chose (uws-native.ts). */
+  uwsBuild: string;
 }
 
 /** What a cluster node reports about itself (the Redis adapter). */
@@ -60,6 +62,12 @@ export class HeraldMetrics {
     const registry = this.registry;
     collectDefaultMetrics({ register: registry });
     registerHttpMetrics(registry);
+    new Gauge({
+      name: 'herald_build_info',
+      help: 'Always 1; the labels say what this process runs on: the Node version and the uWebSockets.js build',
+      labelNames: ['node', 'uws'],
+      registers: [registry],
+    }).set({ node: process.version, uws: sources.uwsBuild }, 1);
     new Gauge({
       name: 'herald_connections',
       help: 'Open WebSocket connections',
