@@ -1,14 +1,16 @@
 /**
  * Whether dist/ was built from the sources as they are now: `npm run build` writes a hash of
- * every file the build reads (src/, bench/, dashboard/, tsconfig*.json) to dist/build-stamp.json, and
- * `npm start` compares it, so starting never recompiles a current build (and a production
- * install without TypeScript can start from a built dist/).
+ * every file the build reads (src/, bench/ without its results, dashboard/, tsconfig*.json) to
+ * dist/build-stamp.json, and `npm start` compares it, so starting never recompiles a current
+ * build (and a production install without TypeScript can start from a built dist/).
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 const INPUTS = ['src', 'bench', 'dashboard', 'tsconfig.json', 'tsconfig.build.json'];
+/** What a run writes under the inputs, never read by the build: benchmark results and caches. */
+const OUTPUTS = new Set(['bench/results', 'bench/.cache']);
 export const STAMP = join('dist', 'build-stamp.json');
 
 function files(root, path) {
@@ -16,6 +18,7 @@ function files(root, path) {
   if (!existsSync(full)) return [];
   return readdirSync(full, { withFileTypes: true }).flatMap((e) => {
     const child = join(path, e.name);
+    if (OUTPUTS.has(child.replaceAll('\\', '/'))) return [];
     if (e.isDirectory()) return files(root, child);
     if (e.name === 'node_modules') return [];
     return /\.(ts|tsx|mjs|json|html|css)$/.test(e.name) ? [child] : [];

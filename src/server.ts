@@ -77,7 +77,7 @@ export interface ReloadReport {
 
 export async function startHerald(config: Readonly<HeraldConfig>): Promise<RunningHerald> {
   setLogLevel(config.logLevel);
-  const { uws, source: uwsSource } = loadUws();
+  const { uws, build: uwsBuild } = loadUws();
   // Certificate files are checked before any worker starts: a bad one is a start-up error.
   const main = new MainApp(uws, config.tls);
   const dataDir = resolve(config.dataDir);
@@ -138,7 +138,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     load: shards,
     connections: () => ws.connectionCounts(),
     configured: () => ({ appIds: ctx.appsById.keys(), instanceIds: ctx.pushInstances.keys() }),
-    build: { version: heraldVersion(), uws: uwsSource },
+    build: { version: heraldVersion(), uws: uwsBuild },
     ...(cluster && { cluster: () => cluster.figures, clusterNodes: async () => (await cluster.overview()).nodes?.length ?? null }),
   });
 
@@ -188,7 +188,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   }
   const metricsPort = metricsSocket ? uws.us_socket_local_port(metricsSocket) : null;
   state.ready = true;
-  log.info('herald listening', { host: config.host, port, tls: main.secure, metricsPort, shards: config.shards, dataDir, uws: uwsSource, maxConnections: config.maxConnections ?? null });
+  log.info('herald listening', { host: config.host, port, tls: main.secure, metricsPort, shards: config.shards, dataDir, uws: uwsBuild, maxConnections: config.maxConnections ?? null });
   logMissingCredentials(config);
 
   let stopping: Promise<void> | undefined;

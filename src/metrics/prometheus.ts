@@ -32,7 +32,7 @@ export interface MetricsSources {
   connections(): ReadonlyMap<string, number>;
   /** Ids of the configured apps and push instances (after a reload too): their series exist from the start, at 0. */
   configured(): { appIds: Iterable<string>; instanceIds: Iterable<string> };
-  /** What `herald_build_info` says: Herald's version and the uWebSockets.js module that loaded. */
+  /** What `herald_build_info` says: Herald's version and the uWebSockets.js build that loaded (uws-native.ts). */
   build: { version: string; uws: string };
   /** Cluster mode only: this node's view of the cluster, read at scrape time. */
   cluster?: () => ClusterFigures;
@@ -84,7 +84,7 @@ export class HeraldMetrics {
       labelNames: ['version', 'node', 'uws'],
       registers: [registry],
       collect() {
-        this.set({ version: sources.build.version, node: process.versions.node, uws: sources.build.uws }, 1);
+        this.set({ version: sources.build.version, node: process.version, uws: sources.build.uws }, 1);
       },
     });
     const perApp = (name: string, help: string, pick: 'eventsTriggered' | 'wsMessagesSent' | 'wsMessagesReceived'): void => {

@@ -117,6 +117,7 @@ export class RedisSentinelSet {
       await exited;
     }
     await Promise.allSettled([this.master.kill(), this.replica?.kill()]);
+    await Promise.allSettled([this.master.stop(), this.replica?.stop()]); // removes their --dir
     if (this.dir) rmSync(this.dir, { recursive: true, force: true });
   }
 

@@ -1,10 +1,14 @@
 /**
- * A private redis-server for one test file: a free port (never 6379), no persistence, stopped
- * after. `kill()` + `start()` again on the same port simulates an outage and a restart with an
+ * A private redis-server for one test file: a free port (never 6379), no persistence, its own
+ * temporary `--dir` (a replica's full sync still writes an RDB file there, never into the
+ * working tree), stopped after. `kill()` + `start()` again on the same port simulates an outage and a restart with an
  * empty Redis.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 
 export async function freePort(): Promise<number> {
@@ -28,6 +32,8 @@ export interface RedisServerOptions {
 
 export class RedisServer {
   port = 0;
+  /** The server's working directory (`--dir`): kept across kill() and start(), removed by stop(). */
+  dir: string | undefined;
   private child: ChildProcess | undefined;
   private output = '';
 
@@ -53,9 +59,10 @@ export class RedisServer {
 
   private async startOnce(): Promise<void> {
     this.output = '';
+    this.dir ??= mkdtempSync(join(tmpdir(), 'herald-redis-'));
     const child = spawn(
       'redis-server',
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', ...(this.options.args ?? [])],
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--save', '', '--appendonly', 'no', '--protected-mode', 'no', ...(this.options.args ?? [])],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     this.child = child;
@@ -77,6 +84,8 @@ export class RedisServer {
   async stop(): Promise<void> {
     this.resume(); // a paused server would not act on SIGTERM
     await this.signal('SIGTERM');
+    if (this.dir) rmSync(this.dir, { recursive: true, force: true });
+    this.dir = undefined;
   }
 
   /**

@@ -101,7 +101,7 @@ describe('metrics a dashboard can rely on', () => {
     expect(info).toHaveLength(1);
     expect(info[0]![1]).toBe(1);
     expect(info[0]![0]).toContain(`version="${version}"`);
-    expect(info[0]![0]).toContain(`node="${process.versions.node}"`);
+    expect(info[0]![0]).toContain(`node="${process.version}"`);
     expect(info[0]![0]).toMatch(/uws="[^"]+"/);
     for (let shard = 0; shard < 2; shard++) expect(series.get(`herald_storage_full{shard="${shard}",data_dir="${herald.dataDir}"}`), text).toBe(0);
   });

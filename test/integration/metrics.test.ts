@@ -6,6 +6,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadUws } from '../../src/http/uws-native.js';
 import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { DEFAULT_APP, DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
@@ -113,6 +114,11 @@ describe('GET /metrics', () => {
     expect(series(after, 'herald_push_publishes_total', labels) - series(before, 'herald_push_publishes_total', labels)).toBe(1);
     const sent = { instance_id: instance, gateway: 'fcm', result: 'sent' };
     expect(series(after, 'herald_push_notifications_total', sent) - series(before, 'herald_push_notifications_total', sent)).toBe(1);
+  });
+
+  it('says in herald_build_info which Node and which uWebSockets.js build the process runs', async () => {
+    const metrics = await scrape();
+    expect(series(metrics, 'herald_build_info', { node: process.version, uws: loadUws({}).build })).toBe(1);
   });
 
   it('keeps the JSON webhook figures at ?format=json', async () => {

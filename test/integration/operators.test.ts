@@ -1,7 +1,8 @@
 /**
  * Careless operators: a second Herald on the same port or the same data dir, a data dir that
- * cannot be written, a uWebSockets.js without a native binary, and another uWS build named by
- * HERALD_UWS_MODULE. Each start-up refusal is a non-zero exit with one clear line on stderr.
+ * cannot be written, a uWebSockets.js without a native binary, the build chosen by itself, and
+ * another uWS build named by HERALD_UWS_MODULE. Each start-up refusal is a non-zero exit with one
+ * clear line on stderr.
  */
 import { spawn } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
@@ -9,6 +10,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { loadUws } from '../../src/http/uws-native.js';
 import { CLI, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'herald-operators-'));
@@ -135,14 +137,20 @@ describe('a data dir is one Herald\'s', () => {
 });
 
 describe('uWebSockets.js', () => {
-  it('refuses its JavaScript fallback, saying which Node/glibc combinations work and what to install', async () => {
-    const run = await runCli({ UWS_USE_FALLBACK: '1', HERALD_DATA_DIR: join(scratch, 'fallback') });
+  it('refuses a build without its native binary, saying which Node/glibc combinations work and what to install', async () => {
+    const run = await runCli({ HERALD_UWS_MODULE: './test/fixtures/uws/js-fallback.cjs', HERALD_DATA_DIR: join(scratch, 'fallback') });
     expect(run.listening).toBe(false);
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('only its JavaScript fallback loaded');
-    expect(run.stderr).toContain('Node 16, 18 and 20');
-    expect(run.stderr).toContain('glibc >= 2.38');
+    expect(run.stderr).toContain('Node 22 or 24 on glibc >= 2.38');
+    expect(run.stderr).toContain('Node 20 on an older glibc');
     expect(run.stderr).toContain('HERALD_UWS_MODULE=');
+  });
+
+  it('chooses an installed build by itself and logs which', async () => {
+    const run = await runCli({ HERALD_DATA_DIR: join(scratch, 'uws-auto') });
+    expect(run.listening).toBe(true);
+    expect(run.stderr).toContain(`"uws":${JSON.stringify(loadUws({}).build)}`);
   });
 
   it('loads the build HERALD_UWS_MODULE names, and says so when it cannot', async () => {

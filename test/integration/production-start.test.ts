@@ -69,6 +69,21 @@ describe('npm start', () => {
     expect(stale.stderr).toMatch(/dist\/ is older than the sources and TypeScript is not installed/);
   });
 
+  it('does not count benchmark results as sources: a benchmark run leaves dist/ current', async () => {
+    const root = standIn();
+    mkdirSync(join(root, 'bench', 'results'), { recursive: true });
+    writeFileSync(join(root, 'bench', 'fanout.ts'), 'export {};\n');
+    const { writeStamp } = (await import(join(REPO_ROOT, 'scripts', 'build-state.mjs'))) as { writeStamp(root: string): void };
+    writeStamp(root);
+    writeFileSync(join(root, 'bench', 'results', 'fanout-2026-11-25.json'), '{"rows":[]}\n');
+    const afterBench = start(root);
+    expect(afterBench.status, afterBench.stderr).toBe(0);
+    expect(afterBench.stdout).toBe('cli ran \n');
+
+    writeFileSync(join(root, 'bench', 'fanout.ts'), 'export const changed = 1;\n');
+    expect(start(root).stderr).toMatch(/dist\/ is older than the sources/);
+  });
+
   it('runs dist/ shipped without sources (a packed install)', () => {
     const root = standIn();
     rmSync(join(root, 'src'), { recursive: true });

@@ -86,6 +86,18 @@ async function subscribe(pusher: Pusher, name: string) {
 }
 
 /** Status and JSON body of a signed channel API GET; SDK errors (4xx/5xx) become their status. */
+/**
+ * GET /health once it answers 200: every shard answers a ping, so a crashed shard's new worker
+ * is up (under CPU load its start can take longer than the 2 s a single /health waits).
+ */
+async function healthy(baseUrl: string, timeoutMs = 20_000): ReturnType<typeof call> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const health = await call(baseUrl, 'GET', '/health');
+    if (health.status === 200 || Date.now() > deadline) return health;
+  }
+}
+
 async function channelGet(path: string, params?: Record<string, string>): Promise<{ status: number; body: unknown }> {
   try {
     const res = await sdk().get(params ? { path, params } : { path });
@@ -154,7 +166,7 @@ describe('a crashed shard worker', () => {
 
     // The process lives on and the shard is back.
     expect(herald.child?.exitCode).toBeNull();
-    const health = await call(herald.baseUrl, 'GET', '/health');
+    const health = await healthy(herald.baseUrl);
     expect(health.status).toBe(200);
     expect(health.body.shards.map((s: { shard: number }) => s.shard)).toEqual([0, 1]);
     // The crashed shard's worker is new: its uptime is shorter than the time since the crash began.
@@ -264,6 +276,7 @@ describe('a crashed shard worker of an app with webhooks', () => {
 
     const crashed = await call(hooked.baseUrl, 'POST', `/debug/shards/${CRASHED}/crash`, { noContentType: true });
     expect(crashed.status).toBe(500);
+    expect((await healthy(hooked.baseUrl)).status).toBe(200);
     // The new worker finds both channels recorded occupied and emits their leave into the
     // debounce; the restore of the live subscriptions cancels it.
     await new Promise((r) => setTimeout(r, RELOAD_DEBOUNCE_MS + 800));

@@ -6,6 +6,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { Redis } from 'ioredis';
 import { ClusterNode } from '../../../../src/channels/adapter/redis/cluster-node.js';
 import type { MicroSuite } from '../../../micro-suite.js';
@@ -34,7 +35,7 @@ export const suite: MicroSuite = {
   async setup(bench) {
     if (spawnSync('redis-server', ['--version']).status !== 0) return { skip: 'redis-server not installed' };
     const port = await freePort();
-    const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', tmpdir(), '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
     const url = `redis://127.0.0.1:${port}`;
     const admin = new Redis(url, { retryStrategy: () => 20 });
     admin.on('error', () => {}); // refused until redis-server listens; retried

@@ -10,7 +10,8 @@
  * which needs declared keys on one slot, is not supported (docs/scaling.md).
  *
  * Times come from Redis (`TIME`), not from the nodes, so clock skew between nodes cannot make a
- * live node look dead.
+ * live node look dead. A script reads one instant: nothing here waits for `TIME` to advance
+ * within a script (from Redis 8 on, it returns the same time throughout one script).
  */
 import type { Redis } from 'ioredis';
 
