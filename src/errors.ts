@@ -26,6 +26,7 @@ export const ERROR_CATALOGUE = {
   SHARD_UNAVAILABLE: { status: 500, kind: 'Internal Server Error', message: 'A storage shard failed to answer; retry the request' },
   NOT_READY: { status: 503, kind: 'Service Unavailable', message: 'Server is shutting down; retry the request' },
   CLUSTER_UNAVAILABLE: { status: 503, kind: 'Service Unavailable', message: 'The cluster\'s Redis is not reachable from this node; retry the request' },
+  PUSH_STORE_UNAVAILABLE: { status: 503, kind: 'Service Unavailable', message: 'The cluster\'s PostgreSQL is not reachable from this node; retry the request' },
 
   // Channel API (C1-C6)
   AUTH_MISSING_PARAMS: { status: 401, kind: 'Unauthorized', message: 'Missing authentication parameters' },

@@ -1,6 +1,6 @@
 /**
- * Shard side of push devices: thin handlers over this shard's DeviceStore. Every write resolves
- * after the store's synced commit, so the main thread's 200 means durable.
+ * Shard side of push devices: thin handlers over this shard's device store (push/store/). Every
+ * write resolves after the store's durable commit, so the main thread's 200 means durable.
  */
 import { requireTestHooks, type ShardArea } from '../../../shards/context.js';
 import type { PushAreaDeps } from '../deps.js';
@@ -24,10 +24,10 @@ export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> 
         return { id, initialInterestSet, created };
       },
 
-      'device.platformCounts': ({ instanceId }) => ({ counts: store.platformCounts(instanceId) }),
+      'device.platformCounts': async ({ instanceId }) => ({ counts: await store.platformCounts(instanceId) }),
 
-      'device.get': ({ instanceId, deviceId }) => {
-        const device = store.get(instanceId, deviceId);
+      'device.get': async ({ instanceId, deviceId }) => {
+        const device = await store.get(instanceId, deviceId);
         if (!device) return { device: null };
         const view: DeviceView = { id: device.id, platform: device.platform };
         if (device.userId !== undefined) view.userId = device.userId;
@@ -45,18 +45,18 @@ export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> 
 
       'device.setUser': ({ instanceId, deviceId, userId, devicesOnOtherShards, maxDevicesPerUser }) =>
         serialised(async (): Promise<{ outcome: SetUserOutcome }> => {
-          const device = store.get(instanceId, deviceId);
+          const device = await store.get(instanceId, deviceId);
           if (!device) return { outcome: 'not-found' };
           if (device.userId === userId) return { outcome: 'ok' };
           if (device.userId !== undefined) return { outcome: 'already-associated' };
-          if (devicesOnOtherShards + store.countUserDevices(instanceId, userId) >= maxDevicesPerUser) return { outcome: 'limit' };
+          if (devicesOnOtherShards + (await store.countUserDevices(instanceId, userId)) >= maxDevicesPerUser) return { outcome: 'limit' };
           return { outcome: await store.setUser(instanceId, deviceId, userId) };
         }),
 
-      'device.countUserDevices': ({ instanceId, userId }) => ({ count: store.countUserDevices(instanceId, userId) }),
+      'device.countUserDevices': async ({ instanceId, userId }) => ({ count: await store.countUserDevices(instanceId, userId) }),
 
-      'device.listInterests': ({ instanceId, deviceId, limit, cursor }) => {
-        const page = store.listInterests(instanceId, deviceId, limit, cursor);
+      'device.listInterests': async ({ instanceId, deviceId, limit, cursor }) => {
+        const page = await store.listInterests(instanceId, deviceId, limit, cursor);
         if (page === 'not-found' || page === 'bad-cursor') return { outcome: page };
         return page.nextCursor === undefined
           ? { outcome: 'ok', interests: page.interests }
@@ -77,9 +77,14 @@ export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> 
 
       'device.deleteUser': async ({ instanceId, userId }) => ({ deleted: await store.deleteUser(instanceId, userId) }),
 
-      'device.checkConsistency': ({ instanceId }) => {
+      'device.checkConsistency': async ({ instanceId }) => {
         requireTestHooks(deps.ctx, 'device.checkConsistency');
-        return { problems: store.checkConsistency(instanceId) };
+        return { problems: await store.checkConsistency(instanceId) };
+      },
+
+      'device.storeReady': async ({ installSecret }) => {
+        await store.ready();
+        return { store: store.kind, installSecret: await store.installSecret(installSecret) };
       },
     },
   };
