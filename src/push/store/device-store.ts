@@ -20,6 +20,7 @@
  * A store that cannot reach its storage rejects with HeraldError PUSH_STORE_UNAVAILABLE.
  */
 import type { Platform } from '../platform.js';
+import type { SetUserOutcome } from '../messages/devices.js';
 import type {
   AddInterestResult,
   Device,
@@ -87,8 +88,16 @@ export interface PushDeviceStore {
   deleteIfToken(instanceId: string, deviceId: string, token: string): Promise<boolean>;
   setMetadata(instanceId: string, deviceId: string, metadata: Record<string, string>): Promise<boolean>;
   setToken(instanceId: string, deviceId: string, token: string): Promise<boolean>;
-  /** Associates the device with `userId` (the devices-per-user limit is the caller's: countUserDevices). */
+  /** Associates the device with `userId`, without the devices-per-user limit (tests, tools). */
   setUser(instanceId: string, deviceId: string, userId: string): Promise<SetUserResult>;
+  /**
+   * D10/D11: associates the device with `userId` unless the user already has
+   * `maxDevicesPerUser` devices: `devicesOnOtherShards` (the caller asked the other shards just
+   * before) plus this shard's. Two associations of one user never both pass the limit: LMDB
+   * runs a shard's associations one at a time; PostgreSQL counts every shard's devices of the
+   * user itself, under a lock on the user that every node takes.
+   */
+  setUserWithinLimit(instanceId: string, deviceId: string, userId: string, devicesOnOtherShards: number, maxDevicesPerUser: number): Promise<SetUserOutcome>;
   /** Devices of `userId` on this shard. */
   countUserDevices(instanceId: string, userId: string): Promise<number>;
   /** One page of the device's interests by name, strictly after the cursor's name; the cursor is checked first. */

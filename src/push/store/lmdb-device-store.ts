@@ -7,12 +7,14 @@
 import type { RootDatabase } from 'lmdb';
 import { DeviceStore } from '../shard/devices/device-store.js';
 import type { Platform } from '../platform.js';
+import type { SetUserOutcome } from '../messages/devices.js';
 import type { PushDeviceStore, ScanPosition, ScanSteps } from './device-store.js';
 
 export class LmdbDeviceStore implements PushDeviceStore {
   readonly kind = 'lmdb';
   /** The LMDB store itself (resharding and tests read it directly). */
   readonly lmdb: DeviceStore;
+  private userQueue: Promise<unknown> = Promise.resolve();
 
   constructor(root: RootDatabase) {
     this.lmdb = new DeviceStore(root);
@@ -52,6 +54,21 @@ export class LmdbDeviceStore implements PushDeviceStore {
 
   setUser(instanceId: string, deviceId: string, userId: string) {
     return this.lmdb.setUser(instanceId, deviceId, userId);
+  }
+
+  setUserWithinLimit(instanceId: string, deviceId: string, userId: string, devicesOnOtherShards: number, maxDevicesPerUser: number): Promise<SetUserOutcome> {
+    // One at a time on this shard, so the count checked cannot be overtaken by another association committing meanwhile.
+    const task = async (): Promise<SetUserOutcome> => {
+      const device = this.lmdb.get(instanceId, deviceId);
+      if (!device) return 'not-found';
+      if (device.userId === userId) return 'ok';
+      if (device.userId !== undefined) return 'already-associated';
+      if (devicesOnOtherShards + this.lmdb.countUserDevices(instanceId, userId) >= maxDevicesPerUser) return 'limit';
+      return this.lmdb.setUser(instanceId, deviceId, userId);
+    };
+    const run = this.userQueue.then(task, task);
+    this.userQueue = run.catch(() => undefined);
+    return run;
   }
 
   async countUserDevices(instanceId: string, userId: string) {

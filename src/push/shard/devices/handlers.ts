@@ -4,19 +4,10 @@
  */
 import { requireTestHooks, type ShardArea } from '../../../shards/context.js';
 import type { PushAreaDeps } from '../deps.js';
-import type { DeviceShardApi, DeviceView, SetUserOutcome } from '../../messages/devices.js';
+import type { DeviceShardApi, DeviceView } from '../../messages/devices.js';
 
 export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> {
   const { store } = deps;
-  // User associations on this shard run one at a time, so the count a request checks against
-  // the limit cannot be overtaken by another association committing on this shard meanwhile.
-  let userQueue: Promise<unknown> = Promise.resolve();
-  const serialised = <T>(task: () => Promise<T>): Promise<T> => {
-    const run = userQueue.then(task, task);
-    userQueue = run.catch(() => undefined);
-    return run;
-  };
-
   return {
     handlers: {
       'device.register': async ({ instanceId, deviceId, platform, token, bundleIdentifier, metadata }) => {
@@ -43,15 +34,9 @@ export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> 
 
       'device.setToken': async ({ instanceId, deviceId, token }) => ({ found: await store.setToken(instanceId, deviceId, token) }),
 
-      'device.setUser': ({ instanceId, deviceId, userId, devicesOnOtherShards, maxDevicesPerUser }) =>
-        serialised(async (): Promise<{ outcome: SetUserOutcome }> => {
-          const device = await store.get(instanceId, deviceId);
-          if (!device) return { outcome: 'not-found' };
-          if (device.userId === userId) return { outcome: 'ok' };
-          if (device.userId !== undefined) return { outcome: 'already-associated' };
-          if (devicesOnOtherShards + (await store.countUserDevices(instanceId, userId)) >= maxDevicesPerUser) return { outcome: 'limit' };
-          return { outcome: await store.setUser(instanceId, deviceId, userId) };
-        }),
+      'device.setUser': async ({ instanceId, deviceId, userId, devicesOnOtherShards, maxDevicesPerUser }) => ({
+        outcome: await store.setUserWithinLimit(instanceId, deviceId, userId, devicesOnOtherShards, maxDevicesPerUser),
+      }),
 
       'device.countUserDevices': async ({ instanceId, userId }) => ({ count: await store.countUserDevices(instanceId, userId) }),
 

@@ -19,6 +19,7 @@ import { log } from '../../../log.js';
 import { fnv1a32 } from '../../../shards/hash.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../interest-name.js';
 import type { Platform } from '../../platform.js';
+import type { SetUserOutcome } from '../../messages/devices.js';
 import { decodeInterestCursor, encodeInterestCursor } from '../../shard/devices/cursor.js';
 import { normaliseScanList, type ScanDevice } from '../../shard/devices/device-store.js';
 import type {
@@ -253,6 +254,29 @@ export class PostgresDeviceStore implements PushDeviceStore {
       if (!row) return 'not-found';
       if (row.user_id === userId) return 'ok';
       if (row.user_id !== null) return 'already-associated';
+      await client.query('UPDATE herald_push_devices SET user_id = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, userId]);
+      return 'ok';
+    });
+  }
+
+  setUserWithinLimit(instanceId: string, deviceId: string, userId: string, _devicesOnOtherShards: number, maxDevicesPerUser: number): Promise<SetUserOutcome> {
+    return this.transaction(async (client): Promise<SetUserOutcome> => {
+      // Every node's association of this user waits here, so the count below cannot be overtaken.
+      // (A hash collision between two users only makes them wait for each other.)
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))', [instanceId, userId]);
+      const { rows } = await client.query<{ user_id: string | null }>(
+        'SELECT user_id FROM herald_push_devices WHERE instance_id = $1 AND device_id = $2 FOR UPDATE',
+        [instanceId, deviceId],
+      );
+      const row = rows[0];
+      if (!row) return 'not-found';
+      if (row.user_id === userId) return 'ok';
+      if (row.user_id !== null) return 'already-associated';
+      const { rows: counted } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM herald_push_devices WHERE instance_id = $1 AND user_id = $2', [
+        instanceId,
+        userId,
+      ]);
+      if (counted[0]!.n >= maxDevicesPerUser) return 'limit';
       await client.query('UPDATE herald_push_devices SET user_id = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, userId]);
       return 'ok';
     });

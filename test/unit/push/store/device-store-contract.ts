@@ -120,6 +120,25 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       expect(await s.countUserDevices(I, 'alice')).toBe(1);
     });
 
+    it('associates a user within the devices-per-user limit counted over every shard', async () => {
+      const n = 2;
+      const { all, at } = await shards(n);
+      const ids = Array.from({ length: 6 }, (_, k) => `lim-${k}`);
+      const outcomes: string[] = [];
+      for (const id of ids) {
+        await at(id).register(I, id, 'fcm', `tok-${id}`, undefined, undefined);
+        // As the main thread asks: the user's devices on every other shard, then the device's own shard decides.
+        const own = deviceShardFor(id, n);
+        const elsewhere = (await Promise.all(all.map((s, shard) => (shard === own ? 0 : s.countUserDevices(I, 'erin'))))).reduce((a, b) => a + b, 0);
+        outcomes.push(await at(id).setUserWithinLimit(I, id, 'erin', elsewhere, 4));
+      }
+      expect(outcomes).toEqual(['ok', 'ok', 'ok', 'ok', 'limit', 'limit']);
+      expect(await at('lim-0').setUserWithinLimit(I, 'lim-0', 'erin', 3, 4)).toBe('ok');
+      expect(await at('lim-0').setUserWithinLimit(I, 'lim-0', 'frank', 0, 4)).toBe('already-associated');
+      expect(await at('nobody').setUserWithinLimit(I, 'nobody', 'erin', 0, 4)).toBe('not-found');
+      expect((await at('lim-5').get(I, 'lim-5'))!.userId).toBeUndefined();
+    });
+
     it('pages interests in byte order with opaque cursors; a bad cursor is refused before the device is looked up', async () => {
       const { at } = await shards(1);
       const s = at('d1');

@@ -50,6 +50,21 @@ describe('postgres device store', () => {
     }
   });
 
+  it('never lets two nodes associating one user at once both pass the devices-per-user limit', async () => {
+    const url = await freshDatabase();
+    const nodes = Array.from({ length: 4 }, () => new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 }));
+    try {
+      for (let k = 0; k < 8; k++) await nodes[0]!.register(I, `race-${k}`, 'fcm', `tok-${k}`, undefined, undefined);
+      // Every node has counted 0 devices elsewhere; the limit is 3.
+      const outcomes = await Promise.all(Array.from({ length: 8 }, (_, k) => nodes[k % 4]!.setUserWithinLimit(I, `race-${k}`, 'gina', 0, 3)));
+      expect(outcomes.filter((o) => o === 'ok')).toHaveLength(3);
+      expect(outcomes.filter((o) => o === 'limit')).toHaveLength(5);
+      expect(await nodes[1]!.countUserDevices(I, 'gina')).toBe(3);
+    } finally {
+      for (const node of nodes) await node.close();
+    }
+  });
+
   it('keeps one installation secret for every node: the first to ask gives its own', async () => {
     const url = await freshDatabase();
     const nodeA = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
