@@ -2,14 +2,14 @@
  * A private PostgreSQL for one test file (never the machine's shared server on 5432): Debian's
  * `initdb` and `pg_ctl` run as the `postgres` user into a temporary dir it owns, listening on
  * 127.0.0.1 at a free port with its unix socket in that dir, trust authentication. Stopped and
- * its dir removed after. `fileRedisServer`'s twin: `filePostgresServer()` registers the hooks.
+ * its dir removed after. A test file registers it with `filePostgresServer()` (file-postgres.ts);
+ * the benchmarks use this class directly, outside vitest.
  */
 import { execFile } from 'node:child_process';
 import { chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll } from 'vitest';
 import { freePort } from './redis-server.js';
 
 const run = promisify(execFile);
@@ -23,9 +23,16 @@ async function postgresUser(): Promise<{ uid: number; gid: number }> {
   return { uid: Number(uid.trim()), gid: Number(gid.trim()) };
 }
 
+export interface PostgresServerOptions {
+  /** Sync to disk as a production server does (benchmarks); tests run with fsync off. */
+  fsync?: boolean;
+}
+
 export class PostgresServer {
   port = 0;
   private dir: string | undefined;
+
+  constructor(private readonly options: PostgresServerOptions = {}) {}
 
   /** `postgres://postgres@127.0.0.1:PORT/DB` (trust authentication, no password). */
   url(database = 'postgres'): string {
@@ -53,7 +60,7 @@ export class PostgresServer {
       try {
         await this.asPostgres('pg_ctl', [
           '-D', this.dataDir, '-l', join(this.dir, 'server.log'), '-w', '-t', '60',
-          '-o', `-c port=${this.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${this.dir} -c max_connections=200 -c fsync=off`,
+          '-o', `-c port=${this.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${this.dir} -c max_connections=200 -c fsync=${this.options.fsync ? 'on' : 'off'}`,
           'start',
         ]);
         return this;
@@ -82,19 +89,4 @@ export class PostgresServer {
     await run(join(POSTGRES_BIN, 'createdb'), ['-h', '127.0.0.1', '-p', String(this.port), '-U', 'postgres', name], { timeout: 30_000 });
     return this.url(name);
   }
-}
-
-/** Registers a test file's hooks: a private server started before the first test, removed after the last. */
-export function filePostgresServer(): () => PostgresServer {
-  let server: PostgresServer | undefined;
-  beforeAll(async () => {
-    server = await new PostgresServer().start();
-  }, 120_000);
-  afterAll(async () => {
-    await server?.dispose();
-  }, 60_000);
-  return () => {
-    if (!server) throw new Error('the PostgreSQL server starts in beforeAll');
-    return server;
-  };
 }

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { heraldClusterBed, ONE_PROCESS, type HeraldCluster } from '../helpers/herald-cluster.js';
 import { DEFAULT_PUSH } from '../helpers/herald-process.js';
-import { filePostgresServer } from '../helpers/postgres-server.js';
+import { filePostgresServer } from '../helpers/file-postgres.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
 import { until } from '../helpers/wait.js';
 import { DeviceApi, fcmToken } from './device-api-helpers.js';

@@ -56,6 +56,16 @@ interface ScanRow {
   interest_count: number;
 }
 
+/** One index entry of a scan batch, with its device when it still exists (columns null when not). */
+interface CandidateRow extends Omit<ScanRow, 'device_id'> {
+  candidate: string;
+  device_id: string | null;
+  /** shard_hash % shardCount: which shard of a node answers for the device. */
+  shard: number | null;
+  /** Subscribed to an interest earlier in the list: yielded there. */
+  earlier: boolean;
+}
+
 interface DeviceRow extends Omit<ScanRow, 'device_id'> {
   metadata: Record<string, string> | null;
   created_at: number;
@@ -178,9 +188,10 @@ export class PostgresDeviceStore implements PushDeviceStore {
     bundleIdentifier: string | undefined,
     metadata: Record<string, string> | undefined,
   ): Promise<RegisterResult> {
-    return this.transaction(async (client) => {
-      const { rows } = await client.query<{ created: boolean }>(
-        `INSERT INTO herald_push_devices AS d
+    // One statement (its own transaction): the upsert, and the interests it keeps, read in its snapshot.
+    const { rows } = await this.query<{ created: boolean; interests: string[] }>(
+      `WITH up AS (
+         INSERT INTO herald_push_devices AS d
            (instance_id, device_id, shard_hash, platform, token, bundle_identifier, metadata, created_at, interest_count, user_id)
          VALUES ($1, $2, $3, $4, $5, $6, $7::json, $8, 0, NULL)
          ON CONFLICT (instance_id, device_id) DO UPDATE SET
@@ -189,21 +200,17 @@ export class PostgresDeviceStore implements PushDeviceStore {
            bundle_identifier = COALESCE(EXCLUDED.bundle_identifier, d.bundle_identifier),
            metadata = COALESCE(EXCLUDED.metadata, d.metadata),
            user_id = NULL
-         RETURNING (xmax = 0) AS created`,
-        [instanceId, deviceId, fnv1a32(deviceId), platform, token, bundleIdentifier ?? null, metadata === undefined ? null : JSON.stringify(metadata), Date.now()],
-      );
-      const created = rows[0]!.created;
-      const initialInterestSet = created ? [] : await this.interestsOf(client, instanceId, deviceId);
-      return { id: deviceId, initialInterestSet, created };
-    });
-  }
-
-  private async interestsOf(client: pg.PoolClient, instanceId: string, deviceId: string): Promise<string[]> {
-    const { rows } = await client.query<{ interest: string }>(
-      'SELECT interest FROM herald_push_device_interests WHERE instance_id = $1 AND device_id = $2 ORDER BY interest',
-      [instanceId, deviceId],
+         RETURNING (xmax = 0) AS created
+       )
+       SELECT up.created,
+              CASE WHEN up.created THEN '{}'::text[] ELSE ARRAY(
+                SELECT interest FROM herald_push_device_interests WHERE instance_id = $1 AND device_id = $2 ORDER BY interest
+              ) END AS interests
+         FROM up`,
+      [instanceId, deviceId, fnv1a32(deviceId), platform, token, bundleIdentifier ?? null, metadata === undefined ? null : JSON.stringify(metadata), Date.now()],
     );
-    return rows.map((r) => r.interest);
+    const { created, interests } = rows[0]!;
+    return { id: deviceId, initialInterestSet: created ? [] : interests, created };
   }
 
   async get(instanceId: string, deviceId: string): Promise<Device | undefined> {
@@ -293,7 +300,8 @@ export class PostgresDeviceStore implements PushDeviceStore {
 
   async listInterests(instanceId: string, deviceId: string, limit: number, cursor?: string): Promise<InterestPage | 'not-found' | 'bad-cursor'> {
     if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`limit must be a positive integer, got ${limit}`);
-    let after: string | null = null;
+    // '' sorts before every name (none is empty): a plain range condition the index serves.
+    let after = '';
     if (cursor !== undefined) {
       const name = decodeInterestCursor(cursor);
       if (name === undefined) return 'bad-cursor';
@@ -304,7 +312,7 @@ export class PostgresDeviceStore implements PushDeviceStore {
       `SELECT i.interest FROM herald_push_devices d
          LEFT JOIN LATERAL (
            SELECT interest FROM herald_push_device_interests
-            WHERE instance_id = d.instance_id AND device_id = d.device_id AND ($3::text IS NULL OR interest > $3)
+            WHERE instance_id = d.instance_id AND device_id = d.device_id AND interest > $3
             ORDER BY interest LIMIT $4
          ) i ON true
         WHERE d.instance_id = $1 AND d.device_id = $2`,
@@ -390,32 +398,37 @@ export class PostgresDeviceStore implements PushDeviceStore {
 
   scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
     const list = normaliseScanList(interests);
-    const shard = this.shardFilter(4, 'd.');
-    return this.indexSteps(list, resumeFrom, (listIndex, after) =>
-      this.query<ScanRow>(
-        `SELECT ${DEVICE_COLUMNS.split(', ').map((c) => `d.${c}`).join(', ')}
-           FROM herald_push_device_interests i
-           JOIN herald_push_devices d ON d.instance_id = i.instance_id AND d.device_id = i.device_id
-          WHERE i.instance_id = $1 AND i.interest = $2 AND ($3::text IS NULL OR i.device_id > $3) AND ${shard.sql}
-            AND NOT EXISTS (
-              SELECT 1 FROM herald_push_device_interests e
-               WHERE e.instance_id = i.instance_id AND e.device_id = i.device_id AND e.interest = ANY($6::text[]))
-          ORDER BY i.device_id LIMIT $7`,
-        [instanceId, list[listIndex]!, after, ...shard.values, list.slice(0, listIndex), SCAN_BATCH],
-      ).then((r) => r.rows.map((row) => scanDevice(row, instanceId))),
+    return this.indexSteps(instanceId, list, resumeFrom, (listIndex, after) =>
+      this.query<CandidateRow>(
+        // The LIMIT inside the subquery keeps the walk on the interest index, whatever the
+        // planner guesses of the shard filter, which is applied per candidate below.
+        // LATERAL lookups with LIMIT (kept as subqueries, not flattened into a join the planner
+        // could hash over the whole table): one index probe per candidate.
+        `SELECT c.device_id AS candidate, (d.shard_hash % $4)::int AS shard, ${DEVICE_COLUMNS.split(', ').map((col) => `d.${col}`).join(', ')},
+                coalesce(x.earlier, false) AS earlier
+           FROM (SELECT instance_id, device_id FROM herald_push_device_interests
+                  WHERE instance_id = $1 AND interest = $2 AND device_id > $3
+                  ORDER BY device_id LIMIT $6) c
+           LEFT JOIN LATERAL (SELECT * FROM herald_push_devices
+                               WHERE instance_id = c.instance_id AND device_id = c.device_id LIMIT 1) d ON true
+           LEFT JOIN LATERAL (SELECT true AS earlier FROM herald_push_device_interests e
+                               WHERE e.instance_id = c.instance_id AND e.device_id = c.device_id AND e.interest = ANY($5::text[])
+                               LIMIT 1) x ON true
+          ORDER BY c.device_id`,
+        [instanceId, list[listIndex]!, after, this.shardCount, list.slice(0, listIndex), SCAN_BATCH],
+      ).then((r) => r.rows),
     );
   }
 
   scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
     const list = normaliseScanList(userIds);
-    const shard = this.shardFilter(4);
-    return this.indexSteps(list, resumeFrom, (listIndex, after) =>
-      this.query<ScanRow>(
-        `SELECT ${DEVICE_COLUMNS} FROM herald_push_devices
-          WHERE instance_id = $1 AND user_id = $2 AND ($3::text IS NULL OR device_id > $3) AND ${shard.sql}
-          ORDER BY device_id LIMIT $6`,
-        [instanceId, list[listIndex]!, after, ...shard.values, SCAN_BATCH],
-      ).then((r) => r.rows.map((row) => scanDevice(row, instanceId))),
+    return this.indexSteps(instanceId, list, resumeFrom, (listIndex, after) =>
+      this.query<CandidateRow>(
+        `SELECT device_id AS candidate, (shard_hash % $4)::int AS shard, false AS earlier, ${DEVICE_COLUMNS} FROM herald_push_devices
+          WHERE instance_id = $1 AND user_id = $2 AND device_id > $3
+          ORDER BY device_id LIMIT $5`,
+        [instanceId, list[listIndex]!, after, this.shardCount, SCAN_BATCH],
+      ).then((r) => r.rows),
     );
   }
 
@@ -439,20 +452,36 @@ export class PostgresDeviceStore implements PushDeviceStore {
     }
   }
 
-  /** Walks `list` from `resumeFrom`, one batch query at a time (`batch(listIndex, afterDeviceId)`), never holding a transaction. */
+  /**
+   * Walks `list` from `resumeFrom`, one batch query at a time (`batch(listIndex, after)`: the
+   * next SCAN_BATCH index entries after `after`, each a candidate), never holding a
+   * transaction; yields the candidates that are this shard's, still exist and were not under
+   * an earlier name.
+   */
   private async *indexSteps(
+    instanceId: string,
     list: readonly string[],
     resumeFrom: ScanPosition | undefined,
-    batch: (listIndex: number, afterDeviceId: string | null) => Promise<ScanDevice[]>,
+    batch: (listIndex: number, after: string) => Promise<CandidateRow[]>,
   ): AsyncGenerator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
-    let after = resumeFrom?.afterDeviceId ?? null;
-    for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = null) {
+    // '' sorts before every device id (none is empty): `device_id > $3` stays a range the index serves.
+    let after = resumeFrom?.afterDeviceId ?? '';
+    for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = '') {
       for (;;) {
-        const devices = await batch(listIndex, after);
-        for (const device of devices) yield { device, position: { listIndex, afterDeviceId: device.id } };
-        if (devices.length < SCAN_BATCH) break;
-        after = devices[devices.length - 1]!.id;
+        const rows = await batch(listIndex, after);
+        let skipped = 0;
+        for (const row of rows) {
+          if (row.device_id === null || row.shard !== this.shardIndex || row.earlier) {
+            skipped++;
+            continue;
+          }
+          yield { device: scanDevice(row as ScanRow, instanceId), position: { listIndex, afterDeviceId: row.device_id } };
+        }
+        if (rows.length < SCAN_BATCH) break;
+        after = rows[rows.length - 1]!.candidate;
+        // A batch of other shards' devices: say where the walk stands, so a resumed scan skips them too.
+        if (skipped === rows.length) yield { device: null, position: { listIndex, afterDeviceId: after }, skipped };
       }
     }
   }

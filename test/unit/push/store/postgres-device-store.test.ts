@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { HeraldError } from '../../../../src/errors.js';
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../../../../src/push/store/postgres/migrations.js';
 import { PostgresDeviceStore } from '../../../../src/push/store/postgres/postgres-device-store.js';
-import { filePostgresServer } from '../../../helpers/postgres-server.js';
+import { filePostgresServer } from '../../../helpers/file-postgres.js';
 import { deviceStoreContract } from './device-store-contract.js';
 
 const postgres = filePostgresServer();
