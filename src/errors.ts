@@ -27,6 +27,7 @@ export const ERROR_CATALOGUE = {
   STORAGE_FULL: { status: 507, kind: 'Insufficient Storage', message: 'The data dir\'s disk is full: writes are refused until space is freed; reads and deletes still work' },
   NOT_READY: { status: 503, kind: 'Service Unavailable', message: 'Server is shutting down; retry the request' },
   CLUSTER_UNAVAILABLE: { status: 503, kind: 'Service Unavailable', message: 'The cluster\'s Redis is not reachable from this node; retry the request' },
+  PUSH_STORE_UNAVAILABLE: { status: 503, kind: 'Service Unavailable', message: 'The cluster\'s PostgreSQL is not reachable from this node; retry the request' },
 
   // Channel API (C1-C6)
   AUTH_MISSING_PARAMS: { status: 401, kind: 'Unauthorized', message: 'Missing authentication parameters' },

@@ -32,7 +32,6 @@ import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
 import { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
 import type { TopicFanout } from './channels/adapter/topic-delivery.js';
 import { RedisChannelAdapter } from './channels/adapter/redis/redis-adapter.js';
-import { PushLeaseHeldError } from './channels/adapter/redis/push-lease.js';
 import { randomNodeId } from './channels/adapter/redis/node-session.js';
 import { describeRedis } from './channels/adapter/redis/connection.js';
 import { hostname } from 'node:os';
@@ -77,6 +76,7 @@ export interface ReloadReport {
 
 export async function startHerald(config: Readonly<HeraldConfig>): Promise<RunningHerald> {
   setLogLevel(config.logLevel);
+  requirePushStore(config);
   const { uws, build: uwsBuild } = loadUws();
   // Certificate files are checked before any worker starts: a bad one is a start-up error.
   const main = new MainApp(uws, config.tls);
@@ -96,6 +96,8 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   });
   // Start every worker now so a broken shard fails start-up, not the first request.
   await shards.broadcast({ type: 'core.ping' }, 30_000);
+  // Device ids derive from this secret: in a cluster, the one every node shares (PostgreSQL).
+  const installSecret = config.cluster?.postgresUrl ? await pushStoreReady(shards, config.cluster.postgresUrl, identity.installSecret) : identity.installSecret;
 
   const state: ServerState = { ready: false, draining: false };
   const registry = new SocketRegistry();
@@ -103,7 +105,6 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   let adapter: ChannelAdapter;
   try {
     adapter = await createChannelAdapter(config, main, shards, registry, () => ctx.config, appsById);
-    if (adapter instanceof RedisChannelAdapter) await leasePushInstances(adapter, config);
   } catch (err) {
     await shards.close(5000);
     throw err;
@@ -113,7 +114,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     appsById,
     appsByKey: new Map(config.apps.map((a) => [a.key, a])),
     pushInstances: new Map(config.push.map((p) => [p.instanceId, p])),
-    installSecret: identity.installSecret,
+    installSecret,
     state,
     debug,
     core: shards,
@@ -272,20 +273,39 @@ async function createChannelAdapter(
 }
 
 /**
- * Takes the lease of every push instance this node serves: one node per instance in a cluster
- * (its devices and publishes live in this node's data dir). Refuses to start when a live node
- * holds one; a crashed holder's lease lapses within nodeTimeoutMs, which this waits for.
+ * In a cluster, push records live in PostgreSQL so that any node serves any push instance: a
+ * cluster with push instances and no `cluster.postgresUrl` is refused before anything starts.
  */
-async function leasePushInstances(adapter: RedisChannelAdapter, config: Readonly<HeraldConfig>): Promise<void> {
+function requirePushStore(config: Readonly<HeraldConfig>): void {
+  if (!config.cluster || config.push.length === 0 || config.cluster.postgresUrl) return;
+  throw new ClusterStartError(
+    'cluster: push instances need a shared PostgreSQL in cluster mode: set cluster.postgresUrl (or HERALD_POSTGRES_URL), or remove the push instances (a channels-only cluster needs only Redis)',
+  );
+}
+
+/**
+ * Every shard's push store connected and migrated (the shards do it: the main thread never
+ * connects), or a start-up error; resolves to the cluster's installation secret.
+ */
+async function pushStoreReady(shards: ShardPool<HeraldShardApi>, url: string, candidate: string): Promise<string> {
   try {
-    for (const instance of config.push) {
-      await adapter.node.leasePushInstance(instance.instanceId, {
-        onLost: (instanceId, holder) => log.error('cluster: push instance lease lost to another node (Redis outage?): two nodes may serve it', { instanceId, holder }),
-      });
-    }
+    const [first] = await shards.broadcast({ type: 'device.storeReady', installSecret: candidate }, 60_000);
+    log.info('cluster: push store ready', { postgres: describePostgres(url) });
+    return first!.installSecret;
   } catch (err) {
-    await adapter.close().catch(() => {});
-    throw err instanceof PushLeaseHeldError ? new ClusterStartError(err.message) : err;
+    await shards.close(5000);
+    throw new ClusterStartError(`cluster: cannot use the push store at ${describePostgres(url)}: ${(err as Error).message}`);
+  }
+}
+
+/** A PostgreSQL URL fit for logs: its password masked. */
+function describePostgres(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'postgres://(unparsable URL)';
   }
 }
 

@@ -58,6 +58,10 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
     // Replaces only the URL (and turns the cluster on): keyPrefix and nodeTimeoutMs keep the file's values or defaults.
     fromEnv.cluster = { ...objectField(raw, 'cluster'), redisUrl: env.HERALD_REDIS_URL };
   }
+  if (env.HERALD_POSTGRES_URL) {
+    const cluster = (fromEnv.cluster as Record<string, unknown> | undefined) ?? objectField(raw, 'cluster');
+    fromEnv.cluster = { ...cluster, postgresUrl: env.HERALD_POSTGRES_URL };
+  }
   const sentinel = {
     ...(env.HERALD_REDIS_SENTINELS && { addresses: env.HERALD_REDIS_SENTINELS.split(',').map((a) => a.trim()).filter(Boolean) }),
     ...(env.HERALD_REDIS_SENTINEL_MASTER && { masterName: env.HERALD_REDIS_SENTINEL_MASTER }),

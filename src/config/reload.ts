@@ -35,6 +35,14 @@ export function planReload(running: Readonly<HeraldConfig>, next: Readonly<Heral
     restartNeeded.push('tls');
     tls = running.tls;
   }
-  const effective: HeraldConfig = { ...running, apps: next.apps, push: next.push, logLevel: next.logLevel, tls };
+  // A cluster serves push only from its shared PostgreSQL: push instances appearing in a
+  // cluster without one are not taken live (the restart then refuses, naming the setting).
+  let push = next.push;
+  if (running.cluster && !running.cluster.postgresUrl && running.push.length === 0 && next.push.length > 0) {
+    changed.splice(changed.indexOf('push'), 1);
+    restartNeeded.push('push');
+    push = running.push;
+  }
+  const effective: HeraldConfig = { ...running, apps: next.apps, push, logLevel: next.logLevel, tls };
   return { effective: Object.freeze(effective), restartNeeded: restartNeeded.sort(), changed: changed.sort() };
 }

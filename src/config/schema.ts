@@ -269,10 +269,15 @@ const clusterSchema = z.strictObject({
   /** A node silent (no heartbeat) for this long (ms) is declared dead and reaped by the others. */
   nodeTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
   /**
-   * This node's id in the cluster (logs, `CLIENT LIST`, the push lease holder): letters, digits,
+   * This node's id in the cluster (logs, `CLIENT LIST`): letters, digits,
    * `_`, `-`, `.`. Default: the host name plus a random suffix, new at each start.
    */
   nodeId: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ - . only, at most 64').optional(),
+  /**
+   * `postgres://user:password@host:5432/database`: the PostgreSQL that holds the push devices
+   * of every node (needed once `push` has an instance; a channels-only cluster needs only Redis).
+   */
+  postgresUrl: z.string().regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://').optional(),
 });
 
 /**

@@ -1,12 +1,13 @@
 /**
  * Shard side of the push area: devices (records, interests, users), publish fan-out and
- * delivery reports. One DeviceStore and one PublishStore per shard over the shard's LMDB
- * environment, shared by the three sub-areas.
+ * delivery reports. One device store per shard (its LMDB environment, or the cluster's
+ * PostgreSQL: push/store/factory.ts) and one PublishStore over the shard's LMDB environment,
+ * shared by the three sub-areas.
  */
 import { mergeHandlers, type ShardArea, type ShardContext } from '../shards/context.js';
 import type { PushShardApi } from './messages/index.js';
 import type { WebhookEmitter } from '../webhooks/emitter.js';
-import { DeviceStore } from './shard/devices/device-store.js';
+import { createDeviceStore } from './store/factory.js';
 import { PublishStore } from './shard/publishes/publish-store.js';
 import { createDeviceArea } from './shard/devices/handlers.js';
 import { createPublishArea } from './shard/publishes/handlers.js';
@@ -27,7 +28,7 @@ const STORAGE_WRITES: readonly (keyof PushShardApi & string)[] = [
 
 /** Builds the push area of one shard (its stores opened once, then its three sub-areas). */
 export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): ShardArea<PushShardApi> {
-  const deps: PushAreaDeps = { ctx, store: new DeviceStore(ctx.root), publishes: new PublishStore(ctx.root), webhooks };
+  const deps: PushAreaDeps = { ctx, store: createDeviceStore(ctx), publishes: new PublishStore(ctx.root), webhooks };
   const areas = [createDeviceArea(deps), createPublishArea(deps), createReportArea(deps)];
   return {
     handlers: mergeHandlers(areas.map((a) => a.handlers)) as unknown as ShardArea<PushShardApi>['handlers'],
@@ -37,6 +38,7 @@ export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): Sha
     },
     close: async () => {
       for (const area of areas) await area.close?.();
+      await deps.store.close();
     },
   };
 }

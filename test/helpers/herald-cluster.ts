@@ -25,6 +25,8 @@ export interface HeraldClusterOptions {
   shards?: number;
   /** The `push` instances of each node, by index; default none (each instance is one node's). */
   push?: Record<string, unknown>[][];
+  /** cluster.postgresUrl of every node (the shared push store); default none. */
+  postgresUrl?: string;
 }
 
 /** Node ids (config `cluster.nodeId`): node-a, node-b, node-c. */
@@ -62,9 +64,14 @@ export class HeraldCluster {
     return {
       ...this.options.config,
       apps: this.options.apps,
-      // Each push instance is served by exactly one node (a lease in Redis): none unless given.
       push: this.options.push?.[NODE_IDS.indexOf(nodeId as (typeof NODE_IDS)[number])] ?? [],
-      cluster: { redisUrl: this.redis.url, keyPrefix: this.keyPrefix, nodeTimeoutMs: this.nodeTimeoutMs, nodeId },
+      cluster: {
+        redisUrl: this.redis.url,
+        keyPrefix: this.keyPrefix,
+        nodeTimeoutMs: this.nodeTimeoutMs,
+        nodeId,
+        ...(this.options.postgresUrl !== undefined && { postgresUrl: this.options.postgresUrl }),
+      },
     };
   }
 

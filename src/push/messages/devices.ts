@@ -68,4 +68,11 @@ export interface DeviceShardApi {
    * lists every disagreement; empty means consistent. Reads everything: tests and offline tools.
    */
   'device.checkConsistency': { req: { instanceId?: string }; res: { problems: string[] } };
+  /**
+   * Start-up, every shard: resolves once the shard's device store is usable (PostgreSQL:
+   * connected and its schema migrated), so an unreachable store fails start-up; answers the
+   * installation secret device ids derive from (the cluster's, in PostgreSQL; `installSecret`,
+   * this data dir's, when the store has none yet or is LMDB).
+   */
+  'device.storeReady': { req: { installSecret: string }; res: { store: 'lmdb' | 'postgres'; installSecret: string } };
 }

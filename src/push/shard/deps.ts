@@ -1,12 +1,13 @@
 /** What each push sub-area of a shard gets (built once per shard by push/shard-handlers.ts). */
 import type { ShardContext } from '../../shards/context.js';
 import type { WebhookEmitter } from '../../webhooks/emitter.js';
-import type { DeviceStore } from './devices/device-store.js';
+import type { PushDeviceStore } from '../store/device-store.js';
 import type { PublishStore } from './publishes/publish-store.js';
 
 export interface PushAreaDeps {
   ctx: ShardContext;
-  store: DeviceStore;
+  /** The shard's devices: its LMDB environment, or the cluster's PostgreSQL (push/store/). */
+  store: PushDeviceStore;
   /** The shard's publish records: written by the publish area, read by reporting (known publishes, pruning). */
   publishes: PublishStore;
   webhooks: WebhookEmitter;

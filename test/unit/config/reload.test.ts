@@ -28,6 +28,18 @@ describe('planReload', () => {
     expect(plan.effective.tls).toBeNull();
   });
 
+  it('does not take push instances live in a cluster without cluster.postgresUrl', () => {
+    const instance = { instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10', secretKey: 'push-secret' };
+    const running = parseConfig({ shards: 1, push: [], cluster: { redisUrl: 'redis://127.0.0.1:6390' } });
+    const plan = planReload(running, parseConfig({ shards: 1, push: [instance], cluster: { redisUrl: 'redis://127.0.0.1:6390' } }));
+    expect(plan).toMatchObject({ changed: [], restartNeeded: ['push'] });
+    expect(plan.effective.push).toEqual([]);
+    const shared = parseConfig({ shards: 1, push: [], cluster: { redisUrl: 'redis://127.0.0.1:6390', postgresUrl: 'postgres://h/db' } });
+    const live = planReload(shared, parseConfig({ shards: 1, push: [instance], cluster: { redisUrl: 'redis://127.0.0.1:6390', postgresUrl: 'postgres://h/db' } }));
+    expect(live.changed).toEqual(['push']);
+    expect(live.effective.push).toHaveLength(1);
+  });
+
   it('reports nothing for an unchanged file', () => {
     const running = parseConfig({ shards: 1, apps: [app] });
     const plan = planReload(running, parseConfig({ shards: 1, apps: [app] }));

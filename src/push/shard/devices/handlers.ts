@@ -1,22 +1,13 @@
 /**
- * Shard side of push devices: thin handlers over this shard's DeviceStore. Every write resolves
- * after the store's synced commit, so the main thread's 200 means durable.
+ * Shard side of push devices: thin handlers over this shard's device store (push/store/). Every
+ * write resolves after the store's durable commit, so the main thread's 200 means durable.
  */
 import { requireTestHooks, type ShardArea } from '../../../shards/context.js';
 import type { PushAreaDeps } from '../deps.js';
-import type { DeviceShardApi, DeviceView, SetUserOutcome } from '../../messages/devices.js';
+import type { DeviceShardApi, DeviceView } from '../../messages/devices.js';
 
 export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> {
   const { store } = deps;
-  // User associations on this shard run one at a time, so the count a request checks against
-  // the limit cannot be overtaken by another association committing on this shard meanwhile.
-  let userQueue: Promise<unknown> = Promise.resolve();
-  const serialised = <T>(task: () => Promise<T>): Promise<T> => {
-    const run = userQueue.then(task, task);
-    userQueue = run.catch(() => undefined);
-    return run;
-  };
-
   return {
     handlers: {
       'device.register': async ({ instanceId, deviceId, platform, token, bundleIdentifier, metadata }) => {
@@ -24,10 +15,10 @@ export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> 
         return { id, initialInterestSet, created };
       },
 
-      'device.platformCounts': ({ instanceId }) => ({ counts: store.platformCounts(instanceId) }),
+      'device.platformCounts': async ({ instanceId }) => ({ counts: await store.platformCounts(instanceId) }),
 
-      'device.get': ({ instanceId, deviceId }) => {
-        const device = store.get(instanceId, deviceId);
+      'device.get': async ({ instanceId, deviceId }) => {
+        const device = await store.get(instanceId, deviceId);
         if (!device) return { device: null };
         const view: DeviceView = { id: device.id, platform: device.platform };
         if (device.userId !== undefined) view.userId = device.userId;
@@ -43,20 +34,14 @@ export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> 
 
       'device.setToken': async ({ instanceId, deviceId, token }) => ({ found: await store.setToken(instanceId, deviceId, token) }),
 
-      'device.setUser': ({ instanceId, deviceId, userId, devicesOnOtherShards, maxDevicesPerUser }) =>
-        serialised(async (): Promise<{ outcome: SetUserOutcome }> => {
-          const device = store.get(instanceId, deviceId);
-          if (!device) return { outcome: 'not-found' };
-          if (device.userId === userId) return { outcome: 'ok' };
-          if (device.userId !== undefined) return { outcome: 'already-associated' };
-          if (devicesOnOtherShards + store.countUserDevices(instanceId, userId) >= maxDevicesPerUser) return { outcome: 'limit' };
-          return { outcome: await store.setUser(instanceId, deviceId, userId) };
-        }),
+      'device.setUser': async ({ instanceId, deviceId, userId, devicesOnOtherShards, maxDevicesPerUser }) => ({
+        outcome: await store.setUserWithinLimit(instanceId, deviceId, userId, devicesOnOtherShards, maxDevicesPerUser),
+      }),
 
-      'device.countUserDevices': ({ instanceId, userId }) => ({ count: store.countUserDevices(instanceId, userId) }),
+      'device.countUserDevices': async ({ instanceId, userId }) => ({ count: await store.countUserDevices(instanceId, userId) }),
 
-      'device.listInterests': ({ instanceId, deviceId, limit, cursor }) => {
-        const page = store.listInterests(instanceId, deviceId, limit, cursor);
+      'device.listInterests': async ({ instanceId, deviceId, limit, cursor }) => {
+        const page = await store.listInterests(instanceId, deviceId, limit, cursor);
         if (page === 'not-found' || page === 'bad-cursor') return { outcome: page };
         return page.nextCursor === undefined
           ? { outcome: 'ok', interests: page.interests }
@@ -77,9 +62,14 @@ export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> 
 
       'device.deleteUser': async ({ instanceId, userId }) => ({ deleted: await store.deleteUser(instanceId, userId) }),
 
-      'device.checkConsistency': ({ instanceId }) => {
+      'device.checkConsistency': async ({ instanceId }) => {
         requireTestHooks(deps.ctx, 'device.checkConsistency');
-        return { problems: store.checkConsistency(instanceId) };
+        return { problems: await store.checkConsistency(instanceId) };
+      },
+
+      'device.storeReady': async ({ installSecret }) => {
+        await store.ready();
+        return { store: store.kind, installSecret: await store.installSecret(installSecret) };
       },
     },
   };

@@ -22,7 +22,8 @@ import { log } from '../../../log.js';
 import { logWriteFailure } from '../../../shards/disk-full.js';
 import { PLATFORMS, type Platform } from '../../platform.js';
 import { CLOSED_OUTCOME } from '../../gateways/retry.js';
-import type { DeviceStore, ScanPosition } from '../devices/device-store.js';
+import type { ScanPosition } from '../devices/device-store.js';
+import type { PushDeviceStore } from '../../store/device-store.js';
 import { CompletionWindow } from './completion-window.js';
 import type { GatewayRegistry } from './gateway-registry.js';
 import { gatewayPayload } from './payload.js';
@@ -35,7 +36,8 @@ import type { GatewayCounts, PublishJob, PublishShardStats } from '../../message
 
 export interface PublishRunDeps {
   shardIndex: number;
-  devices: DeviceStore;
+  /** What the fan-out needs of the shard's device store. */
+  devices: Pick<PushDeviceStore, 'scanInterestSteps' | 'scanUserSteps' | 'scanDeviceSteps' | 'deleteIfToken'>;
   publishes: PublishStore;
   gateways: GatewayRegistry;
   limiter: SendLimiter;
@@ -198,7 +200,9 @@ export class PublishRun {
           this.deps.limiter.release();
           break;
         }
-        const next = scan.next();
+        // LMDB answers at once; PostgreSQL with a promise per step (a batch query now and then).
+        const step = scan.next();
+        const next = step instanceof Promise ? await step : step;
         if (next.done) {
           this.deps.limiter.release();
           exhausted = true;
@@ -255,7 +259,7 @@ export class PublishRun {
         inFlight.add(send);
       }
     } finally {
-      scan.return();
+      await scan.return();
     }
     await Promise.all(inFlight);
     if (exhausted && this.window.size === 0) {

@@ -73,7 +73,7 @@ export function createReportArea(deps: PushAreaDeps): ShardArea<ReportShardApi> 
   return {
     handlers: {
       'report.record': async ({ report }) => {
-        const device = devices.get(report.instanceId, report.deviceId);
+        const device = await devices.get(report.instanceId, report.deviceId);
         if (!device) return { outcome: 'unknown-device' };
         if (publishInstance(report.publishId) !== report.instanceId) return { outcome: 'unknown-publish' };
         // Duplicates (SDK retries are common) are answered from a read: no write, no webhook.

@@ -14,8 +14,9 @@ import { initialProgress } from '../../../../../src/push/shard/publishes/publish
 import { PublishStore } from '../../../../../src/push/shard/publishes/publish-store.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { createReportArea } from '../../../../../src/push/shard/reports/handlers.js';
+import { ReportStore } from '../../../../../src/push/shard/reports/report-store.js';
 import type { DeliveryReport, ReportShardApi } from '../../../../../src/push/messages/reports.js';
-import { DeviceStore } from '../../../../../src/push/shard/devices/device-store.js';
+import { LmdbDeviceStore } from '../../../../../src/push/store/lmdb-device-store.js';
 import type { ShardArea } from '../../../../../src/shards/context.js';
 import { openShardDatabase } from '../../../../../src/shards/storage.js';
 import type { PushWebhookEvent, WebhookEmitter } from '../../../../../src/webhooks/emitter.js';
@@ -25,8 +26,11 @@ const PUBLISH = 'pubid-report-area';
 
 class RecordingEmitter implements WebhookEmitter {
   readonly push: PushWebhookEvent[] = [];
+  /** Called as each event is queued. */
+  onPush: (e: PushWebhookEvent) => void = () => undefined;
   channelEvent(): void {}
   pushEvent(e: PushWebhookEvent): void {
+    this.onPush(e);
     this.push.push(e);
   }
 }
@@ -35,12 +39,12 @@ let dir: string;
 let root: RootDatabase;
 let area: ShardArea<ReportShardApi>;
 let emitter: RecordingEmitter;
-let devices: DeviceStore;
+let devices: LmdbDeviceStore;
 
 beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'herald-report-area-'));
   root = openShardDatabase(join(dir, 'shard-0'));
-  devices = new DeviceStore(root);
+  devices = new LmdbDeviceStore(root);
   const publishes = new PublishStore(root);
   emitter = new RecordingEmitter();
   const config = { ...configSchema.parse({ dataDir: dir, push: [{ instanceId: INSTANCE, secretKey: 'push-secret' }] }), shards: 1 };
@@ -67,23 +71,27 @@ function report(overrides: Partial<DeliveryReport> = {}): DeliveryReport {
 }
 
 describe('report.record', () => {
-  it('queues the user webhook in the same turn as it issues the record write', async () => {
+  it('queues the user webhook before the record write commits', async () => {
+    // The webhook is queued before the report is recorded, so it cannot be lost to a crash after the record commits.
+    const recorded = new ReportStore(root);
+    const recordedAtQueue: boolean[] = [];
+    emitter.onPush = (e) => recordedAtQueue.push(recorded.has(INSTANCE, PUBLISH, e.kind === 'v1.UserNotificationOpen' ? 'open' : 'delivery', 'fcm-alice'));
     const pending = area.handlers['report.record']({ report: report() });
-    // Nothing awaited yet: the webhook is already queued, so it cannot be lost to a crash after the record commits.
+    expect(await pending).toEqual({ outcome: 'recorded' });
+    expect(recordedAtQueue).toEqual([false]);
     expect(emitter.push).toEqual([{
       instanceId: INSTANCE,
       kind: 'v1.UserNotificationAcknowledgement',
       payload: { instance_id: INSTANCE, publish_id: PUBLISH, user_id: 'alice' },
     }]);
-    expect(await pending).toEqual({ outcome: 'recorded' });
 
     // A duplicate is answered from a read: no second webhook.
     expect(await area.handlers['report.record']({ report: report() })).toEqual({ outcome: 'duplicate' });
     expect(emitter.push).toHaveLength(1);
 
-    const open = area.handlers['report.record']({ report: report({ kind: 'open' }) });
+    expect(await area.handlers['report.record']({ report: report({ kind: 'open' }) })).toEqual({ outcome: 'recorded' });
     expect(emitter.push.map((e) => e.kind)).toEqual(['v1.UserNotificationAcknowledgement', 'v1.UserNotificationOpen']);
-    expect(await open).toEqual({ outcome: 'recorded' });
+    expect(recordedAtQueue).toEqual([false, false]);
   });
 
   it('names no user it cannot vouch for, and ignores unknown devices and publishes', async () => {

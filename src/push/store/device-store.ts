@@ -1,0 +1,125 @@
+/**
+ * The push device store of one shard, as the shard's handlers and publish fan-out use it: one
+ * interface, two implementations (a factory picks one per shard, push/store/factory.ts):
+ *
+ * - `LmdbDeviceStore` (lmdb-device-store.ts): the shard's own LMDB environment, the single-node
+ *   default. A shard holds only the devices the main thread routes to it (deviceShardFor).
+ * - `PostgresDeviceStore` (postgres/postgres-device-store.ts): one PostgreSQL shared by every
+ *   shard of every node of a cluster. Point operations reach any device, whatever shard asks;
+ *   the per-shard questions (scans, counts, a user's devices) answer for the devices that
+ *   deviceShardFor gives to this shard, so the shards of one node together cover every device
+ *   once, as with LMDB.
+ *
+ * Guarantees every implementation keeps (test/unit/push/store/device-store-contract.ts):
+ * - every write resolves only once it is durable (synced LMDB commit, PostgreSQL commit) and
+ *   is atomic: a device's record, interests and user association never disagree;
+ * - reads see every write that resolved before they were issued;
+ * - interests and scans are ordered by the UTF-8 bytes of names and device ids;
+ * - a scan never holds a cursor or transaction between steps, resumes strictly after a
+ *   ScanPosition, and yields each matching device of this shard once.
+ * A store that cannot reach its storage rejects with HeraldError PUSH_STORE_UNAVAILABLE.
+ */
+import type { Platform } from '../platform.js';
+import type { SetUserOutcome } from '../messages/devices.js';
+import type {
+  AddInterestResult,
+  Device,
+  InterestPage,
+  RegisterResult,
+  RemoveInterestResult,
+  ReplaceInterestsResult,
+  ScanPosition,
+  ScanStep,
+  SetUserResult,
+  StoreCounts,
+} from '../shard/devices/device-store.js';
+
+export type {
+  AddInterestResult,
+  Device,
+  InterestPage,
+  RegisterResult,
+  RemoveInterestResult,
+  ReplaceInterestsResult,
+  ScanPosition,
+  ScanStep,
+  SetUserResult,
+  StoreCounts,
+} from '../shard/devices/device-store.js';
+
+/**
+ * A fan-out scan: LMDB answers `next()` synchronously (a plain generator, no promise per
+ * device), PostgreSQL with a promise per step. `return()` ends it early.
+ */
+export interface ScanSteps {
+  next(): IteratorResult<ScanStep, void> | Promise<IteratorResult<ScanStep, void>>;
+  return(value: void): unknown;
+}
+
+export interface PushDeviceStore {
+  /** Which implementation (logs, admin): `lmdb` or `postgres`. */
+  readonly kind: 'lmdb' | 'postgres';
+  /** Resolves once the store is usable (PostgreSQL: connected, schema migrated); rejects when it cannot be. */
+  ready(): Promise<void>;
+  /**
+   * The installation secret device ids derive from (HMAC of the token): it must be the same
+   * wherever a device registers. LMDB: `candidate` (this data dir's). PostgreSQL: the one
+   * stored there, `candidate` when none was yet (the first node to start gives its own, so a
+   * single node's devices keep their ids once moved to the cluster).
+   */
+  installSecret(candidate: string): Promise<string>;
+  /**
+   * Creates the device or, when the id exists, replaces its platform and token (and bundle id
+   * and metadata when given; undefined keeps the stored ones). A re-registered device keeps its
+   * interests and loses its user association.
+   */
+  register(
+    instanceId: string,
+    deviceId: string,
+    platform: Platform,
+    token: string,
+    bundleIdentifier: string | undefined,
+    metadata: Record<string, string> | undefined,
+  ): Promise<RegisterResult>;
+  get(instanceId: string, deviceId: string): Promise<Device | undefined>;
+  /** Removes the device with its interests and user association; false when it did not exist. */
+  delete(instanceId: string, deviceId: string): Promise<boolean>;
+  /** Removes the device only while its token is still `token` (a dead token found by a publish). */
+  deleteIfToken(instanceId: string, deviceId: string, token: string): Promise<boolean>;
+  setMetadata(instanceId: string, deviceId: string, metadata: Record<string, string>): Promise<boolean>;
+  setToken(instanceId: string, deviceId: string, token: string): Promise<boolean>;
+  /** Associates the device with `userId`, without the devices-per-user limit (tests, tools). */
+  setUser(instanceId: string, deviceId: string, userId: string): Promise<SetUserResult>;
+  /**
+   * D10/D11: associates the device with `userId` unless the user already has
+   * `maxDevicesPerUser` devices: `devicesOnOtherShards` (the caller asked the other shards just
+   * before) plus this shard's. Two associations of one user never both pass the limit: LMDB
+   * runs a shard's associations one at a time; PostgreSQL counts every shard's devices of the
+   * user itself, under a lock on the user that every node takes.
+   */
+  setUserWithinLimit(instanceId: string, deviceId: string, userId: string, devicesOnOtherShards: number, maxDevicesPerUser: number): Promise<SetUserOutcome>;
+  /** Devices of `userId` on this shard. */
+  countUserDevices(instanceId: string, userId: string): Promise<number>;
+  /** One page of the device's interests by name, strictly after the cursor's name; the cursor is checked first. */
+  listInterests(instanceId: string, deviceId: string, limit: number, cursor?: string): Promise<InterestPage | 'not-found' | 'bad-cursor'>;
+  /** Makes the device's interests exactly `interests` (duplicates ignored; RangeError past the maximum). */
+  replaceInterests(instanceId: string, deviceId: string, interests: readonly string[]): Promise<ReplaceInterestsResult>;
+  addInterest(instanceId: string, deviceId: string, interest: string): Promise<AddInterestResult>;
+  removeInterest(instanceId: string, deviceId: string, interest: string): Promise<RemoveInterestResult>;
+  /** Deletes every device of `userId` on this shard; resolves to how many. */
+  deleteUser(instanceId: string, userId: string): Promise<number>;
+  /** This shard's devices subscribed to any of `interests`, each once (sorted list order, then device id). */
+  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): ScanSteps;
+  /** This shard's devices of any of `userIds`. */
+  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps;
+  /** The named devices this shard holds (ids it does not hold are skips). */
+  scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps;
+  /** Totals for one instance on this shard. */
+  counts(instanceId: string): Promise<StoreCounts>;
+  /** Devices of one instance on this shard by platform (reads every record: callers cache). */
+  platformCounts(instanceId: string): Promise<Record<Platform, number>>;
+  /** Disagreements between records and indexes (tests and offline checks); empty means consistent. */
+  checkConsistency(instanceId?: string): Promise<string[]>;
+  /** Releases what the store holds of its own (PostgreSQL: its connections); LMDB closes with the shard. */
+  close(): Promise<void>;
+}

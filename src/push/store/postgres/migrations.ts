@@ -1,0 +1,103 @@
+/**
+ * The versioned schema of the push store in PostgreSQL, applied at start-up by every shard of
+ * every node. A session-level advisory lock serialises the nodes that start at once: the first
+ * applies what is missing, each in its own transaction with its row in
+ * `herald_schema_migrations`; the others then find it applied. A database migrated by a newer
+ * Herald (a version this one does not know) is refused rather than used.
+ *
+ * Text columns that are keys use the "C" collation: names and ids sort by their UTF-8 bytes,
+ * the order of the LMDB store (interest pages and scan positions mean the same on both).
+ */
+import type pg from 'pg';
+
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+/** Arbitrary, fixed: the advisory lock key of Herald's migrations ("HRLD"). */
+export const MIGRATION_LOCK_KEY = 0x48524c44;
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'push devices, interests and user associations',
+    sql: `
+      CREATE TABLE herald_push_devices (
+        instance_id text COLLATE "C" NOT NULL,
+        device_id text COLLATE "C" NOT NULL,
+        -- fnv1a32(device_id): which shard of a node answers for the device in scans and counts.
+        shard_hash bigint NOT NULL,
+        platform text NOT NULL,
+        token text NOT NULL,
+        bundle_identifier text,
+        user_id text COLLATE "C",
+        -- json, not jsonb: the metadata keys keep the order the SDK sent.
+        metadata json,
+        created_at double precision NOT NULL,
+        interest_count integer NOT NULL DEFAULT 0,
+        PRIMARY KEY (instance_id, device_id)
+      );
+      CREATE INDEX herald_push_devices_by_user ON herald_push_devices (instance_id, user_id, device_id) WHERE user_id IS NOT NULL;
+      CREATE TABLE herald_push_device_interests (
+        instance_id text COLLATE "C" NOT NULL,
+        device_id text COLLATE "C" NOT NULL,
+        interest text COLLATE "C" NOT NULL,
+        PRIMARY KEY (instance_id, device_id, interest),
+        FOREIGN KEY (instance_id, device_id) REFERENCES herald_push_devices (instance_id, device_id) ON DELETE CASCADE
+      );
+      CREATE INDEX herald_push_interest_devices ON herald_push_device_interests (instance_id, interest, device_id);
+      -- Values every node must share: the installation secret that device ids derive from.
+      CREATE TABLE herald_cluster_settings (
+        name text PRIMARY KEY,
+        value text NOT NULL
+      );
+    `,
+  },
+];
+
+/** The newest schema version this Herald knows. */
+export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+
+/** Applies every migration the database lacks, under the advisory lock; resolves to the versions it applied. */
+export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    try {
+      await client.query(`CREATE TABLE IF NOT EXISTS herald_schema_migrations (
+        version integer PRIMARY KEY,
+        name text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()
+      )`);
+      const { rows } = await client.query<{ version: number }>('SELECT version FROM herald_schema_migrations');
+      const applied = new Set(rows.map((r) => r.version));
+      const known = new Set(migrations.map((m) => m.version));
+      const unknown = [...applied].filter((v) => !known.has(v));
+      if (unknown.length > 0) {
+        throw new Error(`the PostgreSQL schema has version ${Math.max(...unknown)}, newer than this Herald knows (${Math.max(...known)}): upgrade Herald`);
+      }
+      const done: number[] = [];
+      for (const migration of migrations) {
+        if (applied.has(migration.version)) continue;
+        await client.query('BEGIN');
+        try {
+          await client.query(migration.sql);
+          await client.query('INSERT INTO herald_schema_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name]);
+          await client.query('COMMIT');
+        } catch (err) {
+          await client.query('ROLLBACK').catch(() => undefined);
+          throw err;
+        }
+        done.push(migration.version);
+      }
+      return done;
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch((err: Error) => (broken = err));
+    }
+  } finally {
+    client.release(broken);
+  }
+}

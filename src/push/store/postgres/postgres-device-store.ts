@@ -1,0 +1,534 @@
+/**
+ * The push device store in PostgreSQL (cluster mode with `cluster.postgresUrl`): one database
+ * shared by every shard of every node, so any node serves any device. Each shard has its own
+ * small pool (worker threads share nothing); the main thread never connects.
+ *
+ * Tables (migrations.ts): `herald_push_devices` (one row per device, with its user and
+ * interest count) and `herald_push_device_interests` (one row per subscription, deleted with
+ * its device). Every write is one transaction, committed (synchronous_commit) before it
+ * resolves. Read-modify-writes lock the device row (`FOR UPDATE`), so two nodes changing one
+ * device serialise.
+ *
+ * Shard scope: scans, counts and a user's devices answer for the devices whose
+ * `shard_hash % shardCount` is this shard's index (shard_hash is fnv1a32 of the device id,
+ * the main thread's deviceShardFor), so a node's shards together cover each device once.
+ */
+import pg from 'pg';
+import { HeraldError } from '../../../errors.js';
+import { log } from '../../../log.js';
+import { fnv1a32 } from '../../../shards/hash.js';
+import { MAX_INTERESTS_PER_DEVICE } from '../../interest-name.js';
+import type { Platform } from '../../platform.js';
+import type { SetUserOutcome } from '../../messages/devices.js';
+import { decodeInterestCursor, encodeInterestCursor } from '../../shard/devices/cursor.js';
+import { normaliseScanList, type ScanDevice } from '../../shard/devices/device-store.js';
+import type {
+  AddInterestResult,
+  Device,
+  InterestPage,
+  PushDeviceStore,
+  RegisterResult,
+  RemoveInterestResult,
+  ReplaceInterestsResult,
+  ScanPosition,
+  ScanStep,
+  ScanSteps,
+  SetUserResult,
+  StoreCounts,
+} from '../device-store.js';
+import { migrate } from './migrations.js';
+
+/** Connections per shard: a shard runs one request at a time plus its fan-outs and their dead-token deletes. */
+const POOL_SIZE = 4;
+/** Devices read per query of a fan-out scan. */
+const SCAN_BATCH = 1000;
+/** How long a request waits for a connection before the store counts as unreachable (ms). */
+const CONNECT_TIMEOUT_MS = 5000;
+
+const DEVICE_COLUMNS = 'device_id, platform, token, bundle_identifier, user_id, interest_count';
+
+interface ScanRow {
+  device_id: string;
+  platform: Platform;
+  token: string;
+  bundle_identifier: string | null;
+  user_id: string | null;
+  interest_count: number;
+}
+
+/** One index entry of a scan batch, with its device when it still exists (columns null when not). */
+interface CandidateRow extends Omit<ScanRow, 'device_id'> {
+  candidate: string;
+  device_id: string | null;
+  /** shard_hash % shardCount: which shard of a node answers for the device. */
+  shard: number | null;
+  /** Subscribed to an interest earlier in the list: yielded there. */
+  earlier: boolean;
+}
+
+interface DeviceRow extends Omit<ScanRow, 'device_id'> {
+  metadata: Record<string, string> | null;
+  created_at: number;
+}
+
+/**
+ * Whether a failure is the database being away (connection refused or lost, server shutting
+ * down or starting, too many connections) rather than a bug: SQLSTATE classes 08, 53 and 57,
+ * and errors of the connection itself, which carry no SQLSTATE.
+ */
+export function isUnavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return /^(08|53|57)/.test(code);
+  return true;
+}
+
+function unavailable(err: unknown): HeraldError {
+  return new HeraldError('PUSH_STORE_UNAVAILABLE', `The push store (PostgreSQL) is not reachable: ${(err as Error)?.message ?? String(err)}`);
+}
+
+function scanDevice(row: ScanRow, instanceId: string): ScanDevice {
+  return {
+    id: row.device_id,
+    instanceId,
+    platform: row.platform,
+    token: row.token,
+    bundleIdentifier: row.bundle_identifier ?? undefined,
+    userId: row.user_id ?? undefined,
+    interestCount: row.interest_count,
+  };
+}
+
+export interface PostgresDeviceStoreOptions {
+  url: string;
+  shardIndex: number;
+  shardCount: number;
+  poolSize?: number;
+}
+
+export class PostgresDeviceStore implements PushDeviceStore {
+  readonly kind = 'postgres';
+  private readonly pool: pg.Pool;
+  private readonly shardIndex: number;
+  private readonly shardCount: number;
+  private migrated: Promise<void> | undefined;
+
+  constructor(options: PostgresDeviceStoreOptions) {
+    this.shardIndex = options.shardIndex;
+    this.shardCount = options.shardCount;
+    this.pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.poolSize ?? POOL_SIZE,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      application_name: `herald-shard-${options.shardIndex}`,
+    });
+    // An idle connection the server dropped (restart): the pool discards it; the next request reconnects.
+    this.pool.on('error', (err) => log.warn('push store: an idle PostgreSQL connection failed', { shard: options.shardIndex, error: err.message }));
+  }
+
+  /** Connects and applies the schema migrations once; after a failure, the next call tries again. */
+  ready(): Promise<void> {
+    this.migrated ??= migrate(this.pool).then(
+      () => undefined,
+      (err: unknown) => {
+        this.migrated = undefined;
+        throw isUnavailable(err) ? unavailable(err) : err;
+      },
+    );
+    return this.migrated;
+  }
+
+  async installSecret(candidate: string): Promise<string> {
+    await this.query("INSERT INTO herald_cluster_settings (name, value) VALUES ('install_secret', $1) ON CONFLICT (name) DO NOTHING", [candidate]);
+    const { rows } = await this.query<{ value: string }>("SELECT value FROM herald_cluster_settings WHERE name = 'install_secret'", []);
+    return rows[0]!.value;
+  }
+
+  private async query<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+    await this.ready();
+    try {
+      return await this.pool.query<R>(text, values);
+    } catch (err) {
+      throw isUnavailable(err) ? unavailable(err) : err;
+    }
+  }
+
+  /** Runs `work` in one transaction on one connection; rolled back when it throws. */
+  private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    await this.ready();
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw unavailable(err);
+    }
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch((rollback: Error) => (broken = rollback));
+      throw isUnavailable(err) ? unavailable(err) : err;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  /** `shard_hash % n = i` for column prefix `d.` (or none), as SQL with its two parameters at `$at`, `$at+1`. */
+  private shardFilter(at: number, alias = ''): { sql: string; values: number[] } {
+    return { sql: `${alias}shard_hash % $${at} = $${at + 1}`, values: [this.shardCount, this.shardIndex] };
+  }
+
+  async register(
+    instanceId: string,
+    deviceId: string,
+    platform: Platform,
+    token: string,
+    bundleIdentifier: string | undefined,
+    metadata: Record<string, string> | undefined,
+  ): Promise<RegisterResult> {
+    // One statement (its own transaction): the upsert, and the interests it keeps, read in its snapshot.
+    const { rows } = await this.query<{ created: boolean; interests: string[] }>(
+      `WITH up AS (
+         INSERT INTO herald_push_devices AS d
+           (instance_id, device_id, shard_hash, platform, token, bundle_identifier, metadata, created_at, interest_count, user_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7::json, $8, 0, NULL)
+         ON CONFLICT (instance_id, device_id) DO UPDATE SET
+           platform = EXCLUDED.platform,
+           token = EXCLUDED.token,
+           bundle_identifier = COALESCE(EXCLUDED.bundle_identifier, d.bundle_identifier),
+           metadata = COALESCE(EXCLUDED.metadata, d.metadata),
+           user_id = NULL
+         RETURNING (xmax = 0) AS created
+       )
+       SELECT up.created,
+              CASE WHEN up.created THEN '{}'::text[] ELSE ARRAY(
+                SELECT interest FROM herald_push_device_interests WHERE instance_id = $1 AND device_id = $2 ORDER BY interest
+              ) END AS interests
+         FROM up`,
+      [instanceId, deviceId, fnv1a32(deviceId), platform, token, bundleIdentifier ?? null, metadata === undefined ? null : JSON.stringify(metadata), Date.now()],
+    );
+    const { created, interests } = rows[0]!;
+    return { id: deviceId, initialInterestSet: created ? [] : interests, created };
+  }
+
+  async get(instanceId: string, deviceId: string): Promise<Device | undefined> {
+    const { rows } = await this.query<DeviceRow>(
+      'SELECT platform, token, bundle_identifier, user_id, metadata, created_at, interest_count FROM herald_push_devices WHERE instance_id = $1 AND device_id = $2',
+      [instanceId, deviceId],
+    );
+    const row = rows[0];
+    if (!row) return undefined;
+    const device: Device = { id: deviceId, instanceId, platform: row.platform, token: row.token, createdAt: row.created_at, interestCount: row.interest_count };
+    if (row.bundle_identifier !== null) device.bundleIdentifier = row.bundle_identifier;
+    if (row.metadata !== null) device.metadata = row.metadata;
+    if (row.user_id !== null) device.userId = row.user_id;
+    return device;
+  }
+
+  async delete(instanceId: string, deviceId: string): Promise<boolean> {
+    const { rowCount } = await this.query('DELETE FROM herald_push_devices WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId]);
+    return (rowCount ?? 0) > 0;
+  }
+
+  async deleteIfToken(instanceId: string, deviceId: string, token: string): Promise<boolean> {
+    const { rowCount } = await this.query('DELETE FROM herald_push_devices WHERE instance_id = $1 AND device_id = $2 AND token = $3', [instanceId, deviceId, token]);
+    return (rowCount ?? 0) > 0;
+  }
+
+  async setMetadata(instanceId: string, deviceId: string, metadata: Record<string, string>): Promise<boolean> {
+    const { rowCount } = await this.query('UPDATE herald_push_devices SET metadata = $3::json WHERE instance_id = $1 AND device_id = $2', [
+      instanceId,
+      deviceId,
+      JSON.stringify(metadata),
+    ]);
+    return (rowCount ?? 0) > 0;
+  }
+
+  async setToken(instanceId: string, deviceId: string, token: string): Promise<boolean> {
+    const { rowCount } = await this.query('UPDATE herald_push_devices SET token = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, token]);
+    return (rowCount ?? 0) > 0;
+  }
+
+  setUser(instanceId: string, deviceId: string, userId: string): Promise<SetUserResult> {
+    return this.transaction(async (client) => {
+      const { rows } = await client.query<{ user_id: string | null }>(
+        'SELECT user_id FROM herald_push_devices WHERE instance_id = $1 AND device_id = $2 FOR UPDATE',
+        [instanceId, deviceId],
+      );
+      const row = rows[0];
+      if (!row) return 'not-found';
+      if (row.user_id === userId) return 'ok';
+      if (row.user_id !== null) return 'already-associated';
+      await client.query('UPDATE herald_push_devices SET user_id = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, userId]);
+      return 'ok';
+    });
+  }
+
+  setUserWithinLimit(instanceId: string, deviceId: string, userId: string, _devicesOnOtherShards: number, maxDevicesPerUser: number): Promise<SetUserOutcome> {
+    return this.transaction(async (client): Promise<SetUserOutcome> => {
+      // Every node's association of this user waits here, so the count below cannot be overtaken.
+      // (A hash collision between two users only makes them wait for each other.)
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))', [instanceId, userId]);
+      const { rows } = await client.query<{ user_id: string | null }>(
+        'SELECT user_id FROM herald_push_devices WHERE instance_id = $1 AND device_id = $2 FOR UPDATE',
+        [instanceId, deviceId],
+      );
+      const row = rows[0];
+      if (!row) return 'not-found';
+      if (row.user_id === userId) return 'ok';
+      if (row.user_id !== null) return 'already-associated';
+      const { rows: counted } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM herald_push_devices WHERE instance_id = $1 AND user_id = $2', [
+        instanceId,
+        userId,
+      ]);
+      if (counted[0]!.n >= maxDevicesPerUser) return 'limit';
+      await client.query('UPDATE herald_push_devices SET user_id = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, userId]);
+      return 'ok';
+    });
+  }
+
+  async countUserDevices(instanceId: string, userId: string): Promise<number> {
+    const shard = this.shardFilter(3);
+    const { rows } = await this.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM herald_push_devices WHERE instance_id = $1 AND user_id = $2 AND ${shard.sql}`,
+      [instanceId, userId, ...shard.values],
+    );
+    return rows[0]!.n;
+  }
+
+  async listInterests(instanceId: string, deviceId: string, limit: number, cursor?: string): Promise<InterestPage | 'not-found' | 'bad-cursor'> {
+    if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`limit must be a positive integer, got ${limit}`);
+    // '' sorts before every name (none is empty): a plain range condition the index serves.
+    let after = '';
+    if (cursor !== undefined) {
+      const name = decodeInterestCursor(cursor);
+      if (name === undefined) return 'bad-cursor';
+      after = name;
+    }
+    // One statement, one snapshot: the device's existence and its page agree.
+    const { rows } = await this.query<{ interest: string | null }>(
+      `SELECT i.interest FROM herald_push_devices d
+         LEFT JOIN LATERAL (
+           SELECT interest FROM herald_push_device_interests
+            WHERE instance_id = d.instance_id AND device_id = d.device_id AND interest > $3
+            ORDER BY interest LIMIT $4
+         ) i ON true
+        WHERE d.instance_id = $1 AND d.device_id = $2`,
+      [instanceId, deviceId, after, limit + 1],
+    );
+    if (rows.length === 0) return 'not-found';
+    const interests = rows.flatMap((r) => (r.interest === null ? [] : [r.interest]));
+    if (interests.length <= limit) return { interests };
+    interests.length = limit;
+    return { interests, nextCursor: encodeInterestCursor(interests[limit - 1]!) };
+  }
+
+  /** The device's interest count, its row locked for the rest of the transaction; undefined when there is no such device. */
+  private async lockDevice(client: pg.PoolClient, instanceId: string, deviceId: string): Promise<number | undefined> {
+    const { rows } = await client.query<{ interest_count: number }>(
+      'SELECT interest_count FROM herald_push_devices WHERE instance_id = $1 AND device_id = $2 FOR UPDATE',
+      [instanceId, deviceId],
+    );
+    return rows[0]?.interest_count;
+  }
+
+  replaceInterests(instanceId: string, deviceId: string, interests: readonly string[]): Promise<ReplaceInterestsResult> {
+    const wanted = [...new Set(interests)].sort();
+    if (wanted.length > MAX_INTERESTS_PER_DEVICE) {
+      throw new RangeError(`a device holds at most ${MAX_INTERESTS_PER_DEVICE} interests, got ${wanted.length}`);
+    }
+    return this.transaction(async (client): Promise<ReplaceInterestsResult> => {
+      if ((await this.lockDevice(client, instanceId, deviceId)) === undefined) return 'not-found';
+      await client.query('DELETE FROM herald_push_device_interests WHERE instance_id = $1 AND device_id = $2 AND NOT (interest = ANY($3::text[]))', [
+        instanceId,
+        deviceId,
+        wanted,
+      ]);
+      await client.query(
+        `INSERT INTO herald_push_device_interests (instance_id, device_id, interest)
+         SELECT $1, $2, name FROM unnest($3::text[]) AS name ON CONFLICT DO NOTHING`,
+        [instanceId, deviceId, wanted],
+      );
+      await client.query('UPDATE herald_push_devices SET interest_count = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, wanted.length]);
+      return 'ok';
+    });
+  }
+
+  addInterest(instanceId: string, deviceId: string, interest: string): Promise<AddInterestResult> {
+    return this.transaction(async (client): Promise<AddInterestResult> => {
+      const count = await this.lockDevice(client, instanceId, deviceId);
+      if (count === undefined) return 'not-found';
+      const { rowCount: exists } = await client.query(
+        'SELECT 1 FROM herald_push_device_interests WHERE instance_id = $1 AND device_id = $2 AND interest = $3',
+        [instanceId, deviceId, interest],
+      );
+      if (exists) return 'unchanged';
+      if (count >= MAX_INTERESTS_PER_DEVICE) return 'too-many';
+      await client.query('INSERT INTO herald_push_device_interests (instance_id, device_id, interest) VALUES ($1, $2, $3)', [instanceId, deviceId, interest]);
+      await client.query('UPDATE herald_push_devices SET interest_count = interest_count + 1 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId]);
+      return 'added';
+    });
+  }
+
+  removeInterest(instanceId: string, deviceId: string, interest: string): Promise<RemoveInterestResult> {
+    return this.transaction(async (client): Promise<RemoveInterestResult> => {
+      if ((await this.lockDevice(client, instanceId, deviceId)) === undefined) return 'not-found';
+      const { rowCount } = await client.query('DELETE FROM herald_push_device_interests WHERE instance_id = $1 AND device_id = $2 AND interest = $3', [
+        instanceId,
+        deviceId,
+        interest,
+      ]);
+      if (!rowCount) return 'unchanged';
+      await client.query('UPDATE herald_push_devices SET interest_count = interest_count - 1 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId]);
+      return 'removed';
+    });
+  }
+
+  async deleteUser(instanceId: string, userId: string): Promise<number> {
+    const shard = this.shardFilter(3);
+    const { rowCount } = await this.query(`DELETE FROM herald_push_devices WHERE instance_id = $1 AND user_id = $2 AND ${shard.sql}`, [
+      instanceId,
+      userId,
+      ...shard.values,
+    ]);
+    return rowCount ?? 0;
+  }
+
+  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
+    const list = normaliseScanList(interests);
+    return this.indexSteps(instanceId, list, resumeFrom, (listIndex, after) =>
+      this.query<CandidateRow>(
+        // The LIMIT inside the subquery keeps the walk on the interest index, whatever the
+        // planner guesses of the shard filter, which is applied per candidate below.
+        // LATERAL lookups with LIMIT (kept as subqueries, not flattened into a join the planner
+        // could hash over the whole table): one index probe per candidate.
+        `SELECT c.device_id AS candidate, (d.shard_hash % $4)::int AS shard, ${DEVICE_COLUMNS.split(', ').map((col) => `d.${col}`).join(', ')},
+                coalesce(x.earlier, false) AS earlier
+           FROM (SELECT instance_id, device_id FROM herald_push_device_interests
+                  WHERE instance_id = $1 AND interest = $2 AND device_id > $3
+                  ORDER BY device_id LIMIT $6) c
+           LEFT JOIN LATERAL (SELECT * FROM herald_push_devices
+                               WHERE instance_id = c.instance_id AND device_id = c.device_id LIMIT 1) d ON true
+           LEFT JOIN LATERAL (SELECT true AS earlier FROM herald_push_device_interests e
+                               WHERE e.instance_id = c.instance_id AND e.device_id = c.device_id AND e.interest = ANY($5::text[])
+                               LIMIT 1) x ON true
+          ORDER BY c.device_id`,
+        [instanceId, list[listIndex]!, after, this.shardCount, list.slice(0, listIndex), SCAN_BATCH],
+      ).then((r) => r.rows),
+    );
+  }
+
+  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
+    const list = normaliseScanList(userIds);
+    return this.indexSteps(instanceId, list, resumeFrom, (listIndex, after) =>
+      this.query<CandidateRow>(
+        `SELECT device_id AS candidate, (shard_hash % $4)::int AS shard, false AS earlier, ${DEVICE_COLUMNS} FROM herald_push_devices
+          WHERE instance_id = $1 AND user_id = $2 AND device_id > $3
+          ORDER BY device_id LIMIT $5`,
+        [instanceId, list[listIndex]!, after, this.shardCount, SCAN_BATCH],
+      ).then((r) => r.rows),
+    );
+  }
+
+  async *scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition): AsyncGenerator<ScanStep, void, undefined> {
+    checkScanPosition(resumeFrom);
+    const list = normaliseScanList(deviceIds);
+    const shard = this.shardFilter(3);
+    // A position names the last id handled: resume with the next one.
+    const first = resumeFrom === undefined ? 0 : resumeFrom.listIndex + (resumeFrom.afterDeviceId === null ? 0 : 1);
+    for (let start = first; start < list.length; start += SCAN_BATCH) {
+      const ids = list.slice(start, start + SCAN_BATCH);
+      const { rows } = await this.query<ScanRow>(
+        `SELECT ${DEVICE_COLUMNS} FROM herald_push_devices WHERE instance_id = $1 AND device_id = ANY($2::text[]) AND ${shard.sql}`,
+        [instanceId, ids, ...shard.values],
+      );
+      const found = new Map(rows.map((row) => [row.device_id, row]));
+      for (let k = 0; k < ids.length; k++) {
+        const row = found.get(ids[k]!);
+        if (row) yield { device: scanDevice(row, instanceId), position: { listIndex: start + k, afterDeviceId: row.device_id } };
+      }
+    }
+  }
+
+  /**
+   * Walks `list` from `resumeFrom`, one batch query at a time (`batch(listIndex, after)`: the
+   * next SCAN_BATCH index entries after `after`, each a candidate), never holding a
+   * transaction; yields the candidates that are this shard's, still exist and were not under
+   * an earlier name.
+   */
+  private async *indexSteps(
+    instanceId: string,
+    list: readonly string[],
+    resumeFrom: ScanPosition | undefined,
+    batch: (listIndex: number, after: string) => Promise<CandidateRow[]>,
+  ): AsyncGenerator<ScanStep, void, undefined> {
+    checkScanPosition(resumeFrom);
+    // '' sorts before every device id (none is empty): `device_id > $3` stays a range the index serves.
+    let after = resumeFrom?.afterDeviceId ?? '';
+    for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = '') {
+      for (;;) {
+        const rows = await batch(listIndex, after);
+        let skipped = 0;
+        for (const row of rows) {
+          if (row.device_id === null || row.shard !== this.shardIndex || row.earlier) {
+            skipped++;
+            continue;
+          }
+          yield { device: scanDevice(row as ScanRow, instanceId), position: { listIndex, afterDeviceId: row.device_id } };
+        }
+        if (rows.length < SCAN_BATCH) break;
+        after = rows[rows.length - 1]!.candidate;
+        // A batch of other shards' devices: say where the walk stands, so a resumed scan skips them too.
+        if (skipped === rows.length) yield { device: null, position: { listIndex, afterDeviceId: after }, skipped };
+      }
+    }
+  }
+
+  async counts(instanceId: string): Promise<StoreCounts> {
+    const shard = this.shardFilter(2);
+    const { rows } = await this.query<{ devices: number; with_user: number; subscriptions: number }>(
+      `SELECT count(*)::int AS devices, count(user_id)::int AS with_user, coalesce(sum(interest_count), 0)::int AS subscriptions
+         FROM herald_push_devices WHERE instance_id = $1 AND ${shard.sql}`,
+      [instanceId, ...shard.values],
+    );
+    const row = rows[0]!;
+    return { devices: row.devices, subscriptions: row.subscriptions, devicesWithUser: row.with_user };
+  }
+
+  async platformCounts(instanceId: string): Promise<Record<Platform, number>> {
+    const shard = this.shardFilter(2);
+    const { rows } = await this.query<{ platform: Platform; n: number }>(
+      `SELECT platform, count(*)::int AS n FROM herald_push_devices WHERE instance_id = $1 AND ${shard.sql} GROUP BY platform`,
+      [instanceId, ...shard.values],
+    );
+    const counts: Record<Platform, number> = { apns: 0, fcm: 0, web: 0 };
+    for (const row of rows) counts[row.platform] = row.n;
+    return counts;
+  }
+
+  async checkConsistency(instanceId?: string): Promise<string[]> {
+    const { rows } = await this.query<{ instance_id: string; device_id: string; interest_count: number; indexed: number }>(
+      `SELECT d.instance_id, d.device_id, d.interest_count, count(i.interest)::int AS indexed
+         FROM herald_push_devices d
+         LEFT JOIN herald_push_device_interests i ON i.instance_id = d.instance_id AND i.device_id = d.device_id
+        WHERE ($1::text IS NULL OR d.instance_id = $1)
+        GROUP BY d.instance_id, d.device_id, d.interest_count
+       HAVING d.interest_count <> count(i.interest)`,
+      [instanceId ?? null],
+    );
+    return rows.map((r) => `device ${r.instance_id}/${r.device_id}: interestCount ${r.interest_count} but ${r.indexed} interests indexed`);
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+function checkScanPosition(position: ScanPosition | undefined): void {
+  if (position === undefined) return;
+  if (!Number.isSafeInteger(position.listIndex) || position.listIndex < 0) {
+    throw new RangeError(`scan position listIndex must be a non-negative integer, got ${position.listIndex}`);
+  }
+}

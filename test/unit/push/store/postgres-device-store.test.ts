@@ -1,0 +1,123 @@
+/**
+ * The push device store contract against PostgreSQL (a private server for this file, a fresh
+ * database per test), and what only a shared store shows: another node's store sees a write at
+ * once, schema migrations are versioned and safe when many shards start together, and a store
+ * whose server is away answers PUSH_STORE_UNAVAILABLE, then recovers by itself.
+ */
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { HeraldError } from '../../../../src/errors.js';
+import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../../../../src/push/store/postgres/migrations.js';
+import { PostgresDeviceStore } from '../../../../src/push/store/postgres/postgres-device-store.js';
+import { filePostgresServer } from '../../../helpers/file-postgres.js';
+import { deviceStoreContract } from './device-store-contract.js';
+
+const postgres = filePostgresServer();
+let databases = 0;
+
+async function freshDatabase(): Promise<string> {
+  return postgres().createDatabase(`contract_${process.pid}_${++databases}`);
+}
+
+deviceStoreContract('postgres (one database shared by every shard)', async (shardCount) => {
+  const url = await freshDatabase();
+  const stores = Array.from({ length: shardCount }, (_, shardIndex) => new PostgresDeviceStore({ url, shardIndex, shardCount }));
+  return {
+    stores,
+    close: async () => {
+      for (const store of stores) await store.close();
+    },
+  };
+});
+
+const I = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';
+
+describe('postgres device store', () => {
+  it('is shared: a device written through one node is read, changed and deleted through another', async () => {
+    const url = await freshDatabase();
+    const nodeA = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
+    const nodeB = new PostgresDeviceStore({ url, shardIndex: 1, shardCount: 2 });
+    try {
+      await nodeA.register(I, 'shared', 'fcm', 'tok', undefined, { v: '1' });
+      expect(await nodeB.get(I, 'shared')).toMatchObject({ token: 'tok', metadata: { v: '1' } });
+      expect(await nodeB.addInterest(I, 'shared', 'news')).toBe('added');
+      expect(await nodeA.listInterests(I, 'shared', 10)).toEqual({ interests: ['news'] });
+      expect(await nodeB.delete(I, 'shared')).toBe(true);
+      expect(await nodeA.get(I, 'shared')).toBeUndefined();
+    } finally {
+      await nodeA.close();
+      await nodeB.close();
+    }
+  });
+
+  it('never lets two nodes associating one user at once both pass the devices-per-user limit', async () => {
+    const url = await freshDatabase();
+    const nodes = Array.from({ length: 4 }, () => new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 }));
+    try {
+      for (let k = 0; k < 8; k++) await nodes[0]!.register(I, `race-${k}`, 'fcm', `tok-${k}`, undefined, undefined);
+      // Every node has counted 0 devices elsewhere; the limit is 3.
+      const outcomes = await Promise.all(Array.from({ length: 8 }, (_, k) => nodes[k % 4]!.setUserWithinLimit(I, `race-${k}`, 'gina', 0, 3)));
+      expect(outcomes.filter((o) => o === 'ok')).toHaveLength(3);
+      expect(outcomes.filter((o) => o === 'limit')).toHaveLength(5);
+      expect(await nodes[1]!.countUserDevices(I, 'gina')).toBe(3);
+    } finally {
+      for (const node of nodes) await node.close();
+    }
+  });
+
+  it('keeps one installation secret for every node: the first to ask gives its own', async () => {
+    const url = await freshDatabase();
+    const nodeA = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
+    const nodeB = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 2 });
+    try {
+      expect(await nodeA.installSecret('aa'.repeat(32))).toBe('aa'.repeat(32));
+      expect(await nodeB.installSecret('bb'.repeat(32))).toBe('aa'.repeat(32));
+      expect(await nodeA.installSecret('cc'.repeat(32))).toBe('aa'.repeat(32));
+    } finally {
+      await nodeA.close();
+      await nodeB.close();
+    }
+  });
+
+  it('migrates once when many shards start at once, records the version, and refuses a newer schema', async () => {
+    const url = await freshDatabase();
+    const stores = Array.from({ length: 8 }, (_, shardIndex) => new PostgresDeviceStore({ url, shardIndex, shardCount: 8 }));
+    const pool = new pg.Pool({ connectionString: url, max: 2 });
+    try {
+      await Promise.all(stores.map((s) => s.ready()));
+      const { rows } = await pool.query<{ version: number }>('SELECT version FROM herald_schema_migrations ORDER BY version');
+      expect(rows.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
+      expect(await migrate(pool)).toEqual([]);
+      await pool.query('INSERT INTO herald_schema_migrations (version, name) VALUES ($1, $2)', [SCHEMA_VERSION + 1, 'from the future']);
+      await expect(migrate(pool)).rejects.toThrow(/newer than this Herald knows/);
+    } finally {
+      await pool.end();
+      for (const s of stores) await s.close();
+    }
+  });
+
+  it('answers PUSH_STORE_UNAVAILABLE while the server is away and recovers without a restart', async () => {
+    const url = await freshDatabase();
+    const store = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
+    try {
+      await store.register(I, 'before', 'fcm', 'tok', undefined, undefined);
+      await postgres().stop();
+      let failure: unknown;
+      try {
+        await store.get(I, 'before');
+      } catch (err) {
+        failure = err;
+      } finally {
+        await postgres().start();
+      }
+      expect(failure).toBeInstanceOf(HeraldError);
+      expect((failure as HeraldError).code).toBe('PUSH_STORE_UNAVAILABLE');
+      // The pool drops the dead connections; the next requests reconnect.
+      let device;
+      for (let attempt = 0; attempt < 20 && device === undefined; attempt++) device = await store.get(I, 'before').catch(() => undefined);
+      expect(device).toMatchObject({ id: 'before' });
+    } finally {
+      await store.close();
+    }
+  });
+});
