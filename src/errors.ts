@@ -27,6 +27,10 @@ export const ERROR_CATALOGUE = {
   NOT_READY: { status: 503, kind: 'Service Unavailable', message: 'Server is shutting down; retry the request' },
   CLUSTER_UNAVAILABLE: { status: 503, kind: 'Service Unavailable', message: 'The cluster\'s Redis is not reachable from this node; retry the request' },
 
+  // HTTP fallback transports (xhr_streaming, xhr_polling)
+  FALLBACK_SESSION_NOT_FOUND: { status: 404, kind: 'Not Found', message: 'No such HTTP fallback session (expired or never opened): open a new one' },
+  FALLBACK_BAD_PAYLOAD: { status: 400, kind: 'Bad Request', message: 'xhr_send body must be a JSON array of strings' },
+
   // Channel API (C1-C6)
   AUTH_MISSING_PARAMS: { status: 401, kind: 'Unauthorized', message: 'Missing authentication parameters' },
   AUTH_UNKNOWN_KEY: { status: 401, kind: 'Unauthorized', message: 'Unknown auth_key' },
