@@ -596,6 +596,8 @@ const httpFallback: Scenario = {
         metric(`${label}: server main-thread cpu per delivered frame`, 'µs', mainPerFrame, 'lower'),
         metric(`${label}: loss`, 'msgs', max.expected - delivered, 'lower'),
       );
+      // A trigger that timed out on the client may still have been delivered (negative loss).
+      if (max.unitsFailed > 0) out.push(metric(`${label}: failed triggers`, 'reqs', max.unitsFailed, 'lower'));
     }
     out.push(metric('streaming / WebSocket cpu per frame', 'ratio', figures.http!.cpuPerFrame / Math.max(1e-9, figures.ws!.cpuPerFrame), 'lower'));
     return out;
