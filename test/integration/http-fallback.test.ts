@@ -10,75 +10,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-process.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
+import { FALLBACK_QUERY, connectSession, poll, pollUntil, send, sessionBase as baseOf } from '../helpers/fallback-session.js';
 
 const FRAME_LIMIT = 4096;
 const BACKPRESSURE = 16 * 1024;
 const QUOTA_APP = { id: 'quota-app', key: 'quota-key', secret: 'quota-secret', maxConnections: 1 };
 
 let herald: HeraldProcess;
-let sequence = 0;
 
-/** A fresh session path, as pusher-js makes them (`<server>/<session>`). */
-function sessionBase(key: string = DEFAULT_APP.key): string {
-  sequence++;
-  return `${herald.baseUrl}/pusher/app/${key}/${sequence % 1000}/s${sequence.toString(36)}x${Math.random().toString(36).slice(2, 8)}`;
-}
-
-const QUERY = '?protocol=7&client=js&version=8.6.0';
-
-interface Lines {
-  opened: boolean;
-  frames: Array<{ event: string; channel?: string; data?: unknown }>;
-  close: [number, string] | null;
-  heartbeats: number;
-  raw: string;
-}
-
-function parseLines(text: string): Lines {
-  const out: Lines = { opened: false, frames: [], close: null, heartbeats: 0, raw: text };
-  for (const line of text.split('\n')) {
-    if (line === 'o') out.opened = true;
-    else if (line === 'h') out.heartbeats++;
-    else if (line.startsWith('a')) for (const f of JSON.parse(line.slice(1)) as string[]) out.frames.push(JSON.parse(f) as Lines['frames'][number]);
-    else if (line.startsWith('c')) out.close = JSON.parse(line.slice(1)) as [number, string];
-  }
-  return out;
-}
-
-async function poll(base: string): Promise<Lines> {
-  const res = await fetch(`${base}/xhr${QUERY}`, { method: 'POST' });
-  expect(res.status).toBe(200);
-  expect(res.headers.get('access-control-allow-origin')).toBe('*');
-  return parseLines(await res.text());
-}
-
-/** Polls until a frame matching `match` (or the close) arrives; returns everything received. */
-async function pollUntil(base: string, done: (l: Lines) => boolean): Promise<Lines> {
-  const all: Lines = { opened: false, frames: [], close: null, heartbeats: 0, raw: '' };
-  const deadline = Date.now() + 15_000;
-  while (!done(all)) {
-    if (Date.now() > deadline) throw new Error(`not received; got ${all.raw.slice(0, 2000)}`);
-    const l = await poll(base);
-    all.frames.push(...l.frames);
-    all.close ??= l.close;
-    all.raw += l.raw;
-    all.opened ||= l.opened;
-  }
-  return all;
-}
-
-function send(base: string, messages: unknown[]): Promise<Response> {
-  return fetch(`${base}/xhr_send`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(messages.map((m) => JSON.stringify(m))) });
-}
-
-/** Opens a session by polling: the open and connection_established. */
-async function connect(base: string): Promise<string> {
-  const first = await pollUntil(base, (l) => l.frames.some((f) => f.event === 'pusher:connection_established') || l.close !== null);
-  expect(first.opened).toBe(true);
-  const established = first.frames.find((f) => f.event === 'pusher:connection_established');
-  expect(established, first.raw).toBeDefined();
-  return (JSON.parse(established!.data as string) as { socket_id: string }).socket_id;
-}
+const sessionBase = (key: string = DEFAULT_APP.key): string => baseOf(herald.baseUrl, key);
+const QUERY = FALLBACK_QUERY;
+const connect = connectSession;
 
 async function connections(appId: string = DEFAULT_APP.id): Promise<number> {
   const metrics = parsePrometheus(await (await fetch(`${herald.baseUrl}/metrics`)).text());
@@ -266,6 +208,31 @@ describe('HTTP fallback sessions', () => {
     const second = await pollUntil(sessionBase(QUOTA_APP.key), (l) => l.close !== null);
     expect(second.frames[0]).toMatchObject({ event: 'pusher:error', data: { code: 4004 } });
     expect(second.close?.[0]).toBe(4004);
+  });
+
+  it('a trigger with socket_id leaves that session out, reaches the others; a cache channel replays its last event to a new session', async () => {
+    const sdk = channelsSdk(herald.port, DEFAULT_APP);
+    const a = sessionBase();
+    const b = sessionBase();
+    const aId = await connect(a);
+    await connect(b);
+    for (const s of [a, b]) {
+      await send(s, [{ event: 'pusher:subscribe', data: { channel: 'excluded' } }]);
+      await pollUntil(s, (l) => l.frames.some((f) => f.event === 'pusher_internal:subscription_succeeded'));
+    }
+    await sdk.trigger('excluded', 'first', { n: 1 }, { socket_id: aId });
+    await sdk.trigger('excluded', 'second', { n: 2 });
+    const toB = await pollUntil(b, (l) => l.frames.some((f) => f.event === 'second'));
+    expect(toB.frames.filter((f) => f.channel === 'excluded').map((f) => f.event)).toEqual(['first', 'second']);
+    const toA = await pollUntil(a, (l) => l.frames.some((f) => f.event === 'second'));
+    expect(toA.frames.filter((f) => f.channel === 'excluded').map((f) => f.event)).toEqual(['second']);
+
+    await sdk.trigger('cache-fallback', 'latest', { v: 7 });
+    const c = sessionBase();
+    await connect(c);
+    await send(c, [{ event: 'pusher:subscribe', data: { channel: 'cache-fallback' } }]);
+    const cached = await pollUntil(c, (l) => l.frames.some((f) => f.event === 'latest'));
+    expect(JSON.parse(cached.frames.find((f) => f.event === 'latest')!.data as string)).toEqual({ v: 7 });
   });
 
   it('terminate_connections closes a signed-in session with 4009', async () => {

@@ -1,0 +1,55 @@
+/**
+ * HTTP fallback sessions in a cluster: a session on one node is a connection of the cluster
+ * like a WebSocket. Events triggered on the other node, client events and presence members
+ * cross between a session on node A and a WebSocket client on node B, through Redis.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { ClientPool } from '../helpers/channel-clients.js';
+import { heraldClusterBed } from '../helpers/herald-cluster.js';
+import { connectSession, pollUntil, send, sessionBase } from '../helpers/fallback-session.js';
+import { channelsSdk } from '../helpers/sdk-clients.js';
+import { until } from '../helpers/wait.js';
+
+const APP = { id: 'fb-app', key: 'fb-key', secret: 'fb-secret', clientEvents: true };
+const bed = heraldClusterBed('fallback');
+const pool = new ClientPool(APP);
+
+afterEach(() => pool.disconnectAll());
+
+describe('HTTP fallback sessions in a cluster', () => {
+  it('a session on node A gets events triggered on node B, members and client events of a WebSocket client on node B', async () => {
+    const cluster = await bed.start({ apps: [APP] });
+    const session = sessionBase(cluster.a.baseUrl, APP.key);
+    const socketId = await connectSession(session);
+    const sdkA = channelsSdk(cluster.a.port, APP);
+    const channel = 'presence-fb-cluster';
+    const channelData = JSON.stringify({ user_id: 'session-user' });
+    const auth = sdkA.authorizeChannel(socketId, channel, { user_id: 'session-user' });
+    expect(auth.channel_data).toBe(channelData);
+    await send(session, [{ event: 'pusher:subscribe', data: { channel, auth: auth.auth, channel_data: channelData } }]);
+    await pollUntil(session, (l) => l.frames.some((f) => f.event === 'pusher_internal:subscription_succeeded'));
+
+    const bob = await pool.connect(cluster.b, { userId: 'bob' });
+    const onB = await bob.subscribe(channel);
+    expect(onB.memberIds()).toEqual(['bob', 'session-user']);
+    const added = await pollUntil(session, (l) => l.frames.some((f) => f.event === 'pusher_internal:member_added'));
+    expect(JSON.parse(added.frames.find((f) => f.event === 'pusher_internal:member_added')!.data as string)).toMatchObject({ user_id: 'bob' });
+
+    await channelsSdk(cluster.b.port, APP).trigger(channel, 'from-b', { n: 1 });
+    const got = await pollUntil(session, (l) => l.frames.some((f) => f.event === 'from-b'));
+    expect(JSON.parse(got.frames.find((f) => f.event === 'from-b')!.data as string)).toEqual({ n: 1 });
+
+    await send(session, [{ event: 'client-from-session', channel, data: { hi: 'bob' } }]);
+    await until(() => onB.data('client-from-session').length === 1, 'bob to get the session client event');
+    expect(onB.data('client-from-session')[0]).toEqual({ hi: 'bob' });
+
+    onB.channel.trigger('client-from-bob', { hi: 'session' });
+    const fromBob = await pollUntil(session, (l) => l.frames.some((f) => f.event === 'client-from-bob'));
+    const frame = fromBob.frames.find((f) => f.event === 'client-from-bob')!;
+    expect(frame.user_id).toBe('bob');
+    expect(JSON.parse(frame.data as string)).toEqual({ hi: 'session' });
+
+    bob.unsubscribe(channel);
+    await pollUntil(session, (l) => l.frames.some((f) => f.event === 'pusher_internal:member_removed'));
+  }, 60_000);
+});
