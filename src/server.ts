@@ -129,9 +129,10 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   // The dashboard's subscription tap sits on the adapter, where subscriptions are recorded.
   tapSubscriptions(ctx.channels, debug);
   const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
-  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics });
   const token = config.admin.token;
   const cluster = adapter instanceof RedisChannelAdapter ? adapter : undefined;
+  // In a cluster, requests of a session that reach another node are relayed to the session's node.
+  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: cluster?.sessionDirectory() });
   const admin =
     token === null
       ? undefined

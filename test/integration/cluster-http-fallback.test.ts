@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ClientPool } from '../helpers/channel-clients.js';
 import { heraldClusterBed } from '../helpers/herald-cluster.js';
-import { connectSession, pollUntil, send, sessionBase } from '../helpers/fallback-session.js';
+import { connectSession, parseLines, pollUntil, send, sessionBase, FALLBACK_QUERY, type Lines } from '../helpers/fallback-session.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 import { until } from '../helpers/wait.js';
 
@@ -52,4 +52,50 @@ describe('HTTP fallback sessions in a cluster', () => {
     bob.unsubscribe(channel);
     await pollUntil(session, (l) => l.frames.some((f) => f.event === 'pusher_internal:member_removed'));
   }, 60_000);
+
+  it('without sticky sessions: sends and polls that reach the other node are relayed to the session\'s node', async () => {
+    const cluster = await bed.start({ apps: [APP] });
+    // The same session path on both nodes; requests alternate between them (round robin).
+    const onA = sessionBase(cluster.a.baseUrl, APP.key);
+    const onB = onA.replace(cluster.a.baseUrl, cluster.b.baseUrl);
+    const bases = [onA, onB];
+    let turn = 0;
+    const next = (): string => bases[turn++ % 2]!;
+    const pollRoundRobin = async (done: (l: Lines) => boolean): Promise<Lines> => {
+      const all: Lines = { opened: false, frames: [], close: null, heartbeats: 0, raw: '' };
+      const deadline = Date.now() + 15_000;
+      while (!done(all)) {
+        if (Date.now() > deadline) throw new Error(`not received; got ${all.raw.slice(0, 2000)}`);
+        const res = await fetch(`${next()}/xhr${FALLBACK_QUERY}`, { method: 'POST' });
+        expect(res.status).toBe(200);
+        const l = parseLines(await res.text());
+        // Opened once, on node A: no poll on node B opens the session again.
+        if (all.opened) expect(l.opened).toBe(false);
+        all.frames.push(...l.frames);
+        all.close ??= l.close;
+        all.raw += l.raw;
+        all.opened ||= l.opened;
+      }
+      return all;
+    };
+    const first = await pollRoundRobin((l) => l.frames.some((f) => f.event === 'pusher:connection_established'));
+    const socketId = (JSON.parse(first.frames.find((f) => f.event === 'pusher:connection_established')!.data as string) as { socket_id: string }).socket_id;
+
+    const channel = 'private-fb-round-robin';
+    const auth = channelsSdk(cluster.a.port, APP).authorizeChannel(socketId, channel);
+    expect((await send(next(), [{ event: 'pusher:subscribe', data: { channel, auth: auth.auth } }])).status).toBe(204);
+    await pollRoundRobin((l) => l.frames.some((f) => f.event === 'pusher_internal:subscription_succeeded'));
+
+    const carol = await pool.connect(cluster.a, { userId: 'carol' });
+    const carolChannel = await carol.subscribe(channel);
+    for (let i = 0; i < 4; i++) await channelsSdk((i % 2 === 0 ? cluster.a : cluster.b).port, APP).trigger(channel, 'tick', { i });
+    const ticks = await pollRoundRobin((l) => l.frames.filter((f) => f.event === 'tick').length === 4);
+    expect(ticks.frames.filter((f) => f.event === 'tick').map((f) => (JSON.parse(f.data as string) as { i: number }).i)).toEqual([0, 1, 2, 3]);
+
+    for (let i = 0; i < 4; i++) expect((await send(next(), [{ event: 'client-hop', channel, data: { i } }])).status).toBe(204);
+    await until(() => carolChannel.data('client-hop').length === 4, 'carol to get the four client events');
+    expect(carolChannel.data('client-hop').map((d) => (d as { i: number }).i).sort()).toEqual([0, 1, 2, 3]);
+    expect(cluster.a.stderr + cluster.b.stderr).not.toMatch(/http fallback: .* failed/);
+  }, 60_000);
 });
+

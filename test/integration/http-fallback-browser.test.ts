@@ -181,11 +181,12 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('pusher-js HTTP fallbac
     await herald.stop();
     await page.waitForFunction('window.fb.client.connection.state !== "connected"', undefined, { timeout: 20_000 });
     await herald.start();
-    await page.waitForFunction('window.fb.client.connection.state === "connected"', undefined, { timeout: 30_000 });
+    // pusher-js' own backoff decides when it tries again (its strategy's timeouts grow to 60 s).
+    await page.waitForFunction('window.fb.client.connection.state === "connected"', undefined, { timeout: 120_000 });
     expect(await page.evaluate('window.fb.client.connection.socket_id')).not.toBe(firstSocketId);
     await page.evaluate('window.fb.subscribe("fb-after-restart")');
     await waitForPageEvent(page, 'subscription_succeeded after the restart', (e) => e.channel === 'fb-after-restart' && e.event === 'pusher:subscription_succeeded');
     await channelsSdk(herald.port, DEFAULT_APP).trigger('fb-after-restart', 'back', { ok: true });
     await waitForPageEvent(page, 'an event after the restart', (e) => e.channel === 'fb-after-restart' && e.event === 'back');
-  }, 90_000);
+  }, 180_000);
 });

@@ -30,13 +30,28 @@ import type { WebSocketEndpoint } from '../ws/endpoint.js';
 import type { SocketUserData } from '../ws/registry.js';
 import { SessionSocket, type Receiver, type SessionHost } from './session.js';
 import type { SessionTopics } from './topics.js';
+import type { FallbackRelay, SessionDirectory } from './directory.js';
 
 export interface HttpFallbackDeps {
   readonly config: Readonly<HeraldConfig>;
   readonly appsByKey: ReadonlyMap<string, AppConfig>;
   readonly endpoint: WebSocketEndpoint;
   readonly topics: SessionTopics;
+  /** Cluster mode: where sessions live, for requests that reach another node than their session's. */
+  readonly directory?: SessionDirectory | undefined;
 }
+
+/** A poll waiting for the answer of the node holding its session. */
+interface RelayedPoll {
+  readonly res: HttpResponse;
+  readonly aborted: () => boolean;
+  /** The session was not there after all: served here (a new session). */
+  readonly local: () => void;
+  readonly timer: NodeJS.Timeout;
+}
+
+/** How long past the heartbeat a relayed poll waits for its answer before answering a heartbeat itself. */
+const RELAY_GRACE_MS = 5000;
 
 export interface HttpFallback {
   /** Registers the routes on `app` (the main app, and each app a TLS reload makes). */
@@ -69,6 +84,19 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
   const sessions = new Map<string, SessionSocket>();
   const dirty = new Set<SessionSocket>();
   let flushScheduled = false;
+  const directory = deps.directory;
+  /** Polls relayed to the node holding their session, by poll id, until its answer comes back. */
+  const remotePolls = new Map<string, RelayedPoll>();
+  let pollSequence = 0;
+  /** Life of a session's record in the cluster directory (renewed while the session is used). */
+  const claimTtlMs = Math.max(60_000, 3 * heartbeatMs, 3 * sessionTimeoutMs);
+  directory?.onMessage((message, origin) => {
+    try {
+      relayed(message, origin);
+    } catch (err) {
+      log.error('http fallback: relayed request failed', { error: describe(err) });
+    }
+  });
   /** xhr_send bodies: every message may be up to the frame limit, JSON-escaped (twice as long at worst). */
   const sendBodyLimit = config.maxWebSocketFrameBytes * 2 + 1024;
 
@@ -121,10 +149,8 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
     if (body === '') return;
     if (r.stream) {
       let ok = true;
-      r.res.cork(() => {
-        ok = r.res.write(body);
-        if (session.finished) r.res.end();
-      });
+      if (session.finished) r.finish(body);
+      else ok = r.write(body);
       r.lastWriteMs = now;
       if (session.finished) {
         release(session, now);
@@ -132,7 +158,7 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
       } else if (!ok) r.blocked = true;
       return;
     }
-    answerPoll(r.res, body);
+    r.finish(body);
     release(session, now);
     if (session.finished) drop(session, now);
   }
@@ -150,13 +176,15 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
     if (r) {
       release(session, now);
       try {
-        if (r.stream) r.res.cork(() => r.res.end());
-        else answerPoll(r.res, '');
+        r.finish('');
       } catch {
         // Already answered or aborted.
       }
     }
-    if (sessions.get(session.id) === session) sessions.delete(session.id);
+    if (sessions.get(session.id) === session) {
+      sessions.delete(session.id);
+      directory?.release(session.id);
+    }
     dirty.delete(session);
   }
 
@@ -170,11 +198,11 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
         if (r) {
           if (r.stream) {
             if (!r.blocked && now - r.lastWriteMs >= heartbeatMs) {
-              r.res.cork(() => r.res.write('h\n'));
+              r.write('h\n');
               r.lastWriteMs = now;
             }
           } else if (now - r.openedMs >= heartbeatMs) {
-            answerPoll(r.res, 'h\n');
+            r.finish('h\n');
             release(session, now);
           }
         } else if (now - session.idleSinceMs >= sessionTimeoutMs) {
@@ -222,6 +250,53 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
     const ids = sessionId(req);
     if (!ids) return answerError(res, new HeraldError('FALLBACK_SESSION_NOT_FOUND', 'Not a session path: <path>/app/<key>/<server>/<session>/xhr_streaming'));
     const query = req.getQuery() ?? '';
+    if (sessions.has(ids.id) || !directory) return serve(res, ids, query, stream);
+    // A cluster: the session may live on another node (a load balancer without sticky sessions).
+    const dir = directory;
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
+    });
+    dir.owner(ids.id).then(
+      (owner) => {
+        if (aborted) return;
+        try {
+          if (sessions.has(ids.id)) serve(res, ids, query, stream);
+          else if (!stream && owner !== null && owner !== dir.nodeId) relayPoll(res, ids, query, owner, () => aborted);
+          else {
+            // A new session: recorded as this node's before it is answered.
+            dir.claim(ids.id, claimTtlMs).then(
+              () => {
+                if (!aborted) serve(res, ids, query, stream);
+              },
+              () => undefined,
+            );
+          }
+        } catch (err) {
+          log.error('http fallback: request failed', { error: describe(err) });
+        }
+      },
+      (err: unknown) => log.error('http fallback: session lookup failed', { error: describe(err) }),
+    );
+  }
+
+  /** A poll for a session another node holds: relayed there, its answer relayed back. */
+  function relayPoll(res: HttpResponse, ids: { id: string; key: string }, query: string, owner: string, aborted: () => boolean): void {
+    const pollId = `${directory!.nodeId}:${++pollSequence}`;
+    const pending: RelayedPoll = {
+      res,
+      aborted,
+      local: () => serve(res, ids, query, false),
+      timer: setTimeout(() => {
+        remotePolls.delete(pollId);
+        if (!aborted()) answerPoll(res, 'h\n');
+      }, heartbeatMs + RELAY_GRACE_MS),
+    };
+    remotePolls.set(pollId, pending);
+    directory!.send(owner, { op: 'poll', id: ids.id, pollId });
+  }
+
+  function serve(res: HttpResponse, ids: { id: string; key: string }, query: string, stream: boolean): void {
     const now = Date.now();
     let session = sessions.get(ids.id);
     let opening = false;
@@ -241,18 +316,34 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
       opening = true;
     }
     const s = session;
+    renew(s, now);
     // pusher-js keeps one receiver per session: a new one replaces an old one still open.
     const old = s.receiver;
     if (old) {
       release(s, now);
       try {
-        if (old.stream) old.res.cork(() => old.res.end());
-        else answerPoll(old.res, 'h\n');
+        old.finish(old.stream ? '' : 'h\n');
       } catch {
         // Aborted meanwhile.
       }
     }
-    const r: Receiver = { res, stream, blocked: false, lastWriteMs: now, openedMs: now };
+    const r: Receiver = {
+      stream,
+      blocked: false,
+      lastWriteMs: now,
+      openedMs: now,
+      write: (lines) => {
+        let ok = true;
+        res.cork(() => {
+          ok = res.write(lines);
+        });
+        return ok;
+      },
+      finish: (lines) => {
+        if (stream) res.cork(() => res.end(lines));
+        else answerPoll(res, lines);
+      },
+    };
     res.onAborted(() => {
       if (s.receiver === r) release(s, Date.now());
     });
@@ -290,11 +381,12 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
   function send(res: HttpResponse, req: HttpRequest): void {
     const ids = sessionId(req);
     const session = ids ? sessions.get(ids.id) : undefined;
-    if (!session || session.ended) return answerError(res, new HeraldError('FALLBACK_SESSION_NOT_FOUND'));
+    // Not here: in a cluster it may be on another node (relayed once the body is read).
+    if (!ids || session?.ended || (!session && !directory)) return answerError(res, new HeraldError('FALLBACK_SESSION_NOT_FOUND'));
     const declared = Number(req.getHeader('content-length') || '0');
     const tooLarge = (): void => {
       answerError(res, new HeraldError('BODY_TOO_LARGE', `xhr_send body is larger than ${sendBodyLimit} bytes`), true);
-      if (!session.ended) {
+      if (session && !session.ended) {
         session.cork(() => {
           session.send(errorFrame(null, `Message larger than the limit of ${config.maxWebSocketFrameBytes} bytes`));
           session.end(CLOSE_CODES.MESSAGE_TOO_BIG, 'Message too big');
@@ -319,7 +411,28 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
       chunks.push(Buffer.from(chunk.slice(0)));
       if (!isLast) return;
       try {
-        received(res, session, Buffer.concat(chunks));
+        const messages = parseMessages(Buffer.concat(chunks));
+        if (messages === null) return answerError(res, new HeraldError('FALLBACK_BAD_PAYLOAD'));
+        if (session) {
+          renew(session, Date.now());
+          inject(session, messages);
+          return answerSent(res);
+        }
+        const dir = directory!;
+        dir.owner(ids.id).then(
+          (owner) => {
+            if (aborted) return;
+            const here = sessions.get(ids.id);
+            if (here && !here.ended) {
+              inject(here, messages);
+              return answerSent(res);
+            }
+            if (owner === null || owner === dir.nodeId) return answerError(res, new HeraldError('FALLBACK_SESSION_NOT_FOUND'));
+            dir.send(owner, { op: 'send', id: ids.id, messages });
+            answerSent(res);
+          },
+          (err: unknown) => log.error('http fallback: session lookup failed', { error: describe(err) }),
+        );
       } catch (err) {
         log.error('http fallback: xhr_send failed', { error: describe(err) });
         answerError(res, new HeraldError('INTERNAL'));
@@ -327,27 +440,93 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
     });
   }
 
-  function received(res: HttpResponse, session: SessionSocket, body: Buffer): void {
+  /** An xhr_send body: a JSON array of strings, or null. */
+  function parseMessages(body: Buffer): string[] | null {
     let messages: unknown;
     try {
       messages = JSON.parse(body.toString('utf8'));
     } catch {
-      messages = null;
+      return null;
     }
-    if (!Array.isArray(messages) || !messages.every((m) => typeof m === 'string')) return answerError(res, new HeraldError('FALLBACK_BAD_PAYLOAD'));
+    return Array.isArray(messages) && messages.every((m) => typeof m === 'string') ? (messages as string[]) : null;
+  }
+
+  /** The client's messages, handled as WebSocket messages of the session. */
+  function inject(session: SessionSocket, messages: readonly string[]): void {
     const ws = session as unknown as Ws;
     // An empty array is pusher-js' heartbeat: activity, as a WebSocket ping frame.
     if (messages.length === 0 && !session.ended) behavior.ping!(ws, new ArrayBuffer(0));
-    for (const message of messages as string[]) {
+    for (const message of messages) {
       if (session.ended) break;
       const bytes = Buffer.from(message, 'utf8');
       behavior.message!(ws, bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer, false);
     }
+  }
+
+  function answerSent(res: HttpResponse): void {
     res.cork(() => {
       res.writeStatus('204 No Content');
       for (const [k, v] of CORS_HEADERS) res.writeHeader(k, v);
       res.end();
     });
+  }
+
+  /** Cluster: records this node as the session's holder, again once a third of the record's life has passed. */
+  function renew(session: SessionSocket, now: number): void {
+    if (!directory || now - session.claimedAtMs < claimTtlMs / 3) return;
+    session.claimedAtMs = now;
+    void directory.claim(session.id, claimTtlMs);
+  }
+
+  /** Relay messages from the other nodes of the cluster. */
+  function relayed(message: unknown, origin: string): void {
+    const m = message as FallbackRelay;
+    const now = Date.now();
+    switch (m.op) {
+      case 'send': {
+        const session = sessions.get(m.id);
+        if (!session || session.ended) return;
+        renew(session, now);
+        inject(session, m.messages);
+        return;
+      }
+      case 'poll': {
+        const session = sessions.get(m.id);
+        if (!session) {
+          directory!.send(origin, { op: 'gone', pollId: m.pollId });
+          return;
+        }
+        const old = session.receiver;
+        if (old) {
+          release(session, now);
+          old.finish(old.stream ? '' : 'h\n');
+        }
+        const pollId = m.pollId;
+        session.receiver = {
+          stream: false,
+          blocked: false,
+          lastWriteMs: now,
+          openedMs: now,
+          write: () => true,
+          finish: (lines) => directory!.send(origin, { op: 'lines', pollId, body: lines }),
+        };
+        session.idleSinceMs = 0;
+        renew(session, now);
+        if (session.pending) flush(session, now);
+        return;
+      }
+      case 'lines':
+      case 'gone': {
+        const pending = remotePolls.get(m.pollId);
+        if (!pending) return;
+        remotePolls.delete(m.pollId);
+        clearTimeout(pending.timer);
+        if (pending.aborted()) return;
+        if (m.op === 'lines') answerPoll(pending.res, m.body);
+        else pending.local();
+        return;
+      }
+    }
   }
 
   function preflight(res: HttpResponse, req: HttpRequest): void {
@@ -390,6 +569,8 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
     sessionCount: () => sessions.size,
     close: () => {
       clearInterval(timer);
+      for (const pending of remotePolls.values()) clearTimeout(pending.timer);
+      remotePolls.clear();
       flushAll();
       const now = Date.now();
       for (const session of [...sessions.values()]) drop(session, now);

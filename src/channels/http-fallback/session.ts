@@ -7,7 +7,6 @@
  * Framing, one line per message, as pusher-js reads it: `o` (open), `h` (heartbeat),
  * `a[<frame>,…]` (frames, each a JSON string), `c[<code>,"<reason>"]` (close).
  */
-import type { HttpResponse } from 'uWebSockets.js';
 import type { SocketUserData } from '../ws/registry.js';
 
 /** What a session needs from the place that holds the sessions (endpoint.ts). */
@@ -25,10 +24,16 @@ export interface SessionHost {
   readonly hardCapBytes: number;
 }
 
-/** The open request that takes a session's frames: a stream (kept open) or a poll (answered once). */
+/**
+ * The open request that takes a session's frames: a stream (kept open) or a poll (answered
+ * once); on this node, or a poll on another node of the cluster (its answer relayed there).
+ */
 export interface Receiver {
-  readonly res: HttpResponse;
   readonly stream: boolean;
+  /** Streams: writes lines; false when the connection holds them unsent (blocked). */
+  write(lines: string): boolean;
+  /** Ends it: a poll's one answer, or a stream's last lines. */
+  finish(lines: string): void;
   /** uWS holds unsent bytes for it: nothing more is written until it is writable. */
   blocked: boolean;
   /** Epoch ms of the last write (streams: a heartbeat follows heartbeatMs of silence). */
@@ -52,6 +57,8 @@ export class SessionSocket {
   ended = false;
   /** The close line went to a receiver: the session can go. */
   finished = false;
+  /** Cluster: when this node last recorded itself as the session's holder (0: never). */
+  claimedAtMs = 0;
 
   constructor(
     private readonly host: SessionHost,
