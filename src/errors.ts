@@ -29,6 +29,10 @@ export const ERROR_CATALOGUE = {
   CLUSTER_UNAVAILABLE: { status: 503, kind: 'Service Unavailable', message: 'The cluster\'s Redis is not reachable from this node; retry the request' },
   PUSH_STORE_UNAVAILABLE: { status: 503, kind: 'Service Unavailable', message: 'The cluster\'s PostgreSQL is not reachable from this node; retry the request' },
 
+  // HTTP fallback transports (xhr_streaming, xhr_polling)
+  FALLBACK_SESSION_NOT_FOUND: { status: 404, kind: 'Not Found', message: 'No such HTTP fallback session (expired or never opened): open a new one' },
+  FALLBACK_BAD_PAYLOAD: { status: 400, kind: 'Bad Request', message: 'xhr_send body must be a JSON array of strings' },
+
   // Channel API (C1-C6)
   AUTH_MISSING_PARAMS: { status: 401, kind: 'Unauthorized', message: 'Missing authentication parameters' },
   AUTH_UNKNOWN_KEY: { status: 401, kind: 'Unauthorized', message: 'No app has this auth_key (apps[].key)' },

@@ -37,6 +37,8 @@ import { describeRedis } from './channels/adapter/redis/connection.js';
 import { hostname } from 'node:os';
 import { registerWebSocket, type WebSocketEndpoint } from './channels/ws/endpoint.js';
 import { SocketRegistry } from './channels/ws/registry.js';
+import { SessionTopics } from './channels/http-fallback/topics.js';
+import { createHttpFallback, type HttpFallback } from './channels/http-fallback/endpoint.js';
 import { DevicesClient } from './push/clients/devices.js';
 import { PublishesClient } from './push/clients/publishes.js';
 import { ReportsClient } from './push/clients/reports.js';
@@ -102,9 +104,11 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const state: ServerState = { ready: false, draining: false };
   const registry = new SocketRegistry();
   const appsById = new Map(config.apps.map((a) => [a.id, a]));
+  // Topic delivery reaches HTTP fallback sessions too (channels/http-fallback/topics.ts).
+  const topics = new SessionTopics(main);
   let adapter: ChannelAdapter;
   try {
-    adapter = await createChannelAdapter(config, main, shards, registry, () => ctx.config, appsById);
+    adapter = await createChannelAdapter(config, topics, shards, registry, () => ctx.config, appsById);
   } catch (err) {
     await shards.close(5000);
     throw err;
@@ -129,6 +133,8 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
   const token = config.admin.token;
   const cluster = adapter instanceof RedisChannelAdapter ? adapter : undefined;
+  // In a cluster, requests of a session that reach another node are relayed to the session's node.
+  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: cluster?.sessionDirectory() });
   const admin =
     token === null
       ? undefined
@@ -161,6 +167,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const allRoutes = [...routes, ...notFoundRoutes()];
   // On the app, and on each app a TLS certificate reload makes (see http/tls.ts).
   main.install((target) => {
+    fallback.register(target);
     registerRoutes(target, allRoutes, { draining: () => state.draining });
     admin?.registerStream(target);
   }, ws.behavior);
@@ -195,7 +202,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     if (metricsSocket) uws.us_listen_socket_close(metricsSocket);
-    stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter, ctx.webhooks);
+    stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter, ctx.webhooks, fallback);
     return stopping;
   };
 
@@ -383,6 +390,7 @@ async function shutdown(
   admin: AdminArea | undefined,
   adapter: ChannelAdapter,
   webhooks: WebhooksClient,
+  fallback: HttpFallback,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   state.draining = true;
@@ -398,6 +406,8 @@ async function shutdown(
   }
   if (inFlight.count > 0) log.warn('shutdown: requests still in flight at the deadline', { inFlight: inFlight.count });
   if (ws.connectionCount() > 0) log.warn('shutdown: connections not closed by the deadline', { connections: ws.connectionCount() });
+  // HTTP fallback sessions were closed with the connections and their close lines written: their streams end.
+  fallback.close();
   // A cluster node leaves its cluster while its shards still take the webhooks that produces.
   await adapter.close?.().catch((err: unknown) => log.warn('shutdown: leaving the cluster failed', { error: String(err) }));
   // Webhooks due now get their first attempt before the shards stop: a node that does not come

@@ -10,7 +10,9 @@ import type { HistogramData } from './latency-histogram.js';
 export type ChannelPlan =
   | { kind: 'one'; channel: string }
   /** `${prefix}${i % modulo}`. */
-  | { kind: 'modulo'; prefix: string; modulo: number };
+  | { kind: 'modulo'; prefix: string; modulo: number }
+  /** WebSockets on `ws`, HTTP fallback sessions (xhr_streaming) on `http`. */
+  | { kind: 'by-transport'; ws: string; http: string };
 
 /** Credentials to sign private/presence subscriptions with (the bench's own test app). */
 export interface SigningApp {
@@ -20,7 +22,8 @@ export interface SigningApp {
 
 export type OrchestratorCommand =
   /**
-   * Opens `count` sockets, at most `concurrency` handshakes at a time, from `localAddress` when
+   * Opens `count` sockets (a `ws://` url) or pusher-js HTTP fallback sessions over xhr_streaming
+   * (an `http://<host>/pusher/app/<key>?…` url), at most `concurrency` handshakes at a time, from `localAddress` when
    * given (a loopback alias such as 127.0.0.12: each source address has its own ephemeral ports).
    */
   | { type: 'connect'; id: number; url: string; count: number; indexBase: number; concurrency: number; localAddress?: string }

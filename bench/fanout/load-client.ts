@@ -6,6 +6,8 @@
  * when the channel needs it), then count frames. A bench event's data starts with
  * `@<monotonic µs>@`, so a frame's latency is found with one indexOf and no JSON.parse.
  */
+import { EventEmitter } from 'node:events';
+import { Agent, request } from 'node:http';
 import WebSocket from 'ws';
 import { monotonicUs } from './clock.js';
 import { LatencyHistogram } from './latency-histogram.js';
@@ -14,9 +16,83 @@ import type { ChannelPlan, ClientMessage, OrchestratorCommand, SigningApp } from
 
 const AT = 0x40; // '@'
 
+/** Keep-alive connections for xhr_send (each stream has a connection of its own). */
+const sendAgent = new Agent({ keepAlive: true, maxSockets: 32 });
+
+/**
+ * A pusher-js HTTP fallback session over xhr_streaming, with the subset of `ws`' WebSocket the
+ * load client uses (send, readyState, terminate; message, error and close events): one
+ * streamed POST receives, one POST per message sends.
+ */
+class HttpStreamSocket extends EventEmitter {
+  readyState: number = WebSocket.CONNECTING;
+  private readonly base: string;
+  private readonly stream;
+
+  constructor(url: string, localAddress: string | undefined) {
+    super();
+    const u = new URL(url);
+    const session = Array.from({ length: 8 }, () => Math.floor(Math.random() * 32).toString(32)).join('');
+    this.base = `${u.origin}${u.pathname}/${Math.floor(Math.random() * 1000)}/${session}`;
+    this.stream = request(`${this.base}/xhr_streaming${u.search}`, { method: 'POST', agent: false, ...(localAddress ? { localAddress } : {}) }, (res) => {
+      if (res.statusCode !== 200) {
+        this.emit('error', new Error(`xhr_streaming answered ${res.statusCode}`));
+        res.resume();
+        return;
+      }
+      this.readyState = WebSocket.OPEN;
+      let pending = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        pending += chunk;
+        let nl: number;
+        while ((nl = pending.indexOf('\n')) >= 0) {
+          const line = pending.slice(0, nl);
+          pending = pending.slice(nl + 1);
+          this.line(line);
+        }
+      });
+      res.on('close', () => this.closed(1006));
+    });
+    this.stream.on('error', (err) => {
+      if (this.readyState === WebSocket.CONNECTING) this.emit('error', err);
+      this.closed(1006);
+    });
+    this.stream.end();
+  }
+
+  private line(line: string): void {
+    if (line.startsWith('a')) {
+      for (const frame of JSON.parse(line.slice(1)) as string[]) this.emit('message', Buffer.from(frame));
+    } else if (line.startsWith('c')) {
+      this.closed((JSON.parse(line.slice(1)) as [number, string])[0]);
+    }
+  }
+
+  private closed(code: number): void {
+    if (this.readyState === WebSocket.CLOSED) return;
+    this.readyState = WebSocket.CLOSED;
+    this.stream.destroy();
+    this.emit('close', code);
+  }
+
+  send(text: string): void {
+    const body = JSON.stringify([text]);
+    const req = request(`${this.base}/xhr_send`, { method: 'POST', agent: sendAgent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => res.resume());
+    req.on('error', () => this.closed(1006));
+    req.end(body);
+  }
+
+  terminate(): void {
+    this.closed(1006);
+  }
+}
+
 interface Client {
   index: number;
-  ws: WebSocket;
+  ws: WebSocket | HttpStreamSocket;
+  /** An HTTP fallback session rather than a WebSocket. */
+  http: boolean;
   socketId: string;
   /** Resolves the pending subscribe, if any. */
   onSubscribed?: (ok: boolean, error?: string) => void;
@@ -68,8 +144,11 @@ function onControlFrame(client: Client, data: Buffer): void {
 
 function openClient(url: string, index: number, localAddress: string | undefined): Promise<Client> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { perMessageDeflate: false, skipUTF8Validation: true, handshakeTimeout: 30_000, ...(localAddress ? { localAddress } : {}) });
-    const client: Client = { index, ws, socketId: '', closing: false };
+    const http = url.startsWith('http');
+    const ws = http
+      ? new HttpStreamSocket(url, localAddress)
+      : new WebSocket(url, { perMessageDeflate: false, skipUTF8Validation: true, handshakeTimeout: 30_000, ...(localAddress ? { localAddress } : {}) });
+    const client: Client = { index, ws, http, socketId: '', closing: false };
     let established = false;
     ws.on('message', (data: Buffer) => {
       if (established) {
@@ -112,8 +191,10 @@ async function windowed(count: number, concurrency: number, task: (i: number) =>
   await Promise.all(lanes);
 }
 
-function channelFor(plan: ChannelPlan, index: number): string {
-  return plan.kind === 'one' ? plan.channel : `${plan.prefix}${index % plan.modulo}`;
+function channelFor(plan: ChannelPlan, client: Client): string {
+  if (plan.kind === 'one') return plan.channel;
+  if (plan.kind === 'by-transport') return client.http ? plan.http : plan.ws;
+  return `${plan.prefix}${client.index % plan.modulo}`;
 }
 
 function subscribeFrame(client: Client, channel: string, signing: SigningApp | undefined): string {
@@ -153,7 +234,7 @@ async function subscribe(cmd: Extract<OrchestratorCommand, { type: 'subscribe' }
   let failed = 0;
   const live = clients.filter((c) => c.ws.readyState === WebSocket.OPEN);
   // Frames are built (and signed) before the clock starts: a storm measures the server.
-  const frames = live.map((c) => subscribeFrame(c, channelFor(cmd.plan, c.index), cmd.signing));
+  const frames = live.map((c) => subscribeFrame(c, channelFor(cmd.plan, c), cmd.signing));
   const firstStartUs = monotonicUs();
   let lastDoneUs = firstStartUs;
   await windowed(live.length, cmd.concurrency, (i) => {

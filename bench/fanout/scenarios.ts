@@ -538,6 +538,74 @@ const idleMemory: Scenario = {
   },
 };
 
+/**
+ * pusher-js' HTTP fallback beside WebSockets: N WebSockets and N xhr_streaming sessions held by
+ * one server at once, each group on its own public channel; C1 broadcasts to the WebSockets'
+ * channel, then to the sessions' (the max phase of `broadcast` for each), and VmRSS before and
+ * after each group connects. The ceiling (bare uWS) has no HTTP fallback: not applicable there.
+ */
+const httpFallback: Scenario = {
+  name: 'http-fallback',
+  description: 'N WebSockets beside N xhr_streaming sessions (pusher-js HTTP fallback); broadcasts to each group in turn, RSS per session',
+  run: async (ctx) => {
+    if (ctx.target.name === 'ceiling') return [metric('not applicable: the bare-uWS ceiling has no HTTP fallback', 'flag', 1)];
+    const n = ctx.sizes.broadcastSmall;
+    const pid = ctx.target.pid;
+    await sleep(1_000);
+    const empty = rssKb(pid);
+    const ws = await ctx.pool.connect(ctx.target.wsUrl, n, 100);
+    await sleep(2_000);
+    const withWs = rssKb(pid);
+    const sessionsUrl = `${ctx.target.baseUrl}/pusher/app/${BENCH_APP.key}?protocol=7&client=js&version=8.6.0`;
+    const sessions = await ctx.pool.connect(sessionsUrl, n, 50);
+    if (sessions.failed > 0) ctx.log(`  ${sessions.failed} sessions failed: ${sessions.errors.join('; ')}`);
+    await sleep(2_000);
+    const withSessions = rssKb(pid);
+    const subscribed = await ctx.pool.subscribe({ kind: 'by-transport', ws: 'bench-fb-ws', http: 'bench-fb-http' }, 100, { key: BENCH_APP.key, secret: BENCH_APP.secret });
+    if (subscribed.failed > 0) ctx.log(`  ${subscribed.failed} subscriptions failed: ${subscribed.errors.join('; ')}`);
+    const per = (after: number, before: number, count: number): number => ((after - before) * 1024) / Math.max(1, count);
+    const out: Metric[] = [
+      metric('WebSockets', 'sockets', ws.done),
+      metric('xhr_streaming sessions', 'sessions', sessions.done),
+      metric('VmRSS per WebSocket', 'B', per(withWs.total, empty.total, ws.done), 'lower'),
+      metric('VmRSS per streaming session', 'B', per(withSessions.total, withWs.total, sessions.done), 'lower'),
+    ];
+    const figures: Record<string, { rate: number; cpuPerFrame: number; mainPerFrame: number }> = {};
+    for (const [label, channel, count] of [['ws', 'bench-fb-ws', ws.done], ['http', 'bench-fb-http', sessions.done]] as const) {
+      const shape: TriggerShape = {
+        fire: (trigger) => trigger.trigger(channel),
+        deliveriesPerUnit: count,
+        eventsPerUnit: 1,
+        subscribers: count,
+        moderateRate: 10,
+        unitName: 'triggers',
+        unitSingular: 'trigger',
+      };
+      const warm = await warmUp(ctx, shape);
+      // Frames of the warm-up still arriving after its drain gave up are counted in the max phase (negative loss).
+      if (warm.received < warm.expected) ctx.log(`  ${label}: warm-up drain gave up at ${warm.received} of ${warm.expected} frames`);
+      const max = await maxPhase(ctx, shape);
+      await ctx.pool.setProgress(false);
+      const delivered = max.stats.received;
+      const rate = (delivered / max.totalMs) * 1000;
+      const cpuPerFrame = serverCpuPer(max.cpu, delivered);
+      const mainPerFrame = serverCpuPer(max.cpu, delivered, 'serverMain');
+      figures[label] = { rate, cpuPerFrame, mainPerFrame };
+      ctx.log(`  ${label}: ${rate.toFixed(0)} delivered/s, server cpu ${cpuPerFrame.toFixed(2)} µs per frame (main thread ${mainPerFrame.toFixed(2)}), loss ${max.expected - delivered}`);
+      out.push(
+        metric(`${label}: delivered msgs/s`, '/s', rate, 'higher'),
+        metric(`${label}: server cpu per delivered frame`, 'µs', cpuPerFrame, 'lower'),
+        metric(`${label}: server main-thread cpu per delivered frame`, 'µs', mainPerFrame, 'lower'),
+        metric(`${label}: loss`, 'msgs', max.expected - delivered, 'lower'),
+      );
+      // A trigger that timed out on the client may still have been delivered (negative loss).
+      if (max.unitsFailed > 0) out.push(metric(`${label}: failed triggers`, 'reqs', max.unitsFailed, 'lower'));
+    }
+    out.push(metric('streaming / WebSocket cpu per frame', 'ratio', figures.http!.cpuPerFrame / Math.max(1e-9, figures.ws!.cpuPerFrame), 'lower'));
+    return out;
+  },
+};
+
 /** Load-client processes of the scale scenario, each connecting from its own loopback address. */
 const SCALE_CLIENT_PROCESSES = 4;
 const SCALE_SOURCE_ADDRESSES = Array.from({ length: SCALE_CLIENT_PROCESSES }, (_, i) => `127.0.0.${11 + i}`);
@@ -792,6 +860,7 @@ export const SCENARIOS: Scenario[] = [
   unicast,
   batch,
   presenceStorm,
+  httpFallback,
   connectStorm,
   scale,
   scale2proc(),

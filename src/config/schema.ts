@@ -231,6 +231,20 @@ const tlsSchema = z.strictObject({
 });
 
 /** A separate plain-HTTP listener for GET /metrics (then not served on the main port). */
+/**
+ * pusher-js' HTTP fallback transports (xhr_streaming, xhr_polling) under `<path>/app/<key>/…`,
+ * on the main port: sessions that behave like WebSocket connections (channels/http-fallback).
+ */
+const httpFallbackSchema = z.strictObject({
+  enabled: z.boolean().default(true),
+  /** pusher-js' `httpPath` (its default is /pusher): a path of one or more segments, no trailing slash. */
+  path: z.string().regex(/^(\/[A-Za-z0-9._~-]+)+$/).default('/pusher'),
+  /** A session with no open stream or poll for this long is closed as a dropped connection (1006). */
+  sessionTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
+  /** A poll with nothing to deliver is answered with a heartbeat after this long; streams get one as often. */
+  heartbeatMs: z.number().int().min(100).max(120_000).default(25_000),
+});
+
 const metricsListenerSchema = z.strictObject({
   host: z.string().min(1).default('127.0.0.1'),
   port: z.number().int().min(0).max(65535),
@@ -360,6 +374,7 @@ export const configSchema = z.strictObject({
    * fills it in); null: no node-wide limit.
    */
   maxConnections: z.number().int().positive().nullable().optional(),
+  httpFallback: httpFallbackSchema.default(httpFallbackSchema.parse({})),
   webhookDelivery: webhookDeliverySchema.default(webhookDeliverySchema.parse({})),
   pushDelivery: pushDeliverySchema.default(pushDeliverySchema.parse({})),
   admin: adminSchema.default(adminSchema.parse({})),
@@ -381,6 +396,7 @@ export type ChannelWebhookConfig = z.infer<typeof channelWebhookSchema>;
 export type PushWebhookConfig = z.infer<typeof pushWebhookSchema>;
 export type WebhookDeliveryConfig = z.infer<typeof webhookDeliverySchema>;
 export type TlsConfig = z.infer<typeof tlsSchema>;
+export type HttpFallbackConfig = z.infer<typeof httpFallbackSchema>;
 export type MetricsListenerConfig = z.infer<typeof metricsListenerSchema>;
 export type PushDeliveryConfig = z.infer<typeof pushDeliverySchema>;
 export type AdminConfig = z.infer<typeof adminSchema>;

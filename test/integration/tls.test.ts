@@ -194,6 +194,26 @@ describe('tls', () => {
     expect(await publish(false)).toMatch(/^failed /);
   });
 
+  it("serves pusher-js' HTTP fallback over HTTPS on the same port (an xhr poll opens a session)", async () => {
+    const body = await new Promise<{ status: number; text: string; cors: string | undefined }>((resolve, reject) => {
+      const req = httpsRequest(
+        { host: 'localhost', port: herald.port, method: 'POST', path: `/pusher/app/${DEFAULT_APP.key}/1/tlssession/xhr?protocol=7&client=js&version=8.6.0`, ca, servername: 'localhost', agent: false },
+        (res) => {
+          let text = '';
+          res.on('data', (d: Buffer) => (text += d.toString()));
+          res.on('end', () => resolve({ status: res.statusCode!, text, cors: res.headers['access-control-allow-origin'] as string | undefined }));
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+    expect(body.status).toBe(200);
+    expect(body.cors).toBe('*');
+    const lines = body.text.split('\n');
+    expect(lines[0]).toBe('o');
+    expect(lines[1]).toContain('pusher:connection_established');
+  });
+
   it('refuses a client that does not trust the CA', async () => {
     await expect(
       new Promise((resolve, reject) => {

@@ -47,6 +47,13 @@ export interface WebSocketEndpoint {
    * a disabled app with 4003, each with its pusher:error. Returns how many were closed.
    */
   applyApps(apps: readonly AppConfig[]): number;
+  /**
+   * Opens a connection on a socket that is not a uWS WebSocket (an HTTP fallback session,
+   * channels/http-fallback) as an upgrade to `/app/<rawKey>?<query>` would (the key as in the path): the same checks,
+   * refusals and connection_established. The socket then calls `behavior`'s message, drain,
+   * ping and close like uWS does for a WebSocket.
+   */
+  connectSession(socket: WebSocket<SocketUserData>, rawKey: string, query: string): void;
 }
 
 /** Refused connections at debug level: one line per close code every 10 s (with a count). */
@@ -237,31 +244,31 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     endWithError(ws, CLOSE_CODES.OVER_CAPACITY, 'Too slow a consumer: send buffer over the limit');
   }
 
-  function upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+  /** A new connection's user data: its state, or why it is refused (told right after open). */
+  function connectionData(url: string, query: string): SocketUserData {
     const handshake = ctx.state.draining
       ? { ok: false as const, code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' }
-      : parseHandshake(req.getUrl(), req.getQuery() ?? '', ctx.appsByKey);
-    let userData: SocketUserData;
-    if (handshake.ok) {
-      const now = Date.now();
-      const state: SocketState = {
-        socketId: newSocketId(),
-        app: handshake.app,
-        ws: null,
-        closed: false,
-        channels: new SmallMap(),
-        userId: null,
-        lastSeenMs: now,
-        pingSentMs: 0,
-        clientEventWindowMs: 0,
-        clientEventCount: 0,
-      };
-      userData = { state, reject: null, slowUntil: 0 };
-    } else {
-      userData = { state: null, reject: { code: handshake.code, message: handshake.message }, slowUntil: 0 };
-    }
+      : parseHandshake(url, query, ctx.appsByKey);
+    if (!handshake.ok) return { state: null, reject: { code: handshake.code, message: handshake.message }, slowUntil: 0 };
+    const now = Date.now();
+    const state: SocketState = {
+      socketId: newSocketId(),
+      app: handshake.app,
+      ws: null,
+      closed: false,
+      channels: new SmallMap(),
+      userId: null,
+      lastSeenMs: now,
+      pingSentMs: 0,
+      clientEventWindowMs: 0,
+      clientEventCount: 0,
+    };
+    return { state, reject: null, slowUntil: 0 };
+  }
+
+  function upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
     res.upgrade(
-      userData,
+      connectionData(req.getUrl(), req.getQuery() ?? ''),
       req.getHeader('sec-websocket-key'),
       req.getHeader('sec-websocket-protocol'),
       req.getHeader('sec-websocket-extensions'),
@@ -343,6 +350,10 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
 
   return {
     behavior,
+    connectSession: (socket, key, query) => {
+      Object.assign(socket.getUserData(), connectionData(`/app/${key}`, query));
+      behavior.open!(socket);
+    },
     closeAll: (code, reason) => {
       sweeper.stop();
       for (const state of [...registry.all()]) {

@@ -25,7 +25,9 @@ import type { RedisKeys } from './keys.js';
 /** Messages between nodes other than channel frames. */
 export type ControlMessage =
   /** Close every connection of this user of the app (C5, terminate_connections). */
-  { type: 'terminateUser'; appId: string; userId: string };
+  | { type: 'terminateUser'; appId: string; userId: string }
+  /** An HTTP fallback session's request relayed to or answered by the node holding it (channels/http-fallback). */
+  | { type: 'fallback'; data: unknown };
 
 export interface DeliveryHandlers {
   /** A frame published on another node for a channel this node watches. */

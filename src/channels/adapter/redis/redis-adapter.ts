@@ -41,6 +41,7 @@ import type {
 import type { ClusterFigures } from '../../../metrics/prometheus.js';
 import { overQuota } from '../../http-api/quota.js';
 import { deliverToTopic, tellWatchers, type TopicFanout } from '../topic-delivery.js';
+import type { SessionDirectory } from '../../http-fallback/directory.js';
 import { CacheJoinWatch } from '../cache-join-watch.js';
 import type { ChannelTransition, HeldState } from './channel-state.js';
 import { ClusterNode, type ClusterMember } from './cluster-node.js';
@@ -306,6 +307,37 @@ export class RedisChannelAdapter implements ChannelAdapter {
   private control(message: ControlMessage, origin: string): void {
     if (origin === this.node.nodeId) return;
     if (message.type === 'terminateUser') this.registry.terminateUser(message.appId, message.userId);
+    else if (message.type === 'fallback') this.fallbackHandler?.(message.data, origin);
+  }
+
+  private fallbackHandler: ((data: unknown, origin: string) => void) | undefined;
+
+  /**
+   * Where HTTP fallback sessions live in the cluster (channels/http-fallback): a key per session
+   * naming its node (`<prefix>fb:<session>`, with a time to live the holder renews), and
+   * messages to one node over the control channel. Redis failures read as "no such session".
+   */
+  sessionDirectory(): SessionDirectory {
+    const redis = this.node.connections.commands;
+    const nodeId = this.node.nodeId;
+    const key = (id: string): string => `${this.node.keys.prefix}fb:${id}`;
+    return {
+      nodeId,
+      owner: (id) => redis.get(key(id)).catch(() => null),
+      claim: (id, ttlMs) => redis.set(key(id), nodeId, 'PX', ttlMs).then(
+        () => undefined,
+        () => undefined,
+      ),
+      release: (id) => {
+        redis.del(key(id)).catch(() => {});
+      },
+      send: (node, data) => {
+        this.node.bus.sendControl(node, { type: 'fallback', data }).catch(() => {});
+      },
+      onMessage: (handler) => {
+        this.fallbackHandler = handler;
+      },
+    };
   }
 
   // --- channel state --------------------------------------------------------------------

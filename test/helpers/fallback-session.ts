@@ -1,0 +1,71 @@
+/**
+ * pusher-js' HTTP fallback session protocol spoken by hand over fetch (polling): session
+ * paths, the lines of an answer parsed (`o`, `h`, `a[…]`, `c[…]`), polls and sends.
+ */
+import { expect } from 'vitest';
+
+export const FALLBACK_QUERY = '?protocol=7&client=js&version=8.6.0';
+
+let sequence = 0;
+
+/** A fresh session path on `baseUrl` for app `key`, as pusher-js makes them (`<server>/<session>`). */
+export function sessionBase(baseUrl: string, key: string): string {
+  sequence++;
+  return `${baseUrl}/pusher/app/${key}/${sequence % 1000}/s${sequence.toString(36)}x${Math.random().toString(36).slice(2, 8)}`;
+}
+
+export interface Lines {
+  opened: boolean;
+  frames: Array<{ event: string; channel?: string; data?: unknown; user_id?: string }>;
+  close: [number, string] | null;
+  heartbeats: number;
+  raw: string;
+}
+
+export function parseLines(text: string): Lines {
+  const out: Lines = { opened: false, frames: [], close: null, heartbeats: 0, raw: text };
+  for (const line of text.split('\n')) {
+    if (line === 'o') out.opened = true;
+    else if (line === 'h') out.heartbeats++;
+    else if (line.startsWith('a')) for (const f of JSON.parse(line.slice(1)) as string[]) out.frames.push(JSON.parse(f) as Lines['frames'][number]);
+    else if (line.startsWith('c')) out.close = JSON.parse(line.slice(1)) as [number, string];
+  }
+  return out;
+}
+
+/** One poll (`xhr`): what it was answered. */
+export async function poll(base: string): Promise<Lines> {
+  const res = await fetch(`${base}/xhr${FALLBACK_QUERY}`, { method: 'POST' });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('access-control-allow-origin')).toBe('*');
+  return parseLines(await res.text());
+}
+
+/** Polls until `done` holds for everything received (15 s at most); returns all of it. */
+export async function pollUntil(base: string, done: (l: Lines) => boolean): Promise<Lines> {
+  const all: Lines = { opened: false, frames: [], close: null, heartbeats: 0, raw: '' };
+  const deadline = Date.now() + 15_000;
+  while (!done(all)) {
+    if (Date.now() > deadline) throw new Error(`not received; got ${all.raw.slice(0, 2000)}`);
+    const l = await poll(base);
+    all.frames.push(...l.frames);
+    all.close ??= l.close;
+    all.raw += l.raw;
+    all.opened ||= l.opened;
+  }
+  return all;
+}
+
+/** `xhr_send` of `messages` (each JSON-encoded into the array, as pusher-js does). */
+export function send(base: string, messages: unknown[]): Promise<Response> {
+  return fetch(`${base}/xhr_send`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(messages.map((m) => JSON.stringify(m))) });
+}
+
+/** Opens a session by polling; answers its socket id. */
+export async function connectSession(base: string): Promise<string> {
+  const first = await pollUntil(base, (l) => l.frames.some((f) => f.event === 'pusher:connection_established') || l.close !== null);
+  expect(first.opened).toBe(true);
+  const established = first.frames.find((f) => f.event === 'pusher:connection_established');
+  expect(established, first.raw).toBeDefined();
+  return (JSON.parse(established!.data as string) as { socket_id: string }).socket_id;
+}

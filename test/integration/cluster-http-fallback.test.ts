@@ -1,0 +1,101 @@
+/**
+ * HTTP fallback sessions in a cluster: a session on one node is a connection of the cluster
+ * like a WebSocket. Events triggered on the other node, client events and presence members
+ * cross between a session on node A and a WebSocket client on node B, through Redis.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { ClientPool } from '../helpers/channel-clients.js';
+import { heraldClusterBed } from '../helpers/herald-cluster.js';
+import { connectSession, parseLines, pollUntil, send, sessionBase, FALLBACK_QUERY, type Lines } from '../helpers/fallback-session.js';
+import { channelsSdk } from '../helpers/sdk-clients.js';
+import { until } from '../helpers/wait.js';
+
+const APP = { id: 'fb-app', key: 'fb-key', secret: 'fb-secret', clientEvents: true };
+const bed = heraldClusterBed('fallback');
+const pool = new ClientPool(APP);
+
+afterEach(() => pool.disconnectAll());
+
+describe('HTTP fallback sessions in a cluster', () => {
+  it('a session on node A gets events triggered on node B, members and client events of a WebSocket client on node B', async () => {
+    const cluster = await bed.start({ apps: [APP] });
+    const session = sessionBase(cluster.a.baseUrl, APP.key);
+    const socketId = await connectSession(session);
+    const sdkA = channelsSdk(cluster.a.port, APP);
+    const channel = 'presence-fb-cluster';
+    const channelData = JSON.stringify({ user_id: 'session-user' });
+    const auth = sdkA.authorizeChannel(socketId, channel, { user_id: 'session-user' });
+    expect(auth.channel_data).toBe(channelData);
+    await send(session, [{ event: 'pusher:subscribe', data: { channel, auth: auth.auth, channel_data: channelData } }]);
+    await pollUntil(session, (l) => l.frames.some((f) => f.event === 'pusher_internal:subscription_succeeded'));
+
+    const bob = await pool.connect(cluster.b, { userId: 'bob' });
+    const onB = await bob.subscribe(channel);
+    expect(onB.memberIds()).toEqual(['bob', 'session-user']);
+    const added = await pollUntil(session, (l) => l.frames.some((f) => f.event === 'pusher_internal:member_added'));
+    expect(JSON.parse(added.frames.find((f) => f.event === 'pusher_internal:member_added')!.data as string)).toMatchObject({ user_id: 'bob' });
+
+    await channelsSdk(cluster.b.port, APP).trigger(channel, 'from-b', { n: 1 });
+    const got = await pollUntil(session, (l) => l.frames.some((f) => f.event === 'from-b'));
+    expect(JSON.parse(got.frames.find((f) => f.event === 'from-b')!.data as string)).toEqual({ n: 1 });
+
+    await send(session, [{ event: 'client-from-session', channel, data: { hi: 'bob' } }]);
+    await until(() => onB.data('client-from-session').length === 1, 'bob to get the session client event');
+    expect(onB.data('client-from-session')[0]).toEqual({ hi: 'bob' });
+
+    onB.channel.trigger('client-from-bob', { hi: 'session' });
+    const fromBob = await pollUntil(session, (l) => l.frames.some((f) => f.event === 'client-from-bob'));
+    const frame = fromBob.frames.find((f) => f.event === 'client-from-bob')!;
+    expect(frame.user_id).toBe('bob');
+    expect(JSON.parse(frame.data as string)).toEqual({ hi: 'session' });
+
+    bob.unsubscribe(channel);
+    await pollUntil(session, (l) => l.frames.some((f) => f.event === 'pusher_internal:member_removed'));
+  }, 60_000);
+
+  it('without sticky sessions: sends and polls that reach the other node are relayed to the session\'s node', async () => {
+    const cluster = await bed.start({ apps: [APP] });
+    // The same session path on both nodes; requests alternate between them (round robin).
+    const onA = sessionBase(cluster.a.baseUrl, APP.key);
+    const onB = onA.replace(cluster.a.baseUrl, cluster.b.baseUrl);
+    const bases = [onA, onB];
+    let turn = 0;
+    const next = (): string => bases[turn++ % 2]!;
+    const pollRoundRobin = async (done: (l: Lines) => boolean): Promise<Lines> => {
+      const all: Lines = { opened: false, frames: [], close: null, heartbeats: 0, raw: '' };
+      const deadline = Date.now() + 15_000;
+      while (!done(all)) {
+        if (Date.now() > deadline) throw new Error(`not received; got ${all.raw.slice(0, 2000)}`);
+        const res = await fetch(`${next()}/xhr${FALLBACK_QUERY}`, { method: 'POST' });
+        expect(res.status).toBe(200);
+        const l = parseLines(await res.text());
+        // Opened once, on node A: no poll on node B opens the session again.
+        if (all.opened) expect(l.opened).toBe(false);
+        all.frames.push(...l.frames);
+        all.close ??= l.close;
+        all.raw += l.raw;
+        all.opened ||= l.opened;
+      }
+      return all;
+    };
+    const first = await pollRoundRobin((l) => l.frames.some((f) => f.event === 'pusher:connection_established'));
+    const socketId = (JSON.parse(first.frames.find((f) => f.event === 'pusher:connection_established')!.data as string) as { socket_id: string }).socket_id;
+
+    const channel = 'private-fb-round-robin';
+    const auth = channelsSdk(cluster.a.port, APP).authorizeChannel(socketId, channel);
+    expect((await send(next(), [{ event: 'pusher:subscribe', data: { channel, auth: auth.auth } }])).status).toBe(204);
+    await pollRoundRobin((l) => l.frames.some((f) => f.event === 'pusher_internal:subscription_succeeded'));
+
+    const carol = await pool.connect(cluster.a, { userId: 'carol' });
+    const carolChannel = await carol.subscribe(channel);
+    for (let i = 0; i < 4; i++) await channelsSdk((i % 2 === 0 ? cluster.a : cluster.b).port, APP).trigger(channel, 'tick', { i });
+    const ticks = await pollRoundRobin((l) => l.frames.filter((f) => f.event === 'tick').length === 4);
+    expect(ticks.frames.filter((f) => f.event === 'tick').map((f) => (JSON.parse(f.data as string) as { i: number }).i)).toEqual([0, 1, 2, 3]);
+
+    for (let i = 0; i < 4; i++) expect((await send(next(), [{ event: 'client-hop', channel, data: { i } }])).status).toBe(204);
+    await until(() => carolChannel.data('client-hop').length === 4, 'carol to get the four client events');
+    expect(carolChannel.data('client-hop').map((d) => (d as { i: number }).i).sort()).toEqual([0, 1, 2, 3]);
+    expect(cluster.a.stderr + cluster.b.stderr).not.toMatch(/http fallback: .* failed/);
+  }, 60_000);
+});
+
