@@ -44,6 +44,8 @@ export const ERROR_CATALOGUE = {
   EVENT_DATA_TOO_LARGE: { status: 413, kind: 'Payload Too Large', message: 'Event data larger than the limit' },
   INFO_NOT_APPLICABLE: { status: 400, kind: 'Bad Request', message: 'Requested info attribute is not available for this channel' },
   NOT_PRESENCE_CHANNEL: { status: 400, kind: 'Bad Request', message: 'Channel is not a presence channel' },
+  APP_RATE_LIMITED: { status: 429, kind: 'Too Many Requests', message: 'Application is over its maxHttpRequestsPerSecond' },
+  APP_EVENT_RATE_LIMITED: { status: 429, kind: 'Too Many Requests', message: 'Application is over its maxEventsPerSecond' },
 
   // WebSocket protocol (docs/protocol.md). `kind` is the `type` of pusher:subscription_error;
   // other failures go out as pusher:error {code: null, message} and keep the connection open.
@@ -118,6 +120,8 @@ export class HeraldError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   readonly kind: string;
+  /** Whole seconds after which a retry may succeed (a 429's Retry-After header), when known. */
+  retryAfterSeconds?: number;
 
   constructor(code: ErrorCode, description?: string) {
     const entry: CatalogueEntry = ERROR_CATALOGUE[code];
@@ -169,6 +173,8 @@ export const CLOSE_CODES = {
   PONG_NOT_RECEIVED: 4201,
   /** 4301: client event rate limit exceeded. */
   CLIENT_EVENT_RATE_LIMIT: 4301,
+  /** 4301 as well: the app's maxNewConnectionsPerSecond (or per IP) refused a new connection. */
+  CONNECTION_RATE_LIMIT: 4301,
   /** 1009 (RFC 6455): a frame larger than maxWebSocketFrameBytes. */
   MESSAGE_TOO_BIG: 1009,
   /** 1011 (RFC 6455): an internal error (a bug) while opening the connection. */

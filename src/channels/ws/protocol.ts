@@ -192,7 +192,7 @@ export class ProtocolHandler {
 
   private signin(state: SocketState, ws: Ws, data: Record<string, unknown> | null): void {
     const app = state.app;
-    if (!app.userAuthentication) return this.fail(ws, new HeraldError('SIGNIN_DISABLED'));
+    if (!app.userAuthentication && !app.requireUserAuthentication) return this.fail(ws, new HeraldError('SIGNIN_DISABLED'));
     if (state.userId !== null) return this.fail(ws, new HeraldError('SIGNIN_FAILED', `Already signed in as ${state.userId}`));
     const userData = data?.user_data;
     const refuse = (message: string): void => endWithError(ws, CLOSE_CODES.UNAUTHORIZED, message, CLOSE_CODES.UNAUTHORIZED, 'Sign-in refused');

@@ -83,6 +83,8 @@ export interface SocketState {
   readonly channels: SmallMap<Membership>;
   /** Signed-in user (pusher:signin), if any. */
   userId: string | null;
+  /** Epoch ms the connection opened (the sign-in deadline of requireUserAuthentication counts from it). */
+  readonly openedMs: number;
   /** Epoch ms of the last frame received. */
   lastSeenMs: number;
   /** Epoch ms the server's pusher:ping went out, 0 when none is outstanding. */

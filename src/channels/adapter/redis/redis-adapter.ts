@@ -42,6 +42,7 @@ import type { ClusterFigures } from '../../../metrics/prometheus.js';
 import { overQuota } from '../../http-api/quota.js';
 import { deliverToTopic, tellWatchers, type TopicFanout } from '../topic-delivery.js';
 import { CacheJoinWatch } from '../cache-join-watch.js';
+import type { RateCounter } from '../../rate-limits/rate-counter.js';
 import type { ChannelTransition, HeldState } from './channel-state.js';
 import { ClusterNode, type ClusterMember } from './cluster-node.js';
 import { describeRedis, RedisUnavailableError } from './connection.js';
@@ -106,6 +107,7 @@ type Shards = ShardRequester<ChannelShardApi & WebhookShardApi>;
 export class RedisChannelAdapter implements ChannelAdapter {
   readonly node: ClusterNode;
   readonly messageQuota: MessageCharger;
+  readonly rateCounter: RateCounter;
   private readonly topics: TopicFanout;
   private readonly registry: SocketRegistry;
   private readonly shards: Shards;
@@ -149,6 +151,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
         if (!accepted) throw overQuota(app.id, app.messageQuota!, used, messages, 'UTC, all nodes');
       },
     };
+    this.rateCounter = { take: (key, cost, limit) => this.call(() => state.takeRate(key, cost, limit)) };
   }
 
   /** Connects to Redis, registers the node, and starts heartbeats, reaper and delivery. */
