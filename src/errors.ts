@@ -110,6 +110,8 @@ export const ERROR_CATALOGUE = {
   ADMIN_UNAUTHORIZED: { status: 401, kind: 'Unauthorized', message: 'Admin token missing or wrong: send Authorization: Bearer <admin token>' },
   ADMIN_SIGNIN_RATE_LIMITED: { status: 429, kind: 'Too Many Requests', message: 'Too many failed admin sign-ins from this address; wait and retry' },
   ADMIN_NOT_FOUND: { status: 404, kind: 'Not Found', message: 'No such app or push instance' },
+  ADMIN_CONFLICT: { status: 409, kind: 'Conflict', message: 'An app or push instance with this id or key exists, or it is defined in the config file' },
+  ADMIN_INVALID_TENANT: { status: 422, kind: 'Unprocessable Entity', message: 'The app or push instance does not match the configuration schema' },
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

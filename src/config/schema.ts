@@ -27,7 +27,8 @@ const channelWebhookSchema = z.strictObject({
   filter: z.strictObject({ channelNamePrefix: z.string().regex(NAME_CHARS).optional() }).optional(),
 });
 
-const appSchema = z.strictObject({
+/** One channel app (`apps[]`); also the admin API's validation of an app (src/tenants). */
+export const appSchema = z.strictObject({
   id: z.string().min(1).max(200),
   key: z.string().min(1).max(200),
   secret: z.string().min(1),
@@ -113,7 +114,8 @@ const pushWebhookSchema = z.strictObject({
   secret: z.string().min(1),
 });
 
-const pushInstanceSchema = z.strictObject({
+/** One push instance (`push[]`); also the admin API's validation of an instance (src/tenants). */
+export const pushInstanceSchema = z.strictObject({
   instanceId: z.uuid(),
   secretKey: z.string().min(1),
   /** Publish requests per second (P1 + P2) before 429. */

@@ -7,13 +7,14 @@
 import { threadId, workerData } from 'node:worker_threads';
 import { join } from 'node:path';
 import { HeraldError } from '../errors.js';
-import type { HeraldConfig } from '../config/schema.js';
+import type { AppConfig, HeraldConfig, PushInstanceConfig } from '../config/schema.js';
 import { log, setLogLevel } from '../log.js';
 import { shardMetrics } from '../metrics/shard-counters.js';
 import { ShardCodec } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
 import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext } from './context.js';
 import { openShardDatabase } from './storage.js';
+import { patchList } from './patch-list.js';
 
 const codec = new ShardCodec();
 /** Longest block the test hooks (core.crash, core.hold) accept, ms. */
@@ -54,6 +55,18 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
       setLogLevel(config.logLevel);
       for (const area of areas) area.reload?.(config);
       return { reloaded: true };
+    },
+    // Tenants changed through the admin API: only the named entries are replaced in the config.
+    'core.tenants': (req) => {
+      const change = req as { apps?: AppConfig[]; removedApps?: string[]; push?: PushInstanceConfig[]; removedPush?: string[] };
+      const config: HeraldConfig = {
+        ...ctx.config,
+        apps: patchList(ctx.config.apps, (a) => a.id, change.apps ?? [], change.removedApps ?? []),
+        push: patchList(ctx.config.push, (p) => p.instanceId, change.push ?? [], change.removedPush ?? []),
+      };
+      ctx.config = config;
+      for (const area of areas) area.reload?.(config);
+      return { applied: true };
     },
     'core.crash': (req) => {
       requireTestHooks(ctx, 'core.crash');
@@ -108,4 +121,5 @@ function blockThread(holdMs: unknown): number {
   if (hold > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, hold);
   return hold;
 }
+
 

@@ -49,6 +49,12 @@ export interface WebSocketEndpoint {
    * a disabled app with 4003, each with its pusher:error. Returns how many were closed.
    */
   applyApps(apps: readonly AppConfig[]): number;
+  /**
+   * Applies one app changed at run time (admin API), visiting only its connections: closed with
+   * 4001 when `next` is undefined (deleted) or has another key, 4003 when disabled, else given
+   * `next`. Returns how many were closed.
+   */
+  applyApp(appId: string, next: AppConfig | undefined): number;
 }
 
 /** Refused connections at debug level: one line per close code every 10 s (with a count). */
@@ -387,6 +393,23 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     },
     connectionCount: (appId) => (appId === undefined ? openSockets() : registry.connectionCount(appId)),
     connectionCounts: () => registry.connectionCounts(),
+    applyApp: (appId, next) => {
+      protocol.reloadApp(appId, next);
+      let closed = 0;
+      for (const state of [...registry.socketsOf(appId)]) {
+        if (state.closed || !state.ws) continue;
+        if (!next || next.key !== state.app.key) {
+          closed++;
+          endWithError(state.ws, CLOSE_CODES.UNKNOWN_APP, next ? 'App key changed: reconnect with the new key' : 'App deleted');
+        } else if (!next.enabled) {
+          closed++;
+          endWithError(state.ws, CLOSE_CODES.APP_DISABLED, 'Application is disabled');
+        } else {
+          state.app = next;
+        }
+      }
+      return closed;
+    },
     applyApps: (apps) => {
       protocol.reload(apps);
       const byId = new Map(apps.map((a) => [a.id, a]));

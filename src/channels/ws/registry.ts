@@ -129,6 +129,11 @@ export class SocketRegistry {
     for (const app of this.apps.values()) yield* app.sockets.values();
   }
 
+  /** The live connections of one app (copy before closing them while iterating). */
+  socketsOf(appId: string): Iterable<SocketState> {
+    return this.apps.get(appId)?.sockets.values() ?? [];
+  }
+
   private forApp(appId: string): AppSockets {
     let entry = this.apps.get(appId);
     if (!entry) {

@@ -25,7 +25,9 @@ import type { RedisKeys } from './keys.js';
 /** Messages between nodes other than channel frames. */
 export type ControlMessage =
   /** Close every connection of this user of the app (C5, terminate_connections). */
-  { type: 'terminateUser'; appId: string; userId: string };
+  | { type: 'terminateUser'; appId: string; userId: string }
+  /** An app or push instance changed through the admin API of the origin node (src/tenants). */
+  | { type: 'tenantChanged'; kind: 'app' | 'push'; id: string };
 
 export interface DeliveryHandlers {
   /** A frame published on another node for a channel this node watches. */

@@ -108,6 +108,8 @@ export class RedisChannelAdapter implements ChannelAdapter {
   readonly node: ClusterNode;
   readonly messageQuota: MessageCharger;
   readonly rateCounter: RateCounter;
+  /** Hears another node's admin API change of an app or push instance (set by the tenant registry). */
+  onTenantChanged: ((kind: 'app' | 'push', id: string) => void) | undefined;
   private readonly topics: TopicFanout;
   private readonly registry: SocketRegistry;
   private readonly shards: Shards;
@@ -309,6 +311,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
   private control(message: ControlMessage, origin: string): void {
     if (origin === this.node.nodeId) return;
     if (message.type === 'terminateUser') this.registry.terminateUser(message.appId, message.userId);
+    else if (message.type === 'tenantChanged') this.onTenantChanged?.(message.kind, message.id);
   }
 
   // --- channel state --------------------------------------------------------------------
