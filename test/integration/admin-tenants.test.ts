@@ -19,7 +19,7 @@ let herald: HeraldProcess;
 const pools: ClientPool[] = [];
 
 beforeAll(async () => {
-  herald = await startHerald({ config: { admin: { token: TOKEN }, apps: [FILE_APP], push: [] } });
+  herald = await startHerald({ config: { admin: { token: TOKEN }, apps: [FILE_APP], push: [] }, env: { HERALD_LOG_LEVEL: 'info' } });
 }, 60_000);
 afterEach(() => {
   for (const p of pools.splice(0)) p.disconnectAll();
@@ -164,6 +164,24 @@ describe('apps through the admin API', () => {
     await beamsSdk(herald.port, created.instanceId, rotated.secretKey).publishToInterests(['news'], { web: { notification: { title: 't' } } });
     const listed = (await (await admin('/push')).json()) as { push: { instanceId: string }[] };
     expect(listed.push.map((p) => p.instanceId)).toContain(created.instanceId);
+  });
+
+  it('a SIGHUP reload keeps the API-created apps, except one the file now defines (the file wins)', async () => {
+    const kept = await createApp({ id: 'kept-app', key: 'kept-key' });
+    const shadowed = await createApp({ id: 'shadowed-app', key: 'shadowed-api-key' });
+    const keptClient = await pool(kept).connect(herald);
+    const shadowedClient = await pool(shadowed).connect(herald);
+    const reloads = () => herald.stderr.split('\n').filter((l) => l.includes('"msg":"config reloaded"')).length;
+    const before = reloads();
+    herald.writeConfig({ admin: { token: TOKEN }, apps: [FILE_APP, { id: 'shadowed-app', key: 'shadowed-file-key', secret: 'file-secret-2' }], push: [] });
+    herald.signal('SIGHUP');
+    await until(() => reloads() > before, 'the reload', 20_000);
+    await until(() => shadowedClient.errorCodes.includes(4001), 'the 4001 close of the shadowed app');
+    expect(keptClient.state).toBe('connected');
+    await channelsSdk(herald.port, kept).trigger('c', 'e', {});
+    const listed = (await (await admin('/apps?filter=shadowed')).json()) as { apps: { id: string; key: string; source: string }[] };
+    expect(listed.apps).toEqual([expect.objectContaining({ id: 'shadowed-app', key: 'shadowed-file-key', source: 'config' })]);
+    expect((await admin('/apps/shadowed-app', { method: 'DELETE' })).status).toBe(409);
   });
 
   it('apps and push instances created through the API survive a restart', async () => {
