@@ -1,6 +1,6 @@
 /** Worker-side context handed to each area's shard handlers. Never imported by main-thread code. */
 import type { RootDatabase } from 'lmdb';
-import type { HeraldConfig } from '../config/schema.js';
+import type { AppConfig, HeraldConfig, PushInstanceConfig } from '../config/schema.js';
 import { HeraldError } from '../errors.js';
 
 export interface ShardContext {
@@ -16,6 +16,14 @@ export interface ShardContext {
   readonly testHooks: boolean;
 }
 
+/** Apps and push instances added or changed (whole entries) and removed (ids), as `core.tenants` carries them. */
+export interface TenantChange {
+  apps?: AppConfig[];
+  removedApps?: string[];
+  push?: PushInstanceConfig[];
+  removedPush?: string[];
+}
+
 /** Handlers for one area's slice of the shard API. */
 export type ShardHandlers<Api> = {
   [K in keyof Api]: Api[K] extends { req: infer Q; res: infer R } ? (req: Q) => R | Promise<R> : never;
@@ -28,6 +36,11 @@ export interface ShardArea<Api> {
   close?: () => Promise<void>;
   /** Take a reloaded config (apps, push instances, credentials); called on every shard. */
   reload?: (config: Readonly<HeraldConfig>) => void;
+  /**
+   * Take a few apps or push instances changed at run time (admin API) without rebuilding the
+   * others; areas without it get `reload` with the patched config instead.
+   */
+  tenantsChanged?: (change: TenantChange, config: Readonly<HeraldConfig>) => void;
 }
 
 /** A handler of any request type, as the runtime dispatches to it. */

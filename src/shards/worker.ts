@@ -7,12 +7,12 @@
 import { threadId, workerData } from 'node:worker_threads';
 import { join } from 'node:path';
 import { HeraldError } from '../errors.js';
-import type { AppConfig, HeraldConfig, PushInstanceConfig } from '../config/schema.js';
+import type { HeraldConfig } from '../config/schema.js';
 import { log, setLogLevel } from '../log.js';
 import { shardMetrics } from '../metrics/shard-counters.js';
 import { ShardCodec } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
-import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext } from './context.js';
+import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext, type TenantChange } from './context.js';
 import { openShardDatabase } from './storage.js';
 import { patchList } from './patch-list.js';
 
@@ -58,14 +58,17 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
     },
     // Tenants changed through the admin API: only the named entries are replaced in the config.
     'core.tenants': (req) => {
-      const change = req as { apps?: AppConfig[]; removedApps?: string[]; push?: PushInstanceConfig[]; removedPush?: string[] };
+      const change = req as TenantChange;
       const config: HeraldConfig = {
         ...ctx.config,
         apps: patchList(ctx.config.apps, (a) => a.id, change.apps ?? [], change.removedApps ?? []),
         push: patchList(ctx.config.push, (p) => p.instanceId, change.push ?? [], change.removedPush ?? []),
       };
       ctx.config = config;
-      for (const area of areas) area.reload?.(config);
+      for (const area of areas) {
+        if (area.tenantsChanged) area.tenantsChanged(change, config);
+        else area.reload?.(config);
+      }
       return { applied: true };
     },
     'core.crash': (req) => {

@@ -11,6 +11,7 @@ import { ClientPool, refusal, rawConnection } from '../helpers/channel-clients.j
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { beamsSdk, channelsSdk } from '../helpers/sdk-clients.js';
 import { until } from '../helpers/wait.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const TOKEN = 'tenants-admin-token-0123456789';
 const FILE_APP = { id: 'file-app', key: 'file-key', secret: 'file-secret' };
@@ -141,6 +142,23 @@ describe('apps through the admin API', () => {
     expect(late.first).toMatchObject({ event: 'pusher:error', data: { code: 4001 } });
     expect(await refusal(channelsSdk(herald.port, created).trigger('c', 'e', {}))).toMatchObject({ status: 401, body: { code: 'AUTH_UNKNOWN_KEY' } });
     expect((await admin('/apps/doomed-app')).status).toBe(404);
+  });
+
+  it('webhooks of an app created through the API are sent at once, signed with its secret, and follow a change', async () => {
+    const receiver = await WebhookReceiver.start();
+    try {
+      const created = await createApp({ id: 'hooked-app', key: 'hooked-key', webhooks: [{ url: receiver.url('/a'), events: ['channel_occupied'] }] });
+      const client = await pool(created).connect(herald);
+      await client.subscribe('hooked-1');
+      await until(() => receiver.deliveredEvents().some((e) => e.name === 'channel_occupied' && e.channel === 'hooked-1'), 'channel_occupied of the new app');
+      const signed = receiver.delivered().find((r) => r.path === '/a')!;
+      expect(signed.headers['x-pusher-key']).toBe('hooked-key');
+      expect((await admin('/apps/hooked-app', { method: 'PATCH', body: { webhooks: [{ url: receiver.url('/b'), events: ['channel_occupied'] }] } })).status).toBe(200);
+      await client.subscribe('hooked-2');
+      await until(() => receiver.delivered().some((r) => r.path === '/b'), 'the webhook at the changed URL');
+    } finally {
+      await receiver.close();
+    }
   });
 
   it('limits changed through the API apply to connected clients at once (requireUserAuthentication)', async () => {
