@@ -50,6 +50,8 @@ export const ERROR_CATALOGUE = {
   EVENT_DATA_TOO_LARGE: { status: 413, kind: 'Payload Too Large', message: 'Event data larger than the limit' },
   INFO_NOT_APPLICABLE: { status: 400, kind: 'Bad Request', message: 'Requested info attribute is not available for this channel' },
   NOT_PRESENCE_CHANNEL: { status: 400, kind: 'Bad Request', message: 'Channel is not a presence channel' },
+  APP_RATE_LIMITED: { status: 429, kind: 'Too Many Requests', message: 'Application is over its maxHttpRequestsPerSecond' },
+  APP_EVENT_RATE_LIMITED: { status: 429, kind: 'Too Many Requests', message: 'Application is over its maxEventsPerSecond' },
 
   // WebSocket protocol (docs/protocol.md). `kind` is the `type` of pusher:subscription_error;
   // other failures go out as pusher:error {code: null, message} and keep the connection open.
@@ -114,6 +116,8 @@ export const ERROR_CATALOGUE = {
   ADMIN_UNAUTHORIZED: { status: 401, kind: 'Unauthorized', message: 'Admin token missing or wrong: send Authorization: Bearer <admin token>' },
   ADMIN_SIGNIN_RATE_LIMITED: { status: 429, kind: 'Too Many Requests', message: 'Too many failed admin sign-ins from this address; wait and retry' },
   ADMIN_NOT_FOUND: { status: 404, kind: 'Not Found', message: 'No such app or push instance' },
+  ADMIN_CONFLICT: { status: 409, kind: 'Conflict', message: 'An app or push instance with this id or key exists, or it is defined in the config file' },
+  ADMIN_INVALID_TENANT: { status: 422, kind: 'Unprocessable Entity', message: 'The app or push instance does not match the configuration schema' },
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;
@@ -124,6 +128,8 @@ export class HeraldError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   readonly kind: string;
+  /** Whole seconds after which a retry may succeed (a 429's Retry-After header), when known. */
+  retryAfterSeconds?: number;
 
   constructor(code: ErrorCode, description?: string) {
     const entry: CatalogueEntry = ERROR_CATALOGUE[code];
@@ -175,6 +181,8 @@ export const CLOSE_CODES = {
   PONG_NOT_RECEIVED: 4201,
   /** 4301: client event rate limit exceeded. */
   CLIENT_EVENT_RATE_LIMIT: 4301,
+  /** 4301 as well: the app's maxNewConnectionsPerSecond (or per IP) refused a new connection. */
+  CONNECTION_RATE_LIMIT: 4301,
   /** 1009 (RFC 6455): a frame larger than maxWebSocketFrameBytes. */
   MESSAGE_TOO_BIG: 1009,
   /** 1011 (RFC 6455): an internal error (a bug) while opening the connection. */

@@ -90,6 +90,7 @@ const KNOWN_DATABASES = [
   'webhooks/outbox',
   'webhooks/dead',
   'channels/occupied',
+  'tenants/records',
 ] as const;
 type DatabaseName = (typeof KNOWN_DATABASES)[number];
 
@@ -462,6 +463,13 @@ async function copyShards(dataDir: string, from: number, to: number): Promise<Re
         const parts = Array.isArray(value) ? (value as unknown[]) : (JSON.parse(String(key)) as unknown[]);
         writer.put(channelShardFor(String(parts[0]), String(parts[1]), to), 'channels/occupied', key, value);
         count('channels/occupied');
+      }
+    }
+    // Admin API tenants live on shard 0 (tenants/shard-handlers.ts), which every layout has.
+    for (const dbs of oldDbs) {
+      for (const { key, value } of dbs.get('tenants/records')!.getRange({})) {
+        writer.put(0, 'tenants/records', key, value);
+        count('tenants/records');
       }
     }
     writer.commitAll();

@@ -50,6 +50,9 @@ import { reportingApiRoutes } from './push/http/reports/routes.js';
 import { DebugHub } from './admin/debug-hub.js';
 import { createAdminArea, type AdminArea } from './admin/admin-area.js';
 import { tapSubscriptions } from './admin/subscription-tap.js';
+import { TenantRegistry } from './tenants/tenant-registry.js';
+import { LmdbTenantStore } from './tenants/lmdb-tenant-store.js';
+import { RedisTenantStore } from './tenants/redis-tenant-store.js';
 
 export interface RunningHerald {
   readonly port: number;
@@ -128,9 +131,33 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     reports: new ReportsClient(shards),
     webhooks: new WebhooksClient(shards),
   };
+  // Apps and push instances of the admin API join the config file's (which wins on conflict).
+  const tenants = new TenantRegistry({
+    store: adapter instanceof RedisChannelAdapter ? new RedisTenantStore(adapter) : new LmdbTenantStore(shards),
+    shards,
+    appsById: ctx.appsById as Map<string, AppConfig>,
+    appsByKey: ctx.appsByKey as Map<string, AppConfig>,
+    pushInstances: ctx.pushInstances as Map<string, PushInstanceConfig>,
+    config: () => ctx.config,
+    effects: {
+      appChanged: (appId, next) => ws.applyApp(appId, next),
+      configChanged: (next) => {
+        ctx.config = next;
+        shards.setWorkerConfig(next);
+      },
+    },
+    pushAllowed: !(adapter instanceof RedisChannelAdapter),
+  });
+  try {
+    await startTenants(tenants, ctx, shards, adapter);
+  } catch (err) {
+    await adapter.close?.().catch(() => {});
+    await shards.close(5000);
+    throw err;
+  }
   // The dashboard's subscription tap sits on the adapter, where subscriptions are recorded.
   tapSubscriptions(ctx.channels, debug);
-  const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
+  const ws = registerWebSocket({ config: ctx.config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
   const token = config.admin.token;
   const cluster = adapter instanceof RedisChannelAdapter ? adapter : undefined;
   // In a cluster, requests of a session that reach another node are relayed to the session's node.
@@ -138,7 +165,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const admin =
     token === null
       ? undefined
-      : createAdminArea({ ctx, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt, ...(cluster && { cluster: () => cluster.overview() }) });
+      : createAdminArea({ ctx, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt, tenants, ...(cluster && { cluster: () => cluster.overview() }) });
   const metrics = new HeraldMetrics({
     core: ctx.core,
     webhooks: ctx.webhooks,
@@ -206,8 +233,8 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     return stopping;
   };
 
-  const reload = async (next: Readonly<HeraldConfig>): Promise<ReloadReport> => {
-    const plan = planReload(ctx.config, next);
+  const reload = async (file: Readonly<HeraldConfig>): Promise<ReloadReport> => {
+    const plan = planReload(ctx.config, tenants.merge(file));
     const effective = plan.effective;
     // Certificates first: bad files leave everything as it was.
     if (effective.tls) main.reloadCertificates(effective.tls);
@@ -229,6 +256,32 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections };
   };
   return { port, host: config.host, secure: main.secure, metricsPort, reload, stop };
+}
+
+/**
+ * Reads the stored tenants and runs with them: the maps and the running config get those the
+ * config file does not shadow, the shards get them in one message each. In a cluster, another
+ * node's change notice is applied from then on.
+ */
+async function startTenants(tenants: TenantRegistry, ctx: ServerContext, shards: ShardPool<HeraldShardApi>, adapter: ChannelAdapter): Promise<void> {
+  const running = await tenants.load(ctx.config);
+  const fileApps = new Set(ctx.config.apps.map((a) => a.id));
+  const filePush = new Set(ctx.config.push.map((p) => p.instanceId));
+  const apps = running.apps.filter((a) => !fileApps.has(a.id));
+  const push = running.push.filter((p) => !filePush.has(p.instanceId));
+  for (const app of apps) {
+    (ctx.appsById as Map<string, AppConfig>).set(app.id, app);
+    (ctx.appsByKey as Map<string, AppConfig>).set(app.key, app);
+  }
+  for (const instance of push) (ctx.pushInstances as Map<string, PushInstanceConfig>).set(instance.instanceId, instance);
+  ctx.config = running;
+  shards.setWorkerConfig(running);
+  if (apps.length > 0 || push.length > 0) await shards.broadcast({ type: 'core.tenants', apps, push });
+  if (adapter instanceof RedisChannelAdapter) {
+    adapter.onTenantChanged = (kind, id) => {
+      tenants.refresh(kind, id).catch((err: unknown) => log.error('tenants: a change from another node could not be applied', { kind, id, error: String(err) }));
+    };
+  }
 }
 
 /** Says, per push instance, which platforms it has no credentials for (their devices fail). */

@@ -7,5 +7,6 @@ import type { CoreShardApi } from './shards/messages.js';
 import type { ChannelShardApi } from './channels/messages.js';
 import type { PushShardApi } from './push/messages/index.js';
 import type { WebhookShardApi } from './webhooks/messages.js';
+import type { TenantShardApi } from './tenants/messages.js';
 
-export interface HeraldShardApi extends CoreShardApi, ChannelShardApi, PushShardApi, WebhookShardApi {}
+export interface HeraldShardApi extends CoreShardApi, ChannelShardApi, PushShardApi, WebhookShardApi, TenantShardApi {}

@@ -7,8 +7,9 @@ import { createShardWorker } from './shards/worker.js';
 import { createChannelArea } from './channels/shard-handlers.js';
 import { createPushArea } from './push/shard-handlers.js';
 import { createWebhookArea } from './webhooks/shard-handlers.js';
+import { createTenantArea } from './tenants/shard-handlers.js';
 
 export default createShardWorker((ctx) => {
   const webhooks = createWebhookArea(ctx);
-  return [createChannelArea(ctx, webhooks.emitter), createPushArea(ctx, webhooks.emitter), webhooks];
+  return [createChannelArea(ctx, webhooks.emitter), createPushArea(ctx, webhooks.emitter), webhooks, createTenantArea(ctx)];
 });

@@ -7,6 +7,7 @@ import { ApiError, api, setUnauthorizedHandler, storeToken, storedToken } from '
 import { OverviewPage } from './overview';
 import { AppPage } from './app-view';
 import { PushPage } from './push-view';
+import { AppsPage, PushInstancesPage } from './tenants';
 import { Link, parseRoute, type Route } from './router';
 
 function useRoute(): Route {
@@ -99,6 +100,8 @@ function App() {
         <Link href="/dashboard" class="brand">Herald</Link>
         <nav>
           <Link href="/dashboard">Overview</Link>
+          <Link href="/dashboard/apps">Apps</Link>
+          <Link href="/dashboard/push">Push instances</Link>
         </nav>
         <span class="spacer" />
         <button class="ghost" type="button" onClick={nextTheme} title="Theme: auto, dark, light">Theme: {theme}</button>
@@ -115,6 +118,8 @@ function App() {
       </header>
       <main class="content">
         {route.view === 'overview' && <OverviewPage />}
+        {route.view === 'apps' && <AppsPage />}
+        {route.view === 'push-instances' && <PushInstancesPage />}
         {route.view === 'app' && <AppPage key={route.appId} appId={route.appId} />}
         {route.view === 'push' && <PushPage key={route.instanceId} instanceId={route.instanceId} />}
         {route.view === 'missing' && (

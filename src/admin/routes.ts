@@ -19,6 +19,8 @@ import { newPublishJob, validatePublishRequest } from '../push/http/publishes/re
 import { isDeviceIdOf } from '../push/http/devices/device-id.js';
 import { SignInRateLimited, type AdminAuth } from './auth.js';
 import type { DebugHub } from './debug-hub.js';
+import type { TenantRegistry } from '../tenants/tenant-registry.js';
+import { tenantRoutes, tenantViews } from './tenant-routes.js';
 
 /** Channels listed per app view (the page filters them); beyond it `channelsTruncated`. */
 export const MAX_LISTED_CHANNELS = 200;
@@ -47,6 +49,8 @@ export interface AdminDeps {
   startedAt: number;
   /** The cluster as this node sees it; absent on a single node (the overview says null). */
   cluster?: () => Promise<ClusterOverview>;
+  /** Apps and push instances at run time (the tenants routes, tenant-routes.ts). */
+  tenants?: TenantRegistry;
 }
 
 /** Shows that a secret is set without showing it: its length and last two characters at most. */
@@ -171,7 +175,13 @@ async function appView(deps: AdminDeps, rc: RequestContext): Promise<Reply> {
   );
   return {
     status: 200,
-    body: { app: appSummary(deps, app), occupiedChannels: listed.length, channels, channelsTruncated: listed.length > shown.length },
+    body: {
+      app: appSummary(deps, app),
+      ...(deps.tenants && { settings: tenantViews.app(deps.tenants, app, deps.connectionCount(app.id)) }),
+      occupiedChannels: listed.length,
+      channels,
+      channelsTruncated: listed.length > shown.length,
+    },
   };
 }
 
@@ -240,6 +250,7 @@ async function pushView(deps: AdminDeps, rc: RequestContext, countDevices: (id: 
     status: 200,
     body: {
       instance: instanceSummary(instance),
+      ...(deps.tenants && { settings: tenantViews.push(deps.tenants, instance) }),
       devices: { ...devices, total: devices.apns + devices.fcm + devices.web },
       publishes,
     },
@@ -314,6 +325,7 @@ export function adminRoutes(deps: AdminDeps): Route[] {
     ['post', '/admin/v1/push/:instanceId/publishes', write, (rc) => testNotification(deps, rc)],
   ];
   const routes: Route[] = api.map(([method, pattern, options, handler]) => ({ method, pattern, options, handler: authenticated(deps, handler) }));
+  if (deps.tenants) routes.push(...tenantRoutes(deps, deps.tenants, (handler) => authenticated(deps, handler)));
   // Any other path under /admin/v1 still needs the token first: probing for routes is a sign-in attempt.
   routes.push({
     method: 'any',

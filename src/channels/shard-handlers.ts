@@ -208,6 +208,10 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
       apps.clear();
       for (const app of config.apps) apps.set(app.id, app);
     },
+    tenantsChanged: (change) => {
+      for (const app of change.apps ?? []) apps.set(app.id, app);
+      for (const appId of change.removedApps ?? []) apps.delete(appId);
+    },
     close: async () => {
       clearInterval(prune);
       clearTimeout(forgetRecovered);

@@ -29,7 +29,8 @@ const channelWebhookSchema = z.strictObject({
   filter: z.strictObject({ channelNamePrefix: z.string().regex(NAME_CHARS).optional() }).optional(),
 });
 
-const appSchema = z.strictObject({
+/** One channel app (`apps[]`); also the admin API's validation of an app (src/tenants). */
+export const appSchema = z.strictObject({
   id: z.string().min(1).max(200),
   key: z.string().min(1).max(200),
   secret: z.string().min(1),
@@ -60,6 +61,21 @@ const appSchema = z.strictObject({
    * evenly by the shards; beyond it the oldest written are evicted first.
    */
   maxCacheBytes: z.number().int().positive().default(64 * 1024 * 1024),
+  /** Channel API requests (C1-C6) per second, all nodes together, before 429; null = unlimited. */
+  maxHttpRequestsPerSecond: z.number().int().positive().nullable().default(null),
+  /** Events triggered per second through C1/C2 (a batch counts its events), before 429; null = unlimited. */
+  maxEventsPerSecond: z.number().int().positive().nullable().default(null),
+  /** New WebSocket connections per second for the app, before close 4301; null = unlimited. */
+  maxNewConnectionsPerSecond: z.number().int().positive().nullable().default(null),
+  /** New WebSocket connections per second for the app from one client IP, before close 4301; null = unlimited. */
+  maxNewConnectionsPerSecondPerIp: z.number().int().positive().nullable().default(null),
+  /**
+   * Connections must sign in (`pusher:signin`) within userAuthenticationTimeoutMs or are closed
+   * with 4009. Implies `userAuthentication` (sign-in is accepted).
+   */
+  requireUserAuthentication: z.boolean().default(false),
+  /** Milliseconds a connection has to sign in when requireUserAuthentication is on. */
+  userAuthenticationTimeoutMs: z.number().int().min(100).max(3_600_000).default(30_000),
   webhooks: z.array(channelWebhookSchema).default([]),
 });
 
@@ -162,7 +178,8 @@ const pushWebhookSchema = z.strictObject({
   secret: z.string().min(1),
 });
 
-const pushInstanceSchema = z.strictObject({
+/** One push instance (`push[]`); also the admin API's validation of an instance (src/tenants). */
+export const pushInstanceSchema = z.strictObject({
   instanceId: z.uuid(),
   secretKey: z.string().min(1),
   /** Publish requests per second (P1 + P2) before 429. */

@@ -304,5 +304,7 @@ export function errorReply(err: unknown, style: ErrorStyle, path: string): Reply
     herr = new HeraldError('INTERNAL');
   }
   const body = style === 'push' ? pushErrorBody(herr) : channelErrorBody(herr);
-  return { status: herr.status, body, error: { code: herr.code, message: herr.message } };
+  const reply: Reply = { status: herr.status, body, error: { code: herr.code, message: herr.message } };
+  if (herr.retryAfterSeconds !== undefined) reply.headers = { 'retry-after': String(herr.retryAfterSeconds) };
+  return reply;
 }

@@ -13,7 +13,12 @@ export interface AppCounters {
   wsMessagesReceived: number;
   /** Close code → connections closed with it. */
   readonly disconnects: Map<number, number>;
+  /** Rate limit (its config field name) → requests, events or connections it refused. */
+  readonly rateLimited: Map<RateLimitName, number>;
 }
+
+/** The per-app rate limits, by their `apps[]` field names. */
+export type RateLimitName = 'maxHttpRequestsPerSecond' | 'maxEventsPerSecond' | 'maxNewConnectionsPerSecond' | 'maxNewConnectionsPerSecondPerIp';
 
 const perApp = new Map<string, AppCounters>();
 
@@ -21,7 +26,7 @@ const perApp = new Map<string, AppCounters>();
 export function appCounters(appId: string): AppCounters {
   let counters = perApp.get(appId);
   if (counters === undefined) {
-    counters = { eventsTriggered: 0, wsMessagesSent: 0, wsMessagesReceived: 0, disconnects: new Map() };
+    counters = { eventsTriggered: 0, wsMessagesSent: 0, wsMessagesReceived: 0, disconnects: new Map(), rateLimited: new Map() };
     perApp.set(appId, counters);
   }
   return counters;
@@ -34,6 +39,12 @@ export function allAppCounters(): ReadonlyMap<string, AppCounters> {
 export function countDisconnect(appId: string, code: number): void {
   const map = appCounters(appId).disconnects;
   map.set(code, (map.get(code) ?? 0) + 1);
+}
+
+/** Counts one refusal by a per-app rate limit (a request, or a connection; a refused batch counts once). */
+export function countRateLimited(appId: string, limit: RateLimitName): void {
+  const map = appCounters(appId).rateLimited;
+  map.set(limit, (map.get(limit) ?? 0) + 1);
 }
 
 /** Push publishes accepted (P1/P2), per instance. */

@@ -104,6 +104,18 @@ export class HeraldMetrics {
     perApp('herald_ws_messages_sent_total', 'Channel event frames delivered to sockets (a broadcast to 3 subscribers counts 3)', 'wsMessagesSent');
     perApp('herald_ws_messages_received_total', 'WebSocket frames received from clients', 'wsMessagesReceived');
     new Counter({
+      name: 'herald_rate_limited_total',
+      help: 'Requests (a refused batch counts once) and new connections refused by a per-app rate limit, by the limit\'s field name',
+      labelNames: ['app_id', 'limit'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [appId, c] of allAppCounters()) {
+          for (const [limit, n] of c.rateLimited) this.inc({ app_id: appId, limit }, n);
+        }
+      },
+    });
+    new Counter({
       name: 'herald_ws_disconnects_total',
       help: 'WebSocket connections closed, by close code',
       labelNames: ['app_id', 'code'],

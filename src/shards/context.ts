@@ -1,6 +1,6 @@
 /** Worker-side context handed to each area's shard handlers. Never imported by main-thread code. */
 import type { RootDatabase } from 'lmdb';
-import type { HeraldConfig } from '../config/schema.js';
+import type { AppConfig, HeraldConfig, PushInstanceConfig } from '../config/schema.js';
 import { HeraldError } from '../errors.js';
 
 export interface ShardContext {
@@ -14,6 +14,14 @@ export interface ShardContext {
   readonly root: RootDatabase;
   /** Test-only requests are answered (HERALD_TEST_HOOKS=1, or the pool's `testHooks`). */
   readonly testHooks: boolean;
+}
+
+/** Apps and push instances added or changed (whole entries) and removed (ids), as `core.tenants` carries them. */
+export interface TenantChange {
+  apps?: AppConfig[];
+  removedApps?: string[];
+  push?: PushInstanceConfig[];
+  removedPush?: string[];
 }
 
 /** Handlers for one area's slice of the shard API. */
@@ -33,6 +41,11 @@ export interface ShardArea<Api> {
    * the data dir's disk is full (see disk-full.ts). Reads and deletes are not listed: they go on.
    */
   storageWrites?: readonly (keyof Api & string)[];
+  /**
+   * Take a few apps or push instances changed at run time (admin API) without rebuilding the
+   * others; areas without it get `reload` with the patched config instead.
+   */
+  tenantsChanged?: (change: TenantChange, config: Readonly<HeraldConfig>) => void;
 }
 
 /** A handler of any request type, as the runtime dispatches to it. */

@@ -5,7 +5,7 @@
  * `{type: K, ...Api[K]['req']}` answers `Api[K]['res']`.
  */
 import type { ShardMetrics } from '../metrics/shard-metrics.js';
-import type { HeraldConfig } from '../config/schema.js';
+import type { AppConfig, HeraldConfig, PushInstanceConfig } from '../config/schema.js';
 
 export interface CoreShardApi {
   /** Liveness and identity; used at start-up and by /health. */
@@ -14,6 +14,11 @@ export interface CoreShardApi {
   'core.metrics': { req: {}; res: ShardMetrics };
   /** A reloaded config (SIGHUP): apps, push instances and their limits and credentials. */
   'core.reload': { req: { config: HeraldConfig }; res: { reloaded: true } };
+  /**
+   * Apps or push instances added, changed or removed at run time (admin API): the shard patches
+   * its running config with these entries only and hands it to every area's reload hook.
+   */
+  'core.tenants': { req: { apps?: AppConfig[]; removedApps?: string[]; push?: PushInstanceConfig[]; removedPush?: string[] }; res: { applied: true } };
   /** Flush pending writes and close LMDB; the shard answers nothing else afterwards. */
   'core.close': { req: {}; res: { closed: true } };
   /**

@@ -12,9 +12,10 @@ import { log, setLogLevel } from '../log.js';
 import { shardMetrics } from '../metrics/shard-counters.js';
 import { ShardCodec } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
-import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext } from './context.js';
+import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext, type TenantChange } from './context.js';
 import { openShardDatabase } from './storage.js';
 import { installDiskFullGuard, isWriteSpaceError, logWriteFailure, type DiskFullGuard } from './disk-full.js';
+import { patchList } from './patch-list.js';
 
 const codec = new ShardCodec();
 /** Longest block the test hooks (core.crash, core.hold) accept, ms. */
@@ -60,6 +61,21 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
       setLogLevel(config.logLevel);
       for (const area of areas) area.reload?.(config);
       return { reloaded: true };
+    },
+    // Tenants changed through the admin API: only the named entries are replaced in the config.
+    'core.tenants': (req) => {
+      const change = req as TenantChange;
+      const config: HeraldConfig = {
+        ...ctx.config,
+        apps: patchList(ctx.config.apps, (a) => a.id, change.apps ?? [], change.removedApps ?? []),
+        push: patchList(ctx.config.push, (p) => p.instanceId, change.push ?? [], change.removedPush ?? []),
+      };
+      ctx.config = config;
+      for (const area of areas) {
+        if (area.tenantsChanged) area.tenantsChanged(change, config);
+        else area.reload?.(config);
+      }
+      return { applied: true };
     },
     'core.crash': (req) => {
       requireTestHooks(ctx, 'core.crash');
@@ -150,4 +166,5 @@ function blockThread(holdMs: unknown): number {
   if (hold > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, hold);
   return hold;
 }
+
 

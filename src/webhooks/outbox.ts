@@ -23,6 +23,7 @@ import { ReloadDebounce, type HeldRef } from './reload-debounce.js';
 import { channelRequest, newEventId, publishRequest, pushRequest, pushWebhookBody } from './requests.js';
 import { WebhookTargets, isDeliverableUrl } from './targets.js';
 import { tapWebhookAttempt } from '../admin/shard-tap.js';
+import type { TenantChange } from '../shards/context.js';
 
 /** Events per channel webhook request; a larger backlog goes out in several requests. */
 export const MAX_EVENTS_PER_REQUEST = 100;
@@ -150,6 +151,11 @@ export class WebhookOutbox implements WebhookEmitter {
   /** Takes reloaded receivers and credentials (SIGHUP); delivery settings need a restart. */
   reload(config: Readonly<Pick<HeraldConfig, 'apps' | 'push'>>): void {
     this.targets = new WebhookTargets(config);
+  }
+
+  /** Takes a few apps or push instances changed at run time (admin API). */
+  tenantsChanged(change: TenantChange): void {
+    this.targets.patch(change);
   }
 
   /** Delivery counters and backlog of this shard. */

@@ -18,6 +18,7 @@ export function createWebhookArea(ctx: ShardContext): ShardArea<WebhookShardApi>
     },
     emitter: outbox,
     reload: (config) => outbox.reload(config),
+    tenantsChanged: (change) => outbox.tenantsChanged(change),
     close: () => outbox.close(),
   };
 }

@@ -4,6 +4,7 @@
  */
 import type { AppConfig, ChannelWebhookConfig, HeraldConfig, PushInstanceConfig } from '../config/schema.js';
 import type { WebhookTarget } from './outbox-store.js';
+import type { TenantChange } from '../shards/context.js';
 
 /** Signing material for one target, or why there is none. */
 export type TargetCredentials =
@@ -13,12 +14,20 @@ export type TargetCredentials =
   | { kind: 'gone'; reason: string };
 
 export class WebhookTargets {
-  private readonly apps: ReadonlyMap<string, AppConfig>;
-  private readonly instances: ReadonlyMap<string, PushInstanceConfig>;
+  private readonly apps: Map<string, AppConfig>;
+  private readonly instances: Map<string, PushInstanceConfig>;
 
   constructor(config: Readonly<Pick<HeraldConfig, 'apps' | 'push'>>) {
     this.apps = new Map(config.apps.map((a) => [a.id, a]));
     this.instances = new Map(config.push.map((p) => [p.instanceId, p]));
+  }
+
+  /** Takes a few apps or push instances changed at run time (admin API); the others stay as they are. */
+  patch(change: TenantChange): void {
+    for (const app of change.apps ?? []) this.apps.set(app.id, app);
+    for (const appId of change.removedApps ?? []) this.apps.delete(appId);
+    for (const instance of change.push ?? []) this.instances.set(instance.instanceId, instance);
+    for (const instanceId of change.removedPush ?? []) this.instances.delete(instanceId);
   }
 
   /** True when the app has any webhook receiver (the cheap check before any other work). */

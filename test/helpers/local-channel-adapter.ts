@@ -110,7 +110,7 @@ export async function startAdapterHarness<A extends ChannelAdapter>(
       const [socketId = '', userId = ''] = req.getUrl().slice(1).split('/');
       const state: SocketState = {
         socketId, app: appConfig, ws: null, closed: false, channels: new SmallMap(), userId: null,
-        lastSeenMs: Date.now(), pingSentMs: 0, clientEventWindowMs: 0, clientEventCount: 0,
+        openedMs: Date.now(), lastSeenMs: Date.now(), pingSentMs: 0, clientEventWindowMs: 0, clientEventCount: 0,
       };
       res.upgrade({ state, reject: null, signIn: decodeURIComponent(userId) }, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'), req.getHeader('sec-websocket-extensions'), context);
     },

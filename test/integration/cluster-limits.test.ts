@@ -1,16 +1,19 @@
 /**
  * Per-app limits are cluster-wide (issue 14): an app's maxConnections and messageQuota are
- * counted in Redis, so connections and messages spread over the nodes add up. And a node with no
+ * counted in Redis, so connections and messages spread over the nodes add up; so are the
+ * per-app rate limits (issue 29). And a node with no
  * `cluster` block runs with no Redis at all.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ClientPool, rawConnection, refusal } from '../helpers/channel-clients.js';
 import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { startHerald } from '../helpers/herald-process.js';
+import { channelsSdk } from '../helpers/sdk-clients.js';
 import { sleep, until } from '../helpers/wait.js';
 
 const SMALL = { id: 'small-app', key: 'small-key', secret: 'small-secret', maxConnections: 2 };
 const QUOTA = { id: 'quota-app', key: 'quota-key', secret: 'quota-secret', messageQuota: 4, maxPresenceMembers: 2 };
+const RATED = { id: 'rated-app', key: 'rated-key', secret: 'rated-secret', maxHttpRequestsPerSecond: 5, maxNewConnectionsPerSecond: 3 };
 const bed = heraldClusterBed('limits');
 const pool = new ClientPool(QUOTA);
 const sockets: { close(): void }[] = [];
@@ -97,6 +100,28 @@ describe('limits across nodes', () => {
     await until(() => feed.data('ev').length === 4, 'the four accepted events');
     await sleep(200);
     expect(feed.data('ev')).toEqual([1, 2, 3, 4]);
+  });
+
+  it('rate limits count every node: maxHttpRequestsPerSecond 5 and maxNewConnectionsPerSecond 3 hold for both nodes together', async () => {
+    const cluster = await bed.start({ apps: [SMALL, QUOTA, RATED] });
+    const sdks = [channelsSdk(cluster.a.port, RATED), channelsSdk(cluster.b.port, RATED)];
+    // One burst within one second (Redis' clock is this machine's): 12 requests on each node.
+    await until(() => Date.now() % 1000 < 50, 'the start of a second');
+    const results = await Promise.allSettled(sdks.flatMap((sdk) => Array.from({ length: 12 }, (_, i) => sdk.get({ path: '/channels', params: { i } }))));
+    const accepted = results.filter((r) => r.status === 'fulfilled').length;
+    // Counted per node, each node alone would accept at least 5 (10 in all).
+    expect(accepted).toBeGreaterThanOrEqual(5);
+    expect(accepted).toBeLessThan(10);
+    const refused = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+    expect(await refusal(Promise.reject(refused.reason))).toMatchObject({ status: 429, body: { code: 'APP_RATE_LIMITED' } });
+
+    await until(() => Date.now() % 1000 < 50, 'the start of a second');
+    const conns = await Promise.all([cluster.a, cluster.b, cluster.a, cluster.b, cluster.a, cluster.b, cluster.a, cluster.b].map((n) => rawConnection(n, RATED.key)));
+    for (const c of conns) sockets.push(c.ws);
+    const established = conns.filter((c) => c.first.event === 'pusher:connection_established').length;
+    expect(established).toBeGreaterThanOrEqual(3);
+    expect(established).toBeLessThan(6);
+    expect(conns.find((c) => c.first.event === 'pusher:error')!.first.data).toMatchObject({ code: 4301 });
   });
 });
 

@@ -16,6 +16,7 @@
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../../config/schema.js';
 import type { PresenceSnapshot } from '../ws/frames.js';
+import type { RateCounter } from '../rate-limits/rate-counter.js';
 
 /** Charges triggered messages to an app's daily quota; throws (or rejects with) APP_OVER_QUOTA. */
 export interface MessageCharger {
@@ -170,6 +171,8 @@ export interface ChannelAdapter {
   relayed?(): Promise<void>;
   /** Adapters that count the message quota across nodes: the counter to charge (see http-api/quota.ts). */
   readonly messageQuota?: MessageCharger;
+  /** Counts the per-app rate limits across the cluster; absent, each node counts its own (memory). */
+  readonly rateCounter?: RateCounter;
   /** Graceful stop, after the sockets were closed and before the shards stop (cluster: deregister). */
   close?(): Promise<void>;
   /** Records the last event of a cache channel (fire-and-forget to the owning shard). */

@@ -22,6 +22,10 @@ import { parseBatchEventParams, parseBatchParams, parseInfo, parseTriggerParams,
 import { messageCost } from './quota.js';
 import type { ChannelApiRequest } from './request.js';
 import type { DebugTap } from '../../admin/tap.js';
+import type { AppRateLimits } from '../rate-limits/app-rate-limits.js';
+
+/** The events rate limit a trigger is counted against (maxEventsPerSecond). */
+export type EventRateLimit = Pick<AppRateLimits, 'events'>;
 
 /** Attributes a trigger may ask for (cache is only for C4). */
 const TRIGGER_INFO: readonly InfoAttribute[] = ['user_count', 'subscription_count'];
@@ -131,7 +135,13 @@ const channelsLabel = (i: number): string => `channels[${i}]`;
 const channelLabel = (): string => 'channel';
 
 /** C1: one event to 1-100 channels; with `info`, the attributes of each unique channel. */
-export function triggerEvent(adapter: ChannelAdapter, quota: MessageCharger, req: ChannelApiRequest, debug?: Pick<DebugTap, 'apiEvent'>): Reply | Promise<Reply> {
+export function triggerEvent(
+  adapter: ChannelAdapter,
+  quota: MessageCharger,
+  req: ChannelApiRequest,
+  debug?: Pick<DebugTap, 'apiEvent'>,
+  limits?: EventRateLimit,
+): Reply | Promise<Reply> {
   const { app } = req;
   const params = parseTriggerParams(postParams(req.query, req.body));
   if (params.channel !== undefined && params.channels !== undefined) {
@@ -141,7 +151,7 @@ export function triggerEvent(adapter: ChannelAdapter, quota: MessageCharger, req
   if (channels === undefined) throw new HeraldError('INVALID_PARAMETERS', 'channels (or channel) is required');
   const event = validateEvent(app, { name: params.name, data: params.data, channels, socket_id: params.socket_id, info: params.info }, '', params.channels !== undefined ? channelsLabel : channelLabel);
   adapter.checkAvailable?.();
-  return afterCharge(quota.charge(app, messageCost(event.channels.length, event.info.size > 0)), () => {
+  return afterCharge(limits?.events(app, 1), () => afterCharge(quota.charge(app, messageCost(event.channels.length, event.info.size > 0)), () => {
     publishEvent(adapter, app.id, event);
     debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
     const relayed = adapter.relayed?.();
@@ -153,19 +163,25 @@ export function triggerEvent(adapter: ChannelAdapter, quota: MessageCharger, req
       });
       return { status: 200, body: { channels: out } };
     });
-  });
+  }));
 }
 
 /**
  * Runs `then` once the quota charge is done: at once when it was synchronous (one node, the
  * hot path: no promise), after it resolves when it was counted elsewhere (cluster).
  */
-function afterCharge(charged: void | Promise<void>, then: () => Reply | Promise<Reply>): Reply | Promise<Reply> {
+function afterCharge(charged: void | Promise<void> | undefined, then: () => Reply | Promise<Reply>): Reply | Promise<Reply> {
   return charged instanceof Promise ? charged.then(then) : then();
 }
 
 /** C2: up to app.maxBatchSize events, each to its own channel; `info` answered per index. */
-export function triggerBatch(adapter: ChannelAdapter, quota: MessageCharger, req: ChannelApiRequest, debug?: Pick<DebugTap, 'apiEvent'>): Reply | Promise<Reply> {
+export function triggerBatch(
+  adapter: ChannelAdapter,
+  quota: MessageCharger,
+  req: ChannelApiRequest,
+  debug?: Pick<DebugTap, 'apiEvent'>,
+  limits?: EventRateLimit,
+): Reply | Promise<Reply> {
   const { app } = req;
   const { batch } = parseBatchParams(postParams(req.query, req.body));
   if (batch.length === 0) throw new HeraldError('INVALID_PARAMETERS', 'batch must hold at least one event');
@@ -189,7 +205,7 @@ export function triggerBatch(adapter: ChannelAdapter, quota: MessageCharger, req
     if (event.info.size > 0) withInfo = true;
   }
   adapter.checkAvailable?.();
-  return afterCharge(quota.charge(app, cost), () => {
+  return afterCharge(limits?.events(app, events.length), () => afterCharge(quota.charge(app, cost), () => {
     for (const event of events) {
       publishEvent(adapter, app.id, event);
       debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
@@ -210,5 +226,5 @@ export function triggerBatch(adapter: ChannelAdapter, quota: MessageCharger, req
       return lookup;
     });
     return Promise.all([relayed, ...answers]).then(([, ...attributes]) => ({ status: 200, body: { batch: attributes } }));
-  });
+  }));
 }

@@ -16,6 +16,8 @@ import type { ChannelApiRequest } from './request.js';
 import { triggerBatch, triggerEvent } from './events.js';
 import { channelInfo, listChannels, presenceUsers } from './channels.js';
 import { terminateUserConnections } from './users.js';
+import { AppRateLimits } from '../rate-limits/app-rate-limits.js';
+import { LocalRateCounter } from '../rate-limits/local-rate-counter.js';
 
 /** Headers a preflight allows when the browser does not list the ones it wants. */
 const DEFAULT_ALLOWED_HEADERS = 'content-type, x-pusher-library';
@@ -23,15 +25,18 @@ const DEFAULT_ALLOWED_HEADERS = 'content-type, x-pusher-library';
 type ApiHandler = (req: ChannelApiRequest) => Reply | Promise<Reply>;
 
 /**
- * Wraps a handler with authentication and the disabled-app check. Exported for the
+ * Wraps a handler with authentication, the disabled-app check and the app's
+ * maxHttpRequestsPerSecond (429, counted only for signed requests). Exported for the
  * benchmarks, which drive the same path without a socket.
  */
-export function signedHandler(ctx: Pick<ServerContext, 'appsByKey'>, handler: ApiHandler): Handler {
+export function signedHandler(ctx: Pick<ServerContext, 'appsByKey'>, handler: ApiHandler, limits?: Pick<AppRateLimits, 'httpRequest'>): Handler {
   return (rc: RequestContext) => {
     const query = parseQueryPairs(rc.query);
     const app = authenticateRequest({ method: rc.method, path: rc.path, query, body: rc.body, appId: rc.params.appId ?? '' }, ctx.appsByKey);
     if (!app.enabled) throw new HeraldError('APP_DISABLED', `Application ${app.id} is disabled; enable it in the server configuration`);
-    return handler({ app, query, body: rc.body, params: rc.params });
+    const counted = limits?.httpRequest(app);
+    const req = { app, query, body: rc.body, params: rc.params };
+    return counted instanceof Promise ? counted.then(() => handler(req)) : handler(req);
   };
 }
 
@@ -46,19 +51,21 @@ function preflight(rc: RequestContext): Reply {
 export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey' | 'channels' | 'debug'>): Route[] {
   // Cluster adapters count the quota across nodes; one node counts in memory.
   const quota = ctx.channels.messageQuota ?? new MessageQuota();
+  // Rate limits likewise: across the cluster when the adapter counts them, else in memory.
+  const limits = new AppRateLimits(ctx.channels.rateCounter ?? new LocalRateCounter());
   // The API reads no request header (the signature is in the query): none is copied.
   const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN, headers: [] };
   const write: RouteOptions = { ...read, bodyLimit: ctx.config.maxRequestBodyBytes, bodyTooLarge: 'BODY_TOO_LARGE' };
   const preflightOptions: RouteOptions = { ...read, headers: ['access-control-request-headers'] };
   const api: [Method, string, RouteOptions, ApiHandler][] = [
-    ['post', '/apps/:appId/events', write, (r) => triggerEvent(ctx.channels, quota, r, ctx.debug)],
-    ['post', '/apps/:appId/batch_events', write, (r) => triggerBatch(ctx.channels, quota, r, ctx.debug)],
+    ['post', '/apps/:appId/events', write, (r) => triggerEvent(ctx.channels, quota, r, ctx.debug, limits)],
+    ['post', '/apps/:appId/batch_events', write, (r) => triggerBatch(ctx.channels, quota, r, ctx.debug, limits)],
     ['get', '/apps/:appId/channels', read, (r) => listChannels(ctx.channels, r)],
     ['get', '/apps/:appId/channels/:channelName', read, (r) => channelInfo(ctx.channels, r)],
     ['get', '/apps/:appId/channels/:channelName/users', read, (r) => presenceUsers(ctx.channels, r)],
     ['post', '/apps/:appId/users/:userId/terminate_connections', write, (r) => terminateUserConnections(ctx.channels, r)],
   ];
-  const routes: Route[] = api.map(([method, pattern, options, handler]) => ({ method, pattern, options, handler: signedHandler(ctx, handler) }));
+  const routes: Route[] = api.map(([method, pattern, options, handler]) => ({ method, pattern, options, handler: signedHandler(ctx, handler, limits) }));
   for (const pattern of new Set(api.map(([, p]) => p))) {
     routes.push({ method: 'options', pattern, options: preflightOptions, handler: preflight });
   }

@@ -11,6 +11,7 @@ import { constantTimeEqual, hmacSha256Hex, md5Hex } from '../../crypto.js';
 import { HeraldError } from '../../errors.js';
 import type { QueryPair } from './params.js';
 import { logUnknownAppKey } from '../unknown-key-log.js';
+import { graceSecret } from '../../config/secret-grace.js';
 
 /** Seconds auth_timestamp may differ from the server clock, either way. */
 export const MAX_TIMESTAMP_SKEW_SECONDS = 600;
@@ -139,6 +140,9 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
   if (decodedPath !== req.path && constantTimeEqual(hmacSha256Hex(app.secret, stringToSign(req.method, decodedPath, req.query)), given)) {
     return app;
   }
+  // A secret rotated with a grace period (admin API): the previous one is accepted until it ends.
+  const previous = graceSecret(app, nowMs);
+  if (previous !== undefined && constantTimeEqual(hmacSha256Hex(previous, signed), given)) return app;
   throw new HeraldError(
     'AUTH_BAD_SIGNATURE',
     `Invalid signature: check the secret of app ${app.id} (apps[].secret) in the caller; expected auth_signature to be the lower-case hex HMAC-SHA256, keyed with the app secret, of ${JSON.stringify(signed)}; got '${clip(given)}'`,

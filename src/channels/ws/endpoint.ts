@@ -20,6 +20,8 @@ import { SmallMap } from '../small-map.js';
 import { Subscriptions } from './subscriptions.js';
 import { Sweeper } from './sweeper.js';
 import type { DebugTap } from '../../admin/tap.js';
+import { AppRateLimits } from '../rate-limits/app-rate-limits.js';
+import { LocalRateCounter } from '../rate-limits/local-rate-counter.js';
 
 /** What the endpoint is built from (server.ts): the registry is shared with the local adapter. */
 export interface WebSocketDeps {
@@ -54,6 +56,12 @@ export interface WebSocketEndpoint {
    * ping and close like uWS does for a WebSocket.
    */
   connectSession(socket: WebSocket<SocketUserData>, rawKey: string, query: string): void;
+  /**
+   * Applies one app changed at run time (admin API), visiting only its connections: closed with
+   * 4001 when `next` is undefined (deleted) or has another key, 4003 when disabled, else given
+   * `next`. Returns how many were closed.
+   */
+  applyApp(appId: string, next: AppConfig | undefined): number;
 }
 
 /** Refused connections at debug level: one line per close code every 10 s (with a count). */
@@ -77,6 +85,8 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   const { config, registry, adapter } = ctx;
   const subscriptions = new Subscriptions(adapter, () => ctx.state.draining, () => registry.all());
   const protocol = new ProtocolHandler({ config, registry, adapter, subscriptions, debug: ctx.debug });
+  /** maxNewConnectionsPerSecond(PerIp): across the cluster when the adapter counts them. */
+  const rateLimits = new AppRateLimits(adapter.rateCounter ?? new LocalRateCounter());
   /**
    * Slow consumers being let go: off the registry and every channel, sent nothing more, closed
    * with 4100 once they have read their backlog (drain) or at their deadline.
@@ -258,6 +268,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       closed: false,
       channels: new SmallMap(),
       userId: null,
+      openedMs: now,
       lastSeenMs: now,
       pingSentMs: 0,
       clientEventWindowMs: 0,
@@ -297,6 +308,36 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       refuse(ws, state, refusal);
       return;
     }
+    const limited = rateLimits.newConnection(state.app, () => Buffer.from(ws.getRemoteAddressAsText()).toString());
+    if (limited === null) {
+      admit(ws, state);
+    } else if (typeof limited === 'string') {
+      refuse(ws, state, { code: CLOSE_CODES.CONNECTION_RATE_LIMIT, message: limited });
+    } else {
+      // Counted in Redis: the socket waits, unregistered, as it does for admission.
+      const userData = ws.getUserData();
+      userData.state = null;
+      userData.admitting = state;
+      limited.then(
+        (reason) => {
+          if (state.closed) return;
+          userData.admitting = null;
+          userData.state = state;
+          if (reason === null) admit(ws, state);
+          else refuse(ws, state, { code: CLOSE_CODES.CONNECTION_RATE_LIMIT, message: reason });
+        },
+        (err: unknown) => {
+          if (state.closed) return;
+          userData.admitting = null;
+          log.warn('websocket connection rate could not be counted', { appId: state.app.id, error: String(err) });
+          refuse(ws, state, { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Cluster state unavailable: reconnect shortly' });
+        },
+      ).catch((err: unknown) => log.error('websocket connection rate check failed', { error: describe(err) }));
+    }
+  }
+
+  /** The app's connection quota (counted by the adapter in a cluster), then connection_established. */
+  function admit(ws: Ws, state: SocketState): void {
     if (adapter.admit) {
       // The quota spans the cluster: the adapter counts this connection first.
       const max = state.app.maxConnections;
@@ -363,6 +404,23 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     },
     connectionCount: (appId) => (appId === undefined ? openSockets() : registry.connectionCount(appId)),
     connectionCounts: () => registry.connectionCounts(),
+    applyApp: (appId, next) => {
+      protocol.reloadApp(appId, next);
+      let closed = 0;
+      for (const state of [...registry.socketsOf(appId)]) {
+        if (state.closed || !state.ws) continue;
+        if (!next || next.key !== state.app.key) {
+          closed++;
+          endWithError(state.ws, CLOSE_CODES.UNKNOWN_APP, next ? 'App key changed: reconnect with the new key' : 'App deleted');
+        } else if (!next.enabled) {
+          closed++;
+          endWithError(state.ws, CLOSE_CODES.APP_DISABLED, 'Application is disabled');
+        } else {
+          state.app = next;
+        }
+      }
+      return closed;
+    },
     applyApps: (apps) => {
       protocol.reload(apps);
       const byId = new Map(apps.map((a) => [a.id, a]));

@@ -16,6 +16,7 @@ import * as frames from './frames.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
 import type { Subscriptions } from './subscriptions.js';
 import type { DebugTap } from '../../admin/tap.js';
+import { graceSecret } from '../../config/secret-grace.js';
 
 /** Channels one connection may hold (joined or in flight): bounds per-socket state and shard traffic. */
 export const MAX_CHANNELS_PER_CONNECTION = 1000;
@@ -45,7 +46,15 @@ export class ProtocolHandler {
 
   /** Takes a reloaded app list (SIGHUP): which apps want client_event webhooks. */
   reload(apps: readonly AppConfig[]): void {
-    this.clientEventWebhookApps = new Set(apps.filter((a) => a.webhooks.some((w) => w.events.includes('client_event'))).map((a) => a.id));
+    this.clientEventWebhookApps = new Set(apps.filter((a) => wantsClientEvents(a)).map((a) => a.id));
+  }
+
+  /** Takes one changed app (admin API); `next` undefined: removed. */
+  reloadApp(appId: string, next: AppConfig | undefined): void {
+    const apps = new Set(this.clientEventWebhookApps);
+    if (next && wantsClientEvents(next)) apps.add(appId);
+    else apps.delete(appId);
+    this.clientEventWebhookApps = apps;
   }
 
   /** One frame from the client. `raw` is only valid during this call. */
@@ -115,7 +124,7 @@ export class ProtocolHandler {
       // authorizeChannel(socket, channel, data) sign it for private channels too, and pusher-js
       // forwards it.
       const input = channelSignatureInput(state.socketId, channel, typeof channelData === 'string' ? channelData : undefined);
-      if (!verifyAuth(app.key, app.secret, data!.auth, input)) {
+      if (!verifyAppAuth(app, data!.auth, input)) {
         authFailureLog.write(`${app.id}\tsubscribe`, 'websocket auth failed', { appId: app.id, socketId: state.socketId, channel: channel.slice(0, 200), reason: 'invalid channel signature' });
         return refuse(new HeraldError('SUBSCRIPTION_AUTH_FAILED', `Invalid signature for ${channel}: check the secret of app ${app.id} (apps[].secret) in your auth endpoint; expected HMAC-SHA256 of '${input}' with the app secret, as '<key>:<hex>'`));
       }
@@ -192,12 +201,12 @@ export class ProtocolHandler {
 
   private signin(state: SocketState, ws: Ws, data: Record<string, unknown> | null): void {
     const app = state.app;
-    if (!app.userAuthentication) return this.fail(ws, new HeraldError('SIGNIN_DISABLED', `User authentication is not enabled for app ${app.id}: set apps[].userAuthentication to true in the config`));
+    if (!app.userAuthentication && !app.requireUserAuthentication) return this.fail(ws, new HeraldError('SIGNIN_DISABLED', `User authentication is not enabled for app ${app.id}: set apps[].userAuthentication to true in the config`));
     if (state.userId !== null) return this.fail(ws, new HeraldError('SIGNIN_FAILED', `Already signed in as ${state.userId}`));
     const userData = data?.user_data;
     const refuse = (message: string): void => endWithError(ws, CLOSE_CODES.UNAUTHORIZED, message, CLOSE_CODES.UNAUTHORIZED, 'Sign-in refused');
     if (typeof userData !== 'string') return refuse('pusher:signin needs user_data (a JSON string)');
-    if (!verifyAuth(app.key, app.secret, data!.auth, userSignatureInput(state.socketId, userData))) {
+    if (!verifyAppAuth(app, data!.auth, userSignatureInput(state.socketId, userData))) {
       authFailureLog.write(`${app.id}\tsignin`, 'websocket auth failed', { appId: app.id, socketId: state.socketId, reason: 'invalid user authentication signature' });
       return refuse(`Invalid user authentication signature: check the secret of app ${app.id} (apps[].secret) in your user authentication endpoint; expected HMAC-SHA256 of '${userSignatureInput(state.socketId, userData)}' with the app secret, as '<key>:<hex>'`);
     }
@@ -279,4 +288,15 @@ function parseMember(channelData: string): { userId: string; userInfo: unknown }
     return new HeraldError('SUBSCRIPTION_BAD_CHANNEL_DATA', `channel_data.user_id must be a string of 1 to ${MAX_USER_ID_LENGTH} characters (well-formed UTF-16)`);
   }
   return { userId, userInfo: parsed.user_info ?? null };
+}
+
+/** verifyAuth with the app's secret, or with its previous one while a rotation's grace period lasts. */
+function verifyAppAuth(app: AppConfig, auth: unknown, input: string): boolean {
+  if (verifyAuth(app.key, app.secret, auth, input)) return true;
+  const previous = graceSecret(app);
+  return previous !== undefined && verifyAuth(app.key, previous, auth, input);
+}
+
+function wantsClientEvents(app: AppConfig): boolean {
+  return app.webhooks.some((w) => w.events.includes('client_event'));
 }

@@ -92,6 +92,8 @@ export interface SocketState {
   readonly channels: SmallMap<Membership>;
   /** Signed-in user (pusher:signin), if any. */
   userId: string | null;
+  /** Epoch ms the connection opened (the sign-in deadline of requireUserAuthentication counts from it). */
+  readonly openedMs: number;
   /** Epoch ms of the last frame received. */
   lastSeenMs: number;
   /** Epoch ms the server's pusher:ping went out, 0 when none is outstanding. */
@@ -134,6 +136,11 @@ export class SocketRegistry {
   /** Every live connection, for the sweep and closeAll (copy it before closing sockets while iterating). */
   *all(): Generator<SocketState, void, undefined> {
     for (const app of this.apps.values()) yield* app.sockets.values();
+  }
+
+  /** The live connections of one app (copy before closing them while iterating). */
+  socketsOf(appId: string): Iterable<SocketState> {
+    return this.apps.get(appId)?.sockets.values() ?? [];
   }
 
   private forApp(appId: string): AppSockets {

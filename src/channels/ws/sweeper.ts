@@ -1,6 +1,7 @@
 /**
  * One timer for every connection (not one per socket): pings clients silent for their app's
- * activity timeout, closes those that do not answer within the pong timeout (4201), and hands
+ * activity timeout, closes those that do not answer within the pong timeout (4201), closes those
+ * of an app with requireUserAuthentication not signed in within its timeout (4009), and hands
  * consumers whose send buffer passed maxSocketBackpressureBytes to `onSlow` (4100, endpoint.ts).
  *
  * Why a sweep for backpressure: broadcasts go through uWS topics, so no JS code sees the
@@ -47,6 +48,11 @@ export class Sweeper {
       if (state.closed || !ws) continue;
       if (ws.getBufferedAmount() > maxBackpressureBytes) {
         this.opts.onSlow(state, ws);
+        continue;
+      }
+      const app = state.app;
+      if (state.userId === null && app.requireUserAuthentication && now - state.openedMs >= app.userAuthenticationTimeoutMs) {
+        endWithError(ws, CLOSE_CODES.UNAUTHORIZED, `Connection not signed in (pusher:signin) within ${app.userAuthenticationTimeoutMs} ms: this app requires user authentication`);
         continue;
       }
       if (state.pingSentMs !== 0) {

@@ -11,6 +11,7 @@ import { CORS_ANY_ORIGIN, preflightReply } from '../../http/cors.js';
 import type { Reply, RouteOptions } from '../../http/uws-http.js';
 import { decodeJsonObject } from '../../json.js';
 import type { ServerContext } from '../../server-context.js';
+import { graceSecret } from '../../config/secret-grace.js';
 
 /** Instance ids are UUID-shaped (8-4-4-4-12 hex digits, either case). */
 const INSTANCE_ID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
@@ -85,7 +86,7 @@ export function requireSecretKey(headers: Readonly<Record<string, string>>, inst
   if (auth.kind === 'missing') {
     throw new HeraldError('SECRET_KEY_MISSING', 'Authorization header missing: send Authorization: Bearer <secret key>');
   }
-  if (auth.kind !== 'bearer' || !secretEquals(auth.token, instance.secretKey)) {
+  if (auth.kind !== 'bearer' || !instanceSecretEquals(auth.token, instance)) {
     throw new HeraldError('SECRET_KEY_INVALID', 'Incorrect secret key in the Authorization header');
   }
 }
@@ -116,4 +117,13 @@ export function okReply(body: object = {}): Reply {
 export function quote(value: unknown): string {
   const text = typeof value === 'string' ? value : String(value);
   return JSON.stringify(text.length > 100 ? `${text.slice(0, 100)}…` : text);
+}
+
+/** True when `token` is the instance's secret key, or its previous one while a rotation's grace period lasts (constant time). */
+export function instanceSecretEquals(token: string, instance: PushInstanceConfig): boolean {
+  const previous = graceSecret(instance);
+  // Both compared every time, so the timing does not tell which one matched.
+  const current = secretEquals(token, instance.secretKey);
+  const old = previous !== undefined && secretEquals(token, previous);
+  return current || old;
 }

@@ -302,6 +302,11 @@ export class RedisChannelState {
     return { accepted: accepted === 1, used };
   }
 
+  /** Takes `cost` units of a rate-limit key for this second, cluster-wide: 0, or ms until the window ends (refused). */
+  async takeRate(key: string, cost: number, limit: number): Promise<number> {
+    return this.direct(() => runScript<number>(this.redis, 'heraldRateTake', [this.keys.prefix, key, cost, limit]));
+  }
+
   /**
    * Records everything the node holds under the current session: idempotent (a socket or
    * subscription already recorded changes nothing), no member limit. The commands are issued

@@ -27,7 +27,9 @@ export type ControlMessage =
   /** Close every connection of this user of the app (C5, terminate_connections). */
   | { type: 'terminateUser'; appId: string; userId: string }
   /** An HTTP fallback session's request relayed to or answered by the node holding it (channels/http-fallback). */
-  | { type: 'fallback'; data: unknown };
+  | { type: 'fallback'; data: unknown }
+  /** An app or push instance changed through the admin API of the origin node (src/tenants). */
+  | { type: 'tenantChanged'; kind: 'app' | 'push'; id: string };
 
 export interface DeliveryHandlers {
   /** A frame published on another node for a channel this node watches. */

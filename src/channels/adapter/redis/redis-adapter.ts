@@ -43,6 +43,7 @@ import { overQuota } from '../../http-api/quota.js';
 import { deliverToTopic, tellWatchers, type TopicFanout } from '../topic-delivery.js';
 import type { SessionDirectory } from '../../http-fallback/directory.js';
 import { CacheJoinWatch } from '../cache-join-watch.js';
+import type { RateCounter } from '../../rate-limits/rate-counter.js';
 import type { ChannelTransition, HeldState } from './channel-state.js';
 import { ClusterNode, type ClusterMember } from './cluster-node.js';
 import { describeRedis, RedisUnavailableError } from './connection.js';
@@ -107,6 +108,9 @@ type Shards = ShardRequester<ChannelShardApi & WebhookShardApi>;
 export class RedisChannelAdapter implements ChannelAdapter {
   readonly node: ClusterNode;
   readonly messageQuota: MessageCharger;
+  readonly rateCounter: RateCounter;
+  /** Hears another node's admin API change of an app or push instance (set by the tenant registry). */
+  onTenantChanged: ((kind: 'app' | 'push', id: string) => void) | undefined;
   private readonly topics: TopicFanout;
   private readonly registry: SocketRegistry;
   private readonly shards: Shards;
@@ -150,6 +154,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
         if (!accepted) throw overQuota(app.id, app.messageQuota!, used, messages, 'UTC, all nodes');
       },
     };
+    this.rateCounter = { take: (key, cost, limit) => this.call(() => state.takeRate(key, cost, limit)) };
   }
 
   /** Connects to Redis, registers the node, and starts heartbeats, reaper and delivery. */
@@ -308,6 +313,7 @@ export class RedisChannelAdapter implements ChannelAdapter {
     if (origin === this.node.nodeId) return;
     if (message.type === 'terminateUser') this.registry.terminateUser(message.appId, message.userId);
     else if (message.type === 'fallback') this.fallbackHandler?.(message.data, origin);
+    else if (message.type === 'tenantChanged') this.onTenantChanged?.(message.kind, message.id);
   }
 
   private fallbackHandler: ((data: unknown, origin: string) => void) | undefined;

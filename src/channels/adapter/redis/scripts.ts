@@ -336,6 +336,21 @@ return {1, used}
 `;
 
 /**
+ * ARGV: prefix, key, cost, limit. A fixed one-second window of Redis' clock, shared by every
+ * node. Returns 0 when `cost` was taken, else the ms until the window ends (nothing taken).
+ * Counters expire two seconds after they are first taken.
+ */
+const RATE_TAKE = `
+local now = nowMs()
+local key = P .. 'rate:' .. math.floor(now / 1000) .. ':' .. ARGV[2]
+local cost, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
+local used = tonumber(redis.call('GET', key) or '0')
+if used + cost > limit then return 1000 - (now % 1000) end
+if redis.call('INCRBY', key, cost) == cost then redis.call('PEXPIRE', key, 2000) end
+return 0
+`;
+
+/**
  * ARGV: prefix, session, timeoutMs, mode ('start'|'beat'). 'start' registers the session;
  * 'beat' extends it only if it is still registered. Returns 1, or 0 when the session is gone
  * (reaped: the node must re-register under a new session).
@@ -464,6 +479,7 @@ const STATE_SCRIPTS = {
   heraldList: LIST,
   heraldCacheSet: CACHE_SET,
   heraldChargeQuota: CHARGE_QUOTA,
+  heraldRateTake: RATE_TAKE,
   heraldHeartbeat: HEARTBEAT,
   heraldClaimDead: CLAIM_DEAD,
   heraldClaimSession: CLAIM_SESSION,

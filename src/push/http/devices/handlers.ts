@@ -10,7 +10,7 @@ import type { ServerContext } from '../../../server-context.js';
 import type { PushInstanceConfig } from '../../../config/schema.js';
 import { isPlatform, type Platform } from '../../platform.js';
 import {
-  okReply, parseJsonObject, quote, readAuthorization, requireInstance, requireJsonContentType, requireSecretKey, secretEquals,
+  okReply, parseJsonObject, quote, readAuthorization, requireInstance, requireJsonContentType, requireSecretKey, instanceSecretEquals,
 } from '../common.js';
 import { acceptedIssuers, isValidUserId, verifyUserToken, MAX_PUSH_USER_ID_LENGTH } from '../jwt.js';
 import { deviceIdFor, isDeviceIdOf } from './device-id.js';
@@ -285,7 +285,7 @@ export function deviceApiHandlers(ctx: DeviceApiContext): DeviceApiHandlers {
 function requireRegistrationCredentials(req: RequestContext, instance: PushInstanceConfig): void {
   const auth = readAuthorization(req.headers);
   if (auth.kind === 'missing') return;
-  if (auth.kind !== 'bearer' || !secretEquals(auth.token, instance.secretKey)) {
+  if (auth.kind !== 'bearer' || !instanceSecretEquals(auth.token, instance)) {
     throw new HeraldError('INSTANCE_CREDENTIALS_INVALID', 'Incorrect instance credentials: the Authorization header is not Bearer <secret key> of this instance');
   }
 }

@@ -1,0 +1,194 @@
+/**
+ * `npm run bench:tenants [-- --apps N] [--api-apps N]`: Herald with many apps (issue 29).
+ * 1. Start-up: the built server (1 shard) started with 1 app and with N apps in its config
+ *    file: ms until it listens, and resident anonymous memory (RssAnon) after it settles; the
+ *    difference divided by N is the memory per app.
+ * 2. Per-request and per-connection lookup (in this process, tinybench): the C1 trigger handler
+ *    (signature check included) and the WebSocket handshake parse for an app among 1 and among
+ *    N apps; the ratio says whether the lookup grows with the app count.
+ * 3. Admin API: `--api-apps` apps created through `POST /admin/v1/apps` (16 at a time), then
+ *    one app's `PATCH` timed with 10 apps and with all of them (one change must not rebuild the
+ *    others), then the node restarted: start-up with those apps read from its LMDB.
+ * Figures only, each beside its reference measured in the same run; never pass/fail.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, createHmac } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Bench } from 'tinybench';
+import { readMemoryKb } from './proc-stats.js';
+import type { ChannelAdapter } from '../src/channels/adapter/channel-adapter.js';
+import { triggerEvent } from '../src/channels/http-api/events.js';
+import { MessageQuota } from '../src/channels/http-api/quota.js';
+import { signedHandler } from '../src/channels/http-api/routes.js';
+import { parseHandshake } from '../src/channels/ws/handshake.js';
+import { appSchema, type AppConfig } from '../src/config/schema.js';
+import type { RequestContext } from '../src/http/uws-http.js';
+
+const { values } = parseArgs({ options: { apps: { type: 'string', default: '10000' }, 'api-apps': { type: 'string', default: '10000' } } });
+const APPS = Number(values.apps);
+const API_APPS = Number(values['api-apps']);
+const CLI = resolve(fileURLToPath(new URL('.', import.meta.url)), '../src/cli.js');
+const TOKEN = 'bench-tenants-admin-token-0123';
+
+const appFields = (i: number) => ({ id: `app-${String(i).padStart(6, '0')}`, key: `key-${String(i).padStart(6, '0')}`, secret: `secret-${i}-0123456789abcdef` });
+
+interface Node {
+  child: ChildProcess;
+  port: number;
+  startMs: number;
+}
+
+/** Spawns the built CLI with `config` on `dataDir`; resolves when it listens, with the time it took. */
+async function startNode(config: object, dataDir: string): Promise<Node> {
+  const file = join(dataDir, '..', `${Date.now()}-${Math.random().toString(36).slice(2)}.json`);
+  writeFileSync(file, JSON.stringify(config));
+  const started = performance.now();
+  const child = spawn(process.execPath, ['--max-semi-space-size=2', CLI, '--config', file], {
+    env: { ...process.env, HERALD_HOST: '127.0.0.1', HERALD_PORT: '0', HERALD_DATA_DIR: dataDir, HERALD_SHARDS: '1', HERALD_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  const port = await new Promise<number>((ok, fail) => {
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(out);
+      if (m) ok(Number(m[1]));
+    });
+    child.once('exit', (code) => fail(new Error(`herald exited with ${code}: ${out}`)));
+  });
+  return { child, port, startMs: performance.now() - started };
+}
+
+async function stopNode(node: Node): Promise<void> {
+  const exited = new Promise((r) => node.child.once('exit', r));
+  node.child.kill('SIGTERM');
+  await exited;
+}
+
+/** RssAnon (KiB) after the process settles (its start-up garbage collected or not, as it runs). */
+async function settledAnonKb(node: Node): Promise<number> {
+  await sleep(3000);
+  return readMemoryKb(node.child.pid!).anon;
+}
+
+function table(rows: Record<string, string | number>[]): void {
+  console.table(rows);
+}
+
+// --- 1. start-up with apps in the config file ------------------------------------------------
+const root = mkdtempSync(join(tmpdir(), 'herald-bench-tenants-'));
+try {
+  const startups: Record<string, string | number>[] = [];
+  const anon: number[] = [];
+  for (const count of [1, APPS]) {
+    const dataDir = mkdtempSync(join(root, 'file-'));
+    const node = await startNode({ apps: Array.from({ length: count }, (_, i) => appFields(i)), push: [] }, dataDir);
+    anon.push(await settledAnonKb(node));
+    startups.push({ phase: `start-up, ${count} app(s) in the config file`, 'ms to listening': Math.round(node.startMs), 'RssAnon MiB': +(anon.at(-1)! / 1024).toFixed(1) });
+    await stopNode(node);
+  }
+  console.log(`\n1. Start-up (1 shard); memory per app = (RssAnon with ${APPS} - with 1) / ${APPS - 1}`);
+  table(startups);
+  console.log(`memory per app: ${(((anon[1]! - anon[0]!) * 1024) / (APPS - 1)).toFixed(0)} bytes`);
+
+  // --- 2. per-request and per-connection lookup ----------------------------------------------
+  const notUsed = (): never => {
+    throw new Error('not used');
+  };
+  const adapter = {
+    publish: () => undefined, storeCachedEvent: notUsed, clientEvent: notUsed, subscribe: notUsed, unsubscribe: notUsed, channelInfo: notUsed,
+    listChannels: notUsed, presenceUserIds: notUsed, terminateUserConnections: notUsed, attach: notUsed, detach: notUsed, userPresence: notUsed,
+    watch: notUsed, connectionCount: notUsed,
+  } as unknown as ChannelAdapter;
+  const bench = new Bench({ time: 1000 });
+  const results: Record<string, string | number>[] = [];
+  for (const count of [1, APPS]) {
+    const apps: AppConfig[] = Array.from({ length: count }, (_, i) => appSchema.parse(appFields(i)));
+    const appsByKey = new Map(apps.map((a) => [a.key, a]));
+    const app = apps[Math.floor(count / 2)]!;
+    const body = Buffer.from(JSON.stringify({ name: 'e', channel: 'c', data: '{}' }));
+    const path = `/apps/${app.id}/events`;
+    const params = `auth_key=${app.key}&auth_timestamp=${Math.floor(Date.now() / 1000)}&auth_version=1.0&body_md5=${createHash('md5').update(body).digest('hex')}`;
+    const signature = createHmac('sha256', app.secret).update(`POST\n${path}\n${params}`).digest('hex');
+    const rc: RequestContext = { method: 'post', path, query: `${params}&auth_signature=${signature}`, headers: {}, params: { appId: app.id }, body, remoteAddress: '127.0.0.1' };
+    const handler = signedHandler({ appsByKey }, (r) => triggerEvent(adapter, new MessageQuota(), r));
+    const reply = handler(rc);
+    if (reply instanceof Promise || reply.status !== 200) throw new Error(`trigger did not answer 200: ${JSON.stringify(reply)}`);
+    bench.add(`C1 trigger, app among ${count}`, () => {
+      handler(rc);
+    });
+    bench.add(`WebSocket handshake parse, app among ${count}`, () => {
+      parseHandshake(`/app/${app.key}`, 'protocol=7&client=js&version=8.4.0', appsByKey);
+    });
+  }
+  await bench.run();
+  for (const task of bench.tasks) {
+    const mean = task.result && 'latency' in task.result ? task.result.latency.mean : NaN;
+    results.push({ task: task.name, 'mean µs': +(mean * 1000).toFixed(2) });
+  }
+  console.log(`\n2. Lookup per request and per connection (this process); ratio = among ${APPS} / among 1`);
+  table(results);
+  console.log(`ratio C1: ${(Number(results[2]!['mean µs']) / Number(results[0]!['mean µs'])).toFixed(2)}, handshake: ${(Number(results[3]!['mean µs']) / Number(results[1]!['mean µs'])).toFixed(2)}`);
+
+  // --- 3. apps through the admin API -----------------------------------------------------------
+  const dataDir = mkdtempSync(join(root, 'api-'));
+  const config = { admin: { token: TOKEN }, apps: [appFields(999_999)], push: [] };
+  let node = await startNode(config, dataDir);
+  const adminFetch = (path: string, method: string, body?: object) =>
+    fetch(`http://127.0.0.1:${node.port}/admin/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      ...(body && { body: JSON.stringify(body) }),
+    });
+  const patchTimes = async (): Promise<number> => {
+    const times: number[] = [];
+    for (let i = 0; i < 50; i++) {
+      const t = performance.now();
+      const res = await adminFetch('/apps/app-000001', 'PATCH', { maxConnections: 100 + i });
+      if (res.status !== 200) throw new Error(`PATCH answered ${res.status}`);
+      times.push(performance.now() - t);
+    }
+    times.sort((a, b) => a - b);
+    return times[25]!;
+  };
+  const create = async (from: number, to: number): Promise<void> => {
+    let next = from;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < to) {
+          const res = await adminFetch('/apps', 'POST', appFields(next++));
+          if (res.status !== 201) throw new Error(`POST answered ${res.status}: ${await res.text()}`);
+        }
+      }),
+    );
+  };
+  await create(0, 10);
+  const patchSmall = await patchTimes();
+  const created = performance.now();
+  await create(10, API_APPS);
+  const createMs = performance.now() - created;
+  const patchLarge = await patchTimes();
+  const anonApi = await settledAnonKb(node);
+  await stopNode(node);
+  node = await startNode(config, dataDir);
+  const listed = (await (await adminFetch('/apps?limit=1&filter=app-000002', 'GET')).json()) as { apps: unknown[] };
+  if (listed.apps.length !== 1) throw new Error('the stored apps were not read back');
+  const restartAnon = await settledAnonKb(node);
+  await stopNode(node);
+  console.log(`\n3. Admin API (1 shard, LMDB): ${API_APPS} apps created 16 at a time`);
+  table([
+    { figure: `POST /admin/v1/apps, ${API_APPS - 10} creates`, value: `${Math.round(createMs)} ms (${((API_APPS - 10) / (createMs / 1000)).toFixed(0)}/s)` },
+    { figure: 'PATCH one app, median of 50, with 10 apps', value: `${patchSmall.toFixed(2)} ms` },
+    { figure: `PATCH one app, median of 50, with ${API_APPS} apps`, value: `${patchLarge.toFixed(2)} ms` },
+    { figure: `RssAnon with ${API_APPS} API apps (before restart)`, value: `${(anonApi / 1024).toFixed(1)} MiB` },
+    { figure: `start-up with ${API_APPS} stored apps`, value: `${Math.round(node.startMs)} ms` },
+    { figure: 'RssAnon after that start-up', value: `${(restartAnon / 1024).toFixed(1)} MiB` },
+  ]);
+} finally {
+  rmSync(root, { recursive: true, force: true });
+}

@@ -1,0 +1,316 @@
+/**
+ * Apps and push instances at run time (main thread): the config file's `apps`/`push` (the
+ * seed) merged with the tenant store's records, and the admin API's changes applied live, one
+ * tenant at a time: the id and key maps get one entry set or removed (lookups stay one Map
+ * get), the shards get only the changed entry (`core.tenants`), and only that app's sockets are
+ * visited (closed 4001 when deleted or its key changed, 4003 when disabled, else they take the
+ * new limits and secret). No other tenant is touched.
+ *
+ * The seed wins: a record whose id (or key) a config-file entry has is not served, and the
+ * admin API refuses to create one (409) or to change or delete a config-file entry (409).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { appSchema, pushInstanceSchema, type AppConfig, type HeraldConfig, type PushInstanceConfig } from '../config/schema.js';
+import { HeraldError } from '../errors.js';
+import type { SecretGrace } from '../config/secret-grace.js';
+import { log } from '../log.js';
+import type { CoreShardApi, ShardRequestOf } from '../shards/messages.js';
+import type { ShardRequester } from '../shards/requester.js';
+import { patchList } from '../shards/patch-list.js';
+import type { AppRecord, PushRecord, TenantKind, TenantRecord } from './tenant-record.js';
+import type { TenantStore } from './tenant-store.js';
+
+/** Longest grace period of a rotated secret (seconds): 7 days. */
+export const MAX_GRACE_SECONDS = 7 * 24 * 3600;
+
+/** The live side a change reaches besides the maps: sockets and the shards. */
+export interface TenantEffects {
+  /** The app's sockets: closed (`next` undefined: 4001; key changed: 4001; disabled: 4003) or given `next`. */
+  appChanged(appId: string, next: AppConfig | undefined): void;
+  /** Keeps the running config (and a restarted shard's) in step. */
+  configChanged(config: Readonly<HeraldConfig>): void;
+}
+
+export interface TenantRegistryDeps {
+  store: TenantStore;
+  shards: ShardRequester<CoreShardApi>;
+  appsById: Map<string, AppConfig>;
+  appsByKey: Map<string, AppConfig>;
+  pushInstances: Map<string, PushInstanceConfig>;
+  /** The running config (apps and push included). */
+  config: () => Readonly<HeraldConfig>;
+  effects: TenantEffects;
+  /** Push instances are leased per node in a cluster: the API does not create them there. */
+  pushAllowed: boolean;
+}
+
+/** Where an entry comes from, as the admin API shows it. */
+export type TenantSource = 'config' | 'api';
+
+export class TenantRegistry {
+  /** Stored records by `<kind>\0<id>` (those the seed shadows included). */
+  private readonly records = new Map<string, TenantRecord>();
+  private seedAppIds = new Set<string>();
+  private seedAppKeys = new Set<string>();
+  private seedPushIds = new Set<string>();
+
+  constructor(private readonly deps: TenantRegistryDeps) {}
+
+  /**
+   * Reads the store and answers `fileConfig` with the stored tenants the seed does not shadow
+   * added (start-up; the maps are built from it by the caller).
+   */
+  async load(fileConfig: Readonly<HeraldConfig>): Promise<Readonly<HeraldConfig>> {
+    this.seed(fileConfig);
+    for (const record of await this.deps.store.list()) this.records.set(recordKey(record.kind, idOf(record)), record);
+    return this.merge(fileConfig);
+  }
+
+  /** The apps and push instances to run with, given a (re)loaded file: the seed plus the records it does not shadow. */
+  merge(fileConfig: Readonly<HeraldConfig>): Readonly<HeraldConfig> {
+    this.seed(fileConfig);
+    const apps = [...fileConfig.apps];
+    const push = [...fileConfig.push];
+    for (const record of this.records.values()) {
+      if (this.shadowed(record)) continue;
+      if (record.kind === 'app') apps.push(running(record));
+      else push.push(running(record));
+    }
+    return Object.freeze({ ...fileConfig, apps, push });
+  }
+
+  private seed(fileConfig: Readonly<HeraldConfig>): void {
+    this.seedAppIds = new Set(fileConfig.apps.map((a) => a.id));
+    this.seedAppKeys = new Set(fileConfig.apps.map((a) => a.key));
+    this.seedPushIds = new Set(fileConfig.push.map((p) => p.instanceId));
+  }
+
+  private shadowed(record: TenantRecord): boolean {
+    if (record.kind === 'push') return this.seedPushIds.has(record.config.instanceId);
+    return this.seedAppIds.has(record.config.id) || this.seedAppKeys.has(record.config.key);
+  }
+
+  source(kind: TenantKind, id: string): TenantSource {
+    return (kind === 'app' ? this.seedAppIds : this.seedPushIds).has(id) ? 'config' : 'api';
+  }
+
+  // --- admin API operations ----------------------------------------------------------------
+
+  /** Creates an app from the `apps[]` fields; `secret` generated when absent. Answers the app as stored. */
+  async createApp(body: Record<string, unknown>): Promise<AppConfig> {
+    const config = parseTenant(appSchema, { ...body, secret: body.secret ?? newSecret() }, 'apps[]') as AppConfig;
+    if (this.deps.appsById.has(config.id) || this.records.has(recordKey('app', config.id))) {
+      throw new HeraldError('ADMIN_CONFLICT', `An app with id ${config.id} exists`);
+    }
+    this.checkKeyFree(config.key, undefined);
+    await this.commit({ kind: 'app', config, updatedAtMs: Date.now() });
+    return config;
+  }
+
+  /** Creates a push instance from the `push[]` fields; `instanceId` and `secretKey` generated when absent. */
+  async createPush(body: Record<string, unknown>): Promise<PushInstanceConfig> {
+    this.checkPushAllowed();
+    const config = parseTenant(pushInstanceSchema, { ...body, instanceId: body.instanceId ?? randomUUID(), secretKey: body.secretKey ?? newSecret() }, 'push[]') as PushInstanceConfig;
+    if (this.deps.pushInstances.has(config.instanceId) || this.records.has(recordKey('push', config.instanceId))) {
+      throw new HeraldError('ADMIN_CONFLICT', `A push instance with id ${config.instanceId} exists`);
+    }
+    await this.commit({ kind: 'push', config, updatedAtMs: Date.now() });
+    return config;
+  }
+
+  /** Changes the given fields of an API-created app (the id cannot change). */
+  async updateApp(appId: string, patch: Record<string, unknown>): Promise<AppConfig> {
+    const record = this.editable('app', appId) as AppRecord;
+    if (patch.id !== undefined && patch.id !== appId) throw new HeraldError('ADMIN_INVALID_TENANT', 'apps[].id cannot change; create a new app instead');
+    const config = parseTenant(appSchema, { ...record.config, ...patch }, 'apps[]') as AppConfig;
+    if (config.key !== record.config.key) this.checkKeyFree(config.key, appId);
+    await this.commit({ ...record, config, updatedAtMs: Date.now() });
+    return config;
+  }
+
+  async updatePush(instanceId: string, patch: Record<string, unknown>): Promise<PushInstanceConfig> {
+    const record = this.editable('push', instanceId) as PushRecord;
+    if (patch.instanceId !== undefined && patch.instanceId !== instanceId) throw new HeraldError('ADMIN_INVALID_TENANT', 'push[].instanceId cannot change');
+    const config = parseTenant(pushInstanceSchema, { ...record.config, ...patch }, 'push[]') as PushInstanceConfig;
+    await this.commit({ ...record, config, updatedAtMs: Date.now() });
+    return config;
+  }
+
+  /** Deletes an API-created app or push instance (an app's sockets are closed with 4001). */
+  async remove(kind: TenantKind, id: string): Promise<void> {
+    this.editable(kind, id);
+    await this.deps.store.delete(kind, id);
+    this.records.delete(recordKey(kind, id));
+    this.applyRemoval(kind, id);
+    await this.deps.store.notify?.(kind, id);
+  }
+
+  /**
+   * A new secret (secret key) for an API-created tenant; with `graceSeconds` > 0 the old one
+   * is still accepted for that long, so callers can roll over without an outage.
+   */
+  async rotateSecret(kind: TenantKind, id: string, graceSeconds: number): Promise<string> {
+    const record = this.editable(kind, id);
+    const secret = newSecret();
+    const previous = record.kind === 'app' ? record.config.secret : record.config.secretKey;
+    const next: TenantRecord =
+      record.kind === 'app' ? { ...record, config: { ...record.config, secret } } : { ...record, config: { ...record.config, secretKey: secret } };
+    delete next.previousSecret;
+    delete next.previousUntilMs;
+    if (graceSeconds > 0) {
+      next.previousSecret = previous;
+      next.previousUntilMs = Date.now() + graceSeconds * 1000;
+    }
+    next.updatedAtMs = Date.now();
+    await this.commit(next);
+    return secret;
+  }
+
+  /** The stored record of an API-created tenant, or 404 / 409 (config-file entry). */
+  private editable(kind: TenantKind, id: string): TenantRecord {
+    if (this.source(kind, id) === 'config') {
+      throw new HeraldError('ADMIN_CONFLICT', `${kind === 'app' ? 'App' : 'Push instance'} ${id} is defined in the config file: change it there (and reload)`);
+    }
+    const record = this.records.get(recordKey(kind, id));
+    if (!record) throw new HeraldError('ADMIN_NOT_FOUND', `No ${kind === 'app' ? 'app' : 'push instance'} with id ${id.slice(0, 200)}`);
+    if (kind === 'push') this.checkPushAllowed();
+    return record;
+  }
+
+  private checkKeyFree(key: string, ownId: string | undefined): void {
+    const holder = this.deps.appsByKey.get(key);
+    if ((holder && holder.id !== ownId) || this.seedAppKeys.has(key)) throw new HeraldError('ADMIN_CONFLICT', `Another app has the key ${key}`);
+    for (const record of this.records.values()) {
+      if (record.kind === 'app' && record.config.key === key && record.config.id !== ownId) throw new HeraldError('ADMIN_CONFLICT', `Another app has the key ${key}`);
+    }
+  }
+
+  private checkPushAllowed(): void {
+    if (!this.deps.pushAllowed) {
+      throw new HeraldError('ADMIN_CONFLICT', 'Push instances are leased to one node in a cluster: add them to that node\'s config file');
+    }
+  }
+
+  /** Stores the record, applies it here, then tells the other nodes. */
+  private async commit(record: TenantRecord): Promise<void> {
+    await this.deps.store.put(record);
+    this.records.set(recordKey(record.kind, idOf(record)), record);
+    this.applyRecord(record);
+    await this.deps.store.notify?.(record.kind, idOf(record)).catch((err: unknown) => log.warn('tenants: change notice not sent', { error: String(err) }));
+  }
+
+  // --- applying a change -------------------------------------------------------------------
+
+  /** Another node changed this tenant: read it from the shared store and apply it here. */
+  async refresh(kind: TenantKind, id: string): Promise<void> {
+    const record = await this.deps.store.get(kind, id);
+    if (record) {
+      this.records.set(recordKey(kind, id), record);
+      this.applyRecord(record);
+    } else if (this.records.delete(recordKey(kind, id))) {
+      this.applyRemoval(kind, id);
+    }
+  }
+
+  private applyRecord(record: TenantRecord): void {
+    if (this.shadowed(record)) return;
+    if (record.kind === 'app') {
+      const next = running(record);
+      const previous = this.deps.appsById.get(next.id);
+      if (previous && previous.key !== next.key && this.deps.appsByKey.get(previous.key) === previous) this.deps.appsByKey.delete(previous.key);
+      this.deps.appsById.set(next.id, next);
+      this.deps.appsByKey.set(next.key, next);
+      this.patchConfig({ apps: [next] });
+      this.deps.effects.appChanged(next.id, next);
+    } else {
+      const next = running(record);
+      this.deps.pushInstances.set(next.instanceId, next);
+      this.patchConfig({ push: [next] });
+    }
+  }
+
+  private applyRemoval(kind: TenantKind, id: string): void {
+    if (this.source(kind, id) === 'config') return;
+    if (kind === 'app') {
+      const previous = this.deps.appsById.get(id);
+      if (!previous) return;
+      this.deps.appsById.delete(id);
+      if (this.deps.appsByKey.get(previous.key) === previous) this.deps.appsByKey.delete(previous.key);
+      this.patchConfig({ removedApps: [id] });
+      this.deps.effects.appChanged(id, undefined);
+    } else {
+      if (!this.deps.pushInstances.delete(id)) return;
+      this.patchConfig({ removedPush: [id] });
+    }
+  }
+
+  /** The running config and every shard take the changed entries only. */
+  private patchConfig(change: Omit<ShardRequestOf<CoreShardApi, 'core.tenants'>, 'type'>): void {
+    const current = this.deps.config();
+    const next: HeraldConfig = {
+      ...current,
+      apps: patchList(current.apps, (a) => a.id, change.apps ?? [], change.removedApps ?? []),
+      push: patchList(current.push, (p) => p.instanceId, change.push ?? [], change.removedPush ?? []),
+    };
+    this.deps.effects.configChanged(Object.freeze(next));
+    for (let shard = 0; shard < this.deps.shards.shardCount; shard++) {
+      this.deps.shards.request(shard, { type: 'core.tenants', ...change }).catch((err: unknown) => {
+        // A shard that missed it takes the running config when its worker restarts.
+        log.error('tenants: a shard did not take the change', { shard, error: String(err) });
+      });
+    }
+  }
+
+  // --- listing -----------------------------------------------------------------------------
+
+  /**
+   * One page of apps (or push instances) sorted by id, after `cursor` (the last id of the
+   * previous page), whose id or key contains `filter` (case-insensitive).
+   */
+  page<T>(entries: Iterable<T>, idOf: (e: T) => string, keyOf: (e: T) => string, opts: { limit: number; cursor?: string; filter?: string }): { items: T[]; nextCursor: string | null } {
+    const filter = opts.filter?.toLowerCase();
+    const matching: T[] = [];
+    for (const e of entries) {
+      const id = idOf(e);
+      if (opts.cursor !== undefined && id <= opts.cursor) continue;
+      if (filter && !id.toLowerCase().includes(filter) && !keyOf(e).toLowerCase().includes(filter)) continue;
+      matching.push(e);
+    }
+    matching.sort((a, b) => (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0));
+    const items = matching.slice(0, opts.limit);
+    return { items, nextCursor: matching.length > opts.limit ? idOf(items[items.length - 1]!) : null };
+  }
+}
+
+function recordKey(kind: TenantKind, id: string): string {
+  return `${kind}\0${id}`;
+}
+
+function idOf(record: TenantRecord): string {
+  return record.kind === 'app' ? record.config.id : record.config.instanceId;
+}
+
+/** A new secret: 32 hex characters (128 random bits). */
+function newSecret(): string {
+  return randomBytes(16).toString('hex');
+}
+
+/** The running entry of a record: its config, plus the previous secret while its grace lasts. */
+function running(record: AppRecord): AppConfig;
+function running(record: PushRecord): PushInstanceConfig;
+function running(record: TenantRecord): AppConfig | PushInstanceConfig {
+  if (record.previousSecret === undefined || (record.previousUntilMs ?? 0) <= Date.now()) return record.config;
+  const grace: SecretGrace = { previousSecret: record.previousSecret, previousUntilMs: record.previousUntilMs ?? 0 };
+  return Object.assign({}, record.config, grace);
+}
+
+/** Parses with the config schema; a failure is 422 naming the field as the config file would. */
+function parseTenant(schema: typeof appSchema | typeof pushInstanceSchema, value: unknown, where: string): AppConfig | PushInstanceConfig {
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const path = issue.path.length ? `${where}.${issue.path.join('.')}` : where;
+    throw new HeraldError('ADMIN_INVALID_TENANT', `invalid ${path}: ${issue.message}`);
+  }
+  return result.data;
+}

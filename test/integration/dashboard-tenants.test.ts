@@ -1,0 +1,106 @@
+/**
+ * The dashboard's Apps and Push instances pages in a real Chromium against the built server:
+ * create an app (its secret shown once, pusher-js connects with its key), edit its limits
+ * (the refusals of a limit show on the page), disable it (its client closed with 4003), rotate
+ * its secret, delete it with confirmation; create a push instance; no page errors.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser } from 'playwright-core';
+import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
+import { CHROMIUM_PATH, chromiumAvailable, collectErrors, launchChromium } from '../helpers/browser.js';
+import { ClientPool, refusal } from '../helpers/channel-clients.js';
+import { channelsSdk } from '../helpers/sdk-clients.js';
+import { until } from '../helpers/wait.js';
+
+const TOKEN = 'dashboard-tenants-token-0123456789';
+const FILE_APP = { id: 'file-app', key: 'file-key', secret: 'file-secret' };
+
+let herald: HeraldProcess;
+let browser: Browser;
+
+function admin(path: string): Promise<Response> {
+  return fetch(`${herald.baseUrl}/admin/v1${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+}
+
+describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard Apps page in Chromium', () => {
+  beforeAll(async () => {
+    if (!chromiumAvailable()) throw new Error(`Chromium not found at ${CHROMIUM_PATH}: apt-get install -y chromium (or HERALD_SKIP_BROWSER=1 to skip these tests)`);
+    [herald, browser] = await Promise.all([startHerald({ config: { admin: { token: TOKEN }, apps: [FILE_APP], push: [] } }), launchChromium()]);
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.close();
+    await herald?.dispose();
+  });
+
+  it('creates, edits, disables, rotates and deletes an app, and creates a push instance', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    const pool: ClientPool[] = [];
+    try {
+      const page = await context.newPage();
+      const errors = collectErrors(page);
+      await page.goto(`${herald.baseUrl}/dashboard/apps#token=${TOKEN}`);
+      await page.getByRole('heading', { name: 'Apps' }).waitFor();
+      // The config file's app is listed, read-only.
+      await page.locator('tr[data-app="file-app"]').getByText('edit in the config file').waitFor();
+
+      await page.getByLabel('New app id').fill('ui-app');
+      await page.getByLabel('New app key').fill('ui-key');
+      await page.getByRole('button', { name: 'Create app' }).click();
+      const created = await page.getByRole('status').textContent();
+      const secret = /shown once\): ([0-9a-f]{32})/.exec(created ?? '')?.[1];
+      expect(secret, String(created)).toBeDefined();
+      const creds = { id: 'ui-app', key: 'ui-key', secret: secret! };
+      const clients = new ClientPool(creds);
+      pool.push(clients);
+      const client = await clients.connect(herald);
+      const row = page.locator('tr[data-app="ui-app"]');
+      await row.waitFor();
+
+      // Edit: maxEventsPerSecond 1, then go over it: the page shows the limit being hit.
+      await row.getByRole('button', { name: 'Edit' }).click();
+      await page.getByLabel('maxEventsPerSecond').fill('1');
+      await page.getByRole('button', { name: 'Save' }).click();
+      await expect.poll(async () => ((await (await admin('/apps?filter=ui-app')).json()) as { apps: { maxEventsPerSecond: number }[] }).apps[0]?.maxEventsPerSecond).toBe(1);
+      const sdk = channelsSdk(herald.port, creds);
+      await Promise.allSettled(Array.from({ length: 5 }, () => sdk.trigger('c', 'e', {})));
+      await row.locator('.limits-hit').getByText(/maxEventsPerSecond: [1-9]/).waitFor({ timeout: 10_000 });
+
+      // Disable: the pusher-js client is closed with 4003.
+      await row.getByRole('button', { name: 'Disable' }).click();
+      await until(() => client.errorCodes.includes(4003), 'the 4003 close');
+      await row.getByText('disabled').waitFor();
+      await row.getByRole('button', { name: 'Enable' }).click();
+      await row.getByRole('button', { name: 'Disable' }).waitFor();
+
+      // Rotate (no grace): the old secret is refused, the new one shown.
+      page.once('dialog', (d) => void d.accept('0'));
+      await row.getByRole('button', { name: 'Rotate secret' }).click();
+      await page.getByRole('status').getByText(/New secret of ui-app/).waitFor();
+      const rotated = /shown once\): ([0-9a-f]{32})/.exec((await page.getByRole('status').textContent()) ?? '')?.[1];
+      expect(rotated).toBeDefined();
+      expect(rotated).not.toBe(secret);
+      expect(await refusal(sdk.trigger('c', 'e', {}))).toMatchObject({ status: 401 });
+
+      // Delete: a dismissed confirmation keeps it, an accepted one deletes it.
+      page.once('dialog', (d) => void d.dismiss());
+      await row.getByRole('button', { name: 'Delete' }).click();
+      expect((await admin('/apps/ui-app')).status).toBe(200);
+      page.once('dialog', (d) => void d.accept());
+      await row.getByRole('button', { name: 'Delete' }).click();
+      await row.waitFor({ state: 'detached' });
+      expect((await admin('/apps/ui-app')).status).toBe(404);
+
+      // Push instances.
+      await page.getByRole('link', { name: 'Push instances' }).click();
+      await page.getByRole('button', { name: 'Create push instance' }).click();
+      const pushNotice = (await page.getByRole('status').textContent()) ?? '';
+      const instanceId = /Instance ([0-9a-f-]{36}) created/.exec(pushNotice)?.[1];
+      expect(instanceId, pushNotice).toBeDefined();
+      await page.locator(`tr[data-instance="${instanceId}"]`).waitFor();
+      expect(errors).toEqual([]);
+    } finally {
+      for (const p of pool) p.disconnectAll();
+      await context.close();
+    }
+  });
+});
