@@ -278,8 +278,25 @@ export class SharedWebhookOutbox implements WebhookEmitter {
         for (const streamId of deleted ?? []) void this.redis.xack(this.keys.webhookOutbox(), DELIVERY_GROUP, streamId).catch(() => {});
         cursor = next;
       } while (cursor !== '0-0' && this.state === 'open');
+      await this.forgetGoneConsumers();
     } catch {
       // Redis away (or no group yet): the next pass tries again.
+    }
+  }
+
+  /**
+   * Removes from the group the consumers of stopped shards (nothing pending, silent for ten
+   * times nodeTimeoutMs): every process start adds new ones, which would otherwise pile up.
+   */
+  private async forgetGoneConsumers(): Promise<void> {
+    const rows = (await this.redis.xinfo('CONSUMERS', this.keys.webhookOutbox(), DELIVERY_GROUP)) as unknown[][];
+    for (const row of rows) {
+      const fields = new Map<string, unknown>();
+      for (let i = 0; i + 1 < row.length; i += 2) fields.set(String(row[i]), row[i + 1]);
+      const name = String(fields.get('name'));
+      if (name !== this.consumer && Number(fields.get('pending')) === 0 && Number(fields.get('idle')) > 10 * this.claimIdleMs) {
+        await this.redis.xgroup('DELCONSUMER', this.keys.webhookOutbox(), DELIVERY_GROUP, name);
+      }
     }
   }
 

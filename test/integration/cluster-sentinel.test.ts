@@ -75,11 +75,19 @@ async function twoMembers(a: HeraldProcess, b: HeraldProcess, users: [string, st
   return { newsA, newsB, presenceA, presenceB };
 }
 
+/**
+ * The Redis connections of these nodes (CLIENT SETNAME), sorted: each node's command and
+ * subscriber connections, and its shard's shared webhook outbox's two (one shard per node).
+ */
+function connectionsOf(...nodeIds: string[]): string[] {
+  return nodeIds.flatMap((id) => [`herald-${id}`, `herald-${id}-sub`, `herald-${id}-webhooks-s0`, `herald-${id}-webhooks-s0-sub`]).sort();
+}
+
 describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
   it('nodes find the master through the sentinel, follow a failover to the replica, and keep delivering and counting with nobody leaving', async () => {
     const [a, b] = [node('sen-a'), node('sen-b', redis, true)];
     await Promise.all([a.start(), b.start()]);
-    expect(await heraldClients()).toEqual(['herald-sen-a', 'herald-sen-a-sub', 'herald-sen-b', 'herald-sen-b-sub']);
+    expect(await heraldClients()).toEqual(connectionsOf('sen-a', 'sen-b'));
 
     const { newsA, newsB, presenceA, presenceB } = await twoMembers(a, b, ['ua', 'ub']);
     const sdkA = pool.sdk(a);
@@ -94,7 +102,7 @@ describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
     // Both nodes are on the new master and deliver across nodes again, both ways.
     await deliveryResumes(sdkA, 'sen-news', newsB, 'resumed-a-to-b');
     await deliveryResumes(sdkB, 'sen-news', newsA, 'resumed-b-to-a');
-    expect(await heraldClients()).toEqual(['herald-sen-a', 'herald-sen-a-sub', 'herald-sen-b', 'herald-sen-b-sub']);
+    expect(await heraldClients()).toEqual(connectionsOf('sen-a', 'sen-b'));
     await sdkA.trigger('sen-news', 'after', 'from A');
     await sdkB.trigger('sen-news', 'after', 'from B');
     await until(() => newsA.data('after').length === 2 && newsB.data('after').length === 2, 'both ways after the failover');
@@ -129,7 +137,7 @@ describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
       await deliveryResumes(pool.sdk(a), 'sen-news', newsB, 'switched-a-to-b');
       await deliveryResumes(pool.sdk(b), 'sen-news', newsA, 'switched-b-to-a');
       // Every Herald connection moved; none is left on the demoted master, still running.
-      expect(await heraldClients(set)).toEqual(['herald-sen-c', 'herald-sen-c-sub', 'herald-sen-d', 'herald-sen-d-sub']);
+      expect(await heraldClients(set)).toEqual(connectionsOf('sen-c', 'sen-d'));
       expect(await heraldClients(set, oldMaster)).toEqual([]);
       await sleep(NODE_TIMEOUT_MS * 2);
       expect(presenceA.data('pusher:member_removed')).toEqual([]);
