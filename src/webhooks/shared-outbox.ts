@@ -44,6 +44,8 @@ const READ_BLOCK_MS = 1000;
 /** Wait after a failed Redis call before the loop tries again, ms. */
 const RETRY_REDIS_MS = 500;
 const CLOSE_GRACE_MS = 1000;
+/** Deliveries of a message whose receiver the taking node does not know, before it is dead-lettered. */
+const PASS_ON_LIMIT = 10;
 const DRAIN_POLL_MS = 20;
 
 /** One message of the outbox stream (field `m`). */
@@ -87,6 +89,8 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   private seq = 0;
   /** Writes and deletions not answered by Redis yet (flushed()). */
   private readonly writes = new Set<Promise<unknown>>();
+  /** Messages left for another node (receiver unknown here), not taken again for a while. */
+  private readonly passedOn = new Set<string>();
   /** Settled messages waiting for this turn's XACK + XDEL. */
   private readonly toAcknowledge: string[] = [];
   private readonly requests = new Set<Promise<void>>();
@@ -218,13 +222,17 @@ export class SharedWebhookOutbox implements WebhookEmitter {
 
   /** Takes a stream message into the local queues (once: a message already held is skipped). */
   private accept(streamId: string, fields: string[] | null): void {
-    if (this.unsettled.has(streamId)) return;
+    if (this.unsettled.has(streamId) || this.passedOn.has(streamId)) return;
     const json = fields?.[fields.indexOf('m') + 1];
     let message: SharedMessage | undefined;
     try {
       message = json ? (JSON.parse(json) as SharedMessage) : undefined;
     } catch {
       message = undefined;
+    }
+    if (message && !this.knowsReceiver(message)) {
+      void this.passOn(streamId, message);
+      return;
     }
     const entries: OutboxEntry[] = [];
     const now = Date.now();
@@ -251,6 +259,46 @@ export class SharedWebhookOutbox implements WebhookEmitter {
       }
       this.enqueue(entry);
     }
+  }
+
+  /**
+   * Whether this node's config has the message's receiver (its secret, for signing). Nodes of a
+   * cluster share one config, but a reload reaches them one by one, and push instances may be
+   * configured on some nodes only.
+   */
+  private knowsReceiver(message: SharedMessage): boolean {
+    if (message.k === 'channel' && !message.target) return this.targets.appHasWebhooks(message.appId);
+    const target = message.k === 'push' ? message.target : message.target!;
+    return this.targets.credentials(target).kind !== 'gone';
+  }
+
+  /**
+   * A message whose receiver this node does not know is left unclaimed, for another node to take
+   * over after nodeTimeoutMs (XAUTOCLAIM); once it has gone round PASS_ON_LIMIT times no node
+   * knows it: dead-lettered as `receiver no longer configured`.
+   */
+  private async passOn(streamId: string, message: SharedMessage): Promise<void> {
+    this.passedOn.add(streamId);
+    setTimeout(() => this.passedOn.delete(streamId), this.claimIdleMs).unref();
+    const pending = (await this.redis.xpending(this.keys.webhookOutbox(), DELIVERY_GROUP, streamId, streamId, 1).catch(() => [])) as [string, string, number, number][];
+    const deliveries = pending[0]?.[3] ?? 0;
+    if (deliveries < PASS_ON_LIMIT) return;
+    const now = Date.now();
+    if (message.k === 'channel' && !message.target) {
+      log.warn('webhook dropped: no node knows the app', { appId: message.appId, ids: message.events.map((e) => e.id) });
+      this.acknowledge(streamId);
+      return;
+    }
+    const entries: OutboxEntry[] =
+      message.k === 'push'
+        ? [{ seq: 0, id: message.id, target: message.target, body: message.body, eventType: message.eventType, createdAt: message.createdAt, notBefore: now, attempts: 0 }]
+        : message.events.map((event) => ({ seq: 0, id: event.id, target: message.target!, event, createdAt: message.createdAt, notBefore: now, attempts: 0 }));
+    this.unsettled.set(streamId, entries.length);
+    for (const entry of entries) {
+      entry.seq = ++this.seq;
+      this.messageOf.set(entry.seq, streamId);
+    }
+    this.deadLetter(entries, 'receiver no longer configured', now);
   }
 
   /** Keeps the messages this consumer holds from looking abandoned (resets their idle time). */
