@@ -45,7 +45,7 @@ const READ_BLOCK_MS = 1000;
 const RETRY_REDIS_MS = 500;
 const CLOSE_GRACE_MS = 1000;
 /** Deliveries of a message whose receiver the taking node does not know, before it is dead-lettered. */
-const PASS_ON_LIMIT = 10;
+const PASS_ON_LIMIT = 20;
 const DRAIN_POLL_MS = 20;
 
 /** One message of the outbox stream (field `m`). */
@@ -114,10 +114,25 @@ export class SharedWebhookOutbox implements WebhookEmitter {
     this.random = opts.random ?? Math.random;
     this.reading = this.readLoop();
     const touch = setInterval(() => void this.keepClaimed(), Math.max(50, Math.floor(this.claimIdleMs / 3)));
-    const takeOver = setInterval(() => void this.takeOver(), Math.max(50, Math.floor(this.claimIdleMs / 2)));
     touch.unref();
-    takeOver.unref();
-    this.timers.push(touch, takeOver);
+    this.timers.push(touch);
+    this.scheduleTakeOver();
+  }
+
+  /**
+   * The next takeover pass, every quarter to half of nodeTimeoutMs at random: with a fixed period
+   * the node that claimed a message last (its idle time restarting then) would always be the
+   * first to find it idle again, and a message one node passes on would never reach another.
+   */
+  private scheduleTakeOver(): void {
+    if (this.state !== 'open') return;
+    const quarter = Math.max(25, Math.floor(this.claimIdleMs / 4));
+    const timer = setTimeout(() => {
+      this.timers.splice(this.timers.indexOf(timer), 1);
+      void this.takeOver().finally(() => this.scheduleTakeOver());
+    }, quarter + Math.floor(this.random() * quarter));
+    timer.unref();
+    this.timers.push(timer);
   }
 
   // --- producing ------------------------------------------------------------------------
@@ -419,7 +434,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   async close(graceMs = CLOSE_GRACE_MS): Promise<void> {
     if (this.state !== 'open') return;
     this.state = 'closing';
-    for (const t of this.timers) clearInterval(t);
+    for (const t of this.timers) clearTimeout(t);
     for (const q of this.queues.values()) clearTimeout(q.timer);
     if (this.requests.size > 0) {
       let timer: NodeJS.Timeout | undefined;

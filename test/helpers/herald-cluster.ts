@@ -25,6 +25,8 @@ export interface HeraldClusterOptions {
   shards?: number;
   /** The `push` instances of each node, by index; default none (each instance is one node's). */
   push?: Record<string, unknown>[][];
+  /** Config fields of one node only, by index, over the shared ones (a config that differs). */
+  perNode?: (Record<string, unknown> | undefined)[];
 }
 
 /** Node ids (config `cluster.nodeId`): node-a, node-b, node-c. */
@@ -65,6 +67,7 @@ export class HeraldCluster {
       // Each push instance is served by exactly one node (a lease in Redis): none unless given.
       push: this.options.push?.[NODE_IDS.indexOf(nodeId as (typeof NODE_IDS)[number])] ?? [],
       cluster: { redisUrl: this.redis.url, keyPrefix: this.keyPrefix, nodeTimeoutMs: this.nodeTimeoutMs, nodeId },
+      ...this.options.perNode?.[NODE_IDS.indexOf(nodeId as (typeof NODE_IDS)[number])],
     };
   }
 

@@ -82,4 +82,20 @@ describe.skipIf(ONE_PROCESS)('shared webhook outbox', () => {
     for (const { event } of attempts()) idsPerLabel.set(eventLabel(event), (idsPerLabel.get(eventLabel(event)) ?? new Set()).add(event.id));
     for (const label of due) expect(idsPerLabel.get(label)?.size, label).toBe(1);
   }, 120_000);
+
+  it('a node whose config lacks the receiver leaves its webhooks to one that has it', async () => {
+    const webhooks = [{ url: receiver.url('/known'), events: ['channel_occupied'] }];
+    // Node B's config has the app without its receiver (a reload that reached one node only).
+    const cluster = await bed.start({
+      apps: [{ ...APP, webhooks }],
+      perNode: [undefined, { apps: [APP] }],
+      config: { webhookDelivery: { batchWindowMs: 20, reloadDebounceMs: 0, retryBaseMs: 50, maxAttempts: 3 } },
+    });
+    const client = await pool.connect(cluster.a, { userId: 'uk' });
+    // One webhook message each, written by node A and read by either node's shard.
+    const channels = Array.from({ length: 8 }, (_, i) => `ob-known-${i}`);
+    for (const channel of channels) await client.subscribe(channel);
+    const delivered = (): string[] => attempts().filter((a) => a.ok).map((a) => eventLabel(a.event));
+    await until(() => channels.every((c) => delivered().includes(`channel_occupied:${c}`)), 'every occupied delivered through node A', 30_000);
+  }, 60_000);
 });
