@@ -1,17 +1,26 @@
-/** Shard side of the webhooks area: the durable outbox (the shard's WebhookEmitter) and its stats. */
+/**
+ * Shard side of the webhooks area: the outbox (the shard's WebhookEmitter) and its stats. One
+ * node keeps it in the shard's LMDB (outbox.ts); a cluster node shares one in Redis with the
+ * other nodes (shared-outbox.ts), so its data dir holds no webhook.
+ */
 import type { ShardArea, ShardContext } from '../shards/context.js';
 import type { WebhookShardApi } from './messages.js';
 import type { WebhookEmitter } from './emitter.js';
 import { WebhookOutbox } from './outbox.js';
+import { SharedWebhookOutbox } from './shared-outbox.js';
 
 /** Opens the outbox (resuming stored entries) and exposes its stats, decided events and drain. */
 export function createWebhookArea(ctx: ShardContext): ShardArea<WebhookShardApi> & { emitter: WebhookEmitter } {
-  const outbox = new WebhookOutbox({ root: ctx.root, config: ctx.config, shardIndex: ctx.shardIndex });
+  const cluster = ctx.config.cluster;
+  const outbox = cluster
+    ? new SharedWebhookOutbox({ cluster, config: ctx.config, shardIndex: ctx.shardIndex })
+    : new WebhookOutbox({ root: ctx.root, config: ctx.config, shardIndex: ctx.shardIndex });
   return {
     handlers: {
       'webhooks.stats': () => outbox.stats(),
       'webhooks.channelEvents': (req) => {
-        for (const event of req.events) outbox.channelEvent({ appId: req.appId, event }, { debounced: true });
+        if (outbox instanceof SharedWebhookOutbox) outbox.channelEvents(req.appId, req.events);
+        else for (const event of req.events) outbox.channelEvent({ appId: req.appId, event }, { debounced: true });
         return {};
       },
       'webhooks.drain': async (req) => ({ left: await outbox.drain(req.waitMs) }),

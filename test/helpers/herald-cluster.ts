@@ -27,6 +27,8 @@ export interface HeraldClusterOptions {
   push?: Record<string, unknown>[][];
   /** cluster.postgresUrl of every node (the shared push store); default none. */
   postgresUrl?: string;
+  /** Config fields of one node only, by index, over the shared ones (a config that differs). */
+  perNode?: (Record<string, unknown> | undefined)[];
 }
 
 /** Node ids (config `cluster.nodeId`): node-a, node-b, node-c. */
@@ -72,6 +74,7 @@ export class HeraldCluster {
         nodeId,
         ...(this.options.postgresUrl !== undefined && { postgresUrl: this.options.postgresUrl }),
       },
+      ...this.options.perNode?.[NODE_IDS.indexOf(nodeId as (typeof NODE_IDS)[number])],
     };
   }
 

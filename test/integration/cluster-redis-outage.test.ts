@@ -143,6 +143,51 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     expect(labels.filter((l) => l.startsWith('channel_vacated') || l.startsWith('member_removed'))).toEqual([]);
   });
 
+  it('members and channels that left while Redis was away and came back empty are reported once for the cluster (member_removed, channel_vacated, frames)', async () => {
+    const webhooks = [{ url: receiver.url('/gap'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
+    const cluster = await bed.start({ apps: [{ ...APP, webhooks }], config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50 } } });
+    // Node A: five users who leave during the gap (on presence-gap, and alone on presence-gone
+    // and gap-news), one who stays, and one who leaves A but stays connected on B.
+    const leavers = await Promise.all(['g1', 'g2', 'g3', 'g4', 'g5'].map((userId) => pool.connect(cluster.a, { userId })));
+    const stayer = await pool.connect(cluster.a, { userId: 'gstay' });
+    const sharedOnA = await pool.connect(cluster.a, { userId: 'gshared' });
+    const watcherB = await pool.connect(cluster.b, { userId: 'gb' });
+    const sharedOnB = await pool.connect(cluster.b, { userId: 'gshared' });
+    for (const c of [...leavers, stayer, sharedOnA]) await c.subscribe('presence-gap');
+    for (const c of leavers) await c.subscribe('presence-gone');
+    await leavers[0]!.subscribe('gap-news');
+    await sharedOnB.subscribe('presence-gap');
+    const seenOnB = await watcherB.subscribe('presence-gap');
+    await until(() => seenOnB.memberIds().length === 8, 'every member seen on node B');
+    const labels = (): string[] => distinctEvents(receiver.deliveredEvents()).map(eventLabel).filter((l) => l.includes('gap') || l.includes('gone'));
+    await until(() => count(labels(), 'member_added:presence-gap:gb') === 1 && count(labels(), 'channel_occupied:gap-news') === 1, 'webhooks before the outage');
+    const before = labels().length;
+
+    await cluster.killRedis();
+    await firstRefusal(pool.sdk(cluster.a), 'gap-news');
+    for (const c of [...leavers, sharedOnA]) c.disconnect();
+    await Promise.all([...leavers, sharedOnA].map((c) => c.gone()));
+    await sleep(500);
+    await cluster.restartRedis();
+
+    const left = ['g1', 'g2', 'g3', 'g4', 'g5'];
+    const due = [...left.map((u) => `member_removed:presence-gap:${u}`), ...left.map((u) => `member_removed:presence-gone:${u}`), 'channel_vacated:presence-gone', 'channel_vacated:gap-news'];
+    await receiver.waitFor(() => due.every((l) => labels().includes(l)), 30_000, `the leaves of the gap: ${due.join(', ')}`);
+    // The members still on the channel see them go, on either node.
+    await until(() => seenOnB.memberIds().join() === 'gb,gshared,gstay', 'node B subscriber seeing the leavers go', 10_000);
+    await sleep(cluster.nodeTimeoutMs * 2);
+    const after = labels().slice(before);
+    for (const label of due) expect(count(after, label), label).toBe(1);
+    // Nobody still connected somewhere is reported gone; presence-gap is still occupied.
+    expect(after.filter((l) => /member_removed:presence-gap:(gb|gstay|gshared)$/.test(l) || l === 'channel_vacated:presence-gap')).toEqual([]);
+    expect(seenOnB.data('pusher:member_removed').map((m) => (m as { id: string }).id).sort()).toEqual(left);
+    const users = await settled(
+      async () => ((await (await pool.sdk(cluster.b).get({ path: '/channels/presence-gap/users' })).json()) as { users: { id: string }[] }).users.map((u) => u.id).sort(),
+      (ids) => ids.length === 3,
+    );
+    expect(users).toEqual(['gb', 'gshared', 'gstay']);
+  }, 90_000);
+
   it('Redis hung (SIGSTOP, connections left open): triggers are refused within seconds instead of waiting, and everything resumes with nobody leaving', async () => {
     const cluster = await bed.start({ apps: [APP] });
     const s1 = await pool.connect(cluster.a, { userId: 'ha' });

@@ -95,11 +95,21 @@ export interface Registration {
   channels: RegisteredChannel[];
 }
 
+/** One subscription of this node, as recorded in Redis. */
+export interface NodeSubscription {
+  appId: string;
+  channel: string;
+  socketId: string;
+  member?: ClusterMember;
+}
+
 /** What a node holds locally, for re-registration: its sockets and their subscriptions. */
 export interface HeldState {
   sockets: { appId: string; socketId: string }[];
-  subscriptions: { appId: string; channel: string; socketId: string; member?: ClusterMember }[];
+  subscriptions: NodeSubscription[];
 }
+
+const subscriptionKey = (appId: string, channel: string, socketId: string): string => `${appId}\u0000${channel}\u0000${socketId}`;
 
 type JoinReply = [number, number, number, number, string[], number?, number?];
 type LeaveReply = [number, number, number, number, string, string, string];
@@ -109,6 +119,13 @@ export class RedisChannelState {
   private readonly inFlight = new Set<Promise<unknown>>();
   /** Connects, joins, leaves, disconnects, hold releases and cache reads, batched per event-loop turn. */
   private readonly batch: StateBatcher;
+  /**
+   * The node's own record of its subscriptions in Redis: joined (or registered) and not yet
+   * seen leaving. A leave that Redis did not apply (an outage, or Redis came back without the
+   * subscription) stays here, so a re-registration can tell what ended while Redis was away
+   * even when Redis lost it (leftSince).
+   */
+  private readonly recorded = new Map<string, NodeSubscription>();
 
   constructor(
     private readonly redis: Redis,
@@ -175,6 +192,7 @@ export class RedisChannelState {
           : [again[0] === -2 ? -2 : reply[0], reply[1] || again[1], reply[2] || again[2], again[3], again[4], reply[5] || again[5], reply[6] || again[6]];
     }
     const [status, occupied, added, count, flat, resumedChannel, resumedMember] = reply;
+    if (status === 0 || status === 1) this.recorded.set(subscriptionKey(appId, channel, socketId), { appId, channel, socketId, ...(member && { member }) });
     if (status === -2) {
       this.session.reportGone();
       throw new RedisUnavailableError('node session was reaped; re-registering');
@@ -203,7 +221,45 @@ export class RedisChannelState {
    */
   leave(appId: string, channel: string, socketId: string, debounceMs = 0): Promise<ClusterLeaveOutcome> {
     // No async wrapper: a leave storm holds tens of thousands of these at once (state-batch.ts).
-    return this.batch.run<LeaveReply>(['l', this.session.current, appId, channel, socketId, debounceMs]).then(leaveOutcome);
+    return this.batch.run<LeaveReply>(['l', this.session.current, appId, channel, socketId, debounceMs]).then((reply) => {
+      // Only a leave Redis applied leaves the record: one that found nothing may have been lost by Redis.
+      if (reply[0] === 1) this.recorded.delete(subscriptionKey(appId, channel, socketId));
+      return leaveOutcome(reply);
+    });
+  }
+
+  /**
+   * The subscriptions this node recorded in Redis that it no longer holds (`held`: the snapshot
+   * a re-registration records): those that ended while Redis was away, left in Redis under the
+   * previous session or, when Redis lost them, nowhere. Read synchronously with the snapshot;
+   * they stay in the record until forget().
+   */
+  leftSince(held: HeldState): NodeSubscription[] {
+    const holding = new Set(held.subscriptions.map((s) => subscriptionKey(s.appId, s.channel, s.socketId)));
+    const left: NodeSubscription[] = [];
+    for (const [key, sub] of this.recorded) if (!holding.has(key)) left.push(sub);
+    return left;
+  }
+
+  /** Drops these subscriptions from the record (each unless a later join recorded it again). */
+  forget(subscriptions: NodeSubscription[]): void {
+    for (const sub of subscriptions) {
+      const key = subscriptionKey(sub.appId, sub.channel, sub.socketId);
+      if (this.recorded.get(key) === sub) this.recorded.delete(key);
+    }
+  }
+
+  /**
+   * Records subscriptions under `session` again, reporting nothing (what they tell was reported
+   * when they were recorded the first time): Redis lost a previous session of this node, and the
+   * subscriptions that ended meanwhile go back under it so that its reap reports their leaves,
+   * once for the cluster. The session must be alive (heartbeat 'start').
+   */
+  async restore(session: string, subscriptions: NodeSubscription[]): Promise<void> {
+    const joins = subscriptions.map(({ appId, channel, socketId, member }) => this.batch.run<JoinReply>(this.joinArgs(appId, channel, socketId, member, 0, session)));
+    this.batch.flush();
+    const replies = await whenAvailable(() => Promise.all(joins));
+    if (replies.some(([status]) => status === -2)) throw new RedisUnavailableError('restored session gone');
   }
 
   /**
@@ -318,6 +374,7 @@ export class RedisChannelState {
    */
   register(held: HeldState): Promise<Registration> {
     const session = this.session.current;
+    for (const sub of held.subscriptions) this.recorded.set(subscriptionKey(sub.appId, sub.channel, sub.socketId), sub);
     const connects = held.sockets.map(({ appId, socketId }) => this.batch.run<[number, number]>(['c', session, appId, socketId, 0]));
     const joins = held.subscriptions.map(({ appId, channel, socketId, member }) =>
       this.batch.run<JoinReply>(this.joinArgs(appId, channel, socketId, member, 0, session)),

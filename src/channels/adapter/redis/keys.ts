@@ -105,6 +105,29 @@ export class RedisKeys {
     return `${this.prefix}lease:push:${instanceId}`;
   }
 
+  /**
+   * STREAM of the cluster's webhook outbox (field `m`: one JSON message, webhooks/shared-outbox.ts),
+   * read by every node's shards through the consumer group `delivery`; an entry is deleted once
+   * delivered or dead-lettered.
+   */
+  webhookOutbox(): string {
+    return `${this.prefix}webhooks`;
+  }
+
+  /** STREAM of dead-lettered webhooks (capped to about MAX_DEAD_LETTERS). */
+  webhookDeadLetters(): string {
+    return `${this.prefix}webhooks:dead`;
+  }
+
+  /**
+   * ZSET of webhooks held by the reload debounce, by due time (Redis time, ms): member
+   * `c|<cid>|<token>` (channel_vacated) or `m|<cid>|<token>|<userId>` (member_removed). Any node
+   * releases due ones into webhookOutbox unless a join cancelled their hold.
+   */
+  webhookHeld(): string {
+    return `${this.prefix}webhooks:held`;
+  }
+
   /** Pub/sub channel of one Herald channel's frames. */
   channelTopic(appId: string, channel: string): string {
     return `${this.prefix}msg:${channelId(appId, channel)}`;

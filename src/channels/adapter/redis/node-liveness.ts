@@ -15,11 +15,12 @@
  *   script finds the session gone), the node takes a new session, records everything it holds
  *   under it (HeldState, idempotent), then retires and reaps its previous session. Only real
  *   differences come out as transitions: users and channels that left during the outage, or
- *   everything when Redis came back empty.
+ *   everything when Redis came back empty. When Redis lost the previous session, what ended
+ *   meanwhile (from the node's own record) is put back under it for the reaper (restoreLeft).
  */
 import type { Redis } from 'ioredis';
 import { log } from '../../../log.js';
-import type { ChannelTransition, HeldState, RedisChannelState, Registration } from './channel-state.js';
+import type { ChannelTransition, HeldState, NodeSubscription, RedisChannelState, Registration } from './channel-state.js';
 import { whenAvailable } from './connection.js';
 import type { RedisKeys } from './keys.js';
 import type { NodeSession } from './node-session.js';
@@ -208,12 +209,16 @@ export class NodeLiveness {
     // leave the node issues later runs after the snapshot's (scripts.ts).
     this.state.flushChanges();
     const started = this.beat('start');
-    const registration = this.state.register(this.options.held());
+    const held = this.options.held();
+    const registration = this.state.register(held);
+    // What ended since the node last registered (read with the snapshot): in Redis under the
+    // previous session, or lost with it when Redis came back without it.
+    const left = this.state.leftSince(held);
     const [, registered] = await whenAvailable(() => Promise.all([started, registration]));
+    const fate = await this.fateOf(previous);
     // Members re-added are announced to the channels' sockets only when the others saw them
     // leave (a survivor reaped the previous session); after Redis came back empty nobody did.
-    const reapedByOthers = (await this.redis.exists(this.keys.reapedSession(previous)).catch(() => 0)) === 1;
-    if (!reapedByOthers) {
+    if (fate !== 'reaped') {
       for (const t of registered.transitions) if (t.type === 'member_added') delete t.userInfo;
     }
     const reaped: ReapedChannel[] = [];
@@ -223,10 +228,16 @@ export class NodeLiveness {
       await this.state.settled();
       this.registered = true;
       const me = this.session.current;
-      const claimed = await whenAvailable(() =>
-        runScript<number>(this.redis, 'heraldClaimSession', [this.keys.prefix, me, previous, this.options.nodeTimeoutMs]),
-      );
-      if (claimed === 1) await this.reapEntries(previous, me, (batch) => reaped.push(...batch));
+      if (fate === 'lost') {
+        if (left.length > 0) await this.restoreLeft(previous, left);
+      } else {
+        const claimed = await whenAvailable(() =>
+          runScript<number>(this.redis, 'heraldClaimSession', [this.keys.prefix, me, previous, this.options.nodeTimeoutMs]),
+        );
+        if (claimed === 1) await this.reapEntries(previous, me, (batch) => reaped.push(...batch));
+      }
+      // Reported from here on by the reap of the previous session (this node's or another's).
+      this.state.forget(left);
       log.info('cluster: node re-registered', { session: me, previous });
     } finally {
       // What the registration did is reported even if reaping the previous session failed
@@ -235,8 +246,50 @@ export class NodeLiveness {
     }
   }
 
-  private beat(mode: 'start' | 'beat'): Promise<number> {
-    return runScript<number>(this.redis, 'heraldHeartbeat', [this.keys.prefix, this.session.current, this.options.nodeTimeoutMs, mode]);
+  private beat(mode: 'start' | 'beat', session = this.session.current): Promise<number> {
+    return runScript<number>(this.redis, 'heraldHeartbeat', [this.keys.prefix, session, this.options.nodeTimeoutMs, mode]);
+  }
+
+  /**
+   * What became of this node's previous session while it was cut off: `reaped` by a survivor
+   * (the others saw its members leave), `kept` (still recorded: Redis kept its data, or a
+   * survivor is reaping it now), or `lost` (Redis came back without it: restarted empty, or
+   * failed over to a replica that never had it). When Redis cannot say, `kept`: the previous
+   * behaviour, a claim that finds nothing.
+   */
+  private async fateOf(previous: string): Promise<'reaped' | 'kept' | 'lost'> {
+    const r = this.redis;
+    const k = this.keys;
+    try {
+      const [reaped, alive, claimed, records] = await Promise.all([
+        r.exists(k.reapedSession(previous)),
+        r.zscore(k.nodes(), previous),
+        r.hexists(k.reaping(), previous),
+        r.exists(k.sessionChannels(previous), k.sessionSockets(previous)),
+      ]);
+      if (reaped === 1) return 'reaped';
+      return alive !== null || claimed === 1 || records > 0 ? 'kept' : 'lost';
+    } catch {
+      return 'kept';
+    }
+  }
+
+  /**
+   * Redis lost the previous session while subscriptions of it ended (members left, channels
+   * emptied during a restart without persistence): nobody would ever report those leaves. They
+   * are recorded again under the previous session, alive for nodeTimeoutMs, and left to the
+   * reaper: by the time it claims the session every live node has re-registered what it holds
+   * (a node reaps nobody for nodeTimeoutMs after a reconnect), so its reap reports exactly the
+   * users and channels that are gone from the whole cluster, once, as after a node's death.
+   */
+  private async restoreLeft(previous: string, left: NodeSubscription[]): Promise<void> {
+    const alive = this.beat('start', previous);
+    const restored = this.state.restore(previous, left);
+    await whenAvailable(() => Promise.all([alive, restored]));
+    log.info('cluster: Redis came back without this node\'s records; the subscriptions that ended meanwhile are reported once every node has re-registered', {
+      previous,
+      subscriptions: left.length,
+    });
   }
 
   /**

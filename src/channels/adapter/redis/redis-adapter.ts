@@ -48,6 +48,7 @@ import type { ChannelTransition, HeldState } from './channel-state.js';
 import { ClusterNode, type ClusterMember } from './cluster-node.js';
 import { describeRedis, RedisUnavailableError } from './connection.js';
 import type { ControlMessage } from './delivery-bus.js';
+import { runScript } from './scripts.js';
 
 /** Hidden channel whose members are the signed-in users, one subscription per node and user. */
 export const ONLINE_CHANNEL = '#online';
@@ -76,6 +77,11 @@ const LEAVE_RETRY_MIN_MS = 100;
 const LEAVE_RETRY_MAX_MS = 2_000;
 
 const busLog = new RateLimitedLog('warn', 10_000);
+
+/** How often a node releases due held webhooks (ms): the latest a held leave goes out after its debounce. */
+const HELD_SWEEP_MS = 200;
+/** Held webhooks released per script call. */
+const HELD_RELEASE_BATCH = 200;
 
 /** GET /admin/v1/overview's `cluster` (docs/admin-api.md). */
 export interface ClusterOverview extends ClusterFigures {
@@ -123,13 +129,12 @@ export class RedisChannelAdapter implements ChannelAdapter {
   private readonly watchingApps = new Set<string>();
   /** Cache events stored here while a join of their channel is in flight (cache-join-watch.ts). */
   private readonly cacheJoins = new CacheJoinWatch();
-  /** Debounced webhooks waiting for their hold to be released: timer → its release. */
-  private readonly holdTimers = new Map<NodeJS.Timeout, () => Promise<void>>();
+  /** Releases the reload debounce's due held webhooks of every node into the shared outbox. */
+  private heldSweep: NodeJS.Timeout | undefined;
+  private sweeping = false;
   /** Leaves waiting for Redis (close() lets them finish), and who waits for them to be done. */
   private leavesInFlight = 0;
   private readonly leavesDrained: (() => void)[] = [];
-  /** Holds of leaves that finished while closing, released at once. */
-  private readonly closingReleases: Promise<void>[] = [];
   private closed = false;
   private relayFailures = 0;
   /** Whether Redis took the latest publish; settles after every earlier one (one connection, replies in order). */
@@ -166,7 +171,32 @@ export class RedisChannelAdapter implements ChannelAdapter {
       await adapter.node.stop(false).catch(() => {});
       throw err;
     }
+    adapter.heldSweep = setInterval(() => void adapter.releaseDueHolds(), HELD_SWEEP_MS);
+    adapter.heldSweep.unref();
     return adapter;
+  }
+
+  /**
+   * Releases every held webhook whose reload debounce is over, whichever node decided it (that
+   * node may be gone): one script call moves each into the shared webhook outbox unless a join
+   * cancelled it (scripts.ts heraldReleaseHeld), so each goes out once.
+   */
+  async releaseDueHolds(): Promise<number> {
+    if (this.sweeping || this.closed || !this.node.liveness.available) return 0;
+    this.sweeping = true;
+    let released = 0;
+    try {
+      for (;;) {
+        const n = await runScript<number>(this.node.connections.commands, 'heraldReleaseHeld', [this.node.keys.prefix, HELD_RELEASE_BATCH]);
+        released += n;
+        if (n < HELD_RELEASE_BATCH) return released;
+      }
+    } catch {
+      // Redis away: the next sweep releases them.
+      return released;
+    } finally {
+      this.sweeping = false;
+    }
   }
 
   // --- delivery -------------------------------------------------------------------------
@@ -444,31 +474,9 @@ export class RedisChannelAdapter implements ChannelAdapter {
     if (removed !== null && !outcome.holds?.member) now.push({ name: 'member_removed', channel, user_id: removed });
     if (countsSubscriptions(app, channel)) now.push({ name: 'subscription_count', channel, subscription_count: outcome.subscriptionCount });
     if (outcome.vacated && !outcome.holds?.channel) now.push({ name: 'channel_vacated', channel });
+    // Held ones wait in Redis (webhooks:held) until their debounce is over; any node's sweep
+    // releases them into the shared outbox (releaseDueHolds), so they survive this node.
     this.webhooks(app.id, channel, now);
-    const holds = outcome.holds;
-    if (!holds) return;
-    const debounceMs = this.deps.config().webhookDelivery.reloadDebounceMs;
-    const release = (): Promise<void> => this.releaseHolds(app.id, channel, removed, holds);
-    // Closing: no later join can cancel the hold, and the node is going; released at once.
-    if (this.closed) {
-      this.closingReleases.push(release());
-      return;
-    }
-    const timer = setTimeout(() => {
-      this.holdTimers.delete(timer);
-      void release();
-    }, debounceMs);
-    this.holdTimers.set(timer, release);
-  }
-
-  private async releaseHolds(appId: string, channel: string, userId: string | null, holds: { channel?: string; member?: string }): Promise<void> {
-    const state = this.node.state;
-    // When Redis cannot say, the held event is sent: a duplicate is better than a lost vacate.
-    const release = (user: string | null, token: string) => state.releaseHold(appId, channel, user, token).catch(() => true);
-    const events: ChannelEventBody[] = [];
-    if (holds.member && userId !== null && (await release(userId, holds.member))) events.push({ name: 'member_removed', channel, user_id: userId });
-    if (holds.channel && (await release(null, holds.channel))) events.push({ name: 'channel_vacated', channel });
-    this.webhooks(appId, channel, events);
   }
 
   /** Channel webhooks decided in Redis: into the outbox of the shard owning the channel, not debounced again. */
@@ -620,14 +628,9 @@ export class RedisChannelAdapter implements ChannelAdapter {
     // Leaves in flight (the node's sockets were just closed) finish first: their webhooks too
     // are decided now, not after the node has gone (a failed one is not retried once closed).
     if (this.leavesInFlight > 0) await new Promise<void>((resolve) => this.leavesDrained.push(resolve));
-    // Held leave webhooks are released now (the debounce cut short): a hold no join cancelled
-    // yet is sent, while the shards still take it.
-    const releases = [...this.holdTimers].map(([timer, release]) => {
-      clearTimeout(timer);
-      return release();
-    });
-    this.holdTimers.clear();
-    await Promise.allSettled([...releases, ...this.closingReleases]);
+    // Held leave webhooks stay in Redis: the other nodes release them when due (or the next
+    // node to start, when this was the last one).
+    clearInterval(this.heldSweep);
     // Removes this node's session at once and reports its transitions (webhooks once).
     await this.node.stop(true);
   }

@@ -57,6 +57,11 @@ local function leaveOne(session, appId, channel, socketId)
   end
   return {vacated, removed, count}
 end
+-- A webhook held by the reload debounce, as a member of webhooks:held (keys.ts webhookHeld).
+local function heldMember(kind, cid, token, userId)
+  if kind == 'c' then return 'c|' .. cid .. '|' .. token end
+  return 'm|' .. cid .. '|' .. token .. '|' .. userId
+end
 `;
 
 /**
@@ -128,6 +133,7 @@ local function joinOne(session, appId, channel, socketId, presenceFlag, userId, 
     local h = redis.call('GET', P .. 'holdc:' .. cid)
     if h and tonumber(string.match(h, '^(%d+)|')) > nowMs() then
       redis.call('DEL', P .. 'holdc:' .. cid)
+      redis.call('ZREM', P .. 'webhooks:held', heldMember('c', cid, h, ''))
       resumedChannel = 1
     end
   end
@@ -135,6 +141,7 @@ local function joinOne(session, appId, channel, socketId, presenceFlag, userId, 
     local h = redis.call('HGET', P .. 'holdm:' .. cid, userId)
     if h and tonumber(string.match(h, '^(%d+)|')) > nowMs() then
       redis.call('HDEL', P .. 'holdm:' .. cid, userId)
+      redis.call('ZREM', P .. 'webhooks:held', heldMember('m', cid, h, userId))
       resumedMember = 1
     end
   end
@@ -149,11 +156,13 @@ local function leaveOp(session, appId, channel, socketId, debounce)
   local userId, channelHold, memberHold = '', '', ''
   local token = ''
   if debounce > 0 and (r[1] or r[2]) then token = (nowMs() + debounce) .. '|' .. session .. '|' .. socketId end
+  local due = nowMs() + debounce
   if r[1] then
     vacated = 1
     if debounce > 0 then
       channelHold = token
       redis.call('SET', P .. 'holdc:' .. cid, token, 'PX', debounce + HOLD_GRACE_MS)
+      redis.call('ZADD', P .. 'webhooks:held', due, heldMember('c', cid, token, ''))
     end
   end
   if r[2] then
@@ -163,6 +172,7 @@ local function leaveOp(session, appId, channel, socketId, debounce)
       memberHold = token
       redis.call('HSET', P .. 'holdm:' .. cid, userId, token)
       redis.call('PEXPIRE', P .. 'holdm:' .. cid, debounce + HOLD_GRACE_MS)
+      redis.call('ZADD', P .. 'webhooks:held', due, heldMember('m', cid, token, userId))
     end
   end
   return {1, vacated, removed, r[3], userId, channelHold, memberHold}
@@ -189,9 +199,11 @@ end
 local function releaseHoldOne(appId, channel, userId, token)
   local cid = appId .. ':' .. channel
   if userId == '' then
+    redis.call('ZREM', P .. 'webhooks:held', heldMember('c', cid, token, ''))
     if redis.call('GET', P .. 'holdc:' .. cid) == token then redis.call('DEL', P .. 'holdc:' .. cid); return 1 end
     return 0
   end
+  redis.call('ZREM', P .. 'webhooks:held', heldMember('m', cid, token, userId))
   if redis.call('HGET', P .. 'holdm:' .. cid, userId) == token then redis.call('HDEL', P .. 'holdm:' .. cid, userId); return 1 end
   return 0
 end
@@ -458,6 +470,39 @@ end
 return cjson.encode({done = done, channels = out})
 `;
 
+/**
+ * ARGV: prefix, max. Releases up to `max` held webhooks whose reload debounce is over (any
+ * node's: the one that decided them may be gone): each goes into the webhook outbox stream as a
+ * channel message with an id derived from its hold (the same if it were released twice), and
+ * its hold is removed. A join within the debounce removed the member along with the hold, so
+ * what is still here is due. Returns how many were released.
+ */
+const RELEASE_HELD = `
+local now = nowMs()
+local held = P .. 'webhooks:held'
+local n = 0
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', held, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))) do
+  redis.call('ZREM', held, m)
+  local kind, cid, token, userId = string.match(m, '^(%a)|([^|]*)|(%d+|[^|]*|[^|]*)|?(.*)$')
+  local appId, channel = string.match(cid or '', '^(.*):([^:]*)$')
+  if appId then
+    local ev
+    if kind == 'c' then
+      if redis.call('GET', P .. 'holdc:' .. cid) == token then redis.call('DEL', P .. 'holdc:' .. cid) end
+      ev = {name = 'channel_vacated', channel = channel}
+    else
+      if redis.call('HGET', P .. 'holdm:' .. cid, userId) == token then redis.call('HDEL', P .. 'holdm:' .. cid, userId) end
+      ev = {name = 'member_removed', channel = channel, user_id = userId}
+    end
+    local h = redis.sha1hex(P .. m)
+    ev.id = string.sub(h, 1, 8) .. '-' .. string.sub(h, 9, 12) .. '-' .. string.sub(h, 13, 16) .. '-' .. string.sub(h, 17, 20) .. '-' .. string.sub(h, 21, 32)
+    redis.call('XADD', P .. 'webhooks', '*', 'm', cjson.encode({k = 'channel', appId = appId, events = {ev}, createdAt = now}))
+    n = n + 1
+  end
+end
+return n
+`;
+
 /** KEYS: lease key. ARGV: holder, ttlMs. Extends the lease if held by `holder`: 1, else 0. */
 const LEASE_RENEW = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -484,6 +529,7 @@ const STATE_SCRIPTS = {
   heraldClaimDead: CLAIM_DEAD,
   heraldClaimSession: CLAIM_SESSION,
   heraldReapBatch: REAP_BATCH,
+  heraldReleaseHeld: RELEASE_HELD,
 } as const;
 
 const LEASE_SCRIPTS = { heraldLeaseRenew: LEASE_RENEW, heraldLeaseRelease: LEASE_RELEASE } as const;

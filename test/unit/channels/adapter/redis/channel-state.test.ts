@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
 import { waitFor } from '../../../../helpers/redis-server.js';
+import { runScript } from '../../../../../src/channels/adapter/redis/scripts.js';
 
 const bed = clusterTestBed('t');
 
@@ -89,6 +90,31 @@ describe('RedisChannelState', () => {
     expect(await b.state.releaseHold('app', 'presence-reload', 'alice', gone.holds!.member!)).toBe(true);
     // Without a debounce no hold is left.
     expect((await a.leave('app', 'presence-reload', 'a.2')).holds).toBeUndefined();
+  });
+
+  it('keeps held webhooks in Redis: any node releases the due ones into the shared outbox once, a re-join cancels them', async () => {
+    const [a, b] = await twoNodes();
+    await a.join('app', 'presence-held', 'a.1', { userId: 'alice' });
+    await a.join('app', 'presence-back', 'a.1', { userId: 'bob' });
+    await a.leave('app', 'presence-held', 'a.1', 300);
+    await a.leave('app', 'presence-back', 'a.1', 300);
+    // bob comes back through node B within the debounce: his held leave is cancelled.
+    expect(await b.join('app', 'presence-back', 'b.1', { userId: 'bob' })).toMatchObject({ cancelledVacate: true, cancelledMemberRemoval: true });
+    // The node that decided them dies; node B releases them once due.
+    a.node.crash();
+    const redis = b.node.connections.commands;
+    const release = () => runScript<number>(redis, 'heraldReleaseHeld', [b.node.keys.prefix, 100]);
+    expect(await release()).toBe(0);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await release()).toBe(2);
+    expect(await release()).toBe(0);
+    const messages = (await redis.xrange(b.node.keys.webhookOutbox(), '-', '+')).map(([, fields]) => JSON.parse(fields[1]!) as { appId: string; events: Record<string, unknown>[] });
+    const events = messages.flatMap((m) => m.events.map((e): Record<string, unknown> => ({ appId: m.appId, ...e })));
+    expect(events.map(({ id: _id, ...e }) => e).sort((x, y) => String(x.name).localeCompare(String(y.name)))).toEqual([
+      { appId: 'app', name: 'channel_vacated', channel: 'presence-held' },
+      { appId: 'app', name: 'member_removed', channel: 'presence-held', user_id: 'alice' },
+    ]);
+    for (const e of events) expect(e.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
   });
 
   it('refuses a new presence user beyond maxMembers, cluster-wide, but not another connection of a member', async () => {

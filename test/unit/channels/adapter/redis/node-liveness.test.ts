@@ -2,7 +2,8 @@
  * Heartbeats, reaping and re-registration on a real private redis-server: a node that stops
  * heartbeating is reaped by the survivors with each transition reported by exactly one of them,
  * a reaped node that comes back re-registers without ghosts, and a Redis restart (empty) is
- * healed by re-registration, with pub/sub delivery resuming by itself.
+ * healed by re-registration, with pub/sub delivery resuming by itself and the leaves of the gap
+ * reported once.
  */
 import { describe, expect, it } from 'vitest';
 import type { ChannelTransition } from '../../../../../src/channels/adapter/redis/channel-state.js';
@@ -187,6 +188,15 @@ describe('NodeLiveness', () => {
 
     await bed.redis.start(); // same port, empty
     await waitFor(() => a.node.liveness.available && b.node.liveness.available, 20_000, 're-registration after the restart');
+    // bea left while Redis was away and Redis lost her: b records her again under its previous
+    // session, whose reap (once every node had time to re-register) reports her leaving, once.
+    const removed = await waitFor(() => {
+      const all = ofType([...a.transitions, ...b.transitions], 'member_removed');
+      return all.length > 0 ? all : null;
+    }, 20_000, "bea's leave reported");
+    await new Promise((r) => setTimeout(r, 300)); // a few more reaper passes: nothing more may come
+    expect(ofType([...a.transitions, ...b.transitions], 'member_removed')).toEqual(removed);
+    expect(removed).toEqual([{ type: 'member_removed', appId: 'app', channel: 'presence-room', userId: 'bea' }]);
     expect((await a.state.presenceUserIds('app', 'presence-room')).sort()).toEqual(['alice', 'bob']);
     expect(await a.state.channelInfo('app', 'presence-room')).toMatchObject({ occupied: true, subscriptionCount: 2, userCount: 2 });
     expect(await b.state.connectionCount('app')).toBe(2);

@@ -1,0 +1,609 @@
+/**
+ * The webhook outbox of a cluster node's shard: shared and durable in Redis, so a webhook
+ * decided by one node is delivered by whichever node is alive (a node is disposable: its data
+ * dir holds none of them). It is the shard's WebhookEmitter in cluster mode; one node runs the
+ * LMDB outbox (outbox.ts) instead.
+ *
+ * - A Redis stream (`<prefix>webhooks`, keys.ts) holds every webhook not yet delivered, one
+ *   message per event and receiver, with its event id fixed when it is written: a retry, by this
+ *   node or another, sends the same id. The reload debounce's held leaves are released into it
+ *   by a script any node runs (scripts.ts heraldReleaseHeld), one message per event for the
+ *   app's receivers.
+ * - Every shard of every node reads it through one consumer group (`delivery`): each message
+ *   goes to one consumer, which sends it in batches per receiver with retries and backoff as the
+ *   LMDB outbox does (the same queues and requests), and deletes it (XACK + XDEL) once every
+ *   receiver answered 2xx or it was dead-lettered.
+ * - A consumer keeps the messages it holds claimed (XCLAIM resets their idle time every third of
+ *   nodeTimeoutMs). Messages of a consumer that stopped doing so (its node died, or was stopped
+ *   while they waited) are taken over after nodeTimeoutMs by another (XAUTOCLAIM) and sent
+ *   again: delivery is at least once, with the same ids.
+ */
+import { hostname } from 'node:os';
+import type { Redis } from 'ioredis';
+import type { ClusterConfig, HeraldConfig, WebhookDeliveryConfig } from '../config/schema.js';
+import type { TenantChange } from '../shards/context.js';
+import { createRedisConnections, replyTimeoutMs, type RedisConnections } from '../channels/adapter/redis/connection.js';
+import { RedisKeys } from '../channels/adapter/redis/keys.js';
+import { log } from '../log.js';
+import { tapWebhookAttempt } from '../admin/shard-tap.js';
+import type { ChannelEventBody, ChannelWebhookEvent, PushWebhookEvent, WebhookEmitter } from './emitter.js';
+import type { WebhookStats } from './messages.js';
+import { DeliveryQueue, readyAt } from './delivery-queue.js';
+import { WebhookSender, redactUrl, retryDelayMs, type DeliveryResult, type WebhookRequest } from './http-sender.js';
+import type { OutboxEntry, WebhookTarget } from './outbox-store.js';
+import { MAX_EVENTS_PER_REQUEST } from './outbox.js';
+import { MAX_DEAD_LETTERS } from './outbox-store.js';
+import { channelRequest, newEventId, publishRequest, pushRequest, pushWebhookBody } from './requests.js';
+import { WebhookTargets, isDeliverableUrl } from './targets.js';
+
+/** The consumer group every node's shards read the outbox stream through. */
+export const DELIVERY_GROUP = 'delivery';
+/** Messages read per XREADGROUP / XAUTOCLAIM. */
+const READ_COUNT = 100;
+/** How long one XREADGROUP blocks waiting for messages, ms (below the connection's reply timeout). */
+const READ_BLOCK_MS = 1000;
+/** Wait after a failed Redis call before the loop tries again, ms. */
+const RETRY_REDIS_MS = 500;
+const CLOSE_GRACE_MS = 1000;
+/** Deliveries of a message whose receiver the taking node does not know, before it is dead-lettered. */
+const PASS_ON_LIMIT = 20;
+const DRAIN_POLL_MS = 20;
+
+/** One message of the outbox stream (field `m`). */
+export type SharedMessage =
+  /** One push or per-publish webhook for one receiver: its exact body. */
+  | { k: 'push'; id: string; target: WebhookTarget; body: string; eventType: string; createdAt: number }
+  /**
+   * Channel events in the order they were decided, each with its id: for `target` (written by a
+   * shard, the events that receiver wants), or for every receiver of the app that wants each
+   * (a released hold). One message goes to one consumer, which sends its events in order.
+   */
+  | { k: 'channel'; appId: string; target?: WebhookTarget; events: (ChannelEventBody & { id: string })[]; createdAt: number };
+
+export interface SharedOutboxOptions {
+  cluster: ClusterConfig;
+  config: Readonly<Pick<HeraldConfig, 'apps' | 'push' | 'webhookDelivery' | 'outbound'>>;
+  shardIndex: number;
+  random?: () => number;
+}
+
+interface UrlSlots {
+  active: number;
+  queues: Set<DeliveryQueue>;
+}
+
+export class SharedWebhookOutbox implements WebhookEmitter {
+  private readonly connections: RedisConnections;
+  private readonly redis: Redis;
+  private readonly reader: Redis;
+  private readonly keys: RedisKeys;
+  private readonly consumer: string;
+  private targets: WebhookTargets;
+  private readonly delivery: Readonly<WebhookDeliveryConfig>;
+  private readonly claimIdleMs: number;
+  private readonly random: () => number;
+  private readonly queues = new Map<string, DeliveryQueue>();
+  private readonly urls = new Map<string, UrlSlots>();
+  /** Local entry seq → its stream message id; stream id → entries of it not settled yet. */
+  private readonly messageOf = new Map<number, string>();
+  private readonly unsettled = new Map<string, number>();
+  private seq = 0;
+  /** Writes and deletions not answered by Redis yet (flushed()). */
+  private readonly writes = new Set<Promise<unknown>>();
+  /** Messages left for another node (receiver unknown here), not taken again for a while. */
+  private readonly passedOn = new Set<string>();
+  /** Settled messages waiting for this turn's XACK + XDEL. */
+  private readonly toAcknowledge: string[] = [];
+  private readonly requests = new Set<Promise<void>>();
+  private readonly closeController = new AbortController();
+  private readonly sender: WebhookSender;
+  private readonly timers: NodeJS.Timeout[] = [];
+  private state: 'open' | 'closing' | 'closed' = 'open';
+  private deadStored = 0;
+  private readonly counters = { sent: 0, requests: 0, failedAttempts: 0, deadLettered: 0, suppressed: 0 };
+  private readonly reading: Promise<void>;
+
+  constructor(opts: SharedOutboxOptions) {
+    const node = opts.cluster.nodeId ?? hostname().replace(/[^A-Za-z0-9_.-]/g, '-');
+    this.consumer = `${node}.${process.pid}.s${opts.shardIndex}.${Math.random().toString(36).slice(2, 8)}`;
+    this.connections = createRedisConnections(opts.cluster, { nodeId: `${node}-webhooks-s${opts.shardIndex}`, replyTimeoutMs: replyTimeoutMs(opts.cluster.nodeTimeoutMs) });
+    this.redis = this.connections.commands;
+    this.reader = this.connections.subscriber;
+    this.keys = new RedisKeys(opts.cluster.keyPrefix);
+    this.targets = new WebhookTargets(opts.config);
+    this.sender = new WebhookSender(opts.config.outbound.allowPrivateAddresses);
+    this.delivery = opts.config.webhookDelivery;
+    this.claimIdleMs = opts.cluster.nodeTimeoutMs;
+    this.random = opts.random ?? Math.random;
+    this.reading = this.readLoop();
+    const touch = setInterval(() => void this.keepClaimed(), Math.max(50, Math.floor(this.claimIdleMs / 3)));
+    touch.unref();
+    this.timers.push(touch);
+    this.scheduleTakeOver();
+  }
+
+  /**
+   * The next takeover pass, every quarter to half of nodeTimeoutMs at random: with a fixed period
+   * the node that claimed a message last (its idle time restarting then) would always be the
+   * first to find it idle again, and a message one node passes on would never reach another.
+   */
+  private scheduleTakeOver(): void {
+    if (this.state !== 'open') return;
+    const quarter = Math.max(25, Math.floor(this.claimIdleMs / 4));
+    const timer = setTimeout(() => {
+      this.timers.splice(this.timers.indexOf(timer), 1);
+      void this.takeOver().finally(() => this.scheduleTakeOver());
+    }, quarter + Math.floor(this.random() * quarter));
+    timer.unref();
+    this.timers.push(timer);
+  }
+
+  // --- producing ------------------------------------------------------------------------
+
+  channelEvent({ appId, event }: ChannelWebhookEvent): void {
+    this.channelEvents(appId, [event]);
+  }
+
+  /**
+   * Channel events decided together (a join's occupied, member_added and count), in order:
+   * one stream message per receiver, so they reach it in that order. Decided in Redis with the
+   * reload debounce applied there (held leaves come from the stream when due).
+   */
+  channelEvents(appId: string, events: readonly ChannelEventBody[]): void {
+    if (this.state === 'closed' || !this.targets.appHasWebhooks(appId)) return;
+    const createdAt = Date.now();
+    const byReceiver = new Map<string, { target: WebhookTarget; events: (ChannelEventBody & { id: string })[] }>();
+    for (const event of events) {
+      const withId = { ...event, id: newEventId() };
+      for (const target of this.targets.channelTargets(appId, event.name, event.channel)) {
+        let group = byReceiver.get(target.url);
+        if (!group) byReceiver.set(target.url, (group = { target, events: [] }));
+        group.events.push(withId);
+      }
+    }
+    for (const { target, events: list } of byReceiver.values()) this.write({ k: 'channel', appId, target, events: list, createdAt });
+  }
+
+  pushEvent(e: PushWebhookEvent): void {
+    if (this.state === 'closed') return;
+    const createdAt = Date.now();
+    const id = newEventId();
+    if (e.url !== undefined) {
+      if (!isDeliverableUrl(e.url)) {
+        log.warn('webhook not sent: webhookUrl is not an http(s) URL', { instanceId: e.instanceId, kind: e.kind });
+        return;
+      }
+      this.write({ k: 'push', id, target: { kind: 'publish', instanceId: e.instanceId, url: e.url }, body: JSON.stringify(e.payload), eventType: e.kind, createdAt });
+      return;
+    }
+    const body = pushWebhookBody(e.kind, e.payload, id, createdAt);
+    for (const target of this.targets.pushTargets(e.instanceId)) this.write({ k: 'push', id, target, body, eventType: e.kind, createdAt });
+  }
+
+  /**
+   * Appends a message to the shared stream. While Redis is away the write is retried (the event
+   * waits in this process's memory: lost only if the node dies before Redis is back).
+   */
+  private write(message: SharedMessage, attempt = 0): void {
+    const written = this.redis.xadd(this.keys.webhookOutbox(), '*', 'm', JSON.stringify(message)).then(
+      () => undefined,
+      (err: unknown) => {
+        if (this.state === 'closed') {
+          log.error('webhook lost: Redis unavailable while the node stopped', { ids: message.k === 'push' ? [message.id] : message.events.map((e) => e.id), error: String(err) });
+          return;
+        }
+        if (attempt === 0) log.warn('webhook outbox: Redis unavailable, retrying the write', { error: String(err) });
+        return new Promise<void>((resolve) => setTimeout(resolve, Math.min(RETRY_REDIS_MS * 2 ** attempt, 5000))).then(() => this.write(message, attempt + 1));
+      },
+    );
+    this.writes.add(written);
+    void written.finally(() => this.writes.delete(written));
+  }
+
+  /** Resolves once every message written so far is in Redis. */
+  async flushed(): Promise<void> {
+    while (this.writes.size > 0) await Promise.allSettled([...this.writes]);
+  }
+
+  // --- consuming ------------------------------------------------------------------------
+
+  private async ensureGroup(): Promise<void> {
+    try {
+      await this.redis.xgroup('CREATE', this.keys.webhookOutbox(), DELIVERY_GROUP, '0', 'MKSTREAM');
+    } catch (err) {
+      if (!String(err).includes('BUSYGROUP')) throw err;
+    }
+  }
+
+  private async readLoop(): Promise<void> {
+    await this.connections.ready(60_000).catch(() => {});
+    let grouped = false;
+    while (this.state === 'open') {
+      try {
+        if (!grouped) {
+          await this.ensureGroup();
+          grouped = true;
+        }
+        const reply = (await this.reader.xreadgroup('GROUP', DELIVERY_GROUP, this.consumer, 'COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', this.keys.webhookOutbox(), '>')) as
+          | [string, [string, string[]][]][]
+          | null;
+        if (this.state !== 'open') break;
+        for (const [, messages] of reply ?? []) for (const [streamId, fields] of messages) this.accept(streamId, fields);
+      } catch (err) {
+        // NOGROUP: Redis came back empty; the group is made again.
+        if (String(err).includes('NOGROUP')) grouped = false;
+        if (this.state !== 'open') break;
+        await new Promise((r) => setTimeout(r, RETRY_REDIS_MS));
+      }
+    }
+  }
+
+  /** Takes a stream message into the local queues (once: a message already held is skipped). */
+  private accept(streamId: string, fields: string[] | null): void {
+    if (this.unsettled.has(streamId) || this.passedOn.has(streamId)) return;
+    const json = fields?.[fields.indexOf('m') + 1];
+    let message: SharedMessage | undefined;
+    try {
+      message = json ? (JSON.parse(json) as SharedMessage) : undefined;
+    } catch {
+      message = undefined;
+    }
+    if (message && !this.knowsReceiver(message)) {
+      void this.passOn(streamId, message);
+      return;
+    }
+    const entries: OutboxEntry[] = [];
+    const now = Date.now();
+    if (message?.k === 'push') {
+      entries.push({ seq: 0, id: message.id, target: message.target, body: message.body, eventType: message.eventType, createdAt: message.createdAt, notBefore: now, attempts: 0 });
+    } else if (message?.k === 'channel') {
+      for (const event of message.events) {
+        const targets = message.target ? [message.target] : this.targets.channelTargets(message.appId, event.name, event.channel);
+        for (const target of targets) entries.push({ seq: 0, id: event.id, target, event, createdAt: message.createdAt, notBefore: now, attempts: 0 });
+      }
+    }
+    if (entries.length === 0) {
+      // Nobody wants it (or it is unreadable): done.
+      this.acknowledge(streamId);
+      return;
+    }
+    this.unsettled.set(streamId, entries.length);
+    for (const entry of entries) {
+      entry.seq = ++this.seq;
+      this.messageOf.set(entry.seq, streamId);
+      if (this.targets.credentials(entry.target).kind === 'gone') {
+        this.deadLetter([entry], 'receiver no longer configured', Date.now());
+        continue;
+      }
+      this.enqueue(entry);
+    }
+  }
+
+  /**
+   * Whether this node's config has the message's receiver (its secret, for signing). Nodes of a
+   * cluster share one config, but a reload reaches them one by one, and push instances may be
+   * configured on some nodes only.
+   */
+  private knowsReceiver(message: SharedMessage): boolean {
+    if (message.k === 'channel' && !message.target) return this.targets.appHasWebhooks(message.appId);
+    const target = message.k === 'push' ? message.target : message.target!;
+    return this.targets.credentials(target).kind !== 'gone';
+  }
+
+  /**
+   * A message whose receiver this node does not know is left unclaimed, for another node to take
+   * over after nodeTimeoutMs (XAUTOCLAIM); once it has gone round PASS_ON_LIMIT times no node
+   * knows it: dead-lettered as `receiver no longer configured`.
+   */
+  private async passOn(streamId: string, message: SharedMessage): Promise<void> {
+    this.passedOn.add(streamId);
+    setTimeout(() => this.passedOn.delete(streamId), this.claimIdleMs).unref();
+    const pending = (await this.redis.xpending(this.keys.webhookOutbox(), DELIVERY_GROUP, streamId, streamId, 1).catch(() => [])) as [string, string, number, number][];
+    const deliveries = pending[0]?.[3] ?? 0;
+    if (deliveries < PASS_ON_LIMIT) return;
+    const now = Date.now();
+    if (message.k === 'channel' && !message.target) {
+      log.warn('webhook dropped: no node knows the app', { appId: message.appId, ids: message.events.map((e) => e.id) });
+      this.acknowledge(streamId);
+      return;
+    }
+    const entries: OutboxEntry[] =
+      message.k === 'push'
+        ? [{ seq: 0, id: message.id, target: message.target, body: message.body, eventType: message.eventType, createdAt: message.createdAt, notBefore: now, attempts: 0 }]
+        : message.events.map((event) => ({ seq: 0, id: event.id, target: message.target!, event, createdAt: message.createdAt, notBefore: now, attempts: 0 }));
+    this.unsettled.set(streamId, entries.length);
+    for (const entry of entries) {
+      entry.seq = ++this.seq;
+      this.messageOf.set(entry.seq, streamId);
+    }
+    this.deadLetter(entries, 'receiver no longer configured', now);
+  }
+
+  /** Keeps the messages this consumer holds from looking abandoned (resets their idle time). */
+  private async keepClaimed(): Promise<void> {
+    if (this.state === 'closed' || this.unsettled.size === 0) return;
+    const ids = [...this.unsettled.keys()];
+    for (let i = 0; i < ids.length; i += 1000) {
+      await this.redis.xclaim(this.keys.webhookOutbox(), DELIVERY_GROUP, this.consumer, 0, ...ids.slice(i, i + 1000), 'JUSTID').catch(() => {});
+    }
+  }
+
+  /** Takes over messages idle for nodeTimeoutMs: their consumer's node died or stopped. */
+  private async takeOver(): Promise<void> {
+    if (this.state !== 'open') return;
+    try {
+      let cursor = '0-0';
+      do {
+        const [next, claimed, deleted] = (await this.redis.xautoclaim(this.keys.webhookOutbox(), DELIVERY_GROUP, this.consumer, this.claimIdleMs, cursor, 'COUNT', READ_COUNT)) as [
+          string,
+          [string, string[] | null][],
+          string[]?,
+        ];
+        if (claimed.length > 0) log.info('webhook outbox: taking over webhooks of a node gone silent', { consumer: this.consumer, messages: claimed.length });
+        for (const [streamId, fields] of claimed) this.accept(streamId, fields);
+        for (const streamId of deleted ?? []) void this.redis.xack(this.keys.webhookOutbox(), DELIVERY_GROUP, streamId).catch(() => {});
+        cursor = next;
+      } while (cursor !== '0-0' && this.state === 'open');
+      await this.forgetGoneConsumers();
+    } catch {
+      // Redis away (or no group yet): the next pass tries again.
+    }
+  }
+
+  /**
+   * Removes from the group the consumers of stopped shards (nothing pending, silent for ten
+   * times nodeTimeoutMs): every process start adds new ones, which would otherwise pile up.
+   */
+  private async forgetGoneConsumers(): Promise<void> {
+    const rows = (await this.redis.xinfo('CONSUMERS', this.keys.webhookOutbox(), DELIVERY_GROUP)) as unknown[][];
+    for (const row of rows) {
+      const fields = new Map<string, unknown>();
+      for (let i = 0; i + 1 < row.length; i += 2) fields.set(String(row[i]), row[i + 1]);
+      const name = String(fields.get('name'));
+      if (name !== this.consumer && Number(fields.get('pending')) === 0 && Number(fields.get('idle')) > 10 * this.claimIdleMs) {
+        await this.redis.xgroup('DELCONSUMER', this.keys.webhookOutbox(), DELIVERY_GROUP, name);
+      }
+    }
+  }
+
+  /** One entry of a message is settled (delivered or dead-lettered); the last one deletes the message. */
+  private settled(seq: number): void {
+    const streamId = this.messageOf.get(seq);
+    if (streamId === undefined) return;
+    this.messageOf.delete(seq);
+    const left = (this.unsettled.get(streamId) ?? 1) - 1;
+    if (left > 0) {
+      this.unsettled.set(streamId, left);
+      return;
+    }
+    this.unsettled.delete(streamId);
+    this.acknowledge(streamId);
+  }
+
+  /** Deletes a settled message; the messages settled in one event-loop turn go in one XACK and one XDEL. */
+  private acknowledge(streamId: string): void {
+    this.toAcknowledge.push(streamId);
+    if (this.toAcknowledge.length === 1) setImmediate(() => this.acknowledgeNow(this.toAcknowledge.splice(0), 0));
+  }
+
+  private acknowledgeNow(ids: string[], attempt: number): void {
+    const key = this.keys.webhookOutbox();
+    const done = Promise.all([this.redis.xack(key, DELIVERY_GROUP, ...ids), this.redis.xdel(key, ...ids)]).then(
+      () => undefined,
+      () => {
+        // Redis away: the messages would be sent again by whoever claims them; try for a while.
+        if (attempt < 20 && this.state !== 'closed') setTimeout(() => this.acknowledgeNow(ids, attempt + 1), RETRY_REDIS_MS).unref();
+      },
+    );
+    this.writes.add(done);
+    void done.finally(() => this.writes.delete(done));
+  }
+
+  // --- delivery (as the LMDB outbox) ----------------------------------------------------
+
+  reload(config: Readonly<Pick<HeraldConfig, 'apps' | 'push'>>): void {
+    this.targets = new WebhookTargets(config);
+  }
+
+  /** Takes a few apps or push instances changed at run time (admin API). */
+  tenantsChanged(change: TenantChange): void {
+    this.targets.patch(change);
+  }
+
+  stats(): WebhookStats {
+    let pending = 0;
+    let inFlight = 0;
+    for (const q of this.queues.values()) pending += q.size;
+    for (const slots of this.urls.values()) inFlight += slots.active;
+    return { shard: Number(/\.s(\d+)\./.exec(this.consumer)?.[1] ?? 0), ...this.counters, pending, held: 0, inFlight, receivers: this.queues.size, deadLetterStored: this.deadStored };
+  }
+
+  /**
+   * For a node that stops: waits (up to `waitMs`) until what it wrote is in Redis, where any node
+   * delivers it, and until the entries it holds that are due had a first attempt. Resolves with
+   * how many had not.
+   */
+  async drain(waitMs: number): Promise<number> {
+    const until = Date.now() + waitMs;
+    await Promise.race([this.flushed(), new Promise((r) => setTimeout(r, waitMs))]);
+    for (;;) {
+      const now = Date.now();
+      let left = 0;
+      for (const q of this.queues.values()) left += q.unattempted(now);
+      if (left === 0 || this.state !== 'open' || now >= until) return left;
+      await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
+    }
+  }
+
+  /**
+   * Stops reading and sending: open requests get CLOSE_GRACE_MS to finish. What this consumer
+   * still holds stays in the stream, and another node takes it over after nodeTimeoutMs.
+   */
+  async close(graceMs = CLOSE_GRACE_MS): Promise<void> {
+    if (this.state !== 'open') return;
+    this.state = 'closing';
+    for (const t of this.timers) clearTimeout(t);
+    for (const q of this.queues.values()) clearTimeout(q.timer);
+    if (this.requests.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.allSettled([...this.requests]), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+      clearTimeout(timer);
+    }
+    await Promise.race([this.flushed(), new Promise((r) => setTimeout(r, graceMs))]);
+    this.state = 'closed';
+    this.closeController.abort();
+    await Promise.allSettled([...this.requests]);
+    this.sender.close();
+    await this.connections.close();
+    await this.reading.catch(() => {});
+  }
+
+  private enqueue(entry: OutboxEntry): void {
+    const queue = this.queueFor(entry.target);
+    queue.add(entry);
+    this.wakeAt(queue, readyAt(entry, queue.batchWindowMs));
+  }
+
+  private queueFor(target: WebhookTarget): DeliveryQueue {
+    const key = JSON.stringify(target.kind === 'channel' ? ['channel', target.appId, target.url] : target.kind === 'push' ? ['push', target.instanceId, target.hook, target.url] : ['publish', target.url]);
+    let queue = this.queues.get(key);
+    if (!queue) {
+      const batched = target.kind === 'channel';
+      queue = new DeliveryQueue(key, target, batched ? MAX_EVENTS_PER_REQUEST : 1, batched ? this.delivery.batchWindowMs : 0);
+      this.queues.set(key, queue);
+      let slots = this.urls.get(target.url);
+      if (!slots) this.urls.set(target.url, (slots = { active: 0, queues: new Set() }));
+      slots.queues.add(queue);
+    }
+    return queue;
+  }
+
+  private wakeAt(queue: DeliveryQueue, at: number): void {
+    if (this.state !== 'open' || at >= queue.timerAt) return;
+    clearTimeout(queue.timer);
+    queue.timerAt = at;
+    queue.timer = setTimeout(() => {
+      queue.timer = undefined;
+      queue.timerAt = Number.POSITIVE_INFINITY;
+      this.dispatch(queue);
+    }, Math.max(0, at - Date.now()));
+  }
+
+  private dispatch(queue: DeliveryQueue): void {
+    if (this.state !== 'open') return;
+    const slots = this.urls.get(queue.target.url)!;
+    const now = Date.now();
+    while (slots.active < this.delivery.concurrencyPerUrl) {
+      const batch = queue.take(now);
+      if (batch.length === 0) break;
+      slots.active++;
+      this.send(queue, slots, batch);
+    }
+    const next = queue.nextWakeAt(now);
+    if (next !== Number.POSITIVE_INFINITY) this.wakeAt(queue, next);
+  }
+
+  private send(queue: DeliveryQueue, slots: UrlSlots, batch: OutboxEntry[]): void {
+    const now = Date.now();
+    const request = this.buildRequest(queue.target, batch, now);
+    if (!request) {
+      slots.active--;
+      for (const entry of batch) queue.remove(entry.seq);
+      this.deadLetter(batch, 'receiver no longer configured', now);
+      return;
+    }
+    const done = this.sender.post(request, queue.target.kind === 'publish', this.delivery.timeoutMs, this.closeController.signal)
+      .then((result) => {
+        if (this.state === 'closed') return;
+        this.settle(queue, batch, result);
+      })
+      .catch((err: unknown) => log.error('webhook delivery bug', { error: String((err as Error)?.stack ?? err) }))
+      .finally(() => {
+        this.requests.delete(done);
+        slots.active--;
+        if (this.state !== 'open') return;
+        for (const q of slots.queues) this.dispatch(q);
+        this.forgetIfIdle(queue);
+      });
+    this.requests.add(done);
+  }
+
+  private forgetIfIdle(queue: DeliveryQueue): void {
+    if (queue.size > 0 || queue.inFlightCount > 0 || this.queues.get(queue.key) !== queue) return;
+    clearTimeout(queue.timer);
+    this.queues.delete(queue.key);
+    const slots = this.urls.get(queue.target.url);
+    if (!slots) return;
+    slots.queues.delete(queue);
+    if (slots.queues.size === 0 && slots.active === 0) this.urls.delete(queue.target.url);
+  }
+
+  private buildRequest(target: WebhookTarget, batch: readonly OutboxEntry[], now: number): WebhookRequest | undefined {
+    const creds = this.targets.credentials(target);
+    switch (creds.kind) {
+      case 'channel':
+        return channelRequest(target.url, creds.appKey, creds.appSecret, batch, now);
+      case 'push':
+        return pushRequest(target.url, creds.secret, batch[0]!);
+      case 'publish':
+        return publishRequest(target.url, batch[0]!);
+      case 'gone':
+        return undefined;
+    }
+  }
+
+  private settle(queue: DeliveryQueue, batch: readonly OutboxEntry[], result: DeliveryResult): void {
+    queue.settle(batch);
+    tapWebhookAttempt(queue.target, batch, result);
+    const now = Date.now();
+    if (result.ok) {
+      this.counters.requests++;
+      this.counters.sent += batch.length;
+      for (const entry of batch) {
+        queue.remove(entry.seq);
+        this.settled(entry.seq);
+      }
+      return;
+    }
+    this.counters.failedAttempts++;
+    log.debug('webhook attempt failed', { url: redactUrl(queue.target.url), events: batch.length, error: result.error });
+    const dead: OutboxEntry[] = [];
+    const jitter = this.random();
+    for (const entry of batch) {
+      const attempts = entry.attempts + 1;
+      if (attempts >= this.delivery.maxAttempts || result.final) {
+        queue.remove(entry.seq);
+        dead.push({ ...entry, attempts });
+        continue;
+      }
+      queue.add({ ...entry, attempts, notBefore: now + retryDelayMs(attempts, this.delivery.retryBaseMs, () => jitter, result.retryAfterMs) });
+    }
+    this.deadLetter(dead, result.error, now);
+  }
+
+  /** Moves entries to the shared dead letters (a capped stream); one warning per call. */
+  private deadLetter(entries: readonly OutboxEntry[], reason: string, now: number): void {
+    const first = entries[0];
+    if (!first) return;
+    for (const entry of entries) {
+      const record = JSON.stringify({ entry, deadAt: now, reason });
+      void this.redis
+        .xadd(this.keys.webhookDeadLetters(), 'MAXLEN', '~', MAX_DEAD_LETTERS, '*', 'm', record)
+        .then(() => this.redis.xlen(this.keys.webhookDeadLetters()))
+        .then((n) => (this.deadStored = n))
+        .catch(() => {})
+        .finally(() => this.settled(entry.seq));
+    }
+    this.counters.deadLettered += entries.length;
+    const target = first.target;
+    log.warn('webhook dead-lettered', {
+      url: redactUrl(target.url),
+      attempts: Math.max(...entries.map((e) => e.attempts)),
+      events: entries.length,
+      eventIds: entries.slice(0, 10).map((e) => e.id),
+      kind: target.kind,
+      ...(target.kind === 'channel' ? { appId: target.appId } : { instanceId: target.instanceId }),
+      reason,
+    });
+  }
+}
