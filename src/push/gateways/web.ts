@@ -1,7 +1,7 @@
 /**
  * Web push client: RFC 8291 (aes128gcm) payload encryption and RFC 8292 VAPID via the
  * `web-push` library, delivered (RFC 8030) with node:https over a keep-alive agent. Tokens
- * are parsed by web-subscription.ts with the rules the device API applies at registration,
+ * are parsed by ../web-subscription.ts with the rules the device API applies at registration,
  * so an endpoint on a private address registered before the rule is still not sent to. Per
  * push service origin, a 429/503 Retry-After pauses every send to it (gateway-pause.ts) and
  * its 404/410 answers delete devices only once it has accepted a send (dead-token-guard.ts).
@@ -15,7 +15,7 @@ import { GatewayPause } from './gateway-pause.js';
 import {
   closingController, isRetryableStatus, parseRetryAfter, resolveRetryPolicy, transportFailure, withRetries, type AttemptResult,
 } from './retry.js';
-import { parseSubscriptionToken, type PushSubscriptionJson } from './web-subscription.js';
+import { parseSubscriptionToken, type PushSubscriptionJson } from '../web-subscription.js';
 
 export interface WebPushClientOptions {
   retry?: Partial<RetryPolicy>;

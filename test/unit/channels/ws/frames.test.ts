@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import * as frames from '../../../../src/channels/ws/frames.js';
+import * as frames from '../../../../src/channels/frames.js';
 import { HeraldError } from '../../../../src/errors.js';
 
 describe('topics', () => {
