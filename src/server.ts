@@ -254,7 +254,7 @@ export class ClusterStartError extends Error {
   override readonly name = 'ClusterStartError';
 }
 
-/** The Redis adapter with a `cluster` block; otherwise the one `channelAdapter` names. */
+/** The Redis adapter with a `cluster` block; otherwise the local adapter (this process's shards and uWS topics). */
 async function createChannelAdapter(
   config: Readonly<HeraldConfig>,
   topics: TopicFanout,
@@ -273,10 +273,7 @@ async function createChannelAdapter(
       throw new ClusterStartError(`cluster: cannot join through ${describeRedis(config.cluster)}: ${(err as Error).message}`);
     }
   }
-  switch (config.channelAdapter) {
-    case 'local':
-      return new LocalChannelAdapter(topics, shards, registry);
-  }
+  return new LocalChannelAdapter(topics, shards, registry);
 }
 
 /**
