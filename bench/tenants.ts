@@ -23,7 +23,7 @@ import { Bench } from 'tinybench';
 import { readMemoryKb } from './proc-stats.js';
 import type { ChannelAdapter } from '../src/channels/adapter/channel-adapter.js';
 import { triggerEvent } from '../src/channels/http-api/events.js';
-import { MessageQuota } from '../src/channels/http-api/quota.js';
+import { MessageQuota } from '../src/channels/quota.js';
 import { signedHandler } from '../src/channels/http-api/routes.js';
 import { parseHandshake } from '../src/channels/ws/handshake.js';
 import { appSchema, type AppConfig } from '../src/config/schema.js';

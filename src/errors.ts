@@ -54,7 +54,8 @@ export const ERROR_CATALOGUE = {
   APP_EVENT_RATE_LIMITED: { status: 429, kind: 'Too Many Requests', message: 'Application is over its maxEventsPerSecond' },
 
   // WebSocket protocol (docs/protocol.md). `kind` is the `type` of pusher:subscription_error;
-  // other failures go out as pusher:error {code: null, message} and keep the connection open.
+  // other failures go out as pusher:error {code: null, message} and keep the connection open,
+  // except WS_MESSAGE_TOO_LARGE, which the standard 1009 close follows.
   WS_INVALID_MESSAGE: { status: 400, kind: 'InvalidMessage', message: 'Message is not a JSON object with a string "event"' },
   WS_BINARY_MESSAGE: { status: 400, kind: 'InvalidMessage', message: 'Binary frames are not part of the protocol; send JSON text frames' },
   WS_MESSAGE_TOO_LARGE: { status: 413, kind: 'InvalidMessage', message: 'WebSocket message larger than the limit' },
@@ -167,7 +168,7 @@ export const CLOSE_CODES = {
   PATH_NOT_FOUND: 4005,
   /** 4006: protocol version is not an integer. */
   INVALID_VERSION_FORMAT: 4006,
-  /** 4007: protocol version other than 7 (or below 5). */
+  /** 4007: protocol version other than 7. */
   UNSUPPORTED_PROTOCOL: 4007,
   /** 4008: no protocol parameter. */
   NO_PROTOCOL_VERSION: 4008,
@@ -188,4 +189,3 @@ export const CLOSE_CODES = {
   /** 1011 (RFC 6455): an internal error (a bug) while opening the connection. */
   INTERNAL_ERROR: 1011,
 } as const;
-export type CloseCode = (typeof CLOSE_CODES)[keyof typeof CLOSE_CODES];

@@ -12,6 +12,7 @@ import type { us_listen_socket } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig, PushInstanceConfig } from './config/schema.js';
 import { loadUws, type UwsModule } from './http/uws-native.js';
 import { registerRoutes, type Route } from './http/router.js';
+import { LIBUS_LISTEN_DEFAULT, LIBUS_LISTEN_EXCLUSIVE_PORT, type ListenWithOptions } from './http/uws-listen.js';
 import { inFlight, errorReply, type Reply, type RequestContext } from './http/uws-http.js';
 import { systemRoutes } from './http/system-routes.js';
 import { CORS_ANY_ORIGIN } from './http/cors.js';
@@ -30,13 +31,13 @@ import type { ServerContext, ServerState } from './server-context.js';
 import type { HeraldShardApi } from './shard-api.js';
 import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
 import { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
-import type { TopicFanout } from './channels/adapter/topic-delivery.js';
+import type { TopicFanout } from './http/topic-fanout.js';
 import { RedisChannelAdapter } from './channels/adapter/redis/redis-adapter.js';
 import { randomNodeId } from './channels/adapter/redis/node-session.js';
 import { describeRedis } from './channels/adapter/redis/connection.js';
 import { hostname } from 'node:os';
 import { registerWebSocket, type WebSocketEndpoint } from './channels/ws/endpoint.js';
-import { SocketRegistry } from './channels/ws/registry.js';
+import { SocketRegistry } from './channels/socket-registry.js';
 import { SessionTopics } from './channels/http-fallback/topics.js';
 import { createHttpFallback, type HttpFallback } from './channels/http-fallback/endpoint.js';
 import { DevicesClient } from './push/clients/devices.js';
@@ -182,6 +183,16 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     metricsApp = uws.App();
     registerRoutes(metricsApp, [...metricsRoutes(ctx, metrics), ...notFoundRoutes()]);
   }
+  // The route table: every HTTP route of Herald, by path prefix and the module that defines it.
+  //   /  /ready  /health  /debug/shards/*          http/system-routes.ts
+  //   /metrics (unless on its own listener)        http/metrics-routes.ts
+  //   /apps/:appId/...  (channel API C1-C6)        channels/http-api/routes.ts
+  //   /device_api /customer_api /user_api          push/http/devices/routes.ts
+  //   /publish_api  (P1, P2)                       push/http/publishes/routes.ts
+  //   /reporting_api, publish statistics           push/http/reports/routes.ts
+  //   /admin/v1/...  (with an admin block)         admin/routes.ts
+  //   anything else: 404                           notFoundRoutes below
+  // WebSocket upgrades (/app/<key>; any other path closes with 4005): channels/ws/endpoint.ts.
   const routes: Route[] = [
     ...systemRoutes(ctx),
     ...(config.metrics ? [] : metricsRoutes(ctx, metrics)),
@@ -307,7 +318,7 @@ export class ClusterStartError extends Error {
   override readonly name = 'ClusterStartError';
 }
 
-/** The Redis adapter with a `cluster` block; otherwise the one `channelAdapter` names. */
+/** The Redis adapter with a `cluster` block; otherwise the local adapter (this process's shards and uWS topics). */
 async function createChannelAdapter(
   config: Readonly<HeraldConfig>,
   topics: TopicFanout,
@@ -326,10 +337,7 @@ async function createChannelAdapter(
       throw new ClusterStartError(`cluster: cannot join through ${describeRedis(config.cluster)}: ${(err as Error).message}`);
     }
   }
-  switch (config.channelAdapter) {
-    case 'local':
-      return new LocalChannelAdapter(topics, shards, registry);
-  }
+  return new LocalChannelAdapter(topics, shards, registry);
 }
 
 /**
@@ -386,13 +394,6 @@ function notFoundRoutes(): Route[] {
   };
   return [{ method: 'any', pattern: '/*', handler: notFound, options: { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN } }];
 }
-
-/** uSockets' listen option: without it the listen socket has SO_REUSEPORT (ports shared silently). */
-const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
-const LIBUS_LISTEN_DEFAULT = 0;
-
-/** uWS.js types only the (port, options, cb) form; the binary also takes (host, port, options, cb). */
-type ListenWithOptions = (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => unknown;
 
 /** Thrown when the port cannot be had; the CLI prints the message alone. */
 export class ListenError extends Error {

@@ -21,6 +21,9 @@ import { SignInRateLimited, type AdminAuth } from './auth.js';
 import type { DebugHub } from './debug-hub.js';
 import type { TenantRegistry } from '../tenants/tenant-registry.js';
 import { tenantRoutes, tenantViews } from './tenant-routes.js';
+import { maskSecret } from './mask-secret.js';
+
+export { maskSecret };
 
 /** Channels listed per app view (the page filters them); beyond it `channelsTruncated`. */
 export const MAX_LISTED_CHANNELS = 200;
@@ -51,11 +54,6 @@ export interface AdminDeps {
   cluster?: () => Promise<ClusterOverview>;
   /** Apps and push instances at run time (the tenants routes, tenant-routes.ts). */
   tenants?: TenantRegistry;
-}
-
-/** Shows that a secret is set without showing it: its length and last two characters at most. */
-export function maskSecret(secret: string): string {
-  return secret.length >= 12 ? `${'•'.repeat(8)}${secret.slice(-2)}` : '•'.repeat(8);
 }
 
 /** Answers a handler's failure in the channel error shape; a 429 carries Retry-After. */

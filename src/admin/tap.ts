@@ -21,8 +21,6 @@ export type DebugEvent =
   | { kind: 'client_event'; channel: string; event: string; data: string; dataBytes: number; socketId: string; userId?: string }
   | { kind: 'webhook'; url: string; events: string[]; ok: boolean; status?: number; error?: string };
 
-export type DebugEventKind = DebugEvent['kind'];
-
 export interface DebugTap {
   /** True while a dashboard watches the app's debug console: only then is an event worth building. */
   watching(appId: string): boolean;

@@ -12,8 +12,8 @@ import { parseJsonObject } from '../push/http/common.js';
 import { appCounters } from '../metrics/node-counters.js';
 import { MAX_GRACE_SECONDS, type TenantRegistry } from '../tenants/tenant-registry.js';
 import type { TenantKind } from '../tenants/tenant-record.js';
-import type { AdminDeps } from './routes.js';
-import { maskSecret } from './routes.js';
+import { maskSecret } from './mask-secret.js';
+import type { ServerContext } from '../server-context.js';
 
 /** Entries per page of a list unless `limit` says otherwise; and the most a page holds. */
 const DEFAULT_PAGE = 100;
@@ -68,7 +68,14 @@ function graceSeconds(rc: RequestContext): number {
   return grace;
 }
 
-export function tenantRoutes(deps: AdminDeps, tenants: TenantRegistry, authenticated: (handler: Handler) => Handler): Route[] {
+/** What the tenant routes need of the admin API's dependencies. */
+export interface TenantRouteDeps {
+  ctx: Pick<ServerContext, 'appsById' | 'pushInstances'>;
+  /** Live WebSocket connections of this node, of one app. */
+  connectionCount(appId?: string): number;
+}
+
+export function tenantRoutes(deps: TenantRouteDeps, tenants: TenantRegistry, authenticated: (handler: Handler) => Handler): Route[] {
   const { ctx } = deps;
   const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, headers: ['authorization'] };
   const write: RouteOptions = { errorStyle: 'channel', bodyLimit: BODY_LIMIT, headers: ['authorization', 'content-length'] };

@@ -9,8 +9,6 @@ const CHANNEL_NAME = /^[A-Za-z0-9_\-=@,.;]{1,200}$/;
 /** Socket ids are `<digits>.<digits>`. */
 const SOCKET_ID = /^\d{1,19}\.\d{1,19}$/;
 
-export const MAX_CHANNEL_NAME_LENGTH = 200;
-
 /**
  * Prefix of the per-user channel pusher-js subscribes to after `pusher:signin` and the `pusher`
  * SDK's `sendToUser` triggers to. `#` is outside the channel-name characters on purpose: no

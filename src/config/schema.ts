@@ -381,10 +381,10 @@ export const configSchema = z.strictObject({
   tls: tlsSchema.nullable().default(null),
   metrics: metricsListenerSchema.nullable().default(null),
   /**
-   * Where channel state lives and how frames reach sockets: `local` (this process: the shards
-   * and uWS topics). Chosen once, in the composition root (server.ts).
+   * Deprecated, accepted and ignored: its one value, `local`, is what a node without a `cluster`
+   * block runs (the `cluster` block selects the Redis adapter). Any other value stays an error.
    */
-  channelAdapter: z.enum(['local']).default('local'),
+  channelAdapter: z.enum(['local']).optional().transform(() => undefined),
   /**
    * WebSocket connections this node accepts, all apps together; beyond it new ones are refused
    * with 4100. Absent: derived from the process' open-file limit (config/fd-limit.ts; load.ts

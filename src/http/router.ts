@@ -1,4 +1,8 @@
-/** The route table: every HTTP route of Herald, registered on the uWS app in one place. */
+/**
+ * Route registration: puts a list of routes on a uWS app, wrapped with the drain check and the
+ * HTTP metrics. The route table itself, every route of Herald in one list, is assembled in
+ * server.ts (startHerald) from each area's route module.
+ */
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { HeraldError } from '../errors.js';
 import { log, logLevelEnabled, RateLimitedLog } from '../log.js';

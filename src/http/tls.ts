@@ -11,7 +11,7 @@
  * without a server name, is accepted by the new app; connections accepted before keep running
  * on the old app, which is never torn down (its routes and contexts stay valid while any of its
  * connections lives). Topic publishes go to every app that still has WebSocket connections
- * (TopicFanout, channels/adapter/topic-delivery.ts), so old and new subscribers of a channel get the same frames.
+ * (TopicFanout, topic-fanout.ts), so old and new subscribers of a channel get the same frames.
  *
  * The old listener keeps accepting for SETTLE_MS beside the new one (both are in the port's
  * SO_REUSEPORT group, the kernel spreads connections over them), then closes right after an
@@ -24,12 +24,13 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { AppOptions, RecognizedString, TemplatedApp, WebSocket, WebSocketBehavior, us_listen_socket } from 'uWebSockets.js';
-import type { TopicFanout } from '../channels/adapter/topic-delivery.js';
+import type { TopicFanout } from './topic-fanout.js';
 import type { TlsConfig } from '../config/schema.js';
 import { ConfigError } from '../config/load.js';
 import { checkTlsFiles } from '../config/key-material.js';
 import { log } from '../log.js';
 import type { UwsModule } from './uws-native.js';
+import { LIBUS_LISTEN_DEFAULT, type ListenWithOptions } from './uws-listen.js';
 
 /** checkTlsFiles throwing ConfigError naming the field. */
 function checkFiles(tls: TlsConfig): void {
@@ -58,12 +59,6 @@ export const HANDOVER_INTERVAL_MS = 1000;
 
 /** How long the old listener keeps accepting beside the new one (see handOver). */
 const SETTLE_MS = 100;
-
-/** uSockets' listen option without LIBUS_LISTEN_EXCLUSIVE_PORT: SO_REUSEPORT. */
-const LIBUS_LISTEN_DEFAULT = 0;
-
-/** uWS.js types only the (port, options, cb) form; the binary also takes (host, port, options, cb). */
-type ListenWithOptions = (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => unknown;
 
 /** Registers the routes (HTTP and the admin stream) on one app; run for every app made. */
 export type RouteInstaller = (app: TemplatedApp) => void;

@@ -8,7 +8,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { CoreShardApi } from '../shards/messages.js';
 import type { ShardRequester } from '../shards/requester.js';
 import type { WebhooksClient, WebhookStatsReport } from '../webhooks/client.js';
-import type { ShardMetrics } from './shard-metrics.js';
+import type { ShardMetrics } from '../shards/shard-metrics.js';
 import { allAppCounters, pushPublishes } from './node-counters.js';
 import { registerHttpMetrics } from './http-metrics.js';
 import { NON_PUBLIC_REASONS } from '../net/outbound-guard.js';

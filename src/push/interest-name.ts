@@ -1,5 +1,5 @@
 /**
- * Interest names and the per-device interest limit (spec sections 2.6 and 8).
+ * Interest names and the per-device interest limit.
  * The device API validates with these before calling the store; the store re-checks only the
  * count, as a guard against a caller bug writing an unbounded set in one transaction.
  */

@@ -18,7 +18,7 @@ import { closeSync, fsyncSync, openSync, rmSync, statSync, statfsSync, writeSync
 import { join } from 'node:path';
 import { HeraldError } from '../errors.js';
 import { log } from '../log.js';
-import type { DiskFullFigures } from '../metrics/shard-metrics.js';
+import type { DiskFullFigures } from './shard-metrics.js';
 
 /** Size of each shard's reserve file (`<dataDir>/shard-<n>/space-reserve`), bytes. */
 export const RESERVE_BYTES = 2 * 1024 * 1024;

@@ -4,7 +4,7 @@
  * `messages.ts`, and the shard entry's API type (src/shard-api.ts) joins them. A request
  * `{type: K, ...Api[K]['req']}` answers `Api[K]['res']`.
  */
-import type { ShardMetrics } from '../metrics/shard-metrics.js';
+import type { ShardMetrics } from './shard-metrics.js';
 import type { AppConfig, HeraldConfig, PushInstanceConfig } from '../config/schema.js';
 
 export interface CoreShardApi {

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { HeraldError } from '../errors.js';
 import type { HeraldConfig } from '../config/schema.js';
 import { log, setLogLevel } from '../log.js';
-import { shardMetrics } from '../metrics/shard-counters.js';
+import { shardMetrics } from './shard-counters.js';
 import { ShardCodec } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
 import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext, type TenantChange } from './context.js';

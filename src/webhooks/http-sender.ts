@@ -10,7 +10,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { OutboundAddressRefused, OutboundGuard } from '../net/outbound-guard.js';
-import { countOutboundRefusal } from '../metrics/shard-counters.js';
+import { countOutboundRefusal } from '../shards/shard-counters.js';
 
 /** A request ready to send: exact body bytes and every header. */
 export interface WebhookRequest {

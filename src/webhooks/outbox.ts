@@ -22,7 +22,7 @@ import { OutboxStore, type OutboxEntry, type WebhookTarget } from './outbox-stor
 import { ReloadDebounce, type HeldRef } from './reload-debounce.js';
 import { channelRequest, newEventId, publishRequest, pushRequest, pushWebhookBody } from './requests.js';
 import { WebhookTargets, isDeliverableUrl } from './targets.js';
-import { tapWebhookAttempt } from '../admin/shard-tap.js';
+import { tapWebhookAttempt } from './shard-tap.js';
 import type { TenantChange } from '../shards/context.js';
 
 /** Events per channel webhook request; a larger backlog goes out in several requests. */

@@ -25,7 +25,7 @@ import type { TenantChange } from '../shards/context.js';
 import { createRedisConnections, replyTimeoutMs, type RedisConnections } from '../channels/adapter/redis/connection.js';
 import { RedisKeys } from '../channels/adapter/redis/keys.js';
 import { log } from '../log.js';
-import { tapWebhookAttempt } from '../admin/shard-tap.js';
+import { tapWebhookAttempt } from './shard-tap.js';
 import type { ChannelEventBody, ChannelWebhookEvent, PushWebhookEvent, WebhookEmitter } from './emitter.js';
 import type { WebhookStats } from './messages.js';
 import { DeliveryQueue, readyAt } from './delivery-queue.js';

@@ -37,7 +37,7 @@ export function channelsSdk(port: number, app: ChannelsCreds, options: Partial<P
 
 /**
  * The Beams server SDK against Herald's HTTP `port` (plain HTTP to `endpoint`). `port` is an
- * option the SDK reads (see protocol-notes) but its type declarations omit.
+ * option the SDK reads (the port of its requests) but its type declarations omit.
  */
 export function beamsSdk(port: number, instanceId: string = DEFAULT_PUSH.instanceId, secretKey: string = DEFAULT_PUSH.secretKey): PushNotifications {
   const options = { instanceId, secretKey, endpoint: '127.0.0.1', port };

@@ -1,7 +1,7 @@
 /**
  * Device API D1-D15 against the built server over real HTTP: every endpoint's success path,
- * pagination, the 5000-interest replace, the web VAPID key, CORS, and every row of table 7.2
- * of http-interface.md (status, condition, endpoints).
+ * pagination, the 5000-interest replace, the web VAPID key, CORS, and every row of Table 7.2
+ * in docs/push-api.md (status, condition, endpoints).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';

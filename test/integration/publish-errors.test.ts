@@ -1,5 +1,5 @@
 /**
- * Every error row of table 7.3 (publish API P1/P2) against the built server, with plain
+ * Every error of the publish API P1/P2 (docs/errors.md, "Publish API") against the built server, with plain
  * fetch: status, and the push error body `{"error", "description"}`.
  */
 import { request as httpRequest } from 'node:http';
@@ -75,7 +75,7 @@ function expectError(result: { status: number; body: { error?: string; descripti
   expect(result.body.description).toMatch(description);
 }
 
-describe('publish API errors (table 7.3)', () => {
+describe('publish API errors (every row)', () => {
   it('answers 200 with a publishId to a valid request (the baseline the rows below break)', async () => {
     const result = await publish();
     expect(result.status).toBe(200);

@@ -1,6 +1,6 @@
 /**
  * Reporting API R1/R2 and the per-publish statistics endpoint against the built server, with
- * real publishes through the official server SDK to the fake gateways: every row of table 7.4,
+ * real publishes through the official server SDK to the fake gateways: every documented error,
  * the documented choices (unknown instance 404; reports of unknown devices or publishes
  * accepted and ignored), duplicates counted once, the statistics after a publish, and the push
  * webhooks (acknowledgement, open, publish-to-users attempt) with their HMAC-SHA1 signature.
@@ -158,7 +158,7 @@ function expectWellFormedWebhook(request: ReceivedRequest, webhook: PushWebhookB
   expect(Number.isNaN(Date.parse(webhook.metadata.created_at))).toBe(false);
 }
 
-describe('R1/R2: table 7.4', () => {
+describe('R1/R2: every documented error', () => {
   it('400: content type is not application/json', async () => {
     for (const contentType of [null, 'text/plain', 'application/x-www-form-urlencoded', 'application/jsonx']) {
       const res = await report(reportBody(), { contentType });

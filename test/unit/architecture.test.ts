@@ -34,6 +34,47 @@ describe('architecture', () => {
     expect(offending).toEqual([]);
   });
 
+  it('nothing under src/shards imports outside the shard layer but config, errors and log', () => {
+    // The generic runtime sits below every area and below metrics (which reads the shards).
+    const offending = sources(join(SRC, 'shards')).flatMap((file) =>
+      importsOf(file)
+        .filter((spec) => spec.startsWith('.') && !spec.startsWith('./') && !/^\.\.\/(config\/schema|errors|log)\.js$/.test(spec))
+        .map((spec) => `${rel(file)} imports ${spec}`),
+    );
+    expect(offending).toEqual([]);
+  });
+
+  it('imports between areas run one way', () => {
+    // [folder, folder its modules may not import]: what both sides need lives where both may
+    // import it (src/channels/frames.ts, socket-registry.ts and quota.ts, src/http/topic-fanout.ts,
+    // src/push/web-subscription.ts).
+    const rules: [string, RegExp][] = [
+      ['channels/adapter', /\/ws\/|\/http-api\//], // the adapter sits below the WebSocket endpoint and the HTTP API
+      ['http', /\/(channels|push|webhooks|admin|shards)\//], // the HTTP layer imports no area
+      ['push/http', /\/(gateways|shard)\/|shard-handlers/], // main-thread push code never imports shard-side modules
+      ['push/clients', /\/(gateways|shard)\/|shard-handlers/],
+    ];
+    const offending = rules.flatMap(([folder, forbidden]) =>
+      sources(join(SRC, folder)).flatMap((file) =>
+        importsOf(file)
+          .filter((spec) => spec.startsWith('.') && forbidden.test(spec))
+          .map((spec) => `${rel(file)} imports ${spec}`),
+      ),
+    );
+    expect(offending).toEqual([]);
+  });
+
+  it('outside src/admin and the composition root, only the debug tap interface of admin is imported', () => {
+    const offending = sources(SRC)
+      .filter((file) => !file.startsWith(join(SRC, 'admin')) && file !== join(SRC, 'server.ts'))
+      .flatMap((file) =>
+        importsOf(file)
+          .filter((spec) => /(^|\/)admin\//.test(spec) && !spec.endsWith('admin/tap.js'))
+          .map((spec) => `${rel(file)} imports ${spec}`),
+      );
+    expect(offending).toEqual([]);
+  });
+
   it('route modules do not import the shard pool', () => {
     const routeModules = sources(SRC).filter((file) => /routes\.ts$|\/http\//.test(file) && !file.startsWith(join(SRC, 'shards')));
     expect(routeModules.length).toBeGreaterThan(5);

@@ -8,7 +8,7 @@
 import { createHash, createHmac } from 'node:crypto';
 import type { ChannelAdapter } from '../../../src/channels/adapter/channel-adapter.js';
 import { triggerBatch, triggerEvent } from '../../../src/channels/http-api/events.js';
-import { MessageQuota } from '../../../src/channels/http-api/quota.js';
+import { MessageQuota } from '../../../src/channels/quota.js';
 import { signedHandler } from '../../../src/channels/http-api/routes.js';
 import { DEFAULT_APP, configSchema } from '../../../src/config/schema.js';
 import type { RequestContext } from '../../../src/http/uws-http.js';

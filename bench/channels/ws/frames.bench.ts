@@ -1,8 +1,8 @@
 /**
- * Event serialisation (src/channels/ws/frames.ts): building the frame subscribers receive,
+ * Event serialisation (src/channels/frames.ts): building the frame subscribers receive,
  * once per channel per trigger, and the presence subscription_succeeded frame.
  */
-import { channelEvent, subscriptionSucceeded, topicFor } from '../../../src/channels/ws/frames.js';
+import { channelEvent, subscriptionSucceeded, topicFor } from '../../../src/channels/frames.js';
 import type { MicroSuite } from '../../micro-suite.js';
 
 const data = JSON.stringify({ message: 'hello world', from: 'user-42', at: 1_700_000_000_000, tags: ['a', 'b'] });
@@ -10,7 +10,7 @@ const bigData = JSON.stringify({ blob: 'x'.repeat(8 * 1024) });
 const members: [string, unknown][] = Array.from({ length: 100 }, (_, i) => [`user-${i}`, { name: `User ${i}` }]);
 
 export const suite: MicroSuite = {
-  source: 'src/channels/ws/frames.ts',
+  source: 'src/channels/frames.ts',
   setup(bench) {
     let sink = 0;
     bench.add('channelEvent (100 B data)', () => {

@@ -15,7 +15,7 @@
  */
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../../config/schema.js';
-import type { PresenceSnapshot } from '../ws/frames.js';
+import type { PresenceSnapshot } from '../frames.js';
 import type { RateCounter } from '../rate-limits/rate-counter.js';
 
 /** Charges triggered messages to an app's daily quota; throws (or rejects with) APP_OVER_QUOTA. */
@@ -169,7 +169,7 @@ export interface ChannelAdapter {
    * CLUSTER_UNAVAILABLE when the latest could not be. The HTTP API answers a trigger after it.
    */
   relayed?(): Promise<void>;
-  /** Adapters that count the message quota across nodes: the counter to charge (see http-api/quota.ts). */
+  /** Adapters that count the message quota across nodes: the counter to charge (see channels/quota.ts). */
   readonly messageQuota?: MessageCharger;
   /** Counts the per-app rate limits across the cluster; absent, each node counts its own (memory). */
   readonly rateCounter?: RateCounter;

@@ -25,12 +25,13 @@ import type {
   SubscribeResult,
   UnsubscribeResult,
 } from './channel-adapter.js';
-import { memberRemoved, subscriptionCount, type PresenceSnapshot, topicFor, watchTopicFor } from '../ws/frames.js';
+import { memberRemoved, subscriptionCount, type PresenceSnapshot, topicFor, watchTopicFor } from '../frames.js';
 import type { ReconcileRemoval, ReconciledSubscription } from '../messages.js';
 import { MembershipBatches } from './membership-batches.js';
-import { deliverToTopic, tellWatchers, type TopicFanout } from './topic-delivery.js';
+import { deliverToTopic, tellWatchers } from './topic-delivery.js';
+import type { TopicFanout } from '../../http/topic-fanout.js';
 import { CacheJoinWatch } from './cache-join-watch.js';
-import type { SocketRegistry } from '../ws/registry.js';
+import type { SocketRegistry } from '../socket-registry.js';
 
 /** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
 const RESTORE_BATCH = 1000;

@@ -3,23 +3,10 @@
  * last step of every adapter's publish (the local adapter's only step; a cluster adapter's
  * step for its own sockets and for frames other nodes relay).
  */
-import type { RecognizedString, WebSocket } from 'uWebSockets.js';
+import type { TopicFanout } from '../../http/topic-fanout.js';
 import { appCounters } from '../../metrics/node-counters.js';
-import { topicFor, watchTopicFor, watchlistEvents } from '../ws/frames.js';
-import type { SocketRegistry } from '../ws/registry.js';
-
-/**
- * Where frames go: the uWS topics of every app of this process whose WebSocket connections may
- * be subscribed. One app, unless a TLS reload handed the port to a new app while the old one
- * still has connections (MainApp in http/tls.ts implements it).
- */
-export interface TopicFanout {
-  publish(topic: RecognizedString, message: RecognizedString): void;
-  /** Subscribers of the topic, over every app. */
-  numSubscribers(topic: RecognizedString): number;
-  /** Publishes from `ws` (subscribed to the topic): every subscriber but `ws` gets it. */
-  publishFrom(ws: WebSocket<unknown>, topic: RecognizedString, message: RecognizedString): void;
-}
+import { topicFor, watchTopicFor, watchlistEvents } from '../frames.js';
+import type { SocketRegistry } from '../socket-registry.js';
 
 /**
  * Sends `frame` to every socket of this process on the channel except the one with

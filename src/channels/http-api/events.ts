@@ -19,7 +19,7 @@ import {
   serverToUserId,
 } from '../names.js';
 import { parseBatchEventParams, parseBatchParams, parseInfo, parseTriggerParams, postParams, type InfoAttribute } from './params.js';
-import { messageCost } from './quota.js';
+import { messageCost } from '../quota.js';
 import type { ChannelApiRequest } from './request.js';
 import type { DebugTap } from '../../admin/tap.js';
 import type { AppRateLimits } from '../rate-limits/app-rate-limits.js';
@@ -111,7 +111,7 @@ export function publishEvent(adapter: ChannelAdapter, appId: string, event: Vali
  * The attributes of one channel a trigger asked for. Attributes that do not apply to the
  * channel (user_count off presence, subscription_count on presence or when the app does not
  * count subscriptions, any on `#server-to-user-<id>`, which keeps no state) are left out, so
- * the object may be empty (spec 4.1 C1).
+ * the object may be empty.
  */
 export async function triggerInfo(
   adapter: ChannelAdapter,

@@ -109,7 +109,7 @@ const eventName = str
   .min(1, 'must not be empty')
   .max(MAX_EVENT_NAME_LENGTH, `must be at most ${MAX_EVENT_NAME_LENGTH} characters`);
 
-/** C1 body (spec 2.1). `channels` may be a single string when it came from `channels=` in a query. */
+/** C1 body (POST /apps/:id/events). `channels` may be a single string when it came from `channels=` in a query. */
 export const triggerSchema = z.object({
   name: eventName,
   /** A string, typically JSON-encoded; relayed exactly as given. */
@@ -129,7 +129,7 @@ export const triggerSchema = z.object({
 });
 export type TriggerParams = z.infer<typeof triggerSchema>;
 
-/** One event of a C2 batch (spec 2.1, batch event object). */
+/** One event of a C2 batch (an element of `batch`): a C1 body with one `channel`. */
 export const batchEventSchema = z.object({
   name: eventName,
   data: str,
@@ -214,7 +214,7 @@ export function parseWith<S extends z.ZodType>(schema: S, value: unknown, where 
   throw new HeraldError('INVALID_PARAMETERS', `${path.replace(/^\./, '') || 'body'} ${issue.message}`);
 }
 
-/** The info attributes a request may name (spec 2.3). */
+/** The info attributes a request may name; each endpoint accepts a subset (parseInfo). */
 export type InfoAttribute = 'user_count' | 'subscription_count' | 'cache';
 
 /**

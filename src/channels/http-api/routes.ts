@@ -11,7 +11,7 @@ import { HeraldError } from '../../errors.js';
 import { CORS_ANY_ORIGIN, preflightReply } from '../../http/cors.js';
 import { parseQueryPairs } from './params.js';
 import { authenticateRequest } from './signature.js';
-import { MessageQuota } from './quota.js';
+import { MessageQuota } from '../quota.js';
 import type { ChannelApiRequest } from './request.js';
 import { triggerBatch, triggerEvent } from './events.js';
 import { channelInfo, listChannels, presenceUsers } from './channels.js';

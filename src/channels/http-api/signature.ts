@@ -1,5 +1,5 @@
 /**
- * Channel API request signatures (spec 5.1). Every request carries auth_key, auth_timestamp,
+ * Channel API request signatures. Every request carries auth_key, auth_timestamp,
  * auth_version, auth_signature and, with a non-empty body, body_md5 in its query string;
  * the signature is the hex HMAC-SHA256, keyed with the app secret, of
  * `METHOD\npath\nsorted lower-cased params except auth_signature` (values not escaped).

@@ -7,7 +7,7 @@
  * Framing, one line per message, as pusher-js reads it: `o` (open), `h` (heartbeat),
  * `a[<frame>,…]` (frames, each a JSON string), `c[<code>,"<reason>"]` (close).
  */
-import type { SocketUserData } from '../ws/registry.js';
+import type { SocketUserData } from '../socket-registry.js';
 
 /** What a session needs from the place that holds the sessions (endpoint.ts). */
 export interface SessionHost {

@@ -7,7 +7,7 @@
  * frame is JSON-encoded once for all of them.
  */
 import type { RecognizedString, WebSocket } from 'uWebSockets.js';
-import type { TopicFanout } from '../adapter/topic-delivery.js';
+import type { TopicFanout } from '../../http/topic-fanout.js';
 import { SessionSocket } from './session.js';
 
 export class SessionTopics implements TopicFanout {

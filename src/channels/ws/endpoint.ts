@@ -1,7 +1,8 @@
 /**
  * The WebSocket endpoint `/app/<key>` (Pusher protocol 7).
  * Every upgrade is accepted so that a refused connection can be told why: pusher:error with
- * the close code, then the close (protocol-notes.md). The main thread keeps per-connection
+ * the close code, then the close (the clients decide from the close code whether and when
+ * to reconnect: CLOSE_CODES in errors.ts). The main thread keeps per-connection
  * state only; channel state lives on the shards (see subscriptions.ts and the adapter).
  */
 import { randomInt } from 'node:crypto';
@@ -12,10 +13,10 @@ import { CLOSE_CODES } from '../../errors.js';
 import { log, RateLimitedLog } from '../../log.js';
 import { appCounters, countDisconnect } from '../../metrics/node-counters.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
-import * as frames from './frames.js';
+import * as frames from '../frames.js';
 import { parseHandshake } from './handshake.js';
 import { ProtocolHandler } from './protocol.js';
-import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
+import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
 import { SmallMap } from '../small-map.js';
 import { Subscriptions } from './subscriptions.js';
 import { Sweeper } from './sweeper.js';

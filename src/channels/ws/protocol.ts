@@ -12,8 +12,8 @@ import { isObject } from '../../json.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import { channelSignatureInput, userSignatureInput, verifyAuth } from '../auth.js';
 import { MAX_USER_ID_LENGTH, channelType, isValidChannelName, isValidUserId, requiresAuth } from '../names.js';
-import * as frames from './frames.js';
-import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
+import * as frames from '../frames.js';
+import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
 import type { Subscriptions } from './subscriptions.js';
 import type { DebugTap } from '../../admin/tap.js';
 import { graceSecret } from '../../config/secret-grace.js';
@@ -63,8 +63,9 @@ export class ProtocolHandler {
     state.pingSentMs = 0;
     const limit = this.deps.config.maxWebSocketFrameBytes;
     if (raw.byteLength > limit) {
-      // WS_MESSAGE_TOO_LARGE: a pusher:error without a close code, then the standard 1009.
-      return endWithError(ws, CLOSE_CODES.MESSAGE_TOO_BIG, `Message of ${raw.byteLength} bytes is larger than the limit of ${limit} bytes`, null, 'Message too big');
+      // A pusher:error without a close code, then the standard 1009.
+      const err = new HeraldError('WS_MESSAGE_TOO_LARGE', `Message of ${raw.byteLength} bytes is larger than the limit of ${limit} bytes`);
+      return endWithError(ws, CLOSE_CODES.MESSAGE_TOO_BIG, err.message, null, 'Message too big');
     }
     if (isBinary) return this.fail(ws, new HeraldError('WS_BINARY_MESSAGE'));
     let msg: unknown;

@@ -11,8 +11,8 @@ import { HeraldError } from '../../errors.js';
 import { log } from '../../log.js';
 import type { ChannelAdapter, HeldSubscription, LostChannels, SubscribeResult } from '../adapter/channel-adapter.js';
 import { countsSubscriptions } from '../names.js';
-import * as frames from './frames.js';
-import { Membership, type SocketState } from './registry.js';
+import * as frames from '../frames.js';
+import { Membership, type SocketState } from '../socket-registry.js';
 
 export class Subscriptions {
   /**

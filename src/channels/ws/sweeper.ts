@@ -11,8 +11,8 @@
 import type { WebSocket } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { log } from '../../log.js';
-import { PING_FRAME } from './frames.js';
-import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from './registry.js';
+import { PING_FRAME } from '../frames.js';
+import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
 
 export interface SweepOptions {
   intervalMs: number;

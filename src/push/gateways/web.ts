@@ -1,7 +1,7 @@
 /**
  * Web push client: RFC 8291 (aes128gcm) payload encryption and RFC 8292 VAPID via the
  * `web-push` library, delivered (RFC 8030) with node:https over a keep-alive agent. Tokens
- * are parsed by web-subscription.ts with the rules the device API applies at registration,
+ * are parsed by ../web-subscription.ts with the rules the device API applies at registration,
  * so an endpoint on a private address registered before the rule is still not sent to, and
  * the agent connects only to public addresses (net/outbound-guard.ts: checked when the name is
  * resolved, the checked address is the one connected to). Redirects are never followed. Per
@@ -17,9 +17,9 @@ import { GatewayPause } from './gateway-pause.js';
 import {
   closingController, isRetryableStatus, parseRetryAfter, resolveRetryPolicy, transportFailure, withRetries, type AttemptResult,
 } from './retry.js';
-import { parseSubscriptionToken, type PushSubscriptionJson } from './web-subscription.js';
+import { parseSubscriptionToken, type PushSubscriptionJson } from '../web-subscription.js';
 import { OutboundAddressRefused, OutboundGuard } from '../../net/outbound-guard.js';
-import { countOutboundRefusal } from '../../metrics/shard-counters.js';
+import { countOutboundRefusal } from '../../shards/shard-counters.js';
 
 export interface WebPushClientOptions {
   retry?: Partial<RetryPolicy>;

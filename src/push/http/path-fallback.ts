@@ -1,7 +1,7 @@
 /**
  * What the push paths answer when no route matched. uWS never matches an empty path segment to
  * a `:param`, so `/instances//devices/apns` or `/devices/apns//interests` land here; they get
- * the precise 400 of table 7.2 ("instance id missing from path", "device id missing from
+ * the precise 400 Beams answers ("instance id missing from path", "device id missing from
  * path", ...) instead of a bare 404. Also answers CORS preflights, 405 for a known path with
  * another method, and 404 otherwise, all with push error bodies.
  */

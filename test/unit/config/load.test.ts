@@ -63,6 +63,12 @@ describe('config', () => {
     expect(() => parseConfig({ port: 70000 })).toThrow(ConfigError);
   });
 
+  it('accepts and ignores the deprecated channelAdapter "local", and refuses any other value', () => {
+    const c = parseConfig({ channelAdapter: 'local' });
+    expect(c.channelAdapter).toBeUndefined();
+    expect(() => parseConfig({ channelAdapter: 'redis' })).toThrow(/channelAdapter/);
+  });
+
   it('rejects duplicate app keys', () => {
     const app = { id: 'a', key: 'k', secret: 's' };
     expect(() => parseConfig({ apps: [app, { ...app, id: 'b' }] })).toThrow(/apps\.1\.key: duplicate/);

@@ -21,8 +21,8 @@ import type { ChannelEventBody } from '../../../webhooks/emitter.js';
 import type { WebhookShardApi } from '../../../webhooks/messages.js';
 import type { ChannelShardApi } from '../../messages.js';
 import { SERVER_TO_USER_PREFIX, channelType, countsSubscriptions, serverToUserId } from '../../names.js';
-import { memberAdded, memberRemoved, snapshotOf, subscriptionCount, topicFor as topicOf, watchTopicFor } from '../../ws/frames.js';
-import type { SocketRegistry } from '../../ws/registry.js';
+import { memberAdded, memberRemoved, snapshotOf, subscriptionCount, topicFor as topicOf, watchTopicFor } from '../../frames.js';
+import type { SocketRegistry } from '../../socket-registry.js';
 import type {
   CachedEvent,
   ChannelAdapter,
@@ -39,8 +39,9 @@ import type {
   UnsubscribeResult,
 } from '../channel-adapter.js';
 import type { ClusterFigures } from '../../../metrics/prometheus.js';
-import { overQuota } from '../../http-api/quota.js';
-import { deliverToTopic, tellWatchers, type TopicFanout } from '../topic-delivery.js';
+import { overQuota } from '../../quota.js';
+import { deliverToTopic, tellWatchers } from '../topic-delivery.js';
+import type { TopicFanout } from '../../../http/topic-fanout.js';
 import type { SessionDirectory } from '../../http-fallback/directory.js';
 import { CacheJoinWatch } from '../cache-join-watch.js';
 import type { RateCounter } from '../../rate-limits/rate-counter.js';

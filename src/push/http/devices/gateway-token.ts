@@ -6,7 +6,7 @@
  * is stable).
  */
 import type { Platform } from '../../platform.js';
-import { parseSubscriptionToken, type SubscriptionRules } from '../../gateways/web-subscription.js';
+import { parseSubscriptionToken, type SubscriptionRules } from '../../web-subscription.js';
 
 /** Longest FCM registration token accepted, characters (real ones are about 160). */
 const MAX_FCM_TOKEN_LENGTH = 4096;
@@ -16,7 +16,7 @@ export type TokenCheck = { ok: true; token: string } | { ok: false; reason: stri
 
 /**
  * Checks and normalises a gateway token of `platform`. `web` rules come from the instance's
- * `push[].web` config (the endpoint host rule, see ../../gateways/web-subscription.ts).
+ * `push[].web` config (the endpoint host rule, see ../../web-subscription.ts).
  */
 export function checkGatewayToken(platform: Platform, token: string, web: SubscriptionRules = {}): TokenCheck {
   switch (platform) {

@@ -15,10 +15,10 @@ import {
 import { acceptedIssuers, isValidUserId, verifyUserToken, MAX_PUSH_USER_ID_LENGTH } from '../jwt.js';
 import { deviceIdFor, isDeviceIdOf } from './device-id.js';
 import { checkGatewayToken } from './gateway-token.js';
-import type { SubscriptionRules } from '../../gateways/web-subscription.js';
+import type { SubscriptionRules } from '../../web-subscription.js';
 import { parseInterestLimit, parseInterestSet, parseMetadata, requireInterestName } from './fields.js';
 
-/** Devices one user may hold (spec section 8). */
+/** Most devices one user may hold; one more is a 422 USER_DEVICE_LIMIT (the Beams limit). */
 export const MAX_DEVICES_PER_USER = 100;
 
 /** How a handler treats a path device id that Herald could not have issued. */
@@ -60,8 +60,8 @@ export function deviceApiHandlers(ctx: DeviceApiContext): DeviceApiHandlers {
 
   /**
    * Instance, platform and device id of a device path. An id Herald could not have issued for
-   * this platform is "device not found" (404) or "device id not valid" (400), per endpoint as
-   * in table 7.2; `null` means the caller handles it (idempotent delete).
+   * this platform is "device not found" (404) or "device id not valid" (400), as each endpoint
+   * answers it on Beams (`badId` says which); `null` means the caller handles it (idempotent delete).
    */
   function target(req: RequestContext, badId: BadIdPolicy): DeviceTarget;
   function target(req: RequestContext, badId: 'absent'): DeviceTarget | null;

@@ -12,11 +12,11 @@ import { isValidInterestName, MAX_INTEREST_NAME_LENGTH } from '../../interest-na
 import type { PublishJob } from '../../messages/publishes.js';
 import type { Platform } from '../../platform.js';
 
-/** Interests per P1 request (spec 4.3). */
+/** Most interests one P1 request may name (the Beams limit). */
 export const MAX_PUBLISH_INTERESTS = 100;
-/** Users per P2 request (spec 4.3). */
+/** Most users one P2 request may name (the Beams limit). */
 export const MAX_PUBLISH_USERS = 1000;
-/** Largest user id in a P2 request, in UTF-8 bytes (spec 4.3). */
+/** Largest user id in a P2 request, in UTF-8 bytes (the Beams limit). */
 export const MAX_USER_ID_BYTES = 164;
 /** Largest P1 body, bytes (10 KiB). */
 export const P1_BODY_LIMIT = 10 * 1024;

@@ -1,5 +1,5 @@
 /**
- * Validation of an R1/R2 report body (http-interface.md 6.1), on the main thread. Each
+ * Validation of an R1/R2 report body, on the main thread. Each
  * missing required field is its own 400 REPORT_FIELD_MISSING naming the field; a field of the
  * wrong type is 400 REPORT_FIELD_INVALID naming it. JSON `null` counts as absent. Unknown
  * fields are ignored, and so are the delivery-only flags on an open report.

@@ -29,7 +29,7 @@ import type { GatewayRegistry } from './gateway-registry.js';
 import { gatewayPayload } from './payload.js';
 import { statsOf, usageMonth, type ProgressRecord, type PublishStore, type ShardReport } from './publish-store.js';
 import { addErrorReason, emptyGatewayCounts, failureReasonKey } from '../../publish-results.js';
-import { countNotification } from '../../../metrics/shard-counters.js';
+import { countNotification } from '../../../shards/shard-counters.js';
 import { RateLimitedLog } from '../../../log.js';
 import type { SendLimiter } from './send-limiter.js';
 import type { GatewayCounts, PublishJob, PublishShardStats } from '../../messages/publishes.js';

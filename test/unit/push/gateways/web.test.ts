@@ -1,7 +1,7 @@
 import { createECDH } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WebPushClient, type WebPushClientOptions } from '../../../../src/push/gateways/web.js';
-import { parseSubscriptionToken } from '../../../../src/push/gateways/web-subscription.js';
+import { parseSubscriptionToken } from '../../../../src/push/web-subscription.js';
 import { TEST_CA_FILE, vapidKeys } from '../../../fakes/tls.js';
 import { WebPushFake } from '../../../fakes/webpush-fake.js';
 import type { FakeResponse } from '../../../fakes/fake-server.js';

@@ -1,10 +1,10 @@
 /**
  * Pusher protocol 7 frames the server sends, encoded once per frame, and uWS topic names.
  * Every server event carries `data` as a JSON string, except pusher:error, whose data is
- * an object `{code, message}` (protocol-notes.md).
+ * an object `{code, message}` (what pusher-js and the other official clients read).
  */
-import type { HeraldError } from '../../errors.js';
-import { isWellFormed } from '../names.js';
+import type { HeraldError } from '../errors.js';
+import { isWellFormed } from './names.js';
 
 /**
  * The uWS topic of a channel of an app. Both parts are URI-encoded, so the app id cannot run
@@ -49,7 +49,7 @@ export function topicPart(s: string): string {
 }
 
 /** Prefix of the per-user channel pusher-js subscribes to after sign-in (one definition, in names.ts). */
-export { SERVER_TO_USER_PREFIX } from '../names.js';
+export { SERVER_TO_USER_PREFIX } from './names.js';
 
 /** A socket id as the endpoint makes them (`<digits>.<digits>`): nothing in it needs JSON escaping. */
 const PLAIN_SOCKET_ID = /^\d+\.\d+$/;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import * as frames from '../../../../src/channels/ws/frames.js';
-import { HeraldError } from '../../../../src/errors.js';
+import * as frames from '../../../src/channels/frames.js';
+import { HeraldError } from '../../../src/errors.js';
 
 describe('topics', () => {
   it('never gives two (app, channel) pairs the same topic', () => {

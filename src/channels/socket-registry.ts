@@ -4,10 +4,10 @@
  * terminate_connections, connection quotas, watchlists and the sweep.
  */
 import type { WebSocket } from 'uWebSockets.js';
-import type { AppConfig } from '../../config/schema.js';
-import { CLOSE_CODES } from '../../errors.js';
+import type { AppConfig } from '../config/schema.js';
+import { CLOSE_CODES } from '../errors.js';
 import { errorFrame } from './frames.js';
-import type { SmallMap } from '../small-map.js';
+import type { SmallMap } from './small-map.js';
 
 /**
  * Closes a connection the way the protocol asks: a `pusher:error` saying why, then the close

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { HeraldError } from '../../../../src/errors.js';
-import { MessageQuota, messageCost } from '../../../../src/channels/http-api/quota.js';
+import { HeraldError } from '../../../src/errors.js';
+import { MessageQuota, messageCost } from '../../../src/channels/quota.js';
 
 describe('daily message quota', () => {
   it('charges one per channel, two with info', () => {

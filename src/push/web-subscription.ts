@@ -16,7 +16,7 @@
  * push client's OutboundGuard checks the address connected to then.
  */
 import { isIP } from 'node:net';
-import { OutboundGuard } from '../../net/outbound-guard.js';
+import { OutboundGuard } from '../net/outbound-guard.js';
 
 /** Longest web token accepted: base64 of a PushSubscription JSON (real ones are about 400-800). */
 export const MAX_WEB_TOKEN_LENGTH = 8192;

@@ -7,10 +7,10 @@
  * the main thread (unit tests of the outbox) this module does nothing.
  */
 import { BroadcastChannel, isMainThread, workerData } from 'node:worker_threads';
-import type { DeliveryResult } from '../webhooks/http-sender.js';
-import { redactUrl } from '../webhooks/http-sender.js';
-import type { OutboxEntry, WebhookTarget } from '../webhooks/outbox-store.js';
-import type { DebugEvent } from './tap.js';
+import type { DeliveryResult } from './http-sender.js';
+import { redactUrl } from './http-sender.js';
+import type { OutboxEntry, WebhookTarget } from './outbox-store.js';
+import type { DebugEvent } from '../admin/tap.js';
 
 /** main → shards: the apps a dashboard watches now. */
 export interface WatchMessage {

@@ -3,14 +3,14 @@
  * in memory on the main thread: charging a trigger must not wait on a shard. They reset at
  * 00:00 UTC and when the process restarts (and are per node when several nodes run).
  */
-import type { AppConfig } from '../../config/schema.js';
-import { HeraldError } from '../../errors.js';
+import type { AppConfig } from '../config/schema.js';
+import { HeraldError } from '../errors.js';
 
 const MS_PER_DAY = 86_400_000;
 
 /**
  * Messages one event costs: one per channel it is published to, doubled when the event asks
- * for `info` (spec 4.1: a request with info counts as two messages).
+ * for `info` (a request with info counts as two messages, as on Pusher).
  */
 export function messageCost(channelCount: number, withInfo: boolean): number {
   return channelCount * (withInfo ? 2 : 1);
