@@ -39,6 +39,7 @@ Environment (each wins over the config file):
   HERALD_REDIS_SENTINELS           host:port,host:port of Redis Sentinels (cluster.sentinel.addresses)
   HERALD_REDIS_SENTINEL_MASTER     master group name the sentinels monitor (cluster.sentinel.masterName)
   HERALD_REDIS_SENTINEL_PASSWORD   the sentinels' own password (cluster.sentinel.password)
+  HERALD_POSTGRES_URL              postgres:// URL of the cluster's shared push store (cluster.postgresUrl)
   HERALD_UWS_MODULE                path of another uWebSockets.js build to load
 
 Docs, in the docs/ folder of the repository and of the installed package:

@@ -227,7 +227,11 @@ export class SharedWebhookOutbox implements WebhookEmitter {
         const reply = (await this.reader.xreadgroup('GROUP', DELIVERY_GROUP, this.consumer, 'COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', this.keys.webhookOutbox(), '>')) as
           | [string, [string, string[]][]][]
           | null;
-        if (this.state !== 'open') break;
+        if (this.state !== 'open') {
+          // Read while closing: handed back at once rather than left to a takeover.
+          for (const [, messages] of reply ?? []) for (const [streamId, fields] of messages) await this.handBack(streamId, fields);
+          break;
+        }
         for (const [, messages] of reply ?? []) for (const [streamId, fields] of messages) this.accept(streamId, fields);
       } catch (err) {
         // NOGROUP: Redis came back empty; the group is made again.
@@ -317,6 +321,23 @@ export class SharedWebhookOutbox implements WebhookEmitter {
       this.messageOf.set(entry.seq, streamId);
     }
     this.deadLetter(entries, 'receiver no longer configured', now);
+  }
+
+  /**
+   * Gives a message this consumer holds back to every node: the same fields (so the same webhook
+   * ids) added anew, which any node's reader takes at once, and the original acknowledged and
+   * removed in the same transaction. Used by a node that stops, so what it had not sent waits for
+   * no takeover. Events of the message already delivered may be sent again (at least once).
+   */
+  private async handBack(streamId: string, fields?: string[] | null): Promise<void> {
+    const key = this.keys.webhookOutbox();
+    try {
+      const raw = fields ?? ((await this.redis.xrange(key, streamId, streamId)) as [string, string[]][])[0]?.[1];
+      if (!raw || raw.length === 0) return;
+      await this.redis.multi().xadd(key, '*', ...raw).xack(key, DELIVERY_GROUP, streamId).xdel(key, streamId).exec();
+    } catch {
+      // Redis away: the message stays pending here and another node takes it over after nodeTimeoutMs.
+    }
   }
 
   /** Keeps the messages this consumer holds from looking abandoned (resets their idle time). */
@@ -437,7 +458,8 @@ export class SharedWebhookOutbox implements WebhookEmitter {
 
   /**
    * Stops reading and sending: open requests get CLOSE_GRACE_MS to finish. What this consumer
-   * still holds stays in the stream, and another node takes it over after nodeTimeoutMs.
+   * still holds is handed back to the stream for the other nodes (handBack); if Redis does not
+   * answer, another node takes it over after nodeTimeoutMs.
    */
   async close(graceMs = CLOSE_GRACE_MS): Promise<void> {
     if (this.state !== 'open') return;
@@ -454,6 +476,9 @@ export class SharedWebhookOutbox implements WebhookEmitter {
     this.closeController.abort();
     await Promise.allSettled([...this.requests]);
     this.sender.close();
+    // What is still held (not delivered in the grace period) goes back to the other nodes now.
+    await this.reading.catch(() => {});
+    for (const streamId of [...this.unsettled.keys()]) await this.handBack(streamId);
     await this.connections.close();
     await this.reading.catch(() => {});
   }

@@ -25,6 +25,23 @@ export async function freePort(): Promise<number> {
   }
 }
 
+/**
+ * A free port below Linux's ephemeral range (32768 and up), for a server that must come back on
+ * the same port after a restart: a freed port in the ephemeral range can be taken meanwhile as
+ * the local port of any outgoing connection (another test's client), and the restart then fails.
+ */
+export async function freeStablePort(): Promise<number> {
+  for (;;) {
+    const candidate = 20_000 + Math.floor(Math.random() * 12_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const server = createServer();
+      server.once('error', () => resolve(false));
+      server.listen(candidate, '127.0.0.1', () => server.close(() => resolve(true)));
+    });
+    if (free) return candidate;
+  }
+}
+
 export interface RedisServerOptions {
   /** Extra redis-server arguments, e.g. ['--requirepass', 'secret']. */
   args?: string[];

@@ -39,8 +39,10 @@ afterAll(async () => {
 });
 
 /** Resolves at the start of the next wall-clock second, so a burst falls into one window. */
+/** Waits for the start of the next second of the clock: a fresh window of every limit. */
 async function startOfSecond(): Promise<void> {
-  await until(() => Date.now() % 1000 < 50, 'the start of a second');
+  const second = Math.floor(Date.now() / 1000);
+  await until(() => Math.floor(Date.now() / 1000) > second && Date.now() % 1000 < 50, 'the start of the next second');
 }
 
 /** A signed GET /apps/<id>/channels by fetch (the SDK does not show response headers). */

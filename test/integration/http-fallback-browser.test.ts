@@ -14,6 +14,7 @@ import { channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk
 import { pageClientScript, startFallbackPage, type FallbackPage } from '../helpers/fallback-page.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { until } from '../helpers/wait.js';
+import { freeStablePort } from '../helpers/redis-server.js';
 
 const SESSION_TIMEOUT_MS = 3000;
 const REMOVE_WEBSOCKET = 'delete window.WebSocket; window.WebSocket = undefined; delete window.MozWebSocket;';
@@ -176,6 +177,11 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('pusher-js HTTP fallbac
   }, 90_000);
 
   it('reconnects after a server restart', async () => {
+    // The same port after the restart (pusher-js is configured with it): one outside the
+    // ephemeral range, which no outgoing connection can take while the server is down.
+    await herald.stop();
+    herald.port = await freeStablePort();
+    await herald.start();
     const { page } = await openPage({}, true, 'fb-restart');
     const firstSocketId = (await page.evaluate('window.fb.client.connection.socket_id')) as string;
     await herald.stop();

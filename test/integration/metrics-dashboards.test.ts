@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { parsePrometheus } from '../helpers/prometheus-text.js';
 import { RedisServer, waitFor } from '../helpers/redis-server.js';
+import { filePostgresServer } from '../helpers/file-postgres.js';
 import { pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
 import { DeviceApi, call, fcmToken } from './device-api-helpers.js';
 
@@ -28,13 +29,15 @@ const TARGET_LABELS = new Set(['instance', 'job']);
 
 let redis: RedisServer;
 let herald: HeraldProcess;
+// A cluster with a push instance keeps its devices in PostgreSQL (cluster.postgresUrl).
+const postgres = filePostgresServer();
 let client: PusherJsClient | undefined;
 
 beforeAll(async () => {
   redis = await new RedisServer().start();
   herald = await startHerald({
     shards: 2,
-    config: { apps: APPS, push: [PUSH], cluster: { redisUrl: redis.url, keyPrefix: 'dash:', nodeId: 'dash-node' } },
+    config: { apps: APPS, push: [PUSH], cluster: { redisUrl: redis.url, keyPrefix: 'dash:', nodeId: 'dash-node', postgresUrl: postgres().url() } },
   });
 });
 afterAll(async () => {

@@ -53,7 +53,7 @@ export async function verifyUserToken(token: string, secretKey: string, issuers:
     if (err instanceof errors.JWTExpired) {
       throw new HeraldError(
         'USER_TOKEN_MALFORMED',
-        "Authorization token expired (exp is in the past): have your auth endpoint issue a new one with the server SDK's generateToken(userId) (valid 24 h), then sign the user in again (setUserId)",
+        "Authorization token malformed: expired (exp is in the past): have your auth endpoint issue a new one with the server SDK's generateToken(userId) (valid 24 h), then sign the user in again (setUserId)",
       );
     }
     throw new HeraldError('USER_TOKEN_MALFORMED', `Authorization token malformed: ${whatWasWrong(err)}`);

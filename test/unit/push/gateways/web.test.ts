@@ -198,7 +198,8 @@ describe('WebPushClient against the fake push service', () => {
   });
 
   it('delivers 500 concurrent pushes over keep-alive connections', async () => {
-    const client = makeClient({ maxSocketsPerOrigin: 8 });
+    // A generous deadline: under CPU load a send timed out after 10 s was retried and delivered twice.
+    const client = makeClient({ maxSocketsPerOrigin: 8, requestTimeoutMs: 120_000 });
     const subscriptions = Array.from({ length: 500 }, () => fake.createSubscription());
     const outcomes = await Promise.all(subscriptions.map((subscription, i) => client.send({
       deviceId: `d${i}`, token: subscription.token, payload: { i },

@@ -56,7 +56,7 @@ describe('user tokens', () => {
     const cases: [string, string][] = [
       [await sign(good, 'wrong-secret'), 'signature'],
       [await sign(good, SECRET, 'HS384'), 'HS256'],
-      [await sign({ ...good, exp: Math.floor(Date.now() / 1000) - 5 }), 'token expired (exp is in the past): have your auth endpoint issue a new one with the server SDK\'s generateToken(userId)'],
+      [await sign({ ...good, exp: Math.floor(Date.now() / 1000) - 5 }), 'malformed: expired (exp is in the past): have your auth endpoint issue a new one with the server SDK\'s generateToken(userId)'],
       [await sign({ ...good, exp: 'tomorrow' }), 'exp'],
       [await sign({ ...good, nbf: inAnHour() }), 'nbf'],
       ['a.b', 'not a valid JWT'],
