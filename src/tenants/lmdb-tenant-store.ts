@@ -7,11 +7,17 @@ import type { TenantStore } from './tenant-store.js';
 /** The shard that keeps the tenant records (every shard count has a shard 0). */
 export const TENANT_SHARD = 0;
 
+/**
+ * How long reading every record may take, ms: it runs at start-up (as the shards' first ping
+ * does, with the same bound), so `shardRequestTimeoutMs`, which may be a few ms, does not apply.
+ */
+const LIST_TIMEOUT_MS = 30_000;
+
 export class LmdbTenantStore implements TenantStore {
   constructor(private readonly shards: ShardRequester<TenantShardApi>) {}
 
   async list(): Promise<TenantRecord[]> {
-    return (await this.shards.request(TENANT_SHARD, { type: 'tenants.list' })).records;
+    return (await this.shards.request(TENANT_SHARD, { type: 'tenants.list' }, LIST_TIMEOUT_MS)).records;
   }
 
   async put(record: TenantRecord): Promise<void> {
