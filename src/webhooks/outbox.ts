@@ -417,7 +417,8 @@ export class WebhookOutbox implements WebhookEmitter {
   }
 }
 
-function queueKey(target: WebhookTarget): string {
+/** The key of a receiver's delivery queue: one queue per app or instance and URL. */
+export function queueKey(target: WebhookTarget): string {
   switch (target.kind) {
     case 'channel':
       return JSON.stringify(['channel', target.appId, target.url]);

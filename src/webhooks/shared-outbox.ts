@@ -31,7 +31,7 @@ import type { WebhookStats } from './messages.js';
 import { DeliveryQueue, readyAt } from './delivery-queue.js';
 import { WebhookSender, redactUrl, retryDelayMs, type DeliveryResult, type WebhookRequest } from './http-sender.js';
 import type { OutboxEntry, WebhookTarget } from './outbox-store.js';
-import { MAX_EVENTS_PER_REQUEST } from './outbox.js';
+import { MAX_EVENTS_PER_REQUEST, queueKey } from './outbox.js';
 import { MAX_DEAD_LETTERS } from './outbox-store.js';
 import { channelRequest, newEventId, publishRequest, pushRequest, pushWebhookBody } from './requests.js';
 import { WebhookTargets, isDeliverableUrl } from './targets.js';
@@ -490,7 +490,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   }
 
   private queueFor(target: WebhookTarget): DeliveryQueue {
-    const key = JSON.stringify(target.kind === 'channel' ? ['channel', target.appId, target.url] : target.kind === 'push' ? ['push', target.instanceId, target.hook, target.url] : ['publish', target.url]);
+    const key = queueKey(target);
     let queue = this.queues.get(key);
     if (!queue) {
       const batched = target.kind === 'channel';
