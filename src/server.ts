@@ -32,7 +32,7 @@ import type { HeraldShardApi } from './shard-api.js';
 import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
 import { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
 import type { TopicFanout } from './http/topic-fanout.js';
-import { RedisChannelAdapter } from './channels/adapter/redis/redis-adapter.js';
+import { RedisChannelAdapter, type RedisCluster } from './channels/adapter/redis/redis-adapter.js';
 import { randomNodeId } from './channels/adapter/redis/node-session.js';
 import { describeRedis } from './channels/adapter/redis/connection.js';
 import { hostname } from 'node:os';
@@ -110,7 +110,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const appsById = new Map(config.apps.map((a) => [a.id, a]));
   // Topic delivery reaches HTTP fallback sessions too (channels/http-fallback/topics.ts).
   const topics = new SessionTopics(main);
-  let adapter: ChannelAdapter;
+  let adapter: ChannelAdapter<RedisCluster>;
   try {
     adapter = await createChannelAdapter(config, topics, shards, registry, () => ctx.config, appsById);
   } catch (err) {
@@ -132,9 +132,11 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     reports: new ReportsClient(shards),
     webhooks: new WebhooksClient(shards),
   };
+  // What a cluster adds (null on a single node): shared tenants, fallback relay, overview, figures.
+  const cluster = adapter.cluster;
   // Apps and push instances of the admin API join the config file's (which wins on conflict).
   const tenants = new TenantRegistry({
-    store: adapter instanceof RedisChannelAdapter ? new RedisTenantStore(adapter) : new LmdbTenantStore(shards),
+    store: cluster ? new RedisTenantStore(cluster.node) : new LmdbTenantStore(shards),
     shards,
     appsById: ctx.appsById as Map<string, AppConfig>,
     appsByKey: ctx.appsByKey as Map<string, AppConfig>,
@@ -147,12 +149,12 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
         shards.setWorkerConfig(next);
       },
     },
-    pushAllowed: !(adapter instanceof RedisChannelAdapter),
+    pushAllowed: !cluster,
   });
   try {
-    await startTenants(tenants, ctx, shards, adapter);
+    await startTenants(tenants, ctx, shards, cluster);
   } catch (err) {
-    await adapter.close?.().catch(() => {});
+    await adapter.close().catch(() => {});
     await shards.close(5000);
     throw err;
   }
@@ -160,7 +162,6 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   tapSubscriptions(ctx.channels, debug);
   const ws = registerWebSocket({ config: ctx.config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
   const token = config.admin.token;
-  const cluster = adapter instanceof RedisChannelAdapter ? adapter : undefined;
   // In a cluster, requests of a session that reach another node are relayed to the session's node.
   const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: cluster?.sessionDirectory() });
   const admin =
@@ -215,7 +216,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     // With TLS the port is opened shareable (checked free first): a reload opens its new app beside it.
     listenSocket = await listen(main.app, config.host, config.port, config.reusePort, main.secure);
   } catch (err) {
-    await adapter.close?.().catch(() => {});
+    await adapter.close().catch(() => {});
     await shards.close(5000);
     throw err;
   }
@@ -227,7 +228,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
       metricsSocket = await listen(metricsApp, config.metrics.host, config.metrics.port, false);
     } catch (err) {
       uws.us_listen_socket_close(listenSocket);
-      await adapter.close?.().catch(() => {});
+      await adapter.close().catch(() => {});
       await shards.close(5000);
       throw new ListenError(`metrics listener: ${(err as Error).message}`);
     }
@@ -274,7 +275,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
  * config file does not shadow, the shards get them in one message each. In a cluster, another
  * node's change notice is applied from then on.
  */
-async function startTenants(tenants: TenantRegistry, ctx: ServerContext, shards: ShardPool<HeraldShardApi>, adapter: ChannelAdapter): Promise<void> {
+async function startTenants(tenants: TenantRegistry, ctx: ServerContext, shards: ShardPool<HeraldShardApi>, cluster: RedisCluster | null): Promise<void> {
   const running = await tenants.load(ctx.config);
   const fileApps = new Set(ctx.config.apps.map((a) => a.id));
   const filePush = new Set(ctx.config.push.map((p) => p.instanceId));
@@ -288,8 +289,8 @@ async function startTenants(tenants: TenantRegistry, ctx: ServerContext, shards:
   ctx.config = running;
   shards.setWorkerConfig(running);
   if (apps.length > 0 || push.length > 0) await shards.broadcast({ type: 'core.tenants', apps, push });
-  if (adapter instanceof RedisChannelAdapter) {
-    adapter.onTenantChanged = (kind, id) => {
+  if (cluster) {
+    cluster.onTenantChanged = (kind, id) => {
       tenants.refresh(kind, id).catch((err: unknown) => log.error('tenants: a change from another node could not be applied', { kind, id, error: String(err) }));
     };
   }
@@ -326,7 +327,7 @@ async function createChannelAdapter(
   registry: SocketRegistry,
   running: () => Readonly<HeraldConfig>,
   apps: ReadonlyMap<string, AppConfig>,
-): Promise<ChannelAdapter> {
+): Promise<ChannelAdapter<RedisCluster>> {
   if (config.cluster) {
     const nodeId = config.cluster.nodeId ?? randomNodeId(hostname());
     try {
@@ -463,7 +464,7 @@ async function shutdown(
   // HTTP fallback sessions were closed with the connections and their close lines written: their streams end.
   fallback.close();
   // A cluster node leaves its cluster while its shards still take the webhooks that produces.
-  await adapter.close?.().catch((err: unknown) => log.warn('shutdown: leaving the cluster failed', { error: String(err) }));
+  await adapter.close().catch((err: unknown) => log.warn('shutdown: leaving the cluster failed', { error: String(err) }));
   // Webhooks due now get their first attempt before the shards stop: a node that does not come
   // back (a cluster scaled down) would otherwise keep them in its outbox. Bounded by the deadline.
   const drainMs = deadline - Date.now() - 1000;

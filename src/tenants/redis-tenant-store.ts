@@ -5,20 +5,20 @@
  * record and applies it (well within a second). Durable as far as the Redis deployment is
  * (AOF, replicas: docs/scaling.md).
  */
-import type { RedisChannelAdapter } from '../channels/adapter/redis/redis-adapter.js';
+import type { ClusterNode } from '../channels/adapter/redis/cluster-node.js';
 import { whenAvailable } from '../channels/adapter/redis/connection.js';
 import type { TenantKind, TenantRecord } from './tenant-record.js';
 import type { TenantStore } from './tenant-store.js';
 
 export class RedisTenantStore implements TenantStore {
-  constructor(private readonly adapter: RedisChannelAdapter) {}
+  constructor(private readonly node: ClusterNode) {}
 
   private key(kind: TenantKind): string {
-    return `${this.adapter.node.keys.prefix}tenants:${kind}`;
+    return `${this.node.keys.prefix}tenants:${kind}`;
   }
 
   private get redis() {
-    return this.adapter.node.connections.commands;
+    return this.node.connections.commands;
   }
 
   async list(): Promise<TenantRecord[]> {
@@ -41,6 +41,6 @@ export class RedisTenantStore implements TenantStore {
   }
 
   async notify(kind: TenantKind, id: string): Promise<void> {
-    await this.adapter.node.bus.sendControl('all', { type: 'tenantChanged', kind, id });
+    await this.node.bus.sendControl('all', { type: 'tenantChanged', kind, id });
   }
 }

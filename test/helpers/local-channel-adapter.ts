@@ -128,7 +128,7 @@ export async function startAdapterHarness<A extends ChannelAdapter>(
       state.closed = true;
       state.ws = null;
       registry.remove(state);
-      adapter.disconnected?.(HARNESS_APP, state.socketId);
+      adapter.cluster?.disconnected(HARNESS_APP, state.socketId);
     },
   });
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) =>

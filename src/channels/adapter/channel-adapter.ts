@@ -1,17 +1,26 @@
 /**
  * The channel adapter: everything the WebSocket front end and the channel HTTP API need from
- * channel state and channel delivery, behind one interface. Every frame that goes to sockets
- * for a channel (events, client events, member_added/removed, subscription_count, watchlist
- * online/offline) is handed to the adapter, so a single node takes the same path a cluster
- * does. The local implementation (local-adapter.ts) keeps state on the worker shards that own
- * each channel and delivers with uWS topics; the scale-out one (redis/redis-adapter.ts) keeps
- * state in Redis and relays frames over Redis pub/sub. Both pass one contract test suite
- * (test/unit/channels/adapter).
+ * channel state and channel delivery, behind one interface made of four concerns: delivery
+ * (frames to sockets), channel state (subscriptions, the cache, the reads of the HTTP API),
+ * presence (signed-in users and their watchers) and the node's lifecycle (its connections, a
+ * lost state, the stop). Every frame that goes to sockets for a channel (events, client
+ * events, member_added/removed, subscription_count, watchlist online/offline) is handed to the
+ * adapter, so a single node takes the same path a cluster does.
+ *
+ * Two implementations pass one contract test suite (test/unit/channels/adapter):
+ * - the local one (local-adapter.ts): channel state on the worker shard that owns each channel
+ *   (`channelShardFor`), frames through this process's uWS topics;
+ * - the cluster one (redis/redis-adapter.ts): channel state in Redis, frames relayed between
+ *   nodes over Redis pub/sub. What a cluster adds beyond the four concerns (a connection quota
+ *   and rate limits counted across nodes, a relay the HTTP API waits for, an outage to report)
+ *   is one capability, `cluster`, null on a single node: callers read it once.
+ * Each method below states its guarantee for both.
  *
  * Transitions that matter across a cluster are decided by the adapter, from its view of the
  * whole channel: `occupied` / `vacated` and `memberAdded` / `memberRemoved` in the results
- * below. The channel webhooks follow the same decisions: the adapter in use emits them (the
- * local one on the shard owning the channel, which sees every subscription of it).
+ * below, each decided once (local: by the owning shard, which sees every subscription of the
+ * channel; cluster: by one Redis script per change). The channel webhooks follow the same
+ * decisions: the adapter in use emits them.
  */
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../../config/schema.js';
@@ -120,10 +129,17 @@ export interface OccupiedChannel {
   userCount?: number;
 }
 
-export interface ChannelAdapter {
+/** Frames to sockets. */
+export interface ChannelDelivery {
   /**
-   * Delivers a ready-encoded frame to every subscriber of the channel, except the socket
-   * with `exceptSocketId`. Synchronous hand-off: no await on the hot path.
+   * Delivers a ready-encoded frame to every subscriber of the channel, except the socket with
+   * `exceptSocketId`. Synchronous hand-off: no await on the hot path. At most once per socket
+   * (a socket over its send buffer cap misses frames and is let go with 4100).
+   * Local: delivered at once, in call order. Cluster: handed to Redis on one connection, so the
+   * frames one node publishes reach every node in the order published; this node's sockets get
+   * the frame once Redis has taken it (a trigger through this node never overtakes one accepted
+   * earlier through another). Outage (Redis away): this node's sockets still get it, the other
+   * nodes do not (pub/sub keeps nothing), and `cluster.relayed()` rejects.
    */
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): void;
   /**
@@ -133,83 +149,152 @@ export interface ChannelAdapter {
    * subscribe resolved in, since an event published on the channel while the join was in
    * flight (when the socket could not receive it yet) replaces the one the join read, so the
    * subscriber never gets an older event as the latest. Undefined for other channels.
+   * Synchronous on both (cluster: this node also starts listening to the channel's relay).
    */
   attach(socket: ChannelSocket, appId: string, channel: string, joined?: SubscribeResult): CachedEvent | null | undefined;
-  /** Takes a socket off the channel's delivery (it unsubscribed; a closed socket leaves by itself). */
+  /** Takes a socket off the channel's delivery (it unsubscribed; a closed socket leaves by itself). Synchronous. */
   detach(socket: ChannelSocket, appId: string, channel: string): void;
+}
+
+/** Subscriptions, the cache and the channel reads of the HTTP API. */
+export interface ChannelStateStore {
   /**
-   * A signed-in user's first connection on this node arrived (`online`) or its last one left:
-   * tells the user's watchers (watchlist online / offline), as far as the adapter sees the user.
+   * Records a subscription; the caller has already authorised it. At most once: a join that
+   * fails is not retried (the caller tells the client, which may). Local: sent to the owning
+   * shard in a per-shard batch; rejects when that batch fails (the shard timed out or crashed;
+   * the shard is then reconciled with what the front end holds). Cluster: one Redis script;
+   * during an outage it rejects with CLUSTER_UNAVAILABLE.
    */
-  userPresence(appId: string, userId: string, online: boolean): void;
-  /**
-   * Puts a socket on the watchlist delivery of each user and answers which of them are online
-   * now (for the initial watchlist events): at once where the adapter knows (local), later where
-   * it must ask shared state (cluster).
-   */
-  watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[] | Promise<string[]>;
-  /** Live connections of the app on this node (the connection quota, unless `admit` decides it). */
-  connectionCount(appId: string): number;
-  /**
-   * Adapters whose connection quota spans several nodes: records a new connection and answers
-   * whether the app is under `maxConnections` (null: no limit) counting every node. The front
-   * end calls it before connection_established and `disconnected` for every admitted socket.
-   */
-  admit?(appId: string, socketId: string, maxConnections: number | null): Promise<boolean>;
-  /** A socket the front end registered (or admitted) closed: its channels have been left. */
-  disconnected?(appId: string, socketId: string): void;
-  /**
-   * Throws CLUSTER_UNAVAILABLE (503) when an HTTP trigger could not reach every subscriber
-   * (a cluster node cut off from Redis). Adapters that cannot be cut off leave it out.
-   */
-  checkAvailable?(): void;
-  /**
-   * Cluster adapters, whose publish hands frames to other nodes asynchronously: resolves once
-   * every frame published so far has been taken by the other nodes' relay, rejects with
-   * CLUSTER_UNAVAILABLE when the latest could not be. The HTTP API answers a trigger after it.
-   */
-  relayed?(): Promise<void>;
-  /** Adapters that count the message quota across nodes: the counter to charge (see channels/quota.ts). */
-  readonly messageQuota?: MessageCharger;
-  /** Counts the per-app rate limits across the cluster; absent, each node counts its own (memory). */
-  readonly rateCounter?: RateCounter;
-  /** Graceful stop, after the sockets were closed and before the shards stop (cluster: deregister). */
-  close?(): Promise<void>;
-  /** Records the last event of a cache channel (fire-and-forget to the owning shard). */
-  storeCachedEvent(appId: string, channel: string, event: string, data: string): void;
-  /**
-   * A client event was relayed: hands it to the client_event webhook (fire-and-forget). Call
-   * it only for apps with a webhook that wants client_event: it costs a message per event.
-   */
-  clientEvent(e: RelayedClientEvent): void;
-  /** Records a subscription on the owning shard; the caller has already authorised it. */
   subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
   /**
    * The same, for a caller that may change its mind: adapters may queue joins under load, and
    * ask `wanted` before sending one; if the caller no longer wants it, it is dropped and the
-   * promise resolves with null (nothing was done). An adapter that sends at once never asks.
+   * promise resolves with null (nothing was done). Local: queued per shard under load, `wanted`
+   * asked when the join leaves the queue. Cluster: sent at once, `wanted` asked once before.
    */
   subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
   /**
    * Removes a subscription (explicit unsubscribe or socket close). Never dropped: the adapter
-   * retries until it is applied; it rejects only when the server shuts down.
+   * retries until it is applied (applying it twice changes nothing); it rejects only when the
+   * server shuts down. Local: retried until the owning shard answers. Cluster: retried with
+   * backoff through an outage; after one, the re-registration has already left it out.
    */
   unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult>;
-  /** One channel's state (C4). Many channels: call per channel; they live on different shards. */
-  channelInfo(appId: string, channel: string, want: ChannelInfoRequest): Promise<ChannelInfo>;
-  /** Occupied channels of an app (C3), optionally by prefix, with user counts when asked; sorted by name. */
-  listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<OccupiedChannel[]>;
-  /** User ids of a presence channel (C6). */
-  presenceUserIds(appId: string, channel: string): Promise<string[]>;
-  /** Closes every connection of a signed-in user (C5); resolves with how many were closed. */
-  terminateUserConnections(appId: string, userId: string): Promise<number>;
   /**
-   * For adapters whose state can be lost while the sockets stay connected (the local one: a
-   * shard worker died and was replaced, its subscribers and members with it). Registers `held`,
-   * which the adapter calls with the channels that lost their state; it answers the
-   * subscriptions the front end holds on them, and the adapter records those again, silently:
-   * no frames, no webhooks, no member limit. The local adapter also reconciles each shard with
-   * what `held` answers (ghost subscribers removed). Adapters that cannot lose state leave it out.
+   * Records the last event of a cache channel. Fire-and-forget, at most once: local, to the
+   * owning shard; cluster, to Redis (lost during an outage, counted as a relay failure).
    */
-  onStateLost?(held: (lost: LostChannels) => HeldSubscription[]): void;
+  storeCachedEvent(appId: string, channel: string, event: string, data: string): void;
+  /**
+   * A client event was relayed: hands it to the client_event webhook (fire-and-forget, to the
+   * outbox of this node's shard owning the channel, on both). Call it only for apps with a
+   * webhook that wants client_event: it costs a message per event.
+   */
+  clientEvent(e: RelayedClientEvent): void;
+  /**
+   * One channel's state (C4). Many channels: call per channel; they live on different shards.
+   * Local: the owning shard's answer. Cluster: read from Redis; CLUSTER_UNAVAILABLE during an outage.
+   */
+  channelInfo(appId: string, channel: string, want: ChannelInfoRequest): Promise<ChannelInfo>;
+  /**
+   * Occupied channels of an app (C3), optionally by prefix, with user counts when asked; sorted
+   * by name. Local: every shard asked. Cluster: read from Redis; CLUSTER_UNAVAILABLE during an outage.
+   */
+  listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<OccupiedChannel[]>;
+}
+
+/** Signed-in users: presence channels' members, watchlists, terminating a user's connections. */
+export interface UserPresence {
+  /**
+   * User ids of a presence channel (C6). Local: the owning shard's answer. Cluster: read from
+   * Redis; CLUSTER_UNAVAILABLE during an outage.
+   */
+  presenceUserIds(appId: string, channel: string): Promise<string[]>;
+  /**
+   * A signed-in user's first connection on this node arrived (`online`) or its last one left:
+   * tells the user's watchers (watchlist online / offline) when it is the user's first or last
+   * connection as far as the adapter sees the user. Fire-and-forget. Local: this node's
+   * watchers, at once. Cluster: recorded in Redis, and every node tells its watchers when it is
+   * the first or last connection in the cluster; during an outage nothing is recorded, and the
+   * re-registration that follows records the node's users and reports what changed.
+   */
+  userPresence(appId: string, userId: string, online: boolean): void;
+  /**
+   * Puts a socket on the watchlist delivery of each user and answers which of them are online
+   * now (for the initial watchlist events). Local: at once, from this node's users. Cluster:
+   * read from Redis; rejects with CLUSTER_UNAVAILABLE during an outage.
+   */
+  watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[] | Promise<string[]>;
+  /**
+   * Closes every connection of a signed-in user (C5); resolves with how many were closed on
+   * this node. Local: this node's. Cluster: this node's at once, then a control message that
+   * every other node acts on (at most once: a node cut off from Redis misses it); rejects with
+   * CLUSTER_UNAVAILABLE when the message could not be sent.
+   */
+  terminateUserConnections(appId: string, userId: string): Promise<number>;
+}
+
+/** The node's side: its connections, a state lost under live sockets, the stop. */
+export interface NodeLifecycle {
+  /** Live connections of the app on this node (the connection quota on a single node). */
+  connectionCount(appId: string): number;
+  /**
+   * For state lost while the sockets stay connected. Registers `held`, which the adapter calls
+   * with the channels that lost their state; it answers the subscriptions the front end holds
+   * on them, and the adapter records those again, silently: no frames, no webhooks, no member
+   * limit. Local: a shard worker died and was replaced (its subscribers and members with it);
+   * the adapter also reconciles each shard with what `held` answers (ghost subscribers
+   * removed). Cluster: the node re-registers after an outage or after it was reaped, and
+   * records every subscription `held` answers under its new session.
+   */
+  onStateLost(held: (lost: LostChannels) => HeldSubscription[]): void;
+  /**
+   * Graceful stop, after the sockets were closed and before the shards stop. Local: nothing to
+   * do. Cluster: the leaves in flight finish (their webhooks decided), then the node
+   * deregisters and its transitions are reported once.
+   */
+  close(): Promise<void>;
+}
+
+/**
+ * What a cluster adds: counts that span every node and the relay to the other nodes. A single
+ * node has none of it (`ChannelAdapter.cluster` is null) and counts in memory.
+ */
+export interface ClusterCapability {
+  /**
+   * Records a new connection and answers whether the app is under `maxConnections` (null: no
+   * limit; then recorded in the background and always true) counting every node. The front
+   * end calls it before connection_established and `disconnected` for every admitted socket.
+   * During an outage (with a limit) it rejects with CLUSTER_UNAVAILABLE.
+   */
+  admit(appId: string, socketId: string, maxConnections: number | null): Promise<boolean>;
+  /**
+   * A socket the front end admitted closed: its channels have been left. Fire-and-forget;
+   * during an outage it fails, and the re-registration leaves the socket out.
+   */
+  disconnected(appId: string, socketId: string): void;
+  /**
+   * Throws CLUSTER_UNAVAILABLE (503) when an HTTP trigger could not reach every subscriber:
+   * Redis away, this node not registered, or its subscriber connection not listening yet.
+   */
+  checkAvailable(): void;
+  /**
+   * Resolves once every frame published so far has been taken by Redis (so queued to every
+   * other node's relay), rejects with CLUSTER_UNAVAILABLE when the latest could not be. The
+   * HTTP API answers a trigger after it.
+   */
+  relayed(): Promise<void>;
+  /** The daily message quota, counted in Redis across nodes; CLUSTER_UNAVAILABLE during an outage. */
+  readonly messageQuota: MessageCharger;
+  /** The per-app rate limits, counted in Redis across nodes; CLUSTER_UNAVAILABLE during an outage. */
+  readonly rateCounter: RateCounter;
+}
+
+/**
+ * The whole adapter. `C` is the cluster capability as its implementation offers it (the
+ * composition root knows the Redis adapter's, which also serves the admin area and metrics).
+ */
+export interface ChannelAdapter<C extends ClusterCapability = ClusterCapability> extends ChannelDelivery, ChannelStateStore, UserPresence, NodeLifecycle {
+  /** What a cluster adds; null on a single node. Read it once: it does not change. */
+  readonly cluster: C | null;
 }

@@ -37,6 +37,8 @@ import type { SocketRegistry } from '../socket-registry.js';
 const RESTORE_BATCH = 1000;
 
 export class LocalChannelAdapter implements ChannelAdapter {
+  /** A single node counts its quota and rate limits in memory and relays to nobody. */
+  readonly cluster = null;
   private readonly heldListeners: ((lost: LostChannels) => HeldSubscription[])[] = [];
   /** Cache events stored while a join of their channel is in flight (cache-join-watch.ts). */
   private readonly cacheJoins = new CacheJoinWatch();
@@ -219,6 +221,9 @@ export class LocalChannelAdapter implements ChannelAdapter {
   async terminateUserConnections(appId: string, userId: string): Promise<number> {
     return this.registry.terminateUser(appId, userId);
   }
+
+  /** Nothing to leave: the shards stop after this (server.ts). */
+  async close(): Promise<void> {}
 }
 
 /**

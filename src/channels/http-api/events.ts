@@ -150,11 +150,11 @@ export function triggerEvent(
   const channels = params.channels ?? (params.channel !== undefined ? [params.channel] : undefined);
   if (channels === undefined) throw new HeraldError('INVALID_PARAMETERS', 'channels (or channel) is required');
   const event = validateEvent(app, { name: params.name, data: params.data, channels, socket_id: params.socket_id, info: params.info }, '', params.channels !== undefined ? channelsLabel : channelLabel);
-  adapter.checkAvailable?.();
+  adapter.cluster?.checkAvailable();
   return afterCharge(limits?.events(app, 1), () => afterCharge(quota.charge(app, messageCost(event.channels.length, event.info.size > 0)), () => {
     publishEvent(adapter, app.id, event);
     debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
-    const relayed = adapter.relayed?.();
+    const relayed = adapter.cluster?.relayed();
     if (event.info.size === 0) return relayed ? relayed.then(emptyOk) : emptyOk();
     return Promise.all([relayed, ...event.channels.map((c) => triggerInfo(adapter, app, c, event.info))]).then(([, ...attributes]) => {
       const out: Record<string, Record<string, number>> = {};
@@ -204,13 +204,13 @@ export function triggerBatch(
     cost += messageCost(1, event.info.size > 0);
     if (event.info.size > 0) withInfo = true;
   }
-  adapter.checkAvailable?.();
+  adapter.cluster?.checkAvailable();
   return afterCharge(limits?.events(app, events.length), () => afterCharge(quota.charge(app, cost), () => {
     for (const event of events) {
       publishEvent(adapter, app.id, event);
       debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
     }
-    const relayed = adapter.relayed?.();
+    const relayed = adapter.cluster?.relayed();
     if (!withInfo) return relayed ? relayed.then(emptyOk) : emptyOk();
     // Events asking the same thing of the same channel share one lookup.
     const lookups = new Map<string, Promise<Record<string, number>>>();

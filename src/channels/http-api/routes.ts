@@ -49,10 +49,10 @@ function preflight(rc: RequestContext): Reply {
 
 /** The C1-C6 routes plus an OPTIONS preflight per path. */
 export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey' | 'channels' | 'debug'>): Route[] {
-  // Cluster adapters count the quota across nodes; one node counts in memory.
-  const quota = ctx.channels.messageQuota ?? new MessageQuota();
-  // Rate limits likewise: across the cluster when the adapter counts them, else in memory.
-  const limits = new AppRateLimits(ctx.channels.rateCounter ?? new LocalRateCounter());
+  // A cluster counts the quota and the rate limits across nodes; one node counts in memory.
+  const cluster = ctx.channels.cluster;
+  const quota = cluster?.messageQuota ?? new MessageQuota();
+  const limits = new AppRateLimits(cluster?.rateCounter ?? new LocalRateCounter());
   // The API reads no request header (the signature is in the query): none is copied.
   const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN, headers: [] };
   const write: RouteOptions = { ...read, bodyLimit: ctx.config.maxRequestBodyBytes, bodyTooLarge: 'BODY_TOO_LARGE' };

@@ -84,10 +84,12 @@ function markActive(ws: Ws): void {
 
 export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   const { config, registry, adapter } = ctx;
+  /** What a cluster adds (admission and rate limits counted across nodes); null on one node. */
+  const cluster = adapter.cluster;
   const subscriptions = new Subscriptions(adapter, () => ctx.state.draining, () => registry.all());
   const protocol = new ProtocolHandler({ config, registry, adapter, subscriptions, debug: ctx.debug });
   /** maxNewConnectionsPerSecond(PerIp): across the cluster when the adapter counts them. */
-  const rateLimits = new AppRateLimits(adapter.rateCounter ?? new LocalRateCounter());
+  const rateLimits = new AppRateLimits(cluster?.rateCounter ?? new LocalRateCounter());
   /**
    * Slow consumers being let go: off the registry and every channel, sent nothing more, closed
    * with 4100 once they have read their backlog (drain) or at their deadline.
@@ -220,7 +222,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       log.error('websocket close: leaving channels failed', { appId: state.app.id, error: describe(err) });
     }
     try {
-      adapter.disconnected?.(state.app.id, state.socketId);
+      cluster?.disconnected(state.app.id, state.socketId);
     } catch (err) {
       log.error('websocket close: adapter disconnect failed', { appId: state.app.id, error: describe(err) });
     }
@@ -301,7 +303,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
           log.warn('node connection limit reached: refusing new WebSocket connections with 4100', { maxConnections });
         }
         refusal = { code: CLOSE_CODES.OVER_CAPACITY, message: `Server is at its connection limit (${maxConnections}): retry later` };
-      } else if (max !== null && !adapter.admit && adapter.connectionCount(state.app.id) >= max) {
+      } else if (max !== null && !cluster && adapter.connectionCount(state.app.id) >= max) {
         refusal = overQuota(max);
       }
     }
@@ -339,21 +341,21 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
 
   /** The app's connection quota (counted by the adapter in a cluster), then connection_established. */
   function admit(ws: Ws, state: SocketState): void {
-    if (adapter.admit) {
+    if (cluster) {
       // The quota spans the cluster: the adapter counts this connection first.
       const max = state.app.maxConnections;
       const userData = ws.getUserData();
       userData.state = null;
       userData.admitting = state;
-      adapter.admit(state.app.id, state.socketId, max).then(
+      cluster.admit(state.app.id, state.socketId, max).then(
         (admitted) => {
           if (state.closed) {
-            adapter.disconnected?.(state.app.id, state.socketId);
+            cluster.disconnected(state.app.id, state.socketId);
             return;
           }
           userData.admitting = null;
           if (!admitted) {
-            adapter.disconnected?.(state.app.id, state.socketId);
+            cluster.disconnected(state.app.id, state.socketId);
             refuse(ws, state, overQuota(max ?? 0));
             return;
           }

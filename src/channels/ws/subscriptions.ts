@@ -30,7 +30,7 @@ export class Subscriptions {
     private readonly draining: () => boolean,
     private readonly open: () => Iterable<SocketState>,
   ) {
-    adapter.onStateLost?.((lost) => this.held(lost));
+    adapter.onStateLost((lost) => this.held(lost));
   }
 
   /**

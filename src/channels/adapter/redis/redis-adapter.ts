@@ -29,6 +29,7 @@ import type {
   ChannelInfo,
   ChannelInfoRequest,
   ChannelSocket,
+  ClusterCapability,
   HeldSubscription,
   LostChannels,
   MessageCharger,
@@ -112,7 +113,24 @@ export interface RedisAdapterDeps {
 
 type Shards = ShardRequester<ChannelShardApi & WebhookShardApi>;
 
-export class RedisChannelAdapter implements ChannelAdapter {
+/**
+ * The cluster capability as the Redis adapter offers it: beside what the front end and the
+ * HTTP API use (ClusterCapability), what the composition root hands to the other areas (the
+ * Redis node for the tenant store, the fallback's session directory, the admin overview and
+ * the metrics figures, and another node's tenant change).
+ */
+export interface RedisCluster extends ClusterCapability {
+  readonly node: ClusterNode;
+  /** Hears another node's admin API change of an app or push instance (set by the tenant registry). */
+  onTenantChanged: ((kind: 'app' | 'push', id: string) => void) | undefined;
+  sessionDirectory(): SessionDirectory;
+  overview(): Promise<ClusterOverview>;
+  readonly figures: ClusterFigures;
+}
+
+export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisCluster {
+  /** The adapter is its own cluster capability (its members are on this class). */
+  readonly cluster: RedisCluster = this;
   readonly node: ClusterNode;
   readonly messageQuota: MessageCharger;
   readonly rateCounter: RateCounter;
