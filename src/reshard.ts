@@ -3,20 +3,12 @@
  * count, so a data dir can move to a host with more (or fewer) cores with nothing lost.
  *
  * Keys are placed by hash modulo the shard count (hash.ts), so every record is read from the old
- * environments and written to the environment of the shard that owns it under the new count:
- *
- *   push/devices, push/device-interests, push/interests, push/users, push/reports
- *                                  the device's shard (the device id part of the key); copied as bytes
- *   push/report-counts             recounted from the moved reports per new shard; what the old
- *                                  counts held beyond their records goes to the publish's home shard
- *   push/publish                   finished publishes: the parts of every old shard merged into one
- *                                  (counts summed, times min/max, user outcomes joined) on the
- *                                  publish's home shard, an empty finished part on the others, the
- *                                  retention index rebuilt; monthly usage summed onto shard 0.
- *                                  A publish still in flight refuses the reshard (see below).
- *   webhooks/outbox, webhooks/dead entries renumbered per new shard in the order they happened;
- *                                  channel events go to the channel's shard (reload debounce holds)
- *   channels/occupied              the channel's shard
+ * environments and written to the environment of the shard that owns it under the new count.
+ * Which databases there are and where each record goes is each area's to say: its layout,
+ * declared next to its store (shards/shard-layout.ts; listed in shard-layouts.ts). This file
+ * knows no area: it reads the old environments, lets each layout check them (a publish in
+ * flight refuses the reshard) and copy them, and checks that every database a layout copies
+ * one for one has as many records in the new environments as in the old ones.
  *
  * Safety, in this order:
  * 1. The data dir's lock (`herald.lock`, the flock a running server holds for its life, see
@@ -38,13 +30,9 @@ import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, re
 import { join } from 'node:path';
 import type { Database, Key, RootDatabase } from 'lmdb';
 import { openShardDatabase } from './shards/storage.js';
-import { channelShardFor, deviceShardFor, shardForKey } from './shards/hash.js';
-import { DataDirError, RESHARD_PLAN_FILE, lockDataDir, type DataDirIdentity } from './shards/data-dir.js';
-import { decodeKey, encodeKey } from './push/keys.js';
-import type { UserOutcomes } from './push/messages/publishes.js';
-import { addGatewayCounts, emptyGatewayCounts } from './push/publish-results.js';
-import type { CoordinatorRecord, ProgressRecord, ShardReport } from './push/shard/publishes/publish-store.js';
-import type { OutboxEntry, DeadLetter } from './webhooks/outbox-store.js';
+import { RESHARD_PLAN_FILE, lockDataDir, type DataDirIdentity } from './shards/data-dir.js';
+import { ReshardError, type DatabaseDeclaration, type DatabaseEncoding, type NewShards, type OldShards, type ShardLayout, type StoredRecord } from './shards/shard-layout.js';
+import { SHARD_LAYOUTS } from './shard-layouts.js';
 
 const NEW_DIR = 'reshard-new';
 const OLD_DIR = 'reshard-old';
@@ -59,9 +47,6 @@ export interface ReshardPlan {
   phase: 'copy' | 'switch';
   startedAt: string;
 }
-
-/** A reshard that cannot run (server running, publish in flight, unknown data); nothing was changed. */
-export class ReshardError extends DataDirError {}
 
 export interface ReshardOptions {
   dataDir: string;
@@ -78,33 +63,12 @@ export interface ReshardResult {
   records: Record<string, number>;
 }
 
-/** The databases a shard environment may hold; any other name refuses the reshard rather than drop it. */
-const KNOWN_DATABASES = [
-  'push/devices',
-  'push/interests',
-  'push/device-interests',
-  'push/users',
-  'push/reports',
-  'push/report-counts',
-  'push/publish',
-  'webhooks/outbox',
-  'webhooks/dead',
-  'channels/occupied',
-  'tenants/records',
-] as const;
-type DatabaseName = (typeof KNOWN_DATABASES)[number];
-
-/** Device-keyed databases copied as bytes: which key part is the device id. */
-const DEVICE_KEY_PART: Partial<Record<DatabaseName, (parts: string[]) => string | undefined>> = {
-  'push/devices': (p) => p[1],
-  'push/interests': (p) => p[2],
-  'push/device-interests': (p) => p[1],
-  'push/users': (p) => p[2],
-  'push/reports': (p) => p[3],
+/** How the reshard opens a database of each encoding (as its store does). */
+const OPEN_OPTIONS: Record<DatabaseEncoding, { keyEncoding?: 'binary'; encoding?: 'binary' | 'msgpack' }> = {
+  bytes: { keyEncoding: 'binary', encoding: 'binary' },
+  'binary-keys': { keyEncoding: 'binary', encoding: 'msgpack' },
+  default: {},
 };
-
-const BINARY = { keyEncoding: 'binary', encoding: 'binary' } as const;
-const BINARY_KEY_MSGPACK = { keyEncoding: 'binary', encoding: 'msgpack' } as const;
 
 function shardDir(dataDir: string, index: number): string {
   return join(dataDir, `shard-${index}`);
@@ -314,7 +278,7 @@ function switchOver(dataDir: string, plan: ReshardPlan, identity: DataDirIdentit
 }
 
 /** Buffers writes per new environment and commits them in synced batches. */
-class ShardWriter {
+class ShardWriter implements NewShards {
   private readonly pending: { db: AnyDatabase; key: Key; value: unknown }[][];
   readonly counts: Record<string, number> = {};
   private recordsLeft = testHook('HERALD_RESHARD_EXIT_AFTER_RECORDS');
@@ -324,6 +288,10 @@ class ShardWriter {
     private readonly databases: Map<string, AnyDatabase>[],
   ) {
     this.pending = roots.map(() => []);
+  }
+
+  get count(): number {
+    return this.roots.length;
   }
 
   put(shard: number, name: string, key: Key, value: unknown): void {
@@ -350,15 +318,10 @@ class ShardWriter {
   }
 }
 
-function openHandles(root: RootDatabase): Map<string, AnyDatabase> {
+/** Every database the layouts declare, opened on one environment as its store opens it. */
+function openHandles(root: RootDatabase, declared: readonly DatabaseDeclaration[]): Map<string, AnyDatabase> {
   const handles = new Map<string, AnyDatabase>();
-  for (const name of KNOWN_DATABASES) {
-    let db: AnyDatabase;
-    if (name in DEVICE_KEY_PART) db = root.openDB(name, BINARY) as AnyDatabase;
-    else if (name === 'push/publish' || name === 'push/report-counts') db = root.openDB(name, BINARY_KEY_MSGPACK) as AnyDatabase;
-    else db = root.openDB({ name }) as AnyDatabase;
-    handles.set(name, db);
-  }
+  for (const { name, encoding } of declared) handles.set(name, root.openDB({ name, ...OPEN_OPTIONS[encoding] }) as AnyDatabase);
   return handles;
 }
 
@@ -367,289 +330,69 @@ function copyBytes(value: unknown): Buffer {
   return Buffer.from(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
 }
 
-interface ReportTally {
-  instanceId: string;
-  publishId: string;
-  /** Counts of the old shards together. */
-  oldTotal: { delivered: number; opened: number };
-  /** Records per new shard. */
-  perShard: Map<number, { delivered: number; opened: number }>;
+/** The old environments as the layouts read them: binary keys and values copied out (lmdb reuses its buffers). */
+function oldShardsOf(oldDbs: Map<string, AnyDatabase>[], declared: readonly DatabaseDeclaration[]): OldShards {
+  const encodings = new Map(declared.map((d) => [d.name, d.encoding]));
+  return {
+    count: oldDbs.length,
+    *records(shard: number, name: string): Iterable<StoredRecord> {
+      const db = oldDbs[shard]?.get(name);
+      if (!db) throw new Error(`reshard: no handle for ${name} on shard-${shard}`);
+      const encoding = encodings.get(name);
+      for (const { key, value } of db.getRange({})) {
+        if (encoding === 'default') yield { key, value };
+        else yield { key: copyBytes(key), value: encoding === 'bytes' ? copyBytes(value) : value };
+      }
+    },
+  };
 }
 
-async function copyShards(dataDir: string, from: number, to: number): Promise<Record<string, number>> {
+async function copyShards(dataDir: string, from: number, to: number, layouts: readonly ShardLayout[] = SHARD_LAYOUTS): Promise<Record<string, number>> {
+  const declared = layouts.flatMap((l) => l.databases);
   const oldRoots: RootDatabase[] = [];
   const newRoots: RootDatabase[] = [];
   try {
-    for (let i = 0; i < from; i++) {
-      if (!existsSync(shardDir(dataDir, i))) throw new ReshardError(`${shardDir(dataDir, i)} is missing; herald.json says ${from} shards`);
-      oldRoots.push(openShardDatabase(shardDir(dataDir, i)));
-    }
-    for (const [i, root] of oldRoots.entries()) {
-      for (const name of root.getKeys({})) {
-        if (!(KNOWN_DATABASES as readonly unknown[]).includes(name)) {
-          throw new ReshardError(`shard-${i} holds a database this version does not know (${String(name)}); refusing to reshard rather than drop it`);
-        }
-      }
-    }
-    const oldDbs = oldRoots.map(openHandles);
-    checkPublishesSettled(oldDbs);
+    for (let i = 0; i < from; i++) oldRoots.push(openOldShard(dataDir, i, from));
+    refuseUnknownDatabases(oldRoots, declared);
+    const old = oldShardsOf(oldRoots.map((root) => openHandles(root, declared)), declared);
+    for (const layout of layouts) layout.check?.(old);
 
     for (let j = 0; j < to; j++) newRoots.push(openShardDatabase(join(dataDir, NEW_DIR, `shard-${j}`)));
-    const writer = new ShardWriter(newRoots, newRoots.map(openHandles));
-    const expected: Record<string, number> = {};
-    const count = (name: string): void => {
-      expected[name] = (expected[name] ?? 0) + 1;
-    };
-
-    // Device-keyed records: copied as bytes to the device's shard; reports tallied for their counts.
-    const tallies = new Map<string, ReportTally>();
-    const tallyOf = (instanceId: string, publishId: string): ReportTally => {
-      const id = JSON.stringify([instanceId, publishId]);
-      let tally = tallies.get(id);
-      if (!tally) tallies.set(id, (tally = { instanceId, publishId, oldTotal: { delivered: 0, opened: 0 }, perShard: new Map() }));
-      return tally;
-    };
-    for (const [name, devicePart] of Object.entries(DEVICE_KEY_PART)) {
-      for (const dbs of oldDbs) {
-        for (const { key, value } of dbs.get(name)!.getRange({})) {
-          const parts = decodeKey(key as Uint8Array);
-          const deviceId = devicePart(parts);
-          if (deviceId === undefined) throw new ReshardError(`${name}: malformed key ${JSON.stringify(parts)}`);
-          const shard = deviceShardFor(deviceId, to);
-          writer.put(shard, name, copyBytes(key), copyBytes(value));
-          count(name);
-          if (name === 'push/reports') {
-            const perShard = tallyOf(parts[0]!, parts[1]!).perShard;
-            const c = perShard.get(shard) ?? { delivered: 0, opened: 0 };
-            if (parts[2] === 'delivery') c.delivered++;
-            else if (parts[2] === 'open') c.opened++;
-            perShard.set(shard, c);
-          }
-        }
-      }
-    }
-
-    // Report counts: recounted per new shard; what old counts held beyond their records stays, on the home shard.
-    for (const dbs of oldDbs) {
-      for (const { key, value } of dbs.get('push/report-counts')!.getRange({})) {
-        const [instanceId, publishId] = decodeKey(key as Uint8Array) as [string, string];
-        const c = value as { delivered?: number; opened?: number };
-        const tally = tallyOf(instanceId, publishId);
-        tally.oldTotal.delivered += c.delivered ?? 0;
-        tally.oldTotal.opened += c.opened ?? 0;
-      }
-    }
-    for (const tally of tallies.values()) {
-      const home = shardForKey(tally.publishId, to);
-      let delivered = 0;
-      let opened = 0;
-      for (const c of tally.perShard.values()) {
-        delivered += c.delivered;
-        opened += c.opened;
-      }
-      const extra = { delivered: Math.max(0, tally.oldTotal.delivered - delivered), opened: Math.max(0, tally.oldTotal.opened - opened) };
-      if (extra.delivered > 0 || extra.opened > 0 || tally.perShard.size === 0) {
-        const c = tally.perShard.get(home) ?? { delivered: 0, opened: 0 };
-        tally.perShard.set(home, { delivered: c.delivered + extra.delivered, opened: c.opened + extra.opened });
-      }
-      for (const [shard, c] of tally.perShard) writer.put(shard, 'push/report-counts', encodeKey([tally.instanceId, tally.publishId]), c);
-    }
-
-    copyPublishes(oldDbs, writer, to);
-    copyWebhooks(oldDbs, writer, to, count);
-
-    for (const dbs of oldDbs) {
-      for (const { key, value } of dbs.get('channels/occupied')!.getRange({})) {
-        const parts = Array.isArray(value) ? (value as unknown[]) : (JSON.parse(String(key)) as unknown[]);
-        writer.put(channelShardFor(String(parts[0]), String(parts[1]), to), 'channels/occupied', key, value);
-        count('channels/occupied');
-      }
-    }
-    // Admin API tenants live on shard 0 (tenants/shard-handlers.ts), which every layout has.
-    for (const dbs of oldDbs) {
-      for (const { key, value } of dbs.get('tenants/records')!.getRange({})) {
-        writer.put(0, 'tenants/records', key, value);
-        count('tenants/records');
-      }
-    }
+    const writer = new ShardWriter(newRoots, newRoots.map((root) => openHandles(root, declared)));
+    for (const layout of layouts) layout.copy(old, writer);
     writer.commitAll();
 
-    // Every record of a database copied one for one is in the new environments.
-    for (const [name, n] of Object.entries(expected)) {
-      let written = 0;
-      for (const root of newRoots) written += root.openDB(name, BINARY).getCount();
-      if (written !== n) throw new ReshardError(`reshard check failed: ${name} has ${n} records in the old shards and ${written} in the new ones`);
-    }
+    checkCopiedOneForOne(oldRoots, newRoots, declared);
     return writer.counts;
   } finally {
     await Promise.all([...newRoots, ...oldRoots].map((root) => root.close()));
   }
 }
 
-/**
- * A publish still in flight has a per-shard scan position that means nothing under another
- * count, so it refuses the reshard. A finished part whose acknowledgement from the coordinator
- * was not stored yet (`open`) is settled once the coordinator's record is finalized.
- */
-function checkPublishesSettled(oldDbs: Map<string, AnyDatabase>[]): void {
-  const finalized = new Set<string>();
-  const open: string[] = [];
-  const busy = new Set<string>();
-  for (const [shard, dbs] of oldDbs.entries()) {
-    for (const { key, value } of dbs.get('push/publish')!.getRange({})) {
-      const [kind, publishId] = decodeKey(key as Uint8Array) as [string, string];
-      if (kind === 'coord' && (value as CoordinatorRecord).finalized) finalized.add(publishId);
-      else if (kind === 'open') open.push(publishId);
-      else if (kind === 'coord-open') busy.add(`${publishId} on shard-${shard}: not finalized`);
-      else if (kind === 'progress' && (value as ProgressRecord).state !== 'finished') busy.add(`${publishId} on shard-${shard}: ${(value as ProgressRecord).state}`);
-    }
-  }
-  for (const publishId of open) if (!finalized.has(publishId)) busy.add(`${publishId}: part not reported`);
-  if (busy.size > 0) {
-    const some = [...busy].slice(0, 5).join('; ');
-    throw new ReshardError(
-      `${busy.size} publish(es) are still in flight (${some}${busy.size > 5 ? ', …' : ''}); ` +
-        'start the server with its current shard count, let them finish, stop it and reshard then',
-    );
-  }
+function openOldShard(dataDir: string, index: number, from: number): RootDatabase {
+  if (!existsSync(shardDir(dataDir, index))) throw new ReshardError(`${shardDir(dataDir, index)} is missing; herald.json says ${from} shards`);
+  return openShardDatabase(shardDir(dataDir, index));
 }
 
-function union(lists: readonly (readonly string[])[]): string[] {
-  return [...new Set(lists.flat())].sort();
-}
-
-/** Finished publishes: one merged part on the home shard, an empty finished part on the others. */
-function copyPublishes(oldDbs: Map<string, AnyDatabase>[], writer: ShardWriter, to: number): void {
-  const parts = new Map<string, ProgressRecord[]>();
-  const coordinated = new Set<string>();
-  const usage = new Map<string, { instanceId: string; month: string; notifications: number }>();
-  for (const dbs of oldDbs) {
-    for (const { key, value } of dbs.get('push/publish')!.getRange({})) {
-      const decoded = decodeKey(key as Uint8Array);
-      const [kind, id] = decoded as [string, string];
-      if (kind === 'progress') {
-        const list = parts.get(id) ?? [];
-        list.push(value as ProgressRecord);
-        parts.set(id, list);
-      } else if (kind === 'coord') {
-        coordinated.add(id);
-      } else if (kind === 'usage') {
-        const month = decoded[2]!;
-        const entry = usage.get(JSON.stringify([id, month])) ?? { instanceId: id, month, notifications: 0 };
-        entry.notifications += value as number;
-        usage.set(JSON.stringify([id, month]), entry);
-      } else if (kind !== 'done' && kind !== 'job' && kind !== 'open') {
-        // done: rebuilt below; job and open: left by a settled publish whose ack was not stored, needed no more.
-        throw new ReshardError(`push/publish: unknown record kind ${JSON.stringify(kind)}`);
+/** A database no layout declares refuses the reshard rather than be dropped. */
+function refuseUnknownDatabases(oldRoots: RootDatabase[], declared: readonly DatabaseDeclaration[]): void {
+  const known = new Set<unknown>(declared.map((d) => d.name));
+  for (const [i, root] of oldRoots.entries()) {
+    for (const name of root.getKeys({})) {
+      if (!known.has(name)) {
+        throw new ReshardError(`shard-${i} holds a database this version does not know (${String(name)}); refusing to reshard rather than drop it`);
       }
     }
   }
-  for (const [publishId, list] of parts) {
-    const merged = mergeParts(list);
-    const home = shardForKey(publishId, to);
-    const reports: Record<number, ShardReport> = {};
-    for (let j = 0; j < to; j++) {
-      const part = j === home ? merged : emptyPart(merged);
-      writer.put(j, 'push/publish', encodeKey(['progress', publishId]), part);
-      writer.put(j, 'push/publish', encodeKey(['done', String(Math.max(0, Math.floor(part.finishedAt ?? 0))).padStart(13, '0'), publishId]), true);
-      reports[j] = {
-        publishId,
-        shard: j,
-        recipients: part.recipients,
-        gateways: part.gateways,
-        ...(part.users ? { users: { withDevices: part.users.withDevices, deliveredToGateway: part.users.deliveredToGateway } } : {}),
-        startedAt: part.startedAt,
-        finishedAt: part.finishedAt ?? part.updatedAt,
-      };
-    }
-    if (coordinated.has(publishId)) {
-      writer.put(home, 'push/publish', encodeKey(['coord', publishId]), { parts: reports, finalized: true } satisfies CoordinatorRecord);
-    }
-  }
-  for (const { instanceId, month, notifications } of usage.values()) {
-    writer.put(0, 'push/publish', encodeKey(['usage', instanceId, month]), notifications);
-  }
 }
 
-function mergeParts(list: ProgressRecord[]): ProgressRecord {
-  const first = list[0]!;
-  const gateways = emptyGatewayCounts();
-  let recipients = 0;
-  let startedAt: number | null = null;
-  let finishedAt: number | null = null;
-  let updatedAt = 0;
-  for (const part of list) {
-    addGatewayCounts(gateways, part.gateways);
-    recipients += part.recipients;
-    if (part.startedAt !== null) startedAt = startedAt === null ? part.startedAt : Math.min(startedAt, part.startedAt);
-    if (part.finishedAt !== null) finishedAt = finishedAt === null ? part.finishedAt : Math.max(finishedAt, part.finishedAt);
-    updatedAt = Math.max(updatedAt, part.updatedAt);
-  }
-  const merged: ProgressRecord = {
-    ...first,
-    state: 'finished',
-    startedAt,
-    finishedAt,
-    updatedAt,
-    recipients,
-    gateways,
-    position: null,
-    reported: true,
-  };
-  if (list.some((p) => p.cancelled)) merged.cancelled = true;
-  else delete merged.cancelled;
-  if (first.users) {
-    const outcomes: UserOutcomes[] = list.map((p) => p.users ?? { withDevices: [], deliveredToGateway: [] });
-    merged.users = {
-      targets: first.users.targets,
-      withDevices: union(outcomes.map((o) => o.withDevices)),
-      deliveredToGateway: union(outcomes.map((o) => o.deliveredToGateway)),
-    };
-  }
-  return merged;
-}
-
-function emptyPart(merged: ProgressRecord): ProgressRecord {
-  const part: ProgressRecord = { ...merged, recipients: 0, gateways: emptyGatewayCounts() };
-  if (merged.users) part.users = { targets: merged.users.targets, withDevices: [], deliveredToGateway: [] };
-  return part;
-}
-
-/** Outbox and dead letters, renumbered per new shard in the order the events happened. */
-function copyWebhooks(
-  oldDbs: Map<string, AnyDatabase>[],
-  writer: ShardWriter,
-  to: number,
-  count: (name: string) => void,
-): void {
-  const shardOf = (entry: OutboxEntry): number => {
-    const channel = entry.event?.channel;
-    if (entry.target.kind === 'channel' && typeof channel === 'string') return channelShardFor(entry.target.appId, channel, to);
-    return shardForKey(entry.id, to);
-  };
-  const dead: { shard: number; letter: DeadLetter }[] = [];
-  const outbox: { shard: number; entry: OutboxEntry }[] = [];
-  for (const dbs of oldDbs) {
-    for (const { value } of dbs.get('webhooks/dead')!.getRange({})) {
-      const letter = value as DeadLetter;
-      dead.push({ shard: shardOf(letter.entry), letter });
-      count('webhooks/dead');
-    }
-    for (const { value } of dbs.get('webhooks/outbox')!.getRange({})) {
-      const entry = value as OutboxEntry;
-      outbox.push({ shard: shardOf(entry), entry });
-      count('webhooks/outbox');
-    }
-  }
-  const seq = new Array<number>(to).fill(0);
-  dead.sort((a, b) => a.letter.deadAt - b.letter.deadAt || a.letter.entry.createdAt - b.letter.entry.createdAt);
-  for (const { shard, letter } of dead) {
-    const next = ++seq[shard]!;
-    writer.put(shard, 'webhooks/dead', next, { ...letter, entry: { ...letter.entry, seq: next } });
-  }
-  outbox.sort((a, b) => a.entry.createdAt - b.entry.createdAt);
-  for (const { shard, entry } of outbox) {
-    const next = ++seq[shard]!;
-    writer.put(shard, 'webhooks/outbox', next, { ...entry, seq: next });
+/** Every record of a database copied one for one is in the new environments. */
+function checkCopiedOneForOne(oldRoots: RootDatabase[], newRoots: RootDatabase[], declared: readonly DatabaseDeclaration[]): void {
+  const total = (roots: RootDatabase[], name: string): number => roots.reduce((n, root) => n + root.openDB(name, OPEN_OPTIONS.bytes).getCount(), 0);
+  for (const { name, oneForOne } of declared) {
+    if (!oneForOne) continue;
+    const n = total(oldRoots, name);
+    const written = total(newRoots, name);
+    if (written !== n) throw new ReshardError(`reshard check failed: ${name} has ${n} records in the old shards and ${written} in the new ones`);
   }
 }

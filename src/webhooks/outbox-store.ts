@@ -13,6 +13,10 @@ import type { Database, RootDatabase } from 'lmdb';
 import { log } from '../log.js';
 import { logWriteFailure } from '../shards/disk-full.js';
 
+/** The databases' names (also declared to the reshard, outbox-layout.ts). */
+export const OUTBOX_DATABASE = 'webhooks/outbox';
+export const DEAD_LETTER_DATABASE = 'webhooks/dead';
+
 /** Where one entry goes. `hook` is the index in the instance's `webhooks` list (its secret). */
 export type WebhookTarget =
   | { kind: 'channel'; appId: string; url: string }
@@ -69,8 +73,8 @@ export class OutboxStore {
     private readonly root: RootDatabase,
     private readonly maxDeadLetters = MAX_DEAD_LETTERS,
   ) {
-    this.outbox = root.openDB<OutboxEntry, number>({ name: 'webhooks/outbox' });
-    this.dead = root.openDB<DeadLetter, number>({ name: 'webhooks/dead' });
+    this.outbox = root.openDB<OutboxEntry, number>({ name: OUTBOX_DATABASE });
+    this.dead = root.openDB<DeadLetter, number>({ name: DEAD_LETTER_DATABASE });
     const lastOutbox = first(this.outbox.getKeys({ reverse: true, limit: 1 }));
     const lastDead = first(this.dead.getKeys({ reverse: true, limit: 1 }));
     this.lastSeq = Math.max(lastOutbox ?? 0, lastDead ?? 0);

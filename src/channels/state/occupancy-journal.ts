@@ -17,6 +17,9 @@ import type { Database, RootDatabase } from 'lmdb';
 import { logWriteFailure } from '../../shards/disk-full.js';
 import { log } from '../../log.js';
 
+/** The database's name (also declared to the reshard, occupancy-layout.ts). */
+export const OCCUPANCY_DATABASE = 'channels/occupied';
+
 type RecordParts = [appId: string, channel: string] | [appId: string, channel: string, userId: string];
 
 /** A channel found occupied in the record, with the presence members recorded on it. */
@@ -31,7 +34,7 @@ export class OccupancyJournal {
   private readonly db: Database<RecordParts, string>;
 
   constructor(root: RootDatabase) {
-    this.db = root.openDB<RecordParts, string>({ name: 'channels/occupied' });
+    this.db = root.openDB<RecordParts, string>({ name: OCCUPANCY_DATABASE });
   }
 
   occupied(appId: string, channel: string): void {

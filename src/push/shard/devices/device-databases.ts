@@ -7,6 +7,14 @@ import type { Database, RootDatabase } from 'lmdb';
 import { decodeDeviceRecord, type DeviceRecord } from './device-record.js';
 import { lastKeyPart, prefixRange } from '../../keys.js';
 
+/** The databases' names (also declared to the reshard, device-layout.ts). */
+export const DEVICE_DATABASE_NAMES = {
+  devices: 'push/devices',
+  interestIndex: 'push/interests',
+  deviceInterests: 'push/device-interests',
+  userIndex: 'push/users',
+} as const;
+
 /** An index: keys only (values are empty). */
 export type IndexDatabase = Database<Uint8Array, Uint8Array>;
 
@@ -24,10 +32,10 @@ export function openDeviceDatabases(root: RootDatabase): DeviceDatabases {
   const binary = { keyEncoding: 'binary', encoding: 'binary' } as const;
   return {
     root,
-    devices: root.openDB<Buffer, Uint8Array>('push/devices', binary),
-    interestIndex: root.openDB<Uint8Array, Uint8Array>('push/interests', binary),
-    deviceInterests: root.openDB<Uint8Array, Uint8Array>('push/device-interests', binary),
-    userIndex: root.openDB<Uint8Array, Uint8Array>('push/users', binary),
+    devices: root.openDB<Buffer, Uint8Array>(DEVICE_DATABASE_NAMES.devices, binary),
+    interestIndex: root.openDB<Uint8Array, Uint8Array>(DEVICE_DATABASE_NAMES.interestIndex, binary),
+    deviceInterests: root.openDB<Uint8Array, Uint8Array>(DEVICE_DATABASE_NAMES.deviceInterests, binary),
+    userIndex: root.openDB<Uint8Array, Uint8Array>(DEVICE_DATABASE_NAMES.userIndex, binary),
   };
 }
 

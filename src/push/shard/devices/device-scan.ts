@@ -5,7 +5,7 @@
  */
 import type { Database, RangeIterable, RootDatabase } from 'lmdb';
 import { decodeScanDevice, type ScanDevice } from './device-record.js';
-import type { DeviceDatabases } from './device-databases.js';
+import { DEVICE_DATABASE_NAMES, type DeviceDatabases } from './device-databases.js';
 import { encodeKey, joinKeys, keyAfter, keyPartBetween, lastKeyPart, prefixRange, writeKeyPart } from '../../keys.js';
 
 /**
@@ -107,7 +107,7 @@ class RecordReader {
       },
     };
     const view = { keyEncoder: encoder, encoding: 'binary' } as const;
-    this.records = root.openDB<Buffer, string>('push/devices', view);
+    this.records = root.openDB<Buffer, string>(DEVICE_DATABASE_NAMES.devices, view);
   }
 
   /** The record bytes of `deviceId` in the instance whose part is `instancePart` (instancePartOf), valid until the next read. */
@@ -148,8 +148,8 @@ export class DeviceScan {
   /** Opens the device-id views of the indexes and the record reader; must not run inside a transaction. */
   constructor(private readonly db: DeviceDatabases) {
     const view = { keyEncoder: DEVICE_ID_VIEW, encoding: 'binary' } as const;
-    this.interestDeviceIds = db.root.openDB<Uint8Array, Uint8Array>('push/interests', view) as unknown as DeviceIdIndex;
-    this.userDeviceIds = db.root.openDB<Uint8Array, Uint8Array>('push/users', view) as unknown as DeviceIdIndex;
+    this.interestDeviceIds = db.root.openDB<Uint8Array, Uint8Array>(DEVICE_DATABASE_NAMES.interestIndex, view) as unknown as DeviceIdIndex;
+    this.userDeviceIds = db.root.openDB<Uint8Array, Uint8Array>(DEVICE_DATABASE_NAMES.userIndex, view) as unknown as DeviceIdIndex;
     this.records = new RecordReader(db.root);
   }
 

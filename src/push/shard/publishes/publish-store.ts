@@ -128,6 +128,9 @@ function doneTime(ms: number): string {
   return String(Math.max(0, Math.floor(ms))).padStart(13, '0');
 }
 
+/** The database's name (also declared to the reshard, publish-layout.ts). */
+export const PUBLISH_DATABASE = 'push/publish';
+
 /** The publish records of one shard; every write resolves once durable. */
 export class PublishStore {
   private readonly root: RootDatabase;
@@ -135,7 +138,7 @@ export class PublishStore {
 
   constructor(root: RootDatabase) {
     this.root = root;
-    this.db = root.openDB<unknown, Uint8Array>('push/publish', { keyEncoding: 'binary', encoding: 'msgpack' });
+    this.db = root.openDB<unknown, Uint8Array>(PUBLISH_DATABASE, { keyEncoding: 'binary', encoding: 'msgpack' });
   }
 
   job(publishId: string): PublishJob | undefined {

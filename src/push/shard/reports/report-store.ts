@@ -45,6 +45,10 @@ function storedReport(report: DeliveryReport, nowMs: number): StoredReport {
   return stored;
 }
 
+/** The databases' names (also declared to the reshard, report-layout.ts). */
+export const REPORTS_DATABASE = 'push/reports';
+export const REPORT_COUNTS_DATABASE = 'push/report-counts';
+
 const COUNT_FIELD: Record<ReportKind, keyof ReportCounts> = { delivery: 'delivered', open: 'opened' };
 
 export class ReportStore {
@@ -55,8 +59,8 @@ export class ReportStore {
   /** Opens (creating when missing) the report databases; must not run inside a transaction. */
   constructor(root: RootDatabase) {
     this.root = root;
-    this.reports = root.openDB<StoredReport, Uint8Array>('push/reports', { keyEncoding: 'binary', encoding: 'msgpack' });
-    this.counts = root.openDB<ReportCounts, Uint8Array>('push/report-counts', { keyEncoding: 'binary', encoding: 'msgpack' });
+    this.reports = root.openDB<StoredReport, Uint8Array>(REPORTS_DATABASE, { keyEncoding: 'binary', encoding: 'msgpack' });
+    this.counts = root.openDB<ReportCounts, Uint8Array>(REPORT_COUNTS_DATABASE, { keyEncoding: 'binary', encoding: 'msgpack' });
   }
 
   /**
