@@ -92,31 +92,14 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const startedAt = Date.now();
   // Before the shards start: their workers greet it to learn which apps are watched.
   const debug = new DebugHub({ dataDir });
-  const shards = new ShardPool<HeraldShardApi>({
-    workerFile: SHARD_WORKER_FILE,
-    shardCount: config.shards,
-    dataDir,
-    config,
-    installSecret: identity.installSecret,
-    requestTimeoutMs: config.shardRequestTimeoutMs,
-  });
-  // Start every worker now so a broken shard fails start-up, not the first request.
-  await shards.broadcast({ type: 'core.ping' }, 30_000);
-  // Device ids derive from this secret: in a cluster, the one every node shares (PostgreSQL).
-  const installSecret = config.cluster?.postgresUrl ? await pushStoreReady(shards, config.cluster.postgresUrl, identity.installSecret) : identity.installSecret;
+  const { shards, installSecret } = await startShards(config, dataDir, identity.installSecret);
 
   const state: ServerState = { ready: false, draining: false };
   const registry = new SocketRegistry();
   const appsById = new Map(config.apps.map((a) => [a.id, a]));
   // Topic delivery reaches HTTP fallback sessions too (channels/http-fallback/topics.ts).
   const topics = new SessionTopics(main);
-  let adapter: ChannelAdapter<RedisCluster>;
-  try {
-    adapter = await createChannelAdapter(config, topics, shards, registry, () => ctx.config, appsById);
-  } catch (err) {
-    await shards.close(5000);
-    throw err;
-  }
+  const adapter = await stopOnFailure(shards, undefined, () => createChannelAdapter(config, topics, shards, registry, () => ctx.config, appsById));
   const ctx: ServerContext = {
     config,
     appsById,
@@ -134,30 +117,9 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   };
   // What a cluster adds (null on a single node): shared tenants, fallback relay, overview, figures.
   const cluster = adapter.cluster;
-  // Apps and push instances of the admin API join the config file's (which wins on conflict).
-  const tenants = new TenantRegistry({
-    store: cluster ? new RedisTenantStore(cluster.node) : new LmdbTenantStore(shards),
-    shards,
-    appsById: ctx.appsById as Map<string, AppConfig>,
-    appsByKey: ctx.appsByKey as Map<string, AppConfig>,
-    pushInstances: ctx.pushInstances as Map<string, PushInstanceConfig>,
-    config: () => ctx.config,
-    effects: {
-      appChanged: (appId, next) => ws.applyApp(appId, next),
-      configChanged: (next) => {
-        ctx.config = next;
-        shards.setWorkerConfig(next);
-      },
-    },
-    pushAllowed: !cluster,
-  });
-  try {
-    await startTenants(tenants, ctx, shards, cluster);
-  } catch (err) {
-    await adapter.close().catch(() => {});
-    await shards.close(5000);
-    throw err;
-  }
+  const tenants = tenantRegistry(ctx, shards, cluster, (appId, next) => ws.applyApp(appId, next));
+  await stopOnFailure(shards, adapter, () => startTenants(tenants, ctx, shards, cluster));
+
   // The dashboard's subscription tap sits on the adapter, where subscriptions are recorded.
   tapSubscriptions(ctx.channels, debug);
   const ws = registerWebSocket({ config: ctx.config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
@@ -184,26 +146,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     metricsApp = uws.App();
     registerRoutes(metricsApp, [...metricsRoutes(ctx, metrics), ...notFoundRoutes()]);
   }
-  // The route table: every HTTP route of Herald, by path prefix and the module that defines it.
-  //   /  /ready  /health  /debug/shards/*          http/system-routes.ts
-  //   /metrics (unless on its own listener)        http/metrics-routes.ts
-  //   /apps/:appId/...  (channel API C1-C6)        channels/http-api/routes.ts
-  //   /device_api /customer_api /user_api          push/http/devices/routes.ts
-  //   /publish_api  (P1, P2)                       push/http/publishes/routes.ts
-  //   /reporting_api, publish statistics           push/http/reports/routes.ts
-  //   /admin/v1/...  (with an admin block)         admin/routes.ts
-  //   anything else: 404                           notFoundRoutes below
-  // WebSocket upgrades (/app/<key>; any other path closes with 4005): channels/ws/endpoint.ts.
-  const routes: Route[] = [
-    ...systemRoutes(ctx),
-    ...(config.metrics ? [] : metricsRoutes(ctx, metrics)),
-    ...channelApiRoutes(ctx),
-    ...deviceApiRoutes(ctx),
-    ...publishApiRoutes(ctx),
-    ...reportingApiRoutes(ctx),
-    ...(admin?.routes ?? []),
-  ];
-  const allRoutes = [...routes, ...notFoundRoutes()];
+  const allRoutes = [...routeTable(ctx, metrics, admin, config.metrics !== null), ...notFoundRoutes()];
   // On the app, and on each app a TLS certificate reload makes (see http/tls.ts).
   main.install((target) => {
     fallback.register(target);
@@ -211,27 +154,19 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     admin?.registerStream(target);
   }, ws.behavior);
 
-  let listenSocket: us_listen_socket;
-  try {
-    // With TLS the port is opened shareable (checked free first): a reload opens its new app beside it.
-    listenSocket = await listen(main.app, config.host, config.port, config.reusePort, main.secure);
-  } catch (err) {
-    await adapter.close().catch(() => {});
-    await shards.close(5000);
-    throw err;
-  }
+  // With TLS the port is opened shareable (checked free first): a reload opens its new app beside it.
+  const listenSocket = await stopOnFailure(shards, adapter, () => listen(main.app, config.host, config.port, config.reusePort, main.secure));
   const port = uws.us_socket_local_port(listenSocket);
   main.listening(config.host, port, listenSocket);
   let metricsSocket: us_listen_socket | undefined;
   if (metricsApp && config.metrics) {
-    try {
-      metricsSocket = await listen(metricsApp, config.metrics.host, config.metrics.port, false);
-    } catch (err) {
-      uws.us_listen_socket_close(listenSocket);
-      await adapter.close().catch(() => {});
-      await shards.close(5000);
-      throw new ListenError(`metrics listener: ${(err as Error).message}`);
-    }
+    const { host: metricsHost, port: metricsPortWanted } = config.metrics;
+    metricsSocket = await stopOnFailure(shards, adapter, () =>
+      listen(metricsApp, metricsHost, metricsPortWanted, false).catch((err: unknown) => {
+        uws.us_listen_socket_close(listenSocket);
+        throw new ListenError(`metrics listener: ${(err as Error).message}`);
+      }),
+    );
   }
   const metricsPort = metricsSocket ? uws.us_socket_local_port(metricsSocket) : null;
   state.ready = true;
@@ -244,30 +179,114 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter, ctx.webhooks, fallback);
     return stopping;
   };
-
-  const reload = async (file: Readonly<HeraldConfig>): Promise<ReloadReport> => {
-    const plan = planReload(ctx.config, tenants.merge(file));
-    const effective = plan.effective;
-    // Certificates first: bad files leave everything as it was.
-    if (effective.tls) main.reloadCertificates(effective.tls);
-    // Shards before the main thread: a request the main thread lets through for a new app must
-    // find the app on its shard. A shard that misses it gets the config when it restarts.
-    shards.setWorkerConfig(effective);
-    // Each shard's worker runtime hands it to the context and every area's reload hook.
-    const answers = await Promise.allSettled(Array.from({ length: ctx.core.shardCount }, (_, i) => ctx.core.request(i, { type: 'core.reload', config: effective as HeraldConfig })));
-    answers.forEach((a, shard) => {
-      if (a.status === 'rejected') log.error('reload: a shard did not take the new config', { shard, error: String(a.reason) });
-    });
-    ctx.config = effective;
-    replaceAll(ctx.appsById as Map<string, AppConfig>, effective.apps.map((a) => [a.id, a]));
-    replaceAll(ctx.appsByKey as Map<string, AppConfig>, effective.apps.map((a) => [a.key, a]));
-    replaceAll(ctx.pushInstances as Map<string, PushInstanceConfig>, effective.push.map((p) => [p.instanceId, p]));
-    setLogLevel(effective.logLevel);
-    const closedConnections = ws.applyApps(effective.apps);
-    if (plan.changed.includes('push')) logMissingCredentials(effective);
-    return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections };
-  };
+  const reload = async (file: Readonly<HeraldConfig>): Promise<ReloadReport> => applyReload(tenants.merge(file), { ctx, main, shards, ws });
   return { port, host: config.host, secure: main.secure, metricsPort, reload, stop };
+}
+
+/** Starts every shard worker (a broken one fails start-up, not the first request); resolves with the installation secret. */
+async function startShards(config: Readonly<HeraldConfig>, dataDir: string, localSecret: string): Promise<{ shards: ShardPool<HeraldShardApi>; installSecret: string }> {
+  const shards = new ShardPool<HeraldShardApi>({
+    workerFile: SHARD_WORKER_FILE,
+    shardCount: config.shards,
+    dataDir,
+    config,
+    installSecret: localSecret,
+    requestTimeoutMs: config.shardRequestTimeoutMs,
+  });
+  await shards.broadcast({ type: 'core.ping' }, 30_000);
+  // Device ids derive from this secret: in a cluster, the one every node shares (PostgreSQL).
+  const installSecret = config.cluster?.postgresUrl ? await pushStoreReady(shards, config.cluster.postgresUrl, localSecret) : localSecret;
+  return { shards, installSecret };
+}
+
+/** Runs a start-up step; when it fails, what started before it stops (the adapter leaves, the shards close) and the error goes on. */
+async function stopOnFailure<T>(shards: ShardPool<HeraldShardApi>, adapter: ChannelAdapter | undefined, step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (err) {
+    await adapter?.close().catch(() => {});
+    await shards.close(5000);
+    throw err;
+  }
+}
+
+/** Apps and push instances of the admin API join the config file's (which wins on conflict). */
+function tenantRegistry(
+  ctx: ServerContext,
+  shards: ShardPool<HeraldShardApi>,
+  cluster: RedisCluster | null,
+  appChanged: (appId: string, next: AppConfig | undefined) => void,
+): TenantRegistry {
+  return new TenantRegistry({
+    store: cluster ? new RedisTenantStore(cluster.node) : new LmdbTenantStore(shards),
+    shards,
+    appsById: ctx.appsById as Map<string, AppConfig>,
+    appsByKey: ctx.appsByKey as Map<string, AppConfig>,
+    pushInstances: ctx.pushInstances as Map<string, PushInstanceConfig>,
+    config: () => ctx.config,
+    effects: {
+      appChanged,
+      configChanged: (next) => {
+        ctx.config = next;
+        shards.setWorkerConfig(next);
+      },
+    },
+    pushAllowed: !cluster,
+  });
+}
+
+/**
+ * The route table: every HTTP route of Herald, by path prefix and the module that defines it.
+ *   /  /ready  /health  /debug/shards/*          http/system-routes.ts
+ *   /metrics (unless on its own listener)        http/metrics-routes.ts
+ *   /apps/:appId/...  (channel API C1-C6)        channels/http-api/routes.ts
+ *   /device_api /customer_api /user_api          push/http/devices/routes.ts
+ *   /publish_api  (P1, P2)                       push/http/publishes/routes.ts
+ *   /reporting_api, publish statistics           push/http/reports/routes.ts
+ *   /admin/v1/...  (with an admin block)         admin/routes.ts
+ *   anything else: 404                           notFoundRoutes below (added by the caller, last)
+ * WebSocket upgrades (/app/<key>; any other path closes with 4005): channels/ws/endpoint.ts.
+ */
+function routeTable(ctx: ServerContext, metrics: HeraldMetrics, admin: AdminArea | undefined, metricsListener: boolean): Route[] {
+  return [
+    ...systemRoutes(ctx),
+    ...(metricsListener ? [] : metricsRoutes(ctx, metrics)),
+    ...channelApiRoutes(ctx),
+    ...deviceApiRoutes(ctx),
+    ...publishApiRoutes(ctx),
+    ...reportingApiRoutes(ctx),
+    ...(admin?.routes ?? []),
+  ];
+}
+
+/**
+ * Applies a re-read config (SIGHUP), merged with the stored tenants: see config/reload.ts.
+ * Certificates first (bad files leave everything as it was), then the shards, then this thread.
+ */
+async function applyReload(
+  merged: Readonly<HeraldConfig>,
+  running: { ctx: ServerContext; main: MainApp; shards: ShardPool<HeraldShardApi>; ws: WebSocketEndpoint },
+): Promise<ReloadReport> {
+  const { ctx, main, shards, ws } = running;
+  const plan = planReload(ctx.config, merged);
+  const effective = plan.effective;
+  if (effective.tls) main.reloadCertificates(effective.tls);
+  // Shards before the main thread: a request the main thread lets through for a new app must
+  // find the app on its shard. A shard that misses it gets the config when it restarts.
+  shards.setWorkerConfig(effective);
+  // Each shard's worker runtime hands it to the context and every area's reload hook.
+  const answers = await Promise.allSettled(Array.from({ length: ctx.core.shardCount }, (_, i) => ctx.core.request(i, { type: 'core.reload', config: effective as HeraldConfig })));
+  answers.forEach((a, shard) => {
+    if (a.status === 'rejected') log.error('reload: a shard did not take the new config', { shard, error: String(a.reason) });
+  });
+  ctx.config = effective;
+  replaceAll(ctx.appsById as Map<string, AppConfig>, effective.apps.map((a) => [a.id, a]));
+  replaceAll(ctx.appsByKey as Map<string, AppConfig>, effective.apps.map((a) => [a.key, a]));
+  replaceAll(ctx.pushInstances as Map<string, PushInstanceConfig>, effective.push.map((p) => [p.instanceId, p]));
+  setLogLevel(effective.logLevel);
+  const closedConnections = ws.applyApps(effective.apps);
+  if (plan.changed.includes('push')) logMissingCredentials(effective);
+  return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections };
 }
 
 /**

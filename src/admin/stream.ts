@@ -50,103 +50,129 @@ export function adminStreams(deps: AdminDeps): StreamRegistry {
   };
 }
 
+/** One stream: checked, its head written, a `stats` event every second, the app's debug events. */
 function startStream(res: HttpResponse, req: HttpRequest, deps: AdminDeps, open: Set<() => void>): void {
+  // The request is read now: uWS invalidates it when this handler returns.
   const authorization = req.getHeader('authorization');
   const appId = new URLSearchParams(req.getQuery() ?? '').get('app');
-  let aborted = false;
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined = undefined;
-  let unwatch: (() => void) | undefined = undefined;
-  const stop = (): void => {
-    if (stopped) return;
-    stopped = true;
-    clearInterval(timer);
-    unwatch?.();
-    open.delete(close);
-  };
-  const close = (): void => {
-    stop();
-    if (aborted) return;
-    aborted = true;
-    try {
-      res.cork(() => res.end());
-    } catch {
-      // Already gone.
-    }
-  };
-  res.onAborted(() => {
-    aborted = true;
-    stop();
-  });
+  const stream = new EventStream(res, open);
   const address = Buffer.from(res.getRemoteAddressAsText()).toString();
-  const refuse = (err: unknown): void => {
-    const reply = adminErrorReply(err, '/admin/v1/stream');
-    res.cork(() => {
-      res.writeStatus(statusLine(reply.status)).writeHeader('content-type', 'application/json');
-      for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
-      res.end(String(reply.body));
-    });
-  };
   try {
     deps.auth.check(authorization, address);
     if (deps.ctx.state.draining) throw new HeraldError('NOT_READY');
     if (appId !== null && !deps.ctx.appsById.has(appId)) throw new HeraldError('ADMIN_NOT_FOUND', `No app with id ${appId.slice(0, 200)}`);
   } catch (err) {
-    refuse(err);
+    stream.refuse(err);
     return;
   }
-
-  let dropped = 0;
-  // uWS buffers what the socket does not take at once; while it does, debug events are dropped.
-  let blocked = false;
-  const write = (chunk: string, optional: boolean): void => {
-    if (aborted) return;
-    if (blocked && optional) {
-      dropped++;
-      return;
-    }
-    let accepted = true;
-    res.cork(() => {
-      accepted = res.write(chunk);
-    });
-    if (!accepted && !blocked) {
-      blocked = true;
-      res.onWritable(() => {
-        blocked = false;
-        return true;
-      });
-    }
-  };
-  const sse = (event: string, data: unknown): string => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
-
-  res.cork(() => {
-    res.writeHeader('content-type', 'text/event-stream; charset=utf-8');
-    res.writeHeader('cache-control', 'no-store');
-    res.writeHeader('x-accel-buffering', 'no');
-    res.write(': herald admin stream\n\n');
-  });
-
+  stream.begin();
   const stats = (): void => {
-    write(
-      sse('stats', {
+    stream.send(
+      'stats',
+      {
         t: Date.now(),
         connections: deps.connectionCount(),
         appConnections: appId === null ? undefined : deps.connectionCount(appId),
         messages: deps.hub.messages,
         connectionsOpened: deps.hub.connectionsOpened,
-        dropped,
-      }),
+        dropped: stream.dropped,
+      },
       false,
     );
   };
   stats();
-  timer = setInterval(stats, STATS_INTERVAL_MS);
-  unwatch =
-    appId === null
-      ? undefined
-      : deps.hub.watch(appId, (message: DebugMessage) => {
-          if (message.type === 'event') write(sse('debug', { t: message.t, ...message.event }), true);
-          else write(sse('sampling', { t: message.t, every: message.every, eventsLastSecond: message.eventsLastSecond }), false);
-        });
-  open.add(close);
+  stream.timer = setInterval(stats, STATS_INTERVAL_MS);
+  if (appId !== null) {
+    stream.unwatch = deps.hub.watch(appId, (message: DebugMessage) => {
+      if (message.type === 'event') stream.send('debug', { t: message.t, ...message.event }, true);
+      else stream.send('sampling', { t: message.t, every: message.every, eventsLastSecond: message.eventsLastSecond }, false);
+    });
+  }
+  open.add(stream.close);
+}
+
+/**
+ * The response side of one stream: its refusal or head, its events (optional ones dropped and
+ * counted while uWS holds unsent bytes), and its end, by the client (abort) or by shutdown.
+ */
+class EventStream {
+  /** Optional events dropped so far (told in `stats`). */
+  dropped = 0;
+  timer: NodeJS.Timeout | undefined = undefined;
+  unwatch: (() => void) | undefined = undefined;
+  private aborted = false;
+  private stopped = false;
+  /** uWS buffers what the socket does not take at once; while it does, optional events are dropped. */
+  private blocked = false;
+
+  constructor(
+    private readonly res: HttpResponse,
+    private readonly open: Set<() => void>,
+  ) {
+    res.onAborted(() => {
+      this.aborted = true;
+      this.stop();
+    });
+  }
+
+  /** Ends the stream (shutdown); registered in `open` once the stream has begun. */
+  readonly close = (): void => {
+    this.stop();
+    if (this.aborted) return;
+    this.aborted = true;
+    try {
+      this.res.cork(() => this.res.end());
+    } catch {
+      // Already gone.
+    }
+  };
+
+  private stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.unwatch?.();
+    this.open.delete(this.close);
+  }
+
+  /** Answers the error (the admin API's JSON error) instead of a stream. */
+  refuse(err: unknown): void {
+    const reply = adminErrorReply(err, '/admin/v1/stream');
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(reply.status)).writeHeader('content-type', 'application/json');
+      for (const [k, v] of Object.entries(reply.headers ?? {})) this.res.writeHeader(k, v);
+      this.res.end(String(reply.body));
+    });
+  }
+
+  /** The 200 and the event-stream headers, with a first comment line. */
+  begin(): void {
+    this.res.cork(() => {
+      this.res.writeHeader('content-type', 'text/event-stream; charset=utf-8');
+      this.res.writeHeader('cache-control', 'no-store');
+      this.res.writeHeader('x-accel-buffering', 'no');
+      this.res.write(': herald admin stream\n\n');
+    });
+  }
+
+  /** One server-sent event; an `optional` one is dropped (and counted) while the client is behind. */
+  send(event: string, data: unknown, optional: boolean): void {
+    if (this.aborted) return;
+    if (this.blocked && optional) {
+      this.dropped++;
+      return;
+    }
+    const chunk = `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+    let accepted = true;
+    this.res.cork(() => {
+      accepted = this.res.write(chunk);
+    });
+    if (!accepted && !this.blocked) {
+      this.blocked = true;
+      this.res.onWritable(() => {
+        this.blocked = false;
+        return true;
+      });
+    }
+  }
 }

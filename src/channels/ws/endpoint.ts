@@ -10,10 +10,9 @@ import type { HttpRequest, HttpResponse, WebSocket, WebSocketBehavior, us_socket
 import type { AppConfig, HeraldConfig } from '../../config/schema.js';
 import type { ServerState } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
-import { log, RateLimitedLog } from '../../log.js';
+import { log } from '../../log.js';
 import { appCounters, countDisconnect } from '../../metrics/node-counters.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
-import * as frames from '../frames.js';
 import { parseHandshake } from './handshake.js';
 import { ProtocolHandler } from './protocol.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
@@ -23,6 +22,7 @@ import { Sweeper } from './sweeper.js';
 import type { DebugTap } from '../../admin/tap.js';
 import { AppRateLimits } from '../rate-limits/app-rate-limits.js';
 import { LocalRateCounter } from '../rate-limits/local-rate-counter.js';
+import { Admission } from './admission.js';
 
 /** What the endpoint is built from (server.ts): the registry is shared with the local adapter. */
 export interface WebSocketDeps {
@@ -65,9 +65,6 @@ export interface WebSocketEndpoint {
   applyApp(appId: string, next: AppConfig | undefined): number;
 }
 
-/** Refused connections at debug level: one line per close code every 10 s (with a count). */
-const refusedLog = new RateLimitedLog('debug', 10_000);
-
 type Ws = WebSocket<SocketUserData>;
 
 function describe(err: unknown): string {
@@ -104,11 +101,10 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       for (const ws of slowSockets) if ((ws.getUserData().slowUntil ?? 0) <= now) closeSlowConsumer(ws);
     },
   });
-  /** Node-wide connection limit (config.maxConnections; null: none); logged once per episode. */
-  const maxConnections = config.maxConnections ?? null;
-  let atLimitLogged = false;
   /** Sockets this node holds: registered ones plus slow consumers being let go (still open). */
   const openSockets = (): number => registry.connectionCount() + slowSockets.size;
+  /** Whether a new connection gets in (admission.ts: node limits, quota, rate limits, the cluster's count). */
+  const admission = new Admission({ config, state: ctx.state, registry, adapter, rateLimits, debug: ctx.debug, openSockets });
 
   const newSocketId = (): string => {
     for (;;) {
@@ -145,7 +141,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
 
     open: (ws: Ws) => {
       try {
-        open(ws);
+        admission.open(ws);
       } catch (err) {
         log.error('websocket open failed', { error: describe(err) });
         try {
@@ -188,7 +184,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
         return;
       }
       if (userData.slowUntil) slowSockets.delete(ws);
-      if (maxConnections !== null && atLimitLogged && openSockets() < maxConnections * 0.9) atLimitLogged = false;
+      admission.closed();
       const state = userData.state;
       if (!state || state.closed) return;
       countDisconnect(state.app.id, code);
@@ -290,106 +286,22 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     );
   }
 
-  function open(ws: Ws): void {
-    const { state, reject } = ws.getUserData();
-    let refusal = reject;
-    if (!refusal && state) {
-      const max = state.app.maxConnections;
-      if (ctx.state.draining) {
-        refusal = { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' };
-      } else if (maxConnections !== null && openSockets() >= maxConnections) {
-        if (!atLimitLogged) {
-          atLimitLogged = true;
-          log.warn('node connection limit reached: refusing new WebSocket connections with 4100', { maxConnections });
-        }
-        refusal = { code: CLOSE_CODES.OVER_CAPACITY, message: `Server is at its connection limit (${maxConnections}): retry later` };
-      } else if (max !== null && !cluster && adapter.connectionCount(state.app.id) >= max) {
-        refusal = overQuota(max);
-      }
+  /**
+   * An open connection takes its app's new config; true when it was closed instead: with 4001
+   * (`gone`) when the app is gone or its key changed, 4003 when it is disabled.
+   */
+  function takeApp(state: SocketState, next: AppConfig | undefined, gone: string): boolean {
+    if (state.closed || !state.ws) return false;
+    if (!next || next.key !== state.app.key) {
+      endWithError(state.ws, CLOSE_CODES.UNKNOWN_APP, gone);
+      return true;
     }
-    if (refusal || !state) {
-      refuse(ws, state, refusal);
-      return;
+    if (!next.enabled) {
+      endWithError(state.ws, CLOSE_CODES.APP_DISABLED, 'Application is disabled');
+      return true;
     }
-    const limited = rateLimits.newConnection(state.app, () => Buffer.from(ws.getRemoteAddressAsText()).toString());
-    if (limited === null) {
-      admit(ws, state);
-    } else if (typeof limited === 'string') {
-      refuse(ws, state, { code: CLOSE_CODES.CONNECTION_RATE_LIMIT, message: limited });
-    } else {
-      // Counted in Redis: the socket waits, unregistered, as it does for admission.
-      const userData = ws.getUserData();
-      userData.state = null;
-      userData.admitting = state;
-      limited.then(
-        (reason) => {
-          if (state.closed) return;
-          userData.admitting = null;
-          userData.state = state;
-          if (reason === null) admit(ws, state);
-          else refuse(ws, state, { code: CLOSE_CODES.CONNECTION_RATE_LIMIT, message: reason });
-        },
-        (err: unknown) => {
-          if (state.closed) return;
-          userData.admitting = null;
-          log.warn('websocket connection rate could not be counted', { appId: state.app.id, error: String(err) });
-          refuse(ws, state, { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Cluster state unavailable: reconnect shortly' });
-        },
-      ).catch((err: unknown) => log.error('websocket connection rate check failed', { error: describe(err) }));
-    }
-  }
-
-  /** The app's connection quota (counted by the adapter in a cluster), then connection_established. */
-  function admit(ws: Ws, state: SocketState): void {
-    if (cluster) {
-      // The quota spans the cluster: the adapter counts this connection first.
-      const max = state.app.maxConnections;
-      const userData = ws.getUserData();
-      userData.state = null;
-      userData.admitting = state;
-      cluster.admit(state.app.id, state.socketId, max).then(
-        (admitted) => {
-          if (state.closed) {
-            cluster.disconnected(state.app.id, state.socketId);
-            return;
-          }
-          userData.admitting = null;
-          if (!admitted) {
-            cluster.disconnected(state.app.id, state.socketId);
-            refuse(ws, state, overQuota(max ?? 0));
-            return;
-          }
-          userData.state = state;
-          accept(ws, state);
-        },
-        (err: unknown) => {
-          if (state.closed) return;
-          userData.admitting = null;
-          log.warn('websocket connection could not be admitted', { appId: state.app.id, error: String(err) });
-          refuse(ws, state, { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Cluster state unavailable: reconnect shortly' });
-        },
-      ).catch((err: unknown) => log.error('websocket admission failed', { error: describe(err) }));
-      return;
-    }
-    accept(ws, state);
-  }
-
-  function overQuota(max: number): { code: number; message: string } {
-    return { code: CLOSE_CODES.OVER_CONNECTION_QUOTA, message: `Application is over its connection quota of ${max}` };
-  }
-
-  function refuse(ws: Ws, state: SocketState | null, refusal: { code: number; message: string } | null): void {
-    const { code, message } = refusal ?? { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Refused' };
-    refusedLog.write(String(code), 'websocket connection refused', { code, reason: message, ...(state ? { appId: state.app.id } : {}) });
-    ws.getUserData().state = null;
-    endWithError(ws, code, message);
-  }
-
-  function accept(ws: Ws, state: SocketState): void {
-    state.ws = ws;
-    registry.add(state);
-    ws.send(frames.connectionEstablished(state.socketId, state.app.activityTimeout));
-    ctx.debug.connectionOpened(state.app.id, state.socketId);
+    state.app = next;
+    return false;
   }
 
   return {
@@ -409,38 +321,16 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     connectionCounts: () => registry.connectionCounts(),
     applyApp: (appId, next) => {
       protocol.reloadApp(appId, next);
+      const gone = next ? 'App key changed: reconnect with the new key' : 'App deleted';
       let closed = 0;
-      for (const state of [...registry.socketsOf(appId)]) {
-        if (state.closed || !state.ws) continue;
-        if (!next || next.key !== state.app.key) {
-          closed++;
-          endWithError(state.ws, CLOSE_CODES.UNKNOWN_APP, next ? 'App key changed: reconnect with the new key' : 'App deleted');
-        } else if (!next.enabled) {
-          closed++;
-          endWithError(state.ws, CLOSE_CODES.APP_DISABLED, 'Application is disabled');
-        } else {
-          state.app = next;
-        }
-      }
+      for (const state of [...registry.socketsOf(appId)]) if (takeApp(state, next, gone)) closed++;
       return closed;
     },
     applyApps: (apps) => {
       protocol.reload(apps);
       const byId = new Map(apps.map((a) => [a.id, a]));
       let closed = 0;
-      for (const state of [...registry.all()]) {
-        if (state.closed || !state.ws) continue;
-        const next = byId.get(state.app.id);
-        if (!next || next.key !== state.app.key) {
-          closed++;
-          endWithError(state.ws, CLOSE_CODES.UNKNOWN_APP, 'App key not in this cluster (removed by a configuration reload)');
-        } else if (!next.enabled) {
-          closed++;
-          endWithError(state.ws, CLOSE_CODES.APP_DISABLED, 'Application is disabled');
-        } else {
-          state.app = next;
-        }
-      }
+      for (const state of [...registry.all()]) if (takeApp(state, byId.get(state.app.id), 'App key not in this cluster (removed by a configuration reload)')) closed++;
       return closed;
     },
   };
