@@ -75,7 +75,7 @@ export function errorFrame(code: number | null, message: string): string {
 }
 
 /** pusher:error for a catalogue error that does not close the connection. */
-export function herrorFrame(err: HeraldError): string {
+export function nonFatalErrorFrame(err: HeraldError): string {
   return errorFrame(null, err.message);
 }
 

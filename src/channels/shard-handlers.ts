@@ -6,7 +6,7 @@
  * For apps with webhooks, occupied channels and presence members are also recorded in LMDB
  * (state/occupancy-journal.ts). A worker starting after a crash or kill -9 finds the channels
  * its predecessor left occupied and emits their member_removed and channel_vacated, through
- * the reload debounce: clients that come back within reloadDebounceMs cancel them (their
+ * the page-reload debounce: clients that come back within pageReloadDebounceMs cancel them (their
  * channel_occupied / member_added are dropped with them), otherwise receivers learn the
  * channels are empty. After a worker crash, the main thread's restore re-records the
  * subscriptions it still holds: for those the shard emits channel_occupied / member_added
@@ -34,7 +34,7 @@ type RestoredSubscription = ChannelShardApi['channels.restore']['req']['subscrip
 const CACHE_PRUNE_INTERVAL_MS = 60_000;
 /**
  * How long after start a restore may still cancel the vacated events emitted for recorded
- * channels (ms, after the reload debounce). Restores follow a worker restart within ms.
+ * channels (ms, after the page-reload debounce). Restores follow a worker restart within ms.
  */
 const RECOVERY_WINDOW_MS = 60_000;
 
@@ -65,7 +65,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
     if (outcome.vacated) journal.vacated(app.id, channel);
   };
   const recovered = recoverOccupancy(journal, apps, emit);
-  const forgetRecovered = setTimeout(() => recovered.clear(), ctx.config.webhookDelivery.reloadDebounceMs + RECOVERY_WINDOW_MS);
+  const forgetRecovered = setTimeout(() => recovered.clear(), ctx.config.webhookDelivery.pageReloadDebounceMs + RECOVERY_WINDOW_MS);
   forgetRecovered.unref();
 
   const subscribe = (req: SubscribeReq): SubscribeRes => {
@@ -152,7 +152,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
   };
 
   const reconciler = new Reconciler({
-    held: () => store.subscriptions(),
+    stored: () => store.subscriptions(),
     remove: (appId, channel, socketId) => {
       const { outcome, app } = leave({ appId, channel, socketId });
       const removal: ReconcileRemoval = { appId, channel };

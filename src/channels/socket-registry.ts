@@ -45,7 +45,7 @@ export class Membership {
   private flags = WANTED;
   /** Presence channels: the member of the latest subscribe (used by the next join). */
   request: { userId: string; userInfo: unknown } | undefined = undefined;
-  /** Presence channels: the member the shard holds for this connection. */
+  /** Presence channels: the member recorded in the channel state for this connection. */
   joinedAs: { userId: string; userInfo: unknown } | undefined = undefined;
 
   /** The client wants to be subscribed (false after unsubscribe or close). */
@@ -56,7 +56,7 @@ export class Membership {
     this.flags = on ? this.flags | WANTED : this.flags & ~WANTED;
   }
 
-  /** The owning shard holds this subscription (as of the last answered request). */
+  /** The channel state has this subscription (as of the last answered adapter call). */
   get joined(): boolean {
     return (this.flags & JOINED) !== 0;
   }
@@ -64,7 +64,7 @@ export class Membership {
     this.flags = on ? this.flags | JOINED : this.flags & ~JOINED;
   }
 
-  /** A shard request for this channel is in flight. */
+  /** An adapter call (join or leave) for this channel is in flight. */
   get busy(): boolean {
     return (this.flags & BUSY) !== 0;
   }

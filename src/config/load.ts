@@ -77,7 +77,7 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
 
 /** Validates a raw config object; throws ConfigError naming the path of the first bad field. */
 export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
-  const result = configSchema.safeParse(raw);
+  const result = configSchema.safeParse(withRenamedFields(raw));
   if (!result.success) {
     const issue = result.error.issues[0]!;
     const where = issue.path.length ? issue.path.join('.') : '(root)';
@@ -98,6 +98,25 @@ export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
       ? parsed.maxConnections
       : defaultMaxConnections({ shards, pushConcurrency: parsed.pushDelivery.concurrency, webhookConcurrencyPerUrl: parsed.webhookDelivery.concurrencyPerUrl });
   return deepFreeze({ ...parsed, shards, maxConnections });
+}
+
+/**
+ * Fields read under a deprecated name too: `webhookDelivery.reloadDebounceMs` is
+ * `webhookDelivery.pageReloadDebounceMs` (the browser page reload, not the SIGHUP config
+ * reload). Both names at once is an error.
+ */
+function withRenamedFields(raw: unknown): unknown {
+  const delivery = isObject(raw) ? raw.webhookDelivery : undefined;
+  if (!isObject(delivery) || !('reloadDebounceMs' in delivery)) return raw;
+  if ('pageReloadDebounceMs' in delivery) {
+    throw new ConfigError('invalid config at webhookDelivery.reloadDebounceMs: deprecated name of pageReloadDebounceMs; give pageReloadDebounceMs only');
+  }
+  const { reloadDebounceMs, ...rest } = delivery;
+  return { ...(raw as Record<string, unknown>), webhookDelivery: { ...rest, pageReloadDebounceMs: reloadDebounceMs } };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** `line L, column C` where `text` stops being JSON. */

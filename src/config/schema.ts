@@ -195,8 +195,11 @@ export const pushInstanceSchema = z.strictObject({
 const webhookDeliverySchema = z.strictObject({
   /** Events of one app and URL within this window go out in one request (ms). */
   batchWindowMs: z.number().int().min(0).default(50),
-  /** Delay before channel_vacated / member_removed is sent; cancelled by a re-occupy (ms). */
-  reloadDebounceMs: z.number().int().min(0).default(3000),
+  /**
+   * Delay before channel_vacated / member_removed is sent; cancelled by a re-occupy, as when a
+   * browser page reloads (ms). Read from the deprecated `reloadDebounceMs` too (load.ts).
+   */
+  pageReloadDebounceMs: z.number().int().min(0).default(3000),
   /** Attempts per event (per receiver) before it is dead-lettered. */
   maxAttempts: z.number().int().positive().default(8),
   /** Per-request timeout (ms). */

@@ -1,6 +1,6 @@
 /**
- * HTTP request counts and durations per API area (main thread). The area comes from the route
- * pattern, so routes need no extra option. Both are plain numbers on the hot path, turned into
+ * HTTP request counts and durations per API (the `api` label: channels, devices, …; main
+ * thread). The API comes from the route pattern, so routes need no extra option. Both are plain numbers on the hot path, turned into
  * Prometheus series when scraped.
  */
 import { Counter, type Registry } from 'prom-client';
@@ -8,7 +8,7 @@ import { Counter, type Registry } from 'prom-client';
 export const HTTP_APIS = ['channels', 'devices', 'publish', 'reporting', 'admin', 'system'] as const;
 export type HttpApi = (typeof HTTP_APIS)[number];
 
-/** The API area of a route pattern, for the `api` label. */
+/** The API a route pattern belongs to, for the `api` label. */
 export function apiOfPattern(pattern: string): HttpApi {
   if (pattern.startsWith('/apps/')) return 'channels';
   if (pattern.startsWith('/device_api/')) return 'devices';

@@ -77,7 +77,7 @@ export class WebhookOutbox implements WebhookEmitter {
     // While closing, events are still stored (sent after the next start); once closed, LMDB is gone.
     if (this.state === 'closed' || !this.targets.appHasWebhooks(appId)) return;
     const now = Date.now();
-    const debounceMs = options.debounced ? 0 : this.delivery.reloadDebounceMs;
+    const debounceMs = options.debounced ? 0 : this.delivery.pageReloadDebounceMs;
     let holdKey: string | undefined;
     if (debounceMs > 0) {
       this.debounce.prune(now);

@@ -4,7 +4,7 @@
  * node keeps (its sockets and subscriptions), and records of what it was told to report or
  * deliver.
  */
-import type { ChannelTransition, ClusterMember, HeldState } from '../../src/channels/adapter/redis/channel-state.js';
+import type { ChannelTransition, ClusterMember, NodeSnapshot } from '../../src/channels/adapter/redis/channel-state.js';
 import { ClusterNode } from '../../src/channels/adapter/redis/cluster-node.js';
 import type { ControlMessage } from '../../src/channels/adapter/redis/delivery-bus.js';
 import { afterEach } from 'vitest';
@@ -30,14 +30,14 @@ export class SimulatedNode {
   /** socketId → appId */
   readonly sockets = new Map<string, string>();
   /** `${socketId}\0${appId}\0${channel}` → subscription */
-  readonly subscriptions = new Map<string, HeldState['subscriptions'][number]>();
+  readonly subscriptions = new Map<string, NodeSnapshot['subscriptions'][number]>();
 
   constructor(options: SimulatedNodeOptions) {
     this.node = new ClusterNode(
       { redisUrl: options.redisUrl, keyPrefix: options.keyPrefix ?? 'test:', nodeTimeoutMs: options.nodeTimeoutMs ?? 10_000 },
       {
         nodeId: options.nodeId,
-        held: () => ({
+        snapshot: () => ({
           sockets: [...this.sockets].map(([socketId, appId]) => ({ appId, socketId })),
           subscriptions: [...this.subscriptions.values()],
         }),

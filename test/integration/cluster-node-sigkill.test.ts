@@ -25,7 +25,7 @@ function victimScript(redisUrl: string): string {
     const { ClusterNode } = await import(${JSON.stringify(module)});
     const node = new ClusterNode(
       { redisUrl: ${JSON.stringify(redisUrl)}, keyPrefix: ${JSON.stringify(PREFIX)}, nodeTimeoutMs: 500 },
-      { nodeId: 'victim', held: () => ({ sockets: [], subscriptions: [] }), onTransitions() {}, onFrame() {}, onControl() {} },
+      { nodeId: 'victim', snapshot: () => ({ sockets: [], subscriptions: [] }), onTransitions() {}, onFrame() {}, onControl() {} },
     );
     await node.start();
     await node.state.connect('app', 'v.1', null);

@@ -96,8 +96,8 @@ export interface UnsubscribeResult {
   subscriptionCount: number;
 }
 
-/** A subscription the front end holds (restore()): presence ones carry their member. */
-export interface HeldSubscription {
+/** A subscription the front end has (what a lost state is rebuilt from): presence ones carry their member. */
+export interface FrontEndSubscription {
   appId: string;
   channel: string;
   socketId: string;
@@ -239,15 +239,15 @@ export interface NodeLifecycle {
   /** Live connections of the app on this node (the connection quota on a single node). */
   connectionCount(appId: string): number;
   /**
-   * For state lost while the sockets stay connected. Registers `held`, which the adapter calls
-   * with the channels that lost their state; it answers the subscriptions the front end holds
+   * For state lost while the sockets stay connected. Registers `frontEnd`, which the adapter
+   * calls with the channels that lost their state; it answers the subscriptions the front end has
    * on them, and the adapter records those again, silently: no frames, no webhooks, no member
    * limit. Local: a shard worker died and was replaced (its subscribers and members with it);
-   * the adapter also reconciles each shard with what `held` answers (ghost subscribers
+   * the adapter also reconciles each shard with what `frontEnd` answers (ghost subscribers
    * removed). Cluster: the node re-registers after an outage or after it was reaped, and
-   * records every subscription `held` answers under its new session.
+   * records every subscription `frontEnd` answers under its new session.
    */
-  onStateLost(held: (lost: LostChannels) => HeldSubscription[]): void;
+  onStateLost(frontEnd: (lost: LostChannels) => FrontEndSubscription[]): void;
   /**
    * Graceful stop, after the sockets were closed and before the shards stop. Local: nothing to
    * do. Cluster: the leaves in flight finish (their webhooks decided), then the node

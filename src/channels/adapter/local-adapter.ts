@@ -17,7 +17,7 @@ import type {
   ChannelSocket,
   ChannelInfo,
   ChannelInfoRequest,
-  HeldSubscription,
+  FrontEndSubscription,
   LostChannels,
   OccupiedChannel,
   RelayedClientEvent,
@@ -39,7 +39,7 @@ const RESTORE_BATCH = 1000;
 export class LocalChannelAdapter implements ChannelAdapter {
   /** A single node counts its quota and rate limits in memory and relays to nobody. */
   readonly cluster = null;
-  private readonly heldListeners: ((lost: LostChannels) => HeldSubscription[])[] = [];
+  private readonly frontEnds: ((lost: LostChannels) => FrontEndSubscription[])[] = [];
   /** Cache events stored while a join of their channel is in flight (cache-join-watch.ts). */
   private readonly cacheJoins = new CacheJoinWatch();
   /** Joins and leaves, batched per shard; leaves never dropped; reconcile (membership-batches.ts). */
@@ -51,22 +51,22 @@ export class LocalChannelAdapter implements ChannelAdapter {
     private readonly registry: SocketRegistry,
   ) {
     this.memberships = new MembershipBatches(shards, {
-      held: (shard) => this.heldOn(shard),
+      frontEndOn: (shard) => this.frontEndOn(shard),
       removed: (removal) => this.announceRemoval(removal),
     });
     shards.onShardRestart((shard) => this.restoreShard(shard));
   }
 
   /**
-   * The subscriptions the front end holds on a shard's channels; null when no front end told
+   * The subscriptions the front end has on a shard's channels; null when no front end told
    * (onStateLost): then nobody knows what should be there, and reconcile does nothing.
    */
-  private heldOn(shard: number): ReconciledSubscription[] | null {
-    if (this.heldListeners.length === 0) return null;
+  private frontEndOn(shard: number): ReconciledSubscription[] | null {
+    if (this.frontEnds.length === 0) return null;
     const lost: LostChannels = (appId, channel) => this.shardOf(appId, channel) === shard;
     const out: ReconciledSubscription[] = [];
-    for (const held of this.heldListeners) {
-      for (const { appId, channel, socketId, member, leaving } of held(lost)) {
+    for (const frontEnd of this.frontEnds) {
+      for (const { appId, channel, socketId, member, leaving } of frontEnd(lost)) {
         const sub: ReconciledSubscription = { appId, channel, socketId };
         if (member) sub.member = { userId: member.userId, userInfo: member.userInfo ?? null };
         if (leaving) sub.leaving = true;
@@ -83,20 +83,20 @@ export class LocalChannelAdapter implements ChannelAdapter {
     if (removal.subscriptionCount !== undefined) this.publish(appId, channel, subscriptionCount(channel, removal.subscriptionCount));
   }
 
-  onStateLost(held: (lost: LostChannels) => HeldSubscription[]): void {
-    this.heldListeners.push(held);
+  onStateLost(frontEnd: (lost: LostChannels) => FrontEndSubscription[]): void {
+    this.frontEnds.push(frontEnd);
   }
 
   /**
    * A shard worker was replaced: its channel state is gone. Re-records, on the new worker,
-   * every subscription the front end holds on channels of that shard (the pool calls this
+   * every subscription the front end has on channels of that shard (the pool calls this
    * before any later request can reach the new worker, so these joins are handled first).
    */
   private restoreShard(shard: number): void {
     const lost: LostChannels = (appId, channel) => this.shardOf(appId, channel) === shard;
-    const byApp = new Map<string, HeldSubscription[]>();
-    for (const held of this.heldListeners) {
-      for (const sub of held(lost)) {
+    const byApp = new Map<string, FrontEndSubscription[]>();
+    for (const frontEnd of this.frontEnds) {
+      for (const sub of frontEnd(lost)) {
         let list = byApp.get(sub.appId);
         if (!list) byApp.set(sub.appId, (list = []));
         list.push(sub);

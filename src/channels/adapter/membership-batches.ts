@@ -126,8 +126,8 @@ interface ShardLane {
 }
 
 export interface MembershipBatchesOptions {
-  /** The subscriptions the front end holds on a shard's channels, for reconcile; null: unknown, no reconcile. */
-  held(shard: number): ReconciledSubscription[] | null;
+  /** The subscriptions the front end has on a shard's channels, for reconcile; null: unknown, no reconcile. */
+  frontEndOn(shard: number): ReconciledSubscription[] | null;
   /** Tells the sockets of a channel about a subscriber a reconcile removed. */
   removed(removal: ReconcileRemoval): void;
 }
@@ -295,25 +295,25 @@ export class MembershipBatches {
     lane.reconciling = true;
     const session = ++this.session;
     try {
-      const held = this.opts.held(shard);
-      if (held === null) return;
+      const frontEnd = this.opts.frontEndOn(shard);
+      if (frontEnd === null) return;
       if (kind === 'check') {
         const theirs = await this.shards.request(shard, { type: 'channels.digest' });
-        const ours = subscriptionDigest(held.map((sub) => [sub.appId, sub.channel, sub.socketId]));
+        const ours = subscriptionDigest(frontEnd.map((sub) => [sub.appId, sub.channel, sub.socketId]));
         if (theirs.count === ours.count && theirs.sum === ours.sum && theirs.xor === ours.xor) return;
         log.warn('channel state differs from the front end: reconciling', { shard, shardCount: theirs.count, heldCount: ours.count });
       }
       let removed: ReconcileRemoval[] = [];
       let restored = 0;
-      for (let i = 0; i === 0 || i < held.length; i += RECONCILE_PART) {
-        const last = i + RECONCILE_PART >= held.length;
-        const res = await this.shards.request(shard, { type: 'channels.reconcile', session, subscriptions: held.slice(i, i + RECONCILE_PART), last });
+      for (let i = 0; i === 0 || i < frontEnd.length; i += RECONCILE_PART) {
+        const last = i + RECONCILE_PART >= frontEnd.length;
+        const res = await this.shards.request(shard, { type: 'channels.reconcile', session, subscriptions: frontEnd.slice(i, i + RECONCILE_PART), last });
         removed = res.removed;
         restored = res.restored;
       }
       for (const removal of removed) this.opts.removed(removal);
       if (removed.length > 0 || restored > 0) {
-        log.warn('channel state reconciled with the front end', { shard, removed: removed.length, restored, held: held.length });
+        log.warn('channel state reconciled with the front end', { shard, removed: removed.length, restored, held: frontEnd.length });
       }
     } catch (err) {
       if (this.shards.accepting) {

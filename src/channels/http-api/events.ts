@@ -1,8 +1,9 @@
 /**
  * C1 POST /apps/<app_id>/events and C2 POST /apps/<app_id>/batch_events. A trigger is
  * validated, charged to the app's quota, then handed to the channel adapter (a synchronous
- * hand-off: no shard is awaited) and answered. Only `info` makes the answer wait, for the
- * counts of the channels triggered to.
+ * hand-off: the channel state is not awaited) and answered. Only `info` makes the answer wait,
+ * for the counts of the channels triggered to, and in a cluster the relay to the other nodes
+ * (`cluster.relayed()`).
  */
 import { appCounters } from '../../metrics/node-counters.js';
 import type { AppConfig } from '../../config/schema.js';

@@ -1,8 +1,8 @@
 /**
  * Shard side of channels.reconcile: the front end lists, in parts of one session, every
- * subscription it holds on this shard; the last part compares the list with what the shard
- * holds. A subscriber the front end does not hold (a ghost: its leave was lost) is removed as a
- * leave would be, webhooks included; a subscription the front end holds and the shard lacks is
+ * subscription it has on this shard; the last part compares the list with what the shard has
+ * stored. A subscriber the front end does not have (a ghost: its leave was lost) is removed as a
+ * leave would be, webhooks included; a subscription the front end has and the shard lacks is
  * recorded again silently (as after a worker restart), unless its leave is already on the way.
  * The main thread sends the session only while no other membership request of this shard is
  * in flight, so both sides describe the same moment.
@@ -10,8 +10,8 @@
 import type { ReconcileRemoval, ReconciledSubscription } from '../messages.js';
 
 export interface ReconcilerDeps {
-  /** Every subscription the shard holds: [appId, channel, socketId]. */
-  held(): [appId: string, channel: string, socketId: string][];
+  /** Every subscription the shard has stored: [appId, channel, socketId]. */
+  stored(): [appId: string, channel: string, socketId: string][];
   /** Removes one subscriber as a leave would (webhooks); answers what others should be told. */
   remove(appId: string, channel: string, socketId: string): ReconcileRemoval;
   /** Records subscriptions again, silently; answers how many were added. */
@@ -44,12 +44,12 @@ export class Reconciler {
 
   private apply(listed: Map<string, ReconciledSubscription>): { removed: ReconcileRemoval[]; restored: number } {
     const removed: ReconcileRemoval[] = [];
-    for (const [appId, channel, socketId] of this.deps.held()) {
+    for (const [appId, channel, socketId] of this.deps.stored()) {
       const key = keyOf(appId, channel, socketId);
       if (listed.has(key)) listed.delete(key);
       else removed.push(this.deps.remove(appId, channel, socketId));
     }
-    // What is left in `listed` is held by the front end and missing here.
+    // What is left in `listed` the front end has and this shard is missing.
     const byApp = new Map<string, { channel: string; socketId: string; member?: { userId: string; userInfo?: unknown } }[]>();
     for (const sub of listed.values()) {
       if (sub.leaving) continue;

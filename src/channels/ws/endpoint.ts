@@ -3,7 +3,8 @@
  * Every upgrade is accepted so that a refused connection can be told why: pusher:error with
  * the close code, then the close (the clients decide from the close code whether and when
  * to reconnect: CLOSE_CODES in errors.ts). The main thread keeps per-connection
- * state only; channel state lives on the shards (see subscriptions.ts and the adapter).
+ * state only; channel state lives behind the adapter (the shards, or Redis in a cluster: see
+ * subscriptions.ts and the adapter).
  */
 import { randomInt } from 'node:crypto';
 import type { HttpRequest, HttpResponse, WebSocket, WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';

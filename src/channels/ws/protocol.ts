@@ -18,7 +18,7 @@ import type { Subscriptions } from './subscriptions.js';
 import type { DebugTap } from '../../admin/tap.js';
 import { graceSecret } from '../../config/secret-grace.js';
 
-/** Channels one connection may hold (joined or in flight): bounds per-socket state and shard traffic. */
+/** Channels one connection may hold (joined or in flight): bounds per-socket state and channel state traffic. */
 export const MAX_CHANNELS_PER_CONNECTION = 1000;
 /** Most user ids in a sign-in watchlist. */
 export const MAX_WATCHLIST_LENGTH = 100;
@@ -37,7 +37,7 @@ export interface ProtocolDeps {
 const authFailureLog = new RateLimitedLog('debug', 10_000);
 
 export class ProtocolHandler {
-  /** App ids with a webhook that wants client_event: only those cost a shard message per client event. */
+  /** App ids with a webhook that wants client_event: only those cost a message to the webhook outbox per client event. */
   private clientEventWebhookApps: ReadonlySet<string> = new Set();
 
   constructor(private readonly deps: ProtocolDeps) {
@@ -96,7 +96,7 @@ export class ProtocolHandler {
   }
 
   private fail(ws: Ws, err: HeraldError): void {
-    ws.send(frames.herrorFrame(err));
+    ws.send(frames.nonFatalErrorFrame(err));
   }
 
   private subscribe(state: SocketState, ws: Ws, data: Record<string, unknown> | null): void {

@@ -1,15 +1,15 @@
 /**
- * Keeps each connection's channel memberships in step with the shards, whatever order
- * subscribe, unsubscribe and close arrive in. Per (connection, channel) the client's wish
- * (`wanted`) and the shard's state (`joined`) are reconciled with at most one shard request
- * in flight: a close during a join is followed by a leave as soon as the join answers, and an
+ * Keeps each connection's channel memberships in step with the channel state (the adapter's:
+ * the shards, or Redis in a cluster), whatever order subscribe, unsubscribe and close arrive
+ * in. Per (connection, channel) the client's wish (`wanted`) and the recorded state (`joined`)
+ * are reconciled with at most one adapter call in flight: a close during a join is followed by a leave as soon as the join answers, and an
  * unsubscribe + subscribe during a leave re-joins after it. No member or subscriber is left
  * behind by a socket that drops without unsubscribing: the adapter queues joins and leaves
  * per shard, drops a queued join the client no longer wants, and never drops a leave.
  */
 import { HeraldError } from '../../errors.js';
 import { log } from '../../log.js';
-import type { ChannelAdapter, HeldSubscription, LostChannels, SubscribeResult } from '../adapter/channel-adapter.js';
+import type { ChannelAdapter, FrontEndSubscription, LostChannels, SubscribeResult } from '../adapter/channel-adapter.js';
 import { countsSubscriptions } from '../names.js';
 import * as frames from '../frames.js';
 import { Membership, type SocketState } from '../socket-registry.js';
@@ -23,35 +23,35 @@ export class Subscriptions {
 
   /**
    * `draining`: the server is shutting down (see leave). `open`: the open connections (the
-   * registry's), whose memberships `held` lists along with those of `closing`.
+   * registry's), whose memberships `frontEndOn` lists along with those of `closing`.
    */
   constructor(
     private readonly adapter: ChannelAdapter,
     private readonly draining: () => boolean,
     private readonly open: () => Iterable<SocketState>,
   ) {
-    adapter.onStateLost((lost) => this.held(lost));
+    adapter.onStateLost((lost) => this.frontEndOn(lost));
   }
 
   /**
-   * The subscriptions the adapter holds (as far as this thread knows) on the given channels:
-   * for the adapter to record again after a shard lost its state, or to reconcile a shard with.
+   * The subscriptions recorded in the channel state (as far as this thread knows) on the given
+   * channels: for the adapter to record again after it lost them, or to reconcile a shard with.
    * Leaves queued or in flight are included, marked `leaving`: after a lost state they failed
    * or will fail, and their retry then removes the member for real (member_removed, webhooks).
    * Joins queued or in flight are not: they fail, and the client is told so, or they have not
-   * reached the shard yet.
+   * reached the channel state yet.
    */
-  private held(lost: LostChannels): HeldSubscription[] {
-    const out: HeldSubscription[] = [];
-    for (const state of this.open()) if (!state.closed) this.heldOf(state, lost, out);
-    for (const state of this.closing) this.heldOf(state, lost, out);
+  private frontEndOn(lost: LostChannels): FrontEndSubscription[] {
+    const out: FrontEndSubscription[] = [];
+    for (const state of this.open()) if (!state.closed) this.collectJoined(state, lost, out);
+    for (const state of this.closing) this.collectJoined(state, lost, out);
     return out;
   }
 
-  private heldOf(state: SocketState, lost: LostChannels, out: HeldSubscription[]): void {
+  private collectJoined(state: SocketState, lost: LostChannels, out: FrontEndSubscription[]): void {
     for (const [channel, m] of state.channels) {
       if (!m.joined || !lost(state.app.id, channel)) continue;
-      const sub: HeldSubscription = { appId: state.app.id, channel, socketId: state.socketId };
+      const sub: FrontEndSubscription = { appId: state.app.id, channel, socketId: state.socketId };
       if (m.joinedAs) sub.member = { userId: m.joinedAs.userId, userInfo: m.joinedAs.userInfo };
       if (!m.wanted) sub.leaving = true;
       out.push(sub);
@@ -123,7 +123,7 @@ export class Subscriptions {
       (res) => {
         m.busy = false;
         if (res === null) {
-          // Withdrawn before it reached the shard: nothing to undo.
+          // Withdrawn before it reached the channel state: nothing to undo.
           this.reconcile(state, channel, m);
           return;
         }
@@ -136,7 +136,7 @@ export class Subscriptions {
       (err: unknown) => {
         m.busy = false;
         const limit = err instanceof HeraldError && err.code !== 'SHARD_UNAVAILABLE' && err.code !== 'INTERNAL';
-        // A refused join changed nothing; after any other failure the shard may hold it: leave.
+        // A refused join changed nothing; after any other failure the channel state may have it: leave.
         m.joined = !limit;
         m.joinedAs = member;
         if (m.wanted && !state.closed && state.ws) {
@@ -209,7 +209,7 @@ export class Subscriptions {
       },
       (err: unknown) => {
         // The adapter retries a leave until it is applied: it fails only when the server shuts
-        // down, and then the shards stop answering. Best effort, no noise.
+        // down, and then the channel state stops answering. Best effort, no noise.
         if (!this.draining()) log.warn('channel unsubscribe failed', { appId: state.app.id, channel, error: String(err) });
         m.busy = false;
         m.joined = false;

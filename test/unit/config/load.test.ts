@@ -69,6 +69,13 @@ describe('config', () => {
     expect(() => parseConfig({ channelAdapter: 'redis' })).toThrow(/channelAdapter/);
   });
 
+  it('reads the deprecated webhookDelivery.reloadDebounceMs as pageReloadDebounceMs, and refuses both at once', () => {
+    expect(parseConfig({ webhookDelivery: { reloadDebounceMs: 250 } }).webhookDelivery.pageReloadDebounceMs).toBe(250);
+    expect(parseConfig({ webhookDelivery: { pageReloadDebounceMs: 400 } }).webhookDelivery.pageReloadDebounceMs).toBe(400);
+    expect(parseConfig({}).webhookDelivery.pageReloadDebounceMs).toBe(3000);
+    expect(() => parseConfig({ webhookDelivery: { reloadDebounceMs: 1, pageReloadDebounceMs: 2 } })).toThrow(/webhookDelivery\.reloadDebounceMs: deprecated name of pageReloadDebounceMs/);
+  });
+
   it('rejects duplicate app keys', () => {
     const app = { id: 'a', key: 'k', secret: 's' };
     expect(() => parseConfig({ apps: [app, { ...app, id: 'b' }] })).toThrow(/apps\.1\.key: duplicate/);

@@ -25,7 +25,7 @@ async function freePort(): Promise<number> {
 function node(url: string, nodeId: string, onFrame: () => void = () => {}): ClusterNode {
   return new ClusterNode(
     { redisUrl: url, keyPrefix: 'bench:', nodeTimeoutMs: 10_000 },
-    { nodeId, held: () => ({ sockets: [], subscriptions: [] }), onTransitions: () => {}, onFrame, onControl: () => {} },
+    { nodeId, snapshot: () => ({ sockets: [], subscriptions: [] }), onTransitions: () => {}, onFrame, onControl: () => {} },
   );
 }
 

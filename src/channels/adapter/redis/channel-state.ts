@@ -40,7 +40,7 @@ export interface ClusterJoinOutcome {
   /** Presence only: the members after the join, as [user id, user_info] pairs. */
   members?: [string, unknown][];
   /**
-   * This occupy came within the reload debounce of a vacate (a page reload): the vacate's node
+   * This occupy came within the page-reload debounce of a vacate (a page reload): the vacate's node
    * drops its held channel_vacated and this node does not report channel_occupied.
    */
   cancelledVacate: boolean;
@@ -57,7 +57,7 @@ export interface ClusterLeaveOutcome {
   memberRemoved: string | null;
   subscriptionCount: number;
   /**
-   * With a reload debounce: tokens of the holds this leave left for its channel_vacated and
+   * With a page-reload debounce: tokens of the holds this leave left for its channel_vacated and
    * member_removed. Send the held event only if releaseHold answers true when the debounce ends.
    */
   holds?: { channel?: string; member?: string };
@@ -103,8 +103,8 @@ export interface NodeSubscription {
   member?: ClusterMember;
 }
 
-/** What a node holds locally, for re-registration: its sockets and their subscriptions. */
-export interface HeldState {
+/** What a node has locally (its snapshot), for re-registration: its sockets and their subscriptions. */
+export interface NodeSnapshot {
   sockets: { appId: string; socketId: string }[];
   subscriptions: NodeSubscription[];
 }
@@ -214,9 +214,9 @@ export class RedisChannelState {
 
   /**
    * Removes a subscription of this node (explicit unsubscribe or socket close). Drop it from
-   * what the node reports as held (HeldState) before calling, so that a re-registration's
+   * the node's snapshot (NodeSnapshot) before calling, so that a re-registration's
    * snapshot taken meanwhile cannot record it again. With
-   * `debounceMs` (webhookDelivery.reloadDebounceMs), a vacate or member removal leaves a hold a
+   * `debounceMs` (webhookDelivery.pageReloadDebounceMs), a vacate or member removal leaves a hold a
    * join anywhere in the cluster cancels within that time (a page reload): see releaseHold.
    */
   leave(appId: string, channel: string, socketId: string, debounceMs = 0): Promise<ClusterLeaveOutcome> {
@@ -229,15 +229,15 @@ export class RedisChannelState {
   }
 
   /**
-   * The subscriptions this node recorded in Redis that it no longer holds (`held`: the snapshot
-   * a re-registration records): those that ended while Redis was away, left in Redis under the
+   * The subscriptions this node recorded in Redis that are not in `snapshot` (the one a
+   * re-registration records): those that ended while Redis was away, left in Redis under the
    * previous session or, when Redis lost them, nowhere. Read synchronously with the snapshot;
    * they stay in the record until forget().
    */
-  leftSince(held: HeldState): NodeSubscription[] {
-    const holding = new Set(held.subscriptions.map((s) => subscriptionKey(s.appId, s.channel, s.socketId)));
+  leftSince(snapshot: NodeSnapshot): NodeSubscription[] {
+    const current = new Set(snapshot.subscriptions.map((s) => subscriptionKey(s.appId, s.channel, s.socketId)));
     const left: NodeSubscription[] = [];
-    for (const [key, sub] of this.recorded) if (!holding.has(key)) left.push(sub);
+    for (const [key, sub] of this.recorded) if (!current.has(key)) left.push(sub);
     return left;
   }
 
@@ -263,7 +263,7 @@ export class RedisChannelState {
   }
 
   /**
-   * The end of a leave's reload debounce: true when the hold is still there (send the held
+   * The end of a leave's page-reload debounce: true when the hold is still there (send the held
    * channel_vacated, or member_removed when `userId` is given), false when a join cancelled it.
    */
   async releaseHold(appId: string, channel: string, userId: string | null, token: string): Promise<boolean> {
@@ -372,11 +372,11 @@ export class RedisChannelState {
    * changes cannot cross. Returns what the registration changed (channels or members that were
    * not known cluster-wide, and counts), for the caller to report.
    */
-  register(held: HeldState): Promise<Registration> {
+  register(snapshot: NodeSnapshot): Promise<Registration> {
     const session = this.session.current;
-    for (const sub of held.subscriptions) this.recorded.set(subscriptionKey(sub.appId, sub.channel, sub.socketId), sub);
-    const connects = held.sockets.map(({ appId, socketId }) => this.batch.run<[number, number]>(['c', session, appId, socketId, 0]));
-    const joins = held.subscriptions.map(({ appId, channel, socketId, member }) =>
+    for (const sub of snapshot.subscriptions) this.recorded.set(subscriptionKey(sub.appId, sub.channel, sub.socketId), sub);
+    const connects = snapshot.sockets.map(({ appId, socketId }) => this.batch.run<[number, number]>(['c', session, appId, socketId, 0]));
+    const joins = snapshot.subscriptions.map(({ appId, channel, socketId, member }) =>
       this.batch.run<JoinReply>(this.joinArgs(appId, channel, socketId, member, 0, session)),
     );
     this.batch.flush();
@@ -385,7 +385,7 @@ export class RedisChannelState {
       const transitions: ChannelTransition[] = [];
       const channels = new Map<string, RegisteredChannel>();
       replies.forEach(([status, occupied, added, count, , resumedChannel, resumedMember], i) => {
-        const { appId, channel, member } = held.subscriptions[i]!;
+        const { appId, channel, member } = snapshot.subscriptions[i]!;
         if (status === -2) throw new RedisUnavailableError('node session gone during registration');
         if (status !== 1) return;
         if (occupied === 1 && resumedChannel !== 1) transitions.push({ type: 'channel_occupied', appId, channel });

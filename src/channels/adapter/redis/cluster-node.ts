@@ -7,7 +7,7 @@
 import type { ClusterConfig } from '../../../config/schema.js';
 import type { Redis, RedisOptions } from 'ioredis';
 import { log } from '../../../log.js';
-import { RedisChannelState, type ChannelTransition, type HeldState } from './channel-state.js';
+import { RedisChannelState, type ChannelTransition, type NodeSnapshot } from './channel-state.js';
 import { createRedisConnections, replyTimeoutMs, whenAvailable, type RedisConnections } from './connection.js';
 import { DeliveryBus, type DeliveryHandlers } from './delivery-bus.js';
 import { RedisKeys } from './keys.js';
@@ -17,8 +17,8 @@ import { PushInstanceLease } from './push-lease.js';
 
 export interface ClusterNodeOptions extends DeliveryHandlers {
   nodeId: string;
-  /** What the node holds locally (sockets, subscriptions), read at re-registration. */
-  held: () => HeldState;
+  /** What the node has locally (sockets, subscriptions), read at re-registration. */
+  snapshot: () => NodeSnapshot;
   /** Transitions found by a reap or a re-registration that this node must report. */
   onTransitions: (transitions: ChannelTransition[]) => void;
   /** Overrides for tests: heartbeat and reaper periods (ms). */
@@ -66,7 +66,7 @@ export class ClusterNode {
     this.session = new NodeSession(options.nodeId);
     const { commands, subscriber } = this.connections;
     this.state = new RedisChannelState(commands, this.keys, this.session);
-    const liveness = { nodeTimeoutMs: config.nodeTimeoutMs, held: options.held, onTransitions: options.onTransitions };
+    const liveness = { nodeTimeoutMs: config.nodeTimeoutMs, snapshot: options.snapshot, onTransitions: options.onTransitions };
     this.liveness = new NodeLiveness(commands, this.keys, this.session, this.state, {
       ...liveness,
       ...(options.heartbeatIntervalMs !== undefined && { heartbeatIntervalMs: options.heartbeatIntervalMs }),

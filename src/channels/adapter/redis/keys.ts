@@ -47,12 +47,12 @@ export class RedisKeys {
     return `${this.prefix}cache:${channelId(appId, channel)}`;
   }
 
-  /** STRING `<expiry ms>|<session>|<socketId>`: a channel_vacated held by the reload debounce. */
+  /** STRING `<expiry ms>|<session>|<socketId>`: a channel_vacated held by the page-reload debounce. */
   vacateHold(appId: string, channel: string): string {
     return `${this.prefix}holdc:${channelId(appId, channel)}`;
   }
 
-  /** HASH user id → hold token: member_removed events held by the reload debounce. */
+  /** HASH user id → hold token: member_removed events held by the page-reload debounce. */
   memberRemovalHolds(appId: string, channel: string): string {
     return `${this.prefix}holdm:${channelId(appId, channel)}`;
   }
@@ -120,7 +120,7 @@ export class RedisKeys {
   }
 
   /**
-   * ZSET of webhooks held by the reload debounce, by due time (Redis time, ms): member
+   * ZSET of webhooks held by the page-reload debounce, by due time (Redis time, ms): member
    * `c|<cid>|<token>` (channel_vacated) or `m|<cid>|<token>|<userId>` (member_removed). Any node
    * releases due ones into webhookOutbox unless a join cancelled their hold.
    */

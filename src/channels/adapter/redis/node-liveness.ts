@@ -12,15 +12,15 @@
  *   claim, and another node takes the reap over after nodeTimeoutMs. A node that has just
  *   reconnected reaps no other node for nodeTimeoutMs: the others were cut off too.
  * - Re-registration: whenever the command connection is ready again after a drop (and when a
- *   script finds the session gone), the node takes a new session, records everything it holds
- *   under it (HeldState, idempotent), then retires and reaps its previous session. Only real
+ *   script finds the session gone), the node takes a new session, records its snapshot (what it
+ *   has locally: NodeSnapshot, idempotent) under it, then retires and reaps its previous session. Only real
  *   differences come out as transitions: users and channels that left during the outage, or
  *   everything when Redis came back empty. When Redis lost the previous session, what ended
  *   meanwhile (from the node's own record) is put back under it for the reaper (restoreLeft).
  */
 import type { Redis } from 'ioredis';
 import { log } from '../../../log.js';
-import type { ChannelTransition, HeldState, NodeSubscription, RedisChannelState, Registration } from './channel-state.js';
+import type { ChannelTransition, NodeSnapshot, NodeSubscription, RedisChannelState, Registration } from './channel-state.js';
 import { whenAvailable } from './connection.js';
 import type { RedisKeys } from './keys.js';
 import type { NodeSession } from './node-session.js';
@@ -35,8 +35,8 @@ const CLAIM_PER_PASS = 16;
 export interface LivenessOptions {
   /** Silence (ms) after which a node is dead; the config's cluster.nodeTimeoutMs. */
   nodeTimeoutMs: number;
-  /** What this node holds locally right now (read synchronously at re-registration). */
-  held: () => HeldState;
+  /** What this node has locally right now (read synchronously at re-registration). */
+  snapshot: () => NodeSnapshot;
   /** Transitions this node must report; no other node reports the same ones. */
   onTransitions: (transitions: ChannelTransition[]) => void;
   /** Heartbeat period (ms); default nodeTimeoutMs / 3. */
@@ -209,11 +209,11 @@ export class NodeLiveness {
     // leave the node issues later runs after the snapshot's (scripts.ts).
     this.state.flushChanges();
     const started = this.beat('start');
-    const held = this.options.held();
-    const registration = this.state.register(held);
+    const snapshot = this.options.snapshot();
+    const registration = this.state.register(snapshot);
     // What ended since the node last registered (read with the snapshot): in Redis under the
     // previous session, or lost with it when Redis came back without it.
-    const left = this.state.leftSince(held);
+    const left = this.state.leftSince(snapshot);
     const [, registered] = await whenAvailable(() => Promise.all([started, registration]));
     const fate = await this.fateOf(previous);
     // Members re-added are announced to the channels' sockets only when the others saw them

@@ -30,7 +30,7 @@ import type {
   ChannelInfoRequest,
   ChannelSocket,
   ClusterCapability,
-  HeldSubscription,
+  FrontEndSubscription,
   LostChannels,
   MessageCharger,
   OccupiedChannel,
@@ -46,7 +46,7 @@ import type { TopicFanout } from '../../../http/topic-fanout.js';
 import type { SessionDirectory } from '../../http-fallback/directory.js';
 import { CacheJoinWatch } from '../cache-join-watch.js';
 import type { RateCounter } from '../../rate-limits/rate-counter.js';
-import type { ChannelTransition, HeldState } from './channel-state.js';
+import type { ChannelTransition, NodeSnapshot } from './channel-state.js';
 import { ClusterNode, type ClusterMember } from './cluster-node.js';
 import { describeRedis, RedisUnavailableError } from './connection.js';
 import type { ControlMessage } from './delivery-bus.js';
@@ -139,7 +139,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   private readonly topics: TopicFanout;
   private readonly registry: SocketRegistry;
   private readonly shards: Shards;
-  private heldProvider: ((lost: LostChannels) => HeldSubscription[]) | undefined;
+  private frontEnd: ((lost: LostChannels) => FrontEndSubscription[]) | undefined;
   /** `appId\0channel\0socketId` of every socket on a channel's delivery here (bus watches follow it). */
   private readonly attached = new Set<string>();
   /** `appId\0socketId` → its `#server-to-user-` channel: left by the close, not by an unsubscribe. */
@@ -148,7 +148,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   private readonly watchingApps = new Set<string>();
   /** Cache events stored here while a join of their channel is in flight (cache-join-watch.ts). */
   private readonly cacheJoins = new CacheJoinWatch();
-  /** Releases the reload debounce's due held webhooks of every node into the shared outbox. */
+  /** Releases the page-reload debounce's due held webhooks of every node into the shared outbox. */
   private heldSweep: NodeJS.Timeout | undefined;
   private sweeping = false;
   /** Leaves waiting for Redis (close() lets them finish), and who waits for them to be done. */
@@ -165,7 +165,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
     this.shards = deps.shards;
     this.node = new ClusterNode(deps.cluster, {
       nodeId: deps.nodeId,
-      held: () => this.held(),
+      snapshot: () => this.snapshot(),
       onTransitions: (transitions) => this.reportTransitions(transitions),
       onFrame: (appId, channel, frame, except) => this.fromOtherNode(appId, channel, frame, except),
       onControl: (message, origin) => this.control(message, origin),
@@ -196,7 +196,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   }
 
   /**
-   * Releases every held webhook whose reload debounce is over, whichever node decided it (that
+   * Releases every held webhook whose page-reload debounce is over, whichever node decided it (that
    * node may be gone): one script call moves each into the shared webhook outbox unless a join
    * cancelled it (scripts.ts heraldReleaseHeld), so each goes out once.
    */
@@ -451,7 +451,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
     this.dropAttachment(appId, channel, socketId);
     const app = this.deps.apps.get(appId);
-    const debounceMs = app && app.webhooks.length > 0 ? this.deps.config().webhookDelivery.reloadDebounceMs : 0;
+    const debounceMs = app && app.webhooks.length > 0 ? this.deps.config().webhookDelivery.pageReloadDebounceMs : 0;
     // close() waits for leaves in flight: their webhooks are decided before the node goes.
     this.leavesInFlight++;
     const leaving = this.leaveApplied(app, appId, channel, socketId, debounceMs, 0);
@@ -486,7 +486,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
     );
   }
 
-  /** The webhooks of a leave: held ones (reload debounce) go out when their hold is released. */
+  /** The webhooks of a leave: held ones (page-reload debounce) go out when their hold is released. */
   private leaveWebhooks(app: AppConfig, channel: string, outcome: Awaited<ReturnType<ClusterNode['state']['leave']>>): void {
     const now: ChannelEventBody[] = [];
     const removed = outcome.memberRemoved;
@@ -615,14 +615,14 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
     return { available: this.available, relayFailures: this.relayFailures, watchedChannels: this.node.bus.watchedCount() };
   }
 
-  onStateLost(held: (lost: LostChannels) => HeldSubscription[]): void {
-    this.heldProvider = held;
+  onStateLost(frontEnd: (lost: LostChannels) => FrontEndSubscription[]): void {
+    this.frontEnd = frontEnd;
   }
 
-  /** Everything this node holds, for a re-registration: sockets, subscriptions, online users. */
-  private held(): HeldState {
-    const sockets: HeldState['sockets'] = [];
-    const subscriptions: HeldState['subscriptions'] = [];
+  /** This node's snapshot, for a re-registration: sockets, subscriptions, online users. */
+  private snapshot(): NodeSnapshot {
+    const sockets: NodeSnapshot['sockets'] = [];
+    const subscriptions: NodeSnapshot['subscriptions'] = [];
     const online = new Set<string>();
     for (const state of this.registry.all()) {
       if (state.closed) continue;
@@ -635,7 +635,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
         }
       }
     }
-    for (const sub of this.heldProvider?.(() => true) ?? []) {
+    for (const sub of this.frontEnd?.(() => true) ?? []) {
       if (sub.leaving) continue;
       subscriptions.push(sub.member ? { appId: sub.appId, channel: sub.channel, socketId: sub.socketId, member: sub.member } : { appId: sub.appId, channel: sub.channel, socketId: sub.socketId });
     }

@@ -471,7 +471,7 @@ return cjson.encode({done = done, channels = out})
 `;
 
 /**
- * ARGV: prefix, max. Releases up to `max` held webhooks whose reload debounce is over (any
+ * ARGV: prefix, max. Releases up to `max` held webhooks whose page-reload debounce is over (any
  * node's: the one that decided them may be gone): each goes into the webhook outbox stream as a
  * channel message with an id derived from its hold (the same if it were released twice), and
  * its hold is removed. A join within the debounce removed the member along with the hold, so

@@ -1,6 +1,6 @@
 /** The channel adapter contract against the local adapter (test/helpers/local-channel-adapter.ts). */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { HeldSubscription } from '../../../../src/channels/adapter/channel-adapter.js';
+import type { FrontEndSubscription } from '../../../../src/channels/adapter/channel-adapter.js';
 import { channelShardFor } from '../../../../src/shards/hash.js';
 import { HARNESS_APP, startLocalAdapter, type LocalHarness } from '../../../helpers/local-channel-adapter.js';
 import { until } from '../../../helpers/wait.js';
@@ -22,7 +22,7 @@ describe('local adapter: reconcile', () => {
     const channel = 'presence-room';
     const shard = channelShardFor(HARNESS_APP, channel, h.shards.shardCount);
     // What the front end holds, as the WebSocket front end answers it (ws/subscriptions.ts).
-    const frontEnd: HeldSubscription[] = [];
+    const frontEnd: FrontEndSubscription[] = [];
     h.adapter.onStateLost((lost) => frontEnd.filter((sub) => lost(sub.appId, sub.channel)));
     const [ada, bob] = [await h.connect(HARNESS_APP), await h.connect(HARNESS_APP)];
     for (const [conn, userId] of [[ada, 'ada'], [bob, 'bob']] as const) {

@@ -14,7 +14,7 @@ function setup() {
   const join = (channel: string, socketId: string, userId?: string) =>
     store.join({ appId: 'a', channel, socketId, member: userId === undefined ? undefined : { userId }, maxMembers: 100 }, channel.startsWith('presence-'));
   const reconciler = new Reconciler({
-    held: () => store.subscriptions(),
+    stored: () => store.subscriptions(),
     remove: (appId, channel, socketId): ReconcileRemoval => {
       const outcome = store.leave(appId, channel, socketId);
       const removal: ReconcileRemoval = { appId, channel, subscriptionCount: outcome.subscriptionCount };

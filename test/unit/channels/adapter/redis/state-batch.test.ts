@@ -152,7 +152,7 @@ describe('batched state changes through the Redis adapter', () => {
       async ({ topics, shards, registry, config }) => {
         const cluster = parseConfig({ cluster: { redisUrl: bed.redis.url, keyPrefix: prefix, nodeTimeoutMs: 60_000 } }).cluster!;
         const apps = new Map(config.apps.map((a) => [a.id, a]));
-        const noDebounce = { ...config, webhookDelivery: { ...config.webhookDelivery, reloadDebounceMs: 0 } };
+        const noDebounce = { ...config, webhookDelivery: { ...config.webhookDelivery, pageReloadDebounceMs: 0 } };
         return RedisChannelAdapter.start({ topics, registry, shards, cluster, config: () => noDebounce, apps, nodeId: 'batch-webhooks' });
       },
       { webhooks: [{ url: receiver.url('/batch'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }] },
