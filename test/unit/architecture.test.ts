@@ -64,6 +64,21 @@ describe('architecture', () => {
     expect(offending).toEqual([]);
   });
 
+  it('src/reshard.ts imports no area: each area declares its layout beside its store (src/shard-layouts.ts lists them)', () => {
+    const offending = importsOf(join(SRC, 'reshard.ts'))
+      .filter((spec) => /\/(channels|push|webhooks|tenants|admin)\//.test(spec))
+      .map((spec) => `reshard.ts imports ${spec}`);
+    expect(offending).toEqual([]);
+  });
+
+  it('no code outside the channel adapter tells the adapters apart by class: what a cluster adds is adapter.cluster', () => {
+    const offending = sources(SRC)
+      .filter((file) => !file.startsWith(join(SRC, 'channels/adapter')))
+      .filter((file) => /instanceof (Redis|Local)ChannelAdapter/.test(readFileSync(file, 'utf8')))
+      .map(rel);
+    expect(offending).toEqual([]);
+  });
+
   it('outside src/admin and the composition root, only the debug tap interface of admin is imported', () => {
     const offending = sources(SRC)
       .filter((file) => !file.startsWith(join(SRC, 'admin')) && file !== join(SRC, 'server.ts'))
