@@ -107,6 +107,7 @@ export const ERROR_CATALOGUE = {
   PUBLISH_BODY_TOO_LARGE: { status: 400, kind: 'Bad Request', message: 'Request body too large' },
   PUBLISH_SCHEMA: { status: 422, kind: 'Unprocessable Entity', message: 'JSON does not match the publish schema' },
   PUBLISH_RATE_LIMITED: { status: 429, kind: 'Too Many Requests', message: 'Too many publish requests per second' },
+  PUBLISH_BACKLOG_FULL: { status: 429, kind: 'Too Many Requests', message: 'The instance has too many publishes waiting to be sent (pushDelivery.maxPendingBytesPerInstance); retry in a second' },
   PUBLISH_OVER_QUOTA: { status: 402, kind: 'Payment Required', message: 'Publishing is blocked: over the notification quota' },
   PUBLISH_NOT_FOUND: { status: 404, kind: 'Not Found', message: 'Could not find the publish' },
   REPORT_FIELD_MISSING: { status: 400, kind: 'Bad Request', message: 'A required report field is missing' },

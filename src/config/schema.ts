@@ -238,6 +238,17 @@ const pushDeliverySchema = z.strictObject({
   shutdownGraceMs: z.number().int().min(0).default(1000),
   /** Days a finished publish's per-shard record (state, counts) is kept for the statistics endpoint. */
   retentionDays: z.number().positive().default(30),
+  /**
+   * Bytes the records of finished publishes may hold on a node (split evenly over its shards):
+   * past it the oldest finished publishes are deleted first, before their `retentionDays`.
+   */
+  retentionBytes: z.number().int().min(1).default(1024 ** 3),
+  /**
+   * Bytes of accepted publishes (as stored: targets and payloads) one push instance may have
+   * waiting or sending on a shard; a publish past it is refused with 429 PUBLISH_BACKLOG_FULL
+   * and `Retry-After: 1`, so one instance cannot fill a node with queued work.
+   */
+  maxPendingBytesPerInstance: z.number().int().min(1).default(256 * 1024 ** 2),
 });
 
 /** HTTPS and WSS on the main port (uWS SSLApp); plain HTTP is then not served on it. */

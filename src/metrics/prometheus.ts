@@ -155,6 +155,25 @@ export class HeraldMetrics {
         }
       },
     });
+    new Gauge({
+      name: 'herald_push_publish_records_bytes',
+      help: 'Bytes the records of finished publishes hold on this node (counted against pushDelivery.retentionBytes; the oldest go first past it)',
+      registers: [registry],
+      async collect() {
+        const f = await figures();
+        this.set(f ? f.metrics.reduce((sum, m) => sum + (m.publishRecordBytes ?? 0), 0) : 0);
+      },
+    });
+    new Counter({
+      name: 'herald_push_publish_resends_total',
+      help: 'Notifications this node sent again because the partition holding them was reclaimed from a node whose lease expired (cluster), before their outcome was checkpointed',
+      registers: [registry],
+      async collect() {
+        this.reset();
+        const f = await figures();
+        this.inc(f ? f.metrics.reduce((sum, m) => sum + (m.publishResends ?? 0), 0) : 0);
+      },
+    });
     new Counter({
       name: 'herald_outbound_refusals_total',
       help: 'Connections not made because the address is not public (web push endpoints, per-publish webhookUrls), by client and reason',

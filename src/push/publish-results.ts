@@ -5,7 +5,7 @@
  * main thread and from shards.
  */
 import { PLATFORMS, type Platform } from './platform.js';
-import type { GatewayCounts, PublishKind, PublishShardStats, PublishState } from './messages/publishes.js';
+import type { GatewayCounts, PublishKind, PublishShardStats, PublishState, UserOutcomes } from './messages/publishes.js';
 
 /** Zero counts for every platform. */
 export function emptyGatewayCounts(): Record<Platform, GatewayCounts> {
@@ -46,6 +46,54 @@ export function addGatewayCounts(a: Record<Platform, GatewayCounts>, b: Readonly
   }
 }
 
+/**
+ * The target users of a user publish in the order its per-user outcomes are indexed by: the
+ * request's user ids de-duplicated and sorted. Outcomes are bit sets over this list
+ * (UserOutcomes), so a part's record holds one bit per target, not the ids again.
+ */
+export function userIndexOf(targets: readonly string[]): string[] {
+  return [...new Set(targets)].sort();
+}
+
+/** An empty bit set over `n` users. */
+export function emptyUserBits(n: number): Uint8Array {
+  return new Uint8Array(Math.ceil(n / 8));
+}
+
+/** Sets bit `i`. */
+export function setUserBit(bits: Uint8Array, i: number): void {
+  bits[i >> 3]! |= 1 << (i & 7);
+}
+
+/** Whether bit `i` is set (false past the end). */
+export function hasUserBit(bits: Uint8Array, i: number): boolean {
+  return ((bits[i >> 3] ?? 0) & (1 << (i & 7))) !== 0;
+}
+
+/** `a | b`, as long as the longer. */
+export function orUserBits(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(Math.max(a.length, b.length));
+  out.set(a);
+  for (let i = 0; i < b.length; i++) out[i]! |= b[i]!;
+  return out;
+}
+
+/**
+ * A user outcome as bits over `index` (userIndexOf of the targets): bits as they are, or a
+ * list of user ids (records written before outcomes were stored as bits) converted.
+ */
+export function userBitsOf(value: Uint8Array | readonly string[] | undefined, index: readonly string[]): Uint8Array {
+  if (value === undefined) return emptyUserBits(index.length);
+  if (value instanceof Uint8Array) return value;
+  const positions = new Map(index.map((user, i) => [user, i]));
+  const bits = emptyUserBits(index.length);
+  for (const user of value) {
+    const i = positions.get(user);
+    if (i !== undefined) setUserBit(bits, i);
+  }
+  return bits;
+}
+
 /** The three user lists of `v1.PublishToUsersAttempt`, each sorted, together covering the (de-duplicated) targets. */
 export interface UserAttemptOutcome {
   users_delivered_to_gateway: string[];
@@ -59,22 +107,20 @@ export interface UserAttemptOutcome {
  * none was accepted; no devices when no shard addressed any device of the user (including
  * devices only on platforms the publish has no payload for).
  */
-export function userAttemptOutcome(
-  targets: readonly string[],
-  parts: readonly { withDevices: readonly string[]; deliveredToGateway: readonly string[] }[],
-): UserAttemptOutcome {
-  const delivered = new Set<string>();
-  const withDevices = new Set<string>();
+export function userAttemptOutcome(targets: readonly string[], parts: readonly Partial<UserOutcomes>[]): UserAttemptOutcome {
+  const index = userIndexOf(targets);
+  let delivered = emptyUserBits(index.length);
+  let withDevices = emptyUserBits(index.length);
   for (const part of parts) {
-    for (const user of part.deliveredToGateway) delivered.add(user);
-    for (const user of part.withDevices) withDevices.add(user);
+    delivered = orUserBits(delivered, userBitsOf(part.deliveredToGateway, index));
+    withDevices = orUserBits(withDevices, userBitsOf(part.withDevices, index));
   }
   const outcome: UserAttemptOutcome = { users_delivered_to_gateway: [], users_no_devices: [], users_gateway_failed: [] };
-  for (const user of [...new Set(targets)].sort()) {
-    if (delivered.has(user)) outcome.users_delivered_to_gateway.push(user);
-    else if (withDevices.has(user)) outcome.users_gateway_failed.push(user);
+  index.forEach((user, i) => {
+    if (hasUserBit(delivered, i)) outcome.users_delivered_to_gateway.push(user);
+    else if (hasUserBit(withDevices, i)) outcome.users_gateway_failed.push(user);
     else outcome.users_no_devices.push(user);
-  }
+  });
   return outcome;
 }
 
@@ -132,8 +178,9 @@ export function mergePublishStats(parts: readonly (PublishShardStats | null)[], 
     shards: present.length,
   };
   if (first.kind === 'users') {
-    const userParts = present.map((p) => p.users ?? { targets: [], withDevices: [], deliveredToGateway: [] });
-    merged.users = userAttemptOutcome(first.users?.targets ?? [], userParts);
+    // The targets travel with one part only (the coordinator's): the others carry bits.
+    const targets = present.find((p) => p.users?.targets !== undefined)?.users?.targets ?? [];
+    merged.users = userAttemptOutcome(targets, present.map((p) => p.users ?? {}));
   }
   return merged;
 }

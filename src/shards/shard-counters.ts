@@ -40,6 +40,19 @@ export function countOutboundRefusal(client: 'web_push' | 'webhook', reason: str
   outboundRefusals.set(key, (outboundRefusals.get(key) ?? 0) + 1);
 }
 
+/** Bytes of finished publishes' records this shard keeps (against its share of retentionBytes). */
+let publishRecordBytes = 0;
+/** Sends made again because the lease of their partition passed to another node before they were checkpointed. */
+let publishResends = 0;
+
+export function setPublishRecordBytes(bytes: number): void {
+  publishRecordBytes = bytes;
+}
+
+export function countPublishResends(n: number): void {
+  publishResends += n;
+}
+
 export function shardMetrics(): ShardMetrics {
   const out: ShardMetrics['notifications'] = [];
   for (const [key, count] of notifications) {
@@ -51,5 +64,5 @@ export function shardMetrics(): ShardMetrics {
     const [client, reason] = key.split('\t') as [string, string];
     refusals.push({ client, reason, count });
   }
-  return { notifications: out, outboundRefusals: refusals };
+  return { notifications: out, outboundRefusals: refusals, publishRecordBytes, publishResends };
 }

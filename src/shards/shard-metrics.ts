@@ -4,6 +4,10 @@ export interface ShardMetrics {
   notifications: { instanceId: string; gateway: string; result: string; reason: string; count: number }[];
   /** Outbound connections refused because their address is not public, since the worker started. */
   outboundRefusals: { client: string; reason: string; count: number }[];
+  /** Bytes of finished publishes' records the shard keeps (retention by bytes). */
+  publishRecordBytes: number;
+  /** Notifications sent again after their partition's lease passed to another node (cluster). */
+  publishResends: number;
   /** The shard's disk-full state (src/shards/disk-full.ts). */
   storage?: DiskFullFigures;
 }

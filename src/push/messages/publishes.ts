@@ -57,14 +57,17 @@ export interface GatewayCounts {
 }
 
 /**
- * Per-user outcome on one shard (user publishes only): user ids with at least one addressed
- * device here, and those with at least one device the gateway accepted. Merged over shards,
- * a target user is "delivered to gateway" when any shard delivered, "gateway failed" when some
- * shard had devices but none delivered, and "no devices" otherwise.
+ * Per-user outcome on one shard (user publishes only): the target users with at least one
+ * addressed device here, and those with at least one device the gateway accepted, each a bit
+ * set over the de-duplicated, sorted targets (userIndexOf in push/publish-results.ts: bit i is
+ * user i), so a part costs a bit per target, not the ids again. Merged over shards, a target
+ * user is "delivered to gateway" when any shard delivered, "gateway failed" when some shard
+ * had devices but none delivered, and "no devices" otherwise. Records written before bits
+ * hold lists of user ids here; readers convert them (userBitsOf).
  */
 export interface UserOutcomes {
-  withDevices: string[];
-  deliveredToGateway: string[];
+  withDevices: Uint8Array;
+  deliveredToGateway: Uint8Array;
 }
 
 /**
@@ -91,8 +94,11 @@ export interface PublishShardStats {
   recipients: number;
   /** Per platform; all three are always present (zeros when not addressed). */
   gateways: Record<Platform, GatewayCounts>;
-  /** User publishes only: the requested users (as given) and their outcome on this shard. */
-  users?: { targets: string[] } & UserOutcomes;
+  /**
+   * User publishes only: this part's outcome, and the requested users on the one part that
+   * keeps them (the publish's coordinator): the ids are stored once per publish.
+   */
+  users?: { targets?: string[] } & UserOutcomes;
 }
 
 /** Notifications (addressed devices) one shard has counted for an instance in one UTC month. */

@@ -4,12 +4,14 @@
  *
  * Checks, in order: instance id (400/404), `Authorization: Bearer <secret key>` (400 missing,
  * 401 wrong, constant time), rate (429), Content-Type (400), JSON object (400), schema (422),
- * notification quota (402). The body size is checked while it is read (400
+ * notification quota (402), the instance's queued publishes (429 PUBLISH_BACKLOG_FULL with
+ * `Retry-After: 1`, past `pushDelivery.maxPendingBytesPerInstance` on a shard). The body size is checked while it is read (400
  * PUBLISH_BODY_TOO_LARGE above 10 KiB / 200 KiB). A 200 `{"publishId": "pubid-<uuid>"}` is
  * answered only after every shard has stored the publish durably; each then fans out over its
  * own devices in the background. When some shard fails to store it, every shard is told to
  * cancel it before the 500 goes out, so a publish the client was refused is not sent.
  */
+import { HeraldError } from '../../../errors.js';
 import { countPushPublish } from '../../../metrics/node-counters.js';
 import type { ServerContext } from '../../../server-context.js';
 import type { Route } from '../../../http/router.js';
@@ -34,7 +36,11 @@ export function publishApiRoutes(ctx: Pick<ServerContext, 'pushInstances' | 'pub
     const request = validatePublishRequest(kind, parseJsonObject(rc.body));
     await checkNotificationQuota(ctx.publishes, instance);
     const job = newPublishJob(instance.instanceId, request);
-    await ctx.publishes.start(job);
+    await ctx.publishes.start(job).catch((err: unknown) => {
+      // A shard holding too much of the instance's queued work: it drains within seconds.
+      if (err instanceof HeraldError && err.code === 'PUBLISH_BACKLOG_FULL') err.retryAfterSeconds = 1;
+      throw err;
+    });
     ctx.debug.publishAccepted(job);
     countPushPublish(instance.instanceId);
     return okReply({ publishId: job.publishId });

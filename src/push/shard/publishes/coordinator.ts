@@ -204,7 +204,7 @@ export class PublishCoordinator {
       });
     }
     if (job.kind === 'users') {
-      const outcome = userAttemptOutcome(job.targets, parts.map((p) => p.users ?? { withDevices: [], deliveredToGateway: [] }));
+      const outcome = userAttemptOutcome(job.targets, parts.map((p) => p.users ?? {}));
       this.deps.webhooks.pushEvent({
         instanceId: job.instanceId,
         kind: 'v1.PublishToUsersAttempt',

@@ -21,7 +21,9 @@ import type { ShardArea } from '../../../shards/context.js';
 import type { PushAreaDeps } from '../deps.js';
 import { broadcastChannelBus, PublishCoordinator } from './coordinator.js';
 import { GatewayRegistry } from './gateway-registry.js';
-import { statsOf, usageMonth, type ShardReport } from './publish-store.js';
+import { packedBytes, statsOf, storedJob, usageMonth, type ShardReport } from './publish-store.js';
+import { setPublishRecordBytes } from '../../../shards/shard-counters.js';
+import { userIndexOf } from '../../publish-results.js';
 import { initialProgress, PublishRun, reportOf, type PublishRunDeps } from './publish-run.js';
 import { SendLimiter } from './send-limiter.js';
 import type { PublishJob, PublishShardApi } from '../../messages/publishes.js';
@@ -47,6 +49,36 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
     // Named after the data dir: two servers in one process must not hear each other.
     bus: broadcastChannelBus(`herald-publish:${ctx.dataDir}`),
   });
+  // Bytes of finished publishes' records kept here, against this shard's share of retentionBytes.
+  const retentionOf = (config: typeof ctx.config): number => Math.max(1, Math.floor(config.pushDelivery.retentionBytes / ctx.shardCount));
+  let retention = retentionOf(ctx.config);
+  let retained = publishes.retainedBytes();
+  let trimming = false;
+  setPublishRecordBytes(retained);
+  const trim = (): void => {
+    if (trimming || retained <= retention) return;
+    trimming = true;
+    // Down to 90% of the bound, so one trim frees room for many publishes.
+    publishes
+      .dropOldest(retained - Math.floor(retention * 0.9))
+      .then(({ publishes: deleted, bytes }) => {
+        retained = Math.max(0, retained - bytes);
+        setPublishRecordBytes(retained);
+        if (deleted > 0) log.info('oldest publish records deleted (retentionBytes)', { shard: ctx.shardIndex, publishes: deleted, bytes });
+        trimming = false;
+        // Still over (a limit per call, or records still coordinating): go on, unless nothing could go.
+        if (deleted > 0) trim();
+      })
+      .catch((err: unknown) => {
+        trimming = false;
+        log.error('publish retention trim failed', { error: String(err) });
+      });
+  };
+  const onRetained = (bytes: number): void => {
+    retained += bytes;
+    setPublishRecordBytes(retained);
+    trim();
+  };
   const runDeps: PublishRunDeps = {
     shardIndex: ctx.shardIndex,
     devices: deps.store,
@@ -55,6 +87,24 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
     limiter,
     checkpointEvery: delivery.checkpointEvery,
     windowSize: Math.max(64, delivery.concurrency * 4),
+    onRetained,
+  };
+  // Bytes of unfinished publishes per instance on this shard (their stored jobs), against maxPendingBytesPerInstance.
+  let maxPending = delivery.maxPendingBytesPerInstance;
+  const pending = new Map<string, number>();
+  const pendingBytesOf = new Map<string, number>();
+  const addPending = (job: PublishJob): void => {
+    const bytes = packedBytes(storedJob(job));
+    pendingBytesOf.set(job.publishId, bytes);
+    pending.set(job.instanceId, (pending.get(job.instanceId) ?? 0) + bytes);
+  };
+  const removePending = (job: PublishJob): void => {
+    const bytes = pendingBytesOf.get(job.publishId);
+    if (bytes === undefined) return;
+    pendingBytesOf.delete(job.publishId);
+    const left = (pending.get(job.instanceId) ?? 0) - bytes;
+    if (left > 0) pending.set(job.instanceId, left);
+    else pending.delete(job.instanceId);
   };
   const runs = new Map<string, { run: PublishRun; done: Promise<void> }>();
   /** Publishes whose start is being stored, so a cancel can wait for it. */
@@ -65,13 +115,18 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
 
   const launch = (job: PublishJob, record = initialProgress(job)): void => {
     const run = new PublishRun(job, record, runDeps);
+    if (!pendingBytesOf.has(job.publishId)) addPending(job);
     const done = run.run().then(
       (outcome) => {
         runs.delete(job.publishId);
-        if (outcome === 'finished') coordinator.partFinished(run.report());
+        if (outcome === 'finished') {
+          removePending(job);
+          coordinator.partFinished(run.report());
+        }
       },
       (err: unknown) => {
         runs.delete(job.publishId);
+        removePending(job);
         log.error('publish run failed', { shard: ctx.shardIndex, publishId: job.publishId, error: String((err as Error)?.stack ?? err) });
       },
     );
@@ -102,7 +157,9 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
   const sweep = (): void => {
     publishes
       .sweep(Date.now() - delivery.retentionDays * DAY_MS)
-      .then((deleted) => {
+      .then(({ publishes: deleted, bytes }) => {
+        retained = Math.max(0, retained - bytes);
+        setPublishRecordBytes(retained);
         if (deleted > 0) log.info('expired publish records deleted', { shard: ctx.shardIndex, publishes: deleted });
       })
       .catch((err: unknown) => log.error('publish retention sweep failed', { error: String(err) }));
@@ -119,15 +176,26 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
         // Cancelled already: the main thread answered 500 and waits for nothing from here.
         if (cancelled.has(job.publishId)) return { stored: true };
         if (publishes.progress(job.publishId)) return { stored: true };
+        const jobBytes = packedBytes(storedJob(job));
+        const queued = pending.get(job.instanceId) ?? 0;
+        // One publish alone is never refused, however large: the bound is on what waits beside it.
+        if (queued > 0 && queued + jobBytes > maxPending) {
+          throw new HeraldError('PUBLISH_BACKLOG_FULL', `The instance has ${queued} bytes of publishes waiting to be sent on a shard, over pushDelivery.maxPendingBytesPerInstance (${maxPending}); retry in a second`);
+        }
+        addPending(job);
         const coordinates = coordinator.coordinates(job.publishId);
         const creating = publishes.create(job, initialProgress(job), coordinates);
         starting.set(job.publishId, creating);
         let created: boolean;
         try {
           created = await creating;
+        } catch (err) {
+          removePending(job);
+          throw err;
         } finally {
           starting.delete(job.publishId);
         }
+        if (!created) removePending(job);
         // STARTED only for a publish that is stored (a failed store answers 500 and sends nothing).
         if (created && coordinates) coordinator.started(job);
         // Answer first; the fan-out starts on the next turn. A publish stored while closing waits for the restart.
@@ -144,16 +212,22 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
           await active.done;
         }
         coordinator.forget(publishId);
+        const job = publishes.job(publishId);
+        if (job) removePending(job);
         const stored = await publishes.cancel(publishId);
         if (stored) log.warn('publish cancelled: not every shard stored it', { shard: ctx.shardIndex, publishId });
         return { cancelled: stored };
       },
       'publish.stats': ({ instanceId, publishId }) => {
         const running = runs.get(publishId)?.run;
-        if (running) return { stats: running.job.instanceId === instanceId ? running.stats() : null };
+        if (running) {
+          if (running.job.instanceId !== instanceId) return { stats: null };
+          const coordinates = running.job.kind === 'users' && coordinator.coordinates(publishId);
+          return { stats: running.stats(coordinates ? userIndexOf(running.job.targets) : undefined) };
+        }
         const progress = publishes.progress(publishId);
         if (!progress || progress.instanceId !== instanceId) return { stats: null };
-        return { stats: statsOf(progress, ctx.shardIndex) };
+        return { stats: statsOf(progress, ctx.shardIndex, progress.kind === 'users' ? publishes.targets(publishId) : undefined) };
       },
       'publish.usage': ({ instanceId }) => {
         const month = usageMonth(Date.now());
@@ -164,7 +238,12 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
         return { month, notifications };
       },
     },
-    reload: (config) => gateways.reload(config.push),
+    reload: (config) => {
+      gateways.reload(config.push);
+      retention = retentionOf(config);
+      maxPending = config.pushDelivery.maxPendingBytesPerInstance;
+      trim();
+    },
     close: async () => {
       closing = true;
       clearTimeout(sweepTimer);

@@ -6,8 +6,7 @@
  * finished part on the others, the retention index rebuilt; monthly usage summed onto shard 0.
  */
 import { decodeKey, encodeKey } from '../../keys.js';
-import type { UserOutcomes } from '../../messages/publishes.js';
-import { addGatewayCounts, emptyGatewayCounts } from '../../publish-results.js';
+import { addGatewayCounts, emptyGatewayCounts, emptyUserBits, orUserBits, userBitsOf, userIndexOf } from '../../publish-results.js';
 import { shardForKey } from '../../../shards/hash.js';
 import { ReshardError, type NewShards, type OldShards, type ShardLayout } from '../../../shards/shard-layout.js';
 import { PUBLISH_DATABASE, type CoordinatorRecord, type ProgressRecord, type ShardReport } from './publish-store.js';
@@ -45,15 +44,13 @@ function checkPublishesSettled(old: OldShards): void {
   }
 }
 
-function union(lists: readonly (readonly string[])[]): string[] {
-  return [...new Set(lists.flat())].sort();
-}
 
 /** Finished publishes: one merged part on the home shard, an empty finished part on the others. */
 function copyPublishes(old: OldShards, out: NewShards): void {
   const to = out.count;
   const parts = new Map<string, ProgressRecord[]>();
   const coordinated = new Set<string>();
+  const targets = new Map<string, unknown>();
   const usage = new Map<string, { instanceId: string; month: string; notifications: number }>();
   for (let shard = 0; shard < old.count; shard++) {
     for (const { key, value } of old.records(shard, PUBLISH_DATABASE)) {
@@ -65,6 +62,8 @@ function copyPublishes(old: OldShards, out: NewShards): void {
         parts.set(id, list);
       } else if (kind === 'coord') {
         coordinated.add(id);
+      } else if (kind === 'targets') {
+        targets.set(id, value);
       } else if (kind === 'usage') {
         const month = decoded[2]!;
         const entry = usage.get(JSON.stringify([id, month])) ?? { instanceId: id, month, notifications: 0 };
@@ -97,6 +96,8 @@ function copyPublishes(old: OldShards, out: NewShards): void {
     if (coordinated.has(publishId)) {
       out.put(home, PUBLISH_DATABASE, encodeKey(['coord', publishId]), { parts: reports, finalized: true } satisfies CoordinatorRecord);
     }
+    // The one copy of a user publish's ids goes with its coordinator record, to the home shard.
+    if (targets.has(publishId)) out.put(home, PUBLISH_DATABASE, encodeKey(['targets', publishId]), targets.get(publishId));
   }
   for (const { instanceId, month, notifications } of usage.values()) {
     out.put(0, PUBLISH_DATABASE, encodeKey(['usage', instanceId, month]), notifications);
@@ -131,18 +132,21 @@ function mergeParts(list: ProgressRecord[]): ProgressRecord {
   if (list.some((p) => p.cancelled)) merged.cancelled = true;
   else delete merged.cancelled;
   if (first.users) {
-    const outcomes: UserOutcomes[] = list.map((p) => p.users ?? { withDevices: [], deliveredToGateway: [] });
-    merged.users = {
-      targets: first.users.targets,
-      withDevices: union(outcomes.map((o) => o.withDevices)),
-      deliveredToGateway: union(outcomes.map((o) => o.deliveredToGateway)),
-    };
+    // Records of earlier versions hold id lists and the targets: bits over the sorted targets.
+    const index = userIndexOf(first.users.targets ?? []);
+    let withDevices = emptyUserBits(index.length);
+    let deliveredToGateway = emptyUserBits(index.length);
+    for (const part of list) {
+      withDevices = orUserBits(withDevices, userBitsOf(part.users?.withDevices, index));
+      deliveredToGateway = orUserBits(deliveredToGateway, userBitsOf(part.users?.deliveredToGateway, index));
+    }
+    merged.users = first.users.targets === undefined ? { withDevices, deliveredToGateway } : { targets: first.users.targets, withDevices, deliveredToGateway };
   }
   return merged;
 }
 
 function emptyPart(merged: ProgressRecord): ProgressRecord {
   const part: ProgressRecord = { ...merged, recipients: 0, gateways: emptyGatewayCounts() };
-  if (merged.users) part.users = { targets: merged.users.targets, withDevices: [], deliveredToGateway: [] };
+  if (merged.users) part.users = { withDevices: emptyUserBits(0), deliveredToGateway: emptyUserBits(0) };
   return part;
 }

@@ -28,7 +28,7 @@ import { CompletionWindow } from './completion-window.js';
 import type { GatewayRegistry } from './gateway-registry.js';
 import { gatewayPayload } from './payload.js';
 import { statsOf, usageMonth, type ProgressRecord, type PublishStore, type ShardReport } from './publish-store.js';
-import { addErrorReason, emptyGatewayCounts, failureReasonKey } from '../../publish-results.js';
+import { addErrorReason, emptyGatewayCounts, emptyUserBits, failureReasonKey, orUserBits, setUserBit, userIndexOf } from '../../publish-results.js';
 import { countNotification } from '../../../shards/shard-counters.js';
 import { RateLimitedLog } from '../../../log.js';
 import type { SendLimiter } from './send-limiter.js';
@@ -45,6 +45,8 @@ export interface PublishRunDeps {
   checkpointEvery: number;
   /** Most devices between the checkpoint and the scan's read position. */
   windowSize: number;
+  /** Told the bytes a finished part's records add to what the retention keeps. */
+  onRetained?: (bytes: number) => void;
   now?: () => number;
 }
 
@@ -57,8 +59,8 @@ type DeviceOutcome = 'skipped' | 'sent' | 'failed' | 'removed';
 interface Slot {
   position: ScanPosition;
   platform: Platform;
-  /** The device's user, for user publishes only: an interest publish keeps no user ids in memory. */
-  userId: string | undefined;
+  /** The device's user as its index in the sorted targets, for user publishes only. */
+  userIndex: number | undefined;
   outcome: DeviceOutcome;
   /** Why it failed (failed and removed outcomes). */
   reason?: string | undefined;
@@ -67,12 +69,12 @@ interface Slot {
 interface Tally {
   recipients: number;
   gateways: Record<Platform, GatewayCounts>;
-  /** User publishes only (at most the 1000 target users); empty for interest publishes. */
-  usersWithDevices: Set<string>;
-  usersDelivered: Set<string>;
+  /** User publishes only: bits over the sorted targets (at most 1000); empty for interest publishes. */
+  usersWithDevices: Uint8Array;
+  usersDelivered: Uint8Array;
 }
 
-function tallyOf(record: ProgressRecord): Tally {
+function tallyOf(record: ProgressRecord, users: number): Tally {
   return {
     recipients: record.recipients,
     gateways: {
@@ -80,8 +82,8 @@ function tallyOf(record: ProgressRecord): Tally {
       fcm: copyCounts(record.gateways.fcm),
       web: copyCounts(record.gateways.web),
     },
-    usersWithDevices: new Set(record.users?.withDevices ?? []),
-    usersDelivered: new Set(record.users?.deliveredToGateway ?? []),
+    usersWithDevices: orUserBits(emptyUserBits(users), record.users?.withDevices ?? emptyUserBits(0)),
+    usersDelivered: orUserBits(emptyUserBits(users), record.users?.deliveredToGateway ?? emptyUserBits(0)),
   };
 }
 
@@ -101,9 +103,9 @@ function count(tally: Tally, slot: Slot): void {
   else counts.failed++;
   if (slot.outcome === 'removed') counts.removed++;
   if (slot.outcome !== 'sent') addErrorReason(counts, failureReasonKey(slot.reason ?? 'unknown'));
-  if (slot.userId !== undefined) {
-    tally.usersWithDevices.add(slot.userId);
-    if (slot.outcome === 'sent') tally.usersDelivered.add(slot.userId);
+  if (slot.userIndex !== undefined) {
+    setUserBit(tally.usersWithDevices, slot.userIndex);
+    if (slot.outcome === 'sent') setUserBit(tally.usersDelivered, slot.userIndex);
   }
 }
 
@@ -123,7 +125,10 @@ export function initialProgress(job: PublishJob): ProgressRecord {
     position: null,
     reported: false,
   };
-  if (job.kind === 'users') record.users = { targets: job.targets, withDevices: [], deliveredToGateway: [] };
+  if (job.kind === 'users') {
+    const users = userIndexOf(job.targets).length;
+    record.users = { withDevices: emptyUserBits(users), deliveredToGateway: emptyUserBits(users) };
+  }
   return record;
 }
 
@@ -137,6 +142,8 @@ export class PublishRun {
   private readonly committed: Tally;
   private readonly live: Tally;
   private readonly window = new CompletionWindow<Slot>();
+  /** User publishes: each target user's index in the sorted targets (the bit of its outcome). */
+  private readonly userIndex: Map<string, number> | undefined;
   private persistedRecipients: number;
   private sinceCheckpoint = 0;
   private stopping = false;
@@ -151,8 +158,10 @@ export class PublishRun {
     this.deps = deps;
     this.now = deps.now ?? Date.now;
     this.record = { ...record };
-    this.committed = tallyOf(record);
-    this.live = tallyOf(record);
+    const users = job.kind === 'users' ? userIndexOf(job.targets) : [];
+    if (job.kind === 'users') this.userIndex = new Map(users.map((user, i) => [user, i]));
+    this.committed = tallyOf(record, users.length);
+    this.live = tallyOf(record, users.length);
     this.persistedRecipients = record.recipients;
   }
 
@@ -178,7 +187,6 @@ export class PublishRun {
       : this.job.kind === 'users'
         ? this.deps.devices.scanUserSteps(this.job.instanceId, this.job.targets, resumeFrom)
         : this.deps.devices.scanDeviceSteps(this.job.instanceId, this.job.targets, resumeFrom);
-    const tracksUsers = this.job.kind === 'users';
     const inFlight = new Set<Promise<void>>();
     let exhausted = false;
     let sinceYield = 0;
@@ -218,8 +226,8 @@ export class PublishRun {
           await yieldToEventLoop();
           continue;
         }
-        const userId = tracksUsers ? device.userId : undefined;
-        const slot = this.window.push({ position, platform: device.platform, userId, outcome: 'skipped' });
+        const userIndex = this.userIndex && device.userId !== undefined ? this.userIndex.get(device.userId) : undefined;
+        const slot = this.window.push({ position, platform: device.platform, userIndex, outcome: 'skipped' });
         const payload = payloads[device.platform];
         const client = payload ? this.deps.gateways.client(this.job.instanceId, device.platform) : undefined;
         if (!payload || typeof client === 'string' || client === undefined) {
@@ -286,9 +294,12 @@ export class PublishRun {
     this.cut = true;
   }
 
-  /** This part as `publish.stats` shows it: counts of every settled send, including those not yet checkpointed. */
-  stats(): PublishShardStats {
-    return statsOf(this.snapshot(this.live), this.deps.shardIndex);
+  /**
+   * This part as `publish.stats` shows it: counts of every settled send, including those not
+   * yet checkpointed; with `targets` when given (the coordinator's part).
+   */
+  stats(targets?: string[]): PublishShardStats {
+    return statsOf(this.snapshot(this.live), this.deps.shardIndex, targets);
   }
 
   /** Notifications counted live but not yet in the stored usage. */
@@ -310,11 +321,7 @@ export class PublishRun {
       updatedAt: this.now(),
     };
     if (this.job.kind === 'users') {
-      record.users = {
-        targets: this.job.targets,
-        withDevices: [...tally.usersWithDevices].sort(),
-        deliveredToGateway: [...tally.usersDelivered].sort(),
-      };
+      record.users = { withDevices: tally.usersWithDevices.slice(), deliveredToGateway: tally.usersDelivered.slice() };
     } else {
       delete record.users;
     }
@@ -366,8 +373,9 @@ export class PublishRun {
       const snapshot = this.snapshot(this.committed);
       const added = snapshot.recipients - this.persistedRecipients;
       try {
-        await this.deps.publishes.saveProgress(snapshot, { instanceId: this.job.instanceId, month: usageMonth(this.now()), notifications: added });
+        const retained = await this.deps.publishes.saveProgress(snapshot, { instanceId: this.job.instanceId, month: usageMonth(this.now()), notifications: added });
         this.persistedRecipients = snapshot.recipients;
+        if (retained > 0) this.deps.onRetained?.(retained);
       } catch (err) {
         logWriteFailure(err, 'publish checkpoint write failed', { publishId: this.job.publishId });
       }

@@ -11,17 +11,28 @@
  *                                                           acknowledged by the coordinator
  *   ('coord', publishId)               → CoordinatorRecord (coordinator shard only) the parts reported
  *   ('coord-open', publishId)          → true             coordinator: FINISHED not yet queued
- *   ('done', finishedAt13, publishId)  → true             retention index (zero-padded ms)
+ *   ('targets', publishId)             → Uint8Array       coordinator, user publishes: the target ids,
+ *                                                           de-duplicated and sorted (userIndexOf), msgpack
+ *                                                           deflated: the one copy kept after the job goes
+ *   ('done', finishedAt13, publishId)  → number           retention index (zero-padded ms) → the bytes
+ *                                                           of the publish's records counted against
+ *                                                           `retentionBytes` (`true` in earlier versions)
  *   ('usage', instanceId, 'YYYY-MM')   → number           notifications counted this UTC month
+ *
+ * Kept small on purpose: the user ids of a user publish are stored once per publish (the job
+ * while it runs, then the coordinator's `targets`); per-user outcomes are bit sets over them.
  *
  * Every write method runs one child transaction and resolves when it is committed and synced
  * (see src/shards/storage.ts): a progress record and the usage it adds change together.
  */
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { Database, RootDatabase } from 'lmdb';
+import { pack, unpack } from 'msgpackr';
 import type { ScanPosition } from '../devices/device-store.js';
 import { decodeKey, encodeKey, prefixRange } from '../../keys.js';
 import type { GatewayCounts, PublishJob, PublishKind, PublishShardStats, PublishState, UserOutcomes } from '../../messages/publishes.js';
 import type { Platform } from '../../platform.js';
+import { userBitsOf, userIndexOf } from '../../publish-results.js';
 
 /**
  * One shard's part of one publish as stored (`('progress', publishId)`, msgpack): its own
@@ -39,7 +50,11 @@ export interface ProgressRecord {
   updatedAt: number;
   recipients: number;
   gateways: Record<Platform, GatewayCounts>;
-  users?: { targets: string[] } & UserOutcomes;
+  /**
+   * User publishes: this part's outcome as bits over the sorted targets. Records of earlier
+   * versions also hold the targets here, and lists of ids: progress() converts them to bits.
+   */
+  users?: { targets?: string[] } & UserOutcomes;
   /** Last device whose outcome is counted here, in scan order; null before the first. */
   position: ScanPosition | null;
   /** The coordinator acknowledged this shard's finished part. */
@@ -100,8 +115,11 @@ export interface UsageDelta {
   notifications: number;
 }
 
-/** The `publish.stats` answer for a part (stored or live) of shard `shard`. */
-export function statsOf(record: ProgressRecord, shard: number): PublishShardStats {
+/**
+ * The `publish.stats` answer for a part (stored or live) of shard `shard`; `targets` (the
+ * coordinator's copy of a user publish's ids) travels with it when given.
+ */
+export function statsOf(record: ProgressRecord, shard: number, targets?: string[]): PublishShardStats {
   const stats: PublishShardStats = {
     shard,
     publishId: record.publishId,
@@ -115,8 +133,32 @@ export function statsOf(record: ProgressRecord, shard: number): PublishShardStat
     recipients: record.recipients,
     gateways: record.gateways,
   };
-  if (record.users) stats.users = record.users;
+  if (record.users) {
+    const ids = targets ?? record.users.targets;
+    const { withDevices, deliveredToGateway } = record.users;
+    stats.users = ids === undefined ? { withDevices, deliveredToGateway } : { targets: ids, withDevices, deliveredToGateway };
+  }
   return stats;
+}
+
+/** A stored progress record as this version reads it: user outcomes as bits (earlier versions stored id lists). */
+function progressOf(stored: ProgressRecord | undefined): ProgressRecord | undefined {
+  const users = stored?.users;
+  if (!stored || !users || (users.withDevices instanceof Uint8Array && users.deliveredToGateway instanceof Uint8Array)) return stored;
+  const index = userIndexOf(users.targets ?? []);
+  return {
+    ...stored,
+    users: {
+      ...users,
+      withDevices: userBitsOf(users.withDevices as Uint8Array | string[], index),
+      deliveredToGateway: userBitsOf(users.deliveredToGateway as Uint8Array | string[], index),
+    },
+  };
+}
+
+/** Encoded bytes of a value as msgpack (what a job costs against `maxPendingBytesPerInstance`). */
+export function packedBytes(value: unknown): number {
+  return pack(value).length;
 }
 
 /** `YYYY-MM` of a time, UTC. */
@@ -147,7 +189,26 @@ export class PublishStore {
   }
 
   progress(publishId: string): ProgressRecord | undefined {
-    return this.db.get(encodeKey(['progress', publishId])) as ProgressRecord | undefined;
+    return progressOf(this.db.get(encodeKey(['progress', publishId])) as ProgressRecord | undefined);
+  }
+
+  /** The target ids of a user publish this shard coordinates (sorted, de-duplicated); undefined elsewhere. */
+  targets(publishId: string): string[] | undefined {
+    const packed = this.db.get(encodeKey(['targets', publishId])) as Uint8Array | undefined;
+    return packed && (unpack(inflateRawSync(packed)) as string[]);
+  }
+
+  /**
+   * Bytes the records of finished publishes hold on this shard (progress, coordinator record,
+   * targets), as counted into the retention index when each was finished. Reads the whole
+   * index: call once at start-up, then keep the count (retainedBytesChanged).
+   */
+  retainedBytes(): number {
+    let total = 0;
+    for (const { key, value } of this.db.getRange(prefixRange(['done']))) {
+      total += typeof value === 'number' ? value : this.recordBytes(decodeKey(key)[2]!);
+    }
+    return total;
   }
 
   coordinator(publishId: string): CoordinatorRecord | undefined {
@@ -185,19 +246,22 @@ export class PublishStore {
         const existing = this.coordinator(id);
         this.db.putSync(encodeKey(['coord', id]), existing ?? { parts: {}, finalized: false });
         this.db.putSync(encodeKey(['coord-open', id]), true);
+        if (job.kind === 'users') this.db.putSync(encodeKey(['targets', id]), deflateRawSync(pack(userIndexOf(job.targets))));
       }
       return true;
     });
   }
 
-  /** A checkpoint: the progress record and the usage it adds, in one transaction. */
-  saveProgress(progress: ProgressRecord, usage?: UsageDelta): Promise<void> {
+  /**
+   * A checkpoint: the progress record and the usage it adds, in one transaction. Resolves to
+   * the bytes a finished part adds to the retained records (0 while it runs).
+   */
+  saveProgress(progress: ProgressRecord, usage?: UsageDelta): Promise<number> {
     return this.root.childTransaction(() => {
       this.db.putSync(encodeKey(['progress', progress.publishId]), progress);
       if (usage && usage.notifications !== 0) this.addUsage(usage);
-      if (progress.state === 'finished' && progress.finishedAt !== null) {
-        this.db.putSync(encodeKey(['done', doneTime(progress.finishedAt), progress.publishId]), true);
-      }
+      if (progress.state === 'finished' && progress.finishedAt !== null) return this.markDone(progress.publishId, progress.finishedAt);
+      return 0;
     });
   }
 
@@ -245,6 +309,7 @@ export class PublishStore {
     return this.root.childTransaction(() => {
       const progress = this.progress(publishId);
       if (!progress) return false;
+      if (progress.state === 'finished' && progress.finishedAt !== null) this.db.removeSync(encodeKey(['done', doneTime(progress.finishedAt), publishId]));
       const finishedAt = progress.finishedAt ?? nowMs;
       this.db.putSync(encodeKey(['progress', publishId]), {
         ...progress, state: 'finished', finishedAt, updatedAt: nowMs, reported: true, cancelled: true,
@@ -253,34 +318,75 @@ export class PublishStore {
       const coordinator = this.coordinator(publishId);
       if (coordinator) this.db.putSync(encodeKey(['coord', publishId]), { ...coordinator, finalized: true });
       this.db.removeSync(encodeKey(['coord-open', publishId]));
-      this.db.putSync(encodeKey(['done', doneTime(finishedAt), publishId]), true);
       this.dropJobIfUnneeded(publishId);
+      this.markDone(publishId, finishedAt);
       return true;
     });
   }
 
   /**
    * Deletes every record of publishes finished before `cutoffMs` (at most `limit` per call, so
-   * one transaction stays small); resolves to how many were deleted.
+   * one transaction stays small); resolves to how many were deleted and the bytes freed.
    */
-  sweep(cutoffMs: number, limit = 1000): Promise<number> {
+  sweep(cutoffMs: number, limit = 1000): Promise<{ publishes: number; bytes: number }> {
     const range = prefixRange(['done']);
     const end = encodeKey(['done', doneTime(cutoffMs)]);
-    const keys = Array.from(this.db.getKeys({ start: range.start, end, limit }));
-    if (keys.length === 0) return Promise.resolve(0);
-    return this.root.childTransaction(() => {
-      for (const key of keys) {
-        const id = decodeKey(key)[2]!;
-        for (const kind of ['job', 'progress', 'open', 'coord', 'coord-open']) this.db.removeSync(encodeKey([kind, id]));
-        this.db.removeSync(key);
-      }
-      return keys.length;
-    });
+    return this.deleteDone(Array.from(this.db.getRange({ start: range.start, end, limit })));
+  }
+
+  /**
+   * Deletes the oldest finished publishes until at least `bytes` are freed (at most `limit` per
+   * call), skipping those whose FINISHED webhook is not queued yet (coordinator still waiting
+   * for parts): they go once it is. Resolves to how many were deleted and the bytes freed.
+   */
+  dropOldest(bytes: number, limit = 1000): Promise<{ publishes: number; bytes: number }> {
+    const chosen: { key: Uint8Array; value: unknown }[] = [];
+    let freed = 0;
+    for (const entry of this.db.getRange(prefixRange(['done']))) {
+      if (freed >= bytes || chosen.length >= limit) break;
+      const id = decodeKey(entry.key)[2]!;
+      if (this.db.doesExist(encodeKey(['coord-open', id])) || this.db.doesExist(encodeKey(['open', id]))) continue;
+      chosen.push(entry);
+      freed += typeof entry.value === 'number' ? entry.value : this.recordBytes(id);
+    }
+    return this.deleteDone(chosen);
   }
 
   /** Resolves once every write issued so far is on disk. */
   async flushed(): Promise<void> {
     await this.root.flushed;
+  }
+
+  private deleteDone(entries: readonly { key: Uint8Array; value: unknown }[]): Promise<{ publishes: number; bytes: number }> {
+    if (entries.length === 0) return Promise.resolve({ publishes: 0, bytes: 0 });
+    return this.root.childTransaction(() => {
+      let bytes = 0;
+      for (const { key, value } of entries) {
+        const id = decodeKey(key)[2]!;
+        bytes += typeof value === 'number' ? value : this.recordBytes(id);
+        for (const kind of ['job', 'progress', 'open', 'coord', 'coord-open', 'targets']) this.db.removeSync(encodeKey([kind, id]));
+        this.db.removeSync(key);
+      }
+      return { publishes: entries.length, bytes };
+    });
+  }
+
+  /** Inside a transaction: enters a finished part in the retention index with its bytes; answers them. */
+  private markDone(publishId: string, finishedAt: number): number {
+    const bytes = this.recordBytes(publishId);
+    this.db.putSync(encodeKey(['done', doneTime(finishedAt), publishId]), bytes);
+    return bytes;
+  }
+
+  /** Bytes of a publish's records kept after it finished (values and keys). */
+  private recordBytes(publishId: string): number {
+    let total = 0;
+    for (const kind of ['progress', 'coord', 'targets']) {
+      const key = encodeKey([kind, publishId]);
+      const value = this.db.getBinary(key);
+      if (value) total += value.length + key.length;
+    }
+    return total;
   }
 
   private addUsage({ instanceId, month, notifications }: UsageDelta): void {

@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PublishCoordinator, type PublishBus, type PublishBusMessage } from '../../../../../src/push/shard/publishes/coordinator.js';
 import { PublishStore, type ShardReport } from '../../../../../src/push/shard/publishes/publish-store.js';
 import { initialProgress } from '../../../../../src/push/shard/publishes/publish-run.js';
-import { emptyGatewayCounts } from '../../../../../src/push/publish-results.js';
+import { emptyGatewayCounts, userBitsOf, userIndexOf } from '../../../../../src/push/publish-results.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { shardForKey } from '../../../../../src/shards/hash.js';
 import { openShardDatabase } from '../../../../../src/shards/storage.js';
@@ -84,6 +84,12 @@ function publishIdFor(coordinator: number): string {
   }
 }
 
+/** A part's user outcome as stored: bits over the sorted targets. */
+function outcome(targets: string[], withDevices: string[], deliveredToGateway: string[]): NonNullable<ShardReport['users']> {
+  const index = userIndexOf(targets);
+  return { withDevices: userBitsOf(withDevices, index), deliveredToGateway: userBitsOf(deliveredToGateway, index) };
+}
+
 function report(publishId: string, shard: number, sent: number, users?: ShardReport['users']): ShardReport {
   const gateways = emptyGatewayCounts();
   gateways.fcm = { recipients: sent + 1, sent, failed: 1, removed: 1 };
@@ -116,13 +122,13 @@ describe('PublishCoordinator', () => {
 
     // Shard 1 finishes first; its report is stored by shard 0 and acknowledged.
     await stores[1]!.saveProgress({ ...initialProgress(job), state: 'finished', finishedAt: 2 });
-    c[1]!.partFinished(report(id, 1, 2, { withDevices: ['amy', 'ben'], deliveredToGateway: ['amy'] }));
+    c[1]!.partFinished(report(id, 1, 2, outcome(job.targets, ['amy', 'ben'], ['amy'])));
     await until(() => stores[1]!.progress(id)!.reported);
     expect(stores[1]!.openPublishIds()).toEqual([]);
     expect(emitters[0]!.push.map((e) => e.kind)).toEqual(['publish.STARTED']);
 
     await stores[0]!.saveProgress({ ...initialProgress(job), state: 'finished', finishedAt: 2 });
-    c[0]!.partFinished(report(id, 0, 3, { withDevices: ['ben'], deliveredToGateway: ['ben'] }));
+    c[0]!.partFinished(report(id, 0, 3, outcome(job.targets, ['ben'], ['ben'])));
     await until(() => emitters[0]!.push.length === 3);
 
     expect(emitters[0]!.push).toEqual([
@@ -147,7 +153,7 @@ describe('PublishCoordinator', () => {
     expect(stores[0]!.progress(id)).toBeDefined();
 
     // A late duplicate report changes nothing.
-    c[1]!.partFinished(report(id, 1, 2, { withDevices: ['amy', 'ben'], deliveredToGateway: ['amy'] }));
+    c[1]!.partFinished(report(id, 1, 2, outcome(job.targets, ['amy', 'ben'], ['amy'])));
     await new Promise((r) => setTimeout(r, 50));
     expect(emitters[0]!.push).toHaveLength(3);
   });

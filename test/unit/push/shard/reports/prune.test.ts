@@ -58,7 +58,7 @@ describe('removeReportsOfGonePublishes', () => {
     expect(reports.countsFor(B, 'pubid-new').delivered).toBe(0);
 
     // The publish retention sweeps the old publish: its reports go on the next run.
-    expect(await publishes.sweep(2_000)).toBe(1);
+    expect((await publishes.sweep(2_000)).publishes).toBe(1);
     expect(await removeReportsOfGonePublishes(reports, publishes)).toBe(1);
     expect(reports.countsFor(A, 'pubid-old').delivered).toBe(0);
     expect(reports.has(A, 'pubid-old', 'delivery', 'd1')).toBe(false);
