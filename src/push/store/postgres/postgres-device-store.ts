@@ -16,7 +16,6 @@
 import pg from 'pg';
 import { HeraldError } from '../../../errors.js';
 import { log } from '../../../log.js';
-import { fnv1a32 } from '../../../shards/hash.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../interest-name.js';
 import type { Platform } from '../../platform.js';
 import type { SetUserOutcome } from '../../messages/devices.js';
@@ -37,9 +36,12 @@ import type {
   StoreCounts,
 } from '../device-store.js';
 import { migrate } from './migrations.js';
+import { RegistrationBatches, registrationParameters, type Registration, type RegistrationOutcome } from './registration-batches.js';
 
 /** Connections per shard: a shard runs one request at a time plus its fan-outs and their dead-token deletes. */
 const POOL_SIZE = 4;
+/** Registration batches committed at once (of POOL_SIZE connections: the rest serve the other requests). */
+const REGISTRATION_WRITERS = 3;
 /** Devices read per query of a fan-out scan. */
 const SCAN_BATCH = 1000;
 /** How long a request waits for a connection before the store counts as unreachable (ms). */
@@ -111,6 +113,11 @@ export class PostgresDeviceStore implements PushDeviceStore {
   private readonly shardIndex: number;
   private readonly shardCount: number;
   private migrated: Promise<void> | undefined;
+  private readonly registrations = new RegistrationBatches(
+    (batch) => this.writeRegistrations(batch),
+    (err) => err instanceof HeraldError && err.code === 'PUSH_STORE_UNAVAILABLE',
+    REGISTRATION_WRITERS,
+  );
 
   constructor(options: PostgresDeviceStoreOptions) {
     this.shardIndex = options.shardIndex;
@@ -188,29 +195,44 @@ export class PostgresDeviceStore implements PushDeviceStore {
     bundleIdentifier: string | undefined,
     metadata: Record<string, string> | undefined,
   ): Promise<RegisterResult> {
-    // One statement (its own transaction): the upsert, and the interests it keeps, read in its snapshot.
-    const { rows } = await this.query<{ created: boolean; interests: string[] }>(
-      `WITH up AS (
+    return this.registrations.register({ instanceId, deviceId, platform, token, bundleIdentifier, metadata, createdAt: Date.now() });
+  }
+
+  /**
+   * One batch of registrations (RegistrationBatches) as one statement, so one commit: the
+   * upserts in lock order, and the interests each re-registered device keeps, read in the
+   * statement's snapshot.
+   */
+  private async writeRegistrations(batch: readonly Registration[]): Promise<RegistrationOutcome[]> {
+    const { values, order } = registrationParameters(batch);
+    const { rows } = await this.query<{ row: number; created: boolean; interests: string[] }>(
+      `WITH input AS (
+         SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::float8[])
+           WITH ORDINALITY AS t(instance_id, device_id, shard_hash, platform, token, bundle_identifier, metadata, created_at, row)
+       ), up AS (
          INSERT INTO herald_push_devices AS d
            (instance_id, device_id, shard_hash, platform, token, bundle_identifier, metadata, created_at, interest_count, user_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7::json, $8, 0, NULL)
+         SELECT instance_id, device_id, shard_hash, platform, token, bundle_identifier, metadata::json, created_at, 0, NULL
+           FROM input ORDER BY row
          ON CONFLICT (instance_id, device_id) DO UPDATE SET
            platform = EXCLUDED.platform,
            token = EXCLUDED.token,
            bundle_identifier = COALESCE(EXCLUDED.bundle_identifier, d.bundle_identifier),
            metadata = COALESCE(EXCLUDED.metadata, d.metadata),
            user_id = NULL
-         RETURNING (xmax = 0) AS created
+         RETURNING d.instance_id, d.device_id, (xmax = 0) AS created
        )
-       SELECT up.created,
+       SELECT input.row::int AS row, up.created,
               CASE WHEN up.created THEN '{}'::text[] ELSE ARRAY(
-                SELECT interest FROM herald_push_device_interests WHERE instance_id = $1 AND device_id = $2 ORDER BY interest
+                SELECT interest FROM herald_push_device_interests i
+                 WHERE i.instance_id = up.instance_id AND i.device_id = up.device_id ORDER BY interest
               ) END AS interests
-         FROM up`,
-      [instanceId, deviceId, fnv1a32(deviceId), platform, token, bundleIdentifier ?? null, metadata === undefined ? null : JSON.stringify(metadata), Date.now()],
+         FROM up JOIN input ON input.instance_id = up.instance_id AND input.device_id = up.device_id`,
+      values,
     );
-    const { created, interests } = rows[0]!;
-    return { id: deviceId, initialInterestSet: created ? [] : interests, created };
+    const byRow = new Array<RegistrationOutcome>(rows.length);
+    for (const r of rows) byRow[r.row - 1] = { created: r.created, interests: r.interests };
+    return order.map((row) => byRow[row]!);
   }
 
   async get(instanceId: string, deviceId: string): Promise<Device | undefined> {

@@ -68,6 +68,31 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       expect(await s.checkConsistency(I)).toEqual([]);
     });
 
+    it('answers registrations in flight at once as it would one at a time, the same device twice included', async () => {
+      const { at } = await shards(1);
+      const s = at('old');
+      await s.register(I, 'old', 'fcm', 'tok0', undefined, undefined);
+      await s.replaceInterests(I, 'old', ['x', 'y']);
+      const fresh = Array.from({ length: 40 }, (_, k) => `new-${k}`);
+      const answers = await Promise.all([
+        s.register(I, 'twice', 'fcm', 'tok1', undefined, undefined),
+        ...fresh.map((id) => s.register(I, id, 'apns', `tok-${id}`, 'com.example', { n: id })),
+        s.register(I, 'old', 'fcm', 'tok2', undefined, undefined),
+        s.register(I, 'twice', 'web', 'tok3', undefined, undefined),
+        s.register(OTHER, 'old', 'fcm', 'tok4', undefined, undefined),
+      ]);
+      expect(answers[0]).toEqual({ id: 'twice', initialInterestSet: [], created: true });
+      for (const [k, id] of fresh.entries()) expect(answers[k + 1]).toEqual({ id, initialInterestSet: [], created: true });
+      expect(answers.slice(-3)).toEqual([
+        { id: 'old', initialInterestSet: ['x', 'y'], created: false },
+        { id: 'twice', initialInterestSet: [], created: false },
+        { id: 'old', initialInterestSet: [], created: true },
+      ]);
+      expect(await s.get(I, 'twice')).toMatchObject({ platform: 'web', token: 'tok3' });
+      expect(await s.get(I, 'new-7')).toMatchObject({ platform: 'apns', token: 'tok-new-7', bundleIdentifier: 'com.example', metadata: { n: 'new-7' } });
+      expect(await s.checkConsistency()).toEqual([]);
+    });
+
     it('keeps instances apart', async () => {
       const { at } = await shards(1);
       await at('d1').register(I, 'd1', 'fcm', 'tok', undefined, undefined);

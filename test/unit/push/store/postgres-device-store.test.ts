@@ -65,6 +65,26 @@ describe('postgres device store', () => {
     }
   });
 
+  it('commits registrations in flight together, and a registration PostgreSQL refuses fails alone', async () => {
+    const url = await freshDatabase();
+    const store = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
+    try {
+      await store.ready();
+      const answers = await Promise.allSettled([
+        ...Array.from({ length: 20 }, (_, k) => store.register(I, `ok-${k}`, 'fcm', `tok-${k}`, undefined, undefined)),
+        // A NUL character is not valid in a PostgreSQL text value.
+        store.register(I, 'bad', 'fcm', 'tok\u0000', undefined, undefined),
+        store.register(I, 'ok-last', 'fcm', 'tok', undefined, undefined),
+      ]);
+      expect(answers.filter((a) => a.status === 'fulfilled')).toHaveLength(21);
+      expect(answers[20]!.status).toBe('rejected');
+      expect(await store.get(I, 'ok-last')).toMatchObject({ token: 'tok' });
+      expect(await store.get(I, 'bad')).toBeUndefined();
+    } finally {
+      await store.close();
+    }
+  });
+
   it('keeps one installation secret for every node: the first to ask gives its own', async () => {
     const url = await freshDatabase();
     const nodeA = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
