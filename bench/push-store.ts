@@ -1,13 +1,14 @@
 /**
- * `npm run bench:push-store [-- --devices N] [--registrations N] [--shards N]`
+ * `npm run bench:push-store [-- --sets 100000,1000000] [--registrations N] [--shards N]`
  *
  * The push device store, LMDB beside PostgreSQL in the same run (a private PostgreSQL started
  * for it: Debian's initdb/pg_ctl as the `postgres` user, a temp dir, a free port; fsync on):
  * 1. registrations per second: `--registrations` (default 5,000) new devices registered with
  *    64 in flight, as concurrent device-API requests reach one shard;
- * 2. the recipient set of an interest held by `--devices` devices (default 100,000), walked
- *    as a publish's fan-out does (scanInterestSteps), `--shards` shards in parallel (default 2),
- *    each over its own slice. Seeding is not timed.
+ * 2. for each size of `--sets` (default 100,000 and 1,000,000; `--devices N` is `--sets N`),
+ *    the recipient set of an interest held by that many devices, walked as a publish's
+ *    fan-out does (scanInterestSteps), `--shards` shards in parallel (default 2), each over its
+ *    own slice. Seeding is not timed; each size is seeded on top of the one before.
  * Prints a table with the PostgreSQL/LMDB ratio. Figures, never pass/fail. BENCH_PG_POOL sets the
  * connections of each PostgreSQL store (default 4, as Herald's shards).
  */
@@ -25,12 +26,16 @@ import pg from 'pg';
 
 const { values } = parseArgs({
   options: {
-    devices: { type: 'string', default: '100000' },
+    devices: { type: 'string' },
+    sets: { type: 'string', default: '100000,1000000' },
     registrations: { type: 'string', default: '5000' },
     shards: { type: 'string', default: '2' },
   },
 });
-const DEVICES = Number(values.devices);
+const SETS = (values.devices ?? values.sets)
+  .split(',')
+  .map(Number)
+  .sort((a, b) => a - b);
 const REGISTRATIONS = Number(values.registrations);
 const SHARDS = Number(values.shards);
 const INSTANCE = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';
@@ -66,19 +71,20 @@ async function drain(scan: ScanSteps): Promise<number> {
 }
 
 /** Seconds for every shard to walk its part of the `all` interest, in parallel; checks the total. */
-async function recipientSetSeconds(stores: PushDeviceStore[]): Promise<number> {
+async function recipientSetSeconds(stores: PushDeviceStore[], devices: number): Promise<number> {
   const started = performance.now();
   const counts = await Promise.all(stores.map((s) => drain(s.scanInterestSteps(INSTANCE, ['all']))));
   const seconds = (performance.now() - started) / 1000;
   const total = counts.reduce((a, b) => a + b, 0);
-  if (total !== DEVICES) throw new Error(`recipient set has ${total} devices, expected ${DEVICES}`);
+  if (total !== devices) throw new Error(`recipient set has ${total} devices, expected ${devices}`);
   return seconds;
 }
 
-async function seedLmdb(stores: LmdbDeviceStore[]): Promise<void> {
+/** Subscribes devices `from`..`to` - 1 to `all`. */
+async function seedLmdb(stores: LmdbDeviceStore[], from: number, to: number): Promise<void> {
   // Issued without waiting: lmdb-js commits them in large batches.
   const pending: Promise<unknown>[] = [];
-  for (let k = 0; k < DEVICES; k++) {
+  for (let k = from; k < to; k++) {
     const deviceId = id('set', k);
     const store = stores[deviceShardFor(deviceId, stores.length)]!;
     pending.push(store.register(INSTANCE, deviceId, 'fcm', `token-${k}`, undefined, undefined).then(() => store.replaceInterests(INSTANCE, deviceId, ['all'])));
@@ -87,20 +93,24 @@ async function seedLmdb(stores: LmdbDeviceStore[]): Promise<void> {
   await Promise.all(pending);
 }
 
-async function seedPostgres(url: string): Promise<void> {
+async function seedPostgres(url: string, from: number, to: number): Promise<void> {
   const client = new pg.Client(url);
   await client.connect();
   try {
-    for (let start = 0; start < DEVICES; start += 20_000) {
-      const ids = Array.from({ length: Math.min(20_000, DEVICES - start) }, (_, k) => id('set', start + k));
+    for (let start = from; start < to; start += 20_000) {
+      const ids = Array.from({ length: Math.min(20_000, to - start) }, (_, k) => id('set', start + k));
       await client.query(
         `INSERT INTO herald_push_devices (instance_id, device_id, shard_hash, platform, token, created_at, interest_count)
          SELECT $1, d, h, 'fcm', 'token-' || d, 0, 1 FROM unnest($2::text[], $3::bigint[]) AS t(d, h)`,
         [INSTANCE, ids, ids.map(fnv1a32)],
       );
-      await client.query(`INSERT INTO herald_push_device_interests (instance_id, device_id, interest) SELECT $1, d, 'all' FROM unnest($2::text[]) AS d`, [INSTANCE, ids]);
+      await client.query(
+        `INSERT INTO herald_push_device_interests (instance_id, device_id, interest, shard_hash) SELECT $1, d, 'all', h FROM unnest($2::text[], $3::bigint[]) AS t(d, h)`,
+        [INSTANCE, ids, ids.map(fnv1a32)],
+      );
     }
-    await client.query('ANALYZE');
+    // What autovacuum does to a table that has settled: statistics and the visibility map.
+    await client.query('VACUUM ANALYZE');
   } finally {
     await client.end();
   }
@@ -117,12 +127,17 @@ try {
 
   const rows: [string, number, number][] = [];
   rows.push(['registrations/s (one shard, 64 in flight)', await registrationsPerSecond(lmdb[0]!), await registrationsPerSecond(pgStores[0]!)]);
-  process.stdout.write(`seeding ${DEVICES} devices...\n`);
-  await seedLmdb(lmdb);
-  await seedPostgres(url);
-  const lmdbScan = Math.min(await recipientSetSeconds(lmdb), await recipientSetSeconds(lmdb));
-  const pgScan = Math.min(await recipientSetSeconds(pgStores), await recipientSetSeconds(pgStores));
-  rows.push([`recipient set of ${DEVICES} devices, ${SHARDS} shards (s, best of 2)`, lmdbScan, pgScan]);
+  let seeded = 0;
+  for (const size of SETS) {
+    process.stdout.write(`seeding ${size} devices...\n`);
+    await seedLmdb(lmdb, seeded, size);
+    await seedPostgres(url, seeded, size);
+    seeded = size;
+    const lmdbScan = Math.min(await recipientSetSeconds(lmdb, size), await recipientSetSeconds(lmdb, size));
+    const pgScan = Math.min(await recipientSetSeconds(pgStores, size), await recipientSetSeconds(pgStores, size));
+    rows.push([`recipient set of ${size} devices, ${SHARDS} shards (s, best of 2)`, lmdbScan, pgScan]);
+    process.stdout.write(`  ${size}: LMDB ${lmdbScan.toFixed(3)} s, PostgreSQL ${pgScan.toFixed(3)} s\n`);
+  }
 
   process.stdout.write(`\n| measure | LMDB | PostgreSQL | PostgreSQL/LMDB |\n|---|---|---|---|\n`);
   for (const [name, a, b] of rows) process.stdout.write(`| ${name} | ${a.toFixed(a < 10 ? 3 : 0)} | ${b.toFixed(b < 10 ? 3 : 0)} | ${(b / a).toFixed(2)} |\n`);

@@ -28,6 +28,7 @@ import type {
   RegisterResult,
   RemoveInterestResult,
   ReplaceInterestsResult,
+  ScanPartition,
   ScanPosition,
   ScanStep,
   SetUserResult,
@@ -41,6 +42,7 @@ export type {
   RegisterResult,
   RemoveInterestResult,
   ReplaceInterestsResult,
+  ScanPartition,
   ScanPosition,
   ScanStep,
   SetUserResult,
@@ -108,12 +110,16 @@ export interface PushDeviceStore {
   removeInterest(instanceId: string, deviceId: string, interest: string): Promise<RemoveInterestResult>;
   /** Deletes every device of `userId` on this shard; resolves to how many. */
   deleteUser(instanceId: string, userId: string): Promise<number>;
-  /** This shard's devices subscribed to any of `interests`, each once (sorted list order, then device id). */
-  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): ScanSteps;
+  /**
+   * This shard's devices subscribed to any of `interests`, each once (sorted list order, then
+   * device id). Every scan takes an optional `partition` (ScanPartition): then only the
+   * devices of that partition, with the same positions.
+   */
+  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps;
   /** This shard's devices of any of `userIds`. */
-  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps;
+  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps;
   /** The named devices this shard holds (ids it does not hold are skips). */
-  scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps;
+  scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps;
   /** Totals for one instance on this shard. */
   counts(instanceId: string): Promise<StoreCounts>;
   /** Devices of one instance on this shard by platform (reads every record: callers cache). */

@@ -8,7 +8,7 @@ import type { RootDatabase } from 'lmdb';
 import { DeviceStore } from '../shard/devices/device-store.js';
 import type { Platform } from '../platform.js';
 import type { SetUserOutcome } from '../messages/devices.js';
-import type { PushDeviceStore, ScanPosition, ScanSteps } from './device-store.js';
+import type { PushDeviceStore, ScanPartition, ScanPosition, ScanSteps } from './device-store.js';
 
 export class LmdbDeviceStore implements PushDeviceStore {
   readonly kind = 'lmdb';
@@ -95,16 +95,16 @@ export class LmdbDeviceStore implements PushDeviceStore {
     return this.lmdb.deleteUser(instanceId, userId);
   }
 
-  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
-    return this.lmdb.scanInterestSteps(instanceId, interests, resumeFrom);
+  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps {
+    return this.lmdb.scanInterestSteps(instanceId, interests, resumeFrom, partition);
   }
 
-  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
-    return this.lmdb.scanUserSteps(instanceId, userIds, resumeFrom);
+  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps {
+    return this.lmdb.scanUserSteps(instanceId, userIds, resumeFrom, partition);
   }
 
-  scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
-    return this.lmdb.scanDeviceSteps(instanceId, deviceIds, resumeFrom);
+  scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps {
+    return this.lmdb.scanDeviceSteps(instanceId, deviceIds, resumeFrom, partition);
   }
 
   async counts(instanceId: string) {

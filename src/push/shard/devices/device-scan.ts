@@ -6,6 +6,7 @@
 import type { Database, RangeIterable, RootDatabase } from 'lmdb';
 import { decodeScanDevice, type ScanDevice } from './device-record.js';
 import { DEVICE_DATABASE_NAMES, type DeviceDatabases } from './device-databases.js';
+import { fnv1a32 } from '../../../shards/hash.js';
 import { encodeKey, joinKeys, keyAfter, keyPartBetween, lastKeyPart, prefixRange, writeKeyPart } from '../../keys.js';
 
 /**
@@ -53,6 +54,36 @@ export const SCAN_BATCH = 256;
  */
 export function normaliseScanList(names: readonly string[]): string[] {
   return [...new Set(names)].sort();
+}
+
+/**
+ * One of `count` partitions of a fan-out: the devices whose fnv1a32(device id) falls in the
+ * `index`-th of `count` equal ranges of the 32-bit hash (partitionBounds). Ranges of the hash,
+ * not `hash % count`, so a partition spreads evenly over the shards (which take `hash % shards`).
+ * A scan given a partition yields only that partition's devices of what it would yield
+ * without; positions mean the same with and without.
+ */
+export interface ScanPartition {
+  readonly index: number;
+  readonly count: number;
+}
+
+/** The hashes of a partition: `low <= fnv1a32(id) < high`; the whole range without one. RangeError for a bad partition. */
+export function partitionBounds(partition: ScanPartition | undefined): { low: number; high: number } {
+  if (partition === undefined) return { low: 0, high: 2 ** 32 };
+  const { index, count } = partition;
+  if (!Number.isSafeInteger(count) || count < 1 || !Number.isSafeInteger(index) || index < 0 || index >= count) {
+    throw new RangeError(`scan partition must have 0 <= index < count, got ${index} of ${count}`);
+  }
+  return { low: Math.ceil((index * 2 ** 32) / count), high: Math.ceil(((index + 1) * 2 ** 32) / count) };
+}
+
+/** Whether `deviceId` is in `partition` (always, without one). */
+export function inScanPartition(deviceId: string, partition: ScanPartition | undefined): boolean {
+  if (partition === undefined) return true;
+  const { low, high } = partitionBounds(partition);
+  const hash = fnv1a32(deviceId);
+  return hash >= low && hash < high;
 }
 
 function checkScanPosition(position: ScanPosition | undefined): void {
@@ -153,15 +184,15 @@ export class DeviceScan {
     this.records = new RecordReader(db.root);
   }
 
-  interestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    return this.indexSteps(instanceId, this.interestDeviceIds, interests, resumeFrom, (list, listIndex) => {
+  interestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): Generator<ScanStep, void, undefined> {
+    return this.indexSteps(instanceId, this.interestDeviceIds, interests, resumeFrom, partition, (list, listIndex) => {
       const earlier = new EarlierInterests(list.slice(0, listIndex));
       return (device) => this.subscribedToAny(instanceId, device.id, device.interestCount, earlier);
     });
   }
 
-  userSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    return this.indexSteps(instanceId, this.userDeviceIds, userIds, resumeFrom, (list, listIndex) => {
+  userSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): Generator<ScanStep, void, undefined> {
+    return this.indexSteps(instanceId, this.userDeviceIds, userIds, resumeFrom, partition, (list, listIndex) => {
       const userId = list[listIndex]!;
       return (device) => device.userId !== userId;
     });
@@ -171,15 +202,17 @@ export class DeviceScan {
    * The devices of `deviceIds` this shard holds (one point read each), in normaliseScanList
    * order; ids held elsewhere or unknown are passed over like stale index entries.
    */
-  *deviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
+  *deviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): Generator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
+    const { low, high } = partitionBounds(partition);
     const list = normaliseScanList(deviceIds);
     // A position names the last id handled: resume with the next one.
     const first = resumeFrom === undefined ? 0 : resumeFrom.listIndex + (resumeFrom.afterDeviceId === null ? 0 : 1);
     let skipped = 0;
     for (let listIndex = first; listIndex < list.length; listIndex++) {
       const deviceId = list[listIndex]!;
-      const bytes = this.db.devices.getBinaryFast(encodeKey([instanceId, deviceId]));
+      const hash = partition === undefined ? 0 : fnv1a32(deviceId);
+      const bytes = hash >= low && hash < high ? this.db.devices.getBinaryFast(encodeKey([instanceId, deviceId])) : undefined;
       if (!bytes) {
         if (++skipped >= SCAN_BATCH) {
           yield { device: null, position: { listIndex, afterDeviceId: deviceId }, skipped };
@@ -195,7 +228,7 @@ export class DeviceScan {
   /**
    * The step scan behind scanInterestSteps/scanUserSteps: walks `deviceIds` (an index read
    * through DEVICE_ID_VIEW) under each name of the normalised `names` list from `resumeFrom`,
-   * yielding each device whose record exists and is not skipped by `skipFor(list, listIndex)`
+   * yielding each device of `partition` whose record exists and is not skipped by `skipFor(list, listIndex)`
    * (built once per list entry), and a ScanProgress step after every SCAN_BATCH entries in a
    * row passed over.
    */
@@ -204,9 +237,11 @@ export class DeviceScan {
     deviceIds: DeviceIdIndex,
     names: readonly string[],
     resumeFrom: ScanPosition | undefined,
+    partition: ScanPartition | undefined,
     skipFor: (list: readonly string[], listIndex: number) => (device: ScanDevice) => boolean,
   ): Generator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
+    const { low, high } = partitionBounds(partition);
     const list = normaliseScanList(names);
     const instancePart = instancePartOf(instanceId);
     let after = resumeFrom?.afterDeviceId ?? null;
@@ -215,8 +250,9 @@ export class DeviceScan {
       const skip = skipFor(list, listIndex);
       for (const batch of this.indexBatches(deviceIds, [instanceId, list[listIndex]!], after)) {
         for (const deviceId of batch) {
+          const hash = partition === undefined ? 0 : fnv1a32(deviceId);
           // Read when the device's turn comes (not with its batch): a device deleted meanwhile is passed over.
-          const bytes = this.records.bytesOf(instancePart, deviceId);
+          const bytes = hash >= low && hash < high ? this.records.bytesOf(instancePart, deviceId) : undefined;
           // Decoded before skip()'s reads reuse the buffer.
           const device = bytes && decodeScanDevice(bytes, deviceId, instanceId);
           if (!device || skip(device)) {

@@ -30,12 +30,12 @@ import { decodeInterestCursor, encodeInterestCursor } from './cursor.js';
 import { decodeDeviceRecord, encodeDeviceRecord, type DeviceRecord } from './device-record.js';
 import { checkDeviceConsistency } from './device-consistency.js';
 import { interestsOf, openDeviceDatabases, readRecord, type DeviceDatabases, type IndexDatabase } from './device-databases.js';
-import { DeviceScan, devicesOnly, type ScanPosition, type ScanStep, type ScannedDevice } from './device-scan.js';
+import { DeviceScan, devicesOnly, type ScanPartition, type ScanPosition, type ScanStep, type ScannedDevice } from './device-scan.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../interest-name.js';
 import { encodeKey, keyAfter, lastKeyPart, prefixRange } from '../../keys.js';
 
 export type { ScanDevice } from './device-record.js';
-export { SCAN_BATCH, normaliseScanList, type ScanPosition, type ScanProgress, type ScanStep, type ScannedDevice } from './device-scan.js';
+export { SCAN_BATCH, inScanPartition, normaliseScanList, partitionBounds, type ScanPartition, type ScanPosition, type ScanProgress, type ScanStep, type ScannedDevice } from './device-scan.js';
 
 /** A registered device as the device API and the publisher see it. */
 export interface Device extends DeviceRecord {
@@ -341,8 +341,8 @@ export class DeviceStore {
    * passed over without a device (with 100k devices subscribed to both `a` and `b`, the walk
    * of `b` is all skips: without the steps, one `next()` took most of a second).
    */
-  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    return this.scan.interestSteps(instanceId, interests, resumeFrom);
+  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): Generator<ScanStep, void, undefined> {
+    return this.scan.interestSteps(instanceId, interests, resumeFrom, partition);
   }
 
   /** Streams every device of any of `userIds`, like scanInterests (a device has one user, so no de-duplication is needed). */
@@ -351,13 +351,13 @@ export class DeviceStore {
   }
 
   /** scanUsers with progress steps, like scanInterestSteps (stale user index entries are the only skips). */
-  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    return this.scan.userSteps(instanceId, userIds, resumeFrom);
+  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): Generator<ScanStep, void, undefined> {
+    return this.scan.userSteps(instanceId, userIds, resumeFrom, partition);
   }
 
   /** The named devices this shard holds, with progress steps like scanUserSteps (ids it does not hold are skips). */
-  scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition): Generator<ScanStep, void, undefined> {
-    return this.scan.deviceSteps(instanceId, deviceIds, resumeFrom);
+  scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): Generator<ScanStep, void, undefined> {
+    return this.scan.deviceSteps(instanceId, deviceIds, resumeFrom, partition);
   }
 
   /** Totals for one instance on this shard (each a range count, linear in its size). */

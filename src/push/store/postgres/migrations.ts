@@ -55,6 +55,20 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: 'device hash beside each subscription, for index-only fan-out scans',
+    sql: `
+      -- fnv1a32(device_id), as in herald_push_devices: a fan-out scan filters its shard and
+      -- partition on the interest index itself, and reads a device row only for its own devices.
+      ALTER TABLE herald_push_device_interests ADD COLUMN shard_hash bigint;
+      UPDATE herald_push_device_interests i SET shard_hash = d.shard_hash
+        FROM herald_push_devices d WHERE d.instance_id = i.instance_id AND d.device_id = i.device_id;
+      ALTER TABLE herald_push_device_interests ALTER COLUMN shard_hash SET NOT NULL;
+      DROP INDEX herald_push_interest_devices;
+      CREATE INDEX herald_push_interest_devices ON herald_push_device_interests (instance_id, interest, device_id) INCLUDE (shard_hash);
+    `,
+  },
 ];
 
 /** The newest schema version this Herald knows. */

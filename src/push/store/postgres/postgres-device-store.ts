@@ -15,13 +15,13 @@
  */
 import pg from 'pg';
 import { HeraldError } from '../../../errors.js';
-import { log } from '../../../log.js';
 import { fnv1a32 } from '../../../shards/hash.js';
+import { log } from '../../../log.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../interest-name.js';
 import type { Platform } from '../../platform.js';
 import type { SetUserOutcome } from '../../messages/devices.js';
 import { decodeInterestCursor, encodeInterestCursor } from '../../shard/devices/cursor.js';
-import { normaliseScanList, type ScanDevice } from '../../shard/devices/device-store.js';
+import { normaliseScanList, partitionBounds, type ScanDevice } from '../../shard/devices/device-store.js';
 import type {
   AddInterestResult,
   Device,
@@ -30,6 +30,7 @@ import type {
   RegisterResult,
   RemoveInterestResult,
   ReplaceInterestsResult,
+  ScanPartition,
   ScanPosition,
   ScanStep,
   ScanSteps,
@@ -37,11 +38,14 @@ import type {
   StoreCounts,
 } from '../device-store.js';
 import { migrate } from './migrations.js';
+import { RegistrationBatches, registrationParameters, type Registration, type RegistrationOutcome } from './registration-batches.js';
 
 /** Connections per shard: a shard runs one request at a time plus its fan-outs and their dead-token deletes. */
 const POOL_SIZE = 4;
-/** Devices read per query of a fan-out scan. */
-const SCAN_BATCH = 1000;
+/** Registration batches committed at once (of POOL_SIZE connections: the rest serve the other requests). */
+const REGISTRATION_WRITERS = 3;
+/** Index entries read per query of a fan-out scan (this shard's and partition's only). */
+const PG_SCAN_BATCH = 5000;
 /** How long a request waits for a connection before the store counts as unreachable (ms). */
 const CONNECT_TIMEOUT_MS = 5000;
 
@@ -56,15 +60,14 @@ interface ScanRow {
   interest_count: number;
 }
 
-/** One index entry of a scan batch, with its device when it still exists (columns null when not). */
-interface CandidateRow extends Omit<ScanRow, 'device_id'> {
-  candidate: string;
-  device_id: string | null;
-  /** shard_hash % shardCount: which shard of a node answers for the device. */
-  shard: number | null;
-  /** Subscribed to an interest earlier in the list: yielded there. */
-  earlier: boolean;
-}
+/**
+ * One index entry of a scan batch, as an array: the entry's device id (where the next batch
+ * starts), then the device's columns (DEVICE_COLUMNS), null when the device is gone or was
+ * yielded under an earlier name.
+ */
+type CandidateRow =
+  | [candidate: string, deviceId: string, platform: Platform, token: string, bundleIdentifier: string | null, userId: string | null, interestCount: number]
+  | [candidate: string, deviceId: null, ...rest: null[]];
 
 interface DeviceRow extends Omit<ScanRow, 'device_id'> {
   metadata: Record<string, string> | null;
@@ -84,6 +87,18 @@ export function isUnavailable(err: unknown): boolean {
 
 function unavailable(err: unknown): HeraldError {
   return new HeraldError('PUSH_STORE_UNAVAILABLE', `The push store (PostgreSQL) is not reachable: ${(err as Error)?.message ?? String(err)}`);
+}
+
+function scanDeviceOf(row: CandidateRow & { 1: string }, instanceId: string): ScanDevice {
+  return {
+    id: row[1],
+    instanceId,
+    platform: row[2]!,
+    token: row[3]!,
+    bundleIdentifier: row[4] ?? undefined,
+    userId: row[5] ?? undefined,
+    interestCount: row[6]!,
+  };
 }
 
 function scanDevice(row: ScanRow, instanceId: string): ScanDevice {
@@ -111,6 +126,11 @@ export class PostgresDeviceStore implements PushDeviceStore {
   private readonly shardIndex: number;
   private readonly shardCount: number;
   private migrated: Promise<void> | undefined;
+  private readonly registrations = new RegistrationBatches(
+    (batch) => this.writeRegistrations(batch),
+    (err) => err instanceof HeraldError && err.code === 'PUSH_STORE_UNAVAILABLE',
+    REGISTRATION_WRITERS,
+  );
 
   constructor(options: PostgresDeviceStoreOptions) {
     this.shardIndex = options.shardIndex;
@@ -188,29 +208,44 @@ export class PostgresDeviceStore implements PushDeviceStore {
     bundleIdentifier: string | undefined,
     metadata: Record<string, string> | undefined,
   ): Promise<RegisterResult> {
-    // One statement (its own transaction): the upsert, and the interests it keeps, read in its snapshot.
-    const { rows } = await this.query<{ created: boolean; interests: string[] }>(
-      `WITH up AS (
+    return this.registrations.register({ instanceId, deviceId, platform, token, bundleIdentifier, metadata, createdAt: Date.now() });
+  }
+
+  /**
+   * One batch of registrations (RegistrationBatches) as one statement, so one commit: the
+   * upserts in lock order, and the interests each re-registered device keeps, read in the
+   * statement's snapshot.
+   */
+  private async writeRegistrations(batch: readonly Registration[]): Promise<RegistrationOutcome[]> {
+    const { values, order } = registrationParameters(batch);
+    const { rows } = await this.query<{ row: number; created: boolean; interests: string[] }>(
+      `WITH input AS (
+         SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::float8[])
+           WITH ORDINALITY AS t(instance_id, device_id, shard_hash, platform, token, bundle_identifier, metadata, created_at, row)
+       ), up AS (
          INSERT INTO herald_push_devices AS d
            (instance_id, device_id, shard_hash, platform, token, bundle_identifier, metadata, created_at, interest_count, user_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7::json, $8, 0, NULL)
+         SELECT instance_id, device_id, shard_hash, platform, token, bundle_identifier, metadata::json, created_at, 0, NULL
+           FROM input ORDER BY row
          ON CONFLICT (instance_id, device_id) DO UPDATE SET
            platform = EXCLUDED.platform,
            token = EXCLUDED.token,
            bundle_identifier = COALESCE(EXCLUDED.bundle_identifier, d.bundle_identifier),
            metadata = COALESCE(EXCLUDED.metadata, d.metadata),
            user_id = NULL
-         RETURNING (xmax = 0) AS created
+         RETURNING d.instance_id, d.device_id, (xmax = 0) AS created
        )
-       SELECT up.created,
+       SELECT input.row::int AS row, up.created,
               CASE WHEN up.created THEN '{}'::text[] ELSE ARRAY(
-                SELECT interest FROM herald_push_device_interests WHERE instance_id = $1 AND device_id = $2 ORDER BY interest
+                SELECT interest FROM herald_push_device_interests i
+                 WHERE i.instance_id = up.instance_id AND i.device_id = up.device_id ORDER BY interest
               ) END AS interests
-         FROM up`,
-      [instanceId, deviceId, fnv1a32(deviceId), platform, token, bundleIdentifier ?? null, metadata === undefined ? null : JSON.stringify(metadata), Date.now()],
+         FROM up JOIN input ON input.instance_id = up.instance_id AND input.device_id = up.device_id`,
+      values,
     );
-    const { created, interests } = rows[0]!;
-    return { id: deviceId, initialInterestSet: created ? [] : interests, created };
+    const byRow = new Array<RegistrationOutcome>(rows.length);
+    for (const r of rows) byRow[r.row - 1] = { created: r.created, interests: r.interests };
+    return order.map((row) => byRow[row]!);
   }
 
   async get(instanceId: string, deviceId: string): Promise<Device | undefined> {
@@ -347,9 +382,9 @@ export class PostgresDeviceStore implements PushDeviceStore {
         wanted,
       ]);
       await client.query(
-        `INSERT INTO herald_push_device_interests (instance_id, device_id, interest)
-         SELECT $1, $2, name FROM unnest($3::text[]) AS name ON CONFLICT DO NOTHING`,
-        [instanceId, deviceId, wanted],
+        `INSERT INTO herald_push_device_interests (instance_id, device_id, interest, shard_hash)
+         SELECT $1, $2, name, $4 FROM unnest($3::text[]) AS name ON CONFLICT DO NOTHING`,
+        [instanceId, deviceId, wanted, fnv1a32(deviceId)],
       );
       await client.query('UPDATE herald_push_devices SET interest_count = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, wanted.length]);
       return 'ok';
@@ -366,7 +401,12 @@ export class PostgresDeviceStore implements PushDeviceStore {
       );
       if (exists) return 'unchanged';
       if (count >= MAX_INTERESTS_PER_DEVICE) return 'too-many';
-      await client.query('INSERT INTO herald_push_device_interests (instance_id, device_id, interest) VALUES ($1, $2, $3)', [instanceId, deviceId, interest]);
+      await client.query('INSERT INTO herald_push_device_interests (instance_id, device_id, interest, shard_hash) VALUES ($1, $2, $3, $4)', [
+        instanceId,
+        deviceId,
+        interest,
+        fnv1a32(deviceId),
+      ]);
       await client.query('UPDATE herald_push_devices SET interest_count = interest_count + 1 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId]);
       return 'added';
     });
@@ -396,53 +436,65 @@ export class PostgresDeviceStore implements PushDeviceStore {
     return rowCount ?? 0;
   }
 
-  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
+  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps {
     const list = normaliseScanList(interests);
-    return this.indexSteps(instanceId, list, resumeFrom, (listIndex, after) =>
-      this.query<CandidateRow>(
-        // The LIMIT inside the subquery keeps the walk on the interest index, whatever the
-        // planner guesses of the shard filter, which is applied per candidate below.
-        // LATERAL lookups with LIMIT (kept as subqueries, not flattened into a join the planner
-        // could hash over the whole table): one index probe per candidate.
-        `SELECT c.device_id AS candidate, (d.shard_hash % $4)::int AS shard, ${DEVICE_COLUMNS.split(', ').map((col) => `d.${col}`).join(', ')},
-                coalesce(x.earlier, false) AS earlier
-           FROM (SELECT instance_id, device_id FROM herald_push_device_interests
+    const { low, high } = partitionBounds(partition);
+    return this.indexSteps(instanceId, list, resumeFrom, (listIndex, after) => {
+      // The walk stays on the interest index, which carries each device's hash: this shard's
+      // and this partition's entries are picked there, and only their device rows are read
+      // (one primary-key probe each). A device subscribed to an interest earlier in the list
+      // was yielded there: the first name needs no such check.
+      const earlier = list.slice(0, listIndex);
+      return this.scanQuery(
+        `SELECT c.device_id AS candidate, ${earlier.length === 0 ? 'd.device_id' : 'CASE WHEN x.earlier THEN NULL ELSE d.device_id END'}, d.platform, d.token, d.bundle_identifier, d.user_id, d.interest_count
+           FROM (SELECT device_id FROM herald_push_device_interests
                   WHERE instance_id = $1 AND interest = $2 AND device_id > $3
-                  ORDER BY device_id LIMIT $6) c
-           LEFT JOIN LATERAL (SELECT * FROM herald_push_devices
-                               WHERE instance_id = c.instance_id AND device_id = c.device_id LIMIT 1) d ON true
-           LEFT JOIN LATERAL (SELECT true AS earlier FROM herald_push_device_interests e
-                               WHERE e.instance_id = c.instance_id AND e.device_id = c.device_id AND e.interest = ANY($5::text[])
-                               LIMIT 1) x ON true
+                    AND shard_hash % $4 = $5 AND shard_hash >= $6 AND shard_hash < $7
+                  ORDER BY device_id LIMIT $8) c
+           LEFT JOIN herald_push_devices d ON d.instance_id = $1 AND d.device_id = c.device_id
+          ${
+            earlier.length === 0
+              ? ''
+              : `LEFT JOIN LATERAL (SELECT true AS earlier FROM herald_push_device_interests e
+                                    WHERE e.instance_id = $1 AND e.device_id = c.device_id AND e.interest = ANY($9::text[]) LIMIT 1) x ON true`
+          }
           ORDER BY c.device_id`,
-        [instanceId, list[listIndex]!, after, this.shardCount, list.slice(0, listIndex), SCAN_BATCH],
-      ).then((r) => r.rows),
-    );
+        [instanceId, list[listIndex]!, after, this.shardCount, this.shardIndex, low, high, PG_SCAN_BATCH, ...(earlier.length === 0 ? [] : [earlier])],
+      );
+    });
   }
 
-  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
+  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps {
     const list = normaliseScanList(userIds);
+    const { low, high } = partitionBounds(partition);
     return this.indexSteps(instanceId, list, resumeFrom, (listIndex, after) =>
-      this.query<CandidateRow>(
-        `SELECT device_id AS candidate, (shard_hash % $4)::int AS shard, false AS earlier, ${DEVICE_COLUMNS} FROM herald_push_devices
+      this.scanQuery(
+        `SELECT device_id AS candidate, ${DEVICE_COLUMNS} FROM herald_push_devices
           WHERE instance_id = $1 AND user_id = $2 AND device_id > $3
-          ORDER BY device_id LIMIT $5`,
-        [instanceId, list[listIndex]!, after, this.shardCount, SCAN_BATCH],
-      ).then((r) => r.rows),
+            AND shard_hash % $4 = $5 AND shard_hash >= $6 AND shard_hash < $7
+          ORDER BY device_id LIMIT $8`,
+        [instanceId, list[listIndex]!, after, this.shardCount, this.shardIndex, low, high, PG_SCAN_BATCH],
+      ),
     );
   }
 
-  async *scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition): AsyncGenerator<ScanStep, void, undefined> {
+  async *scanDeviceSteps(
+    instanceId: string,
+    deviceIds: readonly string[],
+    resumeFrom?: ScanPosition,
+    partition?: ScanPartition,
+  ): AsyncGenerator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
     const list = normaliseScanList(deviceIds);
-    const shard = this.shardFilter(3);
+    const { low, high } = partitionBounds(partition);
     // A position names the last id handled: resume with the next one.
     const first = resumeFrom === undefined ? 0 : resumeFrom.listIndex + (resumeFrom.afterDeviceId === null ? 0 : 1);
-    for (let start = first; start < list.length; start += SCAN_BATCH) {
-      const ids = list.slice(start, start + SCAN_BATCH);
+    for (let start = first; start < list.length; start += PG_SCAN_BATCH) {
+      const ids = list.slice(start, start + PG_SCAN_BATCH);
       const { rows } = await this.query<ScanRow>(
-        `SELECT ${DEVICE_COLUMNS} FROM herald_push_devices WHERE instance_id = $1 AND device_id = ANY($2::text[]) AND ${shard.sql}`,
-        [instanceId, ids, ...shard.values],
+        `SELECT ${DEVICE_COLUMNS} FROM herald_push_devices
+          WHERE instance_id = $1 AND device_id = ANY($2::text[]) AND shard_hash % $3 = $4 AND shard_hash >= $5 AND shard_hash < $6`,
+        [instanceId, ids, this.shardCount, this.shardIndex, low, high],
       );
       const found = new Map(rows.map((row) => [row.device_id, row]));
       for (let k = 0; k < ids.length; k++) {
@@ -452,11 +504,21 @@ export class PostgresDeviceStore implements PushDeviceStore {
     }
   }
 
+  /** One batch of a scan, its rows as arrays in CandidateRow's column order (no object per row). */
+  private async scanQuery(text: string, values: unknown[]): Promise<CandidateRow[]> {
+    await this.ready();
+    try {
+      return (await this.pool.query<CandidateRow>({ text, values, rowMode: 'array' })).rows;
+    } catch (err) {
+      throw isUnavailable(err) ? unavailable(err) : err;
+    }
+  }
+
   /**
    * Walks `list` from `resumeFrom`, one batch query at a time (`batch(listIndex, after)`: the
-   * next SCAN_BATCH index entries after `after`, each a candidate), never holding a
-   * transaction; yields the candidates that are this shard's, still exist and were not under
-   * an earlier name.
+   * next PG_SCAN_BATCH index entries of this shard and partition after `after`, each a
+   * candidate, its device columns null when the device is gone or was yielded under an
+   * earlier name), never holding a transaction; yields the candidates that still exist.
    */
   private async *indexSteps(
     instanceId: string,
@@ -472,15 +534,15 @@ export class PostgresDeviceStore implements PushDeviceStore {
         const rows = await batch(listIndex, after);
         let skipped = 0;
         for (const row of rows) {
-          if (row.device_id === null || row.shard !== this.shardIndex || row.earlier) {
+          if (row[1] === null) {
             skipped++;
             continue;
           }
-          yield { device: scanDevice(row as ScanRow, instanceId), position: { listIndex, afterDeviceId: row.device_id } };
+          yield { device: scanDeviceOf(row, instanceId), position: { listIndex, afterDeviceId: row[1] } };
         }
-        if (rows.length < SCAN_BATCH) break;
-        after = rows[rows.length - 1]!.candidate;
-        // A batch of other shards' devices: say where the walk stands, so a resumed scan skips them too.
+        if (rows.length < PG_SCAN_BATCH) break;
+        after = rows[rows.length - 1]![0];
+        // A batch without a device to send: say where the walk stands, so a resumed scan skips it too.
         if (skipped === rows.length) yield { device: null, position: { listIndex, afterDeviceId: after }, skipped };
       }
     }

@@ -7,7 +7,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { encodeInterestCursor } from '../../../../src/push/shard/devices/cursor.js';
-import type { PushDeviceStore, ScanPosition, ScanSteps } from '../../../../src/push/store/device-store.js';
+import { inScanPartition, partitionBounds } from '../../../../src/push/shard/devices/device-store.js';
+import type { PushDeviceStore, ScanPartition, ScanPosition, ScanSteps } from '../../../../src/push/store/device-store.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../../../src/push/interest-name.js';
 import { deviceShardFor } from '../../../../src/shards/hash.js';
 
@@ -66,6 +67,31 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       await s.register(I, 'd1', 'fcm', 'tok3', undefined, { sdk: '2' });
       expect(await s.get(I, 'd1')).toMatchObject({ platform: 'fcm', token: 'tok3', metadata: { sdk: '2' } });
       expect(await s.checkConsistency(I)).toEqual([]);
+    });
+
+    it('answers registrations in flight at once as it would one at a time, the same device twice included', async () => {
+      const { at } = await shards(1);
+      const s = at('old');
+      await s.register(I, 'old', 'fcm', 'tok0', undefined, undefined);
+      await s.replaceInterests(I, 'old', ['x', 'y']);
+      const fresh = Array.from({ length: 40 }, (_, k) => `new-${k}`);
+      const answers = await Promise.all([
+        s.register(I, 'twice', 'fcm', 'tok1', undefined, undefined),
+        ...fresh.map((id) => s.register(I, id, 'apns', `tok-${id}`, 'com.example', { n: id })),
+        s.register(I, 'old', 'fcm', 'tok2', undefined, undefined),
+        s.register(I, 'twice', 'web', 'tok3', undefined, undefined),
+        s.register(OTHER, 'old', 'fcm', 'tok4', undefined, undefined),
+      ]);
+      expect(answers[0]).toEqual({ id: 'twice', initialInterestSet: [], created: true });
+      for (const [k, id] of fresh.entries()) expect(answers[k + 1]).toEqual({ id, initialInterestSet: [], created: true });
+      expect(answers.slice(-3)).toEqual([
+        { id: 'old', initialInterestSet: ['x', 'y'], created: false },
+        { id: 'twice', initialInterestSet: [], created: false },
+        { id: 'old', initialInterestSet: [], created: true },
+      ]);
+      expect(await s.get(I, 'twice')).toMatchObject({ platform: 'web', token: 'tok3' });
+      expect(await s.get(I, 'new-7')).toMatchObject({ platform: 'apns', token: 'tok-new-7', bundleIdentifier: 'com.example', metadata: { n: 'new-7' } });
+      expect(await s.checkConsistency()).toEqual([]);
     });
 
     it('keeps instances apart', async () => {
@@ -236,6 +262,39 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       const step = at('dev-00').scanDeviceSteps(I, ['dev-00']).next();
       const first = step instanceof Promise ? await step : step;
       expect(first.value).toMatchObject({ device: { id: 'dev-00', instanceId: I, platform: 'apns', token: 'tok-dev-00', bundleIdentifier: 'com.example', userId: undefined } });
+    });
+
+    it('scans one partition of a fan-out: each device in exactly one partition, in the same order and positions, resumable', async () => {
+      const n = 2;
+      const P = 3;
+      const { all, at } = await shards(n);
+      const ids = Array.from({ length: 90 }, (_, k) => `part-${String(k).padStart(2, '0')}`);
+      for (const [k, id] of ids.entries()) {
+        await at(id).register(I, id, 'fcm', `tok-${id}`, undefined, undefined);
+        await at(id).replaceInterests(I, id, k % 2 ? ['a'] : ['a', 'b']);
+        await at(id).setUser(I, id, k % 3 ? 'ua' : 'ub');
+      }
+      const scans: [string, (s: PushDeviceStore, from?: ScanPosition, partition?: ScanPartition) => ScanSteps][] = [
+        ['interests', (s, from, partition) => s.scanInterestSteps(I, ['b', 'a'], from, partition)],
+        ['users', (s, from, partition) => s.scanUserSteps(I, ['ub', 'ua'], from, partition)],
+        ['devices', (s, from, partition) => s.scanDeviceSteps(I, ids, from, partition)],
+      ];
+      for (const [what, scan] of scans) {
+        for (const [shard, s] of all.entries()) {
+          const whole = await drain(scan(s));
+          const parts = await Promise.all(Array.from({ length: P }, (_, index) => drain(scan(s, undefined, { index, count: P }))));
+          for (const [index, part] of parts.entries()) {
+            for (const d of part) expect(inScanPartition(d.id, { index, count: P }), `${what} ${d.id}`).toBe(true);
+            // A partition is the whole scan's devices of that partition, with the same positions.
+            expect(part, what).toEqual(whole.filter((d) => inScanPartition(d.id, { index, count: P })));
+            if (part.length > 1) expect(await drain(scan(s, part[0]!.position, { index, count: P }))).toEqual(part.slice(1));
+          }
+          expect(parts.flat().length, `${what} on shard ${shard}`).toBe(whole.length);
+        }
+      }
+      expect(ids.filter((id) => inScanPartition(id, { index: 0, count: 1 }))).toEqual(ids);
+      expect(() => partitionBounds({ index: 3, count: 3 })).toThrow(RangeError);
+      expect(() => partitionBounds({ index: 0, count: 0 })).toThrow(RangeError);
     });
 
     it('scans the devices of users and named devices per shard; per-shard user counts and user deletion', async () => {

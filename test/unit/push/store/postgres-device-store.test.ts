@@ -7,6 +7,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { HeraldError } from '../../../../src/errors.js';
+import { fnv1a32 } from '../../../../src/shards/hash.js';
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../../../../src/push/store/postgres/migrations.js';
 import { PostgresDeviceStore } from '../../../../src/push/store/postgres/postgres-device-store.js';
 import { filePostgresServer } from '../../../helpers/file-postgres.js';
@@ -65,6 +66,26 @@ describe('postgres device store', () => {
     }
   });
 
+  it('commits registrations in flight together, and a registration PostgreSQL refuses fails alone', async () => {
+    const url = await freshDatabase();
+    const store = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
+    try {
+      await store.ready();
+      const answers = await Promise.allSettled([
+        ...Array.from({ length: 20 }, (_, k) => store.register(I, `ok-${k}`, 'fcm', `tok-${k}`, undefined, undefined)),
+        // A NUL character is not valid in a PostgreSQL text value.
+        store.register(I, 'bad', 'fcm', 'tok\u0000', undefined, undefined),
+        store.register(I, 'ok-last', 'fcm', 'tok', undefined, undefined),
+      ]);
+      expect(answers.filter((a) => a.status === 'fulfilled')).toHaveLength(21);
+      expect(answers[20]!.status).toBe('rejected');
+      expect(await store.get(I, 'ok-last')).toMatchObject({ token: 'tok' });
+      expect(await store.get(I, 'bad')).toBeUndefined();
+    } finally {
+      await store.close();
+    }
+  });
+
   it('keeps one installation secret for every node: the first to ask gives its own', async () => {
     const url = await freshDatabase();
     const nodeA = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
@@ -93,6 +114,27 @@ describe('postgres device store', () => {
     } finally {
       await pool.end();
       for (const s of stores) await s.close();
+    }
+  });
+
+  it('migrates a version-1 database in place: its subscriptions keep being scanned', async () => {
+    const url = await freshDatabase();
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const store = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
+    try {
+      expect(await migrate(pool, MIGRATIONS.slice(0, 1))).toEqual([1]);
+      await pool.query(
+        `INSERT INTO herald_push_devices (instance_id, device_id, shard_hash, platform, token, created_at, interest_count) VALUES ($1, 'old', $2, 'fcm', 'tok', 0, 1)`,
+        [I, fnv1a32('old')],
+      );
+      await pool.query(`INSERT INTO herald_push_device_interests (instance_id, device_id, interest) VALUES ($1, 'old', 'news')`, [I]);
+      await store.ready();
+      const step = await store.scanInterestSteps(I, ['news']).next();
+      expect(step.value).toMatchObject({ device: { id: 'old', token: 'tok' } });
+      expect(await store.checkConsistency()).toEqual([]);
+    } finally {
+      await pool.end();
+      await store.close();
     }
   });
 
