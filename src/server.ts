@@ -231,7 +231,7 @@ function tenantRegistry(
         shards.setWorkerConfig(next);
       },
     },
-    pushAllowed: !cluster,
+    pushAllowed: !ctx.config.cluster || Boolean(ctx.config.cluster.postgresUrl),
   });
 }
 

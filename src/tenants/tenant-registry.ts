@@ -40,7 +40,10 @@ export interface TenantRegistryDeps {
   /** The running config (apps and push included). */
   config: () => Readonly<HeraldConfig>;
   effects: TenantEffects;
-  /** Push instances are leased per node in a cluster: the API does not create them there. */
+  /**
+   * Whether push instances may be managed here: on one node, and in a cluster whose devices are
+   * in a shared PostgreSQL (`cluster.postgresUrl`); a cluster without it refuses (409).
+   */
   pushAllowed: boolean;
 }
 
@@ -187,7 +190,7 @@ export class TenantRegistry {
 
   private checkPushAllowed(): void {
     if (!this.deps.pushAllowed) {
-      throw new HeraldError('ADMIN_CONFLICT', 'Push instances are leased to one node in a cluster: add them to that node\'s config file');
+      throw new HeraldError('ADMIN_CONFLICT', 'Push instances in a cluster need the shared push store: set cluster.postgresUrl (or HERALD_POSTGRES_URL) on every node');
     }
   }
 

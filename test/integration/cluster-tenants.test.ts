@@ -70,8 +70,9 @@ describe.skipIf(ONE_PROCESS)('tenants across nodes', () => {
     expect((await admin(cluster.b, '/apps/shared-app', { method: 'DELETE' })).status).toBe(204);
     await until(() => again.errorCodes.includes(4001), 'the 4001 close on node A', 2000);
     expect(await refusal(channelsSdk(cluster.a.port, created).trigger('c', 'e', {}))).toMatchObject({ status: 401, body: { code: 'AUTH_UNKNOWN_KEY' } });
-    // Push instances are one node's in a cluster: the API says so.
+    // Without a shared PostgreSQL a push instance lives on one node: the API says what is missing.
     const push = await admin(cluster.a, '/push', { method: 'POST', body: {} });
     expect(push.status).toBe(409);
+    expect(((await push.json()) as { error: string }).error).toContain('cluster.postgresUrl');
   });
 });
