@@ -10,9 +10,9 @@
  *   by a script any node runs (scripts.ts heraldReleaseHeld), one message per event for the
  *   app's receivers.
  * - Every shard of every node reads it through one consumer group (`delivery`): each message
- *   goes to one consumer, which sends it in batches per receiver with retries and backoff as the
- *   LMDB outbox does (the same queues and requests), and deletes it (XACK + XDEL) once every
- *   receiver answered 2xx or it was dead-lettered.
+ *   goes to one consumer, which sends it in batches per receiver with retries and backoff through
+ *   the delivery engine the LMDB outbox uses (delivery-engine.ts), and deletes it (XACK + XDEL)
+ *   once every receiver answered 2xx or it was dead-lettered.
  * - A consumer keeps the messages it holds claimed (XCLAIM resets their idle time every third of
  *   nodeTimeoutMs). Messages of a consumer that stopped doing so (its node died, or was stopped
  *   while they waited) are taken over after nodeTimeoutMs by another (XAUTOCLAIM) and sent
@@ -20,20 +20,17 @@
  */
 import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
-import type { ClusterConfig, HeraldConfig, WebhookDeliveryConfig } from '../config/schema.js';
+import type { ClusterConfig, HeraldConfig } from '../config/schema.js';
 import type { TenantChange } from '../shards/context.js';
 import { createRedisConnections, replyTimeoutMs, type RedisConnections } from '../channels/adapter/redis/connection.js';
 import { RedisKeys } from '../channels/adapter/redis/keys.js';
 import { log } from '../log.js';
-import { tapWebhookAttempt } from './shard-tap.js';
 import type { ChannelEventBody, ChannelWebhookEvent, PushWebhookEvent, WebhookEmitter } from './emitter.js';
 import type { WebhookStats } from './messages.js';
-import { DeliveryQueue, readyAt } from './delivery-queue.js';
-import { WebhookSender, redactUrl, retryDelayMs, type DeliveryResult, type WebhookRequest } from './http-sender.js';
+import { CLOSE_GRACE_MS, DeliveryEngine } from './delivery-engine.js';
 import type { OutboxEntry, WebhookTarget } from './outbox-store.js';
-import { MAX_EVENTS_PER_REQUEST, queueKey } from './outbox.js';
 import { MAX_DEAD_LETTERS } from './outbox-store.js';
-import { channelRequest, newEventId, publishRequest, pushRequest, pushWebhookBody } from './requests.js';
+import { newEventId, pushWebhookBody } from './requests.js';
 import { WebhookTargets, isDeliverableUrl } from './targets.js';
 
 /** The consumer group every node's shards read the outbox stream through. */
@@ -44,10 +41,8 @@ const READ_COUNT = 100;
 const READ_BLOCK_MS = 1000;
 /** Wait after a failed Redis call before the loop tries again, ms. */
 const RETRY_REDIS_MS = 500;
-const CLOSE_GRACE_MS = 1000;
 /** Deliveries of a message whose receiver the taking node does not know, before it is dead-lettered. */
 const PASS_ON_LIMIT = 20;
-const DRAIN_POLL_MS = 20;
 
 /** One message of the outbox stream (field `m`). */
 export type SharedMessage =
@@ -67,11 +62,6 @@ export interface SharedOutboxOptions {
   random?: () => number;
 }
 
-interface UrlSlots {
-  active: number;
-  queues: Set<DeliveryQueue>;
-}
-
 export class SharedWebhookOutbox implements WebhookEmitter {
   private readonly connections: RedisConnections;
   private readonly redis: Redis;
@@ -79,11 +69,10 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   private readonly keys: RedisKeys;
   private readonly consumer: string;
   private targets: WebhookTargets;
-  private readonly delivery: Readonly<WebhookDeliveryConfig>;
+  private readonly shardIndex: number;
   private readonly claimIdleMs: number;
   private readonly random: () => number;
-  private readonly queues = new Map<string, DeliveryQueue>();
-  private readonly urls = new Map<string, UrlSlots>();
+  private readonly engine: DeliveryEngine;
   /** Local entry seq → its stream message id; stream id → entries of it not settled yet. */
   private readonly messageOf = new Map<number, string>();
   private readonly unsettled = new Map<string, number>();
@@ -94,13 +83,8 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   private readonly passedOn = new Set<string>();
   /** Settled messages waiting for this turn's XACK + XDEL. */
   private readonly toAcknowledge: string[] = [];
-  private readonly requests = new Set<Promise<void>>();
-  private readonly closeController = new AbortController();
-  private readonly sender: WebhookSender;
   private readonly timers: NodeJS.Timeout[] = [];
-  private state: 'open' | 'closing' | 'closed' = 'open';
   private deadStored = 0;
-  private readonly counters = { sent: 0, requests: 0, failedAttempts: 0, deadLettered: 0, suppressed: 0 };
   private readonly reading: Promise<void>;
 
   constructor(opts: SharedOutboxOptions) {
@@ -111,10 +95,20 @@ export class SharedWebhookOutbox implements WebhookEmitter {
     this.reader = this.connections.subscriber;
     this.keys = new RedisKeys(opts.cluster.keyPrefix);
     this.targets = new WebhookTargets(opts.config);
-    this.sender = new WebhookSender(opts.config.outbound.allowPrivateAddresses);
-    this.delivery = opts.config.webhookDelivery;
+    this.shardIndex = opts.shardIndex;
     this.claimIdleMs = opts.cluster.nodeTimeoutMs;
     this.random = opts.random ?? Math.random;
+    this.engine = new DeliveryEngine({
+      store: {
+        delivered: (entry) => this.settled(entry.seq),
+        // A retry waits in this consumer's queue; the message stays claimed meanwhile.
+        retrying: () => {},
+        deadLettered: (entries, reason, now) => this.storeDeadLetters(entries, reason, now),
+      },
+      targets: () => this.targets,
+      config: opts.config,
+      random: this.random,
+    });
     this.reading = this.readLoop();
     const touch = setInterval(() => void this.keepClaimed(), Math.max(50, Math.floor(this.claimIdleMs / 3)));
     touch.unref();
@@ -128,7 +122,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
    * first to find it idle again, and a message one node passes on would never reach another.
    */
   private scheduleTakeOver(): void {
-    if (this.state !== 'open') return;
+    if (this.engine.state !== 'open') return;
     const quarter = Math.max(25, Math.floor(this.claimIdleMs / 4));
     const timer = setTimeout(() => {
       this.timers.splice(this.timers.indexOf(timer), 1);
@@ -150,7 +144,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
    * reload debounce applied there (held leaves come from the stream when due).
    */
   channelEvents(appId: string, events: readonly ChannelEventBody[]): void {
-    if (this.state === 'closed' || !this.targets.appHasWebhooks(appId)) return;
+    if (this.engine.state === 'closed' || !this.targets.appHasWebhooks(appId)) return;
     const createdAt = Date.now();
     const byReceiver = new Map<string, { target: WebhookTarget; events: (ChannelEventBody & { id: string })[] }>();
     for (const event of events) {
@@ -165,7 +159,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   }
 
   pushEvent(e: PushWebhookEvent): void {
-    if (this.state === 'closed') return;
+    if (this.engine.state === 'closed') return;
     const createdAt = Date.now();
     const id = newEventId();
     if (e.url !== undefined) {
@@ -188,7 +182,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
     const written = this.redis.xadd(this.keys.webhookOutbox(), '*', 'm', JSON.stringify(message)).then(
       () => undefined,
       (err: unknown) => {
-        if (this.state === 'closed') {
+        if (this.engine.state === 'closed') {
           log.error('webhook lost: Redis unavailable while the node stopped', { ids: message.k === 'push' ? [message.id] : message.events.map((e) => e.id), error: String(err) });
           return;
         }
@@ -218,7 +212,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   private async readLoop(): Promise<void> {
     await this.connections.ready(60_000).catch(() => {});
     let grouped = false;
-    while (this.state === 'open') {
+    while (this.engine.state === 'open') {
       try {
         if (!grouped) {
           await this.ensureGroup();
@@ -227,7 +221,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
         const reply = (await this.reader.xreadgroup('GROUP', DELIVERY_GROUP, this.consumer, 'COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', this.keys.webhookOutbox(), '>')) as
           | [string, [string, string[]][]][]
           | null;
-        if (this.state !== 'open') {
+        if (this.engine.state !== 'open') {
           // Read while closing: handed back at once rather than left to a takeover.
           for (const [, messages] of reply ?? []) for (const [streamId, fields] of messages) await this.handBack(streamId, fields);
           break;
@@ -236,7 +230,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
       } catch (err) {
         // NOGROUP: Redis came back empty; the group is made again.
         if (String(err).includes('NOGROUP')) grouped = false;
-        if (this.state !== 'open') break;
+        if (this.engine.state !== 'open') break;
         await new Promise((r) => setTimeout(r, RETRY_REDIS_MS));
       }
     }
@@ -276,10 +270,10 @@ export class SharedWebhookOutbox implements WebhookEmitter {
       entry.seq = ++this.seq;
       this.messageOf.set(entry.seq, streamId);
       if (this.targets.credentials(entry.target).kind === 'gone') {
-        this.deadLetter([entry], 'receiver no longer configured', Date.now());
+        this.engine.deadLetter([entry], 'receiver no longer configured', Date.now());
         continue;
       }
-      this.enqueue(entry);
+      this.engine.enqueue(entry);
     }
   }
 
@@ -320,7 +314,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
       entry.seq = ++this.seq;
       this.messageOf.set(entry.seq, streamId);
     }
-    this.deadLetter(entries, 'receiver no longer configured', now);
+    this.engine.deadLetter(entries, 'receiver no longer configured', now);
   }
 
   /**
@@ -342,7 +336,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
 
   /** Keeps the messages this consumer holds from looking abandoned (resets their idle time). */
   private async keepClaimed(): Promise<void> {
-    if (this.state === 'closed' || this.unsettled.size === 0) return;
+    if (this.engine.state === 'closed' || this.unsettled.size === 0) return;
     const ids = [...this.unsettled.keys()];
     for (let i = 0; i < ids.length; i += 1000) {
       await this.redis.xclaim(this.keys.webhookOutbox(), DELIVERY_GROUP, this.consumer, 0, ...ids.slice(i, i + 1000), 'JUSTID').catch(() => {});
@@ -351,7 +345,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
 
   /** Takes over messages idle for nodeTimeoutMs: their consumer's node died or stopped. */
   private async takeOver(): Promise<void> {
-    if (this.state !== 'open') return;
+    if (this.engine.state !== 'open') return;
     try {
       let cursor = '0-0';
       do {
@@ -364,7 +358,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
         for (const [streamId, fields] of claimed) this.accept(streamId, fields);
         for (const streamId of deleted ?? []) void this.redis.xack(this.keys.webhookOutbox(), DELIVERY_GROUP, streamId).catch(() => {});
         cursor = next;
-      } while (cursor !== '0-0' && this.state === 'open');
+      } while (cursor !== '0-0' && this.engine.state === 'open');
       await this.forgetGoneConsumers();
     } catch {
       // Redis away (or no group yet): the next pass tries again.
@@ -413,14 +407,14 @@ export class SharedWebhookOutbox implements WebhookEmitter {
       () => undefined,
       () => {
         // Redis away: the messages would be sent again by whoever claims them; try for a while.
-        if (attempt < 20 && this.state !== 'closed') setTimeout(() => this.acknowledgeNow(ids, attempt + 1), RETRY_REDIS_MS).unref();
+        if (attempt < 20 && this.engine.state !== 'closed') setTimeout(() => this.acknowledgeNow(ids, attempt + 1), RETRY_REDIS_MS).unref();
       },
     );
     this.writes.add(done);
     void done.finally(() => this.writes.delete(done));
   }
 
-  // --- delivery (as the LMDB outbox) ----------------------------------------------------
+  // --- delivery (delivery-engine.ts, as the LMDB outbox) ----------------------------------------------------
 
   reload(config: Readonly<Pick<HeraldConfig, 'apps' | 'push'>>): void {
     this.targets = new WebhookTargets(config);
@@ -432,11 +426,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   }
 
   stats(): WebhookStats {
-    let pending = 0;
-    let inFlight = 0;
-    for (const q of this.queues.values()) pending += q.size;
-    for (const slots of this.urls.values()) inFlight += slots.active;
-    return { shard: Number(/\.s(\d+)\./.exec(this.consumer)?.[1] ?? 0), ...this.counters, pending, held: 0, inFlight, receivers: this.queues.size, deadLetterStored: this.deadStored };
+    return { shard: this.shardIndex, ...this.engine.counters, ...this.engine.backlog(), held: 0, deadLetterStored: this.deadStored };
   }
 
   /**
@@ -447,13 +437,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   async drain(waitMs: number): Promise<number> {
     const until = Date.now() + waitMs;
     await Promise.race([this.flushed(), new Promise((r) => setTimeout(r, waitMs))]);
-    for (;;) {
-      const now = Date.now();
-      let left = 0;
-      for (const q of this.queues.values()) left += q.unattempted(now);
-      if (left === 0 || this.state !== 'open' || now >= until) return left;
-      await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
-    }
+    return this.engine.drainUntil(until);
   }
 
   /**
@@ -462,20 +446,11 @@ export class SharedWebhookOutbox implements WebhookEmitter {
    * answer, another node takes it over after nodeTimeoutMs.
    */
   async close(graceMs = CLOSE_GRACE_MS): Promise<void> {
-    if (this.state !== 'open') return;
-    this.state = 'closing';
+    if (this.engine.state !== 'open') return;
     for (const t of this.timers) clearTimeout(t);
-    for (const q of this.queues.values()) clearTimeout(q.timer);
-    if (this.requests.size > 0) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.allSettled([...this.requests]), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
-      clearTimeout(timer);
-    }
+    await this.engine.stopSending(graceMs);
     await Promise.race([this.flushed(), new Promise((r) => setTimeout(r, graceMs))]);
-    this.state = 'closed';
-    this.closeController.abort();
-    await Promise.allSettled([...this.requests]);
-    this.sender.close();
+    await this.engine.abort();
     // What is still held (not delivered in the grace period) goes back to the other nodes now.
     await this.reading.catch(() => {});
     for (const streamId of [...this.unsettled.keys()]) await this.handBack(streamId);
@@ -483,133 +458,8 @@ export class SharedWebhookOutbox implements WebhookEmitter {
     await this.reading.catch(() => {});
   }
 
-  private enqueue(entry: OutboxEntry): void {
-    const queue = this.queueFor(entry.target);
-    queue.add(entry);
-    this.wakeAt(queue, readyAt(entry, queue.batchWindowMs));
-  }
-
-  private queueFor(target: WebhookTarget): DeliveryQueue {
-    const key = queueKey(target);
-    let queue = this.queues.get(key);
-    if (!queue) {
-      const batched = target.kind === 'channel';
-      queue = new DeliveryQueue(key, target, batched ? MAX_EVENTS_PER_REQUEST : 1, batched ? this.delivery.batchWindowMs : 0);
-      this.queues.set(key, queue);
-      let slots = this.urls.get(target.url);
-      if (!slots) this.urls.set(target.url, (slots = { active: 0, queues: new Set() }));
-      slots.queues.add(queue);
-    }
-    return queue;
-  }
-
-  private wakeAt(queue: DeliveryQueue, at: number): void {
-    if (this.state !== 'open' || at >= queue.timerAt) return;
-    clearTimeout(queue.timer);
-    queue.timerAt = at;
-    queue.timer = setTimeout(() => {
-      queue.timer = undefined;
-      queue.timerAt = Number.POSITIVE_INFINITY;
-      this.dispatch(queue);
-    }, Math.max(0, at - Date.now()));
-  }
-
-  private dispatch(queue: DeliveryQueue): void {
-    if (this.state !== 'open') return;
-    const slots = this.urls.get(queue.target.url)!;
-    const now = Date.now();
-    while (slots.active < this.delivery.concurrencyPerUrl) {
-      const batch = queue.take(now);
-      if (batch.length === 0) break;
-      slots.active++;
-      this.send(queue, slots, batch);
-    }
-    const next = queue.nextWakeAt(now);
-    if (next !== Number.POSITIVE_INFINITY) this.wakeAt(queue, next);
-  }
-
-  private send(queue: DeliveryQueue, slots: UrlSlots, batch: OutboxEntry[]): void {
-    const now = Date.now();
-    const request = this.buildRequest(queue.target, batch, now);
-    if (!request) {
-      slots.active--;
-      for (const entry of batch) queue.remove(entry.seq);
-      this.deadLetter(batch, 'receiver no longer configured', now);
-      return;
-    }
-    const done = this.sender.post(request, queue.target.kind === 'publish', this.delivery.timeoutMs, this.closeController.signal)
-      .then((result) => {
-        if (this.state === 'closed') return;
-        this.settle(queue, batch, result);
-      })
-      .catch((err: unknown) => log.error('webhook delivery bug', { error: String((err as Error)?.stack ?? err) }))
-      .finally(() => {
-        this.requests.delete(done);
-        slots.active--;
-        if (this.state !== 'open') return;
-        for (const q of slots.queues) this.dispatch(q);
-        this.forgetIfIdle(queue);
-      });
-    this.requests.add(done);
-  }
-
-  private forgetIfIdle(queue: DeliveryQueue): void {
-    if (queue.size > 0 || queue.inFlightCount > 0 || this.queues.get(queue.key) !== queue) return;
-    clearTimeout(queue.timer);
-    this.queues.delete(queue.key);
-    const slots = this.urls.get(queue.target.url);
-    if (!slots) return;
-    slots.queues.delete(queue);
-    if (slots.queues.size === 0 && slots.active === 0) this.urls.delete(queue.target.url);
-  }
-
-  private buildRequest(target: WebhookTarget, batch: readonly OutboxEntry[], now: number): WebhookRequest | undefined {
-    const creds = this.targets.credentials(target);
-    switch (creds.kind) {
-      case 'channel':
-        return channelRequest(target.url, creds.appKey, creds.appSecret, batch, now);
-      case 'push':
-        return pushRequest(target.url, creds.secret, batch[0]!);
-      case 'publish':
-        return publishRequest(target.url, batch[0]!);
-      case 'gone':
-        return undefined;
-    }
-  }
-
-  private settle(queue: DeliveryQueue, batch: readonly OutboxEntry[], result: DeliveryResult): void {
-    queue.settle(batch);
-    tapWebhookAttempt(queue.target, batch, result);
-    const now = Date.now();
-    if (result.ok) {
-      this.counters.requests++;
-      this.counters.sent += batch.length;
-      for (const entry of batch) {
-        queue.remove(entry.seq);
-        this.settled(entry.seq);
-      }
-      return;
-    }
-    this.counters.failedAttempts++;
-    log.debug('webhook attempt failed', { url: redactUrl(queue.target.url), events: batch.length, error: result.error });
-    const dead: OutboxEntry[] = [];
-    const jitter = this.random();
-    for (const entry of batch) {
-      const attempts = entry.attempts + 1;
-      if (attempts >= this.delivery.maxAttempts || result.final) {
-        queue.remove(entry.seq);
-        dead.push({ ...entry, attempts });
-        continue;
-      }
-      queue.add({ ...entry, attempts, notBefore: now + retryDelayMs(attempts, this.delivery.retryBaseMs, () => jitter, result.retryAfterMs) });
-    }
-    this.deadLetter(dead, result.error, now);
-  }
-
-  /** Moves entries to the shared dead letters (a capped stream); one warning per call. */
-  private deadLetter(entries: readonly OutboxEntry[], reason: string, now: number): void {
-    const first = entries[0];
-    if (!first) return;
+  /** Moves entries to the shared dead letters (a capped stream); each settles its message once written. */
+  private storeDeadLetters(entries: readonly OutboxEntry[], reason: string, now: number): void {
     for (const entry of entries) {
       const record = JSON.stringify({ entry, deadAt: now, reason });
       void this.redis
@@ -619,16 +469,5 @@ export class SharedWebhookOutbox implements WebhookEmitter {
         .catch(() => {})
         .finally(() => this.settled(entry.seq));
     }
-    this.counters.deadLettered += entries.length;
-    const target = first.target;
-    log.warn('webhook dead-lettered', {
-      url: redactUrl(target.url),
-      attempts: Math.max(...entries.map((e) => e.attempts)),
-      events: entries.length,
-      eventIds: entries.slice(0, 10).map((e) => e.id),
-      kind: target.kind,
-      ...(target.kind === 'channel' ? { appId: target.appId } : { instanceId: target.instanceId }),
-      reason,
-    });
   }
 }

@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { registerLogFile } from './test-logs.js';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '../..');
@@ -13,6 +13,20 @@ export const CLI = join(REPO_ROOT, 'dist/src/cli.js');
 
 export const DEFAULT_APP = { id: 'app-id', key: 'app-key', secret: 'app-secret' } as const;
 export const DEFAULT_PUSH = { instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10', secretKey: 'push-secret' } as const;
+
+/** How long a start may take to print its listening line: three nodes starting at once on a loaded 2-core machine need far more than one. */
+const START_TIMEOUT_MS = 60_000;
+
+/** Config dirs not yet removed; whatever a test left (a process killed, no dispose) goes when the test process exits. */
+const configDirs = new Set<string>();
+process.once('exit', () => {
+  for (const dir of configDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function removeConfigDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+  configDirs.delete(dir);
+}
 
 export interface HeraldOptions {
   /**
@@ -40,6 +54,7 @@ export class HeraldProcess {
   stdout = '';
   stderr = '';
   private readonly ownsDataDir: boolean;
+  /** The config file, alone in its own temp dir (removed by dispose, or when the test process exits). */
   private configPath: string | undefined;
   /** Its stdout and stderr, in a file shown when a test fails (test/helpers/test-logs.ts). */
   private readonly logFile = registerLogFile('herald');
@@ -70,7 +85,9 @@ export class HeraldProcess {
 
   private async startOnce(): Promise<this> {
     if (this.options.config && !this.configPath) {
-      this.configPath = join(this.dataDir, '..', `herald-config-${process.pid}-${Math.random().toString(36).slice(2)}.json`);
+      const dir = mkdtempSync(join(tmpdir(), 'herald-config-'));
+      configDirs.add(dir);
+      this.configPath = join(dir, 'config.json');
       writeFileSync(this.configPath, JSON.stringify(this.options.bare ? this.options.config : withTestDefaults(this.options.config)));
     }
     const args = [this.options.cli ?? CLI];
@@ -97,7 +114,10 @@ export class HeraldProcess {
       if (process.env.HERALD_TEST_VERBOSE) process.stderr.write(d);
     });
     await new Promise<void>((resolvePromise, reject) => {
-      const timer = setTimeout(() => reject(new Error(`herald did not start in 20 s\nstdout: ${this.stdout}\nstderr: ${this.stderr}`)), 20_000);
+      const timer = setTimeout(
+        () => reject(new Error(`herald did not start in ${START_TIMEOUT_MS / 1000} s\nstdout: ${this.stdout}\nstderr: ${this.stderr}`)),
+        START_TIMEOUT_MS,
+      );
       child.stdout!.on('data', (d: Buffer) => {
         this.stdout += d.toString();
         this.logFile.append(d.toString());
@@ -163,7 +183,7 @@ export class HeraldProcess {
   async dispose(): Promise<void> {
     await this.stop('SIGKILL');
     this.logFile.unregister();
-    if (this.configPath) rmSync(this.configPath, { force: true });
+    if (this.configPath) removeConfigDir(dirname(this.configPath));
     if (this.ownsDataDir) rmSync(this.dataDir, { recursive: true, force: true });
   }
 }

@@ -4,12 +4,12 @@
  * subscribers, channels only it held are vacated (one webhook each), and C3 / C4 / C6 keep no
  * ghost. A node stopped gracefully leaves at once.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
-import { ClientPool, settled } from '../helpers/channel-clients.js';
-import { distinctEvents, eventLabel, heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { settled } from '../helpers/channel-clients.js';
+import { ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { clusterWebhookBed } from '../helpers/cluster-webhooks.js';
 import { sleep, until } from '../helpers/wait.js';
-import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const CREDS = { id: 'crash-app', key: 'crash-key', secret: 'crash-secret' };
 const NODE_TIMEOUT_MS = 2000;
@@ -18,31 +18,18 @@ const REAP_BOUND_MS = NODE_TIMEOUT_MS + 5000;
 /** Bound on a woken node's re-registration being reported (its timers and sockets catch up first on a loaded host). */
 const WAKE_BOUND_MS = NODE_TIMEOUT_MS + 12_000;
 
-const bed = heraldClusterBed('crash');
-const pool = new ClientPool(CREDS);
-let receiver: WebhookReceiver;
-
-beforeAll(async () => {
-  receiver = await WebhookReceiver.start();
-});
-afterEach(() => pool.disconnectAll());
-afterAll(async () => {
-  await receiver?.close();
-});
+const setup = clusterWebhookBed('crash', CREDS);
+const { bed, pool } = setup;
 
 function config(reloadDebounceMs = 300): { apps: Record<string, unknown>[]; config: Record<string, unknown> } {
   return {
-    apps: [{ ...CREDS, subscriptionCount: true, userAuthentication: true, webhooks: [{ url: receiver.url('/crash'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }] }],
+    apps: [{ ...CREDS, subscriptionCount: true, userAuthentication: true, webhooks: [{ url: setup.receiver.url('/crash'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }] }],
     config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs, retryBaseMs: 50, maxAttempts: 30, timeoutMs: 2000 } },
   };
 }
 
 /** Labels of delivered webhook events on channels containing `tag`. */
-function hooks(tag: string): string[] {
-  return distinctEvents(receiver.deliveredEvents())
-    .filter((e) => String(e.channel).includes(tag))
-    .map(eventLabel);
-}
+const hooks = setup.labels;
 
 async function json(sdk: PusherServer, path: string, params?: Record<string, string>): Promise<unknown> {
   return (await sdk.get({ path, ...(params && { params }) })).json();

@@ -4,32 +4,21 @@
  * (nothing done, retry) rather than a partial delivery; once Redis is back the nodes register
  * what they hold again and cross-node delivery resumes by itself.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
-import { ClientPool, rawConnection, refusal, settled } from '../helpers/channel-clients.js';
-import { deliveryResumes, distinctEvents, eventLabel, heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { rawConnection, refusal, settled } from '../helpers/channel-clients.js';
+import { deliveryResumes, distinctEvents, eventLabel, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { clusterWebhookBed } from '../helpers/cluster-webhooks.js';
 import { sleep, until } from '../helpers/wait.js';
-import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const APP = { id: 'out-app', key: 'out-key', secret: 'out-secret', clientEvents: true };
 /** An app with a connection limit: its new connections need Redis to be counted. */
 const LIMITED = { id: 'out-limited', key: 'out-limited-key', secret: 'out-limited-secret', maxConnections: 10 };
-const bed = heraldClusterBed('outage');
-const pool = new ClientPool(APP);
-let receiver: WebhookReceiver;
+const setup = clusterWebhookBed('outage', APP);
+const { bed, pool } = setup;
 
-beforeAll(async () => {
-  receiver = await WebhookReceiver.start();
-});
-afterEach(() => pool.disconnectAll());
-afterAll(async () => {
-  await receiver?.close();
-});
-
-/** Labels of the delivered webhook events (no subscription counts). */
-function hooks(): string[] {
-  return distinctEvents(receiver.deliveredEvents()).map(eventLabel);
-}
+/** Labels of the delivered webhook events. */
+const hooks = (): string[] => setup.labels();
 
 const count = (labels: string[], label: string): number => labels.filter((l) => l === label).length;
 
@@ -62,7 +51,7 @@ async function retried<T>(call: () => Promise<T>, timeoutMs = 15_000): Promise<T
 
 describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
   it('nodes keep their sockets, triggers answer 503 CLUSTER_UNAVAILABLE, delivery across nodes resumes by itself', async () => {
-    const webhooks = [{ url: receiver.url('/outage'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
+    const webhooks = [{ url: setup.receiver.url('/outage'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
     const cluster = await bed.start({ apps: [{ ...APP, webhooks }, LIMITED], config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50 } } });
     const s1 = await pool.connect(cluster.a, { userId: 'ua' });
     const s2 = await pool.connect(cluster.a, { userId: 'ua2' });
@@ -144,7 +133,7 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
   });
 
   it('members and channels that left while Redis was away and came back empty are reported once for the cluster (member_removed, channel_vacated, frames)', async () => {
-    const webhooks = [{ url: receiver.url('/gap'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
+    const webhooks = [{ url: setup.receiver.url('/gap'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
     const cluster = await bed.start({ apps: [{ ...APP, webhooks }], config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50 } } });
     // Node A: five users who leave during the gap (on presence-gap, and alone on presence-gone
     // and gap-news), one who stays, and one who leaves A but stays connected on B.
@@ -159,7 +148,7 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     await sharedOnB.subscribe('presence-gap');
     const seenOnB = await watcherB.subscribe('presence-gap');
     await until(() => seenOnB.memberIds().length === 8, 'every member seen on node B');
-    const labels = (): string[] => distinctEvents(receiver.deliveredEvents()).map(eventLabel).filter((l) => l.includes('gap') || l.includes('gone'));
+    const labels = (): string[] => distinctEvents(setup.receiver.deliveredEvents()).map(eventLabel).filter((l) => l.includes('gap') || l.includes('gone'));
     await until(() => count(labels(), 'member_added:presence-gap:gb') === 1 && count(labels(), 'channel_occupied:gap-news') === 1, 'webhooks before the outage');
     const before = labels().length;
 
@@ -172,7 +161,7 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
 
     const left = ['g1', 'g2', 'g3', 'g4', 'g5'];
     const due = [...left.map((u) => `member_removed:presence-gap:${u}`), ...left.map((u) => `member_removed:presence-gone:${u}`), 'channel_vacated:presence-gone', 'channel_vacated:gap-news'];
-    await receiver.waitFor(() => due.every((l) => labels().includes(l)), 30_000, `the leaves of the gap: ${due.join(', ')}`);
+    await setup.receiver.waitFor(() => due.every((l) => labels().includes(l)), 30_000, `the leaves of the gap: ${due.join(', ')}`);
     // The members still on the channel see them go, on either node.
     await until(() => seenOnB.memberIds().join() === 'gb,gshared,gstay', 'node B subscriber seeing the leavers go', 10_000);
     await sleep(cluster.nodeTimeoutMs * 2);

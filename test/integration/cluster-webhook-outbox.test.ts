@@ -5,41 +5,31 @@
  * data dirs deleted; once the receiver answers again, the surviving node delivers every webhook,
  * each with the id it was first attempted with.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ClientPool } from '../helpers/channel-clients.js';
-import { eventLabel, heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { describe, expect, it } from 'vitest';
+import { eventLabel, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { clusterWebhookBed } from '../helpers/cluster-webhooks.js';
 import { until } from '../helpers/wait.js';
-import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const APP = { id: 'ob-app', key: 'ob-key', secret: 'ob-secret' };
-const bed = heraldClusterBed('outbox');
-const pool = new ClientPool(APP);
-let receiver: WebhookReceiver;
-
-beforeAll(async () => {
-  receiver = await WebhookReceiver.start();
-});
-afterEach(() => pool.disconnectAll());
-afterAll(async () => {
-  await receiver?.close();
-});
+const setup = clusterWebhookBed('outbox', APP);
+const { bed, pool } = setup;
 
 type Hook = Record<string, unknown> & { id: string };
 
 /** Every event of every request the receiver got (answered or failed), with its answer. */
 function attempts(): { event: Hook; ok: boolean }[] {
-  return receiver.requests.flatMap((r) => (JSON.parse(r.rawBody) as { events: Hook[] }).events.map((event) => ({ event, ok: r.status >= 200 && r.status < 300 })));
+  return setup.receiver.requests.flatMap((r) => (JSON.parse(r.rawBody) as { events: Hook[] }).events.map((event) => ({ event, ok: r.status >= 200 && r.status < 300 })));
 }
 
 describe.skipIf(ONE_PROCESS)('shared webhook outbox', () => {
   it('delivers every webhook, with its id, after the deciding and the holding nodes are killed and their disks deleted', async () => {
-    const webhooks = [{ url: receiver.url('/outbox'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
+    const webhooks = [{ url: setup.receiver.url('/outbox'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
     const cluster = await bed.start({
       nodes: 3,
       apps: [{ ...APP, webhooks }],
       config: { webhookDelivery: { batchWindowMs: 20, reloadDebounceMs: 1500, retryBaseMs: 50, maxAttempts: 1000, timeoutMs: 2000 } },
     });
-    receiver.failAll(503);
+    setup.receiver.failAll(503);
     const onA = await pool.connect(cluster.a, { userId: 'ua' });
     const onB = await pool.connect(cluster.b, { userId: 'ub' });
     await onA.subscribe('presence-ob-decided');
@@ -61,7 +51,7 @@ describe.skipIf(ONE_PROCESS)('shared webhook outbox', () => {
     await Promise.all([cluster.a.dispose(), cluster.b.dispose()]);
 
     // Node C alone: it takes over what A and B held and releases B's held leave.
-    receiver.failAll(false);
+    setup.receiver.failAll(false);
     const due = [
       'member_added:presence-ob-decided:ua',
       'member_added:presence-ob-held:ub',
@@ -84,7 +74,7 @@ describe.skipIf(ONE_PROCESS)('shared webhook outbox', () => {
   }, 120_000);
 
   it('a node whose config lacks the receiver leaves its webhooks to one that has it', async () => {
-    const webhooks = [{ url: receiver.url('/known'), events: ['channel_occupied'] }];
+    const webhooks = [{ url: setup.receiver.url('/known'), events: ['channel_occupied'] }];
     // Node B's config has the app without its receiver (a reload that reached one node only).
     const cluster = await bed.start({
       apps: [{ ...APP, webhooks }],

@@ -5,12 +5,11 @@
  * node and a join on another within it send nothing). A real local receiver records the posts
  * and the official `pusher` SDK checks their signatures.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import Pusher from 'pusher';
-import { ClientPool } from '../helpers/channel-clients.js';
-import { distinctEvents, eventLabel, heraldClusterBed } from '../helpers/herald-cluster.js';
+import { distinctEvents, eventLabel } from '../helpers/herald-cluster.js';
+import { clusterWebhookBed } from '../helpers/cluster-webhooks.js';
 import { sleep, until } from '../helpers/wait.js';
-import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const CREDS = { id: 'wh-app', key: 'wh-key', secret: 'wh-secret' };
 const SIGNER = new Pusher({ appId: CREDS.id, key: CREDS.key, secret: CREDS.secret, host: '127.0.0.1' });
@@ -18,25 +17,16 @@ const DELIVERY = { batchWindowMs: 50, retryBaseMs: 50, maxAttempts: 30, timeoutM
 
 type WebhookEvent = Record<string, unknown> & { name: string; channel: string };
 
-const bed = heraldClusterBed('webhooks');
-const pool = new ClientPool(CREDS);
-let receiver: WebhookReceiver;
-
-beforeAll(async () => {
-  receiver = await WebhookReceiver.start();
-});
-afterEach(() => pool.disconnectAll());
-afterAll(async () => {
-  await receiver?.close();
-});
+const setup = clusterWebhookBed('webhooks', CREDS);
+const { bed, pool } = setup;
 
 function apps(): Record<string, unknown>[] {
-  return [{ ...CREDS, subscriptionCount: true, clientEvents: true, webhooks: [{ url: receiver.url('/pusher') }] }];
+  return [{ ...CREDS, subscriptionCount: true, clientEvents: true, webhooks: [{ url: setup.receiver.url('/pusher') }] }];
 }
 
 /** Every delivered event (redeliveries once) on channels whose name contains `tag`, each request's signature checked. */
 function events(tag: string): WebhookEvent[] {
-  const all = receiver.delivered().flatMap((req) => {
+  const all = setup.receiver.delivered().flatMap((req) => {
     const hook = SIGNER.webhook({ headers: req.headers, rawBody: req.rawBody });
     expect(hook.isValid(), `signature of ${req.rawBody}`).toBe(true);
     return hook.getEvents() as unknown as WebhookEvent[];

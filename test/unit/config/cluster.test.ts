@@ -1,7 +1,7 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { ConfigError, loadConfig, parseConfig } from '../../../src/config/load.js';
 
 describe('config: cluster', () => {
@@ -27,6 +27,7 @@ describe('config: cluster', () => {
     const env = { HERALD_REDIS_URL: 'redis://:pw@mymaster', HERALD_REDIS_SENTINELS: '10.0.0.1:26379, 10.0.0.2:26379', HERALD_REDIS_SENTINEL_MASTER: 'mymaster' };
     expect(loadConfig({ env }).cluster?.sentinel).toEqual({ masterName: 'mymaster', addresses: ['10.0.0.1:26379', '10.0.0.2:26379'], tls: false });
     const dir = mkdtempSync(join(tmpdir(), 'herald-config-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const path = join(dir, 'config.json');
     const sentinel = { masterName: 'file-master', addresses: ['file:26379'], tls: true };
     writeFileSync(path, JSON.stringify({ cluster: { redisUrl: 'redis://file:6379', keyPrefix: 'blue:', sentinel } }));
@@ -46,6 +47,7 @@ describe('config: cluster', () => {
       nodeTimeoutMs: 10_000,
     });
     const dir = mkdtempSync(join(tmpdir(), 'herald-config-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const path = join(dir, 'config.json');
     writeFileSync(path, JSON.stringify({ cluster: { redisUrl: 'redis://file:6379', keyPrefix: 'blue:', nodeTimeoutMs: 5000 } }));
     expect(loadConfig({ configPath: path, env: { HERALD_REDIS_URL: 'redis://env:6379' } }).cluster).toEqual({
