@@ -20,13 +20,31 @@ import pg from 'pg';
 import { lockDataDir, DataDirError, RESHARD_PLAN_FILE, type DataDirIdentity } from '../../../shards/data-dir.js';
 import { fnv1a32 } from '../../../shards/hash.js';
 import { openShardDatabase } from '../../../shards/storage.js';
-import { decodeKey } from '../../keys.js';
+import { decodeKey, keyAfter } from '../../keys.js';
 import { decodeDeviceRecord, type DeviceRecord } from '../../shard/devices/device-record.js';
 import { interestsOf, openDeviceDatabases } from '../../shard/devices/device-databases.js';
 import { migrate } from './migrations.js';
 
 /** Devices per transaction. */
 const BATCH = 500;
+
+/** A positive integer test hook (HERALD_TEST_HOOKS=1), else undefined. */
+function testHook(name: 'HERALD_PUSH_TO_POSTGRES_BATCH' | 'HERALD_PUSH_TO_POSTGRES_PAUSE_AFTER_BATCHES'): number | undefined {
+  if (process.env.HERALD_TEST_HOOKS !== '1') return undefined;
+  const value = Number(process.env[name]);
+  return Number.isInteger(value) && value > 0 ? value : undefined;
+}
+
+/**
+ * Test hook: after HERALD_PUSH_TO_POSTGRES_PAUSE_AFTER_BATCHES committed batches, prints
+ * `paused` and waits (up to a minute) for a stop request or a kill.
+ */
+async function pauseForTest(batches: number, log: (line: string) => void, stopRequested: () => boolean): Promise<void> {
+  if (batches !== testHook('HERALD_PUSH_TO_POSTGRES_PAUSE_AFTER_BATCHES')) return;
+  log('paused');
+  const until = Date.now() + 60_000;
+  while (!stopRequested() && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
+}
 
 export class PushToPostgresError extends Error {
   override readonly name = 'PushToPostgresError';
@@ -46,6 +64,8 @@ export interface PushToPostgresResult {
   usersAssociated: number;
   /** False when stopRequested ended the copy early. */
   complete: boolean;
+  /** Transactions committed. */
+  batches: number;
 }
 
 interface DeviceRow {
@@ -75,7 +95,7 @@ export async function pushToPostgres(options: PushToPostgresOptions): Promise<Pu
     throw err;
   }
   const pool = new pg.Pool({ connectionString: options.url, max: 2, application_name: 'herald-push-to-postgres' });
-  const result: PushToPostgresResult = { devices: 0, subscriptions: 0, usersAssociated: 0, complete: false };
+  const result: PushToPostgresResult = { devices: 0, subscriptions: 0, usersAssociated: 0, complete: false, batches: 0 };
   try {
     const applied = await migrate(pool);
     if (applied.length > 0) log(`schema migrated (versions ${applied.join(', ')})`);
@@ -85,9 +105,8 @@ export async function pushToPostgres(options: PushToPostgresOptions): Promise<Pu
       if (!existsSync(path)) continue;
       const root = openShardDatabase(path);
       try {
-        const copied = await copyShard(pool, openDeviceDatabases(root), options.stopRequested ?? (() => false), result);
+        const copied = await copyShard(pool, openDeviceDatabases(root), options.stopRequested ?? (() => false), result, log);
         log(`shard ${shard}: ${copied} device(s) copied`);
-        if (!copied && options.stopRequested?.()) break;
       } finally {
         await root.close();
       }
@@ -114,26 +133,39 @@ async function shareInstallSecret(pool: pg.Pool, secret: string): Promise<void> 
 }
 
 /** Copies every device of one shard, BATCH per transaction; resolves to how many. */
-async function copyShard(pool: pg.Pool, db: ReturnType<typeof openDeviceDatabases>, stopRequested: () => boolean, result: PushToPostgresResult): Promise<number> {
+async function copyShard(
+  pool: pg.Pool,
+  db: ReturnType<typeof openDeviceDatabases>,
+  stopRequested: () => boolean,
+  result: PushToPostgresResult,
+  log: (line: string) => void,
+): Promise<number> {
+  const size = testHook('HERALD_PUSH_TO_POSTGRES_BATCH') ?? BATCH;
   let copied = 0;
-  let batch: DeviceRow[] = [];
-  // Snapshot reads in key order; each batch is copied before the next is read.
-  for (const { key, value } of db.devices.getRange({})) {
-    const [instanceId, deviceId] = decodeKey(key as Uint8Array);
-    if (instanceId === undefined || deviceId === undefined) continue;
-    batch.push({ instanceId, deviceId, record: decodeDeviceRecord(value), interests: interestsOf(db, instanceId, deviceId) });
-    if (batch.length >= BATCH) {
-      await writeBatch(pool, batch, result);
-      copied += batch.length;
-      batch = [];
-      if (stopRequested()) return copied;
+  let start: Uint8Array | undefined;
+  for (;;) {
+    // BATCH records from where the last batch ended, read before anything is written (no read transaction is held across a write).
+    const batch: DeviceRow[] = [];
+    let read = 0;
+    let lastKey: string[] = [];
+    for (const { key, value } of db.devices.getRange({ ...(start && { start }), limit: size })) {
+      read++;
+      lastKey = decodeKey(key as Uint8Array);
+      const [instanceId, deviceId] = lastKey;
+      if (instanceId === undefined || deviceId === undefined) continue;
+      // Decoded at once: the value's bytes are not ours to keep.
+      batch.push({ instanceId, deviceId, record: decodeDeviceRecord(value), interests: [] });
     }
-  }
-  if (batch.length > 0) {
-    await writeBatch(pool, batch, result);
+    for (const device of batch) device.interests = interestsOf(db, device.instanceId, device.deviceId);
+    if (batch.length > 0) {
+      await writeBatch(pool, batch, result);
+      result.batches++;
+      await pauseForTest(result.batches, log, stopRequested);
+    }
     copied += batch.length;
+    if (read < size || stopRequested()) return copied;
+    start = keyAfter(lastKey);
   }
-  return copied;
 }
 
 /** One transaction: the batch's devices made exactly as in the data dir. */
