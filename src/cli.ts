@@ -5,6 +5,9 @@
  * SIGHUP re-reads the config file (never ends the process).
  * `herald reshard --shards <n> [--config <path>] [--data-dir <dir>]`: rewrites a stopped data
  * dir for another shard count (src/reshard.ts).
+ * `herald push-to-postgres [--postgres-url <url>] [--config <path>] [--data-dir <dir>]`: moves
+ * a stopped single node's push devices into the cluster's PostgreSQL
+ * (src/push/store/postgres/push-to-postgres.ts).
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -13,11 +16,15 @@ import { loadConfig, ConfigError } from './config/load.js';
 import { DEFAULT_ADMIN_TOKEN, DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './config/schema.js';
 import { DataDirError } from './shards/data-dir.js';
 import { reshard } from './reshard.js';
+import { pushToPostgres, PushToPostgresError } from './push/store/postgres/push-to-postgres.js';
 import { UwsLoadError } from './http/uws-native.js';
 import { ClusterStartError, ListenError, startHerald, type RunningHerald } from './server.js';
 import { log, setLogLevel } from './log.js';
 
-const USAGE = 'usage: herald [--config <file>] | --help | --version\n       herald reshard --shards <n> [--config <file>] [--data-dir <dir>]\n';
+const USAGE =
+  'usage: herald [--config <file>] | --help | --version\n' +
+  '       herald reshard --shards <n> [--config <file>] [--data-dir <dir>]\n' +
+  '       herald push-to-postgres [--postgres-url <url>] [--config <file>] [--data-dir <dir>]\n';
 
 /** Every environment variable Herald reads (a test keeps it in step with the sources). */
 const HELP =
@@ -97,8 +104,68 @@ async function reshardCommand(args: string[]): Promise<void> {
   process.stdout.write(`data dir ${dataDir} now has ${shards} shard(s); start Herald with shards=${shards} (HERALD_SHARDS=${shards})\n`);
 }
 
+async function pushToPostgresCommand(args: string[]): Promise<void> {
+  const values = argsOrUsage(
+    () =>
+      parseArgs({
+        args,
+        options: {
+          'postgres-url': { type: 'string' },
+          config: { type: 'string', short: 'c' },
+          'data-dir': { type: 'string' },
+          help: { type: 'boolean', short: 'h', default: false },
+        },
+      }).values,
+  );
+  if (values === null) return;
+  const usage =
+    'usage: herald push-to-postgres [--postgres-url <url>] [--config <file>] [--data-dir <dir>]\n' +
+    "Copies a stopped node's push devices (interests, users) into PostgreSQL (default: the config's cluster.postgresUrl, HERALD_POSTGRES_URL).\n" +
+    'Safe to interrupt: run it again to finish.\n';
+  if (values.help) {
+    process.stdout.write(usage);
+    return;
+  }
+  const overrides: Record<string, unknown> = {};
+  if (values['data-dir']) overrides.dataDir = values['data-dir'];
+  const config = loadConfig({ configPath: values.config, overrides });
+  const url = values['postgres-url'] ?? config.cluster?.postgresUrl;
+  if (!url) {
+    process.stderr.write(`herald push-to-postgres: no PostgreSQL URL: give --postgres-url, HERALD_POSTGRES_URL or cluster.postgresUrl\n${usage}`);
+    process.exitCode = 2;
+    return;
+  }
+  const dataDir = resolve(config.dataDir);
+  let interrupted = false;
+  const stop = (): void => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    process.stdout.write('herald push-to-postgres: interrupted; stopping after the batch under way (Ctrl-C again to stop at once)\n');
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  try {
+    const result = await pushToPostgres({ dataDir, url, log: (line) => process.stdout.write(`herald push-to-postgres: ${line}\n`), stopRequested: () => interrupted });
+    const figures = `${result.devices} device(s), ${result.subscriptions} subscription(s), ${result.usersAssociated} user association(s)`;
+    if (!result.complete) {
+      process.stdout.write(`herald push-to-postgres: stopped after ${figures}; run it again to finish\n`);
+      process.exitCode = 130;
+      return;
+    }
+    process.stdout.write(`push data of ${dataDir} copied to PostgreSQL: ${figures}\n`);
+  } catch (err) {
+    if (!(err instanceof PushToPostgresError)) throw err;
+    process.stderr.write(`herald push-to-postgres: ${err.message}\n`);
+    process.exitCode = 1;
+  } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+  }
+}
+
 async function main(): Promise<void> {
   if (process.argv[2] === 'reshard') return reshardCommand(process.argv.slice(3));
+  if (process.argv[2] === 'push-to-postgres') return pushToPostgresCommand(process.argv.slice(3));
   // SIGHUP's default action ends the process: until Herald is up, remember it and reload after.
   let hangupDuringStart = false;
   const early = (): void => {

@@ -23,7 +23,7 @@ export interface HeraldClusterOptions {
   nodeTimeoutMs?: number;
   /** Shards per node; default 1 (nodes share two cores with the rest of the suite). */
   shards?: number;
-  /** The `push` instances of each node, by index; default none (each instance is one node's). */
+  /** The `push` instances of each node, by index; default none. They need `postgresUrl`; then any node serves any instance (give every node the same list, as replicas run). */
   push?: Record<string, unknown>[][];
   /** cluster.postgresUrl of every node (the shared push store); default none. */
   postgresUrl?: string;

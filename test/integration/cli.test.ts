@@ -24,7 +24,8 @@ function environmentVariables(): string[] {
     }
   };
   walk(join(REPO_ROOT, 'src'));
-  return [...names].filter((n) => n !== 'HERALD_TEST_HOOKS' && !n.startsWith('HERALD_RESHARD_')).sort();
+  // Test hooks (read only with HERALD_TEST_HOOKS=1) are not for users.
+  return [...names].filter((n) => n !== 'HERALD_TEST_HOOKS' && !n.startsWith('HERALD_RESHARD_') && !n.startsWith('HERALD_PUSH_TO_POSTGRES_')).sort();
 }
 
 describe('herald CLI', () => {

@@ -1,7 +1,7 @@
 /**
  * A cluster node killed with SIGKILL (a real process, built code from dist/): the survivor reaps
  * it within nodeTimeoutMs plus a reaper period or two, reports member_removed and
- * channel_vacated once, and can take over the push instance lease it held.
+ * channel_vacated once, and nothing more.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
@@ -12,13 +12,12 @@ import { SimulatedNode } from '../helpers/cluster-nodes.js';
 import { REPO_ROOT } from '../helpers/herald-process.js';
 import { RedisServer, waitFor } from '../helpers/redis-server.js';
 
-const INSTANCE = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';
 const PREFIX = 'kill:';
 let redis: RedisServer;
 let survivor: SimulatedNode;
 let victim: ChildProcess | undefined;
 
-/** The victim: a ClusterNode in its own process, holding a socket, a presence member, a channel and a lease. */
+/** The victim: a ClusterNode in its own process, holding a socket, a presence member and a channel. */
 function victimScript(redisUrl: string): string {
   const module = pathToFileURL(join(REPO_ROOT, 'dist/src/channels/adapter/redis/cluster-node.js')).href;
   return `
@@ -32,7 +31,6 @@ function victimScript(redisUrl: string): string {
     await node.state.join('app', 'presence-room', 'v.1', { userId: 'victor' });
     await node.state.join('app', 'presence-room', 'v.2', { userId: 'alice' });
     await node.state.join('app', 'only-victim', 'v.1');
-    await node.leasePushInstance(${JSON.stringify(INSTANCE)});
     process.stdout.write('ready\\n');
     setInterval(() => {}, 1000);
   `;
@@ -51,7 +49,7 @@ afterAll(async () => {
 });
 
 describe('a cluster node killed with SIGKILL', () => {
-  it('is reaped by the survivor: members removed and channels vacated once, its lease free again', async () => {
+  it('is reaped by the survivor: members removed and channels vacated once', async () => {
     await survivor.join('app', 'presence-room', 's.1', { userId: 'alice' });
     const child = spawn(process.execPath, ['--input-type=module', '-e', victimScript(redis.url)], { stdio: ['ignore', 'pipe', 'pipe'] });
     victim = child;
@@ -72,7 +70,5 @@ describe('a cluster node killed with SIGKILL', () => {
     // alice is still there through the survivor's own connection.
     expect(await survivor.state.presenceUserIds('app', 'presence-room')).toEqual(['alice']);
     expect(await survivor.state.hasSocket('app', 'v.1')).toBe(false);
-    // The victim's push lease lapses; the survivor can serve the instance now.
-    expect((await survivor.node.leasePushInstance(INSTANCE)).isHeld).toBe(true);
   });
 });

@@ -13,7 +13,6 @@ import { DeliveryBus, type DeliveryHandlers } from './delivery-bus.js';
 import { RedisKeys } from './keys.js';
 import { NodeLiveness } from './node-liveness.js';
 import { NodeSession } from './node-session.js';
-import { PushInstanceLease } from './push-lease.js';
 
 export interface ClusterNodeOptions extends DeliveryHandlers {
   nodeId: string;
@@ -51,7 +50,6 @@ export class ClusterNode {
   readonly state: RedisChannelState;
   readonly liveness: NodeLiveness;
   readonly bus: DeliveryBus;
-  private readonly leases: PushInstanceLease[] = [];
 
   constructor(
     readonly config: ClusterConfig,
@@ -89,29 +87,10 @@ export class ClusterNode {
   }
 
   /**
-   * Takes the lease of a push instance this node serves. A crashed holder's lease lapses within
-   * nodeTimeoutMs of its last renewal, so by default this waits up to twice that (timers run
-   * late on a loaded host) before throwing PushLeaseHeldError: then a live node has it.
-   */
-  async leasePushInstance(
-    instanceId: string,
-    options: { waitMs?: number; onLost?: (instanceId: string, holder: string | null) => void } = {},
-  ): Promise<PushInstanceLease> {
-    const lease = new PushInstanceLease(this.connections.commands, this.keys, this.nodeId, instanceId, {
-      ttlMs: this.config.nodeTimeoutMs,
-      ...(options.onLost && { onLost: options.onLost }),
-    });
-    await lease.acquire(options.waitMs ?? 2 * this.config.nodeTimeoutMs);
-    this.leases.push(lease);
-    return lease;
-  }
-
-  /**
-   * Graceful stop: frees the leases and (with `deregister`, the default) removes this node's
+   * Graceful stop: (with `deregister`, the default) removes this node's
    * session at once, reporting its transitions, then closes the connections.
    */
   async stop(deregister = true): Promise<void> {
-    await Promise.allSettled(this.leases.map((l) => l.release()));
     await this.bus.stop().catch(() => {});
     await this.liveness.stop(deregister).catch(() => {});
     await this.connections.close();
@@ -141,7 +120,6 @@ export class ClusterNode {
 
   /** A crash, for tests: drops the connections without deregistering (others must reap it). */
   crash(): void {
-    for (const lease of this.leases) lease.abandon();
     void this.liveness.stop(false);
     this.connections.drop();
   }

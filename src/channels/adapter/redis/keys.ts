@@ -100,11 +100,6 @@ export class RedisKeys {
     return `${this.prefix}quota:${day}:${appId}`;
   }
 
-  /** STRING holder token, with a TTL: the node serving a push instance. */
-  pushLease(instanceId: string): string {
-    return `${this.prefix}lease:push:${instanceId}`;
-  }
-
   /**
    * STREAM of the cluster's webhook outbox (field `m`: one JSON message, webhooks/shared-outbox.ts),
    * read by every node's shards through the consumer group `delivery`; an entry is deleted once

@@ -1,6 +1,6 @@
 /**
  * A node's identity in the cluster. The node id is stable for the life of the process (logs,
- * control messages, the push lease); the session id is the incarnation under which the node's
+ * control messages); the session id is the incarnation under which the node's
  * subscriptions and sockets are recorded in Redis. A node takes a new session whenever it may
  * have lost its registration (its heartbeat was missed and it was reaped, or Redis came back
  * from an outage): it registers everything again under the new one and retires the old one, so

@@ -503,21 +503,6 @@ end
 return n
 `;
 
-/** KEYS: lease key. ARGV: holder, ttlMs. Extends the lease if held by `holder`: 1, else 0. */
-const LEASE_RENEW = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-`;
-
-/** KEYS: lease key. ARGV: holder. Deletes the lease if held by `holder`. */
-const LEASE_RELEASE = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`;
-
 const STATE_SCRIPTS = {
   heraldBatch: OPS + BATCH,
   heraldInfo: INFO,
@@ -532,15 +517,12 @@ const STATE_SCRIPTS = {
   heraldReleaseHeld: RELEASE_HELD,
 } as const;
 
-const LEASE_SCRIPTS = { heraldLeaseRenew: LEASE_RENEW, heraldLeaseRelease: LEASE_RELEASE } as const;
-
-export type ScriptName = keyof typeof STATE_SCRIPTS | keyof typeof LEASE_SCRIPTS;
+export type ScriptName = keyof typeof STATE_SCRIPTS;
 
 /** Registers every script on a connection (idempotent): EVALSHA, loaded on first use per socket. */
 export function defineScripts(redis: Redis): void {
   if ((redis as unknown as { heraldBatch?: unknown }).heraldBatch) return;
   for (const [name, body] of Object.entries(STATE_SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 0, lua: COMMON + body });
-  for (const [name, lua] of Object.entries(LEASE_SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 1, lua });
 }
 
 type Runner = Record<ScriptName, (...args: (string | number)[]) => Promise<unknown>>;

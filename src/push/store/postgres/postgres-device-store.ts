@@ -9,9 +9,12 @@
  * resolves. Read-modify-writes lock the device row (`FOR UPDATE`), so two nodes changing one
  * device serialise.
  *
- * Shard scope: scans, counts and a user's devices answer for the devices whose
- * `shard_hash % shardCount` is this shard's index (shard_hash is fnv1a32 of the device id,
- * the main thread's deviceShardFor), so a node's shards together cover each device once.
+ * Shard scope: scans, counts and a user's devices answer for the devices whose shard_hash
+ * (fnv1a32 of the device id) falls in this shard's range, the shardIndex-th of shardCount
+ * equal ranges of the hash (postgresShardOf; not the LMDB stores' `hash % shardCount`), so
+ * a node's shards together cover each device once, and a shard's devices are one range of the
+ * interest index, which is ordered by (hash, device id). Scans walk devices in that order
+ * within each list entry; positions name the device id (its hash is computed again).
  */
 import pg from 'pg';
 import { HeraldError } from '../../../errors.js';
@@ -61,13 +64,20 @@ interface ScanRow {
 }
 
 /**
- * One index entry of a scan batch, as an array: the entry's device id (where the next batch
- * starts), then the device's columns (DEVICE_COLUMNS), null when the device is gone or was
- * yielded under an earlier name.
+ * A row of a scan batch, as an array: a device (its id twice, then DEVICE_COLUMNS), or the
+ * batch's BATCH_END_ROW (the last index entry walked, nulls, how many entries were walked).
  */
 type CandidateRow =
   | [candidate: string, deviceId: string, platform: Platform, token: string, bundleIdentifier: string | null, userId: string | null, interestCount: number]
-  | [candidate: string, deviceId: null, ...rest: null[]];
+  | [lastWalked: string | null, deviceId: null, platform: null, token: null, bundleIdentifier: null, userId: null, walked: number];
+
+/**
+ * The last row of every scan batch (a UNION ALL branch over the batch's index entries `c`):
+ * where the next batch starts, and how many entries this one walked (fewer than asked: the
+ * end of the range). Devices gone or yielded under an earlier name are among them, not among
+ * the device rows.
+ */
+const BATCH_END_ROW = `SELECT (SELECT device_id FROM c ORDER BY shard_hash DESC, device_id DESC LIMIT 1), NULL, NULL, NULL, NULL, NULL, count(*)::int FROM c`;
 
 interface DeviceRow extends Omit<ScanRow, 'device_id'> {
   metadata: Record<string, string> | null;
@@ -89,9 +99,9 @@ function unavailable(err: unknown): HeraldError {
   return new HeraldError('PUSH_STORE_UNAVAILABLE', `The push store (PostgreSQL) is not reachable: ${(err as Error)?.message ?? String(err)}`);
 }
 
-function scanDeviceOf(row: CandidateRow & { 1: string }, instanceId: string): ScanDevice {
+function scanDeviceOf(row: CandidateRow, instanceId: string): ScanDevice {
   return {
-    id: row[1],
+    id: row[1]!,
     instanceId,
     platform: row[2]!,
     token: row[3]!,
@@ -113,6 +123,11 @@ function scanDevice(row: ScanRow, instanceId: string): ScanDevice {
   };
 }
 
+/** Which shard of `shardCount` answers for a device in the per-shard questions of the PostgreSQL store. */
+export function postgresShardOf(deviceId: string, shardCount: number): number {
+  return Math.floor((fnv1a32(deviceId) * shardCount) / 2 ** 32);
+}
+
 export interface PostgresDeviceStoreOptions {
   url: string;
   shardIndex: number;
@@ -123,8 +138,8 @@ export interface PostgresDeviceStoreOptions {
 export class PostgresDeviceStore implements PushDeviceStore {
   readonly kind = 'postgres';
   private readonly pool: pg.Pool;
-  private readonly shardIndex: number;
-  private readonly shardCount: number;
+  /** The device hashes this shard answers for in scans and counts. */
+  private readonly scope: { low: number; high: number };
   private migrated: Promise<void> | undefined;
   private readonly registrations = new RegistrationBatches(
     (batch) => this.writeRegistrations(batch),
@@ -133,8 +148,7 @@ export class PostgresDeviceStore implements PushDeviceStore {
   );
 
   constructor(options: PostgresDeviceStoreOptions) {
-    this.shardIndex = options.shardIndex;
-    this.shardCount = options.shardCount;
+    this.scope = partitionBounds({ index: options.shardIndex, count: options.shardCount });
     this.pool = new pg.Pool({
       connectionString: options.url,
       max: options.poolSize ?? POOL_SIZE,
@@ -195,9 +209,15 @@ export class PostgresDeviceStore implements PushDeviceStore {
     }
   }
 
-  /** `shard_hash % n = i` for column prefix `d.` (or none), as SQL with its two parameters at `$at`, `$at+1`. */
-  private shardFilter(at: number, alias = ''): { sql: string; values: number[] } {
-    return { sql: `${alias}shard_hash % $${at} = $${at + 1}`, values: [this.shardCount, this.shardIndex] };
+  /** This shard's range of device hashes (postgresShardOf), as SQL with its two parameters at `$at`, `$at+1`. */
+  private shardFilter(at: number): { sql: string; values: number[] } {
+    return { sql: `shard_hash >= $${at} AND shard_hash < $${at + 1}`, values: [this.scope.low, this.scope.high] };
+  }
+
+  /** The hashes a scan covers: this shard's range, within `partition`'s when given. */
+  private bounds(partition: ScanPartition | undefined): { low: number; high: number } {
+    const p = partitionBounds(partition);
+    return { low: Math.max(p.low, this.scope.low), high: Math.min(p.high, this.scope.high) };
   }
 
   async register(
@@ -438,42 +458,49 @@ export class PostgresDeviceStore implements PushDeviceStore {
 
   scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps {
     const list = normaliseScanList(interests);
-    const { low, high } = partitionBounds(partition);
-    return this.indexSteps(instanceId, list, resumeFrom, (listIndex, after) => {
-      // The walk stays on the interest index, which carries each device's hash: this shard's
-      // and this partition's entries are picked there, and only their device rows are read
-      // (one primary-key probe each). A device subscribed to an interest earlier in the list
-      // was yielded there: the first name needs no such check.
+    const { low, high } = this.bounds(partition);
+    return this.indexSteps(instanceId, list, resumeFrom, (listIndex, afterHash, after) => {
+      // A range of the interest index, which is ordered by device hash: this shard's and this
+      // partition's entries only, then one index-only probe per device into the devices' hash
+      // index (herald_push_devices_by_hash), in the same order. A device subscribed
+      // to an interest earlier in the list was yielded there (the first name needs no check).
       const earlier = list.slice(0, listIndex);
       return this.scanQuery(
-        `SELECT c.device_id AS candidate, ${earlier.length === 0 ? 'd.device_id' : 'CASE WHEN x.earlier THEN NULL ELSE d.device_id END'}, d.platform, d.token, d.bundle_identifier, d.user_id, d.interest_count
-           FROM (SELECT device_id FROM herald_push_device_interests
-                  WHERE instance_id = $1 AND interest = $2 AND device_id > $3
-                    AND shard_hash % $4 = $5 AND shard_hash >= $6 AND shard_hash < $7
-                  ORDER BY device_id LIMIT $8) c
-           LEFT JOIN herald_push_devices d ON d.instance_id = $1 AND d.device_id = c.device_id
+        `WITH c AS MATERIALIZED (
+           SELECT device_id, shard_hash FROM herald_push_device_interests
+            WHERE instance_id = $1 AND interest = $2 AND (shard_hash, device_id) > ($3::bigint, $4::text) AND shard_hash >= $5 AND shard_hash < $6
+            ORDER BY shard_hash, device_id LIMIT $7
+         )
+         SELECT c.device_id, ${DEVICE_COLUMNS.split(', ').map((col) => `d.${col}`).join(', ')}
+           FROM c CROSS JOIN LATERAL (SELECT ${DEVICE_COLUMNS} FROM herald_push_devices
+                                       WHERE instance_id = $1 AND shard_hash = c.shard_hash AND device_id = c.device_id LIMIT 1) d
           ${
             earlier.length === 0
               ? ''
-              : `LEFT JOIN LATERAL (SELECT true AS earlier FROM herald_push_device_interests e
-                                    WHERE e.instance_id = $1 AND e.device_id = c.device_id AND e.interest = ANY($9::text[]) LIMIT 1) x ON true`
+              : `WHERE NOT EXISTS (SELECT 1 FROM herald_push_device_interests e
+                                    WHERE e.instance_id = $1 AND e.device_id = c.device_id AND e.interest = ANY($8::text[]))`
           }
-          ORDER BY c.device_id`,
-        [instanceId, list[listIndex]!, after, this.shardCount, this.shardIndex, low, high, PG_SCAN_BATCH, ...(earlier.length === 0 ? [] : [earlier])],
+         UNION ALL
+         ${BATCH_END_ROW}`,
+        [instanceId, list[listIndex]!, afterHash, after, low, high, PG_SCAN_BATCH, ...(earlier.length === 0 ? [] : [earlier])],
       );
     });
   }
 
   scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps {
     const list = normaliseScanList(userIds);
-    const { low, high } = partitionBounds(partition);
-    return this.indexSteps(instanceId, list, resumeFrom, (listIndex, after) =>
+    const { low, high } = this.bounds(partition);
+    return this.indexSteps(instanceId, list, resumeFrom, (listIndex, afterHash, after) =>
       this.scanQuery(
-        `SELECT device_id AS candidate, ${DEVICE_COLUMNS} FROM herald_push_devices
-          WHERE instance_id = $1 AND user_id = $2 AND device_id > $3
-            AND shard_hash % $4 = $5 AND shard_hash >= $6 AND shard_hash < $7
-          ORDER BY device_id LIMIT $8`,
-        [instanceId, list[listIndex]!, after, this.shardCount, this.shardIndex, low, high, PG_SCAN_BATCH],
+        `WITH c AS MATERIALIZED (
+           SELECT shard_hash, ${DEVICE_COLUMNS} FROM herald_push_devices
+            WHERE instance_id = $1 AND user_id = $2 AND (shard_hash, device_id) > ($3::bigint, $4::text) AND shard_hash >= $5 AND shard_hash < $6
+            ORDER BY shard_hash, device_id LIMIT $7
+         )
+         SELECT device_id, ${DEVICE_COLUMNS} FROM c
+         UNION ALL
+         ${BATCH_END_ROW}`,
+        [instanceId, list[listIndex]!, afterHash, after, low, high, PG_SCAN_BATCH],
       ),
     );
   }
@@ -486,15 +513,15 @@ export class PostgresDeviceStore implements PushDeviceStore {
   ): AsyncGenerator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
     const list = normaliseScanList(deviceIds);
-    const { low, high } = partitionBounds(partition);
+    const { low, high } = this.bounds(partition);
     // A position names the last id handled: resume with the next one.
     const first = resumeFrom === undefined ? 0 : resumeFrom.listIndex + (resumeFrom.afterDeviceId === null ? 0 : 1);
     for (let start = first; start < list.length; start += PG_SCAN_BATCH) {
       const ids = list.slice(start, start + PG_SCAN_BATCH);
       const { rows } = await this.query<ScanRow>(
         `SELECT ${DEVICE_COLUMNS} FROM herald_push_devices
-          WHERE instance_id = $1 AND device_id = ANY($2::text[]) AND shard_hash % $3 = $4 AND shard_hash >= $5 AND shard_hash < $6`,
-        [instanceId, ids, this.shardCount, this.shardIndex, low, high],
+          WHERE instance_id = $1 AND device_id = ANY($2::text[]) AND shard_hash >= $3 AND shard_hash < $4`,
+        [instanceId, ids, low, high],
       );
       const found = new Map(rows.map((row) => [row.device_id, row]));
       for (let k = 0; k < ids.length; k++) {
@@ -515,35 +542,37 @@ export class PostgresDeviceStore implements PushDeviceStore {
   }
 
   /**
-   * Walks `list` from `resumeFrom`, one batch query at a time (`batch(listIndex, after)`: the
-   * next PG_SCAN_BATCH index entries of this shard and partition after `after`, each a
-   * candidate, its device columns null when the device is gone or was yielded under an
-   * earlier name), never holding a transaction; yields the candidates that still exist.
+   * Walks `list` from `resumeFrom`, one batch query at a time (`batch(listIndex, afterHash,
+   * after)`: the devices among the next PG_SCAN_BATCH index entries of this shard and partition
+   * strictly after (afterHash, after), then the BATCH_END_ROW), never holding a transaction.
    */
   private async *indexSteps(
     instanceId: string,
     list: readonly string[],
     resumeFrom: ScanPosition | undefined,
-    batch: (listIndex: number, after: string) => Promise<CandidateRow[]>,
+    batch: (listIndex: number, afterHash: number, after: string) => Promise<CandidateRow[]>,
   ): AsyncGenerator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
-    // '' sorts before every device id (none is empty): `device_id > $3` stays a range the index serves.
+    // ('', the hash 0) comes before every entry (no device id is empty).
     let after = resumeFrom?.afterDeviceId ?? '';
     for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = '') {
       for (;;) {
-        const rows = await batch(listIndex, after);
-        let skipped = 0;
+        const rows = await batch(listIndex, after === '' ? 0 : fnv1a32(after), after);
+        let devices = 0;
+        let end: CandidateRow | undefined;
         for (const row of rows) {
           if (row[1] === null) {
-            skipped++;
+            end = row;
             continue;
           }
+          devices++;
           yield { device: scanDeviceOf(row, instanceId), position: { listIndex, afterDeviceId: row[1] } };
         }
-        if (rows.length < PG_SCAN_BATCH) break;
-        after = rows[rows.length - 1]![0];
+        const walked = end?.[6] ?? 0;
+        if (walked < PG_SCAN_BATCH) break;
+        after = end![0]!;
         // A batch without a device to send: say where the walk stands, so a resumed scan skips it too.
-        if (skipped === rows.length) yield { device: null, position: { listIndex, afterDeviceId: after }, skipped };
+        if (devices === 0) yield { device: null, position: { listIndex, afterDeviceId: after }, skipped: walked };
       }
     }
   }

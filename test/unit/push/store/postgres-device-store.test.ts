@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { HeraldError } from '../../../../src/errors.js';
 import { fnv1a32 } from '../../../../src/shards/hash.js';
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../../../../src/push/store/postgres/migrations.js';
-import { PostgresDeviceStore } from '../../../../src/push/store/postgres/postgres-device-store.js';
+import { PostgresDeviceStore, postgresShardOf } from '../../../../src/push/store/postgres/postgres-device-store.js';
 import { filePostgresServer } from '../../../helpers/file-postgres.js';
 import { deviceStoreContract } from './device-store-contract.js';
 
@@ -25,6 +25,7 @@ deviceStoreContract('postgres (one database shared by every shard)', async (shar
   const stores = Array.from({ length: shardCount }, (_, shardIndex) => new PostgresDeviceStore({ url, shardIndex, shardCount }));
   return {
     stores,
+    scopeOf: postgresShardOf,
     close: async () => {
       for (const store of stores) await store.close();
     },
