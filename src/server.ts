@@ -176,6 +176,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     if (metricsSocket) uws.us_listen_socket_close(metricsSocket);
+    tenants.close();
     stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter, ctx.webhooks, fallback);
     return stopping;
   };
@@ -217,8 +218,10 @@ function tenantRegistry(
   cluster: RedisCluster | null,
   appChanged: (appId: string, next: AppConfig | undefined) => void,
 ): TenantRegistry {
+  const shared = cluster ? new RedisTenantStore(cluster.node) : null;
   return new TenantRegistry({
-    store: cluster ? new RedisTenantStore(cluster.node) : new LmdbTenantStore(shards),
+    store: shared ?? new LmdbTenantStore(shards),
+    shared,
     shards,
     appsById: ctx.appsById as Map<string, AppConfig>,
     appsByKey: ctx.appsByKey as Map<string, AppConfig>,
@@ -308,11 +311,8 @@ async function startTenants(tenants: TenantRegistry, ctx: ServerContext, shards:
   ctx.config = running;
   shards.setWorkerConfig(running);
   if (apps.length > 0 || push.length > 0) await shards.broadcast({ type: 'core.tenants', apps, push });
-  if (cluster) {
-    cluster.onTenantChanged = (kind, id) => {
-      tenants.refresh(kind, id).catch((err: unknown) => log.error('tenants: a change from another node could not be applied', { kind, id, error: String(err) }));
-    };
-  }
+  if (cluster) cluster.onTenantChanged = () => tenants.changedElsewhere();
+  tenants.follow();
 }
 
 /** Says, per push instance, which platforms it has no credentials for (their devices fail). */
