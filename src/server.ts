@@ -54,6 +54,7 @@ import { tapSubscriptions } from './admin/subscription-tap.js';
 import { TenantRegistry } from './tenants/tenant-registry.js';
 import { LmdbTenantStore } from './tenants/lmdb-tenant-store.js';
 import { RedisTenantStore } from './tenants/redis-tenant-store.js';
+import { TENANT_PAGE_SIZE } from './tenants/tenant-store.js';
 
 export interface RunningHerald {
   readonly port: number;
@@ -310,7 +311,9 @@ async function startTenants(tenants: TenantRegistry, ctx: ServerContext, shards:
   for (const instance of push) (ctx.pushInstances as Map<string, PushInstanceConfig>).set(instance.instanceId, instance);
   ctx.config = running;
   shards.setWorkerConfig(running);
-  if (apps.length > 0 || push.length > 0) await shards.broadcast({ type: 'core.tenants', apps, push });
+  // In pages: one message of 10,000 apps would grow the pack buffers of both threads by megabytes.
+  for (let i = 0; i < apps.length; i += TENANT_PAGE_SIZE) await shards.broadcast({ type: 'core.tenants', apps: apps.slice(i, i + TENANT_PAGE_SIZE) });
+  for (let i = 0; i < push.length; i += TENANT_PAGE_SIZE) await shards.broadcast({ type: 'core.tenants', push: push.slice(i, i + TENANT_PAGE_SIZE) });
   if (cluster) cluster.onTenantChanged = () => tenants.changedElsewhere();
   tenants.follow();
 }

@@ -20,7 +20,8 @@ export class LmdbTenantStore implements TenantStore {
     let after: string | null = null;
     do {
       const page: { records: TenantRecord[]; last: string | null } = await this.shards.request(TENANT_SHARD, { type: 'tenants.page', after, limit: TENANT_PAGE_SIZE }, PAGE_TIMEOUT_MS);
-      if (page.records.length > 0) yield page.records;
+      // Copied: the decoded strings are slices of longer ones, which the records would keep alive (shards/codec.ts).
+      if (page.records.length > 0) yield structuredClone(page.records);
       after = page.last;
     } while (after !== null);
   }
