@@ -29,6 +29,7 @@ import { HeraldError, CLOSE_CODES } from './errors.js';
 import { log } from './log.js';
 import type { ServerContext, ServerState } from './server-context.js';
 import type { HeraldShardApi } from './shard-api.js';
+import type { ShardRequestOf } from './shards/messages.js';
 import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
 import { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
 import type { TopicFanout } from './http/topic-fanout.js';
@@ -54,6 +55,7 @@ import { tapSubscriptions } from './admin/subscription-tap.js';
 import { TenantRegistry } from './tenants/tenant-registry.js';
 import { LmdbTenantStore } from './tenants/lmdb-tenant-store.js';
 import { RedisTenantStore } from './tenants/redis-tenant-store.js';
+import { TENANT_PAGE_SIZE } from './tenants/tenant-store.js';
 
 export interface RunningHerald {
   readonly port: number;
@@ -176,6 +178,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     if (metricsSocket) uws.us_listen_socket_close(metricsSocket);
+    tenants.close();
     stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter, ctx.webhooks, fallback);
     return stopping;
   };
@@ -217,8 +220,10 @@ function tenantRegistry(
   cluster: RedisCluster | null,
   appChanged: (appId: string, next: AppConfig | undefined) => void,
 ): TenantRegistry {
+  const shared = cluster ? new RedisTenantStore(cluster.node) : null;
   return new TenantRegistry({
-    store: cluster ? new RedisTenantStore(cluster.node) : new LmdbTenantStore(shards),
+    store: shared ?? new LmdbTenantStore(shards),
+    shared,
     shards,
     appsById: ctx.appsById as Map<string, AppConfig>,
     appsByKey: ctx.appsByKey as Map<string, AppConfig>,
@@ -269,22 +274,42 @@ async function applyReload(
 ): Promise<ReloadReport> {
   const { ctx, main, shards, ws } = running;
   const plan = planReload(ctx.config, merged);
-  const effective = plan.effective;
+  const { effective, tenants } = plan;
   if (effective.tls) main.reloadCertificates(effective.tls);
   // Shards before the main thread: a request the main thread lets through for a new app must
   // find the app on its shard. A shard that misses it gets the config when it restarts.
   shards.setWorkerConfig(effective);
-  // Each shard's worker runtime hands it to the context and every area's reload hook.
-  const answers = await Promise.allSettled(Array.from({ length: ctx.core.shardCount }, (_, i) => ctx.core.request(i, { type: 'core.reload', config: effective as HeraldConfig })));
-  answers.forEach((a, shard) => {
-    if (a.status === 'rejected') log.error('reload: a shard did not take the new config', { shard, error: String(a.reason) });
-  });
+  // Only apps or push instances changed: the shards take the changed entries (core.tenants),
+  // as for an admin API change; else each shard's runtime hands the whole config to every area.
+  const onlyTenants = plan.changed.every((setting) => setting === 'apps' || setting === 'push');
+  const answers = onlyTenants
+    ? await Promise.allSettled(tenantPages(tenants).map((page) => shards.broadcast({ type: 'core.tenants', ...page })))
+    : await Promise.allSettled(Array.from({ length: ctx.core.shardCount }, (_, i) => ctx.core.request(i, { type: 'core.reload', config: effective as HeraldConfig })));
+  for (const a of answers) {
+    if (a.status === 'rejected') log.error('reload: a shard did not take the new config', { error: String(a.reason) });
+  }
   ctx.config = effective;
-  replaceAll(ctx.appsById as Map<string, AppConfig>, effective.apps.map((a) => [a.id, a]));
-  replaceAll(ctx.appsByKey as Map<string, AppConfig>, effective.apps.map((a) => [a.key, a]));
-  replaceAll(ctx.pushInstances as Map<string, PushInstanceConfig>, effective.push.map((p) => [p.instanceId, p]));
   setLogLevel(effective.logLevel);
-  const closedConnections = ws.applyApps(effective.apps);
+  // This thread: the map entries and the sockets of the changed apps only.
+  const appsById = ctx.appsById as Map<string, AppConfig>;
+  const appsByKey = ctx.appsByKey as Map<string, AppConfig>;
+  let closedConnections = 0;
+  for (const id of tenants.removedApps) {
+    const previous = appsById.get(id);
+    appsById.delete(id);
+    if (previous && appsByKey.get(previous.key) === previous) appsByKey.delete(previous.key);
+    closedConnections += ws.applyApp(id, undefined);
+  }
+  for (const app of tenants.apps) {
+    const previous = appsById.get(app.id);
+    if (previous && appsByKey.get(previous.key) === previous) appsByKey.delete(previous.key);
+    appsById.set(app.id, app);
+    appsByKey.set(app.key, app);
+  }
+  for (const app of tenants.apps) closedConnections += ws.applyApp(app.id, app);
+  const pushInstances = ctx.pushInstances as Map<string, PushInstanceConfig>;
+  for (const id of tenants.removedPush) pushInstances.delete(id);
+  for (const instance of tenants.push) pushInstances.set(instance.instanceId, instance);
   if (plan.changed.includes('push')) logMissingCredentials(effective);
   return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections };
 }
@@ -307,12 +332,25 @@ async function startTenants(tenants: TenantRegistry, ctx: ServerContext, shards:
   for (const instance of push) (ctx.pushInstances as Map<string, PushInstanceConfig>).set(instance.instanceId, instance);
   ctx.config = running;
   shards.setWorkerConfig(running);
-  if (apps.length > 0 || push.length > 0) await shards.broadcast({ type: 'core.tenants', apps, push });
-  if (cluster) {
-    cluster.onTenantChanged = (kind, id) => {
-      tenants.refresh(kind, id).catch((err: unknown) => log.error('tenants: a change from another node could not be applied', { kind, id, error: String(err) }));
-    };
-  }
+  for (const page of tenantPages({ apps, push })) await shards.broadcast({ type: 'core.tenants', ...page });
+  if (cluster) cluster.onTenantChanged = () => tenants.changedElsewhere();
+  tenants.follow();
+}
+
+/**
+ * A change of apps and push instances as `core.tenants` messages of at most TENANT_PAGE_SIZE
+ * entries each: one message of 10,000 apps would grow the pack buffers of both threads by megabytes.
+ */
+function tenantPages(change: { apps?: AppConfig[]; removedApps?: string[]; push?: PushInstanceConfig[]; removedPush?: string[] }): Omit<ShardRequestOf<HeraldShardApi, 'core.tenants'>, 'type'>[] {
+  const pages: Omit<ShardRequestOf<HeraldShardApi, 'core.tenants'>, 'type'>[] = [];
+  const add = <K extends 'apps' | 'removedApps' | 'push' | 'removedPush'>(field: K, entries: NonNullable<(typeof change)[K]>) => {
+    for (let i = 0; i < entries.length; i += TENANT_PAGE_SIZE) pages.push({ [field]: entries.slice(i, i + TENANT_PAGE_SIZE) });
+  };
+  add('removedApps', change.removedApps ?? []);
+  add('apps', change.apps ?? []);
+  add('removedPush', change.removedPush ?? []);
+  add('push', change.push ?? []);
+  return pages;
 }
 
 /** Says, per push instance, which platforms it has no credentials for (their devices fail). */
@@ -323,11 +361,6 @@ function logMissingCredentials(config: Readonly<HeraldConfig>): void {
       log.info('push instance has no credentials for some platforms: publishes count their devices as failed', { instanceId: instance.instanceId, platforms: missing });
     }
   }
-}
-
-function replaceAll<V>(map: Map<string, V>, entries: [string, V][]): void {
-  map.clear();
-  for (const [k, v] of entries) map.set(k, v);
 }
 
 /** The shard worker entry (compiled beside this file): it lists the areas every shard runs. */

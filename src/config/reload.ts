@@ -3,7 +3,7 @@
  * the log level and the TLS certificate files. Every other setting is fixed at start-up; a
  * reloaded file that changes one is reported as needing a restart and the running value kept.
  */
-import type { HeraldConfig } from './schema.js';
+import type { AppConfig, HeraldConfig, PushInstanceConfig } from './schema.js';
 
 /** Top-level settings a reload applies at once. */
 export const LIVE_SETTINGS = ['apps', 'push', 'logLevel', 'tls'] as const;
@@ -15,6 +15,12 @@ export interface ReloadPlan {
   restartNeeded: string[];
   /** Live settings that changed. */
   changed: string[];
+  /**
+   * The apps and push instances that differ from the running ones (added or changed entries,
+   * removed ids). Every other entry of `effective` is the running object itself, so a reload
+   * that changes one app applies that app only.
+   */
+  tenants: { apps: AppConfig[]; removedApps: string[]; push: PushInstanceConfig[]; removedPush: string[] };
 }
 
 export function planReload(running: Readonly<HeraldConfig>, next: Readonly<HeraldConfig>): ReloadPlan {
@@ -43,6 +49,31 @@ export function planReload(running: Readonly<HeraldConfig>, next: Readonly<Heral
     restartNeeded.push('push');
     push = running.push;
   }
-  const effective: HeraldConfig = { ...running, apps: next.apps, push, logLevel: next.logLevel, tls };
-  return { effective: Object.freeze(effective), restartNeeded: restartNeeded.sort(), changed: changed.sort() };
+  const apps = keepUnchanged(running.apps, next.apps, (a) => a.id);
+  const pushes = keepUnchanged(running.push, push, (p) => p.instanceId);
+  const effective: HeraldConfig = { ...running, apps: apps.list, push: pushes.list, logLevel: next.logLevel, tls };
+  return {
+    effective: Object.freeze(effective),
+    restartNeeded: restartNeeded.sort(),
+    changed: changed.sort(),
+    tenants: { apps: apps.changed, removedApps: apps.removed, push: pushes.changed, removedPush: pushes.removed },
+  };
+}
+
+/**
+ * `next` with each entry equal to the running one of its id replaced by the running object,
+ * and which entries differ: changed or added ones, and the ids no longer there.
+ */
+function keepUnchanged<T>(running: readonly T[], next: readonly T[], idOf: (entry: T) => string): { list: T[]; changed: T[]; removed: string[] } {
+  const before = new Map(running.map((entry) => [idOf(entry), entry]));
+  const changed: T[] = [];
+  const list = next.map((entry) => {
+    const id = idOf(entry);
+    const old = before.get(id);
+    before.delete(id);
+    if (old !== undefined && (old === entry || JSON.stringify(old) === JSON.stringify(entry))) return old;
+    changed.push(entry);
+    return entry;
+  });
+  return { list, changed, removed: [...before.keys()] };
 }

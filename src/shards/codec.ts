@@ -9,14 +9,21 @@
  * crossed threads carrying tens of megabytes. `encode` answers a copy that owns a buffer of its
  * own size, and drops the grown buffer after a large message, so the memory of a message is
  * proportional to its own size whatever was packed before.
+ *
+ * Strings read by `decode` may be slices of a longer string msgpackr's native reader extracted
+ * several of them into; a receiver that keeps decoded values long (tenants) copies them
+ * (`structuredClone`), so each keeps only its own characters.
  */
 import { Packr } from 'msgpackr';
 
 /**
- * Messages larger than this (bytes) replace the Packr afterwards, releasing the buffer it
- * grew for them (msgpackr keeps it for every later pack otherwise).
+ * Messages larger than this (bytes) release afterwards the pack buffer msgpackr grew for them
+ * (it keeps it for every later pack otherwise).
  */
 const LARGE_MESSAGE_BYTES = 256 * 1024;
+
+/** The size of the pack buffer msgpackr starts a thread with, bytes. */
+const INITIAL_BUFFER_BYTES = 8192;
 
 function newPackr(): Packr {
   return new Packr({ useRecords: false, moreTypes: false });
@@ -24,7 +31,7 @@ function newPackr(): Packr {
 
 /** A codec for shard requests and replies (one per thread; not shared between threads). */
 export class ShardCodec {
-  private packr = newPackr();
+  private readonly packr = newPackr();
 
   /** The message as bytes in a buffer of exactly their length (safe to post to another thread). */
   encode(value: unknown): Uint8Array {
@@ -32,7 +39,9 @@ export class ShardCodec {
     // A plain Uint8Array copy (Buffer#slice would be another view of the same buffer).
     const own = new Uint8Array(view.byteLength);
     own.set(view);
-    if (view.byteLength > LARGE_MESSAGE_BYTES) this.packr = newPackr();
+    // msgpackr's pack buffer is one per thread (module state shared by every Packr, so a new
+    // Packr would keep it): hand it a small one, and the grown one is garbage.
+    if (view.byteLength > LARGE_MESSAGE_BYTES) this.packr.useBuffer(Buffer.allocUnsafeSlow(INITIAL_BUFFER_BYTES));
     return own;
   }
 

@@ -64,7 +64,8 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
     },
     // Tenants changed through the admin API: only the named entries are replaced in the config.
     'core.tenants': (req) => {
-      const change = req as TenantChange;
+      // Copied: the decoded strings are slices of longer ones, which the config would keep alive (codec.ts).
+      const change = structuredClone(req) as TenantChange;
       const config: HeraldConfig = {
         ...ctx.config,
         apps: patchList(ctx.config.apps, (a) => a.id, change.apps ?? [], change.removedApps ?? []),

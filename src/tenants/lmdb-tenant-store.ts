@@ -2,22 +2,28 @@
 import type { ShardRequester } from '../shards/requester.js';
 import type { TenantShardApi } from './messages.js';
 import type { TenantKind, TenantRecord } from './tenant-record.js';
-import type { TenantStore } from './tenant-store.js';
+import { TENANT_PAGE_SIZE, type TenantStore } from './tenant-store.js';
 
 /** The shard that keeps the tenant records (every shard count has a shard 0). */
 export const TENANT_SHARD = 0;
 
 /**
- * How long reading every record may take, ms: it runs at start-up (as the shards' first ping
+ * How long reading one page may take, ms: it runs at start-up (as the shards' first ping
  * does, with the same bound), so `shardRequestTimeoutMs`, which may be a few ms, does not apply.
  */
-const LIST_TIMEOUT_MS = 30_000;
+const PAGE_TIMEOUT_MS = 30_000;
 
 export class LmdbTenantStore implements TenantStore {
   constructor(private readonly shards: ShardRequester<TenantShardApi>) {}
 
-  async list(): Promise<TenantRecord[]> {
-    return (await this.shards.request(TENANT_SHARD, { type: 'tenants.list' }, LIST_TIMEOUT_MS)).records;
+  async *pages(): AsyncIterable<TenantRecord[]> {
+    let after: string | null = null;
+    do {
+      const page: { records: TenantRecord[]; last: string | null } = await this.shards.request(TENANT_SHARD, { type: 'tenants.page', after, limit: TENANT_PAGE_SIZE }, PAGE_TIMEOUT_MS);
+      // Copied: the decoded strings are slices of longer ones, which the records would keep alive (shards/codec.ts).
+      if (page.records.length > 0) yield structuredClone(page.records);
+      after = page.last;
+    } while (after !== null);
   }
 
   async put(record: TenantRecord): Promise<void> {
@@ -29,6 +35,6 @@ export class LmdbTenantStore implements TenantStore {
   }
 
   async get(kind: TenantKind, id: string): Promise<TenantRecord | undefined> {
-    return (await this.list()).find((r) => r.kind === kind && (r.kind === 'app' ? r.config.id : r.config.instanceId) === id);
+    return (await this.shards.request(TENANT_SHARD, { type: 'tenants.get', kind, id })).record ?? undefined;
   }
 }

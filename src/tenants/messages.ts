@@ -2,8 +2,10 @@
 import type { TenantKind, TenantRecord } from './tenant-record.js';
 
 export interface TenantShardApi {
-  /** Every stored record (start-up). */
-  'tenants.list': { req: {}; res: { records: TenantRecord[] } };
+  /** Up to `limit` stored records in key order after the key `after` (null: from the first); `last` is the key to continue after, null at the end. */
+  'tenants.page': { req: { after: string | null; limit: number }; res: { records: TenantRecord[]; last: string | null } };
+  /** One stored record. */
+  'tenants.get': { req: { kind: TenantKind; id: string }; res: { record: TenantRecord | null } };
   /** Stores a record; answered once it is durable. */
   'tenants.put': { req: { record: TenantRecord }; res: { stored: true } };
   /** Removes a record; answered once that is durable. */

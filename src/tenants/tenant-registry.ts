@@ -18,7 +18,8 @@ import type { CoreShardApi, ShardRequestOf } from '../shards/messages.js';
 import type { ShardRequester } from '../shards/requester.js';
 import { patchList } from '../shards/patch-list.js';
 import type { AppRecord, PushRecord, TenantKind, TenantRecord } from './tenant-record.js';
-import type { TenantStore } from './tenant-store.js';
+import type { SharedTenantStore, TenantStore } from './tenant-store.js';
+import { TenantSync, type TenantHolder } from './tenant-sync.js';
 
 /** Longest grace period of a rotated secret (seconds): 7 days. */
 export const MAX_GRACE_SECONDS = 7 * 24 * 3600;
@@ -33,6 +34,8 @@ export interface TenantEffects {
 
 export interface TenantRegistryDeps {
   store: TenantStore;
+  /** The same store when the nodes of a cluster share it (changes announced and caught up); null on one node. */
+  shared: SharedTenantStore | null;
   shards: ShardRequester<CoreShardApi>;
   appsById: Map<string, AppConfig>;
   appsByKey: Map<string, AppConfig>;
@@ -50,23 +53,45 @@ export interface TenantRegistryDeps {
 /** Where an entry comes from, as the admin API shows it. */
 export type TenantSource = 'config' | 'api';
 
-export class TenantRegistry {
+export class TenantRegistry implements TenantHolder {
   /** Stored records by `<kind>\0<id>` (those the seed shadows included). */
   private readonly records = new Map<string, TenantRecord>();
   private seedAppIds = new Set<string>();
   private seedAppKeys = new Set<string>();
   private seedPushIds = new Set<string>();
 
-  constructor(private readonly deps: TenantRegistryDeps) {}
+  /** In a cluster: catches up with the changes of other nodes whose notice was lost. */
+  private readonly sync: TenantSync | null;
+
+  constructor(private readonly deps: TenantRegistryDeps) {
+    this.sync = deps.shared ? new TenantSync(deps.shared, this) : null;
+  }
 
   /**
-   * Reads the store and answers `fileConfig` with the stored tenants the seed does not shadow
-   * added (start-up; the maps are built from it by the caller).
+   * Reads the store, a page at a time, and answers `fileConfig` with the stored tenants the seed
+   * does not shadow added (start-up; the maps are built from it by the caller).
    */
   async load(fileConfig: Readonly<HeraldConfig>): Promise<Readonly<HeraldConfig>> {
     this.seed(fileConfig);
-    for (const record of await this.deps.store.list()) this.records.set(recordKey(record.kind, idOf(record)), record);
+    await this.sync?.begin();
+    for await (const page of this.deps.store.pages()) {
+      for (const record of page) this.records.set(recordKey(record.kind, idOf(record)), record);
+    }
     return this.merge(fileConfig);
+  }
+
+  /** In a cluster, from now on: other nodes' changes are applied on their notice, and those whose notice was lost on the next resubscription or version check. */
+  follow(): void {
+    this.sync?.start();
+  }
+
+  /** Another node announced a change: applies every change made since the last one applied. */
+  changedElsewhere(): void {
+    void this.sync?.catchUp();
+  }
+
+  close(): void {
+    this.sync?.stop();
   }
 
   /** The apps and push instances to run with, given a (re)loaded file: the seed plus the records it does not shadow. */
@@ -145,7 +170,7 @@ export class TenantRegistry {
     await this.deps.store.delete(kind, id);
     this.records.delete(recordKey(kind, id));
     this.applyRemoval(kind, id);
-    await this.deps.store.notify?.(kind, id);
+    await this.notify(kind, id);
   }
 
   /**
@@ -199,18 +224,52 @@ export class TenantRegistry {
     await this.deps.store.put(record);
     this.records.set(recordKey(record.kind, idOf(record)), record);
     this.applyRecord(record);
-    await this.deps.store.notify?.(record.kind, idOf(record)).catch((err: unknown) => log.warn('tenants: change notice not sent', { error: String(err) }));
+    await this.notify(record.kind, idOf(record));
+  }
+
+  /** A notice not sent is caught up by the other nodes' version check (tenant-sync.ts). */
+  private async notify(kind: TenantKind, id: string): Promise<void> {
+    await this.deps.shared?.notify(kind, id).catch((err: unknown) => log.warn('tenants: change notice not sent', { error: String(err) }));
   }
 
   // --- applying a change -------------------------------------------------------------------
 
-  /** Another node changed this tenant: read it from the shared store and apply it here. */
-  async refresh(kind: TenantKind, id: string): Promise<void> {
-    const record = await this.deps.store.get(kind, id);
+  /**
+   * Another node changed these tenants: reads each from the shared store and applies those that
+   * differ from what is held (a change already applied is not applied again).
+   */
+  async refresh(tenants: readonly { kind: TenantKind; id: string }[]): Promise<void> {
+    const stored = await Promise.all(tenants.map(({ kind, id }) => this.deps.store.get(kind, id)));
+    tenants.forEach(({ kind, id }, i) => this.take(kind, id, stored[i]));
+  }
+
+  /**
+   * Makes the held records those of the store, every one of them (the store lost its change
+   * log, a Redis restarted empty): applies those that differ, removes those no longer stored.
+   */
+  async resync(): Promise<void> {
+    const stored = new Set<string>();
+    for await (const page of this.deps.store.pages()) {
+      for (const record of page) {
+        stored.add(recordKey(record.kind, idOf(record)));
+        this.take(record.kind, idOf(record), record);
+      }
+    }
+    for (const [key, record] of [...this.records]) {
+      if (!stored.has(key)) this.take(record.kind, idOf(record), undefined);
+    }
+  }
+
+  /** Holds and applies `record` (undefined: removed) unless it is what is held already. */
+  private take(kind: TenantKind, id: string, record: TenantRecord | undefined): void {
+    const key = recordKey(kind, id);
+    const held = this.records.get(key);
     if (record) {
-      this.records.set(recordKey(kind, id), record);
+      if (held && JSON.stringify(held) === JSON.stringify(record)) return;
+      this.records.set(key, record);
       this.applyRecord(record);
-    } else if (this.records.delete(recordKey(kind, id))) {
+    } else if (held) {
+      this.records.delete(key);
       this.applyRemoval(kind, id);
     }
   }

@@ -2,7 +2,9 @@
  * Tenants in a cluster: the apps created through the admin API live in the cluster's Redis and
  * a change through any node takes effect on every node within a second (a pub/sub notice):
  * created through A, an app serves pusher-js and the SDK on B; disabled through B, its sockets
- * on A close with 4003; a node started later has it; deleted, it is gone everywhere (4001).
+ * on A close with 4003; a node started later has it; deleted, it is gone everywhere (4001). A
+ * node that misses a change notice (paused while its subscriber connection is killed) catches up
+ * after it resumes.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ClientPool, rawConnection, refusal } from '../helpers/channel-clients.js';
@@ -74,5 +76,29 @@ describe.skipIf(ONE_PROCESS)('tenants across nodes', () => {
     const push = await admin(cluster.a, '/push', { method: 'POST', body: {} });
     expect(push.status).toBe(409);
     expect(((await push.json()) as { error: string }).error).toContain('cluster.postgresUrl');
-  });
+  }, 90_000);
+
+  it('a node that missed the change notice (paused, its subscriber connection killed meanwhile) applies the change after it resumes', async () => {
+    // Long enough that the paused node is not reaped while it is stopped.
+    const cluster = await bed.start({ apps: [SEED], config: { admin: { token: TOKEN } }, nodeTimeoutMs: 15_000 });
+    const created = (await (await admin(cluster.a, '/apps', { method: 'POST', body: { id: 'missed-app', key: 'missed-key' } })).json()) as { id: string; key: string; secret: string };
+    const pool = new ClientPool(created);
+    pools.push(pool);
+    const onB = await pool.connect(cluster.b);
+
+    const redis = cluster.redis.client();
+    try {
+      cluster.b.signal('SIGSTOP');
+      // B's subscriber is gone while B cannot notice it: the notice of the change below is lost for B.
+      const list = (await redis.client('LIST')) as string;
+      const subscriber = list.split('\n').find((line) => line.includes(' name=herald-node-b-sub '));
+      expect(subscriber, list).toBeDefined();
+      await redis.client('KILL', 'ID', /\bid=(\d+)/.exec(subscriber!)![1]!);
+      expect((await admin(cluster.a, '/apps/missed-app', { method: 'PATCH', body: { enabled: false } })).status).toBe(200);
+    } finally {
+      cluster.b.signal('SIGCONT');
+      redis.disconnect();
+    }
+    await until(() => onB.errorCodes.includes(4003), 'the 4003 close on node B after it resumed', 15_000);
+  }, 60_000);
 });

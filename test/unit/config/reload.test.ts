@@ -45,4 +45,17 @@ describe('planReload', () => {
     const plan = planReload(running, parseConfig({ shards: 1, apps: [app] }));
     expect(plan).toMatchObject({ changed: [], restartNeeded: [] });
   });
+
+  it('names only the apps and push instances that changed, and keeps the running object of every other one', () => {
+    const apps = Array.from({ length: 1000 }, (_, i) => ({ id: `app-${i}`, key: `key-${i}`, secret: `secret-${i}` }));
+    const running = parseConfig({ shards: 1, apps });
+    const next = parseConfig({ shards: 1, apps: [...apps.slice(0, 500).map((a, i) => (i === 7 ? { ...a, maxConnections: 5 } : a)), ...apps.slice(501), { id: 'new', key: 'new-key', secret: 'n' }] });
+    const plan = planReload(running, next);
+    expect(plan.changed).toEqual(['apps']);
+    expect(plan.tenants).toEqual({ apps: [next.apps[7], next.apps.at(-1)], removedApps: ['app-500'], push: [], removedPush: [] });
+    const runningById = new Map(running.apps.map((a) => [a.id, a]));
+    const reused = plan.effective.apps.filter((a) => runningById.get(a.id) === a);
+    expect(reused).toHaveLength(998);
+    expect(plan.effective.apps.find((a) => a.id === 'app-7')!.maxConnections).toBe(5);
+  });
 });

@@ -5,6 +5,7 @@
  */
 import { MessageChannel } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
+import { Packr } from 'msgpackr';
 import { ShardCodec } from '../../../src/shards/codec.js';
 
 /** Posts bytes through a real MessagePort and resolves with what the other side received. */
@@ -41,5 +42,13 @@ describe('ShardCodec', () => {
       expect(received.buffer.byteLength).toBe(small.byteLength);
       expect(codec.decode(received)).toEqual({ ok: true, value: { subscriptionCount: i }, boot: 1 });
     }
+  });
+
+  it('releases the pack buffer msgpackr grew for a large message (it is one per thread, shared by every Packr)', () => {
+    const codec = new ShardCodec();
+    codec.encode({ ok: true, value: { apps: Array.from({ length: 50_000 }, (_, i) => ({ id: `app-${i}`, key: `key-${i}` })) }, boot: 1 });
+    // Any Packr of this thread packs into that buffer: its view shows how large the buffer is.
+    const view = new Packr({ useRecords: false }).pack({ small: true });
+    expect(view.buffer.byteLength).toBeLessThan(64 * 1024);
   });
 });
