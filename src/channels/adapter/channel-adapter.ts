@@ -222,7 +222,9 @@ export interface UserPresence {
   /**
    * Puts a socket on the watchlist delivery of each user and answers which of them are online
    * now (for the initial watchlist events). Local: at once, from this node's users. Cluster:
-   * read from Redis; rejects with CLUSTER_UNAVAILABLE during an outage.
+   * read from Redis; rejects with CLUSTER_UNAVAILABLE during an outage. A user recorded online
+   * but whose watchers were not told yet (the telling follows the record) is in the answer and
+   * is then also told to the socket as 'online': at least once, not exactly once.
    */
   watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[] | Promise<string[]>;
   /**
