@@ -56,6 +56,16 @@ export interface ScanSteps {
   return(value: void): unknown;
 }
 
+/**
+ * A scan's scope in a cluster publish: the devices whose id hash (fnv1a32, the shard_hash of the
+ * PostgreSQL store) modulo `count` is `index`, whichever shard scans. Without it a scan answers
+ * for this shard's devices.
+ */
+export interface ScanPartition {
+  index: number;
+  count: number;
+}
+
 export interface PushDeviceStore {
   /** Which implementation (logs, admin): `lmdb` or `postgres`. */
   readonly kind: 'lmdb' | 'postgres';
@@ -108,12 +118,12 @@ export interface PushDeviceStore {
   removeInterest(instanceId: string, deviceId: string, interest: string): Promise<RemoveInterestResult>;
   /** Deletes every device of `userId` on this shard; resolves to how many. */
   deleteUser(instanceId: string, userId: string): Promise<number>;
-  /** This shard's devices subscribed to any of `interests`, each once (sorted list order, then device id). */
-  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): ScanSteps;
-  /** This shard's devices of any of `userIds`. */
-  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps;
-  /** The named devices this shard holds (ids it does not hold are skips). */
-  scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps;
+  /** This shard's (or the partition's) devices subscribed to any of `interests`, each once (sorted list order, then device id). */
+  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps;
+  /** This shard's (or the partition's) devices of any of `userIds`. */
+  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps;
+  /** The named devices this shard (or the partition) holds (other ids are skips). */
+  scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps;
   /** Totals for one instance on this shard. */
   counts(instanceId: string): Promise<StoreCounts>;
   /** Devices of one instance on this shard by platform (reads every record: callers cache). */

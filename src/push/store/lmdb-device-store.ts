@@ -8,7 +8,25 @@ import type { RootDatabase } from 'lmdb';
 import { DeviceStore } from '../shard/devices/device-store.js';
 import type { Platform } from '../platform.js';
 import type { SetUserOutcome } from '../messages/devices.js';
-import type { PushDeviceStore, ScanPosition, ScanSteps } from './device-store.js';
+import type { PushDeviceStore, ScanPartition, ScanPosition, ScanStep, ScanSteps } from './device-store.js';
+import { fnv1a32 } from '../../shards/hash.js';
+
+/**
+ * A scan narrowed to a partition (devices whose fnv1a32 id hash modulo `count` is `index`):
+ * the others become skips at their position, so a resume stays exact.
+ */
+function inPartition(scan: Generator<ScanStep, void, undefined>, partition: ScanPartition | undefined): ScanSteps {
+  if (!partition) return scan;
+  return (function* narrowed(): Generator<ScanStep, void, undefined> {
+    for (const step of scan) {
+      if (step.device !== null && fnv1a32(step.device.id) % partition.count !== partition.index) {
+        yield { device: null, position: step.position, skipped: 1 };
+      } else {
+        yield step;
+      }
+    }
+  })();
+}
 
 export class LmdbDeviceStore implements PushDeviceStore {
   readonly kind = 'lmdb';
@@ -95,16 +113,16 @@ export class LmdbDeviceStore implements PushDeviceStore {
     return this.lmdb.deleteUser(instanceId, userId);
   }
 
-  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
-    return this.lmdb.scanInterestSteps(instanceId, interests, resumeFrom);
+  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps {
+    return inPartition(this.lmdb.scanInterestSteps(instanceId, interests, resumeFrom), partition);
   }
 
-  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
-    return this.lmdb.scanUserSteps(instanceId, userIds, resumeFrom);
+  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps {
+    return inPartition(this.lmdb.scanUserSteps(instanceId, userIds, resumeFrom), partition);
   }
 
-  scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
-    return this.lmdb.scanDeviceSteps(instanceId, deviceIds, resumeFrom);
+  scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps {
+    return inPartition(this.lmdb.scanDeviceSteps(instanceId, deviceIds, resumeFrom), partition);
   }
 
   async counts(instanceId: string) {

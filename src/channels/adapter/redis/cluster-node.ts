@@ -54,7 +54,7 @@ export class ClusterNode {
   private readonly leases: PushInstanceLease[] = [];
 
   constructor(
-    readonly config: ClusterConfig,
+    readonly config: Omit<ClusterConfig, 'publishPartitions' | 'publishLeaseMs'>,
     options: ClusterNodeOptions,
   ) {
     this.connections = createRedisConnections(config, {

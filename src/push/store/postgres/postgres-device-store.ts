@@ -11,7 +11,9 @@
  *
  * Shard scope: scans, counts and a user's devices answer for the devices whose
  * `shard_hash % shardCount` is this shard's index (shard_hash is fnv1a32 of the device id,
- * the main thread's deviceShardFor), so a node's shards together cover each device once.
+ * the main thread's deviceShardFor), so a node's shards together cover each device once. A
+ * scan given a `partition` answers for `shard_hash % count = index` instead, whatever shard
+ * asks (a cluster publish's partitions).
  */
 import pg from 'pg';
 import { HeraldError } from '../../../errors.js';
@@ -30,6 +32,7 @@ import type {
   RegisterResult,
   RemoveInterestResult,
   ReplaceInterestsResult,
+  ScanPartition,
   ScanPosition,
   ScanStep,
   ScanSteps,
@@ -396,9 +399,10 @@ export class PostgresDeviceStore implements PushDeviceStore {
     return rowCount ?? 0;
   }
 
-  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
+  scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps {
     const list = normaliseScanList(interests);
-    return this.indexSteps(instanceId, list, resumeFrom, (listIndex, after) =>
+    const scope = this.scope(partition);
+    return this.indexSteps(instanceId, list, resumeFrom, scope, (listIndex, after) =>
       this.query<CandidateRow>(
         // The LIMIT inside the subquery keeps the walk on the interest index, whatever the
         // planner guesses of the shard filter, which is applied per candidate below.
@@ -415,27 +419,29 @@ export class PostgresDeviceStore implements PushDeviceStore {
                                WHERE e.instance_id = c.instance_id AND e.device_id = c.device_id AND e.interest = ANY($5::text[])
                                LIMIT 1) x ON true
           ORDER BY c.device_id`,
-        [instanceId, list[listIndex]!, after, this.shardCount, list.slice(0, listIndex), SCAN_BATCH],
+        [instanceId, list[listIndex]!, after, scope.count, list.slice(0, listIndex), SCAN_BATCH],
       ).then((r) => r.rows),
     );
   }
 
-  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition): ScanSteps {
+  scanUserSteps(instanceId: string, userIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps {
     const list = normaliseScanList(userIds);
-    return this.indexSteps(instanceId, list, resumeFrom, (listIndex, after) =>
+    const scope = this.scope(partition);
+    return this.indexSteps(instanceId, list, resumeFrom, scope, (listIndex, after) =>
       this.query<CandidateRow>(
         `SELECT device_id AS candidate, (shard_hash % $4)::int AS shard, false AS earlier, ${DEVICE_COLUMNS} FROM herald_push_devices
           WHERE instance_id = $1 AND user_id = $2 AND device_id > $3
           ORDER BY device_id LIMIT $5`,
-        [instanceId, list[listIndex]!, after, this.shardCount, SCAN_BATCH],
+        [instanceId, list[listIndex]!, after, scope.count, SCAN_BATCH],
       ).then((r) => r.rows),
     );
   }
 
-  async *scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition): AsyncGenerator<ScanStep, void, undefined> {
+  async *scanDeviceSteps(instanceId: string, deviceIds: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): AsyncGenerator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
     const list = normaliseScanList(deviceIds);
-    const shard = this.shardFilter(3);
+    const scope = this.scope(partition);
+    const shard = { sql: 'shard_hash % $3 = $4', values: [scope.count, scope.index] };
     // A position names the last id handled: resume with the next one.
     const first = resumeFrom === undefined ? 0 : resumeFrom.listIndex + (resumeFrom.afterDeviceId === null ? 0 : 1);
     for (let start = first; start < list.length; start += SCAN_BATCH) {
@@ -462,6 +468,7 @@ export class PostgresDeviceStore implements PushDeviceStore {
     instanceId: string,
     list: readonly string[],
     resumeFrom: ScanPosition | undefined,
+    scope: ScanPartition,
     batch: (listIndex: number, after: string) => Promise<CandidateRow[]>,
   ): AsyncGenerator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
@@ -472,7 +479,7 @@ export class PostgresDeviceStore implements PushDeviceStore {
         const rows = await batch(listIndex, after);
         let skipped = 0;
         for (const row of rows) {
-          if (row.device_id === null || row.shard !== this.shardIndex || row.earlier) {
+          if (row.device_id === null || row.shard !== scope.index || row.earlier) {
             skipped++;
             continue;
           }
@@ -484,6 +491,11 @@ export class PostgresDeviceStore implements PushDeviceStore {
         if (skipped === rows.length) yield { device: null, position: { listIndex, afterDeviceId: after }, skipped };
       }
     }
+  }
+
+  /** A scan's scope: the partition when given (a cluster publish), else this shard's devices. */
+  private scope(partition: ScanPartition | undefined): ScanPartition {
+    return partition ?? { index: this.shardIndex, count: this.shardCount };
   }
 
   async counts(instanceId: string): Promise<StoreCounts> {
