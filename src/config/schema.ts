@@ -323,6 +323,18 @@ const clusterSchema = z.strictObject({
    * of every node (needed once `push` has an instance; a channels-only cluster needs only Redis).
    */
   postgresUrl: z.string().regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://').optional(),
+  /**
+   * With `postgresUrl`: the partitions each publish is split into (by device id hash). Any
+   * node's shard claims a partition and sends to its devices, so a large publish spreads over
+   * the nodes; more partitions spread finer and cost a row each.
+   */
+  publishPartitions: z.number().int().min(1).max(1024).default(16),
+  /**
+   * With `postgresUrl`: how long a claimed partition stays a node's without its renewal (ms).
+   * A node that dies holds its partitions this long; then another node takes them over from
+   * their last checkpoint.
+   */
+  publishLeaseMs: z.number().int().min(1000).max(600_000).default(15_000),
 });
 
 /**

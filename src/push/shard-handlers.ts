@@ -7,7 +7,8 @@
 import { mergeHandlers, type ShardArea, type ShardContext } from '../shards/context.js';
 import type { PushShardApi } from './messages/index.js';
 import type { WebhookEmitter } from '../webhooks/emitter.js';
-import { createDeviceStore } from './store/factory.js';
+import { createDeviceStore, createSharedPublishStore } from './store/factory.js';
+import { createClusterPublishArea } from './shard/publishes/partitions.js';
 import { PublishStore } from './shard/publishes/publish-store.js';
 import { createDeviceArea } from './shard/devices/handlers.js';
 import { createPublishArea } from './shard/publishes/handlers.js';
@@ -28,8 +29,10 @@ const STORAGE_WRITES: readonly (keyof PushShardApi & string)[] = [
 
 /** Builds the push area of one shard (its stores opened once, then its three sub-areas). */
 export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): ShardArea<PushShardApi> {
-  const deps: PushAreaDeps = { ctx, store: createDeviceStore(ctx), publishes: new PublishStore(ctx.root), webhooks };
-  const areas = [createDeviceArea(deps), createPublishArea(deps), createReportArea(deps)];
+  const shared = createSharedPublishStore(ctx);
+  const deps: PushAreaDeps = { ctx, store: createDeviceStore(ctx), publishes: new PublishStore(ctx.root), webhooks, ...(shared ? { shared } : {}) };
+  const publishArea = shared ? createClusterPublishArea(deps, shared) : createPublishArea(deps);
+  const areas = [createDeviceArea(deps), publishArea, createReportArea(deps)];
   return {
     handlers: mergeHandlers(areas.map((a) => a.handlers)) as unknown as ShardArea<PushShardApi>['handlers'],
     storageWrites: STORAGE_WRITES,

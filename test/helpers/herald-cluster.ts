@@ -27,6 +27,8 @@ export interface HeraldClusterOptions {
   push?: Record<string, unknown>[][];
   /** cluster.postgresUrl of every node (the shared push store); default none. */
   postgresUrl?: string;
+  /** Other `cluster` fields of every node (publishLeaseMs, publishPartitions, ...). */
+  cluster?: Record<string, unknown>;
   /** Config fields of one node only, by index, over the shared ones (a config that differs). */
   perNode?: (Record<string, unknown> | undefined)[];
 }
@@ -73,6 +75,7 @@ export class HeraldCluster {
         nodeTimeoutMs: this.nodeTimeoutMs,
         nodeId,
         ...(this.options.postgresUrl !== undefined && { postgresUrl: this.options.postgresUrl }),
+        ...this.options.cluster,
       },
       ...this.options.perNode?.[NODE_IDS.indexOf(nodeId as (typeof NODE_IDS)[number])],
     };

@@ -51,10 +51,10 @@ export class PublishesClient {
 
   /** One publish merged over every shard that has a record of it; null when none does. */
   async stats(instanceId: string, publishId: string): Promise<MergedPublishStats | null> {
-    const parts = await this.shards.broadcast({ type: 'publish.stats', instanceId, publishId });
+    const answers = await this.shards.broadcast({ type: 'publish.stats', instanceId, publishId });
     return mergePublishStats(
-      parts.map((p) => p.stats),
-      this.shards.shardCount,
+      answers.flatMap((a) => a.parts),
+      Math.max(0, ...answers.map((a) => a.partCount)),
     );
   }
 }

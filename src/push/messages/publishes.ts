@@ -125,14 +125,18 @@ export interface PublishShardApi {
    */
   'publish.cancel': { req: { publishId: string }; res: { cancelled: boolean } };
   /**
-   * This shard's part of a publish, or null when this shard has no record of it (unknown,
-   * expired, or another instance's). The statistics endpoint broadcasts and merges the parts
-   * with mergePublishStats (src/push/publish-results.ts).
+   * The parts of a publish this shard answers for, empty when it has no record of it (unknown,
+   * expired, or another instance's): on one node its own part; in a cluster (PostgreSQL) the
+   * publish's home shard (shardForKey of the id) answers every partition and the others none.
+   * `partCount`: how many parts the publish has (shards, or partitions). The statistics
+   * endpoint broadcasts and merges the parts with mergePublishStats (src/push/publish-results.ts).
    */
-  'publish.stats': { req: { instanceId: string; publishId: string }; res: { stats: PublishShardStats | null } };
+  'publish.stats': { req: { instanceId: string; publishId: string }; res: { parts: PublishShardStats[]; partCount: number } };
   /**
    * Notifications counted on this shard for the instance in the current UTC month, including
    * sends already made by publishes still running. The main thread sums the shards for the 402.
+   * In a cluster (PostgreSQL) the instance's home shard answers the cluster's count, the others
+   * what their running parts sent since their last checkpoint.
    */
   'publish.usage': { req: { instanceId: string }; res: PublishUsage };
 }

@@ -3,6 +3,7 @@ import type { ShardContext } from '../../shards/context.js';
 import type { WebhookEmitter } from '../../webhooks/emitter.js';
 import type { PushDeviceStore } from '../store/device-store.js';
 import type { PublishStore } from './publishes/publish-store.js';
+import type { PostgresPublishStore } from '../store/postgres/postgres-publish-store.js';
 
 export interface PushAreaDeps {
   ctx: ShardContext;
@@ -10,5 +11,10 @@ export interface PushAreaDeps {
   store: PushDeviceStore;
   /** The shard's publish records: written by the publish area, read by reporting (known publishes, pruning). */
   publishes: PublishStore;
+  /**
+   * A cluster with `cluster.postgresUrl`: the publish records every node shares (publishes,
+   * partitions, usage, delivery reports). Then `publishes` holds nothing.
+   */
+  shared?: PostgresPublishStore;
   webhooks: WebhookEmitter;
 }

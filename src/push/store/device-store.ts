@@ -113,7 +113,8 @@ export interface PushDeviceStore {
   /**
    * This shard's devices subscribed to any of `interests`, each once (sorted list order, then
    * device id). Every scan takes an optional `partition` (ScanPartition): then only the
-   * devices of that partition, with the same positions.
+   * devices of that partition, with the same positions; in PostgreSQL, which every shard
+   * reads, the partition's devices whichever shard asks (LMDB shards hold only their own).
    */
   scanInterestSteps(instanceId: string, interests: readonly string[], resumeFrom?: ScanPosition, partition?: ScanPartition): ScanSteps;
   /** This shard's devices of any of `userIds`. */

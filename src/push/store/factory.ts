@@ -6,6 +6,22 @@ import type { ShardContext } from '../../shards/context.js';
 import type { PushDeviceStore } from './device-store.js';
 import { LmdbDeviceStore } from './lmdb-device-store.js';
 import { PostgresDeviceStore } from './postgres/postgres-device-store.js';
+import { leaseOwner, PostgresPublishStore } from './postgres/postgres-publish-store.js';
+
+/**
+ * The publish records every node shares, in a cluster with `cluster.postgresUrl`; undefined on
+ * one node (each shard keeps its parts in its LMDB, push/shard/publishes/publish-store.ts).
+ */
+export function createSharedPublishStore(ctx: ShardContext): PostgresPublishStore | undefined {
+  const cluster = ctx.config.cluster;
+  if (!cluster?.postgresUrl) return undefined;
+  return new PostgresPublishStore({
+    url: cluster.postgresUrl,
+    owner: leaseOwner(cluster.nodeId, ctx.shardIndex),
+    leaseMs: cluster.publishLeaseMs,
+    shardIndex: ctx.shardIndex,
+  });
+}
 
 export function createDeviceStore(ctx: ShardContext): PushDeviceStore {
   const url = ctx.config.cluster?.postgresUrl;

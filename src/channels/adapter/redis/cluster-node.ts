@@ -52,7 +52,7 @@ export class ClusterNode {
   readonly bus: DeliveryBus;
 
   constructor(
-    readonly config: ClusterConfig,
+    readonly config: Omit<ClusterConfig, 'publishPartitions' | 'publishLeaseMs'>,
     options: ClusterNodeOptions,
   ) {
     this.connections = createRedisConnections(config, {

@@ -219,19 +219,20 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
         return { cancelled: stored };
       },
       'publish.stats': ({ instanceId, publishId }) => {
+        const partCount = ctx.shardCount;
         const running = runs.get(publishId)?.run;
         if (running) {
-          if (running.job.instanceId !== instanceId) return { stats: null };
+          if (running.job.instanceId !== instanceId) return { parts: [], partCount };
           const coordinates = running.job.kind === 'users' && coordinator.coordinates(publishId);
-          return { stats: running.stats(coordinates ? userIndexOf(running.job.targets) : undefined) };
+          return { parts: [running.stats(coordinates ? userIndexOf(running.job.targets) : undefined)], partCount };
         }
         const progress = publishes.progress(publishId);
-        if (!progress || progress.instanceId !== instanceId) return { stats: null };
-        return { stats: statsOf(progress, ctx.shardIndex, progress.kind === 'users' ? publishes.targets(publishId) : undefined) };
+        if (!progress || progress.instanceId !== instanceId) return { parts: [], partCount };
+        return { parts: [statsOf(progress, ctx.shardIndex, progress.kind === 'users' ? publishes.targets(publishId) : undefined)], partCount };
       },
       'publish.usage': ({ instanceId }) => {
         const month = usageMonth(Date.now());
-        let notifications = publishes.usage(instanceId, month);
+        let notifications = publishes.usageNow(instanceId, month);
         for (const { run } of runs.values()) {
           if (run.job.instanceId === instanceId) notifications += run.unpersistedNotifications();
         }

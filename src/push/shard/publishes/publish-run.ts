@@ -27,9 +27,10 @@ import type { PushDeviceStore } from '../../store/device-store.js';
 import { CompletionWindow } from './completion-window.js';
 import type { GatewayRegistry } from './gateway-registry.js';
 import { gatewayPayload } from './payload.js';
-import { statsOf, usageMonth, type ProgressRecord, type PublishStore, type ShardReport } from './publish-store.js';
+import { LeaseLostError, statsOf, usageMonth, type ProgressRecord, type PublishRecordStore, type ShardReport } from '../../store/publish-record-store.js';
+import type { ScanPartition } from '../../store/device-store.js';
 import { addErrorReason, emptyGatewayCounts, emptyUserBits, failureReasonKey, orUserBits, setUserBit, userIndexOf } from '../../publish-results.js';
-import { countNotification } from '../../../shards/shard-counters.js';
+import { countNotification, countPublishResends } from '../../../shards/shard-counters.js';
 import { RateLimitedLog } from '../../../log.js';
 import type { SendLimiter } from './send-limiter.js';
 import type { GatewayCounts, PublishJob, PublishShardStats } from '../../messages/publishes.js';
@@ -38,7 +39,8 @@ export interface PublishRunDeps {
   shardIndex: number;
   /** What the fan-out needs of the shard's device store. */
   devices: Pick<PushDeviceStore, 'scanInterestSteps' | 'scanUserSteps' | 'scanDeviceSteps' | 'deleteIfToken'>;
-  publishes: PublishStore;
+  /** Where checkpoints go: the shard's LMDB, or the cluster's PostgreSQL (lease-checked). */
+  publishes: Pick<PublishRecordStore, 'saveProgress'>;
   gateways: GatewayRegistry;
   limiter: SendLimiter;
   /** Committed devices between two durable checkpoints. */
@@ -132,6 +134,17 @@ export function initialProgress(job: PublishJob): ProgressRecord {
   return record;
 }
 
+/** A cluster partition's run: which devices, and how many of its first sends may repeat another node's. */
+export interface PartitionScope {
+  partition: ScanPartition;
+  /**
+   * Taken over from a node whose lease expired: that node may have sent up to this many
+   * devices past its last stored checkpoint, so this run's first that many sends are counted
+   * in herald_push_publish_resends_total (an upper bound of the duplicates).
+   */
+  possibleResends: number;
+}
+
 /** One shard's part of one publish, from a fresh or a stored (resumed) progress record. */
 export class PublishRun {
   readonly job: PublishJob;
@@ -152,10 +165,16 @@ export class PublishRun {
   private wakeLoop: (() => void) | undefined;
   private dirty = false;
   private writing: Promise<void> | undefined;
+  private readonly scope: PartitionScope | undefined;
+  private possibleResends: number;
+  /** Cluster: another node took the partition over; nothing more of this run is stored. */
+  private leaseLost = false;
 
-  constructor(job: PublishJob, record: ProgressRecord, deps: PublishRunDeps) {
+  constructor(job: PublishJob, record: ProgressRecord, deps: PublishRunDeps, scope?: PartitionScope) {
     this.job = job;
     this.deps = deps;
+    this.scope = scope;
+    this.possibleResends = scope?.possibleResends ?? 0;
     this.now = deps.now ?? Date.now;
     this.record = { ...record };
     const users = job.kind === 'users' ? userIndexOf(job.targets) : [];
@@ -169,7 +188,7 @@ export class PublishRun {
    * Runs the part to its end: `finished` (every device handled, state stored as finished) or
    * `stopped` (stop() was called; the checkpoint is stored and a restart resumes from it).
    */
-  async run(): Promise<'finished' | 'stopped'> {
+  async run(): Promise<'finished' | 'stopped' | 'lost'> {
     if (this.record.state === 'queued') {
       // Stored with the first checkpoint (statistics read a running part live): a small
       // publish costs one write per shard for its whole run.
@@ -182,11 +201,12 @@ export class PublishRun {
       if (payload) payloads[platform] = gatewayPayload(platform, payload, this.job.instanceId, this.job.publishId);
     }
     const resumeFrom = this.record.position ?? undefined;
+    const partition = this.scope?.partition;
     const scan = this.job.kind === 'interests'
-      ? this.deps.devices.scanInterestSteps(this.job.instanceId, this.job.targets, resumeFrom)
+      ? this.deps.devices.scanInterestSteps(this.job.instanceId, this.job.targets, resumeFrom, partition)
       : this.job.kind === 'users'
-        ? this.deps.devices.scanUserSteps(this.job.instanceId, this.job.targets, resumeFrom)
-        : this.deps.devices.scanDeviceSteps(this.job.instanceId, this.job.targets, resumeFrom);
+        ? this.deps.devices.scanUserSteps(this.job.instanceId, this.job.targets, resumeFrom, partition)
+        : this.deps.devices.scanDeviceSteps(this.job.instanceId, this.job.targets, resumeFrom, partition);
     const inFlight = new Set<Promise<void>>();
     let exhausted = false;
     let sinceYield = 0;
@@ -240,6 +260,10 @@ export class PublishRun {
           this.settle(slot);
           continue;
         }
+        if (this.possibleResends > 0) {
+          this.possibleResends--;
+          countPublishResends(1);
+        }
         const send = client
           .send({ deviceId: device.id, token: device.token, ...(device.bundleIdentifier ? { bundleIdentifier: device.bundleIdentifier } : {}), payload })
           .then(async (outcome) => {
@@ -270,17 +294,24 @@ export class PublishRun {
       await scan.return();
     }
     await Promise.all(inFlight);
+    if (this.leaseLost) return 'lost';
     if (exhausted && this.window.size === 0) {
       const finishedAt = this.now();
       this.record.state = 'finished';
       this.record.finishedAt = finishedAt;
       this.requestCheckpoint();
       await this.writesDone();
-      return 'finished';
+      return this.leaseLost ? 'lost' : 'finished';
     }
     this.requestCheckpoint();
     await this.writesDone();
-    return 'stopped';
+    return this.leaseLost ? 'lost' : 'stopped';
+  }
+
+  /** The lease was found lost outside a checkpoint (its renewal): stop, store nothing more. */
+  loseLease(): void {
+    this.leaseLost = true;
+    this.stop();
   }
 
   /** Ends the loop at the next device; sends in flight go on until they settle or are cut. */
@@ -360,6 +391,7 @@ export class PublishRun {
 
   /** Schedules a write of the committed state; writes never overlap and the last one wins. */
   private requestCheckpoint(): void {
+    if (this.leaseLost) return;
     this.dirty = true;
     this.writing ??= this.writeLoop().finally(() => {
       this.writing = undefined;
@@ -377,6 +409,13 @@ export class PublishRun {
         this.persistedRecipients = snapshot.recipients;
         if (retained > 0) this.deps.onRetained?.(retained);
       } catch (err) {
+        if (err instanceof LeaseLostError) {
+          // Another node resumes the partition from its last stored checkpoint: stop sending.
+          log.warn('publish partition taken over by another node: stopping here', { publishId: this.job.publishId, partition: this.scope?.partition.index });
+          this.leaseLost = true;
+          this.stop();
+          return;
+        }
         logWriteFailure(err, 'publish checkpoint write failed', { publishId: this.job.publishId });
       }
     }

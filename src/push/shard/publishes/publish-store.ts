@@ -28,118 +28,18 @@
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { Database, RootDatabase } from 'lmdb';
 import { pack, unpack } from 'msgpackr';
-import type { ScanPosition } from '../devices/device-store.js';
 import { decodeKey, encodeKey, prefixRange } from '../../keys.js';
-import type { GatewayCounts, PublishJob, PublishKind, PublishShardStats, PublishState, UserOutcomes } from '../../messages/publishes.js';
-import type { Platform } from '../../platform.js';
+import type { PublishJob, PublishShardStats } from '../../messages/publishes.js';
 import { userBitsOf, userIndexOf } from '../../publish-results.js';
+import {
+  jobOf, statsOf, storedJob,
+  type CoordinatorRecord, type ProgressRecord, type PublishRecordStore, type ShardReport, type StoredPublishJob, type UsageDelta,
+} from '../../store/publish-record-store.js';
 
-/**
- * One shard's part of one publish as stored (`('progress', publishId)`, msgpack): its own
- * shape, not the `publish.stats` message, which is built from it (statsOf), so changing the
- * message never changes what is on disk. Field meanings as in PublishShardStats.
- */
-export interface ProgressRecord {
-  publishId: string;
-  instanceId: string;
-  kind: PublishKind;
-  state: PublishState;
-  acceptedAt: number;
-  startedAt: number | null;
-  finishedAt: number | null;
-  updatedAt: number;
-  recipients: number;
-  gateways: Record<Platform, GatewayCounts>;
-  /**
-   * User publishes: this part's outcome as bits over the sorted targets. Records of earlier
-   * versions also hold the targets here, and lists of ids: progress() converts them to bits.
-   */
-  users?: { targets?: string[] } & UserOutcomes;
-  /** Last device whose outcome is counted here, in scan order; null before the first. */
-  position: ScanPosition | null;
-  /** The coordinator acknowledged this shard's finished part. */
-  reported: boolean;
-  /** Cancelled (`publish.cancel`) before every shard had stored it: stopped, never resumed or reported. */
-  cancelled?: true;
-}
-
-/**
- * One accepted publish as stored (`('job', publishId)`, msgpack, written once): the store's own
- * type, converted from and to the `publish.start` message's PublishJob at this module's boundary
- * (storedJob, jobOf), so a field added to the message does not reach the disk unless it is
- * added here and to storedJob. Today it has exactly the message's fields; should the message
- * change, this type must keep describing the records already on disk (Herald reads data dirs of
- * earlier versions without a migration).
- */
-export type StoredPublishJob = Readonly<Pick<PublishJob, 'publishId' | 'instanceId' | 'kind' | 'targets' | 'payloads' | 'acceptedAt' | 'webhookUrl'>>;
-
-/**
- * The stored form of a job: its fields in the order every version has written them (the order
- * the HTTP route builds the job in), `webhookUrl` last and only when present, so the msgpack
- * bytes stay those of earlier versions.
- */
-export function storedJob(job: PublishJob): StoredPublishJob {
-  const { publishId, instanceId, kind, targets, payloads, acceptedAt, webhookUrl } = job;
-  return webhookUrl === undefined
-    ? { publishId, instanceId, kind, targets, payloads, acceptedAt }
-    : { publishId, instanceId, kind, targets, payloads, acceptedAt, webhookUrl };
-}
-
-/** The job a stored record describes (a copy: the stored record is never changed in place). */
-export function jobOf(stored: StoredPublishJob): PublishJob {
-  return { ...stored };
-}
-
-/** What a shard tells the coordinator when its part is finished. */
-export interface ShardReport {
-  publishId: string;
-  shard: number;
-  recipients: number;
-  gateways: Record<Platform, GatewayCounts>;
-  users?: UserOutcomes;
-  startedAt: number | null;
-  finishedAt: number;
-}
-
-/** What the coordinator shard keeps per publish: every shard's finished part, by shard index. */
-export interface CoordinatorRecord {
-  parts: Record<number, ShardReport>;
-  /** FINISHED (and v1.PublishToUsersAttempt) queued in the webhook outbox. */
-  finalized: boolean;
-}
-
-/** A count added to an instance's usage of one month. */
-export interface UsageDelta {
-  instanceId: string;
-  month: string;
-  notifications: number;
-}
-
-/**
- * The `publish.stats` answer for a part (stored or live) of shard `shard`; `targets` (the
- * coordinator's copy of a user publish's ids) travels with it when given.
- */
-export function statsOf(record: ProgressRecord, shard: number, targets?: string[]): PublishShardStats {
-  const stats: PublishShardStats = {
-    shard,
-    publishId: record.publishId,
-    instanceId: record.instanceId,
-    kind: record.kind,
-    state: record.state,
-    acceptedAt: record.acceptedAt,
-    startedAt: record.startedAt,
-    finishedAt: record.finishedAt,
-    updatedAt: record.updatedAt,
-    recipients: record.recipients,
-    gateways: record.gateways,
-  };
-  if (record.users) {
-    const ids = targets ?? record.users.targets;
-    const { withDevices, deliveredToGateway } = record.users;
-    stats.users = ids === undefined ? { withDevices, deliveredToGateway } : { targets: ids, withDevices, deliveredToGateway };
-  }
-  return stats;
-}
+export {
+  jobOf, packedBytes, statsOf, storedJob, usageMonth,
+  type CoordinatorRecord, type ProgressRecord, type ShardReport, type StoredPublishJob, type UsageDelta,
+} from '../../store/publish-record-store.js';
 
 /** A stored progress record as this version reads it: user outcomes as bits (earlier versions stored id lists). */
 function progressOf(stored: ProgressRecord | undefined): ProgressRecord | undefined {
@@ -156,16 +56,6 @@ function progressOf(stored: ProgressRecord | undefined): ProgressRecord | undefi
   };
 }
 
-/** Encoded bytes of a value as msgpack (what a job costs against `maxPendingBytesPerInstance`). */
-export function packedBytes(value: unknown): number {
-  return pack(value).length;
-}
-
-/** `YYYY-MM` of a time, UTC. */
-export function usageMonth(ms: number): string {
-  return new Date(ms).toISOString().slice(0, 7);
-}
-
 function doneTime(ms: number): string {
   return String(Math.max(0, Math.floor(ms))).padStart(13, '0');
 }
@@ -174,7 +64,8 @@ function doneTime(ms: number): string {
 export const PUBLISH_DATABASE = 'push/publish';
 
 /** The publish records of one shard; every write resolves once durable. */
-export class PublishStore {
+export class PublishStore implements PublishRecordStore {
+  readonly kind = 'lmdb';
   private readonly root: RootDatabase;
   private readonly db: Database<unknown, Uint8Array>;
 
@@ -215,6 +106,17 @@ export class PublishStore {
     return this.db.get(encodeKey(['coord', publishId])) as CoordinatorRecord | undefined;
   }
 
+  /** This shard's part of the publish, when it is the instance's. */
+  statsParts(instanceId: string, publishId: string, shard = 0): Promise<PublishShardStats[]> {
+    const progress = this.progress(publishId);
+    if (!progress || progress.instanceId !== instanceId) return Promise.resolve([]);
+    return Promise.resolve([statsOf(progress, shard, progress.kind === 'users' ? this.targets(publishId) : undefined)]);
+  }
+
+  instanceOf(publishId: string): Promise<string | undefined> {
+    return Promise.resolve(this.progress(publishId)?.instanceId);
+  }
+
   /** Ids of parts not finished or not yet reported, for resuming at start-up. */
   openPublishIds(): string[] {
     return Array.from(this.db.getKeys(prefixRange(['open'])), (key) => decodeKey(key)[1]!);
@@ -226,7 +128,12 @@ export class PublishStore {
   }
 
   /** Notifications of the instance in `month` on this shard. */
-  usage(instanceId: string, month: string): number {
+  usage(instanceId: string, month: string): Promise<number> {
+    return Promise.resolve(this.usageNow(instanceId, month));
+  }
+
+  /** usage(), synchronously (LMDB reads are). */
+  usageNow(instanceId: string, month: string): number {
     return (this.db.get(encodeKey(['usage', instanceId, month])) as number | undefined) ?? 0;
   }
 

@@ -15,6 +15,8 @@ import type { PushInstanceWebhookKind } from '../../../webhooks/emitter.js';
 import { ReportStore } from './report-store.js';
 import { removeReportsOfGonePublishes } from './prune.js';
 import type { DeliveryReport, ReportKind, ReportShardApi } from '../../messages/reports.js';
+import type { PostgresPublishStore } from '../../store/postgres/postgres-publish-store.js';
+import { shardForKey } from '../../../shards/hash.js';
 
 /** How often a shard removes the reports of publishes it no longer keeps (ms). */
 const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
@@ -30,7 +32,8 @@ const WEBHOOK_KIND: Record<ReportKind, PushInstanceWebhookKind> = {
 
 /** The reporting handlers of one shard, over its LMDB environment; close() stops the background prune. */
 export function createReportArea(deps: PushAreaDeps): ShardArea<ReportShardApi> {
-  const { ctx, store: devices, publishes, webhooks } = deps;
+  const { ctx, store: devices, publishes, webhooks, shared } = deps;
+  if (shared) return createSharedReportArea(deps, shared);
   const reports = new ReportStore(ctx.root);
   /** publishId → instanceId of publishes seen on this shard, oldest first. Positive answers only. */
   const knownPublishes = new Map<string, string>();
@@ -94,6 +97,51 @@ export function createReportArea(deps: PushAreaDeps): ShardArea<ReportShardApi> 
       clearTimeout(first);
       if (interval) clearInterval(interval);
       await pruning;
+    },
+  };
+}
+
+/**
+ * Reporting in a cluster with `cluster.postgresUrl`: reports live in PostgreSQL
+ * (`herald_push_reports`, deleted with their publish by its retention), so any node records
+ * and counts them. The counts of a publish are answered by its home shard (shardForKey of the
+ * id) only, since every shard would read the same rows and the main thread sums the shards.
+ */
+function createSharedReportArea(deps: PushAreaDeps, shared: PostgresPublishStore): ShardArea<ReportShardApi> {
+  const { ctx, store: devices, webhooks } = deps;
+  /** publishId → instanceId of publishes seen, oldest first. Positive answers only. */
+  const knownPublishes = new Map<string, string>();
+  async function publishInstance(publishId: string): Promise<string | undefined> {
+    const cached = knownPublishes.get(publishId);
+    if (cached !== undefined) return cached;
+    const instanceId = await shared.instanceOf(publishId);
+    if (instanceId === undefined) return undefined;
+    knownPublishes.set(publishId, instanceId);
+    if (knownPublishes.size > KNOWN_PUBLISH_CACHE) knownPublishes.delete(knownPublishes.keys().next().value!);
+    return instanceId;
+  }
+  return {
+    handlers: {
+      'report.record': async ({ report }) => {
+        const device = await devices.get(report.instanceId, report.deviceId);
+        if (!device) return { outcome: 'unknown-device' };
+        if ((await publishInstance(report.publishId)) !== report.instanceId) return { outcome: 'unknown-publish' };
+        // The webhook is queued inside the report's transaction: a recorded report has its webhook (at least once).
+        const names = report.userId !== undefined && report.userId === device.userId;
+        return {
+          outcome: await shared.recordReport(report, () => {
+            if (names) {
+              webhooks.pushEvent({
+                instanceId: report.instanceId,
+                kind: WEBHOOK_KIND[report.kind],
+                payload: { instance_id: report.instanceId, publish_id: report.publishId, user_id: report.userId },
+              });
+            }
+          }),
+        };
+      },
+      'report.counts': async ({ instanceId, publishId }) =>
+        shardForKey(publishId, ctx.shardCount) === ctx.shardIndex ? shared.reportCounts(instanceId, publishId) : { delivered: 0, opened: 0 },
     },
   };
 }

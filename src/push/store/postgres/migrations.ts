@@ -73,6 +73,59 @@ export const MIGRATIONS: readonly Migration[] = [
         INCLUDE (platform, token, bundle_identifier, user_id, interest_count);
     `,
   },
+  {
+    version: 3,
+    name: 'publish records, partitions, usage and delivery reports',
+    sql: `
+      CREATE TABLE herald_push_publishes (
+        publish_id text COLLATE "C" PRIMARY KEY,
+        instance_id text COLLATE "C" NOT NULL,
+        kind text NOT NULL,
+        -- msgpack of the accepted job (targets, payloads, webhookUrl): what a partition's run needs.
+        job bytea NOT NULL,
+        -- user publishes: the target ids, sorted and de-duplicated, msgpack deflated (user outcome bits index them).
+        targets bytea,
+        accepted_at double precision NOT NULL,
+        partitions integer NOT NULL,
+        -- every partition finished; FINISHED (and v1.PublishToUsersAttempt) queued.
+        finished_at double precision,
+        finalized boolean NOT NULL DEFAULT false
+      );
+      CREATE INDEX herald_push_publishes_pending ON herald_push_publishes (instance_id) WHERE finished_at IS NULL;
+      CREATE INDEX herald_push_publishes_finished ON herald_push_publishes (finished_at) WHERE finished_at IS NOT NULL;
+      CREATE TABLE herald_push_publish_parts (
+        publish_id text COLLATE "C" NOT NULL REFERENCES herald_push_publishes (publish_id) ON DELETE CASCADE,
+        partition integer NOT NULL,
+        accepted_at double precision NOT NULL,
+        state text NOT NULL DEFAULT 'queued',
+        -- who runs it and until when; another node may take it over once lease_until has passed.
+        lease_owner text,
+        lease_until timestamptz,
+        -- times it was claimed: more than 1 means a node took it over from one that stopped renewing.
+        claims integer NOT NULL DEFAULT 0,
+        -- msgpack of the part's ProgressRecord (counts, scan checkpoint); null before its first checkpoint.
+        progress bytea,
+        PRIMARY KEY (publish_id, partition)
+      );
+      CREATE INDEX herald_push_publish_parts_open ON herald_push_publish_parts (accepted_at, publish_id, partition) WHERE state <> 'finished';
+      CREATE TABLE herald_push_usage (
+        instance_id text COLLATE "C" NOT NULL,
+        month text NOT NULL,
+        notifications bigint NOT NULL,
+        PRIMARY KEY (instance_id, month)
+      );
+      CREATE TABLE herald_push_reports (
+        publish_id text COLLATE "C" NOT NULL REFERENCES herald_push_publishes (publish_id) ON DELETE CASCADE,
+        kind text NOT NULL,
+        device_id text COLLATE "C" NOT NULL,
+        instance_id text COLLATE "C" NOT NULL,
+        timestamp_secs bigint NOT NULL,
+        received_at double precision NOT NULL,
+        user_id text,
+        PRIMARY KEY (publish_id, kind, device_id)
+      );
+    `,
+  },
 ];
 
 /** The newest schema version this Herald knows. */

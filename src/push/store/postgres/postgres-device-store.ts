@@ -14,7 +14,8 @@
  * equal ranges of the hash (postgresShardOf; not the LMDB stores' `hash % shardCount`), so
  * a node's shards together cover each device once, and a shard's devices are one range of the
  * interest index, which is ordered by (hash, device id). Scans walk devices in that order
- * within each list entry; positions name the device id (its hash is computed again).
+ * within each list entry; positions name the device id (its hash is computed again). A scan
+ * given a `partition` answers for that partition's range instead, whichever shard asks.
  */
 import pg from 'pg';
 import { HeraldError } from '../../../errors.js';
@@ -214,10 +215,12 @@ export class PostgresDeviceStore implements PushDeviceStore {
     return { sql: `shard_hash >= $${at} AND shard_hash < $${at + 1}`, values: [this.scope.low, this.scope.high] };
   }
 
-  /** The hashes a scan covers: this shard's range, within `partition`'s when given. */
+  /**
+   * The hashes a scan covers: `partition`'s range when given, whichever shard asks (a cluster
+   * publish's partitions are claimed by any shard of any node), else this shard's range.
+   */
   private bounds(partition: ScanPartition | undefined): { low: number; high: number } {
-    const p = partitionBounds(partition);
-    return { low: Math.max(p.low, this.scope.low), high: Math.min(p.high, this.scope.high) };
+    return partition ? partitionBounds(partition) : this.scope;
   }
 
   async register(

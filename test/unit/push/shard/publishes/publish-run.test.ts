@@ -67,7 +67,7 @@ function job(kind: PublishJob['kind'], targets: string[], payloads: PublishJob['
   return { publishId: `pubid-test-${++jobSeq}`, instanceId: INSTANCE, kind, targets, payloads, acceptedAt: Date.now() };
 }
 
-async function startJob(j: PublishJob, d: PublishRunDeps): Promise<{ run: PublishRun; result: Promise<'finished' | 'stopped'> }> {
+async function startJob(j: PublishJob, d: PublishRunDeps): Promise<{ run: PublishRun; result: Promise<'finished' | 'stopped' | 'lost'> }> {
   const record = initialProgress(j);
   await publishes.create(j, record, false);
   const run = new PublishRun(j, record, d);
