@@ -157,5 +157,5 @@ describe('herald push-to-postgres', () => {
     } finally {
       await store.close();
     }
-  });
+  }, 240_000);
 });

@@ -10,13 +10,19 @@ import { encodeInterestCursor } from '../../../../src/push/shard/devices/cursor.
 import { inScanPartition, partitionBounds } from '../../../../src/push/shard/devices/device-store.js';
 import type { PushDeviceStore, ScanPartition, ScanPosition, ScanSteps } from '../../../../src/push/store/device-store.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../../../src/push/interest-name.js';
-import { deviceShardFor } from '../../../../src/shards/hash.js';
+import { deviceShardFor, fnv1a32 } from '../../../../src/shards/hash.js';
 
 export interface DeviceStoreHarness {
   stores: PushDeviceStore[];
   close(): Promise<void>;
   /** Which shard's per-shard questions include a device; default deviceShardFor (where the main thread routes it). */
   scopeOf?: (deviceId: string, shardCount: number) => number;
+  /**
+   * One store shared by every shard (PostgreSQL): a scan given a partition answers for the whole
+   * partition whichever shard asks, as a cluster publish's partitions are claimed by any shard.
+   * Otherwise (LMDB) a shard answers for the partition's devices it holds.
+   */
+  sharedPartitions?: boolean;
 }
 
 const I = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';
@@ -282,9 +288,14 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
         ['users', (s, from, partition) => s.scanUserSteps(I, ['ub', 'ua'], from, partition)],
         ['devices', (s, from, partition) => s.scanDeviceSteps(I, ids, from, partition)],
       ];
+      // A shared store's partition covers every shard's devices, in scan order: list entry, then
+      // device hash, then id.
+      const scanOrder = (a: { id: string; position: ScanPosition }, b: { id: string; position: ScanPosition }): number =>
+        a.position.listIndex - b.position.listIndex || fnv1a32(a.id) - fnv1a32(b.id) || (a.id < b.id ? -1 : 1);
       for (const [what, scan] of scans) {
+        const everyShard = (await Promise.all(all.map((x) => drain(scan(x))))).flat().sort(scanOrder);
         for (const [shard, s] of all.entries()) {
-          const whole = await drain(scan(s));
+          const whole = h!.sharedPartitions ? everyShard : await drain(scan(s));
           const parts = await Promise.all(Array.from({ length: P }, (_, index) => drain(scan(s, undefined, { index, count: P }))));
           for (const [index, part] of parts.entries()) {
             for (const d of part) expect(inScanPartition(d.id, { index, count: P }), `${what} ${d.id}`).toBe(true);

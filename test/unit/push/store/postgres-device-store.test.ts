@@ -26,6 +26,7 @@ deviceStoreContract('postgres (one database shared by every shard)', async (shar
   return {
     stores,
     scopeOf: postgresShardOf,
+    sharedPartitions: true,
     close: async () => {
       for (const store of stores) await store.close();
     },
