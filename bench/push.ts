@@ -202,7 +202,8 @@ if (phases.has('cluster')) {
       gateway,
       devices,
       shards,
-      timeoutMs: LIMITS.heraldMs(devices),
+      // PostgreSQL's partitioned scan is slower than LMDB's: room for ~500 notifications/s.
+      timeoutMs: 60_000 + devices * 2,
       log,
     });
   } catch (err) {

@@ -60,7 +60,7 @@ async function measure(nodes: RunningHerald[], gateway: FakeGatewayProcess, memb
   // Warm-up: sessions, tokens, JIT.
   gateway.reset();
   const warm = await publish(nodes[0]!.baseUrl, [SMALL.name]);
-  await gateway.waitFor(smallMembers, timeoutMs);
+  await gateway.waitFor(smallMembers, 60_000);
   await waitFinished(nodes[0]!.baseUrl, warm.publishId, 60_000);
   const sentBefore = await Promise.all(nodes.map(sentBy));
   const cpuBefore = nodes.map((n) => processCpuUs(n.pid));
@@ -139,6 +139,7 @@ export async function runClusterPublish(options: ClusterPublishOptions): Promise
   let clean = false;
   try {
     rows.push({ store: 'lmdb', nodes: 1, ...(await measure([single], gateway, members, options.timeoutMs, smallMembers)) });
+    logRow(log, rows.at(-1)!);
     clean = true;
   } finally {
     const code = await single.stop();
@@ -167,6 +168,7 @@ export async function runClusterPublish(options: ClusterPublishOptions): Promise
           }));
         }
         rows.push({ store: 'postgres', nodes: count, ...(await measure(nodes, gateway, members, options.timeoutMs, smallMembers)) });
+        logRow(log, rows.at(-1)!);
       } finally {
         for (const node of nodes) await node.stop();
       }
@@ -176,8 +178,9 @@ export async function runClusterPublish(options: ClusterPublishOptions): Promise
     await redis.stop();
     await postgres.dispose();
   }
-  for (const row of rows) {
-    log(`  ${row.store}, ${row.nodes} node(s): ${Math.round(row.perSecond).toLocaleString('en')}/s over ${(row.handoffMs / 1000).toFixed(2)} s; sent per node ${row.sentPerNode.join(' / ')}; CPU s per node ${row.cpuSecondsPerNode.map((c) => c.toFixed(1)).join(' / ')}`);
-  }
   return rows;
+}
+
+function logRow(log: (line: string) => void, row: ClusterPublishRow): void {
+  log(`  ${row.store}, ${row.nodes} node(s): ${Math.round(row.perSecond).toLocaleString('en')}/s over ${(row.handoffMs / 1000).toFixed(2)} s; sent per node ${row.sentPerNode.join(' / ')}; CPU s per node ${row.cpuSecondsPerNode.map((c) => c.toFixed(1)).join(' / ')}`);
 }
