@@ -1,5 +1,5 @@
 /**
- * `npm run bench:push [-- [--quick] [--devices N] [--shards N] [--phase scan|handoff] [--cpu-prof] [interest ...]]`
+ * `npm run bench:push [-- [--quick] [--devices N] [--shards N] [--phase scan|handoff|cluster] [--cpu-prof] [interest ...]]`
  *
  * Whole-system push benchmark:
  * 1. Seeds the dataset (bench/push/dataset.ts: 1,000,000 devices, 100,000 with --quick, over the
@@ -14,6 +14,9 @@
  *    timed from the publish's 200 to the fake having answered every device, with Herald's memory
  *    sampled from /proc; then the bare HTTP/2 ceiling (bench/push/h2-ceiling.ts) sends the same
  *    requests with the same sessions and streams.
+ * 4. Cluster (`--phase cluster`, not run by default): a publish to every device (`all`) on one
+ *    node with LMDB, then with PostgreSQL on one node and on two nodes (private PostgreSQL and
+ *    redis-server), sends and CPU seconds per node (bench/push/cluster-publish.ts).
  * Prints a table with Herald/ceiling ratios and writes bench/results/push-<timestamp>.json.
  * Every phase has a time limit. Figures, never pass/fail; the exit code is 1 only when a phase broke.
  */
@@ -26,6 +29,7 @@ import { configSchema } from '../src/config/schema.js';
 import { audienceSize, BENCH_INTERESTS } from './push/dataset.js';
 import { startFakeGateway, type FakeGatewayProcess } from './push/fake-gateway-control.js';
 import { runCeiling } from './push/h2-ceiling.js';
+import { runClusterPublish } from './push/cluster-publish.js';
 import { runHeraldAudience } from './push/herald-publish.js';
 import { machineInfo, renderReport, type AudienceRecord, type PushRunRecord } from './push/report.js';
 import { timeRecipientSets } from './push/scan.js';
@@ -47,7 +51,7 @@ const { values, positionals } = parseArgs({
 });
 
 const usage =
-  'usage: npm run bench:push -- [--quick] [--devices N] [--shards N] [--phase scan|handoff] [--scan-repeats N] [--cpu-prof] [interest ...]\n' +
+  'usage: npm run bench:push -- [--quick] [--devices N] [--shards N] [--phase scan|handoff|cluster] [--scan-repeats N] [--cpu-prof] [interest ...]\n' +
   `interests: ${BENCH_INTERESTS.map((i) => `${i.name} (1 in ${i.every})`).join(', ')}\n` +
   '--cpu-prof profiles Herald (every thread) during the largest audience; files in bench/results/profiles-push-<timestamp>/\n';
 if (values.help) {
@@ -55,7 +59,7 @@ if (values.help) {
   process.exit(0);
 }
 const phases = new Set(values.phase?.length ? values.phase : ['scan', 'handoff']);
-const unknownPhase = [...phases].filter((p) => p !== 'scan' && p !== 'handoff');
+const unknownPhase = [...phases].filter((p) => p !== 'scan' && p !== 'handoff' && p !== 'cluster');
 const unknownInterest = positionals.filter((name) => !BENCH_INTERESTS.some((i) => i.name === name));
 if (unknownPhase.length || unknownInterest.length) {
   process.stderr.write(`unknown ${unknownPhase.length ? `phase(s) ${unknownPhase.join(', ')}` : `interest(s) ${unknownInterest.join(', ')}`}\n${usage}`);
@@ -183,6 +187,28 @@ if (phases.has('handoff')) {
     }
   } catch (err) {
     record.errors.push(`hand-off: ${String(err)}`);
+  } finally {
+    await gateway?.stop();
+  }
+}
+
+if (phases.has('cluster')) {
+  let gateway: FakeGatewayProcess | undefined;
+  try {
+    gateway = await startFakeGateway(REPO_ROOT);
+    record.clusterPublish = await runClusterPublish({
+      repoRoot: REPO_ROOT,
+      data,
+      gateway,
+      devices,
+      shards,
+      // PostgreSQL's partitioned scan is slower than LMDB's: room for ~500 notifications/s.
+      timeoutMs: 60_000 + devices * 2,
+      log,
+    });
+  } catch (err) {
+    record.errors.push(`cluster publish: ${String(err)}`);
+    log(`  cluster publish failed: ${String(err)}`);
   } finally {
     await gateway?.stop();
   }

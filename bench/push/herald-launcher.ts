@@ -24,6 +24,8 @@ export interface HeraldLaunchOptions {
   cpuProfDir?: string;
   /** Herald must print its listening line within this long, ms. */
   startTimeoutMs?: number;
+  /** More config fields (a `cluster` block, say), beside the push instance. */
+  config?: Record<string, unknown>;
 }
 
 export interface RunningHerald {
@@ -55,7 +57,7 @@ export function benchInstanceConfig(repoRoot: string, gateway: FakeGatewayProces
 export async function launchHerald(options: HeraldLaunchOptions): Promise<RunningHerald> {
   const dir = mkdtempSync(join(tmpdir(), 'herald-bench-push-'));
   const configPath = join(dir, 'config.json');
-  writeFileSync(configPath, JSON.stringify({ push: [benchInstanceConfig(options.repoRoot, options.gateway)] }));
+  writeFileSync(configPath, JSON.stringify({ ...options.config, push: [benchInstanceConfig(options.repoRoot, options.gateway)] }));
   const execArgs = options.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', options.cpuProfDir] : [];
   const child = spawn(process.execPath, [...execArgs, join(options.repoRoot, 'dist/src/cli.js'), '--config', configPath], {
     cwd: options.repoRoot,

@@ -2,6 +2,7 @@
  * The push benchmark's results: the record written to bench/results/push-<timestamp>.json and
  * the table printed at the end, with Herald/ceiling ratios and the issue's targets.
  */
+import type { ClusterPublishRow } from './cluster-publish.js';
 import { cpus, freemem, loadavg, totalmem } from 'node:os';
 import type { CeilingResult } from './h2-ceiling.js';
 import type { HeraldAudienceResult } from './herald-publish.js';
@@ -40,6 +41,8 @@ export interface PushRunRecord {
   errors: string[];
   /** Where --cpu-prof wrote Herald's profiles. */
   profilesDir?: string;
+  /** `--phase cluster`: the publish to every device on LMDB, PostgreSQL × 1 node, PostgreSQL × 2 nodes. */
+  clusterPublish?: ClusterPublishRow[];
 }
 
 /** The machine a run took place on, and how busy it was when the run started. */
@@ -173,6 +176,20 @@ export function renderReport(record: PushRunRecord): string {
     `machine: ${machine.cores} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, node ${machine.node}, load average at start ${machine.loadAverage.join(' ')} (shared machine)`,
     ...recipientSection(record),
     ...handoffSection(record),
+    ...clusterSection(record),
     ...targetsSection(record),
   ].join('\n');
+}
+
+/** `--phase cluster`: one row per store and node count, sends and CPU seconds per node. */
+function clusterSection(record: PushRunRecord): string[] {
+  const rows = record.clusterPublish;
+  if (!rows?.length) return [];
+  return [
+    '',
+    `Publish to every device (${fmt(rows[0]!.members)}), one node vs a cluster:`,
+    '| store | nodes | hand-off s | notifications/s | sent per node | CPU s per node |',
+    '|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.store} | ${r.nodes} | ${(r.handoffMs / 1000).toFixed(2)} | ${fmt(Math.round(r.perSecond))} | ${r.sentPerNode.map(fmt).join(' / ')} | ${r.cpuSecondsPerNode.map((c) => c.toFixed(1)).join(' / ')} |`),
+  ];
 }

@@ -14,6 +14,8 @@ describe('config: cluster', () => {
       redisUrl: 'rediss://:pw@redis.internal:6380/2',
       keyPrefix: 'herald:',
       nodeTimeoutMs: 10_000,
+      publishPartitions: 16,
+      publishLeaseMs: 15_000,
     });
   });
 
@@ -35,6 +37,8 @@ describe('config: cluster', () => {
       redisUrl: 'redis://file:6379',
       keyPrefix: 'blue:',
       nodeTimeoutMs: 10_000,
+      publishPartitions: 16,
+      publishLeaseMs: 15_000,
       sentinel: { ...sentinel, password: 'env-secret' },
     });
     expect(() => loadConfig({ env: { HERALD_REDIS_SENTINELS: 'h:1' } })).toThrow(/cluster\.(redisUrl|sentinel\.masterName)/);
@@ -45,6 +49,8 @@ describe('config: cluster', () => {
       redisUrl: 'redis://127.0.0.1:7000',
       keyPrefix: 'herald:',
       nodeTimeoutMs: 10_000,
+      publishPartitions: 16,
+      publishLeaseMs: 15_000,
     });
     const dir = mkdtempSync(join(tmpdir(), 'herald-config-'));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
@@ -54,6 +60,8 @@ describe('config: cluster', () => {
       redisUrl: 'redis://env:6379',
       keyPrefix: 'blue:',
       nodeTimeoutMs: 5000,
+      publishPartitions: 16,
+      publishLeaseMs: 15_000,
     });
   });
 });

@@ -250,6 +250,15 @@ export class PostgresPublishStore implements PublishRecordStore {
         [progress.publishId, partition, this.owner, pack(progress), progress.state, finished, this.leaseMs],
       );
       if (rowCount === 0) throw new LeaseLostError(`partition ${partition} of ${progress.publishId} is no longer held by ${this.owner}`);
+      if (finished) {
+        // The last partition to finish dates the publish (retention; complete() dates it too,
+        // under the publish's lock, when two last partitions finish at once).
+        await client.query(
+          `UPDATE herald_push_publishes SET finished_at = $2 WHERE publish_id = $1 AND finished_at IS NULL
+             AND NOT EXISTS (SELECT 1 FROM herald_push_publish_parts WHERE publish_id = $1 AND state <> 'finished')`,
+          [progress.publishId, progress.finishedAt ?? progress.updatedAt],
+        );
+      }
       if (usage && usage.notifications !== 0) {
         await client.query(
           `INSERT INTO herald_push_usage (instance_id, month, notifications) VALUES ($1, $2, $3)
@@ -283,7 +292,7 @@ export class PostgresPublishStore implements PublishRecordStore {
       if (parts.rows.some((p) => p.state !== 'finished' || p.progress === null)) return false;
       const records = parts.rows.map((p) => unpack(p.progress!) as ProgressRecord);
       const finishedAt = Math.max(...records.map((r) => r.finishedAt ?? r.updatedAt));
-      await client.query('UPDATE herald_push_publishes SET finished_at = $2, finalized = true WHERE publish_id = $1', [publishId, finishedAt]);
+      await client.query('UPDATE herald_push_publishes SET finished_at = coalesce(finished_at, $2), finalized = true WHERE publish_id = $1', [publishId, finishedAt]);
       queue({ job: jobOf(unpack(row.job) as StoredPublishJob), parts: records });
       return true;
     });
