@@ -911,6 +911,7 @@ function transpileStoreForChild(codeDir: string): string {
     'src/push/keys.ts',
     'src/push/interest-name.ts',
     'src/shards/storage.ts',
+    'src/shards/hash.ts',
   ];
   for (const source of sources) {
     const output = ts.transpileModule(readFileSync(join(projectRoot, source), 'utf8'), {
