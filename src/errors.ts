@@ -12,6 +12,8 @@ interface CatalogueEntry {
   readonly kind: string;
   /** Default human description; a thrown error may give a more precise one. */
   readonly message: string;
+  /** Retry-After (whole seconds) the answer carries, for a failure a retry soon may get past. */
+  readonly retryAfterSeconds?: number;
 }
 
 export const ERROR_CATALOGUE = {
@@ -27,7 +29,12 @@ export const ERROR_CATALOGUE = {
   STORAGE_FULL: { status: 507, kind: 'Insufficient Storage', message: 'The data dir\'s disk is full: writes are refused until space is freed; reads and deletes still work' },
   NOT_READY: { status: 503, kind: 'Service Unavailable', message: 'Server is shutting down; retry the request' },
   CLUSTER_UNAVAILABLE: { status: 503, kind: 'Service Unavailable', message: 'The cluster\'s Redis is not reachable from this node; retry the request' },
-  PUSH_STORE_UNAVAILABLE: { status: 503, kind: 'Service Unavailable', message: 'The cluster\'s PostgreSQL is not reachable from this node; retry the request' },
+  PUSH_STORE_UNAVAILABLE: {
+    status: 503,
+    kind: 'Service Unavailable',
+    message: 'The cluster\'s PostgreSQL is not reachable from this node; retry the request',
+    retryAfterSeconds: 2,
+  },
 
   // HTTP fallback transports (xhr_streaming, xhr_polling)
   FALLBACK_SESSION_NOT_FOUND: { status: 404, kind: 'Not Found', message: 'No such HTTP fallback session (expired or never opened): open a new one' },
@@ -139,6 +146,7 @@ export class HeraldError extends Error {
     this.code = code;
     this.status = entry.status;
     this.kind = entry.kind;
+    if (entry.retryAfterSeconds !== undefined) this.retryAfterSeconds = entry.retryAfterSeconds;
   }
 }
 
