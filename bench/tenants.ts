@@ -1,8 +1,9 @@
 /**
  * `npm run bench:tenants [-- --apps N] [--api-apps N]`: Herald with many apps (issue 29).
  * 1. Start-up: the built server (1 shard) started with 1 app and with N apps in its config
- *    file: ms until it listens, and resident anonymous memory (RssAnon) after it settles; the
- *    difference divided by N is the memory per app.
+ *    file: ms until it listens, and resident anonymous memory (RssAnon) 3 s and 20 s after (the
+ *    difference at 20 s divided by N is the memory per app); then a SIGHUP with one app's
+ *    secret changed: ms until that secret is accepted.
  * 2. Per-request and per-connection lookup (in this process, tinybench): the C1 trigger handler
  *    (signature check included) and the WebSocket handshake parse for an app among 1 and among
  *    N apps; the ratio says whether the lookup grows with the app count.
@@ -41,6 +42,8 @@ interface Node {
   child: ChildProcess;
   port: number;
   startMs: number;
+  /** Its config file (rewritten before a SIGHUP). */
+  file: string;
 }
 
 /** Spawns the built CLI with `config` on `dataDir`; resolves when it listens, with the time it took. */
@@ -61,7 +64,7 @@ async function startNode(config: object, dataDir: string): Promise<Node> {
     });
     child.once('exit', (code) => fail(new Error(`herald exited with ${code}: ${out}`)));
   });
-  return { child, port, startMs: performance.now() - started };
+  return { child, port, startMs: performance.now() - started, file };
 }
 
 async function stopNode(node: Node): Promise<void> {
@@ -70,10 +73,35 @@ async function stopNode(node: Node): Promise<void> {
   await exited;
 }
 
-/** RssAnon (KiB) after the process settles (its start-up garbage collected or not, as it runs). */
-async function settledAnonKb(node: Node): Promise<number> {
+/** RssAnon (KiB) 3 s after start-up and 20 s after it (V8 returns freed heap pages to the system some seconds after the garbage of the start-up is collected). */
+async function settledAnonKb(node: Node): Promise<{ at3s: number; at20s: number }> {
   await sleep(3000);
-  return readMemoryKb(node.child.pid!).anon;
+  const at3s = readMemoryKb(node.child.pid!).anon;
+  await sleep(17_000);
+  return { at3s, at20s: readMemoryKb(node.child.pid!).anon };
+}
+
+/** A signed `GET /apps/<id>/channels` (the pusher SDK's signature): its status. */
+async function signedGet(port: number, app: { id: string; key: string; secret: string }): Promise<number> {
+  const path = `/apps/${app.id}/channels`;
+  const params = `auth_key=${app.key}&auth_timestamp=${Math.floor(Date.now() / 1000)}&auth_version=1.0`;
+  const signature = createHmac('sha256', app.secret).update(`GET\n${path}\n${params}`).digest('hex');
+  return (await fetch(`http://127.0.0.1:${port}${path}?${params}&auth_signature=${signature}`)).status;
+}
+
+/**
+ * SIGHUP with one app's secret changed in the file: ms until a request signed with the new
+ * secret is accepted (polled back to back).
+ */
+async function reloadOneAppMs(node: Node, apps: { id: string; key: string; secret: string }[]): Promise<number> {
+  const changed = { ...apps[0]!, secret: 'rotated-by-sighup-0123456789' };
+  writeFileSync(node.file, JSON.stringify({ apps: [changed, ...apps.slice(1)], push: [] }));
+  const sent = performance.now();
+  node.child.kill('SIGHUP');
+  while ((await signedGet(node.port, changed)) !== 200) {
+    if (performance.now() - sent > 60_000) throw new Error('the reload did not take effect within 60 s');
+  }
+  return performance.now() - sent;
 }
 
 function table(rows: Record<string, string | number>[]): void {
@@ -87,12 +115,21 @@ try {
   const anon: number[] = [];
   for (const count of [1, APPS]) {
     const dataDir = mkdtempSync(join(root, 'file-'));
-    const node = await startNode({ apps: Array.from({ length: count }, (_, i) => appFields(i)), push: [] }, dataDir);
-    anon.push(await settledAnonKb(node));
-    startups.push({ phase: `start-up, ${count} app(s) in the config file`, 'ms to listening': Math.round(node.startMs), 'RssAnon MiB': +(anon.at(-1)! / 1024).toFixed(1) });
+    const apps = Array.from({ length: count }, (_, i) => appFields(i));
+    const node = await startNode({ apps, push: [] }, dataDir);
+    const memory = await settledAnonKb(node);
+    anon.push(memory.at20s);
+    const reloadMs = await reloadOneAppMs(node, apps);
+    startups.push({
+      phase: `${count} app(s) in the config file`,
+      'ms to listening': Math.round(node.startMs),
+      'RssAnon MiB at 3 s': +(memory.at3s / 1024).toFixed(1),
+      'at 20 s': +(memory.at20s / 1024).toFixed(1),
+      'SIGHUP, one app changed: ms to effect': Math.round(reloadMs),
+    });
     await stopNode(node);
   }
-  console.log(`\n1. Start-up (1 shard); memory per app = (RssAnon with ${APPS} - with 1) / ${APPS - 1}`);
+  console.log(`\n1. Start-up and reload (1 shard); memory per app = (RssAnon at 20 s with ${APPS} - with 1) / ${APPS - 1}`);
   table(startups);
   console.log(`memory per app: ${(((anon[1]! - anon[0]!) * 1024) / (APPS - 1)).toFixed(0)} bytes`);
 
@@ -185,9 +222,9 @@ try {
     { figure: `POST /admin/v1/apps, ${API_APPS - 10} creates`, value: `${Math.round(createMs)} ms (${((API_APPS - 10) / (createMs / 1000)).toFixed(0)}/s)` },
     { figure: 'PATCH one app, median of 50, with 10 apps', value: `${patchSmall.toFixed(2)} ms` },
     { figure: `PATCH one app, median of 50, with ${API_APPS} apps`, value: `${patchLarge.toFixed(2)} ms` },
-    { figure: `RssAnon with ${API_APPS} API apps (before restart)`, value: `${(anonApi / 1024).toFixed(1)} MiB` },
+    { figure: `RssAnon with ${API_APPS} API apps (before restart), at 3 s / 20 s`, value: `${(anonApi.at3s / 1024).toFixed(1)} / ${(anonApi.at20s / 1024).toFixed(1)} MiB` },
     { figure: `start-up with ${API_APPS} stored apps`, value: `${Math.round(node.startMs)} ms` },
-    { figure: 'RssAnon after that start-up', value: `${(restartAnon / 1024).toFixed(1)} MiB` },
+    { figure: 'RssAnon after that start-up, at 3 s / 20 s', value: `${(restartAnon.at3s / 1024).toFixed(1)} / ${(restartAnon.at20s / 1024).toFixed(1)} MiB` },
   ]);
 } finally {
   rmSync(root, { recursive: true, force: true });

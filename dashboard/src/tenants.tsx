@@ -2,7 +2,10 @@
  * The Apps and Push instances pages: tenants managed through the admin API (create, edit
  * limits and flags, rotate a secret with a grace period, disable, delete with confirmation),
  * a page of 50 at a time with a filter; each app shows how often its rate limits refused.
+ * Both are one TenantsPage, told by a TenantKind what differs: the API path, the columns,
+ * the create form, the secret's name and whether entries can be edited and disabled.
  */
+import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { ApiError, api } from './api';
 import { Link } from './router';
@@ -26,7 +29,89 @@ interface TenantPush {
   source: 'config' | 'api';
   maxPublishesPerSecond: number;
   previousSecretValidUntil?: string;
+  [field: string]: unknown;
 }
+
+/** What the list of one kind of tenant needs to know (TenantsPage). */
+interface TenantKind<T extends { source: 'config' | 'api'; [field: string]: unknown }> {
+  /** Page heading, and the noun of the error line ("Could not load the apps"). */
+  title: string;
+  plural: string;
+  /** Admin API path (`/apps`, `/push`) and the list field of its answer. */
+  path: string;
+  listField: string;
+  /** The noun in messages: "App", "Instance". */
+  noun: string;
+  /** "app", "push instance": in the confirmation and the filter label. */
+  lowerNoun: string;
+  idOf(tenant: T): string;
+  /** The row's data attribute (`data-app`, `data-instance`). */
+  rowAttribute: string;
+  detailHref(id: string): string;
+  /** The secret field of the create and rotate answers, and its name for people. */
+  secretField: string;
+  secretName: string;
+  /** Columns after the id, before the actions. */
+  columns: { header: string; class?: string; cell(tenant: T): ComponentChildren }[];
+  /** Create form fields (the body's fields); none: one button creates with generated values. */
+  createFields: { field: string; label: string; placeholder: string }[];
+  createLabel: string;
+  deleteWarning: string;
+  /** Edit and Disable/Enable buttons (apps); the editor is shown under the list. */
+  editor?: (tenant: T, onSaved: (text: string) => void, onDone: () => void) => ComponentChildren;
+  /** Whether the entry has an `enabled` flag to toggle. */
+  canDisable: boolean;
+}
+
+const APPS: TenantKind<TenantApp> = {
+  title: 'Apps',
+  plural: 'apps',
+  path: '/apps',
+  listField: 'apps',
+  noun: 'App',
+  lowerNoun: 'app',
+  idOf: (a) => a.id,
+  rowAttribute: 'data-app',
+  detailHref: (id) => `/dashboard/apps/${encodeURIComponent(id)}`,
+  secretField: 'secret',
+  secretName: 'secret',
+  columns: [
+    { header: 'Key', cell: (a) => a.key },
+    { header: 'Connections', cell: (a) => a.connections },
+    {
+      header: 'Limits hit',
+      class: 'limits-hit',
+      cell: (a) => (Object.keys(a.rateLimited).length === 0 ? '—' : Object.entries(a.rateLimited).map(([limit, n]) => <div key={limit}>{limit}: {n}</div>)),
+    },
+  ],
+  createFields: [
+    { field: 'id', label: 'New app id', placeholder: 'app id' },
+    { field: 'key', label: 'New app key', placeholder: 'app key' },
+  ],
+  createLabel: 'Create app',
+  deleteWarning: 'Its connections are closed and its key stops working.',
+  editor: (app, onSaved, onDone) => <AppEditor key={app.id} app={app} onSaved={onSaved} onDone={onDone} />,
+  canDisable: true,
+};
+
+const PUSH: TenantKind<TenantPush> = {
+  title: 'Push instances',
+  plural: 'push instances',
+  path: '/push',
+  listField: 'push',
+  noun: 'Instance',
+  lowerNoun: 'push instance',
+  idOf: (p) => p.instanceId,
+  rowAttribute: 'data-instance',
+  detailHref: (id) => `/dashboard/push/${encodeURIComponent(id)}`,
+  secretField: 'secretKey',
+  secretName: 'secret key',
+  columns: [{ header: 'Publishes/s', cell: (p) => p.maxPublishesPerSecond }],
+  createFields: [],
+  createLabel: 'Create push instance',
+  deleteWarning: 'Its device API and publishes stop working.',
+  canDisable: false,
+};
 
 function message(err: unknown): string {
   return err instanceof ApiError ? `${err.status}: ${err.message}` : String(err);
@@ -43,14 +128,25 @@ function Notice(props: { notice: { kind: 'ok' | 'error'; text: string } | null }
 }
 
 export function AppsPage() {
+  return <TenantsPage kind={APPS} />;
+}
+
+export function PushInstancesPage() {
+  return <TenantsPage kind={PUSH} />;
+}
+
+/** One kind of tenant: the list (50 a page, a filter), create, edit, disable, rotate, delete. */
+function TenantsPage<T extends { source: 'config' | 'api'; [field: string]: unknown }>(props: { kind: TenantKind<T> }) {
+  const { kind } = props;
   const [filter, setFilter] = useState('');
   const [cursor, setCursor] = useState<string | null>(null);
-  const path = `/apps?limit=50${filter ? `&filter=${encodeURIComponent(filter)}` : ''}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
-  const { data, error, reload } = usePoll<{ apps: TenantApp[]; nextCursor: string | null }>(path, 3000);
+  const path = `${kind.path}?limit=50${filter ? `&filter=${encodeURIComponent(filter)}` : ''}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
+  const { data, error, reload } = usePoll<Record<string, unknown> & { nextCursor: string | null }>(path, 3000);
   const [notice, setNotice] = useState<{ kind: 'ok' | 'error'; text: string } | null>(null);
-  const [newId, setNewId] = useState('');
-  const [newKey, setNewKey] = useState('');
+  const [fields, setFields] = useState<Record<string, string>>({});
   const [editing, setEditing] = useState<string | null>(null);
+  const tenants = (data?.[kind.listField] as T[] | undefined) ?? [];
+  const url = (id: string, action = '') => `${kind.path}/${encodeURIComponent(id)}${action}`;
 
   const act = async (work: () => Promise<string | null>) => {
     try {
@@ -64,25 +160,45 @@ export function AppsPage() {
   const create = (e: Event) => {
     e.preventDefault();
     void act(async () => {
-      const created = await api<{ id: string; secret: string }>('/apps', { method: 'POST', body: { id: newId, key: newKey } });
-      setNewId('');
-      setNewKey('');
-      return `App ${created.id} created. Its secret (shown once): ${created.secret}`;
+      const created = await api<Record<string, string>>(kind.path, { method: 'POST', body: Object.fromEntries(kind.createFields.map((f) => [f.field, fields[f.field] ?? ''])) });
+      setFields({});
+      return `${kind.noun} ${kind.idOf(created as unknown as T)} created. Its ${kind.secretName} (shown once): ${created[kind.secretField]}`;
     });
   };
+  const rotate = (id: string) => {
+    const grace = window.prompt(`Rotate the ${kind.secretName} of ${id}: seconds the old ${kind.secretName === 'secret' ? 'secret' : 'key'} stays valid`, '0');
+    if (grace === null) return;
+    void act(async () => {
+      const r = await api<Record<string, string>>(url(id, '/rotate-secret'), { method: 'POST', body: { graceSeconds: Number(grace) } });
+      return `New ${kind.secretName} of ${id} (shown once): ${r[kind.secretField]}`;
+    });
+  };
+  const remove = (id: string) => {
+    if (!window.confirm(`Delete ${kind.lowerNoun} ${id}? ${kind.deleteWarning}`)) return;
+    void act(async () => (await api(url(id), { method: 'DELETE' }), `${kind.noun} ${id} deleted.`));
+  };
+  const edited = editing === null ? undefined : tenants.find((t) => kind.idOf(t) === editing);
 
   return (
     <div class="stack">
       <section class="card">
-        <h2>Apps</h2>
-        <form class="inline-form" onSubmit={create} aria-label="New app">
-          <input aria-label="New app id" placeholder="app id" value={newId} onInput={(e) => setNewId((e.target as HTMLInputElement).value)} required />
-          <input aria-label="New app key" placeholder="app key" value={newKey} onInput={(e) => setNewKey((e.target as HTMLInputElement).value)} required />
-          <button type="submit">Create app</button>
+        <h2>{kind.title}</h2>
+        <form class="inline-form" onSubmit={create} aria-label={`New ${kind.lowerNoun}`}>
+          {kind.createFields.map((f) => (
+            <input
+              key={f.field}
+              aria-label={f.label}
+              placeholder={f.placeholder}
+              value={fields[f.field] ?? ''}
+              onInput={(e) => setFields({ ...fields, [f.field]: (e.target as HTMLInputElement).value })}
+              required
+            />
+          ))}
+          <button type="submit">{kind.createLabel}</button>
         </form>
         <Notice notice={notice} />
         <input
-          aria-label="Filter apps"
+          aria-label={`Filter ${kind.plural}`}
           placeholder="filter by id or key"
           value={filter}
           onInput={(e) => {
@@ -90,71 +206,64 @@ export function AppsPage() {
             setCursor(null);
           }}
         />
-        {error && <p class="error">Could not load the apps: {error}</p>}
+        {error && (
+          <p class="error">
+            Could not load the {kind.plural}: {error}
+          </p>
+        )}
         <div class="table-scroll">
           <table class="apps tenants">
             <thead>
               <tr>
-                <th>App</th>
-                <th>Key</th>
-                <th>Connections</th>
-                <th>Limits hit</th>
+                <th>{kind.noun}</th>
+                {kind.columns.map((c) => (
+                  <th key={c.header}>{c.header}</th>
+                ))}
                 <th>Actions</th>
               </tr>
             </thead>
             <tbody>
-              {data?.apps.map((a) => (
-                <tr key={a.id} data-app={a.id}>
-                  <td>
-                    <Link href={`/dashboard/apps/${encodeURIComponent(a.id)}`}>{a.id}</Link>
-                    {a.enabled === false && <span class="badge">disabled</span>}
-                    {a.source === 'config' && <span class="badge">config file</span>}
-                  </td>
-                  <td>{a.key}</td>
-                  <td>{a.connections}</td>
-                  <td class="limits-hit">
-                    {Object.keys(a.rateLimited).length === 0 ? '—' : Object.entries(a.rateLimited).map(([limit, n]) => <div key={limit}>{limit}: {n}</div>)}
-                  </td>
-                  <td>
-                    {a.source === 'api' ? (
-                      <div class="actions">
-                        <button type="button" onClick={() => setEditing(editing === a.id ? null : a.id)}>Edit</button>
-                        <button
-                          type="button"
-                          onClick={() => void act(async () => (await api('/apps/' + encodeURIComponent(a.id), { method: 'PATCH', body: { enabled: a.enabled === false } }), null))}
-                        >
-                          {a.enabled === false ? 'Enable' : 'Disable'}
-                        </button>
-                        <button
-                          type="button"
-                          onClick={() => {
-                            const grace = window.prompt(`Rotate the secret of ${a.id}: seconds the old secret stays valid`, '0');
-                            if (grace === null) return;
-                            void act(async () => {
-                              const r = await api<{ secret: string }>(`/apps/${encodeURIComponent(a.id)}/rotate-secret`, { method: 'POST', body: { graceSeconds: Number(grace) } });
-                              return `New secret of ${a.id} (shown once): ${r.secret}`;
-                            });
-                          }}
-                        >
-                          Rotate secret
-                        </button>
-                        <button
-                          type="button"
-                          class="danger"
-                          onClick={() => {
-                            if (!window.confirm(`Delete app ${a.id}? Its connections are closed and its key stops working.`)) return;
-                            void act(async () => (await api('/apps/' + encodeURIComponent(a.id), { method: 'DELETE' }), `App ${a.id} deleted.`));
-                          }}
-                        >
-                          Delete
-                        </button>
-                      </div>
-                    ) : (
-                      <span class="hint">edit in the config file</span>
-                    )}
-                  </td>
-                </tr>
-              ))}
+              {tenants.map((t) => {
+                const id = kind.idOf(t);
+                return (
+                  <tr key={id} {...{ [kind.rowAttribute]: id }}>
+                    <td>
+                      <Link href={kind.detailHref(id)}>{id}</Link>
+                      {t.enabled === false && <span class="badge">disabled</span>}
+                      {t.source === 'config' && <span class="badge">config file</span>}
+                    </td>
+                    {kind.columns.map((c) => (
+                      <td key={c.header} class={c.class}>
+                        {c.cell(t)}
+                      </td>
+                    ))}
+                    <td>
+                      {t.source === 'api' ? (
+                        <div class="actions">
+                          {kind.editor && (
+                            <button type="button" onClick={() => setEditing(editing === id ? null : id)}>
+                              Edit
+                            </button>
+                          )}
+                          {kind.canDisable && (
+                            <button type="button" onClick={() => void act(async () => (await api(url(id), { method: 'PATCH', body: { enabled: t.enabled === false } }), null))}>
+                              {t.enabled === false ? 'Enable' : 'Disable'}
+                            </button>
+                          )}
+                          <button type="button" onClick={() => rotate(id)}>
+                            Rotate {kind.secretName}
+                          </button>
+                          <button type="button" class="danger" onClick={() => remove(id)}>
+                            Delete
+                          </button>
+                        </div>
+                      ) : (
+                        <span class="hint">edit in the config file</span>
+                      )}
+                    </td>
+                  </tr>
+                );
+              })}
             </tbody>
           </table>
         </div>
@@ -169,9 +278,7 @@ export function AppsPage() {
           </button>
         )}
       </section>
-      {editing && data?.apps.find((a) => a.id === editing) && (
-        <AppEditor key={editing} app={data.apps.find((a) => a.id === editing)!} onSaved={(text) => void act(async () => text)} onDone={() => setEditing(null)} />
-      )}
+      {edited && kind.editor?.(edited, (text) => void act(async () => text), () => setEditing(null))}
     </div>
   );
 }
@@ -221,91 +328,6 @@ function AppEditor(props: { app: TenantApp; onSaved: (text: string) => void; onD
           </p>
         )}
       </form>
-    </section>
-  );
-}
-
-export function PushInstancesPage() {
-  const { data, error, reload } = usePoll<{ push: TenantPush[]; nextCursor: string | null }>('/push?limit=100', 3000);
-  const [notice, setNotice] = useState<{ kind: 'ok' | 'error'; text: string } | null>(null);
-  const act = async (work: () => Promise<string | null>) => {
-    try {
-      const text = await work();
-      setNotice(text === null ? null : { kind: 'ok', text });
-    } catch (err) {
-      setNotice({ kind: 'error', text: message(err) });
-    }
-    reload();
-  };
-  return (
-    <section class="card">
-      <h2>Push instances</h2>
-      <button
-        type="button"
-        onClick={() =>
-          void act(async () => {
-            const created = await api<{ instanceId: string; secretKey: string }>('/push', { method: 'POST', body: {} });
-            return `Instance ${created.instanceId} created. Its secret key (shown once): ${created.secretKey}`;
-          })
-        }
-      >
-        Create push instance
-      </button>
-      <Notice notice={notice} />
-      {error && <p class="error">Could not load the push instances: {error}</p>}
-      <div class="table-scroll">
-        <table class="apps tenants">
-          <thead>
-            <tr>
-              <th>Instance</th>
-              <th>Publishes/s</th>
-              <th>Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {data?.push.map((p) => (
-              <tr key={p.instanceId} data-instance={p.instanceId}>
-                <td>
-                  <Link href={`/dashboard/push/${encodeURIComponent(p.instanceId)}`}>{p.instanceId}</Link>
-                  {p.source === 'config' && <span class="badge">config file</span>}
-                </td>
-                <td>{p.maxPublishesPerSecond}</td>
-                <td>
-                  {p.source === 'api' ? (
-                    <div class="actions">
-                      <button
-                        type="button"
-                        onClick={() => {
-                          const grace = window.prompt(`Rotate the secret key of ${p.instanceId}: seconds the old key stays valid`, '0');
-                          if (grace === null) return;
-                          void act(async () => {
-                            const r = await api<{ secretKey: string }>(`/push/${encodeURIComponent(p.instanceId)}/rotate-secret`, { method: 'POST', body: { graceSeconds: Number(grace) } });
-                            return `New secret key of ${p.instanceId} (shown once): ${r.secretKey}`;
-                          });
-                        }}
-                      >
-                        Rotate secret key
-                      </button>
-                      <button
-                        type="button"
-                        class="danger"
-                        onClick={() => {
-                          if (!window.confirm(`Delete push instance ${p.instanceId}?`)) return;
-                          void act(async () => (await api('/push/' + encodeURIComponent(p.instanceId), { method: 'DELETE' }), `Instance ${p.instanceId} deleted.`));
-                        }}
-                      >
-                        Delete
-                      </button>
-                    </div>
-                  ) : (
-                    <span class="hint">edit in the config file</span>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
     </section>
   );
 }

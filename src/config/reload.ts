@@ -26,9 +26,13 @@ export interface ReloadPlan {
 export function planReload(running: Readonly<HeraldConfig>, next: Readonly<HeraldConfig>): ReloadPlan {
   const restartNeeded: string[] = [];
   const changed: string[] = [];
+  const apps = keepUnchanged(running.apps, next.apps, (a) => a.id);
+  const nextPush = keepUnchanged(running.push, next.push, (p) => p.instanceId);
   const keys = new Set([...Object.keys(running), ...Object.keys(next)]) as Set<keyof HeraldConfig>;
   for (const key of keys) {
-    const same = JSON.stringify(running[key] ?? null) === JSON.stringify(next[key] ?? null);
+    // Apps and push instances compared entry by entry (thousands of apps: no whole-list JSON).
+    const listed = key === 'apps' ? apps : key === 'push' ? nextPush : undefined;
+    const same = listed ? listed.changed.length === 0 && listed.removed.length === 0 : JSON.stringify(running[key] ?? null) === JSON.stringify(next[key] ?? null);
     if (same) continue;
     if ((LIVE_SETTINGS as readonly string[]).includes(key)) changed.push(key);
     else restartNeeded.push(key);
@@ -43,14 +47,12 @@ export function planReload(running: Readonly<HeraldConfig>, next: Readonly<Heral
   }
   // A cluster serves push only from its shared PostgreSQL: push instances appearing in a
   // cluster without one are not taken live (the restart then refuses, naming the setting).
-  let push = next.push;
+  let pushes = nextPush;
   if (running.cluster && !running.cluster.postgresUrl && running.push.length === 0 && next.push.length > 0) {
     changed.splice(changed.indexOf('push'), 1);
     restartNeeded.push('push');
-    push = running.push;
+    pushes = { list: running.push as PushInstanceConfig[], changed: [], removed: [] };
   }
-  const apps = keepUnchanged(running.apps, next.apps, (a) => a.id);
-  const pushes = keepUnchanged(running.push, push, (p) => p.instanceId);
   const effective: HeraldConfig = { ...running, apps: apps.list, push: pushes.list, logLevel: next.logLevel, tls };
   return {
     effective: Object.freeze(effective),
@@ -71,9 +73,25 @@ function keepUnchanged<T>(running: readonly T[], next: readonly T[], idOf: (entr
     const id = idOf(entry);
     const old = before.get(id);
     before.delete(id);
-    if (old !== undefined && (old === entry || JSON.stringify(old) === JSON.stringify(entry))) return old;
+    if (old !== undefined && sameEntry(old, entry)) return old;
     changed.push(entry);
     return entry;
   });
   return { list, changed, removed: [...before.keys()] };
+}
+
+/** Whether two entries have the same fields: plain values compared directly, nested ones (webhooks, credentials) as JSON. */
+function sameEntry(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  const left = a as Record<string, unknown>;
+  const right = b as Record<string, unknown>;
+  const keys = Object.keys(left);
+  if (keys.length !== Object.keys(right).length) return false;
+  for (const key of keys) {
+    const x = left[key];
+    const y = right[key];
+    if (x === y) continue;
+    if (typeof x !== 'object' || typeof y !== 'object' || x === null || y === null || JSON.stringify(x) !== JSON.stringify(y)) return false;
+  }
+  return true;
 }
