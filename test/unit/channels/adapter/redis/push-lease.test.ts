@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { PushLeaseHeldError } from '../../../../../src/channels/adapter/redis/push-lease.js';
 import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
-import { waitFor } from '../../../../helpers/redis-server.js';
+import { until } from '../../../../helpers/wait.js';
 
 const INSTANCE = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';
 const bed = clusterTestBed('l');
@@ -43,20 +43,20 @@ describe('PushInstanceLease', () => {
     const lease = await a.node.leasePushInstance(INSTANCE, { onLost: (_id, holder) => lost.push(holder) });
     await bed.redis.kill();
     await bed.redis.start(); // empty: the lease is gone
-    await waitFor(async () => {
+    await until(async () => {
       const client = bed.redis.client();
       try {
         return (await client.get(`${prefix}lease:push:${INSTANCE}`)) === lease.holder;
       } finally {
         client.disconnect();
       }
-    }, 15_000, 'lease taken back');
+    }, 'lease taken back', 15_000);
     expect(lease.isHeld).toBe(true);
     // Someone else holds it now (e.g. it lapsed and another node started): the holder is told.
     const client = bed.redis.client();
     await client.set(`${prefix}lease:push:${INSTANCE}`, 'other/1234', 'PX', 10_000);
     await client.quit();
-    await waitFor(() => lost.length === 1, 15_000, 'lease reported lost');
+    await until(() => lost.length === 1, 'lease reported lost', 15_000);
     expect(lost).toEqual(['other/1234']);
     expect(lease.isHeld).toBe(false);
   });
