@@ -211,23 +211,3 @@ export async function rawConnection(node: HeraldProcess, key: string): Promise<{
   });
   return { ws, first, closed };
 }
-
-/**
- * Reads with `read` (an HTTP query, say) until `done` holds or `timeoutMs` passed, and returns
- * the last value read: the caller asserts on it, so a timeout fails with the actual answer.
- * A read that throws counts as not done.
- */
-export async function settled<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 10_000): Promise<T | undefined> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T | undefined;
-  for (;;) {
-    try {
-      last = await read();
-      if (done(last)) return last;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) return last;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

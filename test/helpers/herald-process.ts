@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { registerLogFile } from './test-logs.js';
+import { sleep } from './wait.js';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '../..');
 export const CLI = join(REPO_ROOT, 'dist/src/cli.js');
@@ -78,7 +79,8 @@ export class HeraldProcess {
         return await this.startOnce();
       } catch (err) {
         if (attempt >= 40 || !/cannot listen/.test(String(err))) throw err;
-        await new Promise((r) => setTimeout(r, 250));
+        // time: the port is held for a moment after the last process; try again a little later.
+        await sleep(250);
       }
     }
   }

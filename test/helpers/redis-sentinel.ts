@@ -9,7 +9,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort, RedisServer, waitFor } from './redis-server.js';
+import { freePort, RedisServer } from './redis-server.js';
+import { until } from './wait.js';
 
 export const MASTER_NAME = 'herald-test-master';
 
@@ -37,7 +38,7 @@ export class RedisSentinelSet {
   async start(): Promise<this> {
     await this.master.start();
     this.replica = await new RedisServer({ args: ['--replicaof', '127.0.0.1', String(this.master.port)] }).start();
-    await waitFor(async () => /master_link_status:up/.test(await this.info(this.replica!.port, 'replication')), 10_000, 'the replica in sync');
+    await until(async () => /master_link_status:up/.test(await this.info(this.replica!.port, 'replication')), 'the replica in sync', 10_000);
     this.dir = mkdtempSync(join(tmpdir(), 'herald-sentinel-'));
     this.sentinelPort = await freePort();
     const conf = join(this.dir, 'sentinel.conf'); // the sentinel rewrites its config: a file of its own
@@ -61,14 +62,10 @@ export class RedisSentinelSet {
     child.stdout!.on('data', (d: Buffer) => (this.sentinelOutput += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (this.sentinelOutput += d.toString()));
     // Ready once it has found the replica through the master.
-    await waitFor(
-      async () => {
+    await until(async () => {
         if (child.exitCode !== null) throw new Error(`redis-server --sentinel exited ${child.exitCode}: ${this.sentinelOutput.slice(-500)}`);
         return /\+slave slave/.test(this.sentinelOutput) && (await this.masterPort()) === this.master.port;
-      },
-      15_000,
-      'the sentinel watching the master and its replica',
-    );
+      }, 'the sentinel watching the master and its replica', 15_000);
     return this;
   }
 
@@ -131,7 +128,7 @@ export class RedisSentinelSet {
   }
 
   private async replicaPromoted(timeoutMs: number): Promise<void> {
-    await waitFor(async () => (await this.masterPort()) === this.replica!.port, timeoutMs, 'the sentinel promoting the replica');
+    await until(async () => (await this.masterPort()) === this.replica!.port, 'the sentinel promoting the replica', timeoutMs);
   }
 
 }

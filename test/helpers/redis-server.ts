@@ -10,6 +10,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { sleep, until } from './wait.js';
 
 export async function freePort(): Promise<number> {
   for (;;) {
@@ -69,7 +70,8 @@ export class RedisServer {
         return this;
       } catch (err) {
         if (attempt >= 20) throw err;
-        await new Promise((r) => setTimeout(r, 250)); // port still held after a kill
+        // time: the port is still held for a moment after a kill; try again a little later.
+        await sleep(250);
       }
     }
   }
@@ -85,12 +87,9 @@ export class RedisServer {
     this.child = child;
     child.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
-    const deadline = Date.now() + 10_000;
-    while (!/Ready to accept connections/.test(this.output)) {
-      if (child.exitCode !== null) throw new Error(`redis-server exited ${child.exitCode}: ${this.output.slice(-500)}`);
-      if (Date.now() > deadline) throw new Error(`redis-server not ready: ${this.output.slice(-500)}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    const exitedOrReady = (): boolean => child.exitCode !== null || /Ready to accept connections/.test(this.output);
+    await until(exitedOrReady, () => `redis-server ready: ${this.output.slice(-500)}`, 10_000);
+    if (child.exitCode !== null) throw new Error(`redis-server exited ${child.exitCode}: ${this.output.slice(-500)}`);
   }
 
   /** SIGKILL (an outage): clients see the connection drop. */
@@ -128,21 +127,5 @@ export class RedisServer {
     const exited = new Promise<void>((r) => child.once('exit', () => r()));
     child.kill(sig);
     await exited;
-  }
-}
-
-/** Waits until `check` returns a truthy value (polling), or fails after `timeoutMs`. */
-export async function waitFor<T>(check: () => T | Promise<T>, timeoutMs = 15_000, what = 'condition'): Promise<Exclude<T, null | undefined | false | 0 | ''>> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value as Exclude<T, null | undefined | false | 0 | ''>;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 25));
   }
 }

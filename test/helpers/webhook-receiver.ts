@@ -5,6 +5,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { sleep } from './wait.js';
 
 export interface ReceivedRequest {
   method: string;
@@ -30,7 +31,6 @@ export class WebhookReceiver {
   private failStatus = 500;
   private failingAll: number | false = false;
   private delay = 0;
-  private readonly waiters = new Set<() => void>();
 
   /** Starts listening on 127.0.0.1 (port 0 unless a port is given). */
   static async start(port = 0): Promise<WebhookReceiver> {
@@ -70,24 +70,6 @@ export class WebhookReceiver {
     return this.delivered().flatMap((r) => (JSON.parse(r.rawBody) as { events: Array<Record<string, unknown>> }).events);
   }
 
-  /** Resolves when `predicate` holds (checked after every request), rejects after `timeoutMs`. */
-  waitFor(predicate: () => boolean, timeoutMs = 5000, what = 'condition'): Promise<void> {
-    if (predicate()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const check = (): void => {
-        if (!predicate()) return;
-        clearTimeout(timer);
-        this.waiters.delete(check);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.waiters.delete(check);
-        reject(new Error(`webhook receiver: timed out after ${timeoutMs} ms waiting for ${what}; got ${this.requests.length} requests`));
-      }, timeoutMs);
-      this.waiters.add(check);
-    });
-  }
-
   /** Stops listening and drops open connections (the receiver is "down"); `up()` brings it back on the same port. */
   async down(): Promise<void> {
     const server = this.server;
@@ -104,7 +86,6 @@ export class WebhookReceiver {
 
   async close(): Promise<void> {
     await this.down();
-    this.waiters.clear();
   }
 
   private async listen(port: number): Promise<void> {
@@ -144,10 +125,10 @@ export class WebhookReceiver {
     }
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(req.headers)) headers[k] = Array.isArray(v) ? v.join(', ') : String(v);
-    if (this.delay > 0) await new Promise((r) => setTimeout(r, this.delay));
+    // time: an answer slowed down on purpose (timeouts, slow receivers).
+    if (this.delay > 0) await sleep(this.delay);
     if (res.destroyed) return;
     this.requests.push({ method: req.method ?? '', path: req.url ?? '', headers, rawBody: Buffer.concat(chunks).toString('utf8'), status, receivedAt });
     res.writeHead(status, { 'content-type': 'text/plain' }).end(status < 300 ? 'ok' : 'fail');
-    for (const w of [...this.waiters]) w();
   }
 }

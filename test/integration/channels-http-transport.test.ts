@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-process.js';
 import { signedQuery } from '../helpers/signed-request.js';
+import { until } from '../helpers/wait.js';
 
 let herald: HeraldProcess;
 
@@ -46,13 +47,6 @@ async function subscriber(channel: string): Promise<{ ws: WebSocket; events: Rec
   return { ws, events };
 }
 
-async function waitFor(check: () => boolean, ms = 5_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('channel API request reading', () => {
   it('reassembles a body that arrives in many chunks exactly (body_md5 checks every byte)', async () => {
@@ -63,7 +57,7 @@ describe('channel API request reading', () => {
       const body = JSON.stringify({ padding: 'p'.repeat(200 * 1024), name: 'big', data, channel: 'transport-big' });
       const r = await post(`/apps/${DEFAULT_APP.id}/events`, body);
       expect(r).toEqual({ status: 200, body: {} });
-      await waitFor(() => sub.events.length === 1);
+      await until(() => sub.events.length === 1, 'sub.events.length === 1', 5_000);
       expect(sub.events[0]).toEqual({ event: 'big', channel: 'transport-big', data });
     } finally {
       sub.ws.close();

@@ -7,6 +7,7 @@ import Pusher from 'pusher';
 import type { Channel } from 'pusher-js';
 import { HeraldProcess, startHerald } from '../helpers/herald-process.js';
 import { channelsSdk, pusherJsClient, type PusherJsClient as PusherClient } from '../helpers/sdk-clients.js';
+import { until } from '../helpers/wait.js';
 
 const MAIN = { id: 'app-id', key: 'app-key', secret: 'app-secret', userAuthentication: true };
 const COUNTED = { id: 'counted-id', key: 'counted-key', secret: 'counted-secret', subscriptionCount: true, userAuthentication: true };
@@ -33,14 +34,6 @@ async function pollJson<T>(get: () => Promise<{ json(): Promise<unknown> }>, don
   }
 }
 
-/** Polls until `check` holds; fails after `ms`. */
-async function waitFor(check: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 interface Client {
   pusher: PusherClient;
@@ -60,7 +53,7 @@ async function connect(creds: Creds = MAIN, userId = 'anon'): Promise<Client> {
     },
   });
   clients.push(pusher);
-  await waitFor(() => pusher.connection.state === 'connected', 'connection');
+  await until(() => pusher.connection.state === 'connected', 'connection');
   return { pusher, socketId: pusher.connection.socket_id };
 }
 
@@ -78,7 +71,7 @@ async function subscribe(client: Client, channelName: string): Promise<Received[
   channel.bind_global((event: string, data: unknown) => {
     if (!event.startsWith('pusher')) received.push({ event, data });
   });
-  await waitFor(() => subscribed, `subscription to ${channelName}`);
+  await until(() => subscribed, `subscription to ${channelName}`);
   return received;
 }
 
@@ -100,7 +93,7 @@ describe('C1 trigger with the pusher SDK', () => {
     expect(await res.json()).toEqual({});
     const json = { id: 7, nested: { list: [1, 'two', null] }, emoji: '🎉' };
     await sdk().trigger('news', 'story', json);
-    await waitFor(() => onA.length === 2 && onB.length === 2, 'both events on both clients');
+    await until(() => onA.length === 2 && onB.length === 2, 'both events on both clients');
     for (const on of [onA, onB]) {
       expect(on).toEqual([
         { event: 'headline', data: text },
@@ -114,7 +107,7 @@ describe('C1 trigger with the pusher SDK', () => {
     const [onX, onY] = [await subscribe(c, 'multi-x'), await subscribe(c, 'multi-y')];
     await sdk().trigger(['multi-x', 'multi-y', 'multi-x'], 'ev', 'both');
     await sdk().trigger('multi-x', 'marker', '');
-    await waitFor(() => onX.length === 2 && onY.length === 1, 'events and marker');
+    await until(() => onX.length === 2 && onY.length === 1, 'events and marker');
     expect(onX.map((e) => e.event)).toEqual(['ev', 'marker']);
     expect(onY).toEqual([{ event: 'ev', data: 'both' }]);
   });
@@ -124,7 +117,7 @@ describe('C1 trigger with the pusher SDK', () => {
     const [onA, onB] = [await subscribe(a, 'excl'), await subscribe(b, 'excl')];
     await sdk().trigger('excl', 'not-for-a', 'x', { socket_id: a.socketId });
     await sdk().trigger('excl', 'for-all', 'y');
-    await waitFor(() => onA.length === 1 && onB.length === 2, 'marker on both');
+    await until(() => onA.length === 1 && onB.length === 2, 'marker on both');
     expect(onA.map((e) => e.event)).toEqual(['for-all']);
     expect(onB.map((e) => e.event)).toEqual(['not-for-a', 'for-all']);
   });
@@ -138,7 +131,7 @@ describe('C1 trigger with the pusher SDK', () => {
     const signature = new SdkToken(MAIN.key, MAIN.secret).sign(`POST\n${path}\n${signed}`);
     const res = await fetch(`${herald.baseUrl}${path}?${signed.replace(' ', '%20')}&auth_signature=${signature}`, { method: 'POST' });
     expect(res.status).toBe(200);
-    await waitFor(() => on.length === 1, 'query-string event');
+    await until(() => on.length === 1, 'query-string event');
     expect(on[0]).toEqual({ event: 'q', data: 'from query' });
   });
 
@@ -160,7 +153,7 @@ describe('C1 trigger with the pusher SDK', () => {
 
     clientsOfU1[0]!.pusher.disconnect();
     clientsOfU1[1]!.pusher.disconnect();
-    await waitFor(() => clientsOfU1.every((c) => c.pusher.connection.state === 'disconnected'), 'u1 gone');
+    await until(() => clientsOfU1.every((c) => c.pusher.connection.state === 'disconnected'), 'u1 gone');
     const after = await pollJson<{ users: { id: string }[] }>(() => sdk().get({ path: '/channels/presence-room/users' }), (b) => b.users.length === 1);
     expect(after).toEqual({ users: [{ id: 'u2' }] });
   });
@@ -194,7 +187,7 @@ describe('C2 triggerBatch with the pusher SDK', () => {
       { channel: 'presence-batch', name: 'six', data: '6th', info: 'user_count' },
     ]);
     expect(await withInfo.json()).toEqual({ batch: [{}, { user_count: 1 }, { user_count: 1 }] });
-    await waitFor(() => onA.length === 3 && onB.length === 1, 'batch events');
+    await until(() => onA.length === 3 && onB.length === 1, 'batch events');
     expect(onA).toEqual([
       { event: 'one', data: '1st' },
       { event: 'three', data: '3rd' },
@@ -233,7 +226,7 @@ describe('C3, C4 and C6 with the pusher SDK', () => {
     const c = await connect();
     const cached: unknown[] = [];
     c.pusher.subscribe('cache-prices').bind('tick', (d: unknown) => cached.push(d));
-    await waitFor(() => cached.length === 1, 'cached event');
+    await until(() => cached.length === 1, 'cached event');
     expect(cached[0]).toEqual({ eur: 1.08 });
   });
 });
@@ -250,9 +243,9 @@ describe('C5 terminateUserConnections with the pusher SDK', () => {
     const res = await sdk().terminateUserConnections('victim');
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({});
-    await waitFor(() => victims.every((v) => v.pusher.connection.state !== 'connected'), 'victims disconnected');
+    await until(() => victims.every((v) => v.pusher.connection.state !== 'connected'), 'victims disconnected');
     await sdk().trigger('after-terminate', 'still-here', 'yes');
-    await waitFor(() => onBystander.length === 1, 'bystander event');
+    await until(() => onBystander.length === 1, 'bystander event');
     expect(bystander.pusher.connection.state).toBe('connected');
     const again = await connect(MAIN, 'victim');
     again.pusher.signin();
@@ -266,7 +259,7 @@ async function signedIn(userId: string, creds: Creds = MAIN): Promise<Client> {
   const client = await connect(creds, userId);
   client.pusher.signin();
   await client.pusher.user.signinDonePromise;
-  await waitFor(() => client.pusher.user.serverToUserChannel?.subscribed === true, `${userId}'s server-to-user channel`);
+  await until(() => client.pusher.user.serverToUserChannel?.subscribed === true, `${userId}'s server-to-user channel`);
   return client;
 }
 
@@ -303,7 +296,7 @@ describe('sendToUser with the pusher SDK', () => {
     expect(await res.json()).toEqual({});
     // Triggered after hello, on the same path: once u2 has it, hello would have arrived too.
     await sdk().sendToUser('u2', 'marker', 'for u2');
-    await waitFor(() => onU1a!.length === 1 && onU1b!.length === 1 && onU2!.length === 1, 'hello on u1, marker on u2');
+    await until(() => onU1a!.length === 1 && onU1b!.length === 1 && onU2!.length === 1, 'hello on u1, marker on u2');
     expect(onU1a).toEqual([{ event: 'hello', data: { a: 1 } }]);
     expect(onU1b).toEqual([{ event: 'hello', data: { a: 1 } }]);
     expect(onU2).toEqual([{ event: 'marker', data: 'for u2' }]);
@@ -315,7 +308,7 @@ describe('sendToUser with the pusher SDK', () => {
     const [onA, onB] = [userEvents(a, 'ev'), userEvents(b, 'ev')];
     await sdk().sendToUser(odd, 'ev', 'all');
     await sdkPost('/events', { name: 'ev', data: 'not a', channels: [`#server-to-user-${odd}`], socket_id: a.socketId });
-    await waitFor(() => onA.length === 1 && onB.length === 2, 'events on both connections');
+    await until(() => onA.length === 1 && onB.length === 2, 'events on both connections');
     expect(onA.map((e) => e.data)).toEqual(['all']);
     expect(onB.map((e) => e.data)).toEqual(['all', 'not a']);
   });
@@ -335,7 +328,7 @@ describe('sendToUser with the pusher SDK', () => {
       { channel: 'counted-plain', name: 'c2', data: 'three' },
     ]);
     expect(await c2.json()).toEqual({ batch: [{}, {}] });
-    await waitFor(() => onUser.length === 2 && plain.length === 2, 'user and channel events');
+    await until(() => onUser.length === 2 && plain.length === 2, 'user and channel events');
     expect(onUser).toEqual([
       { event: 'c1', data: 'one' },
       { event: 'c2', data: 'two' },

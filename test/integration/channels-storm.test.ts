@@ -21,6 +21,7 @@ import { REPO_ROOT, startHerald, type HeraldProcess } from '../helpers/herald-pr
 import { channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
 import { signedQuery } from '../helpers/signed-request.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { until } from '../helpers/wait.js';
 
 const APP = { id: 'storm-app', key: 'storm-key', secret: 'storm-secret', maxPresenceMembers: 1000 };
 /** Child processes holding the raw clients. */
@@ -128,15 +129,9 @@ async function occupiedChannels(): Promise<string[]> {
   return names;
 }
 
-/** Polls `probe` until it returns true; fails with `what` after `ms`. */
-async function until(what: string, probe: () => Promise<boolean> | boolean, ms = CONVERGE_MS): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await probe()) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (occupied channels: ${lastOccupied})`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
+
+/** `what`, and the occupied channels last counted, for a timeout's message. */
+const withOccupied = (what: string) => (): string => `${what} (occupied channels: ${lastOccupied})`;
 
 /** Webhook events delivered so far with this name, as `channel` or `channel user` keys. */
 function delivered(name: string): string[] {
@@ -209,17 +204,13 @@ describe('a mass disconnect on one shard', () => {
     for (const p of pusherClients.splice(0)) p.disconnect();
     await dropChildren();
     await stall.ended;
-    await until('no occupied channel', async () => (await occupiedChannels()).length === 0);
+    await until(async () => (await occupiedChannels()).length === 0, withOccupied('no occupied channel'), CONVERGE_MS);
     const emptyMs = Date.now() - started;
     for (let k = 0; k < PRESENCE_ROOMS; k++) {
       const res = await sdk().get({ path: `/channels/presence-room-${k}/users` });
       expect(await res.json()).toEqual({ users: [] });
     }
-    await receiver.waitFor(
-      () => delivered('channel_vacated').length >= channels.size && delivered('member_removed').length >= members.size,
-      CONVERGE_MS,
-      'every channel_vacated and member_removed',
-    );
+    await until(() => delivered('channel_vacated').length >= channels.size && delivered('member_removed').length >= members.size, withOccupied('every channel_vacated and member_removed'), CONVERGE_MS);
     figures.massDisconnect = { emptyMs, webhooksMs: Date.now() - started };
     // Anything sent twice would have arrived by now (the debounce is 500 ms).
     await new Promise((r) => setTimeout(r, 1500));
@@ -247,7 +238,7 @@ describe('a reconnect storm on one shard', () => {
     figures.reconnectStorm = { clients: BURST_CLIENTS, subscriptions: BURST_CLIENTS * 2, openMs, subscribeMs: Date.now() - started, errors: burst.errors };
     expect(burst).toEqual({ succeeded: BURST_CLIENTS * 2, errors: 0 });
     await dropChildren();
-    await until('no occupied channel', async () => (await occupiedChannels()).length === 0);
+    await until(async () => (await occupiedChannels()).length === 0, withOccupied('no occupied channel'), CONVERGE_MS);
   });
 });
 
@@ -294,7 +285,7 @@ describe('sockets toggling subscriptions', () => {
     }
     await stall.ended;
     for (const ws of togglers) ws.terminate();
-    await until('no occupied channel', async () => (await occupiedChannels()).length === 0);
+    await until(async () => (await occupiedChannels()).length === 0, withOccupied('no occupied channel'), CONVERGE_MS);
     toggling = false;
     await reads;
     figures.toggling = { togglers: TOGGLERS, messages: TOGGLERS * ROUNDS * CHANNELS * 2, ms: Date.now() - started, channelReads: statuses.length };

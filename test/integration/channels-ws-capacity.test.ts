@@ -13,6 +13,7 @@ import WebSocket from 'ws';
 import { CLI, DEFAULT_APP, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
+import { sleep } from '../helpers/wait.js';
 
 const BACKPRESSURE_LIMIT = 64 * 1024;
 
@@ -57,8 +58,6 @@ async function client(port: number, channel?: string): Promise<Client> {
   });
   return { ws, frames, closed };
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 describe('a consumer that stops reading', () => {
   it('is let go with pusher:error 4100 and the 4100 close, read once it reads again', async () => {

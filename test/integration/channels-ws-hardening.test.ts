@@ -12,6 +12,7 @@ import { channelShardFor } from '../../src/shards/hash.js';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
+import { sleep } from '../helpers/wait.js';
 
 const APP = { id: 'hard-app', key: 'hard-key', secret: 'hard-secret', userAuthentication: true, clientEvents: true };
 const SHARDS = 2;
@@ -32,8 +33,6 @@ afterAll(async () => {
 function sdk(): PusherServer {
   return channelsSdk(herald.port, APP);
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A bare protocol client: every frame, with `data` JSON-decoded when it is a string. */
 class RawClient {

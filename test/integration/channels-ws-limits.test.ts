@@ -11,6 +11,7 @@ import WebSocket from 'ws';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk, pusherJsClient } from '../helpers/sdk-clients.js';
+import { sleep } from '../helpers/wait.js';
 
 const IDLE = { id: 'idle', key: 'idle-key', secret: 'idle-secret', activityTimeout: 5 };
 const FLOOD = { id: 'flood', key: 'flood-key', secret: 'flood-secret', clientEvents: true, maxClientEventsPerSecond: 5000 };
@@ -36,8 +37,6 @@ afterAll(async () => {
   for (const c of cleanups) c();
   await herald?.dispose();
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function sdk(app: App): PusherServer {
   return channelsSdk(herald.port, app);

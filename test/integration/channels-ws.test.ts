@@ -11,6 +11,7 @@ import WebSocket from 'ws';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk, pusherJsClient, type PusherJsClient as Pusher } from '../helpers/sdk-clients.js';
+import { flushedBy, sleep, until } from '../helpers/wait.js';
 
 const MASTER_KEY = Buffer.alloc(32, 7).toString('base64');
 
@@ -101,8 +102,6 @@ async function subscribed(pusher: Pusher, name: string) {
   const data = await next<unknown>(channel, 'pusher:subscription_succeeded');
   return { channel, data };
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A bare protocol client: every frame received, with `data` JSON-decoded when it is a string. */
 class RawClient {
@@ -206,6 +205,7 @@ describe('connection', () => {
     expect(err.error?.data).toMatchObject({ code: 4001, message: "no app has key 'no-such-key' (apps[].key)" });
     const states: string[] = [];
     p.connection.bind('state_change', ({ current }: { current: string }) => states.push(current));
+    // time: pusher-js retries a connection it may retry within a second; 1.5 s shows it does not.
     await sleep(1500);
     expect(p.connection.state).toBe('disconnected');
     expect(states).not.toContain('connecting');
@@ -270,6 +270,7 @@ describe('connection', () => {
     const sock = connect(herald.port, '127.0.0.1');
     await new Promise((r) => sock.once('connect', r));
     sock.write('GET /app/key-a?protocol=7 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n');
+    // time: the socket goes away while the server is (most likely) in the middle of the upgrade.
     await sleep(50);
     sock.destroy();
     const { raw } = await RawClient.connect(APP_A);
@@ -572,6 +573,7 @@ describe('cache channels and subscription counts', () => {
     expect(raw.frames.filter((f) => f.event === 'client-score')).toHaveLength(1);
 
     // cacheTtlSeconds is 2 for this app: the entry expires.
+    // time: the cache TTL is what is tested.
     await sleep(2100);
     const late = client(APP_A);
     await connected(late);
@@ -653,7 +655,10 @@ describe('server events through the HTTP API', () => {
     await sdk(APP_A).trigger('news-feed', 'headline', { n: 1 });
     await sdk(APP_A).trigger('news-feed', 'headline', { n: 2 }, { socket_id: one.connection.socket_id });
     await expect.poll(() => got2).toEqual([{ n: 1 }, { n: 2 }]);
-    await sleep(200);
+    // Triggers on one channel arrive in order: once a later marker is on the first socket, n: 2 would be too.
+    const marks: unknown[] = [];
+    c1.bind('marker', (d: unknown) => marks.push(d));
+    await flushedBy(() => sdk(APP_A).trigger('news-feed', 'marker', {}), () => marks.length === 1, 'the marker on the first socket');
     expect(got1).toEqual([{ n: 1 }]);
   });
 
@@ -664,11 +669,10 @@ describe('server events through the HTTP API', () => {
     const got: unknown[] = [];
     channel.bind('update', (d: unknown) => got.push(d));
     await sdk(APP_A).trigger('solo-feed', 'update', { n: 1 }, { socket_id: alone.connection.socket_id });
-    await sleep(300);
-    expect(got).toEqual([]);
-    // Without the socket_id it is delivered.
+    // Without the socket_id it is delivered; in order after n: 1, which did not come before it.
     await sdk(APP_A).trigger('solo-feed', 'update', { n: 2 });
-    await expect.poll(() => got).toEqual([{ n: 2 }]);
+    await until(() => got.length >= 1, 'the second update');
+    expect(got).toEqual([{ n: 2 }]);
   });
 
   it('keeps a triggered event on a cache channel for the next subscriber', async () => {
@@ -685,10 +689,11 @@ describe('server events through the HTTP API', () => {
     const { channel } = await subscribed(a, 'same-name');
     const got: unknown[] = [];
     channel.bind('ping', (d: unknown) => got.push(d));
+    // App B's trigger is answered (handed to delivery) before app A's is sent: had it reached
+    // this socket, it would have come before app A's.
     await sdk(APP_B).trigger('same-name', 'ping', { from: 'b' });
     await sdk(APP_A).trigger('same-name', 'ping', { from: 'a' });
-    await expect.poll(() => got).toEqual([{ from: 'a' }]);
-    await sleep(200);
+    await until(() => got.length >= 1, "app A's ping");
     expect(got).toEqual([{ from: 'a' }]);
   });
 

@@ -8,7 +8,7 @@ import type { Browser, BrowserContext } from 'playwright-core';
 import { chromiumAvailable, CHROMIUM_PATH, collectErrors, launchChromium } from '../helpers/browser.js';
 import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import type { HeraldProcess } from '../helpers/herald-process.js';
-import { waitFor } from '../helpers/redis-server.js';
+import { until } from '../helpers/wait.js';
 
 const TOKEN = 'cluster-admin-token-0123456789';
 const APP = { id: 'cadmin-app', key: 'cadmin-key', secret: 'cadmin-secret' };
@@ -44,17 +44,17 @@ describe.skipIf(ONE_PROCESS)('admin overview of a cluster node', () => {
     expect((await clusterOf(cluster.b)).nodes!.map((n) => [n.nodeId, n.self])).toEqual([['node-a', false], ['node-b', true]]);
 
     await cluster.killNode(cluster.b);
-    const alone = await waitFor(async () => {
+    const alone = await until(async () => {
       const nodes = (await clusterOf(cluster.a)).nodes!;
       return nodes.length === 1 && nodes;
-    }, cluster.nodeTimeoutMs * 4, 'node-b dropped from the list once reaped');
+    }, 'node-b dropped from the list once reaped', cluster.nodeTimeoutMs * 4);
     expect(alone[0]).toMatchObject({ nodeId: 'node-a', self: true });
 
     await cluster.killRedis();
-    const away = await waitFor(async () => {
+    const away = await until(async () => {
       const view = await clusterOf(cluster.a);
       return !view.available && view;
-    }, 10_000, 'the overview saying Redis is away');
+    }, 'the overview saying Redis is away', 10_000);
     expect(away).toMatchObject({ nodeId: 'node-a', available: false, nodes: null, reaping: null });
     await cluster.restartRedis();
   }, 60_000);
@@ -95,7 +95,7 @@ describe.skipIf(ONE_PROCESS || process.env.HERALD_SKIP_BROWSER === '1')('dashboa
     await card.getByText('The nodes are unknown while Redis cannot be read.').waitFor();
     await cluster.restartRedis();
     await card.getByRole('cell', { name: 'node-b this node' }).waitFor({ timeout: 15_000 });
-    await waitFor(async () => (await card.textContent())?.includes(': connected'), 15_000, 'connected again');
+    await until(async () => (await card.textContent())?.includes(': connected'), 'connected again', 15_000);
     expect(errors.filter((e) => !/status of 503/.test(e))).toEqual([]);
   }, 60_000);
 });

@@ -5,7 +5,7 @@
  * *other* node, so a node that delivers only locally fails.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { ClientPool, settled, type ChannelRecord } from '../helpers/channel-clients.js';
+import { ClientPool, type ChannelRecord } from '../helpers/channel-clients.js';
 import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { sleep, until } from '../helpers/wait.js';
 
@@ -122,7 +122,7 @@ describe.skipIf(ONE_PROCESS)('delivery cost', () => {
         return Number(reply[1]);
       };
       const listening = async (n: number, what: string): Promise<void> => {
-        expect(await settled(listeners, (count) => count === n, 5000), what).toBe(n);
+        await until(async () => (await listeners()) === n, () => `${what} (${n} listening)`, 5000);
       };
       await listening(0, 'no subscriber anywhere');
       const onA = await pool.connect(cluster.a);

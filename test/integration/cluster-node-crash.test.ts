@@ -6,7 +6,6 @@
  */
 import { describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
-import { settled } from '../helpers/channel-clients.js';
 import { ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { clusterWebhookBed } from '../helpers/cluster-webhooks.js';
 import { sleep, until } from '../helpers/wait.js';
@@ -127,10 +126,10 @@ async function stallNodeB(frames: boolean): Promise<void> {
   await until(() => hooks(k).filter((l) => l === `channel_occupied:${k}-only-b`).length >= 2, `${k}-only-b occupied again`, WAKE_BOUND_MS);
   await until(() => hooks(k).filter((l) => l === `member_added:presence-${k}:sleeper`).length >= 2, 'sleeper added again', WAKE_BOUND_MS);
   for (const node of [cluster.a, cluster.b]) {
-    const users = await settled(
-      async () => ((await json(pool.sdk(node), `/channels/presence-${k}/users`)) as { users: { id: string }[] }).users.map((u) => u.id).sort(),
-      (ids) => ids.length === 2,
-    );
+    const users = await until(async () => {
+      const ids = ((await json(pool.sdk(node), `/channels/presence-${k}/users`)) as { users: { id: string }[] }).users.map((u) => u.id).sort();
+      return ids.length === 2 && ids;
+    }, `two users listed on port ${node.port}`);
     expect(users, `C6 on port ${node.port}`).toEqual(['sleeper', 'watcher']);
   }
   expect(sleeper.state).toBe('connected');

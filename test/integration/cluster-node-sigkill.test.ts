@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChannelTransition } from '../../src/channels/adapter/redis/channel-state.js';
 import { SimulatedNode } from '../helpers/cluster-nodes.js';
 import { REPO_ROOT } from '../helpers/herald-process.js';
-import { RedisServer, waitFor } from '../helpers/redis-server.js';
+import { RedisServer } from '../helpers/redis-server.js';
+import { until } from '../helpers/wait.js';
 
 const PREFIX = 'kill:';
 let redis: RedisServer;
@@ -56,14 +57,14 @@ describe('a cluster node killed with SIGKILL', () => {
     let output = '';
     child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-    await waitFor(() => output.includes('ready') || child.exitCode !== null, 20_000, 'victim ready');
+    await until(() => output.includes('ready') || child.exitCode !== null, 'victim ready', 20_000);
     expect(output).toContain('ready');
     expect(await survivor.state.presenceUserIds('app', 'presence-room')).toEqual(expect.arrayContaining(['alice', 'victor']));
     expect(await survivor.state.hasSocket('app', 'v.1')).toBe(true);
 
     child.kill('SIGKILL');
     const removed = (t: ChannelTransition) => t.type === 'member_removed';
-    await waitFor(() => survivor.transitions.some(removed) && survivor.transitions.some((t) => t.type === 'channel_vacated'), 20_000, 'victim reaped');
+    await until(() => survivor.transitions.some(removed) && survivor.transitions.some((t) => t.type === 'channel_vacated'), 'victim reaped', 20_000);
     await new Promise((r) => setTimeout(r, 300)); // more reaper passes: nothing more may come
     expect(survivor.transitions.filter(removed)).toEqual([{ type: 'member_removed', appId: 'app', channel: 'presence-room', userId: 'victor' }]);
     expect(survivor.transitions.filter((t) => t.type === 'channel_vacated')).toEqual([{ type: 'channel_vacated', appId: 'app', channel: 'only-victim' }]);

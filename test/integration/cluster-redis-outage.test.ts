@@ -6,10 +6,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
-import { rawConnection, refusal, settled } from '../helpers/channel-clients.js';
+import { rawConnection, refusal } from '../helpers/channel-clients.js';
 import { deliveryResumes, distinctEvents, eventLabel, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { clusterWebhookBed } from '../helpers/cluster-webhooks.js';
-import { sleep, until } from '../helpers/wait.js';
+import { flushedBy, sleep, until } from '../helpers/wait.js';
 
 const APP = { id: 'out-app', key: 'out-key', secret: 'out-secret', clientEvents: true };
 /** An app with a connection limit: its new connections need Redis to be counted. */
@@ -24,13 +24,7 @@ const count = (labels: string[], label: string): number => labels.filter((l) => 
 
 /** Triggers through `sdk` until it is refused (the node noticed the outage); the refusal. */
 async function firstRefusal(sdk: PusherServer, channel: string, timeoutMs = 10_000): Promise<{ status: number | undefined; body: Record<string, unknown> }> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const result = await refusal(sdk.trigger(channel, 'probe', 'during outage')).catch(() => null);
-    if (result) return result;
-    if (Date.now() > deadline) throw new Error(`no trigger refused within ${timeoutMs} ms of the outage`);
-    await sleep(50);
-  }
+  return until(() => refusal(sdk.trigger(channel, 'probe', 'during outage')).catch(() => null), 'a trigger refused after the outage', timeoutMs);
 }
 
 /**
@@ -44,6 +38,7 @@ async function retried<T>(call: () => Promise<T>, timeoutMs = 15_000): Promise<T
       return await call();
     } catch (err) {
       if ((err as { status?: number }).status !== 503 || Date.now() > deadline) throw err;
+      // time: 503 means retry; pace the retries.
       await sleep(100);
     }
   }
@@ -93,6 +88,7 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     expect(news1.data('during')).toEqual([]);
     expect(newsB.data('during')).toEqual([]);
 
+    // time: the outage lasts a while (the nodes' Redis calls fail and are retried meanwhile).
     await sleep(500);
     await cluster.restartRedis();
     // Cross-node delivery resumes by itself, both ways: keep triggering until the other node's
@@ -104,7 +100,12 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     await sdkA.trigger('out-news', 'after', 'from A');
     await sdkB.trigger('out-news', 'after', 'from B');
     await until(() => news1.data('after').length === 2 && newsB.data('after').length === 2, 'both ways after the restart');
-    await sleep(200);
+    // Nothing more (no duplicate) arrives: a marker from each node, sent after, arrives on both after them.
+    await flushedBy(
+      () => Promise.all([sdkA.trigger('out-news', 'marker', 'A'), sdkB.trigger('out-news', 'marker', 'B')]),
+      () => news1.data('marker').length === 2 && newsB.data('marker').length === 2,
+      'the markers on both nodes',
+    );
     expect(news1.data('after').sort()).toEqual(['from A', 'from B']);
     expect(newsB.data('after').sort()).toEqual(['from A', 'from B']);
     // Presence subscribers saw no one leave or arrive: the members never changed.
@@ -115,15 +116,16 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     expect([presence1.memberIds(), presenceB.memberIds()]).toEqual([['ua', 'ub'], ['ua', 'ub']]);
     // The sockets never reconnected, and the state Redis lost was registered again by both nodes.
     expect([s1.socketId, s2.socketId, sB.socketId]).toEqual(socketIds);
-    const users = await settled(
-      async () => ((await (await sdkB.get({ path: '/channels/presence-out/users' })).json()) as { users: { id: string }[] }).users.map((u) => u.id).sort(),
-      (ids) => ids.length === 2,
-    );
+    const users = await until(async () => {
+      const ids = ((await (await sdkB.get({ path: '/channels/presence-out/users' })).json()) as { users: { id: string }[] }).users.map((u) => u.id).sort();
+      return ids.length === 2 && ids;
+    }, 'two users listed on node B');
     expect(users).toEqual(['ua', 'ub']);
     expect(await (await retried(() => sdkA.get({ path: '/channels', params: { filter_by_prefix: 'out-' } }))).json()).toEqual({ channels: { 'out-news': {} } });
     // Redis came back empty: each channel is occupied again, each member added again, once for
     // the cluster (docs/scaling.md), though both nodes registered their subscribers; nothing left.
     await until(() => count(hooks(), 'channel_occupied:out-news') >= 2 && count(hooks(), 'member_added:presence-out:ub') >= 2, 'webhooks of the re-registration');
+    // time: webhooks go out through either node's shards, in no order between them: a duplicate would come within a second.
     await sleep(1000);
     const labels = hooks();
     for (const label of ['channel_occupied:out-news', 'channel_occupied:private-out-chat', 'channel_occupied:presence-out', 'member_added:presence-out:ua', 'member_added:presence-out:ub']) {
@@ -156,24 +158,26 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     await firstRefusal(pool.sdk(cluster.a), 'gap-news');
     for (const c of [...leavers, sharedOnA]) c.disconnect();
     await Promise.all([...leavers, sharedOnA].map((c) => c.gone()));
+    // time: the outage lasts a while after the leaves.
     await sleep(500);
     await cluster.restartRedis();
 
     const left = ['g1', 'g2', 'g3', 'g4', 'g5'];
     const due = [...left.map((u) => `member_removed:presence-gap:${u}`), ...left.map((u) => `member_removed:presence-gone:${u}`), 'channel_vacated:presence-gone', 'channel_vacated:gap-news'];
-    await setup.receiver.waitFor(() => due.every((l) => labels().includes(l)), 30_000, `the leaves of the gap: ${due.join(', ')}`);
+    await until(() => due.every((l) => labels().includes(l)), `the leaves of the gap: ${due.join(', ')}`, 30_000);
     // The members still on the channel see them go, on either node.
     await until(() => seenOnB.memberIds().join() === 'gb,gshared,gstay', 'node B subscriber seeing the leavers go', 10_000);
+    // time: nobody else is reported gone within two reaper periods.
     await sleep(cluster.nodeTimeoutMs * 2);
     const after = labels().slice(before);
     for (const label of due) expect(count(after, label), label).toBe(1);
     // Nobody still connected somewhere is reported gone; presence-gap is still occupied.
     expect(after.filter((l) => /member_removed:presence-gap:(gb|gstay|gshared)$/.test(l) || l === 'channel_vacated:presence-gap')).toEqual([]);
     expect(seenOnB.data('pusher:member_removed').map((m) => (m as { id: string }).id).sort()).toEqual(left);
-    const users = await settled(
-      async () => ((await (await pool.sdk(cluster.b).get({ path: '/channels/presence-gap/users' })).json()) as { users: { id: string }[] }).users.map((u) => u.id).sort(),
-      (ids) => ids.length === 3,
-    );
+    const users = await until(async () => {
+      const ids = ((await (await pool.sdk(cluster.b).get({ path: '/channels/presence-gap/users' })).json()) as { users: { id: string }[] }).users.map((u) => u.id).sort();
+      return ids.length === 3 && ids;
+    }, 'three users listed on node B');
     expect(users).toEqual(['gb', 'gshared', 'gstay']);
   }, 90_000);
 
@@ -211,6 +215,7 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     }
     await deliveryResumes(sdkA, 'hung-news', newsB, 'resumed-a-to-b');
     await deliveryResumes(sdkB, 'hung-news', news1, 'resumed-b-to-a');
+    // time: nobody is reaped within two reaper periods.
     await sleep(cluster.nodeTimeoutMs * 2);
     // The nodes were alive: nobody was reaped, no member left.
     expect(presence1.data('pusher:member_removed')).toEqual([]);

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
-import { ClientPool, settled } from '../helpers/channel-clients.js';
+import { ClientPool } from '../helpers/channel-clients.js';
 import { heraldClusterBed, type HeraldCluster } from '../helpers/herald-cluster.js';
 import type { HeraldProcess } from '../helpers/herald-process.js';
 import { sleep, until } from '../helpers/wait.js';
@@ -156,7 +156,10 @@ describe('cache channels across nodes', () => {
     await pool.sdk(cluster.a).trigger('cache-scores', 'score', { home: 2 });
     // C4 on node B sees the cache written through node A, with the app's TTL.
     type CacheInfo = { occupied: boolean; cache: { event: string; data: string; ttl: number } | null };
-    const body = await settled(() => getJson(pool.sdk(cluster.b), '/channels/cache-scores', { info: 'cache' }) as Promise<CacheInfo>, (b) => b.cache !== null, 5000);
+    const body = await until(async () => {
+      const info = (await getJson(pool.sdk(cluster.b), '/channels/cache-scores', { info: 'cache' })) as CacheInfo;
+      return info.cache !== null && info;
+    }, 'the cache seen on node B', 5000);
     expect(body).toMatchObject({ occupied: false, cache: { data: JSON.stringify({ home: 2 }) } });
     expect(body?.cache?.ttl).toBeGreaterThan(50);
     expect(body?.cache?.ttl).toBeLessThanOrEqual(60);

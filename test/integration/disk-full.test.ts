@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deviceShardFor } from '../../src/shards/hash.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
-import { sleep } from '../helpers/wait.js';
+import { sleep, until } from '../helpers/wait.js';
 import { pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { DeviceApi, apnsToken, call, type ApiResponse } from './device-api-helpers.js';
@@ -145,7 +145,7 @@ describe.skipIf(mountError !== '')('a full data dir disk', () => {
     const channels = ['during-full-0', 'during-full-1', 'during-full-2', 'during-full-3'];
     for (const name of channels) client.subscribe(name);
     const occupied = (): string[] => receiver.deliveredEvents().filter((e) => e.name === 'channel_occupied').map((e) => String(e.channel));
-    await receiver.waitFor(() => channels.every((c) => occupied().includes(c)), 15_000, 'channel_occupied for every channel');
+    await until(() => channels.every((c) => occupied().includes(c)), 'channel_occupied for every channel', 15_000);
     expect(series(await metrics(), 'herald_shard_restarts_total')).toBe(0);
     expect(herald.stderr).not.toMatch(/shard worker died|write failed"/);
   });

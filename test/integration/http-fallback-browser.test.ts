@@ -125,18 +125,14 @@ async function tour(tag: string, options: Record<string, unknown>, removeWebSock
   // The page goes away without a word: its session expires, and it leaves its channels.
   await context!.close();
   context = undefined;
-  await receiver.waitFor(
-    () => {
+  await until(() => {
       const events = receiver.deliveredEvents();
       return (
         events.some((e) => e.name === 'member_removed' && e.channel === presence && e.user_id === user) &&
         events.some((e) => e.name === 'channel_vacated' && e.channel === presence) &&
         events.some((e) => e.name === 'channel_vacated' && e.channel === pub)
       );
-    },
-    SESSION_TIMEOUT_MS + 15_000,
-    'member_removed and channel_vacated webhooks after the page closed',
-  );
+    }, 'member_removed and channel_vacated webhooks after the page closed', SESSION_TIMEOUT_MS + 15_000);
 }
 
 describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('pusher-js HTTP fallback in Chromium', () => {

@@ -8,6 +8,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-process.js';
 import { signedQuery } from '../helpers/signed-request.js';
+import { sleep } from '../helpers/wait.js';
 
 let herald: HeraldProcess;
 
@@ -18,8 +19,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await herald?.dispose();
 });
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** A signed GET of a presence channel's user_count: answered only once the shard replies. */
 function channelInfoRequest(channel: string): string {

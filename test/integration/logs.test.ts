@@ -6,11 +6,11 @@
 import { spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { DEFAULT_APP, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
+import { sleep } from '../helpers/wait.js';
 
 let herald: HeraldProcess;
 

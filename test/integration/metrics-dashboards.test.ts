@@ -12,10 +12,11 @@ import { load as loadYaml } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { parsePrometheus } from '../helpers/prometheus-text.js';
-import { RedisServer, waitFor } from '../helpers/redis-server.js';
+import { RedisServer } from '../helpers/redis-server.js';
 import { filePostgresServer } from '../helpers/file-postgres.js';
 import { pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
 import { DeviceApi, call, fcmToken } from './device-api-helpers.js';
+import { until } from '../helpers/wait.js';
 
 const APPS = [
   { id: 'busy-app', key: 'busy-key', secret: 'busy-secret' },
@@ -98,7 +99,7 @@ describe('metrics a dashboard can rely on', () => {
     expect(series.get('herald_webhook_dead_letters_total')).toBe(0);
     expect(series.get('herald_webhook_events_delivered_total')).toBe(0);
     expect(series.get('herald_cluster_available')).toBe(1);
-    await waitFor(async () => (await scrape()).series.get('herald_cluster_nodes') === 1, 15_000, 'herald_cluster_nodes at 1');
+    await until(async () => (await scrape()).series.get('herald_cluster_nodes') === 1, 'herald_cluster_nodes at 1', 15_000);
     const version = (JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
     const info = [...series.entries()].filter(([key]) => key.startsWith('herald_build_info{'));
     expect(info).toHaveLength(1);
@@ -111,10 +112,10 @@ describe('metrics a dashboard can rely on', () => {
 
   it('keeps an app whose last connection left at 0 instead of dropping its series', async () => {
     client = pusherJsClient(herald.port, APPS[0]!.key);
-    await waitFor(async () => (await scrape()).series.get(`herald_connections{app_id="${APPS[0]!.id}"}`) === 1, 10_000, 'one connection counted');
+    await until(async () => (await scrape()).series.get(`herald_connections{app_id="${APPS[0]!.id}"}`) === 1, 'one connection counted', 10_000);
     client.disconnect();
     client = undefined;
-    await waitFor(async () => (await scrape()).series.get(`herald_connections{app_id="${APPS[0]!.id}"}`) === 0, 10_000, 'the connection gauge back at 0');
+    await until(async () => (await scrape()).series.get(`herald_connections{app_id="${APPS[0]!.id}"}`) === 0, 'the connection gauge back at 0', 10_000);
   });
 
   it('has every metric and label the Grafana dashboard and the alert rules query', async () => {
@@ -127,14 +128,10 @@ describe('metrics a dashboard can rely on', () => {
       body: { interests: ['news'], fcm: { notification: { title: 'hi' } } },
     });
     expect(published.status, JSON.stringify(published.body)).toBe(200);
-    const scraped = await waitFor(
-      async () => {
+    const scraped = await until(async () => {
         const s = await scrape();
         return [...s.series.keys()].some((k) => k.startsWith('herald_push_notifications_total{') && k.includes('result="failed"')) && s;
-      },
-      15_000,
-      'a failed push notification counted',
-    );
+      }, 'a failed push notification counted', 15_000);
     const exported = labelsByMetric(scraped.series);
 
     const queries = [...dashboardExpressions().map((expr) => ({ where: 'dashboard', expr })), ...alertExpressions().map((r) => ({ where: `alert ${r.alert}`, expr: r.expr }))];

@@ -4,13 +4,13 @@
  * the named series move. Also the separate metrics listener, and publish failure reasons in
  * the statistics endpoint and the metric labels (a broken FCM token endpoint, no credentials).
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadUws } from '../../src/http/uws-native.js';
 import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { DEFAULT_APP, DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
 import { beamsSdk, channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
+import { until } from '../helpers/wait.js';
 
 /** FCM credentials whose token endpoint answers 404. */
 const BROKEN = { instanceId: '3c9d4e5f-6a7b-4c8d-9e0f-1a2b3c4d5e6f', secretKey: 'broken-secret' };
@@ -44,15 +44,6 @@ async function scrape(baseUrl = herald.baseUrl): Promise<Map<string, number>> {
   return parsePrometheus(await res.text());
 }
 
-async function until<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 function subscribed(client: PusherJsClient, channel: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -77,7 +68,7 @@ describe('GET /metrics', () => {
       const received: unknown[] = [];
       for (const c of clients) c.channel('metrics-channel').bind('tick', (d: unknown) => received.push(d));
       await channelsSdk(herald.port, DEFAULT_APP).trigger('metrics-channel', 'tick', { n: 1 });
-      await until('3 deliveries', () => received.length === 3);
+      await until(() => received.length === 3, '3 deliveries', 20_000);
 
       const during = await scrape();
       const app = { app_id: DEFAULT_APP.id };
@@ -92,7 +83,7 @@ describe('GET /metrics', () => {
     } finally {
       for (const c of clients) c.disconnect();
     }
-    await until('connections closed', async () => series(await scrape(), 'herald_connections', { app_id: DEFAULT_APP.id }) === 0);
+    await until(async () => series(await scrape(), 'herald_connections', { app_id: DEFAULT_APP.id }) === 0, 'connections closed', 20_000);
     const after = await scrape();
     expect(series(after, 'herald_ws_disconnects_total', { app_id: DEFAULT_APP.id })).toBeGreaterThanOrEqual(3);
 
@@ -108,7 +99,7 @@ describe('GET /metrics', () => {
     await registerFcm(instance, token, 'metrics-interest');
     const before = await scrape();
     const { publishId } = (await beamsSdk(herald.port).publishToInterests(['metrics-interest'], { fcm: { notification: { title: 'm' } } })) as { publishId: string };
-    await until('publish finished', async () => (await stats(instance, DEFAULT_PUSH.secretKey, publishId)).state === 'finished');
+    await until(async () => (await stats(instance, DEFAULT_PUSH.secretKey, publishId)).state === 'finished', 'publish finished', 20_000);
     const after = await scrape();
     const labels = { instance_id: instance };
     expect(series(after, 'herald_push_publishes_total', labels) - series(before, 'herald_push_publishes_total', labels)).toBe(1);
@@ -137,10 +128,10 @@ describe('push failure reasons', () => {
     const { publishId } = (await beamsSdk(herald.port, BROKEN.instanceId, BROKEN.secretKey).publishToInterests(['broken-interest'], {
       fcm: { notification: { title: 'x' } },
     })) as { publishId: string };
-    const body = await until('publish finished', async () => {
+    const body = await until(async () => {
       const s = await stats(BROKEN.instanceId, BROKEN.secretKey, publishId);
       return s.state === 'finished' && s;
-    });
+    }, 'publish finished', 20_000);
     expect(body.gateways.fcm).toMatchObject({ recipients: 1, sent: 0, failed: 1 });
     const reasons = Object.keys(body.gateways.fcm.errors);
     expect(reasons).toHaveLength(1);
@@ -151,7 +142,7 @@ describe('push failure reasons', () => {
     expect(series(metrics, 'herald_push_notifications_total', { instance_id: BROKEN.instanceId, gateway: 'fcm', result: 'failed' })).toBe(1);
     expect([...metrics.keys()].some((k) => k.startsWith('herald_push_notifications_total') && k.includes(BROKEN.instanceId) && /reason="oauth: [^"]*404/.test(k))).toBe(true);
     // And a warn line names it (rate-limited per instance, gateway and reason).
-    await until('warn log', () => herald.stderr.includes('"msg":"push notification failed"') && /"reason":"oauth: [^"]*404/.test(herald.stderr));
+    await until(() => herald.stderr.includes('"msg":"push notification failed"') && /"reason":"oauth: [^"]*404/.test(herald.stderr), 'warn log', 20_000);
   });
 
   it('devices of a platform the instance has no credentials for fail with "no credentials for <platform>"', async () => {
@@ -160,10 +151,10 @@ describe('push failure reasons', () => {
     const { publishId } = (await beamsSdk(herald.port, WEB_ONLY.instanceId, WEB_ONLY.secretKey).publishToInterests(['no-creds'], {
       fcm: { notification: { title: 'x' } },
     })) as { publishId: string };
-    const body = await until('publish finished', async () => {
+    const body = await until(async () => {
       const s = await stats(WEB_ONLY.instanceId, WEB_ONLY.secretKey, publishId);
       return s.state === 'finished' && s;
-    });
+    }, 'publish finished', 20_000);
     expect(body.gateways.fcm).toMatchObject({ recipients: 1, sent: 0, failed: 1, errors: { 'no credentials for fcm': 1 } });
   });
 });

@@ -6,13 +6,13 @@
  * settings reported, and invalid files refused while the running config keeps serving.
  */
 import { createHmac } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { beamsSdk, channelsSdk } from '../helpers/sdk-clients.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { sleep } from '../helpers/wait.js';
 
 const A = { id: 'app-a', key: 'key-a', secret: 'secret-a-1' };
 const B = { id: 'app-b', key: 'key-b', secret: 'secret-b' };

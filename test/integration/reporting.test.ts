@@ -13,6 +13,7 @@ import { DEFAULT_PUSH, HeraldProcess, pushConfig, startHerald } from '../helpers
 import { beamsSdk } from '../helpers/sdk-clients.js';
 import { confirmGatewayClients, startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { WebhookReceiver, type ReceivedRequest } from '../helpers/webhook-receiver.js';
+import { until } from '../helpers/wait.js';
 
 const INSTANCE = DEFAULT_PUSH.instanceId;
 const OTHER_INSTANCE = { instanceId: '5b0e7f21-3c4d-4e5f-8a9b-0c1d2e3f4a5b', secretKey: 'other-secret' };
@@ -347,7 +348,7 @@ describe('statistics endpoint after a real publish', () => {
     expect((await stats(invented)).status).toBe(404);
     // The same device reporting the real publish: counted, with a webhook; none for the invented one.
     await reportOk({ event: 'delivery', publishId, deviceId: device, userId: 'dave' });
-    await receiver.waitFor(() => webhooksFor(publishId).length >= 1, 10_000, 'the acknowledgement webhook');
+    await until(() => webhooksFor(publishId).length >= 1, 'the acknowledgement webhook', 10_000);
     await new Promise((r) => setTimeout(r, 300));
     expect(webhooksFor(invented)).toEqual([]);
     expect((await stats(publishId)).body).toMatchObject({ delivered: 1 });
@@ -367,7 +368,7 @@ describe('push webhooks', () => {
     await reportOk({ ...body, event: 'open' });
     await reportOk({ ...body, event: 'OPEN' }); // duplicate
 
-    await receiver.waitFor(() => webhooksFor(publishId).length >= 3, 10_000, 'the attempt, acknowledgement and open webhooks');
+    await until(() => webhooksFor(publishId).length >= 3, 'the attempt, acknowledgement and open webhooks', 10_000);
     // Give a wrongly sent duplicate the time to arrive before counting.
     await new Promise((r) => setTimeout(r, 300));
     const received = webhooksFor(publishId);
@@ -409,7 +410,7 @@ describe('push webhooks', () => {
     await reportOk({ event: 'open', publishId, deviceId: 'fcm-ffffffffffffffffffffffffffffffff', userId: 'bob' });
     // A control report that does produce a webhook, sent last: once it is in, the others had their chance.
     await reportOk({ event: 'delivery', publishId, deviceId: carols, userId: 'carol' });
-    await receiver.waitFor(() => webhooksFor(publishId).length >= 1, 10_000, 'the control webhook');
+    await until(() => webhooksFor(publishId).length >= 1, 'the control webhook', 10_000);
     await new Promise((r) => setTimeout(r, 300));
     expect(webhooksFor(publishId).map(({ body }) => body.payload.user_id)).toEqual(['carol']);
     // Counted all the same (known devices): deliveries of bob and carol, opens of bob and the unassociated device.

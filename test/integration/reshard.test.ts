@@ -13,6 +13,7 @@ import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.j
 import { CLI, DEFAULT_PUSH, HeraldProcess, REPO_ROOT } from '../helpers/herald-process.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { until } from '../helpers/wait.js';
 
 const INSTANCE = DEFAULT_PUSH.instanceId;
 const BUNDLE = 'com.herald.reshard-test';
@@ -56,15 +57,6 @@ async function deviceApi(method: string, path: string, body?: unknown, headers: 
   });
 }
 
-async function until<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** A delivery or open report (reporting API), as the SDKs send it. */
 async function report(event: 'delivery' | 'open', publishId: string, deviceId: string): Promise<void> {
@@ -132,16 +124,16 @@ async function expectEverythingServed(shards: number): Promise<void> {
   const before = fakes.apns.delivered.length;
   const { publishId } = await beams.publishToInterests(['group-1'], { apns: { aps: { alert: 'after reshard' } }, webhookUrl: receiver.url(`/after-${shards}`) });
   const group1 = expected.filter((d) => d.interests.includes('group-1'));
-  const stats = await until('the publish to finish', async () => {
+  const stats = await until(async () => {
     const s = await publishStats(publishId);
     return s?.state === 'finished' ? s : undefined;
-  });
+  }, 'the publish to finish', 20_000);
   expect(stats.recipients).toBe(group1.length);
   const users = await beams.publishToUsers(['user-1'], { apns: { aps: { alert: 'user after reshard' } } });
-  const userStats = await until('the user publish to finish', async () => {
+  const userStats = await until(async () => {
     const s = await publishStats(users.publishId);
     return s?.state === 'finished' ? s : undefined;
-  });
+  }, 'the user publish to finish', 20_000);
   expect(userStats.recipients).toBe(expected.filter((d) => d.userId === 'user-1').length);
   expect(fakes.apns.delivered.length - before).toBe(group1.length + userStats.recipients);
   publishes.push({ publishId, recipients: group1.length }, { publishId: users.publishId, recipients: userStats.recipients });
@@ -188,19 +180,18 @@ describe('herald reshard', () => {
     const toInterests = await beams.publishToInterests(['all'], { apns: { aps: { alert: 'hi' } }, webhookUrl: receiver.url('/publish') });
     const toUsers = await beams.publishToUsers(['user-0', 'user-2', 'nobody'], { apns: { aps: { alert: 'hi user' } } });
     for (const { publishId } of [toInterests, toUsers]) {
-      const stats = await until('the publish to finish', async () => {
+      const stats = await until(async () => {
         const s = await publishStats(publishId);
         return s?.state === 'finished' ? s : undefined;
-      });
+      }, 'the publish to finish', 20_000);
       publishes.push({ publishId, recipients: stats.recipients });
     }
     expect(publishes[0]!.recipients).toBe(DEVICES);
     for (const device of expected.slice(0, REPORTED_DELIVERIES)) await report('delivery', toInterests.publishId, device.id);
     for (const device of expected.slice(0, REPORTED_OPENS)) await report('open', toInterests.publishId, device.id);
     expect(await publishStats(toInterests.publishId)).toMatchObject({ delivered: REPORTED_DELIVERIES, opened: REPORTED_OPENS });
-    await until('failed webhook attempts', () =>
-      receiver.requests.some((r) => r.path === '/publish' && r.rawBody.includes('FINISHED')) && receiver.requests.some((r) => r.path === '/instance'),
-    );
+    await until(() =>
+      receiver.requests.some((r) => r.path === '/publish' && r.rawBody.includes('FINISHED')) && receiver.requests.some((r) => r.path === '/instance'), 'failed webhook attempts', 20_000);
     await herald.stop();
 
     // 3. A start with another count says what to do.
@@ -219,13 +210,13 @@ describe('herald reshard', () => {
     // ... and a server refuses to start while a reshard holds the lock (held here by a test hook).
     const holding = spawnReshard(1, { HERALD_TEST_HOOKS: '1', HERALD_RESHARD_PAUSE_AFTER_LOCK_MS: '60000' });
     const reshardPid = String(holding.child.pid);
-    await until('the reshard to hold the lock', () => {
+    await until(() => {
       try {
         return readFileSync(join(dataDir, 'herald.lock'), 'utf8').trim() === reshardPid;
       } catch {
         return false;
       }
-    });
+    }, 'the reshard to hold the lock', 20_000);
     await expect(new HeraldProcess({ shards: 1, dataDir, config: config() }).start()).rejects.toThrow(
       `is in use by another Herald process (pid ${reshardPid})`,
     );
@@ -253,19 +244,11 @@ describe('herald reshard', () => {
     receiver.failAll(false);
     herald = await start(3);
     await expectEverythingServed(3);
-    await receiver.waitFor(
-      () => receiver.delivered().some((r) => r.path === '/publish' && r.rawBody.includes('FINISHED') && r.rawBody.includes(toInterests.publishId)),
-      20_000,
-      'the FINISHED webhook held in the outbox',
-    );
-    await receiver.waitFor(
-      () => receiver.delivered().some((r) => r.path === '/instance' && r.rawBody.includes(toUsers.publishId)),
-      20_000,
-      'the instance webhook held in the outbox',
-    );
+    await until(() => receiver.delivered().some((r) => r.path === '/publish' && r.rawBody.includes('FINISHED') && r.rawBody.includes(toInterests.publishId)), 'the FINISHED webhook held in the outbox', 20_000);
+    await until(() => receiver.delivered().some((r) => r.path === '/instance' && r.rawBody.includes(toUsers.publishId)), 'the instance webhook held in the outbox', 20_000);
     // Both new publishes settled (their coordinator queued the closing webhooks): a reshard refuses publishes in flight.
-    await receiver.waitFor(() => receiver.delivered().some((r) => r.path === '/after-3' && r.rawBody.includes('FINISHED')), 20_000, 'FINISHED');
-    await receiver.waitFor(() => receiver.delivered().filter((r) => r.path === '/instance').length >= 2, 20_000, 'the second user attempt');
+    await until(() => receiver.delivered().some((r) => r.path === '/after-3' && r.rawBody.includes('FINISHED')), 'FINISHED', 20_000);
+    await until(() => receiver.delivered().filter((r) => r.path === '/instance').length >= 2, 'the second user attempt', 20_000);
     await herald.stop();
 
     // 8. And back to 1 shard.

@@ -12,6 +12,7 @@ import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald
 import { channelsSdk, pusherJsClient, type PusherJsClient as Pusher } from '../helpers/sdk-clients.js';
 import { call, DeviceApi, tokenFor } from './device-api-helpers.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { until } from '../helpers/wait.js';
 
 const APP = { id: 'crash-app', key: 'crash-key', secret: 'crash-secret', subscriptionCount: true };
 const SHARDS = 2;
@@ -271,7 +272,7 @@ describe('a crashed shard worker of an app with webhooks', () => {
     hookClients.push(pusher);
     await subscribe(pusher, presence);
     await subscribe(pusher, plain);
-    await receiver.waitFor(() => [`channel_occupied:${presence}`, `member_added:${presence}:stays`, `channel_occupied:${plain}`].every((l) => labels().includes(l)), 5000, 'occupied');
+    await until(() => [`channel_occupied:${presence}`, `member_added:${presence}:stays`, `channel_occupied:${plain}`].every((l) => labels().includes(l)), 'occupied', 5000);
     await new Promise((r) => setTimeout(r, 150)); // the occupancy record is committed
 
     const crashed = await call(hooked.baseUrl, 'POST', `/debug/shards/${CRASHED}/crash`, { noContentType: true });
@@ -290,6 +291,6 @@ describe('a crashed shard worker of an app with webhooks', () => {
 
     // A real leave afterwards is still sent.
     pusher.disconnect();
-    await receiver.waitFor(() => labels().includes(`channel_vacated:${plain}`) && labels().includes(`member_removed:${presence}:stays`), 5000, 'vacated after leave');
+    await until(() => labels().includes(`channel_vacated:${plain}`) && labels().includes(`member_removed:${presence}:stays`), 'vacated after leave', 5000);
   }, 30_000);
 });

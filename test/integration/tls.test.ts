@@ -10,12 +10,12 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { CLI, DEFAULT_APP, DEFAULT_PUSH, HeraldProcess, REPO_ROOT, appConfig, startHerald } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
+import { sleep } from '../helpers/wait.js';
 
 let dir: string;
 let ca: Buffer;

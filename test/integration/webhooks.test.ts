@@ -10,6 +10,7 @@ import type { Channel } from 'pusher-js';
 import { HeraldProcess, startHerald } from '../helpers/herald-process.js';
 import { pusherJsClient, type PusherJsClient as PusherClient } from '../helpers/sdk-clients.js';
 import { WebhookReceiver, type ReceivedRequest } from '../helpers/webhook-receiver.js';
+import { sleep, until } from '../helpers/wait.js';
 
 const APP = { id: 'hook-app', key: 'hook-key', secret: 'hook-secret' };
 const SDK = new Pusher({ appId: APP.id, key: APP.key, secret: APP.secret, host: '127.0.0.1' });
@@ -39,15 +40,6 @@ function verified(req: ReceivedRequest): WebhookEvent[] {
 
 const label = (e: WebhookEvent): string => `${e.name}:${e.channel}${e.user_id !== undefined ? `:${String(e.user_id)}` : ''}`;
 
-async function waitFor(check: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A connected pusher-js client whose presence subscriptions are user `userId`. */
 async function connect(herald: HeraldProcess, clients: PusherClient[], userId = 'u1'): Promise<PusherClient> {
@@ -58,13 +50,13 @@ async function connect(herald: HeraldProcess, clients: PusherClient[], userId = 
     },
   });
   clients.push(pusher);
-  await waitFor(() => pusher.connection.state === 'connected', 'connection');
+  await until(() => pusher.connection.state === 'connected', 'connection');
   return pusher;
 }
 
 async function subscribe(pusher: PusherClient, channel: string): Promise<Channel> {
   const ch = pusher.subscribe(channel);
-  await waitFor(() => ch.subscribed, `subscription to ${channel}`);
+  await until(() => ch.subscribed, `subscription to ${channel}`);
   return ch;
 }
 
@@ -98,9 +90,9 @@ describe('channel webhooks through the server', () => {
     await subscribe(alice, 'kinds-public');
     expect(room.trigger('client-hello', { hi: 1 })).toBe(true);
     bob.unsubscribe('presence-kinds');
-    await waitFor(() => verifiedEvents(receiver).some((e) => e.name === 'member_removed' && e.channel === 'presence-kinds'), 'member_removed', 5000);
+    await until(() => verifiedEvents(receiver).some((e) => e.name === 'member_removed' && e.channel === 'presence-kinds'), 'member_removed', 5000);
     alice.unsubscribe('kinds-public');
-    await waitFor(() => verifiedEvents(receiver).some((e) => label(e) === 'channel_vacated:kinds-public'), 'channel_vacated', 5000);
+    await until(() => verifiedEvents(receiver).some((e) => label(e) === 'channel_vacated:kinds-public'), 'channel_vacated', 5000);
 
     const events = verifiedEvents(receiver);
     const labels = events.map(label);
@@ -127,7 +119,7 @@ describe('channel webhooks through the server', () => {
   it('holds a vacated channel for reloadDebounceMs: a reload (leave and rejoin) sends nothing', async () => {
     const first = await connect(herald, clients, 'carol');
     await subscribe(first, 'presence-reload');
-    await waitFor(() => verifiedEvents(receiver).some((e) => label(e) === 'member_added:presence-reload:carol'), 'first join');
+    await until(() => verifiedEvents(receiver).some((e) => label(e) === 'member_added:presence-reload:carol'), 'first join');
     const before = verifiedEvents(receiver).filter((e) => e.channel === 'presence-reload').map(label);
 
     // The page reloads: the old connection goes, a new one for the same user joins within 300 ms.
@@ -142,7 +134,7 @@ describe('channel webhooks through the server', () => {
     // A real leave is sent, once the debounce has passed.
     const left = Date.now();
     second.disconnect();
-    await waitFor(() => verifiedEvents(receiver).some((e) => label(e) === 'channel_vacated:presence-reload'), 'vacated after leave', 3000);
+    await until(() => verifiedEvents(receiver).some((e) => label(e) === 'channel_vacated:presence-reload'), 'vacated after leave', 3000);
     expect(Date.now() - left).toBeGreaterThanOrEqual(280);
     expect(verifiedEvents(receiver).filter((e) => e.channel === 'presence-reload').map(label).slice(before.length)).toEqual([
       'member_removed:presence-reload:carol',
@@ -157,7 +149,7 @@ describe('channel webhooks through the server', () => {
     const seen = receiver.requests.length;
     await subscribe(pusher, 'retry-one');
     await subscribe(pusher, 'retry-two');
-    await waitFor(() => ['retry-one', 'retry-two'].every((c) => verifiedEvents(receiver).some((e) => label(e) === `channel_occupied:${c}`)), 'retried events', 8000);
+    await until(() => ['retry-one', 'retry-two'].every((c) => verifiedEvents(receiver).some((e) => label(e) === `channel_occupied:${c}`)), 'retried events', 8000);
     const failed = receiver.requests.slice(seen).filter((r) => r.status === 500);
     expect(failed).toHaveLength(3);
     const delivered = new Map(verifiedEvents(receiver).map((e) => [e.id, e]));
@@ -190,8 +182,8 @@ describe('channel webhooks: batching', () => {
     const pusher = await connect(herald, clients);
     const names = ['batch-a', 'batch-b', 'batch-c', 'batch-d', 'batch-e'];
     const channels = names.map((n) => pusher.subscribe(n));
-    await waitFor(() => channels.every((c) => c.subscribed), 'subscriptions');
-    await waitFor(() => verifiedEvents(receiver).filter((e) => e.name === 'channel_occupied').length === 5, 'occupied events');
+    await until(() => channels.every((c) => c.subscribed), 'subscriptions');
+    await until(() => verifiedEvents(receiver).filter((e) => e.name === 'channel_occupied').length === 5, 'occupied events');
     expect(receiver.requests).toHaveLength(1);
     const events = verified(receiver.requests[0]!);
     expect(events.filter((e) => e.name === 'channel_occupied').map((e) => e.channel)).toEqual(names);
@@ -238,7 +230,7 @@ describe('channel webhooks: kill -9 with events pending', () => {
     await subscribe(pusher, 'kill-a');
     await subscribe(pusher, 'kill-b');
     pusher.unsubscribe('kill-b'); // channel_vacated is held by the debounce at the kill
-    await waitFor(() => receiver.requests.some((r) => verified(r).some((e) => label(e) === 'channel_occupied:kill-b')), 'failed attempts');
+    await until(() => receiver.requests.some((r) => verified(r).some((e) => label(e) === 'channel_occupied:kill-b')), 'failed attempts');
     const attemptedIds = new Set(receiver.requests.flatMap((r) => verified(r).map((e) => e.id)));
     // occupied a, b; subscription_count a, b (1), b (0); vacated b (held).
     await waitForPending(herald, 6);
@@ -261,7 +253,7 @@ describe('channel webhooks: kill -9 with events pending', () => {
     await receiver.up();
     await herald.restart();
     const expected = ['channel_occupied:kill-a', 'channel_occupied:kill-b', 'channel_vacated:kill-b', 'channel_occupied:kill-c', 'channel_vacated:kill-c'];
-    await waitFor(() => expected.every((l) => verifiedEvents(receiver).some((e) => label(e) === l)), `events after restart: ${expected.join(', ')}`, 10_000);
+    await until(() => expected.every((l) => verifiedEvents(receiver).some((e) => label(e) === l)), `events after restart: ${expected.join(', ')}`, 10_000);
     const delivered = verifiedEvents(receiver);
     for (const id of attemptedIds) expect(delivered.some((e) => e.id === id), `attempted event ${id} delivered`).toBe(true);
     const vacatedB = delivered.filter((e) => label(e) === 'channel_vacated:kill-b');
@@ -292,7 +284,7 @@ describe('channel webhooks: channels occupied at a kill -9', () => {
     await subscribe(pusher, presence);
     await subscribe(pusher, plain);
     const occupied = [`channel_occupied:${presence}`, `member_added:${presence}:${user}`, `channel_occupied:${plain}`];
-    await waitFor(() => occupied.every((l) => verifiedEvents(receiver).some((e) => label(e) === l)), 'occupied events');
+    await until(() => occupied.every((l) => verifiedEvents(receiver).some((e) => label(e) === l)), 'occupied events');
     await sleep(COMMIT_MARGIN_MS);
     await herald.kill9();
     pusher.disconnect();
@@ -304,7 +296,7 @@ describe('channel webhooks: channels occupied at a kill -9', () => {
     const restarted = Date.now();
     await herald.restart();
     const expected = ['member_removed:presence-gone:dana', 'channel_vacated:presence-gone', 'channel_vacated:gone-plain'];
-    await waitFor(() => expected.every((l) => verifiedEvents(receiver).some((e) => label(e) === l)), expected.join(', '), RELOAD_DEBOUNCE_MS + 5000);
+    await until(() => expected.every((l) => verifiedEvents(receiver).some((e) => label(e) === l)), expected.join(', '), RELOAD_DEBOUNCE_MS + 5000);
     // Through the reload debounce, like any leave.
     const firstVacated = receiver.requests.slice(before).find((r) => r.status === 200 && verified(r).some((e) => e.name === 'channel_vacated'));
     expect(firstVacated!.receivedAt - restarted).toBeGreaterThanOrEqual(RELOAD_DEBOUNCE_MS - 200);

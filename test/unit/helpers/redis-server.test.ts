@@ -6,7 +6,8 @@
 import { existsSync, readdirSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
-import { RedisServer, waitFor } from '../../helpers/redis-server.js';
+import { RedisServer } from '../../helpers/redis-server.js';
+import { until } from '../../helpers/wait.js';
 
 const servers: RedisServer[] = [];
 afterAll(async () => {
@@ -24,9 +25,9 @@ describe('RedisServer', () => {
       const [, dir] = (await client.config('GET', 'dir')) as [string, string];
       expect(realpathSync(dir).startsWith(realpathSync(tmpdir()))).toBe(true);
       expect(realpathSync(dir)).not.toBe(realpathSync(process.cwd()));
-      await waitFor(async () => /master_link_status:up/.test(await client.info('replication')), 10_000, 'the replica in sync');
+      await until(async () => /master_link_status:up/.test(await client.info('replication')), 'the replica in sync', 10_000);
       // The full sync loaded an RDB file, kept in the replica's own dir.
-      await waitFor(() => readdirSync(dir).some((f) => f.endsWith('.rdb')), 10_000, 'the replica RDB file');
+      await until(() => readdirSync(dir).some((f) => f.endsWith('.rdb')), 'the replica RDB file', 10_000);
       await replica.stop();
       expect(existsSync(dir)).toBe(false);
     } finally {

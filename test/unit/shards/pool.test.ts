@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../../helpers/herald-process.js';
 import type { ShardPool as ShardPoolClass } from '../../../src/shards/pool.js';
 import type { HeraldShardApi } from '../../../src/shard-api.js';
+import { sleep } from '../../helpers/wait.js';
 
 type PoolModule = typeof import('../../../src/shards/pool.js');
 type LoadModule = typeof import('../../../src/config/load.js');
@@ -195,7 +196,6 @@ describe('a crashed shard worker', () => {
   }, 30_000);
 });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** The app of newPool's config: the channel requests below use it. */
 const APP_ID = 'app-id';
 

@@ -2,13 +2,14 @@
  * The outbox's LMDB store on a real environment in a temp dir: the dead-letter cap holds
  * whatever number of entries are dead-lettered in one event-loop turn.
  */
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Database, RootDatabase } from 'lmdb';
 import { openShardDatabase } from '../../../src/shards/storage.js';
 import { OutboxStore, type DeadLetter, type OutboxEntry } from '../../../src/webhooks/outbox-store.js';
+import { sleep, until } from '../../helpers/wait.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -38,11 +39,12 @@ describe('OutboxStore dead letters', () => {
   it('keeps the newest `cap` records when bursts larger than the cap arrive in single turns', async () => {
     const { store, dead } = openStore(5);
     deadLetterBurst(store, 12);
-    await vi.waitFor(() => expect(dead.getCount()).toBe(5), { timeout: 3000, interval: 10 });
+    await until(() => dead.getCount() === 5, 'five dead letters kept', 3000);
     deadLetterBurst(store, 12);
-    await vi.waitFor(() => expect([...dead.getKeys({})]).toEqual([20, 21, 22, 23, 24]), { timeout: 3000, interval: 10 });
+    await until(() => [...dead.getKeys({})].join() === '20,21,22,23,24', 'the newest five kept', 3000);
     await store.flushed();
-    await new Promise((r) => setTimeout(r, 50));
+    // time: a trim that would overshoot the cap runs right after a commit; give it 50 ms to show.
+    await sleep(50);
     // The count the store keeps matches what is stored, and the newest are the ones kept.
     expect(dead.getCount()).toBe(5);
     expect(store.deadLetterCount).toBe(5);
@@ -58,9 +60,10 @@ describe('OutboxStore dead letters', () => {
     }
     // The count passing through 3 proves nothing (a trim's removals and newer records commit
     // in separate transactions): wait for the newest three, then check it stays there.
-    await vi.waitFor(() => expect([...dead.getKeys({})]).toEqual([14, 15, 16]), { timeout: 3000, interval: 10 });
+    await until(() => [...dead.getKeys({})].join() === '14,15,16', 'the newest three kept', 3000);
     await store.flushed();
-    await new Promise((r) => setTimeout(r, 50));
+    // time: a trim that would overshoot the cap runs right after a commit; give it 50 ms to show.
+    await sleep(50);
     expect(store.deadLetterCount).toBe(3);
     expect([...dead.getKeys({})]).toEqual([14, 15, 16]);
   });

@@ -17,6 +17,8 @@ import type { ChannelEventBody } from '../../../src/webhooks/emitter.js';
 import { WebhookReceiver } from '../../helpers/webhook-receiver.js';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ManualClock } from '../../helpers/manual-clock.js';
+import { until } from '../../helpers/wait.js';
 
 const APP = { id: 'app-1', key: 'key-1', secret: 'secret-1' };
 const INSTANCE = '0b6c9a1e-2f53-4c1b-9a55-8f0d2e7c4b11';
@@ -40,6 +42,8 @@ interface Setup {
   dir?: string;
   /** `outbound.allowPrivateAddresses`; default the test receivers' 127.0.0.1. */
   allowPrivateAddresses?: string[];
+  /** The delivery engine's clock; real time by default. */
+  clock?: ManualClock;
 }
 
 /** An outbox on a (new or given) data dir; closed and removed after the test. */
@@ -54,7 +58,7 @@ function openOutbox(setup: Setup): { outbox: WebhookOutbox; root: RootDatabase; 
   const dir = setup.dir ?? mkdtempSync(join(tmpdir(), 'herald-outbox-'));
   if (!setup.dir) cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const root = openShardDatabase(join(dir, 'shard-0'));
-  const outbox = new WebhookOutbox({ root, config, shardIndex: 0 });
+  const outbox = new WebhookOutbox({ root, config, shardIndex: 0, ...(setup.clock ? { clock: setup.clock } : {}) });
   let closed = false;
   const close = async (): Promise<void> => {
     if (closed) return;
@@ -73,19 +77,35 @@ function emit(outbox: WebhookOutbox, event: ChannelEventBody): void {
 /** The official server SDK, used here only to check webhook signatures. */
 const sdk = (secret: string): Pusher => new Pusher({ appId: APP.id, key: APP.key, secret, host: '127.0.0.1' });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * Fires the outbox's timers on `clock` one at a time, each once the requests before it were
+ * answered (the retry or release it sets is then in place), until `done` holds.
+ */
+async function runTimers(clock: ManualClock, outbox: WebhookOutbox, done: () => boolean, what: string): Promise<void> {
+  await until(() => {
+    if (done()) return true;
+    if (outbox.stats().inFlight === 0 && clock.pending > 0) clock.advanceToNext();
+    return false;
+  }, what);
+}
+
+/** Every timer fired and every request answered: nothing more will be sent. */
+const idle = (clock: ManualClock, outbox: WebhookOutbox) => (): boolean => clock.pending === 0 && outbox.stats().inFlight === 0;
 
 describe('channel webhooks: format and batching', () => {
   it('sends events of one window in one signed request, in order, each with an id', async () => {
     const r = await receiver();
-    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }] });
+    const clock = new ManualClock();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], clock });
     emit(outbox, { name: 'channel_occupied', channel: 'presence-room' });
     emit(outbox, { name: 'member_added', channel: 'presence-room', user_id: 'u1' });
     emit(outbox, { name: 'client_event', channel: 'presence-room', event: 'client-typing', data: '{"a":1}', socket_id: '1.2', user_id: 'u1' });
     emit(outbox, { name: 'cache_miss', channel: 'cache-news' });
     emit(outbox, { name: 'subscription_count', channel: 'news', subscription_count: 3 });
-    await r.waitFor(() => r.delivered().length >= 1);
-    await sleep(100);
+    // Nothing goes out before the batch window (30 ms) has passed.
+    clock.advance(29);
+    expect(outbox.stats().inFlight).toBe(0);
+    await runTimers(clock, outbox, idle(clock, outbox), 'the batch sent and answered');
     expect(r.requests).toHaveLength(1);
     const req = r.requests[0]!;
     expect(req.method).toBe('POST');
@@ -122,8 +142,8 @@ describe('channel webhooks: format and batching', () => {
     emit(outbox, { name: 'channel_occupied', channel: 'public-b' });
     emit(outbox, { name: 'cache_miss', channel: 'private-a' });
     emit(outbox, { name: 'channel_vacated', channel: 'private-a' });
-    await all.waitFor(() => all.deliveredEvents().length === 4);
-    await some.waitFor(() => some.deliveredEvents().length === 2);
+    await until(() => all.deliveredEvents().length === 4, 'all.deliveredEvents().length === 4', 5000);
+    await until(() => some.deliveredEvents().length === 2, 'some.deliveredEvents().length === 2', 5000);
     expect(some.deliveredEvents().map((e) => `${e.name}:${e.channel}`)).toEqual(['channel_occupied:private-a', 'channel_vacated:private-a']);
     // The same event carries the same id at every receiver.
     expect(some.deliveredEvents()[0]!.id).toBe(all.deliveredEvents()[0]!.id);
@@ -134,7 +154,7 @@ describe('channel webhooks: format and batching', () => {
     const url = r.url('/auth').replace('http://', 'http://hook:pa%24s@');
     const { outbox } = openOutbox({ webhooks: [{ url }] });
     emit(outbox, { name: 'channel_occupied', channel: 'auth' });
-    await r.waitFor(() => r.delivered().length === 1);
+    await until(() => r.delivered().length === 1, 'r.delivered().length === 1', 5000);
     expect(r.requests[0]!.path).toBe('/auth');
     expect(r.requests[0]!.headers.authorization).toBe(`Basic ${Buffer.from('hook:pa$s').toString('base64')}`);
   });
@@ -143,7 +163,7 @@ describe('channel webhooks: format and batching', () => {
     const r = await receiver();
     const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], delivery: { concurrencyPerUrl: 1 } });
     for (let i = 0; i < 250; i++) emit(outbox, { name: 'subscription_count', channel: 'c', subscription_count: i });
-    await r.waitFor(() => r.deliveredEvents().length === 250);
+    await until(() => r.deliveredEvents().length === 250, 'r.deliveredEvents().length === 250', 5000);
     expect(r.requests.map((q) => (JSON.parse(q.rawBody) as { events: unknown[] }).events.length)).toEqual([100, 100, 50]);
     expect(r.deliveredEvents().map((e) => e.subscription_count)).toEqual([...Array(250).keys()]);
   });
@@ -153,7 +173,7 @@ describe('channel webhooks: format and batching', () => {
     r.setDelay(200);
     const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], delivery: { concurrencyPerUrl: 2 } });
     for (let i = 0; i < 500; i++) emit(outbox, { name: 'subscription_count', channel: 'c', subscription_count: i });
-    await r.waitFor(() => r.deliveredEvents().length === 500, 5000);
+    await until(() => r.deliveredEvents().length === 500, 'r.deliveredEvents().length === 500', 5000);
     expect(r.requests).toHaveLength(5);
     expect(r.maxConcurrent).toBe(2);
   });
@@ -163,23 +183,36 @@ describe('channel webhooks: retries, isolation and dead letters', () => {
   it('retries a failing receiver with backoff until it succeeds; every event arrives with the same id', async () => {
     const r = await receiver();
     r.failNext(3, 500);
-    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }] });
+    const clock = new ManualClock();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], clock });
     emit(outbox, { name: 'channel_occupied', channel: 'a' });
     emit(outbox, { name: 'channel_occupied', channel: 'b' });
-    await r.waitFor(() => r.delivered().length >= 1, 5000);
+    clock.advance(30);
+    // The wait before each retry, read from the clock once the failed attempt is settled.
+    const gaps: number[] = [];
+    for (let failed = 1; failed <= 3; failed++) {
+      await until(() => outbox.stats().failedAttempts === failed && outbox.stats().inFlight === 0, `failed attempt ${failed}`);
+      gaps.push(clock.nextDue() - clock.now());
+      clock.advanceToNext();
+    }
+    await until(() => r.delivered().length >= 1, 'the delivery after three failures');
     expect(r.requests.length).toBe(4);
     const failedBodies = r.requests.slice(0, 3).map((q) => JSON.parse(q.rawBody) as { events: Array<{ id: string }> });
     const delivered = r.deliveredEvents();
     expect(delivered.map((e) => e.channel)).toEqual(['a', 'b']);
     for (const body of failedBodies) expect(body.events.map((e) => e.id)).toEqual(delivered.map((e) => e.id));
-    // Backoff: the gaps grow (base 50 ms, doubled, jittered between half and all of it).
-    const gaps = r.requests.slice(1).map((q, i) => q.receivedAt - r.requests[i]!.receivedAt);
-    expect(gaps[0]).toBeGreaterThanOrEqual(20);
-    expect(gaps[2]).toBeGreaterThanOrEqual(95);
+    // Backoff: base 50 ms, doubled with each attempt, jittered between half and all of it.
+    expect(gaps[0]).toBeGreaterThanOrEqual(25);
+    expect(gaps[0]).toBeLessThanOrEqual(50);
+    expect(gaps[1]).toBeGreaterThanOrEqual(50);
+    expect(gaps[1]).toBeLessThanOrEqual(100);
+    expect(gaps[2]).toBeGreaterThanOrEqual(100);
+    expect(gaps[2]).toBeLessThanOrEqual(200);
     // Every retried request is signed again (time_ms changes with each attempt).
     const pusher = sdk(APP.secret);
     for (const q of r.requests) expect(pusher.webhook({ headers: q.headers, rawBody: q.rawBody }).isValid()).toBe(true);
-    await vi.waitFor(() => expect(outbox.stats()).toMatchObject({ sent: 2, requests: 1, failedAttempts: 3, deadLettered: 0, pending: 0 }));
+    await until(() => outbox.stats().pending === 0, 'the delivered entries removed');
+    expect(outbox.stats()).toMatchObject({ sent: 2, requests: 1, failedAttempts: 3, deadLettered: 0, pending: 0 });
   });
 
   it('treats a timeout as a failed attempt and retries', async () => {
@@ -187,9 +220,9 @@ describe('channel webhooks: retries, isolation and dead letters', () => {
     r.setDelay(400);
     const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], delivery: { timeoutMs: 150 } });
     emit(outbox, { name: 'channel_occupied', channel: 'slow' });
-    await sleep(250);
+    await until(() => outbox.stats().failedAttempts >= 1, 'the first attempt timed out');
     r.setDelay(0);
-    await r.waitFor(() => r.delivered().length >= 1, 5000);
+    await until(() => r.delivered().length >= 1, 'r.delivered().length >= 1', 5000);
     expect(outbox.stats().failedAttempts).toBeGreaterThanOrEqual(1);
     expect(r.deliveredEvents()[0]).toMatchObject({ name: 'channel_occupied', channel: 'slow' });
   });
@@ -198,18 +231,18 @@ describe('channel webhooks: retries, isolation and dead letters', () => {
     const slow = await receiver();
     const failing = await receiver();
     const healthy = await receiver();
-    slow.setDelay(1500);
+    // The slow receiver answers nothing during the test (one request open at a time).
+    slow.setDelay(60_000);
     failing.failAll(503);
-    const { outbox } = openOutbox({ webhooks: [{ url: slow.url() }, { url: failing.url() }, { url: healthy.url() }], delivery: { concurrencyPerUrl: 1 } });
-    const started = Date.now();
+    const clock = new ManualClock();
+    const { outbox } = openOutbox({ webhooks: [{ url: slow.url() }, { url: failing.url() }, { url: healthy.url() }], delivery: { concurrencyPerUrl: 1 }, clock });
     for (let round = 0; round < 5; round++) {
       emit(outbox, { name: 'channel_occupied', channel: `c${round}` });
-      await sleep(60);
+      clock.advance(60);
+      // Each healthy request goes out one batch window after its event, not behind the others.
+      await until(() => healthy.deliveredEvents().length === round + 1, `healthy delivery ${round + 1}`);
     }
-    await healthy.waitFor(() => healthy.deliveredEvents().length === 5, 2000);
-    expect(Date.now() - started).toBeLessThan(1200);
-    // Each healthy request went out one batch window after its event, not behind the others.
-    expect(healthy.requests.length).toBeGreaterThanOrEqual(4);
+    expect(healthy.requests.length).toBe(5);
     expect(slow.delivered().length).toBe(0);
     expect(failing.delivered().length).toBe(0);
   });
@@ -223,10 +256,11 @@ describe('channel webhooks: retries, isolation and dead letters', () => {
       return true;
     });
     cleanups.push(() => spy.mockRestore());
-    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], delivery: { maxAttempts: 3, retryBaseMs: 20 } });
+    const clock = new ManualClock();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], delivery: { maxAttempts: 3, retryBaseMs: 20 }, clock });
     emit(outbox, { name: 'channel_occupied', channel: 'doomed' });
     emit(outbox, { name: 'cache_miss', channel: 'doomed' });
-    await vi.waitFor(() => expect(outbox.stats().deadLettered).toBe(2), { timeout: 3000, interval: 20 });
+    await runTimers(clock, outbox, () => outbox.stats().deadLettered === 2, 'two dead letters');
     expect(r.requests).toHaveLength(3);
     expect(outbox.stats()).toMatchObject({ failedAttempts: 3, deadLettered: 2, pending: 0, deadLetterStored: 2, sent: 0 });
     await outbox.flushed();
@@ -237,8 +271,8 @@ describe('channel webhooks: retries, isolation and dead letters', () => {
     expect(line).toBeDefined();
     expect(JSON.parse(line!)).toMatchObject({ url: r.url(), attempts: 3, events: 2, appId: APP.id });
     expect(line).not.toContain(APP.secret);
-    // Nothing more is tried.
-    await sleep(200);
+    // Nothing more is tried: no timer is left.
+    expect(clock.pending).toBe(0);
     expect(r.requests).toHaveLength(3);
   });
 });
@@ -246,39 +280,46 @@ describe('channel webhooks: retries, isolation and dead letters', () => {
 describe('channel webhooks: reload debounce', () => {
   it('holds channel_vacated for reloadDebounceMs, then sends it', async () => {
     const r = await receiver();
-    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }] });
-    const at = Date.now();
+    const clock = new ManualClock();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], clock });
+    const at = clock.now();
     emit(outbox, { name: 'channel_vacated', channel: 'gone' });
     expect(outbox.stats()).toMatchObject({ pending: 1, held: 1 });
-    await r.waitFor(() => r.delivered().length === 1, 3000);
-    expect(r.requests[0]!.receivedAt - at).toBeGreaterThanOrEqual(290);
+    clock.advance(299);
+    expect(outbox.stats()).toMatchObject({ pending: 1, inFlight: 0 });
+    await runTimers(clock, outbox, () => r.delivered().length === 1, 'the vacate delivered');
+    expect(clock.now() - at).toBeGreaterThanOrEqual(300);
     expect(r.deliveredEvents()[0]).toMatchObject({ name: 'channel_vacated', channel: 'gone' });
   });
 
   it('a re-occupy (same user re-added) within the window sends neither event', async () => {
     const r = await receiver();
-    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }] });
+    const clock = new ManualClock();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], clock });
     emit(outbox, { name: 'member_removed', channel: 'presence-p', user_id: 'u1' });
     emit(outbox, { name: 'channel_vacated', channel: 'presence-p' });
-    await sleep(100);
+    clock.advance(100);
     emit(outbox, { name: 'channel_occupied', channel: 'presence-p' });
     emit(outbox, { name: 'member_added', channel: 'presence-p', user_id: 'u1' });
     emit(outbox, { name: 'client_event', channel: 'presence-p', event: 'client-x', data: '1', socket_id: '1.1', user_id: 'u1' });
-    await r.waitFor(() => r.delivered().length >= 1);
-    await sleep(500);
+    await runTimers(clock, outbox, idle(clock, outbox), 'every timer fired');
     expect(r.deliveredEvents().map((e) => e.name)).toEqual(['client_event']);
     expect(outbox.stats()).toMatchObject({ suppressed: 2, pending: 0, held: 0 });
   });
 
   it('a different user, or a re-occupy after the window, is not suppressed', async () => {
     const r = await receiver();
-    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }] });
+    const clock = new ManualClock();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], clock });
+    const at = clock.now();
     emit(outbox, { name: 'member_removed', channel: 'presence-q', user_id: 'u1' });
     emit(outbox, { name: 'member_added', channel: 'presence-q', user_id: 'u2' });
     emit(outbox, { name: 'channel_vacated', channel: 'late' });
-    await sleep(450);
+    // Past the 300 ms window, each request answered before the next timer fires.
+    await runTimers(clock, outbox, () => clock.now() - at >= 300 && idle(clock, outbox)(), 'the window over');
+    clock.advance(150);
     emit(outbox, { name: 'channel_occupied', channel: 'late' });
-    await r.waitFor(() => r.deliveredEvents().length === 4, 3000);
+    await runTimers(clock, outbox, () => r.deliveredEvents().length === 4, 'four events delivered');
     expect(r.deliveredEvents().map((e) => `${e.name}:${String(e.user_id ?? e.channel)}`)).toEqual([
       'member_added:u2',
       'member_removed:u1',
@@ -289,13 +330,13 @@ describe('channel webhooks: reload debounce', () => {
 
   it('a hold cancels the re-occupy even for a receiver that does not want channel_vacated', async () => {
     const r = await receiver();
-    const { outbox } = openOutbox({ webhooks: [{ url: r.url(), events: ['channel_occupied', 'cache_miss'] }] });
+    const clock = new ManualClock();
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url(), events: ['channel_occupied', 'cache_miss'] }], clock });
     emit(outbox, { name: 'channel_occupied', channel: 'x' });
     emit(outbox, { name: 'channel_vacated', channel: 'x' });
     emit(outbox, { name: 'channel_occupied', channel: 'x' });
     emit(outbox, { name: 'cache_miss', channel: 'marker' });
-    await r.waitFor(() => r.deliveredEvents().length >= 2);
-    await sleep(400);
+    await runTimers(clock, outbox, idle(clock, outbox), 'every timer fired');
     expect(r.deliveredEvents().map((e) => e.name)).toEqual(['channel_occupied', 'cache_miss']);
   });
 });
@@ -307,7 +348,7 @@ describe('durability: resume after a restart', () => {
     const first = openOutbox({ webhooks: [{ url: r.url() }], delivery: { maxAttempts: 50 } });
     emit(first.outbox, { name: 'channel_occupied', channel: 'kept' });
     emit(first.outbox, { name: 'channel_vacated', channel: 'held' });
-    await r.waitFor(() => r.requests.length >= 1);
+    await until(() => r.requests.length >= 1, 'r.requests.length >= 1', 5000);
     const failedIds = (JSON.parse(r.requests[0]!.rawBody) as { events: Array<{ id: string }> }).events.map((e) => e.id);
     await first.outbox.flushed();
     await first.close();
@@ -315,7 +356,7 @@ describe('durability: resume after a restart', () => {
     r.failAll(false);
     const second = openOutbox({ webhooks: [{ url: r.url() }], dir: first.dir });
     expect(second.outbox.stats()).toMatchObject({ pending: 2 });
-    await r.waitFor(() => r.deliveredEvents().length === 2, 3000);
+    await until(() => r.deliveredEvents().length === 2, 'r.deliveredEvents().length === 2', 3000);
     const delivered = r.deliveredEvents();
     expect(delivered.map((e) => e.name)).toEqual(['channel_occupied', 'channel_vacated']);
     expect(delivered[0]!.id).toBe(failedIds[0]);
@@ -332,7 +373,7 @@ describe('durability: resume after a restart', () => {
     r.setDelay(300);
     const first = openOutbox({ webhooks: [{ url: r.url() }] });
     emit(first.outbox, { name: 'channel_occupied', channel: 'before-close' });
-    await vi.waitFor(() => expect(first.outbox.stats().inFlight).toBe(1));
+    await until(() => first.outbox.stats().inFlight === 1, 'the first request open');
     const closing = first.close();
     emit(first.outbox, { name: 'channel_occupied', channel: 'while-closing' });
     await closing;
@@ -340,9 +381,9 @@ describe('durability: resume after a restart', () => {
 
     r.setDelay(0);
     const second = openOutbox({ webhooks: [{ url: r.url() }], dir: first.dir });
-    await r.waitFor(() => r.deliveredEvents().length === 2);
+    await until(() => r.deliveredEvents().length === 2, 'r.deliveredEvents().length === 2', 5000);
     expect(r.deliveredEvents().map((e) => e.channel)).toEqual(['before-close', 'while-closing']);
-    await vi.waitFor(() => expect(second.outbox.stats().pending).toBe(0));
+    await until(() => second.outbox.stats().pending === 0, 'nothing pending');
   });
 
   it('entries for a receiver no longer in the config are dead-lettered on start', async () => {
@@ -368,8 +409,8 @@ describe('push webhooks', () => {
     const { outbox } = openOutbox({ pushWebhooks: [{ url: a.url('/a'), secret: 'secret-a' }, { url: b.url('/b'), secret: 'secret-b' }] });
     const payload = { instance_id: INSTANCE, publish_id: 'pubid-1', users_delivered_to_gateway: ['u1'], users_no_devices: [], users_gateway_failed: [] };
     outbox.pushEvent({ instanceId: INSTANCE, kind: 'v1.PublishToUsersAttempt', payload });
-    await a.waitFor(() => a.delivered().length === 1);
-    await b.waitFor(() => b.delivered().length === 1);
+    await until(() => a.delivered().length === 1, 'a.delivered().length === 1', 5000);
+    await until(() => b.delivered().length === 1, 'b.delivered().length === 1', 5000);
     const ids = new Set<string>();
     for (const [r, secret, path] of [[a, 'secret-a', '/a'], [b, 'secret-b', '/b']] as const) {
       const req = r.requests[0]!;
@@ -394,7 +435,7 @@ describe('push webhooks', () => {
     const { outbox } = openOutbox({ pushWebhooks: [{ url: r.url(), secret: 's' }] });
     outbox.pushEvent({ instanceId: INSTANCE, kind: 'v1.UserNotificationOpen', payload: { instance_id: INSTANCE, publish_id: 'p1', user_id: 'u1' } });
     outbox.pushEvent({ instanceId: INSTANCE, kind: 'v1.UserNotificationAcknowledgement', payload: { instance_id: INSTANCE, publish_id: 'p1', user_id: 'u1' } });
-    await r.waitFor(() => r.delivered().length === 2, 5000);
+    await until(() => r.delivered().length === 2, 'r.delivered().length === 2', 5000);
     const types = r.delivered().map((q) => q.headers['webhook-event-type']).sort();
     expect(types).toEqual(['v1.UserNotificationAcknowledgement', 'v1.UserNotificationOpen']);
     const byId = new Map<string, Set<string>>();
@@ -412,12 +453,13 @@ describe('push webhooks', () => {
     const payload = { publishId: 'pubid-9', status: 'FINISHED', results: { apns: { sent: 1, failed: 0 } } };
     outbox.pushEvent({ instanceId: INSTANCE, kind: 'publish.FINISHED', payload, url: r.url('/publish') });
     outbox.pushEvent({ instanceId: INSTANCE, kind: 'publish.FINISHED', payload, url: 'ftp://example.invalid/' });
-    await r.waitFor(() => r.delivered().length === 1);
+    await until(() => r.delivered().length === 1, 'r.delivered().length === 1', 5000);
     const req = r.requests[0]!;
     expect(JSON.parse(req.rawBody)).toEqual(payload);
     expect(req.headers['webhook-signature']).toBeUndefined();
     expect(req.headers['content-type']).toBe('application/json');
-    await vi.waitFor(() => expect(outbox.stats()).toMatchObject({ sent: 1, pending: 0 }));
+    await until(() => outbox.stats().pending === 0, 'nothing pending');
+    expect(outbox.stats()).toMatchObject({ sent: 1, pending: 0 });
   });
 
   it('per-publish webhookUrl on a loopback address: never connected to, dead-lettered at the first attempt; receivers from the config still are', async () => {
@@ -429,8 +471,9 @@ describe('push webhooks', () => {
     outbox.pushEvent({ instanceId: INSTANCE, kind: 'publish.FINISHED', payload, url: publishReceiver.url('/by-address') });
     outbox.pushEvent({ instanceId: INSTANCE, kind: 'publish.FINISHED', payload, url: `http://localhost:${publishReceiver.port}/by-name` });
     outbox.pushEvent({ instanceId: INSTANCE, kind: 'v1.UserNotificationAcknowledgement', payload: { publishId: 'pubid-ssrf', userId: 'u' } });
-    await configured.waitFor(() => configured.delivered().length === 1);
-    await vi.waitFor(() => expect(outbox.stats()).toMatchObject({ deadLettered: 2, failedAttempts: 2, pending: 0 }), { timeout: 5000, interval: 20 });
+    await until(() => configured.delivered().length === 1, 'configured.delivered().length === 1', 5000);
+    await until(() => outbox.stats().deadLettered === 2, 'two dead letters', 5000);
+    expect(outbox.stats()).toMatchObject({ deadLettered: 2, failedAttempts: 2, pending: 0 });
     await outbox.flushed();
     const reasons = outbox.deadLetters().map((d) => d.reason).sort();
     expect(reasons[0]).toMatch(/^refused: address 127\.0\.0\.1 is a loopback address, not a public one/);
@@ -450,7 +493,7 @@ describe('push webhooks', () => {
     const { outbox } = openOutbox({ delivery: { maxAttempts: 1 } });
     const url = `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}/hook`;
     outbox.pushEvent({ instanceId: INSTANCE, kind: 'publish.FINISHED', payload: { publishId: 'pubid-redirect' }, url });
-    await vi.waitFor(() => expect(outbox.stats()).toMatchObject({ deadLettered: 1 }), { timeout: 5000, interval: 20 });
+    await until(() => outbox.stats().deadLettered === 1, 'the dead letter', 5000);
     await outbox.flushed();
     expect(outbox.deadLetters()[0]!.reason).toBe('HTTP 307');
     expect(target.requests).toHaveLength(0);
@@ -463,8 +506,9 @@ describe('push webhooks', () => {
       outbox.pushEvent({ instanceId: INSTANCE, kind: 'publish.FINISHED', payload: { publishId: `p${i}` }, url: r.url(`/publish/${i}`) });
     }
     expect(outbox.stats()).toMatchObject({ pending: 20, receivers: 20 });
-    await r.waitFor(() => r.delivered().length === 20);
-    await vi.waitFor(() => expect(outbox.stats()).toMatchObject({ sent: 20, pending: 0, receivers: 0, inFlight: 0 }));
+    await until(() => r.delivered().length === 20, 'r.delivered().length === 20', 5000);
+    await until(() => outbox.stats().receivers === 0, 'every receiver forgotten');
+    expect(outbox.stats()).toMatchObject({ sent: 20, pending: 0, receivers: 0, inFlight: 0 });
   });
 });
 

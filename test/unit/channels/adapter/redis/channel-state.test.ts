@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
-import { waitFor } from '../../../../helpers/redis-server.js';
 import { runScript } from '../../../../../src/channels/adapter/redis/scripts.js';
+import { until } from '../../../../helpers/wait.js';
 
 const bed = clusterTestBed('t');
 
@@ -166,7 +166,7 @@ describe('RedisChannelState', () => {
     expect(got).toEqual({ event: 'ev2', data: '{"n":2}', ttl: 1 });
     await a.join('app', 'cache-x', '1.1');
     expect((await a.state.channelInfo('app', 'cache-x', { cache: true })).cache).toEqual({ event: 'ev2', data: '{"n":2}', ttl: 1 });
-    await waitFor(async () => (await b.state.cachedEvent('app', 'cache-x')) === null, 10_000, 'cache entry to expire');
+    await until(async () => (await b.state.cachedEvent('app', 'cache-x')) === null, 'cache entry to expire', 10_000);
     expect((await b.state.channelInfo('app', 'cache-x', { cache: true })).cache).toBeNull();
   });
 
@@ -199,7 +199,7 @@ describe('RedisChannelState', () => {
     const data = 'x'.repeat(92);
     expect(await a.state.storeCachedEvent('app', 'cache-0', 'e', data, 1, 200)).toBe(true);
     expect(await a.state.storeCachedEvent('app', 'cache-1', 'e', data, 1, 200)).toBe(true);
-    await waitFor(async () => (await a.state.cachedEvent('app', 'cache-1')) === null, 10_000, 'entries to expire');
+    await until(async () => (await a.state.cachedEvent('app', 'cache-1')) === null, 'entries to expire', 10_000);
     // Both expired: two new entries fit, nothing live is evicted for them.
     expect(await a.state.storeCachedEvent('app', 'cache-2', 'e', data, 60, 200)).toBe(true);
     expect(await a.state.storeCachedEvent('app', 'cache-3', 'e', data, 60, 200)).toBe(true);

@@ -11,7 +11,8 @@ import {
   RedisUnavailableError,
   whenAvailable,
 } from '../../../../../src/channels/adapter/redis/connection.js';
-import { freePort, RedisServer, waitFor } from '../../../../helpers/redis-server.js';
+import { freePort, RedisServer } from '../../../../helpers/redis-server.js';
+import { until } from '../../../../helpers/wait.js';
 
 const FIXTURES = join(import.meta.dirname, '../../../../fixtures');
 let secured: RedisServer;
@@ -90,7 +91,7 @@ describe('a Redis that stops answering (watchReplies)', () => {
       redis.pause();
       const waiting = whenAvailable(() => connections.commands.get('k'));
       await expect(waiting).rejects.toBeInstanceOf(RedisUnavailableError);
-      await waitFor(() => closes >= 2, 5000, 'both connections dropped');
+      await until(() => closes >= 2, 'both connections dropped', 5000);
       redis.resume();
       await connections.ready(10_000);
       expect(await connections.commands.ping()).toBe('PONG');
@@ -110,7 +111,7 @@ describe('a Redis that stops answering (watchReplies)', () => {
       // dropping a connection that is already reconnecting): status 'end', no reconnect of its own.
       connections.commands.disconnect();
       connections.subscriber.disconnect();
-      await waitFor(() => connections.commands.status === 'end', 2000, 'the connection given up');
+      await until(() => connections.commands.status === 'end', 'the connection given up', 2000);
       await connections.ready(5000);
       expect(await connections.commands.ping()).toBe('PONG');
     } finally {

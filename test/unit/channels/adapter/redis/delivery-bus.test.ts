@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
-import { waitFor } from '../../../../helpers/redis-server.js';
+import { until } from '../../../../helpers/wait.js';
 
 const bed = clusterTestBed('b');
 
@@ -21,9 +21,9 @@ describe('DeliveryBus', () => {
     const [a, b, c] = await started('a', 'b', 'c');
     await b.join('app', 'private-chat', 'b.1');
     // Redis counts the listeners: only b (c has no subscriber on the channel, a is the sender).
-    await waitFor(async () => (await a.node.bus.publish('app', 'private-chat', 'ready?')) === 1, 10_000, 'b subscribed');
+    await until(async () => (await a.node.bus.publish('app', 'private-chat', 'ready?')) === 1, 'b subscribed', 10_000);
     expect(await a.node.bus.publish('app', 'private-chat', '{"event":"x"}', 'b.1')).toBe(1);
-    await waitFor(() => b.frames.some((f) => f.frame === '{"event":"x"}'), 10_000, 'frame on b');
+    await until(() => b.frames.some((f) => f.frame === '{"event":"x"}'), 'frame on b', 10_000);
     expect(b.frames.find((f) => f.frame === '{"event":"x"}')).toEqual({ appId: 'app', channel: 'private-chat', frame: '{"event":"x"}', except: 'b.1' });
     expect(c.frames).toEqual([]);
     expect(c.node.bus.watchedCount()).toBe(0);
@@ -33,11 +33,11 @@ describe('DeliveryBus', () => {
     const [a, b] = await started('a', 'b');
     await b.join('app', 'news', 'b.1');
     await b.join('app', 'news', 'b.2');
-    await waitFor(async () => (await a.node.bus.publish('app', 'news', 'one')) === 1, 10_000, 'b subscribed');
+    await until(async () => (await a.node.bus.publish('app', 'news', 'one')) === 1, 'b subscribed', 10_000);
     await b.leave('app', 'news', 'b.1');
     expect(await a.node.bus.publish('app', 'news', 'two')).toBe(1);
     await b.leave('app', 'news', 'b.2');
-    await waitFor(async () => (await a.node.bus.publish('app', 'news', 'three')) === 0, 10_000, 'b unsubscribed');
+    await until(async () => (await a.node.bus.publish('app', 'news', 'three')) === 0, 'b unsubscribed', 10_000);
     expect(b.node.bus.watchedCount()).toBe(0);
   });
 
@@ -46,8 +46,8 @@ describe('DeliveryBus', () => {
     await a.join('app', 'both', 'a.1');
     await b.join('app', 'both', 'b.1');
     const frame = '{"event":"multi\\nline","data":"ünïcode \\u2028"}\n second line';
-    await waitFor(async () => (await a.node.bus.publish('app', 'both', frame)) === 2, 10_000, 'both subscribed');
-    await waitFor(() => b.frames.length > 0, 10_000, 'frame on b');
+    await until(async () => (await a.node.bus.publish('app', 'both', frame)) === 2, 'both subscribed', 10_000);
+    await until(() => b.frames.length > 0, 'frame on b', 10_000);
     await new Promise((r) => setTimeout(r, 100));
     expect(a.frames).toEqual([]);
     expect(b.frames[0]!.frame).toBe(frame);
@@ -57,14 +57,14 @@ describe('DeliveryBus', () => {
   it('delivers the publishes of one turn in order, and before a control message issued after them', async () => {
     const [a, b] = await started('a', 'b');
     await b.join('app', 'burst', 'b.1');
-    await waitFor(async () => (await a.node.bus.publish('app', 'burst', 'ready?')) === 1, 10_000, 'b subscribed');
-    await waitFor(() => b.frames.length === 1, 10_000, 'first frame on b');
+    await until(async () => (await a.node.bus.publish('app', 'burst', 'ready?')) === 1, 'b subscribed', 10_000);
+    await until(() => b.frames.length === 1, 'first frame on b', 10_000);
     // One turn: 50 publishes, then a control message, which must reach the other node after them.
     const sent = Array.from({ length: 50 }, (_, i) => a.node.bus.publish('app', 'burst', `f${i}`));
     const control = a.node.bus.sendControl('b', { type: 'terminateUser', appId: 'app', userId: 'u' });
     expect(await Promise.all(sent)).toEqual(Array(50).fill(1));
     expect(await control).toBe(1);
-    await waitFor(() => b.controls.length === 1, 10_000, 'control on b');
+    await until(() => b.controls.length === 1, 'control on b', 10_000);
     expect(b.arrivals.slice(1)).toEqual([...Array.from({ length: 50 }, (_, i) => `frame:f${i}`), 'control:terminateUser']);
   });
 
@@ -72,10 +72,10 @@ describe('DeliveryBus', () => {
     const [a, b, c] = await started('a', 'b', 'c');
     const terminate = { type: 'terminateUser' as const, appId: 'app', userId: 'mallory' };
     expect(await a.node.bus.sendControl('all', terminate)).toBe(3);
-    await waitFor(() => [a, b, c].every((n) => n.controls.length === 1), 10_000, 'control on every node');
+    await until(() => [a, b, c].every((n) => n.controls.length === 1), 'control on every node', 10_000);
     expect(c.controls[0]).toEqual({ message: terminate, origin: 'a' });
     expect(await a.node.bus.sendControl('c', terminate)).toBe(1);
-    await waitFor(() => c.controls.length === 2, 10_000, 'control on c');
+    await until(() => c.controls.length === 2, 'control on c', 10_000);
     expect(b.controls).toHaveLength(1);
   });
 });

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChannelTransition } from '../../../../../src/channels/adapter/redis/channel-state.js';
 import { runScript } from '../../../../../src/channels/adapter/redis/scripts.js';
 import { clusterTestBed, SimulatedNode, type SimulatedNodeOptions } from '../../../../helpers/cluster-nodes.js';
-import { waitFor } from '../../../../helpers/redis-server.js';
+import { until } from '../../../../helpers/wait.js';
 
 const bed = clusterTestBed('r');
 
@@ -38,14 +38,10 @@ describe('NodeLiveness', () => {
     for (let i = 0; i < 150; i++) await c.join('app', `solo-${i}`, 'c.1');
 
     c.node.crash();
-    const reported = await waitFor(
-      () => {
+    const reported = await until(() => {
         const all = [...a.transitions, ...b.transitions];
         return ofType(all, 'channel_vacated').length >= 150 && ofType(all, 'member_removed').length >= 1 ? all : null;
-      },
-      20_000,
-      'dead node reaped',
-    );
+      }, 'dead node reaped', 20_000);
     await new Promise((r) => setTimeout(r, 300)); // a few more reaper passes: nothing more may come
     expect(ofType(reported, 'member_removed')).toEqual([{ type: 'member_removed', appId: 'app', channel: 'presence-room', userId: 'carol' }]);
     const vacated = ofType(reported, 'channel_vacated').map((t) => t.channel);
@@ -111,13 +107,13 @@ describe('NodeLiveness', () => {
     await z.connect('app', 'z.2');
     await z.join('app', 'presence-p', 'z.1', { userId: 'zed' });
     await z.join('app', 'presence-p', 'z.2', { userId: 'zoe' });
-    await waitFor(() => ofType(a.transitions, 'channel_vacated').length === 1, 10_000, 'stalled node reaped');
+    await until(() => ofType(a.transitions, 'channel_vacated').length === 1, 'stalled node reaped', 10_000);
     // While it was out, one of its sockets left (locally only: its leave found nothing to remove).
     await z.leave('app', 'presence-p', 'z.2');
     z.sockets.delete('z.2');
     // Its next heartbeat finds the session gone: it re-registers under a new session.
     await z.node.liveness.heartbeat();
-    await waitFor(() => z.node.liveness.available, 10_000, 're-registration');
+    await until(() => z.node.liveness.available, 're-registration', 10_000);
     expect(await a.state.presenceUserIds('app', 'presence-p')).toEqual(['zed']);
     expect(await a.state.channelInfo('app', 'presence-p')).toMatchObject({ occupied: true, subscriptionCount: 1, userCount: 1 });
     expect(await a.state.connectionCount('app')).toBe(1);
@@ -138,9 +134,9 @@ describe('NodeLiveness', () => {
     const z = makeNode('z', prefix, { nodeTimeoutMs: 400, heartbeatIntervalMs: 60_000, reapIntervalMs: 60_000 });
     await Promise.all([a.start(), z.start()]);
     await z.join('app', 'held', 'z.1');
-    await waitFor(() => ofType(a.transitions, 'channel_vacated').length === 1, 10_000, 'stalled node reaped');
+    await until(() => ofType(a.transitions, 'channel_vacated').length === 1, 'stalled node reaped', 10_000);
     await expect(z.state.join('app', 'late', 'z.2')).rejects.toMatchObject({ code: 'CLUSTER_UNAVAILABLE' });
-    await waitFor(async () => z.node.liveness.available && (await a.state.channelInfo('app', 'held')).occupied, 10_000, 're-registration');
+    await until(async () => z.node.liveness.available && (await a.state.channelInfo('app', 'held')).occupied, 're-registration', 10_000);
     expect((await a.state.channelInfo('app', 'late')).occupied).toBe(false);
     expect((await z.state.join('app', 'late', 'z.2')).occupied).toBe(true);
   });
@@ -175,11 +171,11 @@ describe('NodeLiveness', () => {
     await b.join('app', 'presence-room', 'b.1', { userId: 'bob' });
     await b.join('app', 'presence-room', 'b.2', { userId: 'bea' });
     await b.join('app', 'news', 'b.1');
-    await waitFor(async () => (await a.node.bus.publish('app', 'news', 'before')) === 1, 10_000, 'b listening on news');
-    await waitFor(() => b.frames.length === 1, 10_000, 'frame before the outage');
+    await until(async () => (await a.node.bus.publish('app', 'news', 'before')) === 1, 'b listening on news', 10_000);
+    await until(() => b.frames.length === 1, 'frame before the outage', 10_000);
 
     await bed.redis.kill();
-    await waitFor(() => !a.node.liveness.available && !b.node.liveness.available, 10_000, 'nodes notice the outage');
+    await until(() => !a.node.liveness.available && !b.node.liveness.available, 'nodes notice the outage', 10_000);
     await expect(a.state.join('app', 'news', 'a.2')).rejects.toMatchObject({ code: 'CLUSTER_UNAVAILABLE' });
     await expect(a.node.bus.publish('app', 'news', 'lost')).rejects.toMatchObject({ code: 'CLUSTER_UNAVAILABLE' });
     // During the outage bea's connection closes on b (only b knows).
@@ -187,13 +183,13 @@ describe('NodeLiveness', () => {
     b.sockets.delete('b.2');
 
     await bed.redis.start(); // same port, empty
-    await waitFor(() => a.node.liveness.available && b.node.liveness.available, 20_000, 're-registration after the restart');
+    await until(() => a.node.liveness.available && b.node.liveness.available, 're-registration after the restart', 20_000);
     // bea left while Redis was away and Redis lost her: b records her again under its previous
     // session, whose reap (once every node had time to re-register) reports her leaving, once.
-    const removed = await waitFor(() => {
+    const removed = await until(() => {
       const all = ofType([...a.transitions, ...b.transitions], 'member_removed');
       return all.length > 0 ? all : null;
-    }, 20_000, "bea's leave reported");
+    }, "bea's leave reported", 20_000);
     await new Promise((r) => setTimeout(r, 300)); // a few more reaper passes: nothing more may come
     expect(ofType([...a.transitions, ...b.transitions], 'member_removed')).toEqual(removed);
     expect(removed).toEqual([{ type: 'member_removed', appId: 'app', channel: 'presence-room', userId: 'bea' }]);
@@ -209,8 +205,8 @@ describe('NodeLiveness', () => {
     expect(occupied.sort()).toEqual(['news', 'presence-room']);
 
     // Delivery resumes: b re-subscribed to news by itself.
-    await waitFor(async () => (await a.node.bus.publish('app', 'news', 'after')) === 1, 20_000, 'b listening again');
-    await waitFor(() => b.frames.some((f) => f.frame === 'after'), 10_000, 'frame after the restart');
+    await until(async () => (await a.node.bus.publish('app', 'news', 'after')) === 1, 'b listening again', 20_000);
+    await until(() => b.frames.some((f) => f.frame === 'after'), 'frame after the restart', 10_000);
     expect(b.frames.map((f) => f.frame)).not.toContain('lost');
   });
 });

@@ -16,6 +16,7 @@ import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { shardForKey } from '../../../../../src/shards/hash.js';
 import { openShardDatabase } from '../../../../../src/shards/storage.js';
 import type { PushWebhookEvent, WebhookEmitter } from '../../../../../src/webhooks/emitter.js';
+import { until } from '../../../../helpers/wait.js';
 
 /** Buses that deliver each post to every other member on a later turn; a deaf member hears nothing. */
 class Hub {
@@ -96,13 +97,6 @@ function report(publishId: string, shard: number, sent: number, users?: ShardRep
   return { publishId, shard, recipients: sent + 1, gateways, startedAt: 1, finishedAt: 2, ...(users ? { users } : {}) };
 }
 
-async function until(check: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('PublishCoordinator', () => {
   it('sends STARTED once and FINISHED and PublishToUsersAttempt with every shard counted', async () => {
@@ -123,13 +117,13 @@ describe('PublishCoordinator', () => {
     // Shard 1 finishes first; its report is stored by shard 0 and acknowledged.
     await stores[1]!.saveProgress({ ...initialProgress(job), state: 'finished', finishedAt: 2 });
     c[1]!.partFinished(report(id, 1, 2, outcome(job.targets, ['amy', 'ben'], ['amy'])));
-    await until(() => stores[1]!.progress(id)!.reported);
+    await until(() => stores[1]!.progress(id)!.reported, 'stores[1]!.progress(id)!.reported', 5000);
     expect(stores[1]!.openPublishIds()).toEqual([]);
     expect(emitters[0]!.push.map((e) => e.kind)).toEqual(['publish.STARTED']);
 
     await stores[0]!.saveProgress({ ...initialProgress(job), state: 'finished', finishedAt: 2 });
     c[0]!.partFinished(report(id, 0, 3, outcome(job.targets, ['ben'], ['ben'])));
-    await until(() => emitters[0]!.push.length === 3);
+    await until(() => emitters[0]!.push.length === 3, 'emitters[0]!.push.length === 3', 5000);
 
     expect(emitters[0]!.push).toEqual([
       {
@@ -146,7 +140,7 @@ describe('PublishCoordinator', () => {
       },
     ]);
     expect(emitters[1]!.push).toEqual([]);
-    await until(() => stores[0]!.coordinator(id)?.finalized === true);
+    await until(() => stores[0]!.coordinator(id)?.finalized === true, 'stores[0]!.coordinator(id)?.finalized === true', 5000);
     expect(stores[0]!.openCoordinatorIds()).toEqual([]);
     // Both roles are done: the job body is dropped, the counts stay.
     expect(stores[0]!.job(id)).toBeUndefined();
@@ -176,8 +170,8 @@ describe('PublishCoordinator', () => {
     await new Promise((r) => setTimeout(r, 100));
     expect(stores[0]!.coordinator(id)!.parts[1]).toBeUndefined();
     busC.deaf = false;
-    await until(() => stores[0]!.coordinator(id)!.parts[1] !== undefined);
-    await until(() => stores[1]!.progress(id)!.reported);
+    await until(() => stores[0]!.coordinator(id)!.parts[1] !== undefined, 'stores[0]!.coordinator(id)!.parts[1] !== undefined', 5000);
+    await until(() => stores[1]!.progress(id)!.reported, 'stores[1]!.progress(id)!.reported', 5000);
 
     // Shard 0 stores its own report, then the process dies before FINISHED is queued.
     await stores[0]!.saveReport(report(id, 0, 4));
@@ -189,8 +183,8 @@ describe('PublishCoordinator', () => {
     const restarted = new PublishCoordinator({ shardIndex: 0, shardCount: 2, publishes: stores[0]!, webhooks: restartedEmitter, bus: hub.bus() });
     coordinators.push(restarted);
     restarted.resume([]);
-    await until(() => restartedEmitter.push.length === 1);
+    await until(() => restartedEmitter.push.length === 1, 'restartedEmitter.push.length === 1', 5000);
     expect(restartedEmitter.push[0]).toMatchObject({ kind: 'publish.FINISHED', payload: { status: 'FINISHED', results: { fcm: { recipients: 7, sent: 5 } } } });
-    await until(() => stores[0]!.coordinator(id)!.finalized);
+    await until(() => stores[0]!.coordinator(id)!.finalized, 'stores[0]!.coordinator(id)!.finalized', 5000);
   });
 });

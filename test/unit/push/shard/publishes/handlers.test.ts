@@ -19,6 +19,7 @@ import type { PushShardApi } from '../../../../../src/push/messages/index.js';
 import { openShardDatabase } from '../../../../../src/shards/storage.js';
 import type { PushWebhookEvent, WebhookEmitter } from '../../../../../src/webhooks/emitter.js';
 import { startFakeGateways, type FakeGateways } from '../../../../helpers/fake-gateways.js';
+import { until } from '../../../../helpers/wait.js';
 
 const INSTANCE = '0b6f7c3a-1d2e-4f5a-9b8c-7d6e5f4a3b2c';
 const BUNDLE = 'com.herald.cancel';
@@ -98,13 +99,6 @@ const apnsToken = (n: number) => n.toString(16).padStart(64, '0');
 const sentFor = (publishId: string) =>
   fakes.apns.received.filter((r) => (r.payload as { data?: { pusher?: { publishId?: string } } }).data?.pusher?.publishId === publishId).length;
 
-async function until(check: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('push area of a shard', () => {
   it('queues STARTED only once the publish is stored', async () => {
