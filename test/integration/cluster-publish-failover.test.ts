@@ -14,7 +14,7 @@ import { heraldClusterBed, ONE_PROCESS, type HeraldCluster } from '../helpers/he
 import { DEFAULT_PUSH, type HeraldProcess } from '../helpers/herald-process.js';
 import { filePostgresServer } from '../helpers/file-postgres.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
-import { sleep, until } from '../helpers/wait.js';
+import { until } from '../helpers/wait.js';
 import { DeviceApi, fcmToken } from './device-api-helpers.js';
 
 const APP = { id: 'publish-failover-app', key: 'publish-failover-key', secret: 'publish-failover-secret' };
@@ -106,15 +106,12 @@ describe.skipIf(ONE_PROCESS)('a publish survives the node sending it (partitions
     const repeats = reached.length - DEVICES;
     // Statistics from any node left, exact: each device counted once.
     for (const node of survivors) {
-      for (;;) {
-        const answer = await stats(node, publishId);
-        expect(answer.status).toBe(200);
-        if (answer.body['state'] === 'finished') {
-          expect(answer.body).toMatchObject({ recipients: DEVICES, gateways: { fcm: { recipients: DEVICES, sent: DEVICES, failed: 0 } } });
-          break;
-        }
-        await sleep(100);
-      }
+      const answer = await until(async () => {
+        const a = await stats(node, publishId);
+        expect(a.status).toBe(200);
+        return a.body['state'] === 'finished' && a;
+      }, `publish ${publishId} finished on a node left`, 60_000);
+      expect(answer.body).toMatchObject({ recipients: DEVICES, gateways: { fcm: { recipients: DEVICES, sent: DEVICES, failed: 0 } } });
     }
     const resends = (await Promise.all(survivors.map((n) => metric(n, 'herald_push_publish_resends_total')))).reduce((a, b) => a + b, 0);
     console.log(`sends per node before the kill: ${sent.join(', ')}; repeats at the gateway ${repeats}, counted as possible resends ${resends}`);

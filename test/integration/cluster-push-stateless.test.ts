@@ -14,7 +14,7 @@ import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { DEFAULT_PUSH } from '../helpers/herald-process.js';
 import { filePostgresServer } from '../helpers/file-postgres.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
-import { until } from '../helpers/wait.js';
+import { sleep, until } from '../helpers/wait.js';
 import { DeviceApi, fcmToken } from './device-api-helpers.js';
 
 const APP = { id: 'stateless-app', key: 'stateless-key', secret: 'stateless-secret' };
@@ -65,8 +65,8 @@ describe.skipIf(ONE_PROCESS)('stateless push nodes', () => {
             if (restarted) okAfterRestart++;
           } else {
             refusals.push({ status: res.status, retryAfter: res.headers.get('retry-after'), body });
-            // What an SDK does with a Retry-After: wait, then try again (bounded here).
-            await new Promise((r) => setTimeout(r, 50));
+            // time: what an SDK does with a Retry-After, wait and then try again (shortened here).
+            await sleep(50);
           }
         }
       }),

@@ -16,7 +16,7 @@ import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.j
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
-import { sleep } from '../helpers/wait.js';
+import { until } from '../helpers/wait.js';
 
 const INSTANCE = DEFAULT_PUSH.instanceId;
 const RETENTION_BYTES = 1_500_000;
@@ -29,14 +29,6 @@ const WITH_DEVICES = USERS.slice(0, 10);
 let fakes: FakeGateways;
 let herald: HeraldProcess;
 let beams: PushNotifications;
-
-async function eventually(check: () => Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 async function publishUsers(users: readonly string[]): Promise<{ status: number; retryAfter: string | null; body: { publishId?: string; error?: string; description?: string } }> {
   const response = await fetch(`${herald.baseUrl}/publish_api/v1/instances/${INSTANCE}/publishes/users`, {
@@ -55,7 +47,7 @@ async function stats(publishId: string): Promise<{ status: number; body: { state
 }
 
 async function finished(publishId: string): Promise<void> {
-  await eventually(async () => (await stats(publishId)).body.state === 'finished', `publish ${publishId} finished`);
+  await until(async () => (await stats(publishId)).body.state === 'finished', `publish ${publishId} finished`, 30_000);
 }
 
 async function recordBytes(): Promise<number> {
@@ -100,7 +92,7 @@ describe('publish records stay bounded', () => {
     expect(result.status, JSON.stringify(result.body)).toBe(200);
     first = result.body.publishId!;
     await finished(first);
-    await eventually(async () => (await recordBytes()) > 0, 'the finished publish counted in herald_push_publish_records_bytes');
+    await until(async () => (await recordBytes()) > 0, 'the finished publish counted in herald_push_publish_records_bytes', 30_000);
     perPublish = await recordBytes();
     // The ids alone are 164 kB; stored once and deflated, the whole record is less.
     console.log(`records of one 1,000-user publish (164-byte ids): ${perPublish} bytes`);
@@ -120,7 +112,7 @@ describe('publish records stay bounded', () => {
       ids.push(result.body.publishId!);
       await finished(result.body.publishId!);
     }
-    await eventually(async () => (await recordBytes()) <= RETENTION_BYTES, 'herald_push_publish_records_bytes back under retentionBytes');
+    await until(async () => (await recordBytes()) <= RETENTION_BYTES, 'herald_push_publish_records_bytes back under retentionBytes', 30_000);
     expect((await stats(first)).status).toBe(404);
     const newest = await stats(ids.at(-1)!);
     expect(newest.status).toBe(200);

@@ -56,7 +56,7 @@ function runCommand(env: Record<string, string> = {}): Run {
   );
   return {
     kill: (signal) => child.kill(signal),
-    printed: (text) => until(() => output.includes(text) || child.exitCode !== null, `"${text}" from push-to-postgres`, 30_000),
+    printed: async (text) => void (await until(() => output.includes(text) || child.exitCode !== null, `"${text}" from push-to-postgres`, 30_000)),
     done,
   };
 }

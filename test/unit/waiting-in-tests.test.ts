@@ -59,7 +59,6 @@ const NOT_YET: Record<string, string> = {
   'unit/channels/adapter/redis/connection.test.ts': 'sleeps and poll loops still to replace',
   'unit/channels/adapter/redis/delivery-bus.test.ts': 'sleeps and poll loops still to replace',
   'unit/channels/adapter/redis/node-liveness.test.ts': 'sleeps and poll loops still to replace',
-  'unit/channels/adapter/redis/push-lease.test.ts': 'sleeps and poll loops still to replace',
   'unit/channels/adapter/redis/state-batch.test.ts': 'sleeps and poll loops still to replace',
   'unit/push/gateways/apns.test.ts': 'sleeps and poll loops still to replace',
   'unit/push/gateways/web.test.ts': 'sleeps and poll loops still to replace',

@@ -59,6 +59,7 @@ describe('postgres publish store: partitions under leases', () => {
       const deadline = Date.now() + 1500;
       while (Date.now() < deadline) {
         expect(await b!.renew(ofB)).toEqual([]);
+        // time: b keeps renewing through the lease's life while a lets its leases lapse.
         await sleep(200);
       }
       const taken = await b!.claim();
