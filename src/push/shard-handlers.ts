@@ -7,7 +7,7 @@
 import { mergeHandlers, type ShardArea, type ShardContext } from '../shards/context.js';
 import type { PushShardApi } from './messages/index.js';
 import type { WebhookEmitter } from '../webhooks/emitter.js';
-import { createDeviceStore, createSharedPublishStore } from './store/factory.js';
+import { createDeviceStore, createFanOutDeviceStore, createSharedPublishStore } from './store/factory.js';
 import { createClusterPublishArea } from './shard/publishes/partitions.js';
 import { PublishStore } from './shard/publishes/publish-store.js';
 import { createDeviceArea } from './shard/devices/handlers.js';
@@ -31,7 +31,8 @@ const STORAGE_WRITES: readonly (keyof PushShardApi & string)[] = [
 export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): ShardArea<PushShardApi> {
   const shared = createSharedPublishStore(ctx);
   const deps: PushAreaDeps = { ctx, store: createDeviceStore(ctx), publishes: new PublishStore(ctx.root), webhooks, ...(shared ? { shared } : {}) };
-  const publishArea = shared ? createClusterPublishArea(deps, shared) : createPublishArea(deps);
+  const fanOut = shared ? createFanOutDeviceStore(ctx) : undefined;
+  const publishArea = shared && fanOut ? createClusterPublishArea(deps, shared, fanOut) : createPublishArea(deps);
   const areas = [createDeviceArea(deps), publishArea, createReportArea(deps)];
   return {
     handlers: mergeHandlers(areas.map((a) => a.handlers)) as unknown as ShardArea<PushShardApi>['handlers'],
@@ -42,6 +43,7 @@ export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): Sha
     close: async () => {
       for (const area of areas) await area.close?.();
       await deps.store.close();
+      await fanOut?.close();
     },
   };
 }

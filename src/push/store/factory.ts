@@ -23,6 +23,17 @@ export function createSharedPublishStore(ctx: ShardContext): PostgresPublishStor
   });
 }
 
+/**
+ * The device store a cluster shard's publish fan-out scans partitions through: the cluster's
+ * PostgreSQL over every device (not this shard's scope), since any shard of any node may claim
+ * any partition; undefined on one node. Two connections: its scans and dead-token deletes.
+ */
+export function createFanOutDeviceStore(ctx: ShardContext): PushDeviceStore | undefined {
+  const url = ctx.config.cluster?.postgresUrl;
+  if (!url) return undefined;
+  return new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1, poolSize: 2 });
+}
+
 export function createDeviceStore(ctx: ShardContext): PushDeviceStore {
   const url = ctx.config.cluster?.postgresUrl;
   if (url) return new PostgresDeviceStore({ url, shardIndex: ctx.shardIndex, shardCount: ctx.shardCount });

@@ -9,7 +9,8 @@
  *   STARTED and notifies every node (PostgreSQL NOTIFY); the other shards answer at once.
  * - Each shard claims at most RUNNING_PER_SHARD partitions at a time, on a notification and on
  *   a 1 s poll, so a large publish spreads over every node; a claimed partition runs as a
- *   PublishRun over the partition's devices, checkpointing into its row (which renews its
+ *   PublishRun over the partition's devices (every device of it, through a device store over
+ *   the whole cluster, `devices`, not the shard's own scope), checkpointing into its row (which renews its
  *   lease; a timer renews it between checkpoints).
  * - A node that dies stops renewing: once `publishLeaseMs` has passed, another node claims the
  *   partition and resumes it from its last checkpoint. Devices the dead node sent after that
@@ -27,6 +28,7 @@ import { log, RateLimitedLog } from '../../../log.js';
 import type { ShardArea } from '../../../shards/context.js';
 import { shardForKey } from '../../../shards/hash.js';
 import type { PushAreaDeps } from '../deps.js';
+import type { PushDeviceStore } from '../../store/device-store.js';
 import { GatewayRegistry } from './gateway-registry.js';
 import { PublishRun } from './publish-run.js';
 import { SendLimiter } from './send-limiter.js';
@@ -52,7 +54,7 @@ function platformsOf(job: PublishJob): Platform[] {
 }
 
 /** Builds the publish area of one shard of a cluster node over the cluster's PostgreSQL. */
-export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPublishStore): ShardArea<PublishShardApi> {
+export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPublishStore, devices: PushDeviceStore): ShardArea<PublishShardApi> {
   const { ctx, webhooks } = deps;
   const delivery = ctx.config.pushDelivery;
   const cluster = ctx.config.cluster!;
@@ -99,7 +101,7 @@ export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPubl
     const record = claimed.progress ?? initialPartRecord(job, partition);
     const run = new PublishRun(job, { ...record, partition }, {
       shardIndex: ctx.shardIndex,
-      devices: deps.store,
+      devices,
       publishes: store,
       gateways,
       limiter,
