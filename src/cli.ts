@@ -16,7 +16,6 @@ import { loadConfig, ConfigError } from './config/load.js';
 import { DEFAULT_ADMIN_TOKEN, DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './config/schema.js';
 import { DataDirError } from './shards/data-dir.js';
 import { reshard } from './reshard.js';
-import { pushToPostgres, PushToPostgresError } from './push/store/postgres/push-to-postgres.js';
 import { UwsLoadError } from './http/uws-native.js';
 import { ClusterStartError, ListenError, startHerald, type RunningHerald } from './server.js';
 import { log, setLogLevel } from './log.js';
@@ -136,6 +135,8 @@ async function pushToPostgresCommand(args: string[]): Promise<void> {
     return;
   }
   const dataDir = resolve(config.dataDir);
+  // Loaded only for this command: the server's main thread never loads the PostgreSQL client.
+  const { pushToPostgres, PushToPostgresError } = await import('./push/store/postgres/push-to-postgres.js');
   let interrupted = false;
   const stop = (): void => {
     if (interrupted) process.exit(130);
