@@ -214,4 +214,26 @@ describe('apps through the admin API', () => {
     await until(() => feed.data('e').length === 1, 'the event after the restart');
     await beamsSdk(herald.port, push.instanceId, push.secretKey).publishToInterests(['news'], { web: { notification: { title: 't' } } });
   });
+
+  it('a restart reads back every stored app, more than one page of them (500 a page)', async () => {
+    const ids = Array.from({ length: 1050 }, (_, i) => `paged-${String(i).padStart(4, '0')}`);
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < ids.length) {
+          const id = ids[next++]!;
+          expect((await admin('/apps', { method: 'POST', body: { id, key: `${id}-key` } })).status).toBe(201);
+        }
+      }),
+    );
+    await herald.restart();
+    const listed: string[] = [];
+    let cursor: string | null = '';
+    while (cursor !== null) {
+      const page = (await (await admin(`/apps?filter=paged-&limit=1000${cursor ? `&cursor=${cursor}` : ''}`)).json()) as { apps: { id: string }[]; nextCursor: string | null };
+      listed.push(...page.apps.map((a) => a.id));
+      cursor = page.nextCursor;
+    }
+    expect(listed).toEqual(ids);
+  }, 120_000);
 });
