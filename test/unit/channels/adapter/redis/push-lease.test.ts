@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { PushLeaseHeldError } from '../../../../../src/channels/adapter/redis/push-lease.js';
 import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
-import { until } from '../../../../helpers/wait.js';
+import { sleep, until } from '../../../../helpers/wait.js';
 
 const INSTANCE = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';
 const bed = clusterTestBed('l');
@@ -20,7 +20,8 @@ describe('PushInstanceLease', () => {
   it('refuses a second node while the first renews its lease, naming the holder', async () => {
     const [a, b] = await started(1000, 'a', 'b');
     const lease = await a.node.leasePushInstance(INSTANCE);
-    await new Promise((r) => setTimeout(r, 1200)); // longer than the TTL: renewals keep it
+    // time: longer than the 1 s TTL: only the renewals keep the lease.
+    await sleep(1200);
     const err = await b.node.leasePushInstance(INSTANCE, { waitMs: 0 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PushLeaseHeldError);
     expect((err as PushLeaseHeldError).holder).toBe(lease.holder);
