@@ -55,17 +55,9 @@ const NOT_YET: Record<string, string> = {
   'integration/shard-message-memory.test.ts': 'sleeps and poll loops still to replace',
   'integration/tls.test.ts': 'sleeps and poll loops still to replace',
   'integration/webhooks.test.ts': 'sleeps and poll loops still to replace',
-  'unit/channels/adapter/redis/channel-state.test.ts': 'sleeps and poll loops still to replace',
-  'unit/channels/adapter/redis/connection.test.ts': 'sleeps and poll loops still to replace',
-  'unit/channels/adapter/redis/delivery-bus.test.ts': 'sleeps and poll loops still to replace',
-  'unit/channels/adapter/redis/node-liveness.test.ts': 'sleeps and poll loops still to replace',
   'unit/channels/adapter/redis/state-batch.test.ts': 'sleeps and poll loops still to replace',
-  'unit/push/gateways/apns.test.ts': 'sleeps and poll loops still to replace',
-  'unit/push/gateways/web.test.ts': 'sleeps and poll loops still to replace',
   'unit/push/shard/publishes/coordinator.test.ts': 'sleeps and poll loops still to replace',
   'unit/push/shard/publishes/handlers.test.ts': 'sleeps and poll loops still to replace',
-  'unit/push/shard/publishes/publish-run.test.ts': 'sleeps and poll loops still to replace',
-  'unit/shards/pool.test.ts': 'sleeps and poll loops still to replace',
 };
 
 /** What a wait of a file's own looks like. */

@@ -152,7 +152,8 @@ describe('a crashed shard worker', () => {
         const started = Date.now();
         // The worker blocks for 300 ms then exits: the pings sent meanwhile are held by it.
         const crash = outcome(pool.request(0, { type: 'core.crash', holdMs: 300 }));
-        await new Promise((r) => setTimeout(r, 50));
+        // time: the crash request reaches the worker, which then blocks for 300 ms.
+        await sleep(50);
         const held = Array.from({ length: 50 }, () => outcome(pool.request(0, { type: 'core.ping' })));
         const other = Array.from({ length: 10 }, () => outcome(pool.request(1, { type: 'core.ping' })));
         expect(await crash).toBe('SHARD_UNAVAILABLE');
@@ -205,6 +206,7 @@ describe('a stalled shard', () => {
       const pool = await newPool(1);
       try {
         const hold = pool.request(0, { type: 'core.hold', holdMs: 600 }, 5000);
+        // time: the hold reaches the worker, which then blocks.
         await sleep(50); // the worker is blocked now
         const late = Array.from({ length: 20 }, (_, i) =>
           outcome(pool.request(0, { type: 'channels.subscribe', appId: APP_ID, channel: `late-${i}`, socketId: `1.${i}` }, 100)),
@@ -227,6 +229,7 @@ describe('a stalled shard', () => {
       const pool = await newPool(1, 30_000, 10);
       try {
         const hold = pool.request(0, { type: 'core.hold', holdMs: 500 });
+        // time: the hold reaches the worker, which then blocks.
         await sleep(50);
         // 1024 go to the blocked worker (Piscina's per-worker window), 10 wait in the queue.
         const accepted = Array.from({ length: 1023 + 10 }, () => outcome(pool.request(0, { type: 'core.ping' })));
@@ -247,6 +250,7 @@ describe('a stalled shard', () => {
     await withTestHooks('1', async () => {
       const pool = await newPool(2);
       const hold = outcome(pool.request(0, { type: 'core.hold', holdMs: 8000 }, 20_000));
+      // time: the hold reaches the worker, which then blocks.
       await sleep(50);
       const started = Date.now();
       await pool.close(1000);

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApnsClient, buildApnsRequest, type ApnsClientOptions } from '../../../../src/push/gateways/apns.js';
 import { ApnsFake } from '../../../fakes/apns-fake.js';
 import { apnsKeys, fcmKeys, TEST_CA_FILE } from '../../../fakes/tls.js';
+import { sleep, until } from '../../../helpers/wait.js';
 
 const TEAM_ID = 'TEAM123456';
 const KEY_ID = 'KEY1234567';
@@ -129,10 +130,11 @@ describe('ApnsClient against the fake APNs', () => {
     const client = makeClient();
     const payload = { aps: { alert: 'x' } };
     const first = client.send({ deviceId: 'd1', token: TOKEN, bundleIdentifier: BUNDLE, payload });
-    while (fake.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await until(() => fake.received.length > 0, 'the fake got the request');
     // The fake has answered; give the client's session a moment to read the 503 and pause
     // (on a loaded machine the answer can still be in flight when the fake records it).
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // time: the client reads the 503 and pauses (the answer may be in flight when the fake records it).
+    await sleep(100);
     const started = performance.now();
     const others = await Promise.all(Array.from({ length: 10 }, (_, i) => client.send({
       deviceId: `o${i}`, token: (i + 1).toString(16).padStart(64, '0'), bundleIdentifier: BUNDLE, payload,
@@ -187,7 +189,8 @@ describe('ApnsClient against the fake APNs', () => {
     const message = { deviceId: 'd1', token: TOKEN, bundleIdentifier: BUNDLE, payload: { aps: { alert: 'x' } } };
     expect((await client.send(message)).kind).toBe('sent');
     fake.disconnectAll();
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // time: the client sees its sessions closed before the next send.
+    await sleep(50);
     expect((await client.send(message)).kind).toBe('sent');
     expect(fake.connectionsAccepted).toBe(2);
   });
@@ -196,9 +199,10 @@ describe('ApnsClient against the fake APNs', () => {
     fake.failNext(TOKEN, 1, 503, { retryAfterSeconds: 1 });
     const client = makeClient();
     const pending = client.send({ deviceId: 'd1', token: TOKEN, bundleIdentifier: BUNDLE, payload: { aps: { alert: 'x' } } });
-    while (fake.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await until(() => fake.received.length > 0, 'the fake got the request');
     // Let the client read the answer the fake has recorded (in flight on a loaded machine).
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // time: the client reads the answer the fake recorded (in flight on a loaded machine).
+    await sleep(100);
     await client.close();
     expect(await pending).toEqual({ kind: 'failed', reason: 'gateway client closed' });
   });

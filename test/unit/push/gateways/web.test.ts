@@ -5,6 +5,7 @@ import { parseSubscriptionToken } from '../../../../src/push/web-subscription.js
 import { TEST_CA_FILE, vapidKeys } from '../../../fakes/tls.js';
 import { WebPushFake } from '../../../fakes/webpush-fake.js';
 import type { FakeResponse } from '../../../fakes/fake-server.js';
+import { sleep, until } from '../../../helpers/wait.js';
 
 const vapid = vapidKeys();
 const SUBJECT = 'mailto:push@herald.test';
@@ -129,9 +130,10 @@ describe('WebPushClient against the fake push service', () => {
     const throttled = fake.createSubscription();
     fake.failNext(throttled.token, 1, 429, { retryAfterSeconds: 1 });
     const first = client.send({ deviceId: 'd1', token: throttled.token, payload: {} });
-    while (fake.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await until(() => fake.received.length > 0, 'the fake got the request');
     // Let the client read the answer the fake has recorded (in flight on a loaded machine).
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // time: the client reads the answer the fake recorded (in flight on a loaded machine).
+    await sleep(100);
     const other = await new WebPushFake({ vapidPublicKey: vapid.publicKey }).start();
     try {
       const started = performance.now();

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
 import { runScript } from '../../../../../src/channels/adapter/redis/scripts.js';
-import { until } from '../../../../helpers/wait.js';
+import { sleep, until } from '../../../../helpers/wait.js';
 
 const bed = clusterTestBed('t');
 
@@ -83,7 +83,8 @@ describe('RedisChannelState', () => {
 
     // No re-join within the debounce: the holder sends; a later join is a plain occupy.
     const gone = await b.leave('app', 'presence-reload', 'b.1', 300);
-    await new Promise((r) => setTimeout(r, 400));
+    // time: past the 300 ms reload debounce.
+    await sleep(400);
     const later = await a.join('app', 'presence-reload', 'a.2', { userId: 'alice' });
     expect(later).toMatchObject({ occupied: true, memberAdded: true, cancelledVacate: false, cancelledMemberRemoval: false });
     expect(await b.state.releaseHold('app', 'presence-reload', null, gone.holds!.channel!)).toBe(true);
@@ -105,7 +106,8 @@ describe('RedisChannelState', () => {
     const redis = b.node.connections.commands;
     const release = () => runScript<number>(redis, 'heraldReleaseHeld', [b.node.keys.prefix, 100]);
     expect(await release()).toBe(0);
-    await new Promise((r) => setTimeout(r, 400));
+    // time: past the 300 ms hold: the release is due.
+    await sleep(400);
     expect(await release()).toBe(2);
     expect(await release()).toBe(0);
     const messages = (await redis.xrange(b.node.keys.webhookOutbox(), '-', '+')).map(([, fields]) => JSON.parse(fields[1]!) as { appId: string; events: Record<string, unknown>[] });

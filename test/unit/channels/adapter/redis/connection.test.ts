@@ -12,7 +12,7 @@ import {
   whenAvailable,
 } from '../../../../../src/channels/adapter/redis/connection.js';
 import { freePort, RedisServer } from '../../../../helpers/redis-server.js';
-import { until } from '../../../../helpers/wait.js';
+import { sleep, until } from '../../../../helpers/wait.js';
 
 const FIXTURES = join(import.meta.dirname, '../../../../fixtures');
 let secured: RedisServer;
@@ -83,7 +83,8 @@ describe('a Redis that stops answering (watchReplies)', () => {
       connections.subscriber.on('close', () => closes++);
       // Silent for 1 s: a slow answer, not a dead connection.
       redis.pause();
-      await new Promise((r) => setTimeout(r, 1000));
+      // time: a second of silence is what is tested.
+      await sleep(1000);
       redis.resume();
       expect(await connections.commands.ping()).toBe('PONG');
       expect(closes).toBe(0);
@@ -119,7 +120,8 @@ describe('a Redis that stops answering (watchReplies)', () => {
       await redis.stop();
     }
     // Closed on purpose: it stays closed.
-    await new Promise((r) => setTimeout(r, 300));
+    // time: a closed connection that would reconnect does so within its first retry delay.
+    await sleep(300);
     expect(connections.commands.status).toBe('end');
   }, 20_000);
 

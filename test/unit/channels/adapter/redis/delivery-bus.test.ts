@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
-import { until } from '../../../../helpers/wait.js';
+import { flushedBy, until } from '../../../../helpers/wait.js';
 
 const bed = clusterTestBed('b');
 
@@ -48,8 +48,9 @@ describe('DeliveryBus', () => {
     const frame = '{"event":"multi\\nline","data":"ünïcode \\u2028"}\n second line';
     await until(async () => (await a.node.bus.publish('app', 'both', frame)) === 2, 'both subscribed', 10_000);
     await until(() => b.frames.length > 0, 'frame on b', 10_000);
-    await new Promise((r) => setTimeout(r, 100));
-    expect(a.frames).toEqual([]);
+    // Redis delivers publishes in the order it took them: a marker b publishes after would come after a's own frame.
+    await flushedBy(() => b.node.bus.publish('app', 'both', 'marker'), () => a.frames.some((f) => f.frame === 'marker'), 'the marker on a', 10_000);
+    expect(a.frames.map((f) => f.frame)).toEqual(['marker']);
     expect(b.frames[0]!.frame).toBe(frame);
     expect(b.frames[0]!.except).toBeUndefined();
   });

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChannelTransition } from '../../../../../src/channels/adapter/redis/channel-state.js';
 import { runScript } from '../../../../../src/channels/adapter/redis/scripts.js';
 import { clusterTestBed, SimulatedNode, type SimulatedNodeOptions } from '../../../../helpers/cluster-nodes.js';
-import { until } from '../../../../helpers/wait.js';
+import { sleep, until } from '../../../../helpers/wait.js';
 
 const bed = clusterTestBed('r');
 
@@ -42,7 +42,8 @@ describe('NodeLiveness', () => {
         const all = [...a.transitions, ...b.transitions];
         return ofType(all, 'channel_vacated').length >= 150 && ofType(all, 'member_removed').length >= 1 ? all : null;
       }, 'dead node reaped', 20_000);
-    await new Promise((r) => setTimeout(r, 300)); // a few more reaper passes: nothing more may come
+    // time: a few more reaper passes (every 100 ms): nothing more may come.
+    await sleep(300);
     expect(ofType(reported, 'member_removed')).toEqual([{ type: 'member_removed', appId: 'app', channel: 'presence-room', userId: 'carol' }]);
     const vacated = ofType(reported, 'channel_vacated').map((t) => t.channel);
     expect(vacated).toHaveLength(150);
@@ -66,7 +67,8 @@ describe('NodeLiveness', () => {
       for (let k = 0; k < 120; k++) await d.join('app', `ch-${i}-${k}`, `${d.node.nodeId}.0`);
     }
     for (const d of dead) d.node.crash();
-    await new Promise((r) => setTimeout(r, 400)); // past the dead nodes' 300 ms expiry
+    // time: past the dead nodes' 300 ms expiry.
+    await sleep(400);
     const counts = await Promise.all([a.node.liveness.reapOnce(), b.node.liveness.reapOnce(), a.node.liveness.reapOnce(), b.node.liveness.reapOnce()]);
     expect(counts.reduce((x, y) => x + y, 0)).toBe(2);
 
@@ -84,7 +86,8 @@ describe('NodeLiveness', () => {
     await Promise.all([a.start(), d.start()]);
     await d.join('app', 'orphan', 'd.1');
     d.node.crash();
-    await new Promise((r) => setTimeout(r, 500));
+    // time: past the dead node's 300 ms expiry.
+    await sleep(500);
     // A claimant that claims and then dies before reaping anything.
     const client = bed.redis.client();
     const { defineScripts } = await import('../../../../../src/channels/adapter/redis/scripts.js');
@@ -92,7 +95,8 @@ describe('NodeLiveness', () => {
     expect(await runScript<string[]>(client, 'heraldClaimDead', [prefix, 'ghost.claimant', 400, 16])).toEqual([d.node.session.current]);
     await client.quit();
     expect(await a.node.liveness.reapOnce()).toBe(0); // claim still live
-    await new Promise((r) => setTimeout(r, 500));
+    // time: past the claim's 400 ms expiry.
+    await sleep(500);
     expect(await a.node.liveness.reapOnce()).toBe(1);
     expect(a.transitions).toEqual([{ type: 'channel_vacated', appId: 'app', channel: 'orphan' }]);
   });
@@ -190,7 +194,8 @@ describe('NodeLiveness', () => {
       const all = ofType([...a.transitions, ...b.transitions], 'member_removed');
       return all.length > 0 ? all : null;
     }, "bea's leave reported", 20_000);
-    await new Promise((r) => setTimeout(r, 300)); // a few more reaper passes: nothing more may come
+    // time: a few more reaper passes (every 100 ms): nothing more may come.
+    await sleep(300);
     expect(ofType([...a.transitions, ...b.transitions], 'member_removed')).toEqual(removed);
     expect(removed).toEqual([{ type: 'member_removed', appId: 'app', channel: 'presence-room', userId: 'bea' }]);
     expect((await a.state.presenceUserIds('app', 'presence-room')).sort()).toEqual(['alice', 'bob']);

@@ -58,9 +58,11 @@ describe('batched state changes', () => {
 
       // Redis is busy while the storm is asked for: what the node sends waits for it.
       const held = holdRedis(blocker, 400);
+      // time: the blocking command reaches Redis before the storm.
       await sleep(50);
       const connects = ids.map((id) => node.state.connect('app', id, null));
       const joins = ids.map((id) => node.state.join('app', 'storm', id));
+      // time: the node sends what it may while Redis is held.
       await sleep(100);
       expect(awaitingReply(node)).toBeLessThanOrEqual(MAX_BATCHES_IN_FLIGHT);
       await held;

@@ -17,6 +17,7 @@ import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { DeviceStore } from '../../../../../src/push/shard/devices/device-store.js';
 import { openShardDatabase } from '../../../../../src/shards/storage.js';
 import { startFakeGateways, type FakeGateways } from '../../../../helpers/fake-gateways.js';
+import { until } from '../../../../helpers/wait.js';
 
 const INSTANCE = '0b6f7c3a-1d2e-4f5a-9b8c-7d6e5f4a3b2c';
 const BUNDLE = 'com.herald.test';
@@ -275,7 +276,7 @@ describe('PublishRun', () => {
     const j = job('interests', ['big'], { apns: PAYLOADS.apns });
     const first = deps({ limiter: new SendLimiter(4), checkpointEvery: 3, windowSize: 8 });
     const { run, result } = await startJob(j, first);
-    while (fakes.apns.delivered.length - before < 12) await new Promise((r) => setTimeout(r, 10));
+    await until(() => fakes.apns.delivered.length - before >= 12, 'twelve sends');
     run.stop();
     first.limiter.close();
     run.cutSends();
