@@ -87,6 +87,7 @@ async function seedPostgres(url: string, devices: number): Promise<void> {
       const tokens: string[] = [];
       const bundles: (string | null)[] = [];
       const interestIds: string[] = [];
+      const interestHashes: number[] = [];
       const interests: string[] = [];
       for (let i = start; i < Math.min(devices, start + BATCH); i++) {
         const device = benchDevice(i);
@@ -99,6 +100,7 @@ async function seedPostgres(url: string, devices: number): Promise<void> {
         for (const interest of device.interests) {
           if (interest === ALL.name || interest === SMALL.name) {
             interestIds.push(id);
+            interestHashes.push(fnv1a32(id));
             interests.push(interest);
           }
         }
@@ -110,9 +112,9 @@ async function seedPostgres(url: string, devices: number): Promise<void> {
         [BENCH_INSTANCE.instanceId, ids, hashes, platforms, tokens, bundles],
       );
       await pool.query(
-        `INSERT INTO herald_push_device_interests (instance_id, device_id, interest)
-         SELECT $1, i.id, i.interest FROM unnest($2::text[], $3::text[]) AS i(id, interest)`,
-        [BENCH_INSTANCE.instanceId, interestIds, interests],
+        `INSERT INTO herald_push_device_interests (instance_id, device_id, shard_hash, interest)
+         SELECT $1, i.id, i.hash, i.interest FROM unnest($2::text[], $3::bigint[], $4::text[]) AS i(id, hash, interest)`,
+        [BENCH_INSTANCE.instanceId, interestIds, interestHashes, interests],
       );
     }
     await pool.query(
