@@ -93,7 +93,7 @@ describe.skipIf(ONE_PROCESS)('a node killed with SIGKILL', () => {
       expect(await json(sdk, '/channels/k1-shared', { info: 'subscription_count' })).toEqual({ occupied: true, subscription_count: 1 });
       expect(await json(sdk, '/channels/k1-only-b')).toEqual({ occupied: false });
     }
-  });
+  }, 90_000);
 });
 
 /**
