@@ -20,7 +20,6 @@
 import pg from 'pg';
 import { HeraldError } from '../../../errors.js';
 import { fnv1a32 } from '../../../shards/hash.js';
-import { log } from '../../../log.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../interest-name.js';
 import type { Platform } from '../../platform.js';
 import type { SetUserOutcome } from '../../messages/devices.js';
@@ -41,17 +40,13 @@ import type {
   SetUserResult,
   StoreCounts,
 } from '../device-store.js';
-import { migrate } from './migrations.js';
+import { SchemaReady, isUnavailable, shardPool, unavailable } from './connection.js';
 import { RegistrationBatches, registrationParameters, type Registration, type RegistrationOutcome } from './registration-batches.js';
 
-/** Connections per shard: a shard runs one request at a time plus its fan-outs and their dead-token deletes. */
-const POOL_SIZE = 4;
 /** Registration batches committed at once (of POOL_SIZE connections: the rest serve the other requests). */
 const REGISTRATION_WRITERS = 3;
 /** Index entries read per query of a fan-out scan (this shard's and partition's only). */
 const PG_SCAN_BATCH = 5000;
-/** How long a request waits for a connection before the store counts as unreachable (ms). */
-const CONNECT_TIMEOUT_MS = 5000;
 
 const DEVICE_COLUMNS = 'device_id, platform, token, bundle_identifier, user_id, interest_count';
 
@@ -83,21 +78,6 @@ const BATCH_END_ROW = `SELECT (SELECT device_id FROM c ORDER BY shard_hash DESC,
 interface DeviceRow extends Omit<ScanRow, 'device_id'> {
   metadata: Record<string, string> | null;
   created_at: number;
-}
-
-/**
- * Whether a failure is the database being away (connection refused or lost, server shutting
- * down or starting, too many connections) rather than a bug: SQLSTATE classes 08, 53 and 57,
- * and errors of the connection itself, which carry no SQLSTATE.
- */
-export function isUnavailable(err: unknown): boolean {
-  const code = (err as { code?: unknown })?.code;
-  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return /^(08|53|57)/.test(code);
-  return true;
-}
-
-function unavailable(err: unknown): HeraldError {
-  return new HeraldError('PUSH_STORE_UNAVAILABLE', `The push store (PostgreSQL) is not reachable: ${(err as Error)?.message ?? String(err)}`);
 }
 
 function scanDeviceOf(row: CandidateRow, instanceId: string): ScanDevice {
@@ -141,7 +121,7 @@ export class PostgresDeviceStore implements PushDeviceStore {
   private readonly pool: pg.Pool;
   /** The device hashes this shard answers for in scans and counts. */
   private readonly scope: { low: number; high: number };
-  private migrated: Promise<void> | undefined;
+  private readonly schema: SchemaReady;
   private readonly registrations = new RegistrationBatches(
     (batch) => this.writeRegistrations(batch),
     (err) => err instanceof HeraldError && err.code === 'PUSH_STORE_UNAVAILABLE',
@@ -150,26 +130,13 @@ export class PostgresDeviceStore implements PushDeviceStore {
 
   constructor(options: PostgresDeviceStoreOptions) {
     this.scope = partitionBounds({ index: options.shardIndex, count: options.shardCount });
-    this.pool = new pg.Pool({
-      connectionString: options.url,
-      max: options.poolSize ?? POOL_SIZE,
-      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-      application_name: `herald-shard-${options.shardIndex}`,
-    });
-    // An idle connection the server dropped (restart): the pool discards it; the next request reconnects.
-    this.pool.on('error', (err) => log.warn('push store: an idle PostgreSQL connection failed', { shard: options.shardIndex, error: err.message }));
+    this.pool = shardPool({ url: options.url, poolSize: options.poolSize, name: 'devices', shardIndex: options.shardIndex });
+    this.schema = new SchemaReady(this.pool);
   }
 
   /** Connects and applies the schema migrations once; after a failure, the next call tries again. */
   ready(): Promise<void> {
-    this.migrated ??= migrate(this.pool).then(
-      () => undefined,
-      (err: unknown) => {
-        this.migrated = undefined;
-        throw isUnavailable(err) ? unavailable(err) : err;
-      },
-    );
-    return this.migrated;
+    return this.schema.ready();
   }
 
   async installSecret(candidate: string): Promise<string> {

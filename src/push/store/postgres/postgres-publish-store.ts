@@ -26,7 +26,6 @@ import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { pack, unpack } from 'msgpackr';
 import pg from 'pg';
 import { HeraldError } from '../../../errors.js';
-import { log } from '../../../log.js';
 import type { DeliveryReport, ReportCounts } from '../../messages/reports.js';
 import type { PublishJob, PublishShardStats } from '../../messages/publishes.js';
 import { emptyGatewayCounts, emptyUserBits, userIndexOf } from '../../publish-results.js';
@@ -34,18 +33,10 @@ import {
   jobOf, LeaseLostError, statsOf, storedJob,
   type ProgressRecord, type PublishRecordStore, type StoredPublishJob, type UsageDelta,
 } from '../publish-record-store.js';
-import { isUnavailable } from './postgres-device-store.js';
-import { migrate } from './migrations.js';
+import { SchemaReady, isUnavailable, shardPool, unavailable } from './connection.js';
 
-/** Connections per shard: checkpoints of its running partitions, claims, reads. */
-const POOL_SIZE = 4;
-const CONNECT_TIMEOUT_MS = 5000;
 /** The NOTIFY channel that wakes every node's claimers when a publish is stored. */
 export const PUBLISH_CHANNEL = 'herald_push_publish';
-
-function unavailable(err: unknown): HeraldError {
-  return new HeraldError('PUSH_STORE_UNAVAILABLE', `The push store (PostgreSQL) is not reachable: ${(err as Error)?.message ?? String(err)}`);
-}
 
 /** A partition this shard now holds the lease of. */
 export interface ClaimedPart {
@@ -104,7 +95,7 @@ export class PostgresPublishStore implements PublishRecordStore {
   private readonly url: string;
   private readonly leaseMs: number;
   private readonly shardIndex: number;
-  private migrated: Promise<void> | undefined;
+  private readonly schema: SchemaReady;
   private listener: pg.Client | undefined;
   private closed = false;
 
@@ -113,25 +104,13 @@ export class PostgresPublishStore implements PublishRecordStore {
     this.owner = options.owner;
     this.leaseMs = options.leaseMs;
     this.shardIndex = options.shardIndex;
-    this.pool = new pg.Pool({
-      connectionString: options.url,
-      max: options.poolSize ?? POOL_SIZE,
-      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-      application_name: `herald-publish-${options.shardIndex}`,
-    });
-    this.pool.on('error', (err) => log.warn('publish store: an idle PostgreSQL connection failed', { shard: options.shardIndex, error: err.message }));
+    this.pool = shardPool({ url: options.url, poolSize: options.poolSize, name: 'publish', shardIndex: options.shardIndex });
+    this.schema = new SchemaReady(this.pool);
   }
 
   /** Connects and applies the schema migrations once; after a failure, the next call tries again. */
   ready(): Promise<void> {
-    this.migrated ??= migrate(this.pool).then(
-      () => undefined,
-      (err: unknown) => {
-        this.migrated = undefined;
-        throw isUnavailable(err) ? unavailable(err) : err;
-      },
-    );
-    return this.migrated;
+    return this.schema.ready();
   }
 
   /**
