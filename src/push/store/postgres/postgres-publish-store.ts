@@ -3,7 +3,7 @@
  * by every shard of every node, so any node answers a publish's statistics, the monthly usage
  * and the delivery reports, and any node can send any part of a publish.
  *
- * Tables (migrations.ts, version 2):
+ * Tables (migrations.ts, version 3):
  * - `herald_push_publishes`: the accepted job (msgpack), the user ids once (deflated), the
  *   partition count, and once every partition is finished `finished_at` and `finalized` (the
  *   FINISHED webhook queued);
