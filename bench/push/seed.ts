@@ -108,7 +108,7 @@ export async function seededDataDir(options: SeedOptions): Promise<SeededDataDir
 
   log(`seeding ${devices.toLocaleString('en')} devices into ${shards} shard(s) (${why}) ...`);
   rmSync(dataDir, { recursive: true, force: true });
-  const identity = openDataDir(dataDir, shards);
+  const identity = openDataDir(dataDir, shards, { releaseLock: true });
   const started = performance.now();
   const workers: Worker[] = [];
   const perShard: SeedManifest['perShard'] = [];

@@ -126,15 +126,25 @@ function checkShardDirs(dataDir: string, shards: number): void {
 /**
  * Creates and locks the data dir, creates its identity on first use and checks the shard count
  * afterwards. Throws DataDirError with the path and the errno code when the dir cannot be used.
+ * The server holds the lock for the life of the process; a tool that prepares a data dir for a
+ * server it starts afterwards (the push benchmark's seeder) passes `releaseLock`.
  */
-export function openDataDir(dataDir: string, shards: number): DataDirIdentity {
+export function openDataDir(dataDir: string, shards: number, options: { releaseLock?: boolean } = {}): DataDirIdentity {
   try {
     makeDir(dataDir);
   } catch (err) {
     throw fsError(err, 'create it', dataDir);
   }
-  // Never released: the server holds the lock for the life of the process.
-  lockDataDir(dataDir);
+  const lock = lockDataDir(dataDir);
+  try {
+    return identityOf(dataDir, shards);
+  } finally {
+    if (options.releaseLock) lock.release();
+  }
+}
+
+/** The data dir's identity, created on first use; checks the shard count and an unfinished reshard. */
+function identityOf(dataDir: string, shards: number): DataDirIdentity {
   checkShardDirs(dataDir, shards);
   const file = join(dataDir, 'herald.json');
   let existing: DataDirIdentity | undefined;
