@@ -164,6 +164,7 @@ describe('batched state changes through the Redis adapter', () => {
       const app = 'contract-app';
       const [a1, a2, b] = [await h.connect(app), await h.connect(app), await h.connect(app)];
       await client.config('RESETSTAT');
+      const resetAt = Date.now();
       const ada = { userId: 'ada', userInfo: { name: 'Ada' } };
       const channel = 'presence-batch';
       const joined = await Promise.all([
@@ -178,8 +179,13 @@ describe('batched state changes through the Redis adapter', () => {
         h.adapter.unsubscribe(app, channel, b.socketId),
       ]);
       expect(left.map((l) => [l.vacated, l.memberRemoved])).toEqual([[false, false], [false, true], [true, true]]);
-      // Three joins in one call, three leaves in another.
-      expect(await scriptCalls(client)).toBe(2);
+      // Three joins in one call, three leaves in another. The node also runs its held-webhook
+      // release script every 200 ms: those calls, at most one per 200 ms since the reset, are
+      // allowed beside the two (on a loaded machine the six changes can span one).
+      const periodic = Math.floor((Date.now() - resetAt) / 200) + 1;
+      const calls = await scriptCalls(client);
+      expect(calls).toBeGreaterThanOrEqual(2);
+      expect(calls).toBeLessThanOrEqual(2 + periodic);
 
       const names = (): string[] =>
         receiver.deliveredEvents().filter((e) => e.name !== 'subscription_count').map((e) => `${String(e.name)}${e.user_id !== undefined ? `:${String(e.user_id)}` : ''}`).sort();
