@@ -67,3 +67,34 @@ export class SchemaReady {
     return this.migrated;
   }
 }
+
+/**
+ * Runs `work` in one transaction on one connection of `pool`, rolled back when it throws. A
+ * failure of the database being away becomes PUSH_STORE_UNAVAILABLE; errors `passThrough`
+ * names (the store's own answers) are thrown as they are.
+ */
+export async function inTransaction<T>(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient) => Promise<T>,
+  passThrough: (err: unknown) => boolean = () => false,
+): Promise<T> {
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    throw unavailable(err);
+  }
+  let broken: Error | undefined;
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch((rollback: Error) => (broken = rollback));
+    if (passThrough(err)) throw err;
+    throw isUnavailable(err) ? unavailable(err) : err;
+  } finally {
+    client.release(broken);
+  }
+}

@@ -40,7 +40,7 @@ import type {
   SetUserResult,
   StoreCounts,
 } from '../device-store.js';
-import { SchemaReady, isUnavailable, shardPool, unavailable } from './connection.js';
+import { SchemaReady, inTransaction, isUnavailable, shardPool, unavailable } from './connection.js';
 import { RegistrationBatches, registrationParameters, type Registration, type RegistrationOutcome } from './registration-batches.js';
 
 /** Registration batches committed at once (of POOL_SIZE connections: the rest serve the other requests). */
@@ -157,24 +157,7 @@ export class PostgresDeviceStore implements PushDeviceStore {
   /** Runs `work` in one transaction on one connection; rolled back when it throws. */
   private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     await this.ready();
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (err) {
-      throw unavailable(err);
-    }
-    let broken: Error | undefined;
-    try {
-      await client.query('BEGIN');
-      const result = await work(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (err) {
-      await client.query('ROLLBACK').catch((rollback: Error) => (broken = rollback));
-      throw isUnavailable(err) ? unavailable(err) : err;
-    } finally {
-      client.release(broken);
-    }
+    return inTransaction(this.pool, work);
   }
 
   /** This shard's range of device hashes (postgresShardOf), as SQL with its two parameters at `$at`, `$at+1`. */

@@ -33,7 +33,7 @@ import {
   jobOf, LeaseLostError, statsOf, storedJob,
   type ProgressRecord, type PublishRecordStore, type StoredPublishJob, type UsageDelta,
 } from '../publish-record-store.js';
-import { SchemaReady, isUnavailable, shardPool, unavailable } from './connection.js';
+import { SchemaReady, inTransaction, isUnavailable, shardPool, unavailable } from './connection.js';
 
 /** The NOTIFY channel that wakes every node's claimers when a publish is stored. */
 export const PUBLISH_CHANNEL = 'herald_push_publish';
@@ -405,26 +405,8 @@ export class PostgresPublishStore implements PublishRecordStore {
     }
   }
 
-  private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (err) {
-      throw unavailable(err);
-    }
-    let broken: Error | undefined;
-    try {
-      await client.query('BEGIN');
-      const result = await work(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (err) {
-      await client.query('ROLLBACK').catch((rollback: Error) => (broken = rollback));
-      if (err instanceof LeaseLostError || err instanceof HeraldError) throw err;
-      throw isUnavailable(err) ? unavailable(err) : err;
-    } finally {
-      client.release(broken);
-    }
+  private transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, work, (err) => err instanceof LeaseLostError || err instanceof HeraldError);
   }
 }
 
