@@ -211,3 +211,20 @@ export async function rawConnection(node: HeraldProcess, key: string): Promise<{
   });
   return { ws, first, closed };
 }
+
+/**
+ * Resolves once `node` accepts a connection for `key` (its first frame is
+ * `pusher:connection_established`); for an app another node created, which this one learns of
+ * through a notice. Each refused try is closed.
+ */
+export async function servesKey(node: HeraldProcess, key: string, timeoutMs = 10_000): Promise<void> {
+  await until(
+    async () => {
+      const { ws, first } = await rawConnection(node, key);
+      ws.close();
+      return first.event === 'pusher:connection_established';
+    },
+    `port ${node.port} to accept key ${key}`,
+    timeoutMs,
+  );
+}
