@@ -3,6 +3,7 @@
  * paths, the lines of an answer parsed (`o`, `h`, `a[…]`, `c[…]`), polls and sends.
  */
 import { expect } from 'vitest';
+import { untilBackToBack } from './wait.js';
 
 export const FALLBACK_QUERY = '?protocol=7&client=js&version=8.6.0';
 
@@ -41,18 +42,34 @@ export async function poll(base: string): Promise<Lines> {
   return parseLines(await res.text());
 }
 
-/** Polls until `done` holds for everything received (15 s at most); returns all of it. */
-export async function pollUntil(base: string, done: (l: Lines) => boolean): Promise<Lines> {
+/**
+ * Polls (`base` may name a different node for each poll) until `done` holds for everything
+ * received (15 s at most); returns all of it. `each` sees every poll's answer first, with what
+ * came before it; an assertion failing in a poll or in `each` fails at once.
+ */
+export async function pollUntil(base: string | (() => string), done: (l: Lines) => boolean, each?: (l: Lines, before: Lines) => void): Promise<Lines> {
   const all: Lines = { opened: false, frames: [], close: null, heartbeats: 0, raw: '' };
-  const deadline = Date.now() + 15_000;
-  while (!done(all)) {
-    if (Date.now() > deadline) throw new Error(`not received; got ${all.raw.slice(0, 2000)}`);
-    const l = await poll(base);
-    all.frames.push(...l.frames);
-    all.close ??= l.close;
-    all.raw += l.raw;
-    all.opened ||= l.opened;
-  }
+  let failed: { error: unknown } | undefined;
+  await untilBackToBack(
+    async () => {
+      if (done(all)) return true;
+      try {
+        const l = await poll(typeof base === 'string' ? base : base());
+        each?.(l, all);
+        all.frames.push(...l.frames);
+        all.close ??= l.close;
+        all.raw += l.raw;
+        all.opened ||= l.opened;
+      } catch (error) {
+        failed = { error };
+        return true;
+      }
+      return done(all);
+    },
+    () => `polls to receive it; got ${all.raw.slice(0, 2000)}`,
+    15_000,
+  );
+  if (failed) throw failed.error;
   return all;
 }
 

@@ -1,6 +1,7 @@
 /**
  * The one way tests wait (test/unit/waiting-in-tests.test.ts keeps it so):
- * - `until(check, what, timeoutMs)`: polls a condition until it holds;
+ * - `until(check, what, timeoutMs)`: polls a condition until it holds (`untilBackToBack` for a
+ *   check that itself waits, such as a long poll);
  * - `nextEvent(emitter, name, what, timeoutMs)`: the next emission of an event;
  * - `flushedBy(sendMarker, markerArrived, what)`: proves that nothing more arrives by sending a
  *   marker after what is under test and waiting for the marker (instead of sleeping);
@@ -23,7 +24,19 @@ export const sleep = (ms: number): Promise<void> => new Promise((resolve) => set
  * after `timeoutMs`. A check that throws counts as not yet, its last error is in the timeout's
  * message. `what` may be a function, read at the timeout (to report the last value seen).
  */
-export async function until<T>(check: () => T | Promise<T>, what: string | (() => string), timeoutMs = 10_000): Promise<Truthy<T>> {
+export function until<T>(check: () => T | Promise<T>, what: string | (() => string), timeoutMs = 10_000): Promise<Truthy<T>> {
+  return tryUntil(check, what, timeoutMs, true);
+}
+
+/**
+ * until() for a check that itself waits (a long poll the server holds until it has something):
+ * the tries run back to back, with no pause between them.
+ */
+export function untilBackToBack<T>(check: () => T | Promise<T>, what: string | (() => string), timeoutMs = 10_000): Promise<Truthy<T>> {
+  return tryUntil(check, what, timeoutMs, false);
+}
+
+async function tryUntil<T>(check: () => T | Promise<T>, what: string | (() => string), timeoutMs: number, pause: boolean): Promise<Truthy<T>> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   for (;;) {
@@ -39,7 +52,7 @@ export async function until<T>(check: () => T | Promise<T>, what: string | (() =
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${described}${lastError ? `: ${String(lastError)}` : ''}`);
     }
     // A slow check (an HTTP query) is not run more than half the time.
-    await sleep(Math.max(POLL_MS, Date.now() - started));
+    if (pause) await sleep(Math.max(POLL_MS, Date.now() - started));
   }
 }
 

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ClientPool } from '../helpers/channel-clients.js';
 import { heraldClusterBed } from '../helpers/herald-cluster.js';
-import { connectSession, parseLines, pollUntil, send, sessionBase, FALLBACK_QUERY, type Lines } from '../helpers/fallback-session.js';
+import { connectSession, pollUntil, send, sessionBase, type Lines } from '../helpers/fallback-session.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 import { until } from '../helpers/wait.js';
 
@@ -61,23 +61,11 @@ describe('HTTP fallback sessions in a cluster', () => {
     const bases = [onA, onB];
     let turn = 0;
     const next = (): string => bases[turn++ % 2]!;
-    const pollRoundRobin = async (done: (l: Lines) => boolean): Promise<Lines> => {
-      const all: Lines = { opened: false, frames: [], close: null, heartbeats: 0, raw: '' };
-      const deadline = Date.now() + 15_000;
-      while (!done(all)) {
-        if (Date.now() > deadline) throw new Error(`not received; got ${all.raw.slice(0, 2000)}`);
-        const res = await fetch(`${next()}/xhr${FALLBACK_QUERY}`, { method: 'POST' });
-        expect(res.status).toBe(200);
-        const l = parseLines(await res.text());
-        // Opened once, on node A: no poll on node B opens the session again.
-        if (all.opened) expect(l.opened).toBe(false);
-        all.frames.push(...l.frames);
-        all.close ??= l.close;
-        all.raw += l.raw;
-        all.opened ||= l.opened;
-      }
-      return all;
-    };
+    // Opened once, on node A: no poll on node B opens the session again.
+    const pollRoundRobin = (done: (l: Lines) => boolean): Promise<Lines> =>
+      pollUntil(next, done, (l, before) => {
+        if (before.opened) expect(l.opened).toBe(false);
+      });
     const first = await pollRoundRobin((l) => l.frames.some((f) => f.event === 'pusher:connection_established'));
     const socketId = (JSON.parse(first.frames.find((f) => f.event === 'pusher:connection_established')!.data as string) as { socket_id: string }).socket_id;
 

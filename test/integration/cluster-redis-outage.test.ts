@@ -32,16 +32,21 @@ async function firstRefusal(sdk: PusherServer, channel: string, timeoutMs = 10_0
  * back; 503 means nothing was done, retry), for up to `timeoutMs`.
  */
 async function retried<T>(call: () => Promise<T>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await call();
-    } catch (err) {
-      if ((err as { status?: number }).status !== 503 || Date.now() > deadline) throw err;
-      // time: 503 means retry; pace the retries.
-      await sleep(100);
-    }
-  }
+  let last: unknown;
+  const outcome = await until(
+    () =>
+      call().then(
+        (value) => ({ value }),
+        (err: unknown) => {
+          last = err;
+          return (err as { status?: number }).status === 503 ? null : { err };
+        },
+      ),
+    () => `an answer other than 503 (last: ${String(last)})`,
+    timeoutMs,
+  );
+  if ('err' in outcome) throw outcome.err;
+  return outcome.value;
 }
 
 describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {

@@ -60,7 +60,10 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard Apps page in
       await row.getByRole('button', { name: 'Edit' }).click();
       await page.getByLabel('maxEventsPerSecond').fill('1');
       await page.getByRole('button', { name: 'Save' }).click();
-      await expect.poll(async () => ((await (await admin('/apps?filter=ui-app')).json()) as { apps: { maxEventsPerSecond: number }[] }).apps[0]?.maxEventsPerSecond).toBe(1);
+      await until(
+        async () => ((await (await admin('/apps?filter=ui-app')).json()) as { apps: { maxEventsPerSecond: number }[] }).apps[0]?.maxEventsPerSecond === 1,
+        'the saved maxEventsPerSecond of 1',
+      );
       const sdk = channelsSdk(herald.port, creds);
       await Promise.allSettled(Array.from({ length: 5 }, () => sdk.trigger('c', 'e', {})));
       await row.locator('.limits-hit').getByText(/maxEventsPerSecond: [1-9]/).waitFor({ timeout: 10_000 });

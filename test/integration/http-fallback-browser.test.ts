@@ -36,14 +36,13 @@ async function pageEvents(page: Page): Promise<PageEvent[]> {
   return (await page.evaluate('window.fb.events')) as PageEvent[];
 }
 
-async function waitForPageEvent(page: Page, what: string, match: (e: PageEvent) => boolean): Promise<PageEvent> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    const found = (await pageEvents(page)).find(match);
-    if (found) return found;
-    if (Date.now() > deadline) throw new Error(`page never received ${what}; it has ${JSON.stringify(await pageEvents(page)).slice(0, 2000)}`);
-    await page.waitForTimeout(25);
-  }
+async function pageEvent(page: Page, what: string, match: (e: PageEvent) => boolean): Promise<PageEvent> {
+  let seen: PageEvent[] = [];
+  return until(
+    async () => (seen = await pageEvents(page)).find(match),
+    () => `the page to receive ${what}; it has ${JSON.stringify(seen).slice(0, 2000)}`,
+    15_000,
+  );
 }
 
 async function openPage(options: Record<string, unknown>, removeWebSocket: boolean, user: string): Promise<{ page: Page; errors: string[] }> {
@@ -87,7 +86,7 @@ async function tour(tag: string, options: Record<string, unknown>, removeWebSock
   const presence = `presence-fb-${tag}`;
   for (const name of [pub, priv, presence]) await page.evaluate(`window.fb.subscribe(${JSON.stringify(name)})`);
   for (const name of [pub, priv, presence]) {
-    await waitForPageEvent(page, `subscription_succeeded on ${name}`, (e) => e.channel === name && e.event === 'pusher:subscription_succeeded');
+    await pageEvent(page, `subscription_succeeded on ${name}`, (e) => e.channel === name && e.event === 'pusher:subscription_succeeded');
   }
 
   // A WebSocket client joins the private and presence channels: the page sees the member come.
@@ -96,7 +95,7 @@ async function tour(tag: string, options: Record<string, unknown>, removeWebSock
   await subscribed(other, priv);
   other.channel(priv).bind('client-from-page', (data: unknown) => fromPage.push(data));
   await subscribed(other, presence);
-  const added = await waitForPageEvent(page, 'member_added', (e) => e.channel === presence && e.event === 'pusher:member_added');
+  const added = await pageEvent(page, 'member_added', (e) => e.channel === presence && e.event === 'pusher:member_added');
   expect(added.data).toMatchObject({ id: `ws-user-${tag}` });
   expect(Object.keys((other.channel(presence) as unknown as { members: { members: Record<string, unknown> } }).members.members).sort()).toEqual([user, `ws-user-${tag}`].sort());
 
@@ -104,7 +103,7 @@ async function tour(tag: string, options: Record<string, unknown>, removeWebSock
   const sdk = channelsSdk(herald.port, DEFAULT_APP);
   await sdk.trigger([pub, priv, presence], 'server-event', { n: 1, tag });
   for (const name of [pub, priv, presence]) {
-    const got = await waitForPageEvent(page, `server-event on ${name}`, (e) => e.channel === name && e.event === 'server-event');
+    const got = await pageEvent(page, `server-event on ${name}`, (e) => e.channel === name && e.event === 'server-event');
     expect(got.data).toEqual({ n: 1, tag });
   }
 
@@ -113,12 +112,12 @@ async function tour(tag: string, options: Record<string, unknown>, removeWebSock
   await until(() => fromPage.length === 1, 'the WebSocket client to get the page client event', 15_000);
   expect(fromPage[0]).toEqual({ hello: 'ws' });
   other.channel(presence).trigger('client-from-ws', { hello: 'page' });
-  const fromWs = await waitForPageEvent(page, 'client-from-ws', (e) => e.channel === presence && e.event === 'client-from-ws');
+  const fromWs = await pageEvent(page, 'client-from-ws', (e) => e.channel === presence && e.event === 'client-from-ws');
   expect(fromWs.data).toEqual({ hello: 'page' });
 
   // The WebSocket client leaves: the page sees the member go.
   other.unsubscribe(presence);
-  const removed = await waitForPageEvent(page, 'member_removed', (e) => e.channel === presence && e.event === 'pusher:member_removed');
+  const removed = await pageEvent(page, 'member_removed', (e) => e.channel === presence && e.event === 'pusher:member_removed');
   expect(removed.data).toMatchObject({ id: `ws-user-${tag}` });
   expect(errors).toEqual([]);
 
@@ -187,8 +186,8 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('pusher-js HTTP fallbac
     await page.waitForFunction('window.fb.client.connection.state === "connected"', undefined, { timeout: 120_000 });
     expect(await page.evaluate('window.fb.client.connection.socket_id')).not.toBe(firstSocketId);
     await page.evaluate('window.fb.subscribe("fb-after-restart")');
-    await waitForPageEvent(page, 'subscription_succeeded after the restart', (e) => e.channel === 'fb-after-restart' && e.event === 'pusher:subscription_succeeded');
+    await pageEvent(page, 'subscription_succeeded after the restart', (e) => e.channel === 'fb-after-restart' && e.event === 'pusher:subscription_succeeded');
     await channelsSdk(herald.port, DEFAULT_APP).trigger('fb-after-restart', 'back', { ok: true });
-    await waitForPageEvent(page, 'an event after the restart', (e) => e.channel === 'fb-after-restart' && e.event === 'back');
+    await pageEvent(page, 'an event after the restart', (e) => e.channel === 'fb-after-restart' && e.event === 'back');
   }, 180_000);
 });

@@ -81,10 +81,17 @@ describe.skipIf(!privateOnly)(`outbound connections to a host name that resolves
     await publishTo(herald, `https://${NAME}:${pushService.port}/push/ssrf`, `http://${NAME}:${receiver.port}/hook`, 'ssrf');
     const reason = nonPublicReason(resolved[0]!.address)!;
     // Both attempts are over once the notification has an outcome and the publish's webhook is refused.
-    await expect.poll(async () => {
-      const m = await metrics(herald);
-      return series(m, 'herald_push_notifications_total', { gateway: 'web' }) + Math.min(1, series(m, 'herald_outbound_refusals_total', { client: 'webhook' }));
-    }, { timeout: 20_000 }).toBe(2);
+    let outcomes = 0;
+    await until(
+      async () => {
+        const m = await metrics(herald);
+        outcomes = series(m, 'herald_push_notifications_total', { gateway: 'web' }) + Math.min(1, series(m, 'herald_outbound_refusals_total', { client: 'webhook' }));
+        return outcomes >= 2;
+      },
+      () => `the notification's outcome and the webhook's refusal (${outcomes} of 2)`,
+      20_000,
+    );
+    expect(outcomes).toBe(2);
     expect(pushService.connections).toBe(0);
     expect(receiver.connections).toBe(0);
     const m = await metrics(herald);

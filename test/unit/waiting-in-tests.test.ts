@@ -25,6 +25,7 @@ const NOT_YET: Record<string, string> = {
   'integration/publish-restart.test.ts': 'publishes: being changed on another branch',
   'helpers/herald-cluster.ts': 'cluster helper: being changed on another branch',
   'helpers/fake-gateways.ts': 'push gateways: being changed on another branch',
+  'integration/cluster-push-tenants.test.ts': 'cluster push setup: being changed on another branch',
   'integration/admin-api.test.ts': 'sleeps and poll loops still to replace',
   'integration/channels-http.test.ts': 'sleeps and poll loops still to replace',
   'integration/channels-rate-limits.test.ts': 'sleeps and poll loops still to replace',
@@ -66,6 +67,9 @@ const RULES: { name: string; pattern: RegExp }[] = [
   { name: 'a hand-rolled sleep', pattern: /new Promise\b[^\n]*\bsetTimeout\(\s*(?:r|res|resolve|done)\s*,/ },
   { name: 'a sleep from node:timers/promises', pattern: /setTimeout as \w+ \} from 'node:timers\/promises'/ },
   { name: 'vi.waitFor', pattern: /\bvi\.waitFor\(/ },
+  { name: 'expect.poll', pattern: /\bexpect\.poll\(/ },
+  { name: "a page's waitForTimeout", pattern: /\.waitForTimeout\(/ },
+  { name: 'a deadline loop of its own', pattern: /(?:\bdeadline\s*=\s*Date\.now\(\)\s*\+|\b(?:while|for)\s*\([^)]*Date\.now\(\))/ },
 ];
 
 const SLEEP_CALL = /(?<![\w.])sleep\(/;
@@ -108,6 +112,10 @@ describe('waiting in tests', () => {
       "import { setTimeout as sleep } from 'node:timers/promises';",
       'await vi.waitFor(() => expect(x).toBe(1));',
       'await sleep(100);',
+      'await expect.poll(() => count()).toBe(2);',
+      'await page.waitForTimeout(25);',
+      'const deadline = Date.now() + 15_000;',
+      'while (x.length === 0 && Date.now() < end) {',
       '// time: the window is what is tested',
       'await sleep(300);',
       'await sleep(50); // time: a rate per second',
@@ -119,6 +127,10 @@ describe('waiting in tests', () => {
       'f.ts:3 a sleep from node:timers/promises',
       'f.ts:4 vi.waitFor',
       'f.ts:5 a sleep without a // time: comment',
+      "f.ts:6 expect.poll",
+      "f.ts:7 a page's waitForTimeout",
+      'f.ts:8 a deadline loop of its own',
+      'f.ts:9 a deadline loop of its own',
     ]);
   });
 
