@@ -18,6 +18,7 @@
  */
 import { pack } from 'msgpackr';
 import type { ScanPosition } from '../shard/devices/device-store.js';
+import { emptyGatewayCounts, emptyUserBits, userIndexOf } from '../publish-results.js';
 import type { GatewayCounts, PublishJob, PublishKind, PublishShardStats, PublishState, UserOutcomes } from '../messages/publishes.js';
 import type { Platform } from '../platform.js';
 
@@ -167,4 +168,27 @@ export interface PublishRecordStore {
 /** A checkpoint refused because another owner holds the part's lease now (it resumes from the last stored checkpoint). */
 export class LeaseLostError extends Error {
   override readonly name = 'LeaseLostError';
+}
+
+/** The initial progress record of a newly accepted publish. */
+export function initialProgress(job: PublishJob): ProgressRecord {
+  const record: ProgressRecord = {
+    publishId: job.publishId,
+    instanceId: job.instanceId,
+    kind: job.kind,
+    state: 'queued',
+    acceptedAt: job.acceptedAt,
+    startedAt: null,
+    finishedAt: null,
+    updatedAt: job.acceptedAt,
+    recipients: 0,
+    gateways: emptyGatewayCounts(),
+    position: null,
+    reported: false,
+  };
+  if (job.kind === 'users') {
+    const users = userIndexOf(job.targets).length;
+    record.users = { withDevices: emptyUserBits(users), deliveredToGateway: emptyUserBits(users) };
+  }
+  return record;
 }

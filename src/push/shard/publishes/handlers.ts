@@ -14,17 +14,16 @@
  *   5. coordinator.ts                   collects every shard's finished part, queues FINISHED and
  *                                       v1.PublishToUsersAttempt in the webhook outbox (src/webhooks/)
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { HeraldError } from '../../../errors.js';
 import { log } from '../../../log.js';
 import type { ShardArea } from '../../../shards/context.js';
 import type { PushAreaDeps } from '../deps.js';
 import { broadcastChannelBus, PublishCoordinator } from './coordinator.js';
 import { GatewayRegistry } from './gateway-registry.js';
-import { packedBytes, statsOf, storedJob, usageMonth, type ShardReport } from './publish-store.js';
+import { initialProgress, packedBytes, statsOf, storedJob, usageMonth, type ShardReport } from './publish-store.js';
 import { setPublishRecordBytes } from '../../../shards/shard-counters.js';
 import { userIndexOf } from '../../publish-results.js';
-import { initialProgress, PublishRun, reportOf, type PublishRunDeps } from './publish-run.js';
+import { PublishRun, reportOf, stopRuns, type PublishRunDeps } from './publish-run.js';
 import { SendLimiter } from './send-limiter.js';
 import type { PublishJob, PublishShardApi } from '../../messages/publishes.js';
 
@@ -248,15 +247,7 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
     close: async () => {
       closing = true;
       clearTimeout(sweepTimer);
-      const active = [...runs.values()];
-      for (const { run } of active) run.stop();
-      limiter.close();
-      const allDone = Promise.all(active.map((a) => a.done));
-      // Let sends in flight finish for a moment; the rest are cut and sent again after the restart.
-      await Promise.race([allDone, sleep(delivery.shutdownGraceMs)]);
-      for (const { run } of active) run.cutSends();
-      await gateways.close();
-      await allDone;
+      await stopRuns([...runs.values()], delivery.shutdownGraceMs, limiter, gateways);
       await coordinator.close();
       await publishes.flushed();
     },

@@ -22,7 +22,6 @@
  * - Statistics and usage are answered by the publish's (usage: the instance's) home shard from
  *   PostgreSQL, so any node answers for any publish.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { HeraldError } from '../../../errors.js';
 import { log, RateLimitedLog } from '../../../log.js';
 import type { ShardArea } from '../../../shards/context.js';
@@ -30,7 +29,7 @@ import { shardForKey } from '../../../shards/hash.js';
 import type { PushAreaDeps } from '../deps.js';
 import type { PushDeviceStore } from '../../store/device-store.js';
 import { GatewayRegistry } from './gateway-registry.js';
-import { PublishRun } from './publish-run.js';
+import { PublishRun, stopRuns } from './publish-run.js';
 import { SendLimiter } from './send-limiter.js';
 import { PLATFORMS, type Platform } from '../../platform.js';
 import { addGatewayCounts, emptyGatewayCounts, userAttemptOutcome, webhookResults } from '../../publish-results.js';
@@ -254,14 +253,7 @@ export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPubl
       closing = true;
       for (const timer of timers) clearInterval(timer);
       await claiming;
-      const active = [...runs.values()];
-      for (const { run } of active) run.stop();
-      limiter.close();
-      const allDone = Promise.all(active.map((a) => a.done));
-      await Promise.race([allDone, sleep(delivery.shutdownGraceMs)]);
-      for (const { run } of active) run.cutSends();
-      await gateways.close();
-      await allDone;
+      await stopRuns([...runs.values()], delivery.shutdownGraceMs, limiter, gateways);
       await store.release().catch(() => undefined);
       await store.close();
     },

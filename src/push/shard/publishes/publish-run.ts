@@ -17,7 +17,7 @@
  * - stop() ends the loop at the next device; sends cut by the gateway clients closing are left
  *   uncommitted, so the restart sends them again.
  */
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import { log } from '../../../log.js';
 import { logWriteFailure } from '../../../shards/disk-full.js';
 import { PLATFORMS, type Platform } from '../../platform.js';
@@ -29,7 +29,7 @@ import type { GatewayRegistry } from './gateway-registry.js';
 import { gatewayPayload } from './payload.js';
 import { LeaseLostError, statsOf, usageMonth, type ProgressRecord, type PublishRecordStore, type ShardReport } from '../../store/publish-record-store.js';
 import type { ScanPartition } from '../../store/device-store.js';
-import { addErrorReason, emptyGatewayCounts, emptyUserBits, failureReasonKey, orUserBits, setUserBit, userIndexOf } from '../../publish-results.js';
+import { addErrorReason, emptyUserBits, failureReasonKey, orUserBits, setUserBit, userIndexOf } from '../../publish-results.js';
 import { countNotification, countPublishResends } from '../../../shards/shard-counters.js';
 import { RateLimitedLog } from '../../../log.js';
 import type { SendLimiter } from './send-limiter.js';
@@ -109,29 +109,6 @@ function count(tally: Tally, slot: Slot): void {
     setUserBit(tally.usersWithDevices, slot.userIndex);
     if (slot.outcome === 'sent') setUserBit(tally.usersDelivered, slot.userIndex);
   }
-}
-
-/** The initial progress record of a newly accepted publish. */
-export function initialProgress(job: PublishJob): ProgressRecord {
-  const record: ProgressRecord = {
-    publishId: job.publishId,
-    instanceId: job.instanceId,
-    kind: job.kind,
-    state: 'queued',
-    acceptedAt: job.acceptedAt,
-    startedAt: null,
-    finishedAt: null,
-    updatedAt: job.acceptedAt,
-    recipients: 0,
-    gateways: emptyGatewayCounts(),
-    position: null,
-    reported: false,
-  };
-  if (job.kind === 'users') {
-    const users = userIndexOf(job.targets).length;
-    record.users = { withDevices: emptyUserBits(users), deliveredToGateway: emptyUserBits(users) };
-  }
-  return record;
 }
 
 /** A cluster partition's run: which devices, and how many of its first sends may repeat another node's. */
@@ -438,4 +415,23 @@ export function reportOf(record: Omit<ProgressRecord, 'shard'>, shard: number): 
   };
   if (record.users) report.users = { withDevices: record.users.withDevices, deliveredToGateway: record.users.deliveredToGateway };
   return report;
+}
+
+/**
+ * Stops `active` runs at shutdown: sends in flight may finish for `graceMs`, the rest are cut
+ * (sent again after the restart); resolves once every run has ended and the gateways are closed.
+ */
+export async function stopRuns(
+  active: readonly { run: PublishRun; done: Promise<void> }[],
+  graceMs: number,
+  limiter: { close(): void },
+  gateways: { close(): Promise<void> },
+): Promise<void> {
+  for (const { run } of active) run.stop();
+  limiter.close();
+  const allDone = Promise.all(active.map((a) => a.done));
+  await Promise.race([allDone, sleep(graceMs)]);
+  for (const { run } of active) run.cutSends();
+  await gateways.close();
+  await allDone;
 }

@@ -37,7 +37,7 @@ import {
 } from '../../store/publish-record-store.js';
 
 export {
-  jobOf, packedBytes, statsOf, storedJob, usageMonth,
+  initialProgress, jobOf, packedBytes, statsOf, storedJob, usageMonth,
   type CoordinatorRecord, type ProgressRecord, type ShardReport, type StoredPublishJob, type UsageDelta,
 } from '../../store/publish-record-store.js';
 

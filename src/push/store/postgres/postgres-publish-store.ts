@@ -28,9 +28,9 @@ import pg from 'pg';
 import { HeraldError } from '../../../errors.js';
 import type { DeliveryReport, ReportCounts } from '../../messages/reports.js';
 import type { PublishJob, PublishShardStats } from '../../messages/publishes.js';
-import { emptyGatewayCounts, emptyUserBits, userIndexOf } from '../../publish-results.js';
+import { userIndexOf } from '../../publish-results.js';
 import {
-  jobOf, LeaseLostError, statsOf, storedJob,
+  initialProgress, jobOf, LeaseLostError, statsOf, storedJob,
   type ProgressRecord, type PublishRecordStore, type StoredPublishJob, type UsageDelta,
 } from '../publish-record-store.js';
 import { SchemaReady, inTransaction, isUnavailable, shardPool, unavailable } from './connection.js';
@@ -57,26 +57,7 @@ export interface CompletedPublish {
 
 /** The initial record of a partition that has no checkpoint yet. */
 export function initialPartRecord(job: PublishJob, partition: number): ProgressRecord {
-  const record: ProgressRecord = {
-    publishId: job.publishId,
-    instanceId: job.instanceId,
-    kind: job.kind,
-    state: 'queued',
-    acceptedAt: job.acceptedAt,
-    startedAt: null,
-    finishedAt: null,
-    updatedAt: job.acceptedAt,
-    recipients: 0,
-    gateways: emptyGatewayCounts(),
-    position: null,
-    reported: false,
-    partition,
-  };
-  if (job.kind === 'users') {
-    const users = userIndexOf(job.targets).length;
-    record.users = { withDevices: emptyUserBits(users), deliveredToGateway: emptyUserBits(users) };
-  }
-  return record;
+  return { ...initialProgress(job), partition };
 }
 
 export interface PostgresPublishStoreOptions {

@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { initialProgress } from '../../../../src/push/shard/publishes/publish-run.js';
+import { initialProgress } from '../../../../src/push/store/publish-record-store.js';
 import { PublishStore } from '../../../../src/push/shard/publishes/publish-store.js';
 import { openShardDatabase } from '../../../../src/shards/storage.js';
 import { publishRecordStoreContract } from './publish-record-store-contract.js';

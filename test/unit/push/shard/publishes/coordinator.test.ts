@@ -10,7 +10,7 @@ import type { RootDatabase } from 'lmdb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PublishCoordinator, type PublishBus, type PublishBusMessage } from '../../../../../src/push/shard/publishes/coordinator.js';
 import { PublishStore, type ShardReport } from '../../../../../src/push/shard/publishes/publish-store.js';
-import { initialProgress } from '../../../../../src/push/shard/publishes/publish-run.js';
+import { initialProgress } from '../../../../../src/push/store/publish-record-store.js';
 import { emptyGatewayCounts, userBitsOf, userIndexOf } from '../../../../../src/push/publish-results.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { shardForKey } from '../../../../../src/shards/hash.js';

@@ -11,7 +11,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { configSchema, type PushInstanceConfig } from '../../../../../src/config/schema.js';
 import { GatewayRegistry } from '../../../../../src/push/shard/publishes/gateway-registry.js';
 import { PublishStore } from '../../../../../src/push/shard/publishes/publish-store.js';
-import { initialProgress, PublishRun, type PublishRunDeps } from '../../../../../src/push/shard/publishes/publish-run.js';
+import { PublishRun, type PublishRunDeps } from '../../../../../src/push/shard/publishes/publish-run.js';
+import { initialProgress } from '../../../../../src/push/store/publish-record-store.js';
 import { SendLimiter } from '../../../../../src/push/shard/publishes/send-limiter.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { DeviceStore } from '../../../../../src/push/shard/devices/device-store.js';

@@ -6,7 +6,7 @@
 import type { RootDatabase } from 'lmdb';
 import { describe, expect, it } from 'vitest';
 import { encodeKey } from '../../../../../src/push/keys.js';
-import { initialProgress } from '../../../../../src/push/shard/publishes/publish-run.js';
+import { initialProgress } from '../../../../../src/push/store/publish-record-store.js';
 import { PublishStore } from '../../../../../src/push/shard/publishes/publish-store.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { temporaryShardDatabases } from '../../../../helpers/shard-database.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { RootDatabase } from 'lmdb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { configSchema } from '../../../../../src/config/schema.js';
-import { initialProgress } from '../../../../../src/push/shard/publishes/publish-run.js';
+import { initialProgress } from '../../../../../src/push/store/publish-record-store.js';
 import { PublishStore } from '../../../../../src/push/shard/publishes/publish-store.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { createReportArea } from '../../../../../src/push/shard/reports/handlers.js';

@@ -5,7 +5,7 @@ import type { RootDatabase } from 'lmdb';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openShardDatabase } from '../../../../../src/shards/storage.js';
 import { PublishStore } from '../../../../../src/push/shard/publishes/publish-store.js';
-import { initialProgress } from '../../../../../src/push/shard/publishes/publish-run.js';
+import { initialProgress } from '../../../../../src/push/store/publish-record-store.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { ReportStore } from '../../../../../src/push/shard/reports/report-store.js';
 import { removeReportsOfGonePublishes } from '../../../../../src/push/shard/reports/prune.js';
