@@ -281,8 +281,11 @@ describe('a crashed shard worker of an app with webhooks', () => {
     await subscribe(pusher, presence);
     await subscribe(pusher, plain);
     await until(() => [`channel_occupied:${presence}`, `member_added:${presence}:stays`, `channel_occupied:${plain}`].every((l) => labels().includes(l)), 'occupied', 5000);
-    // time: the occupancy record's LMDB commit (nothing outside the worker tells when it is on disk); the crash must come after it.
-    await sleep(150);
+    // The occupancy record is on disk before the crash: a device registration on that shard,
+    // answered 200 once committed, commits after it (a shard's LMDB commits in order).
+    const api = new DeviceApi(hooked.baseUrl, DEFAULT_PUSH.instanceId);
+    let n = 0;
+    await until(async () => deviceShardFor(await api.registerOk('fcm', tokenFor('fcm', `committed-${n++}`)), SHARDS) === CRASHED, 'an acknowledged write on the crashed shard');
 
     const crashed = await call(hooked.baseUrl, 'POST', `/debug/shards/${CRASHED}/crash`, { noContentType: true });
     expect(crashed.status).toBe(500);
