@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deviceShardFor } from '../../src/shards/hash.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
-import { sleep, until } from '../helpers/wait.js';
+import { until } from '../helpers/wait.js';
 import { pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { DeviceApi, apnsToken, call, type ApiResponse } from './device-api-helpers.js';
@@ -154,22 +154,29 @@ describe.skipIf(mountError !== '')('a full data dir disk', () => {
 
   it('accepts writes again once space is freed', async () => {
     rmSync(filler);
-    let accepted: string | undefined;
-    const deadline = Date.now() + 15_000;
-    for (let n = 20_000; !accepted; n++) {
-      const res = await devices.register('apns', { token: apnsToken(`after-${n}`), bundleIdentifier: 'com.example.app' });
-      if (res.status === 200) accepted = res.body.id as string;
-      else expect(res.status, JSON.stringify(res.body)).toBe(507);
-      if (!accepted && Date.now() > deadline) throw new Error('writes were not accepted within 15 s of freeing space');
-      if (!accepted) await sleep(100);
-    }
+    // Registrations answer 507 until the space is seen; the first other answer ends the wait.
+    let n = 20_000;
+    const first = await until(
+      async () => {
+        const res = await devices.register('apns', { token: apnsToken(`after-${n++}`), bundleIdentifier: 'com.example.app' });
+        return res.status !== 507 && res;
+      },
+      'a write accepted within 15 s of freeing space',
+      15_000,
+    );
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
     // Every shard takes writes again (a registration lands on either).
-    const shardsSeen = new Set<number>([deviceShardFor(accepted, SHARDS)]);
-    for (let n = 0; shardsSeen.size < SHARDS && n < 50; n++) {
-      const res = await devices.register('apns', { token: apnsToken(`later-${n}`), bundleIdentifier: 'com.example.app' });
-      if (res.status === 200) shardsSeen.add(deviceShardFor(res.body.id as string, SHARDS));
-      else await sleep(100);
-    }
+    const shardsSeen = new Set<number>([deviceShardFor(first.body.id as string, SHARDS)]);
+    let later = 0;
+    await until(
+      async () => {
+        const res = await devices.register('apns', { token: apnsToken(`later-${later++}`), bundleIdentifier: 'com.example.app' });
+        if (res.status === 200) shardsSeen.add(deviceShardFor(res.body.id as string, SHARDS));
+        return shardsSeen.size === SHARDS;
+      },
+      () => `a write accepted on every shard (seen: ${[...shardsSeen].join(', ')})`,
+      10_000,
+    );
     expect(shardsSeen.size).toBe(SHARDS);
     expect(series(await metrics(), 'herald_storage_full')).toBe(0);
     for (const id of stored.slice(0, 4)) expect((await devices.get('apns', id)).status).toBe(200);

@@ -8,6 +8,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { checkShardConsistency, DeviceApi, tokenFor, userToken, type Platform } from './device-api-helpers.js';
+import { until } from '../helpers/wait.js';
 
 const PLATFORMS: Platform[] = ['apns', 'fcm', 'web'];
 
@@ -77,12 +78,13 @@ describe('durability under kill -9', () => {
       }
     };
     const writers = Array.from({ length: 4 }, (_, w) => writer(w));
-    await new Promise((r) => setTimeout(r, 700));
+    const writtenByWriters = (): number => [...expected.values()].filter((d) => d.mayHaveInterests.size > 0).length;
+    // The kill comes once the writers are well under way (each one is always in the middle of a write).
+    await until(() => writtenByWriters() >= 12, () => `the writers to write (devices so far: ${writtenByWriters()})`, 15_000);
     expect(await herald.kill9()).toBeNull();
     stop = true;
     await Promise.all(writers);
-    const inflightDevices = [...expected.values()].filter((d) => d.mayHaveInterests.size > 0).length;
-    expect(inflightDevices).toBeGreaterThan(4); // the writers really were writing when the process died
+    expect(writtenByWriters()).toBeGreaterThan(4); // the writers really were writing when the process died
 
     // 3. Indexes agree with the records on every shard.
     expect(await checkShardConsistency(herald.dataDir)).toEqual([]);

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { DEFAULT_APP, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
-import { sleep } from '../helpers/wait.js';
+import { flushedBy, until } from '../helpers/wait.js';
 
 let herald: HeraldProcess;
 
@@ -36,14 +36,9 @@ function lines(): LogLine[] {
     .map((l) => JSON.parse(l) as LogLine);
 }
 
-async function waitForLine(match: (l: LogLine) => boolean): Promise<LogLine> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const found = lines().find(match);
-    if (found) return found;
-    if (Date.now() > deadline) throw new Error(`log line not found in:\n${herald.stderr}`);
-    await sleep(20);
-  }
+/** The first log line `match` finds, once it is logged. */
+function logged(match: (l: LogLine) => boolean, what: string): Promise<LogLine> {
+  return until(() => lines().find(match), () => `the log line ${what} in:\n${herald.stderr}`);
 }
 
 function closeCodeOf(url: string): Promise<number> {
@@ -64,7 +59,7 @@ describe('logs at debug level', () => {
   it('log a refused connection with its close code, and a flood of them as one line', async () => {
     const url = `ws://127.0.0.1:${herald.port}/app/no-such-key?protocol=7`;
     expect(await closeCodeOf(url)).toBe(4001);
-    const line = await waitForLine((l) => l.msg === 'websocket connection refused' && l.code === 4001);
+    const line = await logged((l) => l.msg === 'websocket connection refused' && l.code === 4001, 'websocket connection refused 4001');
     expect(line).toMatchObject({ level: 'debug', reason: "no app has key 'no-such-key' (apps[].key)" });
     // The unknown key itself at info, whatever the log level: once per key and minute.
     const unknown = (key: string) => lines().filter((l) => l.msg === `websocket: no app has key '${key}' (apps[].key)`);
@@ -72,12 +67,15 @@ describe('logs at debug level', () => {
     for (let batch = 0; batch < 4; batch++) {
       await Promise.all(Array.from({ length: 50 }, () => closeCodeOf(url)));
     }
-    // 201 refusals within the 10 s window: one line (the first), the rest counted for later.
+    // Another key is another line; logged after whatever the flood logged, it is also the marker.
+    await flushedBy(
+      async () => expect(await closeCodeOf(`ws://127.0.0.1:${herald.port}/app/other-key?protocol=7`)).toBe(4001),
+      () => unknown('other-key').length > 0,
+      "the other key's line",
+    );
+    // 202 refusals within the 10 s window: one line (the first), the rest counted for later.
     expect(lines().filter((l) => l.msg === 'websocket connection refused' && l.code === 4001)).toHaveLength(1);
     expect(unknown('no-such-key')).toHaveLength(1);
-    // Another key is another line.
-    expect(await closeCodeOf(`ws://127.0.0.1:${herald.port}/app/other-key?protocol=7`)).toBe(4001);
-    await waitForLine((l) => l.msg === "websocket: no app has key 'other-key' (apps[].key)");
   });
 
   it('log an auth failure with its reason and never the secret', async () => {
@@ -85,14 +83,10 @@ describe('logs at debug level', () => {
     const frames: Frame[] = [];
     ws.on('message', (d: Buffer) => frames.push(decodeFrame(d.toString())));
     try {
-      const deadline = Date.now() + 10_000;
-      while (!frames.some((f) => f.event === 'pusher:connection_established')) {
-        if (Date.now() > deadline) throw new Error('not established');
-        await sleep(10);
-      }
+      await until(() => frames.some((f) => f.event === 'pusher:connection_established'), 'pusher:connection_established');
       const auth = `${DEFAULT_APP.key}:${createHmac('sha256', 'wrong-secret').update('x').digest('hex')}`;
       ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'private-logs', auth } }));
-      const line = await waitForLine((l) => l.msg === 'websocket auth failed');
+      const line = await logged((l) => l.msg === 'websocket auth failed', 'websocket auth failed');
       expect(line).toMatchObject({ level: 'debug', appId: DEFAULT_APP.id, channel: 'private-logs', reason: 'invalid channel signature' });
     } finally {
       ws.close();
@@ -102,7 +96,7 @@ describe('logs at debug level', () => {
   it('log 4xx answers with their error code', async () => {
     const res = await fetch(`${herald.baseUrl}/apps/${DEFAULT_APP.id}/channels?auth_key=${DEFAULT_APP.key}&auth_timestamp=1&auth_version=1.0&auth_signature=00`);
     expect(res.status).toBe(401);
-    const line = await waitForLine((l) => l.msg === 'http request refused' && l.status === 401);
+    const line = await logged((l) => l.msg === 'http request refused' && l.status === 401, 'http request refused 401');
     expect(line).toMatchObject({ level: 'debug', method: 'get', api: 'channels' });
     expect(typeof line.code).toBe('string');
     expect(herald.stderr).not.toContain(DEFAULT_APP.secret);
@@ -115,8 +109,14 @@ describe('logs at debug level', () => {
       expect(res.status).toBe(401);
       expect(await res.json()).toMatchObject({ code: 'AUTH_UNKNOWN_KEY', error: "no app has key 'stale-key' (apps[].key)" });
     }
-    const line = await waitForLine((l) => l.msg === "channel API: no app has key 'stale-key' (apps[].key)");
+    const line = await logged((l) => l.msg === "channel API: no app has key 'stale-key' (apps[].key)", 'of the unknown key');
     expect(line).toMatchObject({ level: 'info', key: 'stale-key', via: 'channel API' });
+    // The marker: another key's line, logged after any the repeats would have.
+    await flushedBy(
+      async () => expect((await fetch(url.replace('stale-key', 'marker-key'))).status).toBe(401),
+      () => lines().some((l) => l.msg === "channel API: no app has key 'marker-key' (apps[].key)"),
+      "the marker key's line",
+    );
     expect(lines().filter((l) => l.msg === line.msg)).toHaveLength(1);
   });
 });

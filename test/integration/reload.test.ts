@@ -12,7 +12,7 @@ import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { beamsSdk, channelsSdk } from '../helpers/sdk-clients.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
-import { sleep } from '../helpers/wait.js';
+import { until } from '../helpers/wait.js';
 
 const A = { id: 'app-a', key: 'key-a', secret: 'secret-a-1' };
 const B = { id: 'app-b', key: 'key-b', secret: 'secret-b' };
@@ -37,11 +37,7 @@ async function reload(next: Record<string, unknown> | string): Promise<string> {
   if (typeof next === 'string') herald.writeConfigText(next);
   else herald.writeConfig(next);
   herald.signal('SIGHUP');
-  const deadline = Date.now() + 20_000;
-  while (outcomes().length <= before) {
-    if (Date.now() > deadline) throw new Error(`no reload outcome logged:\n${herald.stderr}`);
-    await sleep(25);
-  }
+  await until(() => outcomes().length > before, () => `a reload outcome logged:\n${herald.stderr}`, 20_000);
   const line = outcomes()[before]!;
   if (typeof next !== 'string' && line.includes('"msg":"config reloaded"')) config = next;
   return line;
@@ -63,18 +59,13 @@ async function connect(key: string): Promise<Conn> {
   const frames: Frame[] = [];
   ws.on('message', (d: Buffer) => frames.push(decodeFrame(d.toString())));
   const closed = new Promise<{ code: number }>((resolve) => ws.on('close', (code) => resolve({ code })));
-  const established = await waitFor(frames, (f) => f.event === 'pusher:connection_established');
+  const established = await received(frames, (f) => f.event === 'pusher:connection_established', 'pusher:connection_established');
   return { ws, frames, closed, socketId: (established.data as { socket_id: string }).socket_id };
 }
 
-async function waitFor(frames: Frame[], match: (f: Frame) => boolean, timeoutMs = 10_000): Promise<Frame> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const found = frames.find(match);
-    if (found) return found;
-    if (Date.now() > deadline) throw new Error(`frame not received; got ${JSON.stringify(frames)}`);
-    await sleep(10);
-  }
+/** The first frame `match` finds once it has come; the timeout names `what` and the frames received. */
+function received(frames: Frame[], match: (f: Frame) => boolean, what: string): Promise<Frame> {
+  return until(() => frames.find(match), () => `${what}; got ${JSON.stringify(frames)}`);
 }
 
 function privateAuth(app: { key: string; secret: string }, socketId: string, channel: string): string {
@@ -101,9 +92,9 @@ describe('SIGHUP reload', () => {
     expect((await channelsSdk(herald.port, rotated).trigger('ch', 'e', {})).status).toBe(200);
     // The socket opened before the reload checks channel signatures with the new secret.
     conn.ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'private-old', auth: privateAuth(A, conn.socketId, 'private-old') } }));
-    await waitFor(conn.frames, (f) => f.event === 'pusher:subscription_error' && f.channel === 'private-old');
+    await received(conn.frames, (f) => f.event === 'pusher:subscription_error' && f.channel === 'private-old', 'subscription_error for private-old');
     conn.ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'private-new', auth: privateAuth(rotated, conn.socketId, 'private-new') } }));
-    await waitFor(conn.frames, (f) => f.event === 'pusher_internal:subscription_succeeded' && f.channel === 'private-new');
+    await received(conn.frames, (f) => f.event === 'pusher_internal:subscription_succeeded' && f.channel === 'private-new', 'subscription_succeeded for private-new');
     conn.ws.close();
   });
 
@@ -128,7 +119,7 @@ describe('SIGHUP reload', () => {
     expect(onC.frames.find((f) => f.event === 'pusher:error')?.data).toMatchObject({ code: 4001 });
     // The app that stays keeps its connection.
     onA.ws.send(JSON.stringify({ event: 'pusher:ping', data: {} }));
-    await waitFor(onA.frames, (f) => f.event === 'pusher:pong');
+    await received(onA.frames, (f) => f.event === 'pusher:pong', 'pusher:pong');
     onA.ws.close();
     // New connections and API calls see the change.
     await expect(channelsSdk(herald.port, B).trigger('ch', 'e', {})).rejects.toMatchObject({ status: 403 });
@@ -145,12 +136,8 @@ describe('SIGHUP reload', () => {
       await reload({ ...config, apps: [withHook, ...apps.slice(1)] });
       const conn = await connect(withHook.key as string);
       conn.ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'hooked-after-reload' } }));
-      await waitFor(conn.frames, (f) => f.event === 'pusher_internal:subscription_succeeded');
-      const deadline = Date.now() + 10_000;
-      while (!receiver.requests.some((r) => r.rawBody.includes('hooked-after-reload'))) {
-        if (Date.now() > deadline) throw new Error('no webhook after the reload');
-        await sleep(20);
-      }
+      await received(conn.frames, (f) => f.event === 'pusher_internal:subscription_succeeded', 'subscription_succeeded');
+      await until(() => receiver.requests.some((r) => r.rawBody.includes('hooked-after-reload')), 'a webhook after the reload');
       expect(JSON.parse(receiver.requests[0]!.rawBody)).toMatchObject({ events: [{ name: 'channel_occupied', channel: 'hooked-after-reload' }] });
       conn.ws.close();
     } finally {
@@ -170,15 +157,16 @@ describe('SIGHUP reload', () => {
   });
 
   it('reports settings that need a restart and keeps their running values', async () => {
+    const restartLines = (): string[] => herald.stderr.split('\n').filter((l) => l.includes('need a restart'));
+    const linesBefore = restartLines().length;
     const line = await reload({ ...config, maxWebSocketFrameBytes: 1000, webhookDelivery: { batchWindowMs: 5 } });
     expect(line).toContain('"msg":"config reloaded"');
-    await expect
-      .poll(() => herald.stderr.split('\n').filter((l) => l.includes('need a restart')).at(-1) ?? '', { timeout: 10_000 })
-      .toContain('"restartNeeded":["maxWebSocketFrameBytes","webhookDelivery"]');
+    const restartNeeded = await until(() => restartLines()[linesBefore], 'a "need a restart" line after the reload');
+    expect(restartNeeded).toContain('"restartNeeded":["maxWebSocketFrameBytes","webhookDelivery"]');
     // Still the start-up frame limit (32 KiB): a 2 KB frame is accepted.
     const conn = await connect((config.apps as { key: string }[])[0]!.key);
     conn.ws.send(JSON.stringify({ event: 'pusher:ping', data: { pad: 'x'.repeat(2000) } }));
-    await waitFor(conn.frames, (f) => f.event === 'pusher:pong');
+    await received(conn.frames, (f) => f.event === 'pusher:pong', 'pusher:pong');
     conn.ws.close();
   });
 

@@ -13,7 +13,7 @@ import { DEFAULT_PUSH, HeraldProcess, pushConfig, startHerald } from '../helpers
 import { beamsSdk } from '../helpers/sdk-clients.js';
 import { confirmGatewayClients, startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { WebhookReceiver, type ReceivedRequest } from '../helpers/webhook-receiver.js';
-import { until } from '../helpers/wait.js';
+import { flushedBy, until } from '../helpers/wait.js';
 
 const INSTANCE = DEFAULT_PUSH.instanceId;
 const OTHER_INSTANCE = { instanceId: '5b0e7f21-3c4d-4e5f-8a9b-0c1d2e3f4a5b', secretKey: 'other-secret' };
@@ -121,16 +121,35 @@ async function stats(publishId: string, options: { instanceId?: string; secretKe
   return { status: res.status, body: (await res.json()) as Record<string, any> }; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
-/** Polls the statistics until the publish is finished (every shard done). */
+/** The statistics once the publish is finished (every shard done); any answer but 200 fails at once. */
 async function finishedStats(publishId: string) {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    const res = await stats(publishId);
-    expect(res.status).toBe(200);
-    if (res.body.state === 'finished') return res.body;
-    if (Date.now() > deadline) throw new Error(`publish ${publishId} did not finish: ${JSON.stringify(res.body)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  let last: Awaited<ReturnType<typeof stats>> | undefined;
+  const res = await until(
+    async () => {
+      last = await stats(publishId);
+      return (last.status !== 200 || last.body.state === 'finished') && last;
+    },
+    () => `publish ${publishId} to finish: ${JSON.stringify(last?.body)}`,
+    15_000,
+  );
+  expect(res.status).toBe(200);
+  return res.body;
+}
+
+/**
+ * For "no (more) webhook" after reports of `deviceId`: a marker publish to `userId`, acknowledged
+ * by that device; its acknowledgement webhook is queued on the device's shard after any webhook
+ * the earlier reports caused.
+ */
+async function markerAcknowledged(deviceId: string, userId: string): Promise<void> {
+  const { publishId } = await sdk.publishToUsers([userId], { fcm: FCM_PAYLOAD });
+  await finishedStats(publishId);
+  await flushedBy(
+    () => reportOk({ event: 'delivery', publishId, deviceId, userId }),
+    () => webhooksFor(publishId).some(({ body }) => body.metadata.event_type === 'v1.UserNotificationAcknowledgement'),
+    `the marker acknowledgement of ${publishId}`,
+    10_000,
+  );
 }
 
 function validSignature(request: ReceivedRequest): boolean {
@@ -346,10 +365,14 @@ describe('statistics endpoint after a real publish', () => {
     const invented = 'pubid-11111111-2222-4333-8444-555555555555';
     await reportOk({ event: 'delivery', publishId: invented, deviceId: device, userId: 'dave' });
     expect((await stats(invented)).status).toBe(404);
-    // The same device reporting the real publish: counted, with a webhook; none for the invented one.
-    await reportOk({ event: 'delivery', publishId, deviceId: device, userId: 'dave' });
-    await until(() => webhooksFor(publishId).length >= 1, 'the acknowledgement webhook', 10_000);
-    await new Promise((r) => setTimeout(r, 300));
+    // The same device reporting the real publish: counted, with a webhook; none for the invented one
+    // (it would be queued before this one, on the device's shard).
+    await flushedBy(
+      () => reportOk({ event: 'delivery', publishId, deviceId: device, userId: 'dave' }),
+      () => webhooksFor(publishId).length >= 1,
+      'the acknowledgement webhook',
+      10_000,
+    );
     expect(webhooksFor(invented)).toEqual([]);
     expect((await stats(publishId)).body).toMatchObject({ delivered: 1 });
   });
@@ -369,8 +392,8 @@ describe('push webhooks', () => {
     await reportOk({ ...body, event: 'OPEN' }); // duplicate
 
     await until(() => webhooksFor(publishId).length >= 3, 'the attempt, acknowledgement and open webhooks', 10_000);
-    // Give a wrongly sent duplicate the time to arrive before counting.
-    await new Promise((r) => setTimeout(r, 300));
+    // A wrongly sent duplicate would be queued on the device's shard before the marker's webhook.
+    await markerAcknowledged(device, 'alice');
     const received = webhooksFor(publishId);
     expect(received.map(({ body: b }) => b.metadata.event_type).sort()).toEqual([
       'v1.PublishToUsersAttempt',
@@ -409,9 +432,12 @@ describe('push webhooks', () => {
     await reportOk({ event: 'open', publishId, deviceId: unassociated, userId: 'bob' });
     await reportOk({ event: 'open', publishId, deviceId: 'fcm-ffffffffffffffffffffffffffffffff', userId: 'bob' });
     // A control report that does produce a webhook, sent last: once it is in, the others had their chance.
-    await reportOk({ event: 'delivery', publishId, deviceId: carols, userId: 'carol' });
-    await until(() => webhooksFor(publishId).length >= 1, 'the control webhook', 10_000);
-    await new Promise((r) => setTimeout(r, 300));
+    await flushedBy(
+      () => reportOk({ event: 'delivery', publishId, deviceId: carols, userId: 'carol' }),
+      () => webhooksFor(publishId).length >= 1,
+      'the control webhook',
+      10_000,
+    );
     expect(webhooksFor(publishId).map(({ body }) => body.payload.user_id)).toEqual(['carol']);
     // Counted all the same (known devices): deliveries of bob and carol, opens of bob and the unassociated device.
     expect((await stats(publishId)).body).toMatchObject({ delivered: 2, opened: 2 });

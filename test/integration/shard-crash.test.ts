@@ -12,7 +12,7 @@ import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald
 import { channelsSdk, pusherJsClient, type PusherJsClient as Pusher } from '../helpers/sdk-clients.js';
 import { call, DeviceApi, tokenFor } from './device-api-helpers.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
-import { until } from '../helpers/wait.js';
+import { flushedBy, sleep, until } from '../helpers/wait.js';
 
 const APP = { id: 'crash-app', key: 'crash-key', secret: 'crash-secret', subscriptionCount: true };
 const SHARDS = 2;
@@ -67,17 +67,17 @@ function client(member?: { user_id: string; user_info: Record<string, unknown> }
   return pusher;
 }
 
-/** Resolves with the next emission of `event` on a channel (rejects after `ms`). */
-function next<T = unknown>(channel: { bind(e: string, cb: (d: T) => void): unknown; unbind(e: string, cb: (d: T) => void): unknown }, event: string, ms = 3000): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ${event} within ${ms} ms`)), ms);
-    const cb = (data: T): void => {
-      clearTimeout(timer);
-      channel.unbind(event, cb);
-      resolve(data);
-    };
-    channel.bind(event, cb);
-  });
+/** The next emission of `event` on a pusher-js channel (bound now, so call it before the cause). */
+async function next<T = unknown>(channel: { bind(e: string, cb: (d: T) => void): unknown; unbind(e: string, cb: (d: T) => void): unknown }, event: string, ms = 3000): Promise<T> {
+  const got: T[] = [];
+  const cb = (data: T): void => void got.push(data);
+  channel.bind(event, cb);
+  try {
+    const [first] = await until(() => got.length > 0 && got, event, ms);
+    return first!;
+  } finally {
+    channel.unbind(event, cb);
+  }
 }
 
 async function subscribe(pusher: Pusher, name: string) {
@@ -92,11 +92,15 @@ async function subscribe(pusher: Pusher, name: string) {
  * is up (under CPU load its start can take longer than the 2 s a single /health waits).
  */
 async function healthy(baseUrl: string, timeoutMs = 20_000): ReturnType<typeof call> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const health = await call(baseUrl, 'GET', '/health');
-    if (health.status === 200 || Date.now() > deadline) return health;
-  }
+  let last: Awaited<ReturnType<typeof call>> | undefined;
+  return until(
+    async () => {
+      last = await call(baseUrl, 'GET', '/health');
+      return last.status === 200 && last;
+    },
+    () => `GET /health to answer 200 (last: ${JSON.stringify(last)})`,
+    timeoutMs,
+  );
 }
 
 async function channelGet(path: string, params?: Record<string, string>): Promise<{ status: number; body: unknown }> {
@@ -150,7 +154,8 @@ describe('a crashed shard worker', () => {
     // The crash: the worker blocks for HOLD_MS, then exits. Requests sent meanwhile are held by it.
     const started = Date.now();
     const crash = call(herald.baseUrl, 'POST', `/debug/shards/${CRASHED}/crash?hold_ms=${HOLD_MS}`, { noContentType: true });
-    await new Promise((r) => setTimeout(r, 150));
+    // time: the crash request reaches the worker, which then blocks for HOLD_MS: the next two are sent within the hold.
+    await sleep(150);
     const heldInfo = channelGet(`/channels/${PRESENCE}`, { info: 'user_count' });
     const heldDevice = api.get('fcm', onCrashed.id);
     const crashed = await crash;
@@ -181,12 +186,15 @@ describe('a crashed shard worker', () => {
     }
 
     // Channel state is restored from the connected sockets within a second or two.
-    const deadline = Date.now() + 2000;
-    let state = await channelState();
-    while (JSON.stringify(state) !== JSON.stringify(expected) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 50));
-      state = await channelState();
-    }
+    let state: unknown;
+    await until(
+      async () => {
+        state = await channelState();
+        return JSON.stringify(state) === JSON.stringify(expected);
+      },
+      () => `the channel state restored (last: ${JSON.stringify(state)})`,
+      2000,
+    );
     expect(state).toEqual(expected);
     const listed = await channelGet('/channels', { filter_by_prefix: 'presence-', info: 'user_count' });
     expect(listed.body).toEqual({ channels: { [PRESENCE]: { user_count: 2 } } });
@@ -273,14 +281,21 @@ describe('a crashed shard worker of an app with webhooks', () => {
     await subscribe(pusher, presence);
     await subscribe(pusher, plain);
     await until(() => [`channel_occupied:${presence}`, `member_added:${presence}:stays`, `channel_occupied:${plain}`].every((l) => labels().includes(l)), 'occupied', 5000);
-    await new Promise((r) => setTimeout(r, 150)); // the occupancy record is committed
+    // The occupancy record is on disk before the crash: a device registration on that shard,
+    // answered 200 once committed, commits after it (a shard's LMDB commits in order).
+    const api = new DeviceApi(hooked.baseUrl, DEFAULT_PUSH.instanceId);
+    let n = 0;
+    await until(async () => deviceShardFor(await api.registerOk('fcm', tokenFor('fcm', `committed-${n++}`)), SHARDS) === CRASHED, 'an acknowledged write on the crashed shard');
 
     const crashed = await call(hooked.baseUrl, 'POST', `/debug/shards/${CRASHED}/crash`, { noContentType: true });
     expect(crashed.status).toBe(500);
     expect((await healthy(hooked.baseUrl)).status).toBe(200);
     // The new worker finds both channels recorded occupied and emits their leave into the
-    // debounce; the restore of the live subscriptions cancels it.
-    await new Promise((r) => setTimeout(r, RELOAD_DEBOUNCE_MS + 800));
+    // debounce; the restore of the live subscriptions cancels it. The marker: a leave of another
+    // channel of that shard, held by the debounce after those and so sent after them.
+    const marker = onCrashedShard('marker');
+    await subscribe(pusher, marker);
+    await flushedBy(() => pusher.unsubscribe(marker), () => labels().includes(`channel_vacated:${marker}`), 'the marker channel_vacated', RELOAD_DEBOUNCE_MS + 5000);
     expect(labels().filter((l) => l.includes(presence) || l.includes(plain))).toEqual([
       `channel_occupied:${presence}`,
       `member_added:${presence}:stays`,

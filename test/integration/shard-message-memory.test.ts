@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { beamsSdk, channelsSdk } from '../helpers/sdk-clients.js';
+import { sleep } from '../helpers/wait.js';
 
 const APP = { id: 'mem-app', key: 'mem-key', secret: 'mem-secret' };
 /** Occupied channels: 20 sockets × 1,000 channels with ~100-character names (~2 MB list answer). */
@@ -89,7 +90,8 @@ async function ordinaryTraffic(count: number): Promise<{ peak: number; failure: 
         }
       }),
     );
-    await new Promise((r) => setTimeout(r, 500));
+    // time: the sampler watches resident memory for half a second more (memory the last answers took shows late).
+    await sleep(500);
   } finally {
     clearInterval(sampler);
   }

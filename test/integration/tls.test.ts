@@ -15,7 +15,7 @@ import WebSocket from 'ws';
 import { CLI, DEFAULT_APP, DEFAULT_PUSH, HeraldProcess, REPO_ROOT, appConfig, startHerald } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
-import { sleep } from '../helpers/wait.js';
+import { flushedBy, until } from '../helpers/wait.js';
 
 let dir: string;
 let ca: Buffer;
@@ -125,20 +125,14 @@ describe('tls', () => {
     const ws = new WebSocket(`wss://localhost:${herald.port}/app/${DEFAULT_APP.key}?protocol=7&client=js&version=8.4.0`, { ca });
     const frames: Frame[] = [];
     ws.on('message', (d: Buffer) => frames.push(decodeFrame(d.toString())));
-    const until = async (match: (f: Frame) => boolean): Promise<void> => {
-      const deadline = Date.now() + 10_000;
-      while (!frames.some(match)) {
-        if (Date.now() > deadline) throw new Error(`frame not received: ${JSON.stringify(frames)}`);
-        await sleep(10);
-      }
-    };
+    const received = (match: (f: Frame) => boolean, what: string): Promise<unknown> => until(() => frames.some(match), () => `${what}; got ${JSON.stringify(frames)}`);
     try {
-      await until((f) => f.event === 'pusher:connection_established');
+      await received((f) => f.event === 'pusher:connection_established', 'pusher:connection_established');
       ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'tls-news' } }));
-      await until((f) => f.event === 'pusher_internal:subscription_succeeded');
+      await received((f) => f.event === 'pusher_internal:subscription_succeeded', 'subscription_succeeded');
       const sdk = channelsSdk(herald.port, DEFAULT_APP, { host: 'localhost', useTLS: true, agent: new HttpsAgent({ ca }) });
       expect((await sdk.trigger('tls-news', 'headline', { n: 1 })).status).toBe(200);
-      await until((f) => f.event === 'headline' && f.channel === 'tls-news');
+      await received((f) => f.event === 'headline' && f.channel === 'tls-news', 'the headline');
     } finally {
       ws.close();
     }
@@ -160,11 +154,8 @@ describe('tls', () => {
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    const deadline = Date.now() + 15_000;
-    while (!out.includes('subscribed')) {
-      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`pusher-js did not subscribe: ${out}`);
-      await sleep(20);
-    }
+    await until(() => out.includes('subscribed') || child.exitCode !== null, () => `pusher-js to subscribe: ${out}`, 15_000);
+    expect(out, 'pusher-js subscribed').toContain('subscribed');
     const sdk = channelsSdk(herald.port, DEFAULT_APP, { host: 'localhost', useTLS: true, agent: new HttpsAgent({ ca }) });
     await sdk.trigger('tls-pusher-js', 'hello', { n: 1 });
     expect(await exited, out).toBe(0);
@@ -228,39 +219,27 @@ describe('tls', () => {
     await expect(fetch(`http://127.0.0.1:${herald.port}/ready`, { signal: AbortSignal.timeout(10_000) })).rejects.toThrow();
   });
 
-  /** Waits for one more occurrence of `line` in the server log than `before`. */
-  async function logged(line: string, before: number, timeoutMs = 30_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (herald.stderr.split(line).length - 1 <= before) {
-      if (Date.now() > deadline) throw new Error(`"${line}" not logged:\n${herald.stderr}`);
-      await sleep(20);
-    }
-  }
   const count = (line: string): number => herald.stderr.split(line).length - 1;
+  /** Resolves once the server log has one more occurrence of `line` than `before`. */
+  const logged = (line: string, before: number): Promise<unknown> => until(() => count(line) > before, () => `"${line}" logged:\n${herald.stderr}`, 30_000);
 
   /** The serial a client without a server name gets: servername '' (Node sends none), connecting by IP address. */
   const noSniSerial = (): Promise<string> => peerSerial('');
 
   /** A WSS connection to the default app subscribed to `channel`, with the frames it received. */
-  async function subscribed(channel: string, servername?: string): Promise<{ ws: WebSocket; frames: Frame[]; until: (match: (f: Frame) => boolean) => Promise<void> }> {
+  async function subscribed(channel: string, servername?: string): Promise<{ ws: WebSocket; frames: Frame[]; received: (match: (f: Frame) => boolean, what: string) => Promise<unknown> }> {
     // By IP address Node sends no server name (the certificate has the address in its subjectAltName).
     const ws = new WebSocket(`wss://${servername ?? '127.0.0.1'}:${herald.port}/app/${DEFAULT_APP.key}?protocol=7&client=js&version=8.4.0`, { ca });
     const frames: Frame[] = [];
     ws.on('message', (d: Buffer) => frames.push(decodeFrame(d.toString())));
-    const until = async (match: (f: Frame) => boolean): Promise<void> => {
-      const deadline = Date.now() + 10_000;
-      while (!frames.some(match)) {
-        if (Date.now() > deadline) throw new Error(`frame not received: ${JSON.stringify(frames)}`);
-        await sleep(10);
-      }
-    };
-    await until((f) => f.event === 'pusher:connection_established');
+    const received = (match: (f: Frame) => boolean, what: string): Promise<unknown> => until(() => frames.some(match), () => `${what}; got ${JSON.stringify(frames)}`);
+    await received((f) => f.event === 'pusher:connection_established', 'pusher:connection_established');
     const established = frames.find((f) => f.event === 'pusher:connection_established')!;
     const socketId = (established.data as { socket_id: string }).socket_id;
     const { auth } = channelsSdk(herald.port, DEFAULT_APP).authorizeChannel(socketId, channel);
     ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel, auth } }));
-    await until((f) => f.event === 'pusher_internal:subscription_succeeded');
-    return { ws, frames, until };
+    await received((f) => f.event === 'pusher_internal:subscription_succeeded', `subscription_succeeded for ${channel}`);
+    return { ws, frames, received };
   }
 
   it('re-reads the certificate files on SIGHUP: clients with and without a server name get the new one, open connections stay', async () => {
@@ -300,15 +279,21 @@ describe('tls', () => {
       try {
         const sdk = channelsSdk(herald.port, DEFAULT_APP, { host: 'localhost', useTLS: true, agent: new HttpsAgent({ ca }) });
         expect((await sdk.trigger('private-tls-reload', 'renewed', { n: 1 })).status).toBe(200);
-        await after.until((f) => f.event === 'renewed');
-        await before.until((f) => f.event === 'renewed');
+        await after.received((f) => f.event === 'renewed', 'renewed on the subscriber from after');
+        await before.received((f) => f.event === 'renewed', 'renewed on the subscriber from before');
         expect(before.ws.readyState).toBe(WebSocket.OPEN);
         // Client events cross between the two: each reaches the other and not its sender.
         after.ws.send(JSON.stringify({ event: 'client-ping', channel: 'private-tls-reload', data: { from: 'after' } }));
-        await before.until((f) => f.event === 'client-ping');
+        await before.received((f) => f.event === 'client-ping', 'client-ping on the subscriber from before');
         before.ws.send(JSON.stringify({ event: 'client-pong', channel: 'private-tls-reload', data: { from: 'before' } }));
-        await after.until((f) => f.event === 'client-pong');
-        await sleep(200);
+        // An echo of the ping to its sender would have reached it before the pong (same socket, sent
+        // earlier); an echo of the pong, before a marker the other sends after receiving the pong.
+        await after.received((f) => f.event === 'client-pong', 'client-pong on the subscriber from after');
+        await flushedBy(
+          () => after.ws.send(JSON.stringify({ event: 'client-marker', channel: 'private-tls-reload', data: {} })),
+          () => before.frames.some((f) => f.event === 'client-marker'),
+          'the marker on the subscriber from before',
+        );
         expect(after.frames.filter((f) => f.event === 'client-ping')).toHaveLength(0);
         expect(before.frames.filter((f) => f.event === 'client-pong')).toHaveLength(0);
       } finally {
@@ -362,12 +347,19 @@ describe('tls', () => {
       // still of the first files, so the test asks new connections for the certificate until it
       // is the second's. Requests are answered meanwhile.
       const lastReread = herald.stderr.lastIndexOf('tls certificates re-read');
-      const deadline = Date.now() + 5000;
-      while ((await noSniSerial()) !== secondSerial) {
-        if (Date.now() > deadline) throw new Error(`the last reload was not installed:\n${herald.stderr.slice(lastReread)}`);
-        expect(await get()).toBe(200);
-        await sleep(100);
-      }
+      const failures: unknown[] = [];
+      await until(
+        async () => {
+          const serial = await noSniSerial().catch((err: unknown) => void failures.push(err));
+          if (serial === secondSerial) return true;
+          const status = await get().catch((err: unknown) => err);
+          if (status !== 200) failures.push(status);
+          return false;
+        },
+        () => `the last reload installed:\n${herald.stderr.slice(lastReread)}`,
+        5000,
+      );
+      expect(failures).toEqual([]);
       for (let i = 0; i < 3; i++) expect(await get()).toBe(200);
       expect(await peerSerial('localhost')).toBe(secondSerial);
     } finally {

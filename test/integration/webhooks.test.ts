@@ -7,13 +7,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Pusher from 'pusher';
 import type { Channel } from 'pusher-js';
-import { HeraldProcess, startHerald } from '../helpers/herald-process.js';
-import { pusherJsClient, type PusherJsClient as PusherClient } from '../helpers/sdk-clients.js';
+import { channelShardFor, deviceShardFor } from '../../src/shards/hash.js';
+import { DEFAULT_PUSH, HeraldProcess, startHerald } from '../helpers/herald-process.js';
+import { channelsSdk, pusherJsClient, type PusherJsClient as PusherClient } from '../helpers/sdk-clients.js';
 import { WebhookReceiver, type ReceivedRequest } from '../helpers/webhook-receiver.js';
-import { sleep, until } from '../helpers/wait.js';
+import { flushedBy, until } from '../helpers/wait.js';
+import { DeviceApi, tokenFor } from './device-api-helpers.js';
 
 const APP = { id: 'hook-app', key: 'hook-key', secret: 'hook-secret' };
 const SDK = new Pusher({ appId: APP.id, key: APP.key, secret: APP.secret, host: '127.0.0.1' });
+/** Shards of the servers that do not run with one. */
+const SHARDS = 2;
 /** Small timings so the tests run in seconds. */
 const DELIVERY = { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50, maxAttempts: 30, timeoutMs: 2000 };
 
@@ -60,6 +64,18 @@ async function subscribe(pusher: PusherClient, channel: string): Promise<Channel
   return ch;
 }
 
+/**
+ * For "nothing (more) arrives" past the reload debounce: `pusher` occupies and leaves a channel
+ * of the same shard as `channel` (so of the same outbox queue); its channel_vacated is held by
+ * the debounce after anything held before it, so it is delivered after whatever they release.
+ */
+async function debouncedMarker(receiver: WebhookReceiver, pusher: PusherClient, channel: string, name: string, timeoutMs: number): Promise<void> {
+  let marker = name;
+  for (let n = 0; channelShardFor(APP.id, marker, SHARDS) !== channelShardFor(APP.id, channel, SHARDS); n++) marker = `${name}-${n}`;
+  await subscribe(pusher, marker);
+  await flushedBy(() => pusher.unsubscribe(marker), () => verifiedEvents(receiver).some((e) => label(e) === `channel_vacated:${marker}`), `the marker channel_vacated:${marker}`, timeoutMs);
+}
+
 async function metrics(herald: HeraldProcess): Promise<Record<string, number>> {
   const res = await fetch(`${herald.baseUrl}/metrics?format=json`);
   expect(res.status).toBe(200);
@@ -73,7 +89,7 @@ describe('channel webhooks through the server', () => {
 
   beforeAll(async () => {
     receiver = await WebhookReceiver.start();
-    herald = await startHerald({ config: heraldConfig(receiver) });
+    herald = await startHerald({ shards: SHARDS, config: heraldConfig(receiver) });
   });
   afterAll(async () => {
     for (const c of clients) c.disconnect();
@@ -123,11 +139,14 @@ describe('channel webhooks through the server', () => {
     const before = verifiedEvents(receiver).filter((e) => e.channel === 'presence-reload').map(label);
 
     // The page reloads: the old connection goes, a new one for the same user joins within 300 ms.
+    const users = async (): Promise<unknown[]> =>
+      ((await (await channelsSdk(herald.port, APP).get({ path: '/channels/presence-reload/users' })).json()) as { users: unknown[] }).users;
     first.disconnect();
-    await sleep(50);
+    await until(async () => (await users()).length === 0, 'the leave applied');
     const second = await connect(herald, clients, 'carol');
     await subscribe(second, 'presence-reload');
-    await sleep(700);
+    // Had the join not cancelled them, the held leave events would go out before the marker's.
+    await debouncedMarker(receiver, second, 'presence-reload', 'reload-marker', 5000);
     const after = verifiedEvents(receiver).filter((e) => e.channel === 'presence-reload').map(label);
     expect(after).toEqual(before);
 
@@ -192,20 +211,29 @@ describe('channel webhooks: batching', () => {
 });
 
 /**
- * Time given to the shard's LMDB commit (an fdatasync) between an event and the kill. The
- * commit takes a few ms on an idle machine; this covers the slowest seen on a saturated one.
+ * Resolves once every write the shards issued so far is on disk, so a kill -9 after it loses
+ * none: a device registration is answered 200 once committed, and a shard's LMDB environment
+ * commits in order, so an acknowledged registration on each shard comes after the webhook
+ * outbox's earlier writes there (the marker of the shard's commit order).
  */
-const COMMIT_MARGIN_MS = 150;
+async function committedOnEveryShard(herald: HeraldProcess, tag: string): Promise<void> {
+  const api = new DeviceApi(herald.baseUrl, DEFAULT_PUSH.instanceId);
+  const shards = new Set<number>();
+  let n = 0;
+  await until(
+    async () => shards.add(deviceShardFor(await api.registerOk('fcm', tokenFor('fcm', `${tag}-${n++}`)), SHARDS)).size === SHARDS,
+    () => `an acknowledged write on every shard (so far on: ${[...shards].join(', ')})`,
+  );
+}
 
-/** Waits until the shards report at least `n` webhook events pending (they happened). */
-async function waitForPending(herald: HeraldProcess, n: number): Promise<void> {
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    const pending = (await metrics(herald)).pending ?? 0;
-    if (pending >= n) return;
-    if (Date.now() > deadline) throw new Error(`expected ${n} webhook events pending, /metrics says ${pending}`);
-    await sleep(10);
-  }
+/** Resolves once the shards report at least `n` webhook events pending (they happened). */
+async function pendingAtLeast(herald: HeraldProcess, n: number): Promise<void> {
+  let pending = 0;
+  await until(
+    async () => (pending = (await metrics(herald)).pending ?? 0) >= n,
+    () => `${n} webhook events pending, /metrics says ${pending}`,
+    5000,
+  );
 }
 
 describe('channel webhooks: kill -9 with events pending', () => {
@@ -215,7 +243,7 @@ describe('channel webhooks: kill -9 with events pending', () => {
 
   beforeAll(async () => {
     receiver = await WebhookReceiver.start();
-    herald = await startHerald({ config: heraldConfig(receiver) });
+    herald = await startHerald({ shards: SHARDS, config: heraldConfig(receiver) });
   });
   afterAll(async () => {
     for (const c of clients) c.disconnect();
@@ -233,19 +261,19 @@ describe('channel webhooks: kill -9 with events pending', () => {
     await until(() => receiver.requests.some((r) => verified(r).some((e) => label(e) === 'channel_occupied:kill-b')), 'failed attempts');
     const attemptedIds = new Set(receiver.requests.flatMap((r) => verified(r).map((e) => e.id)));
     // occupied a, b; subscription_count a, b (1), b (0); vacated b (held).
-    await waitForPending(herald, 6);
-    await sleep(COMMIT_MARGIN_MS);
+    await pendingAtLeast(herald, 6);
+    await committedOnEveryShard(herald, 'kill-phase-1');
     await herald.kill9();
 
     // Phase 2: the receiver is down (connection refused) while new events happen, and Herald
-    // is killed a few tens of ms after they did.
+    // is killed as soon as they are on disk.
     await receiver.down();
     await herald.restart();
     const again = await connect(herald, clients);
     await subscribe(again, 'kill-c');
     again.unsubscribe('kill-c');
-    await waitForPending(herald, 6 + 4);
-    await sleep(COMMIT_MARGIN_MS);
+    await pendingAtLeast(herald, 6 + 4);
+    await committedOnEveryShard(herald, 'kill-phase-2');
     await herald.kill9();
 
     // Phase 3: receiver healthy, Herald back: everything arrives.
@@ -270,7 +298,7 @@ describe('channel webhooks: channels occupied at a kill -9', () => {
 
   beforeAll(async () => {
     receiver = await WebhookReceiver.start();
-    herald = await startHerald({ config: heraldConfig(receiver, { reloadDebounceMs: RELOAD_DEBOUNCE_MS }) });
+    herald = await startHerald({ shards: SHARDS, config: heraldConfig(receiver, { reloadDebounceMs: RELOAD_DEBOUNCE_MS }) });
   });
   afterAll(async () => {
     for (const c of clients) c.disconnect();
@@ -285,7 +313,7 @@ describe('channel webhooks: channels occupied at a kill -9', () => {
     await subscribe(pusher, plain);
     const occupied = [`channel_occupied:${presence}`, `member_added:${presence}:${user}`, `channel_occupied:${plain}`];
     await until(() => occupied.every((l) => verifiedEvents(receiver).some((e) => label(e) === l)), 'occupied events');
-    await sleep(COMMIT_MARGIN_MS);
+    await committedOnEveryShard(herald, `occupied-${user}`);
     await herald.kill9();
     pusher.disconnect();
   }
@@ -312,7 +340,12 @@ describe('channel webhooks: channels occupied at a kill -9', () => {
     const again = await connect(herald, clients, 'erin');
     await subscribe(again, 'presence-back');
     await subscribe(again, 'back-plain');
-    await sleep(RELOAD_DEBOUNCE_MS + 700);
+    // The restarted shards held the leaves they found; had the joins not cancelled them, they would
+    // go out before these markers' (held after them, on the same shards).
+    await Promise.all([
+      debouncedMarker(receiver, again, 'presence-back', 'back-marker-a', RELOAD_DEBOUNCE_MS + 5000),
+      debouncedMarker(receiver, again, 'back-plain', 'back-marker-b', RELOAD_DEBOUNCE_MS + 5000),
+    ]);
     // subscription_count follows every join and is not debounced: only occupancy events count here.
     const after = verifiedEvents(receiver)
       .slice(seen)

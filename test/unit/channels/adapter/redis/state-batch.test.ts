@@ -12,7 +12,7 @@ import { MAX_BATCH_OPS, MAX_BATCHES_IN_FLIGHT } from '../../../../../src/channel
 import { parseConfig } from '../../../../../src/config/load.js';
 import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
 import { startAdapterHarness } from '../../../../helpers/local-channel-adapter.js';
-import { sleep, until } from '../../../../helpers/wait.js';
+import { flushedBy, sleep, until } from '../../../../helpers/wait.js';
 import { WebhookReceiver } from '../../../../helpers/webhook-receiver.js';
 
 const bed = clusterTestBed('b');
@@ -36,13 +36,14 @@ function awaitingReply(node: SimulatedNode): number {
 }
 
 /**
- * Holds Redis for `ms` (CLIENT PAUSE ALL): commands sent meanwhile wait for it. Resolves once a
- * command sent after the pause is answered, i.e. when the pause is over. (A script spinning on
- * TIME cannot do this: from Redis 8 on, TIME stays the same for the whole script.)
+ * Holds Redis for `ms` (CLIENT PAUSE ALL): commands sent meanwhile wait for it. Resolves once
+ * Redis has paused, with `over`, which resolves once a command sent after the pause is answered,
+ * i.e. when the pause is over. (A script spinning on TIME cannot do this: from Redis 8 on, TIME
+ * stays the same for the whole script.)
  */
-async function holdRedis(client: Redis, ms: number): Promise<unknown> {
+async function holdRedis(client: Redis, ms: number): Promise<{ over: Promise<unknown> }> {
   await client.call('CLIENT', 'PAUSE', String(ms), 'ALL');
-  return client.ping();
+  return { over: client.ping() };
 }
 
 describe('batched state changes', () => {
@@ -57,15 +58,13 @@ describe('batched state changes', () => {
       await client.config('RESETSTAT');
 
       // Redis is busy while the storm is asked for: what the node sends waits for it.
-      const held = holdRedis(blocker, 400);
-      // time: the blocking command reaches Redis before the storm.
-      await sleep(50);
+      const held = await holdRedis(blocker, 400);
       const connects = ids.map((id) => node.state.connect('app', id, null));
       const joins = ids.map((id) => node.state.join('app', 'storm', id));
       // time: the node sends what it may while Redis is held.
       await sleep(100);
       expect(awaitingReply(node)).toBeLessThanOrEqual(MAX_BATCHES_IN_FLIGHT);
-      await held;
+      await held.over;
 
       const joined = await Promise.all(joins);
       expect((await Promise.all(connects)).every((c) => c.accepted)).toBe(true);
@@ -191,8 +190,14 @@ describe('batched state changes through the Redis adapter', () => {
         receiver.deliveredEvents().filter((e) => e.name !== 'subscription_count').map((e) => `${String(e.name)}${e.user_id !== undefined ? `:${String(e.user_id)}` : ''}`).sort();
       const expected = ['channel_occupied', 'channel_vacated', 'member_added:ada', 'member_added:bob', 'member_removed:ada', 'member_removed:bob'];
       await until(() => names().length >= expected.length, 'webhooks delivered');
-      await sleep(300); // a duplicate would have come by now
-      expect(names()).toEqual(expected);
+      // A duplicate would have been queued with the others, before the marker: another member
+      // joining the same channel (its webhooks go through the same shard's outbox).
+      await flushedBy(
+        () => h.adapter.subscribe({ appId: app, channel, socketId: a1.socketId, member: { userId: 'marker' } }),
+        () => names().includes('member_added:marker'),
+        'the marker member_added',
+      );
+      expect(names()).toEqual([...expected, 'channel_occupied', 'member_added:marker'].sort());
     } finally {
       await client.quit();
       await h.close();

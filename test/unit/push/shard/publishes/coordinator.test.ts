@@ -16,7 +16,7 @@ import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { shardForKey } from '../../../../../src/shards/hash.js';
 import { openShardDatabase } from '../../../../../src/shards/storage.js';
 import type { PushWebhookEvent, WebhookEmitter } from '../../../../../src/webhooks/emitter.js';
-import { until } from '../../../../helpers/wait.js';
+import { flushedBy, until } from '../../../../helpers/wait.js';
 
 /** Buses that deliver each post to every other member on a later turn; a deaf member hears nothing. */
 class Hub {
@@ -77,10 +77,10 @@ function openStore(shard: number): PublishStore {
   return new PublishStore(root);
 }
 
-/** A publish id that shard 0 coordinates (of 2). */
-function publishIdFor(coordinator: number): string {
+/** A publish id that shard `coordinator` coordinates (of 2). */
+function publishIdFor(coordinator: number, prefix = 'pubid-coord'): string {
   for (let i = 0; ; i++) {
-    const id = `pubid-coord-${i}`;
+    const id = `${prefix}-${i}`;
     if (shardForKey(id, 2) === coordinator) return id;
   }
 }
@@ -146,9 +146,11 @@ describe('PublishCoordinator', () => {
     expect(stores[0]!.job(id)).toBeUndefined();
     expect(stores[0]!.progress(id)).toBeDefined();
 
-    // A late duplicate report changes nothing.
+    // A late duplicate report changes nothing: the marker, another publish's report posted after
+    // it, is stored by the coordinator's queue (one at a time) once the duplicate was handled.
     c[1]!.partFinished(report(id, 1, 2, outcome(job.targets, ['amy', 'ben'], ['amy'])));
-    await new Promise((r) => setTimeout(r, 50));
+    const marker = publishIdFor(0, 'pubid-marker');
+    await flushedBy(() => c[1]!.partFinished(report(marker, 1, 1)), () => stores[0]!.coordinator(marker)?.parts[1] !== undefined, 'the marker report stored by the coordinator', 5000);
     expect(emitters[0]!.push).toHaveLength(3);
   });
 
@@ -165,9 +167,17 @@ describe('PublishCoordinator', () => {
     await stores[0]!.create(job, initialProgress(job), true);
     await stores[1]!.create(job, initialProgress(job), false);
 
+    // A member that hears the bus like the coordinator, after it (the hub delivers in member order).
+    const heard: PublishBusMessage[] = [];
+    hub.bus().onMessage((m) => heard.push(m));
+
     busC.deaf = true; // the coordinator is not listening yet
     c1.partFinished(report(id, 1, 1));
-    await new Promise((r) => setTimeout(r, 100));
+    // The report went out on the bus (the listener heard it); anything the coordinator took from
+    // it would be queued before a marker put on the coordinator's queue now.
+    await until(() => heard.some((m) => m.type === 'finished' && m.report.publishId === id), 'the report on the bus', 5000);
+    const marker = publishIdFor(0, 'pubid-marker');
+    await flushedBy(() => c0.partFinished(report(marker, 0, 1)), () => stores[0]!.coordinator(marker)?.parts[0] !== undefined, "the marker through the coordinator's queue", 5000);
     expect(stores[0]!.coordinator(id)!.parts[1]).toBeUndefined();
     busC.deaf = false;
     await until(() => stores[0]!.coordinator(id)!.parts[1] !== undefined, 'stores[0]!.coordinator(id)!.parts[1] !== undefined', 5000);

@@ -19,7 +19,7 @@ import type { PushShardApi } from '../../../../../src/push/messages/index.js';
 import { openShardDatabase } from '../../../../../src/shards/storage.js';
 import type { PushWebhookEvent, WebhookEmitter } from '../../../../../src/webhooks/emitter.js';
 import { startFakeGateways, type FakeGateways } from '../../../../helpers/fake-gateways.js';
-import { until } from '../../../../helpers/wait.js';
+import { flushedBy, until } from '../../../../helpers/wait.js';
 
 const INSTANCE = '0b6f7c3a-1d2e-4f5a-9b8c-7d6e5f4a3b2c';
 const BUNDLE = 'com.herald.cancel';
@@ -98,6 +98,23 @@ function job(interest: string): PublishJob {
 const apnsToken = (n: number) => n.toString(16).padStart(64, '0');
 const sentFor = (publishId: string) =>
   fakes.apns.received.filter((r) => (r.payload as { data?: { pusher?: { publishId?: string } } }).data?.pusher?.publishId === publishId).length;
+const finishedOf = (emitter: RecordingEmitter, publishId: string) => emitter.push.filter((e) => e.kind === 'publish.FINISHED' && e.payload['publishId'] === publishId);
+
+/** The one device of the marker publishes, on the same gateway as the others. */
+async function registerMarkerDevice(devices: DeviceStore): Promise<void> {
+  await devices.register(INSTANCE, 'marker', 'apns', apnsToken(9999), BUNDLE, undefined);
+  await devices.addInterest(INSTANCE, 'marker', 'marker');
+}
+
+/**
+ * For "nothing more is sent": publishes to the marker device and waits for its FINISHED. Its send
+ * queues behind any send an earlier publish still makes (one shard-wide limiter, first come first
+ * served), and its FINISHED behind any coordination queued before it.
+ */
+async function marker(area: ShardArea<PushShardApi>, emitter: RecordingEmitter): Promise<void> {
+  const m = job('marker');
+  await flushedBy(() => area.handlers['publish.start']({ job: m }), () => finishedOf(emitter, m.publishId).length > 0 && sentFor(m.publishId) === 1, `the marker publish ${m.publishId}`);
+}
 
 
 describe('push area of a shard', () => {
@@ -114,6 +131,7 @@ describe('push area of a shard', () => {
   it('publish.cancel stops a running publish for good: no FINISHED, not resumed after a restart', async () => {
     const emitter = new RecordingEmitter();
     const { area, devices, publishes } = openArea(emitter);
+    await registerMarkerDevice(devices);
     const total = 20;
     for (let i = 0; i < total; i++) {
       await devices.register(INSTANCE, `c-${i}`, 'apns', apnsToken(7000 + i), BUNDLE, undefined);
@@ -126,7 +144,7 @@ describe('push area of a shard', () => {
 
     expect(await area.handlers['publish.cancel']({ publishId: j.publishId })).toEqual({ cancelled: true });
     const sentAtCancel = sentFor(j.publishId);
-    await new Promise((r) => setTimeout(r, 400));
+    await marker(area, emitter);
     expect(sentFor(j.publishId)).toBe(sentAtCancel);
     expect(sentAtCancel).toBeLessThan(total);
     expect(publishes.progress(j.publishId)).toMatchObject({ state: 'finished', cancelled: true, reported: true });
@@ -138,9 +156,10 @@ describe('push area of a shard', () => {
     fakes.setDelay(0);
     await closeArea(area, roots[0]!);
     const restarted = openArea(emitter);
-    await new Promise((r) => setTimeout(r, 300));
+    // A resumed run would start with the area, before the marker's.
+    await marker(restarted.area, emitter);
     expect(sentFor(j.publishId)).toBe(sentAtCancel);
-    expect(emitter.push.filter((e) => e.kind === 'publish.FINISHED')).toEqual([]);
+    expect(finishedOf(emitter, j.publishId)).toEqual([]);
     expect(await restarted.area.handlers['publish.cancel']({ publishId: j.publishId })).toEqual({ cancelled: true });
   });
 
@@ -149,18 +168,19 @@ describe('push area of a shard', () => {
     const { area, devices, publishes } = openArea(emitter);
     await devices.register(INSTANCE, 'quick', 'apns', apnsToken(7100), BUNDLE, undefined);
     await devices.addInterest(INSTANCE, 'quick', 'race');
+    await registerMarkerDevice(devices);
     const j = job('race');
     const start = area.handlers['publish.start']({ job: j });
     const cancel = area.handlers['publish.cancel']({ publishId: j.publishId });
     expect(await start).toEqual({ stored: true });
     expect(await cancel).toEqual({ cancelled: true });
-    await new Promise((r) => setTimeout(r, 200));
+    await marker(area, emitter);
     expect(sentFor(j.publishId)).toBe(0);
     expect(publishes.progress(j.publishId)).toMatchObject({ cancelled: true });
     // A start repeated after the cancel (a retried broadcast) does not bring it back.
     await area.handlers['publish.start']({ job: j });
-    await new Promise((r) => setTimeout(r, 100));
+    await marker(area, emitter);
     expect(sentFor(j.publishId)).toBe(0);
-    expect(emitter.push.filter((e) => e.kind === 'publish.FINISHED')).toEqual([]);
+    expect(finishedOf(emitter, j.publishId)).toEqual([]);
   });
 });
