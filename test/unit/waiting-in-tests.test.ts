@@ -44,21 +44,9 @@ const NOT_YET: Record<string, string> = {
   'integration/cluster-webhook-outbox.test.ts': 'sleeps and poll loops still to replace',
   'integration/cluster-webhooks.test.ts': 'sleeps and poll loops still to replace',
   'integration/dashboard-browser.test.ts': 'sleeps and poll loops still to replace',
-  'integration/disk-full.test.ts': 'sleeps and poll loops still to replace',
-  'integration/durability.test.ts': 'sleeps and poll loops still to replace',
   'integration/engine.test.ts': 'sleeps and poll loops still to replace',
   'integration/http-fallback.test.ts': 'sleeps and poll loops still to replace',
   'integration/http-pipelining.test.ts': 'sleeps and poll loops still to replace',
-  'integration/logs.test.ts': 'sleeps and poll loops still to replace',
-  'integration/reload.test.ts': 'sleeps and poll loops still to replace',
-  'integration/reporting.test.ts': 'sleeps and poll loops still to replace',
-  'integration/shard-crash.test.ts': 'sleeps and poll loops still to replace',
-  'integration/shard-message-memory.test.ts': 'sleeps and poll loops still to replace',
-  'integration/tls.test.ts': 'sleeps and poll loops still to replace',
-  'integration/webhooks.test.ts': 'sleeps and poll loops still to replace',
-  'unit/channels/adapter/redis/state-batch.test.ts': 'sleeps and poll loops still to replace',
-  'unit/push/shard/publishes/coordinator.test.ts': 'sleeps and poll loops still to replace',
-  'unit/push/shard/publishes/handlers.test.ts': 'sleeps and poll loops still to replace',
 };
 
 /** What a wait of a file's own looks like. */
