@@ -8,7 +8,9 @@ import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
 import { expect } from 'vitest';
-import { REPO_ROOT } from '../helpers/herald-process.js';
+import { DEFAULT_PUSH, REPO_ROOT } from '../helpers/herald-process.js';
+import { until } from '../helpers/wait.js';
+import { deviceShardFor } from '../../src/shards/hash.js';
 import type { HeraldShardApi } from '../../src/shard-api.js';
 
 export type Platform = 'apns' | 'fcm' | 'web';
@@ -224,4 +226,25 @@ export async function checkShardConsistency(dataDir: string): Promise<string[]> 
   } finally {
     await pool.close();
   }
+}
+
+/**
+ * Resolves once every write that shards `wanted` (or all `shardCount`) of the node at `baseUrl`
+ * issued so far is on disk, so a kill -9 or a crash after it loses none: a device registration
+ * is answered 200 once committed and a shard commits in order, so an acknowledged registration
+ * on a shard comes after that shard's earlier writes (its webhook outbox, its channels).
+ */
+export async function committedOnShards(baseUrl: string, shardCount: number, wanted: readonly number[] | 'all', tag: string): Promise<void> {
+  const api = new DeviceApi(baseUrl, DEFAULT_PUSH.instanceId);
+  const needed = new Set(wanted === 'all' ? Array.from({ length: shardCount }, (_, i) => i) : wanted);
+  const seen = new Set<number>();
+  let n = 0;
+  await until(
+    async () => {
+      const shard = deviceShardFor(await api.registerOk('fcm', tokenFor('fcm', `${tag}-${n++}`)), shardCount);
+      if (needed.has(shard)) seen.add(shard);
+      return seen.size === needed.size;
+    },
+    () => `an acknowledged write on shards ${[...needed].join(', ')} (so far on: ${[...seen].join(', ')})`,
+  );
 }

@@ -10,7 +10,7 @@ import PusherServer from 'pusher';
 import { channelShardFor, deviceShardFor } from '../../src/shards/hash.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { channelsSdk, pusherJsClient, type PusherJsClient as Pusher } from '../helpers/sdk-clients.js';
-import { call, DeviceApi, tokenFor } from './device-api-helpers.js';
+import { call, committedOnShards, DeviceApi, tokenFor } from './device-api-helpers.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { flushedBy, sleep, until } from '../helpers/wait.js';
 
@@ -281,11 +281,8 @@ describe('a crashed shard worker of an app with webhooks', () => {
     await subscribe(pusher, presence);
     await subscribe(pusher, plain);
     await until(() => [`channel_occupied:${presence}`, `member_added:${presence}:stays`, `channel_occupied:${plain}`].every((l) => labels().includes(l)), 'occupied', 5000);
-    // The occupancy record is on disk before the crash: a device registration on that shard,
-    // answered 200 once committed, commits after it (a shard's LMDB commits in order).
-    const api = new DeviceApi(hooked.baseUrl, DEFAULT_PUSH.instanceId);
-    let n = 0;
-    await until(async () => deviceShardFor(await api.registerOk('fcm', tokenFor('fcm', `committed-${n++}`)), SHARDS) === CRASHED, 'an acknowledged write on the crashed shard');
+    // The occupancy record is on disk before the crash.
+    await committedOnShards(hooked.baseUrl, SHARDS, [CRASHED], 'committed');
 
     const crashed = await call(hooked.baseUrl, 'POST', `/debug/shards/${CRASHED}/crash`, { noContentType: true });
     expect(crashed.status).toBe(500);

@@ -7,12 +7,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Pusher from 'pusher';
 import type { Channel } from 'pusher-js';
-import { channelShardFor, deviceShardFor } from '../../src/shards/hash.js';
-import { DEFAULT_PUSH, HeraldProcess, startHerald } from '../helpers/herald-process.js';
+import { channelShardFor } from '../../src/shards/hash.js';
+import { HeraldProcess, startHerald } from '../helpers/herald-process.js';
 import { channelsSdk, pusherJsClient, type PusherJsClient as PusherClient } from '../helpers/sdk-clients.js';
 import { WebhookReceiver, type ReceivedRequest } from '../helpers/webhook-receiver.js';
 import { flushedBy, until } from '../helpers/wait.js';
-import { DeviceApi, tokenFor } from './device-api-helpers.js';
+import { committedOnShards } from './device-api-helpers.js';
 
 const APP = { id: 'hook-app', key: 'hook-key', secret: 'hook-secret' };
 const SDK = new Pusher({ appId: APP.id, key: APP.key, secret: APP.secret, host: '127.0.0.1' });
@@ -210,22 +210,6 @@ describe('channel webhooks: batching', () => {
   });
 });
 
-/**
- * Resolves once every write the shards issued so far is on disk, so a kill -9 after it loses
- * none: a device registration is answered 200 once committed, and a shard's LMDB environment
- * commits in order, so an acknowledged registration on each shard comes after the webhook
- * outbox's earlier writes there (the marker of the shard's commit order).
- */
-async function committedOnEveryShard(herald: HeraldProcess, tag: string): Promise<void> {
-  const api = new DeviceApi(herald.baseUrl, DEFAULT_PUSH.instanceId);
-  const shards = new Set<number>();
-  let n = 0;
-  await until(
-    async () => shards.add(deviceShardFor(await api.registerOk('fcm', tokenFor('fcm', `${tag}-${n++}`)), SHARDS)).size === SHARDS,
-    () => `an acknowledged write on every shard (so far on: ${[...shards].join(', ')})`,
-  );
-}
-
 /** Resolves once the shards report at least `n` webhook events pending (they happened). */
 async function pendingAtLeast(herald: HeraldProcess, n: number): Promise<void> {
   let pending = 0;
@@ -262,7 +246,7 @@ describe('channel webhooks: kill -9 with events pending', () => {
     const attemptedIds = new Set(receiver.requests.flatMap((r) => verified(r).map((e) => e.id)));
     // occupied a, b; subscription_count a, b (1), b (0); vacated b (held).
     await pendingAtLeast(herald, 6);
-    await committedOnEveryShard(herald, 'kill-phase-1');
+    await committedOnShards(herald.baseUrl, SHARDS, 'all', 'kill-phase-1');
     await herald.kill9();
 
     // Phase 2: the receiver is down (connection refused) while new events happen, and Herald
@@ -273,7 +257,7 @@ describe('channel webhooks: kill -9 with events pending', () => {
     await subscribe(again, 'kill-c');
     again.unsubscribe('kill-c');
     await pendingAtLeast(herald, 6 + 4);
-    await committedOnEveryShard(herald, 'kill-phase-2');
+    await committedOnShards(herald.baseUrl, SHARDS, 'all', 'kill-phase-2');
     await herald.kill9();
 
     // Phase 3: receiver healthy, Herald back: everything arrives.
@@ -313,7 +297,7 @@ describe('channel webhooks: channels occupied at a kill -9', () => {
     await subscribe(pusher, plain);
     const occupied = [`channel_occupied:${presence}`, `member_added:${presence}:${user}`, `channel_occupied:${plain}`];
     await until(() => occupied.every((l) => verifiedEvents(receiver).some((e) => label(e) === l)), 'occupied events');
-    await committedOnEveryShard(herald, `occupied-${user}`);
+    await committedOnShards(herald.baseUrl, SHARDS, 'all', `occupied-${user}`);
     await herald.kill9();
     pusher.disconnect();
   }
