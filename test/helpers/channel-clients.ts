@@ -177,6 +177,50 @@ export class ClientPool {
   }
 }
 
+/** What pusher-js binds events on: a channel, a connection, a user's watchlist. */
+interface PusherJsEvents {
+  bind(event: string, callback: (data: never) => void): unknown;
+  unbind(event: string, callback: (data: never) => void): unknown;
+}
+
+/**
+ * The data of the next `event` on a pusher-js channel or connection. Bound when called: call it
+ * before what causes the event (keep the promise, await it after).
+ */
+export async function nextPusherEvent<T = unknown>(target: PusherJsEvents, event: string, timeoutMs = 10_000): Promise<T> {
+  const seen: T[] = [];
+  const record = (data: T): void => {
+    seen.push(data);
+  };
+  target.bind(event, record as (data: never) => void);
+  try {
+    await until(() => seen.length > 0, `pusher-js event ${event}`, timeoutMs);
+    return seen[0]!;
+  } finally {
+    target.unbind(event, record as (data: never) => void);
+  }
+}
+
+/**
+ * A round trip on a pusher-js connection: sends pusher:ping and resolves once the pong is back.
+ * The server has then handled whatever the connection sent before the ping, and whatever the
+ * server sent the connection before the pong has arrived (uWS keeps a socket's sends and topic
+ * publishes in one order): the marker for "nothing (more) arrives on this connection".
+ */
+export async function roundTrip(pusher: PusherJsClient, timeoutMs = 10_000): Promise<void> {
+  let ponged = false;
+  const onMessage = (message: { event?: string }): void => {
+    if (message.event === 'pusher:pong') ponged = true;
+  };
+  pusher.connection.bind('message', onMessage);
+  try {
+    pusher.send_event('pusher:ping', {});
+    await until(() => ponged, `pusher:pong on connection ${pusher.connection.socket_id}`, timeoutMs);
+  } finally {
+    pusher.connection.unbind('message', onMessage);
+  }
+}
+
 /** The status and JSON body of a refused `pusher` SDK call (fails the test if it succeeded). */
 export async function refusal(call: Promise<unknown>): Promise<{ status: number | undefined; body: Record<string, unknown> }> {
   const err = (await call.then(

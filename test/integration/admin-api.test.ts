@@ -11,6 +11,7 @@ import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.j
 import { DEFAULT_APP, DEFAULT_PUSH, HeraldProcess, startHerald } from '../helpers/herald-process.js';
 import { channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { nextEvent, sleep, until } from '../helpers/wait.js';
 
 const CONFIG_TOKEN = 'config-admin-token-0123456789';
 const ENV_TOKEN = 'env-admin-token-9876543210abc';
@@ -68,7 +69,6 @@ async function openStream(query = ''): Promise<{ events: StreamEvent[]; next: (m
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toContain('text/event-stream');
   const events: StreamEvent[] = [];
-  const waiters = new Set<() => void>();
   void (async () => {
     const decoder = new TextDecoder();
     let buffer = '';
@@ -82,33 +82,20 @@ async function openStream(query = ''): Promise<{ events: StreamEvent[]; next: (m
           const type = /^event: (.*)$/m.exec(block)?.[1];
           const data = /^data: (.*)$/m.exec(block)?.[1];
           if (type && data) events.push({ type, data: JSON.parse(data) as Record<string, unknown> });
-          for (const w of waiters) w();
         }
       }
     } catch {
       // aborted
     }
   })();
-  const next = (match: (e: StreamEvent) => boolean, timeoutMs = 15_000): Promise<StreamEvent> =>
-    new Promise((resolve, reject) => {
-      const check = () => {
-        const found = events.find(match);
-        if (!found) return false;
-        waiters.delete(check);
-        clearTimeout(timer);
-        resolve(found);
-        return true;
-      };
-      const timer = setTimeout(() => {
-        waiters.delete(check);
-        reject(new Error(`no matching stream event in ${timeoutMs} ms; got ${JSON.stringify(events.filter((e) => e.type !== 'stats')).slice(0, 2000)}`));
-      }, timeoutMs);
-      if (!check()) waiters.add(check);
-    });
+  const next = (match: (e: StreamEvent) => boolean, timeoutMs = 15_000): Promise<StreamEvent> => {
+    const seen = (): string => `a matching stream event; got ${JSON.stringify(events.filter((e) => e.type !== 'stats')).slice(0, 2000)}`;
+    return until(() => events.find(match), seen, timeoutMs);
+  };
   return { events, next, close: () => controller.abort() };
 }
 
-function connect(key = APP.key): Promise<PusherJsClient> {
+async function connect(key = APP.key): Promise<PusherJsClient> {
   const sdk = channelsSdk(herald.port, APP);
   const client = pusherJsClient(herald.port, key, {
     channelAuthorization: {
@@ -119,7 +106,8 @@ function connect(key = APP.key): Promise<PusherJsClient> {
     },
   } as never);
   clients.push(client);
-  return new Promise((resolve) => client.connection.bind('connected', () => resolve(client)));
+  await until(() => client.connection.state === 'connected', 'a pusher-js connection');
+  return client;
 }
 
 const debugOf = (kind: string, extra: (d: Record<string, unknown>) => boolean = () => true) => (e: StreamEvent) =>
@@ -211,7 +199,7 @@ describe('admin API', () => {
       const socketId = client.connection.socket_id;
       await watched.next(debugOf('connection', (d) => d.action === 'opened' && d.socketId === socketId));
       const channel = client.subscribe('private-chat');
-      await new Promise<void>((resolve) => channel.bind('pusher:subscription_succeeded', () => resolve()));
+      await until(() => channel.subscribed, 'the subscription to private-chat');
       await watched.next(debugOf('subscription', (d) => d.action === 'subscribed' && d.channel === 'private-chat' && d.subscriptionCount === 1));
       // channel_occupied went to the receiver: the attempt shows up.
       await watched.next(debugOf('webhook', (d) => d.ok === true && (d.events as string[]).includes('channel_occupied') && String(d.url).includes('/hooks')));
@@ -236,7 +224,7 @@ describe('admin API', () => {
       other.close();
     }
     // Nobody watches any more: the taps are off again.
-    await expect.poll(async () => ((await (await admin('/overview')).json()) as { apps: { watched: boolean }[] }).apps.some((a) => a.watched)).toBe(false);
+    await until(async () => !((await (await admin('/overview')).json()) as { apps: { watched: boolean }[] }).apps.some((a) => a.watched), 'no app watched');
   });
 
   it('shows a slow consumer as closed with 4100 when it is let go', async () => {
@@ -246,10 +234,8 @@ describe('admin API', () => {
     ws.on('error', () => undefined);
     let flooding = true;
     try {
-      const established = await new Promise<{ socket_id: string }>((resolve, reject) => {
-        ws.once('message', (raw: Buffer) => resolve(JSON.parse(JSON.parse(raw.toString()).data as string) as { socket_id: string }));
-        ws.once('error', reject);
-      });
+      const first = await nextEvent<Buffer>(ws, 'message', 'pusher:connection_established');
+      const established = JSON.parse((JSON.parse(first.toString()) as { data: string }).data) as { socket_id: string };
       const socketId = established.socket_id;
       ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'flood' } }));
       await watched.next(debugOf('subscription', (d) => d.action === 'subscribed' && d.socketId === socketId));
@@ -261,7 +247,8 @@ describe('admin API', () => {
         // Paced well under the console's sampling threshold, so that the close is shown.
         for (let i = 0; flooding && i < 2000; i++) {
           await sdk.trigger('flood', 'big', data);
-          await new Promise((r) => setTimeout(r, 40));
+          // time: at most 25 events a second, under the console's sampling threshold.
+          await sleep(40);
         }
       })();
       const gone = await watched.next(debugOf('connection', (d) => d.action === 'closed' && d.socketId === socketId), 60_000);
@@ -298,11 +285,13 @@ describe('admin API', () => {
 
   it('sends an event from the event creator as the HTTP API would', async () => {
     const client = await connect();
-    const received = new Promise<unknown>((resolve) => client.subscribe('creator').bind('made', (data: unknown) => resolve(data)));
-    await new Promise<void>((resolve) => client.channel('creator').bind('pusher:subscription_succeeded', () => resolve()));
+    let received: unknown;
+    const creator = client.subscribe('creator');
+    creator.bind('made', (data: unknown) => (received = data));
+    await until(() => creator.subscribed, 'the subscription to creator');
     const res = await admin(`/apps/${APP.id}/events`, { method: 'POST', body: { channel: 'creator', event: 'made', data: '{"n":1}' } });
     expect(res.status).toBe(200);
-    expect(await received).toEqual({ n: 1 });
+    expect(await until(() => received, 'made on creator')).toEqual({ n: 1 });
     const bad = await admin(`/apps/${APP.id}/events`, { method: 'POST', body: { channel: 'bad channel!', event: 'made', data: '' } });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toMatchObject({ code: 'INVALID_CHANNEL_NAME' });
@@ -314,12 +303,10 @@ describe('admin API', () => {
     const res = await admin(`/push/${DEFAULT_PUSH.instanceId}/publishes`, { method: 'POST', body: { interest: 'nobody-here', title: 'T', body: 'B' } });
     expect(res.status).toBe(200);
     const { publishId } = (await res.json()) as { publishId: string };
-    await expect
-      .poll(async () => {
-        const view = (await (await admin(`/push/${DEFAULT_PUSH.instanceId}`)).json()) as { publishes: { publishId: string; state: string }[]; devices: { total: number } };
-        return view.publishes.find((p) => p.publishId === publishId)?.state;
-      }, { timeout: 15_000 })
-      .toBe('finished');
+    await until(async () => {
+      const view = (await (await admin(`/push/${DEFAULT_PUSH.instanceId}`)).json()) as { publishes: { publishId: string; state: string }[]; devices: { total: number } };
+      return view.publishes.find((p) => p.publishId === publishId)?.state === 'finished';
+    }, 'the test notification finished', 15_000);
     expect((await admin(`/push/${DEFAULT_PUSH.instanceId}/publishes`, { method: 'POST', body: { title: 'T', body: 'B' } })).status).toBe(400);
   });
 
@@ -339,12 +326,13 @@ describe('admin API', () => {
     expect(res.status, await res.clone().text()).toBe(200);
     const { publishId } = (await res.json()) as { publishId: string };
     type Listed = { publishId: string; kind: string; targets: string[]; state: string; recipients: number; gateways: Record<string, { sent: number; failed: number }> };
-    await expect
-      .poll(async () => {
-        const view = (await (await admin(`/push/${DEFAULT_PUSH.instanceId}`)).json()) as { publishes: Listed[] };
-        return view.publishes.find((p) => p.publishId === publishId);
-      }, { timeout: 20_000 })
-      .toMatchObject({ kind: 'devices', targets: [target], state: 'finished', recipients: 1, gateways: { fcm: { recipients: 1, sent: 1, failed: 0 } } });
+    let listed: Listed | undefined;
+    await until(async () => {
+      const view = (await (await admin(`/push/${DEFAULT_PUSH.instanceId}`)).json()) as { publishes: Listed[] };
+      listed = view.publishes.find((p) => p.publishId === publishId);
+      return listed?.state === 'finished';
+    }, () => `the publish to one device finished (listed: ${JSON.stringify(listed)})`, 20_000);
+    expect(listed).toMatchObject({ kind: 'devices', targets: [target], state: 'finished', recipients: 1, gateways: { fcm: { recipients: 1, sent: 1, failed: 0 } } });
     const received = fakes.fcm.received.filter((r) => (r.message['notification'] as { title?: string } | undefined)?.title === 'To one device');
     expect(received.map((r) => r.token)).toEqual(['fcm:admin-target-device_APA91b']);
 
@@ -369,17 +357,14 @@ describe('admin API', () => {
       const client = await connect();
       // Subscribing retries until the replaced worker answers.
       const channel = `after-crash-${Date.now()}`;
-      await expect
-        .poll(async () => {
-          const sub = client.subscribe(channel);
-          const ok = await new Promise<boolean>((resolve) => {
-            sub.bind('pusher:subscription_succeeded', () => resolve(true));
-            sub.bind('pusher:subscription_error', () => resolve(false));
-          });
-          if (!ok) client.unsubscribe(channel);
-          return ok;
-        }, { timeout: 20_000 })
-        .toBe(true);
+      await until(async () => {
+        const sub = client.subscribe(channel);
+        let refused = false;
+        sub.bind('pusher:subscription_error', () => (refused = true));
+        await until(() => sub.subscribed || refused, `an answer to the subscription to ${channel}`);
+        if (refused) client.unsubscribe(channel);
+        return sub.subscribed;
+      }, 'a subscription answered by a replaced worker', 20_000);
       await watched.next(debugOf('webhook', (d) => d.ok === true && (d.events as string[]).includes('channel_occupied')), 20_000);
       client.disconnect();
     } finally {

@@ -24,17 +24,6 @@ function sdk(creds: Creds = MAIN): Pusher {
   return channelsSdk(herald.port, creds);
 }
 
-/** Fetches JSON until `done(body)` holds or `ms` pass; returns the last body. */
-async function pollJson<T>(get: () => Promise<{ json(): Promise<unknown> }>, done: (body: T) => boolean, ms = 5000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const body = (await (await get()).json()) as T;
-    if (done(body) || Date.now() > deadline) return body;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-
 interface Client {
   pusher: PusherClient;
   socketId: string;
@@ -154,7 +143,11 @@ describe('C1 trigger with the pusher SDK', () => {
     clientsOfU1[0]!.pusher.disconnect();
     clientsOfU1[1]!.pusher.disconnect();
     await until(() => clientsOfU1.every((c) => c.pusher.connection.state === 'disconnected'), 'u1 gone');
-    const after = await pollJson<{ users: { id: string }[] }>(() => sdk().get({ path: '/channels/presence-room/users' }), (b) => b.users.length === 1);
+    let after: { users: { id: string }[] } | undefined;
+    await until(async () => {
+      after = (await (await sdk().get({ path: '/channels/presence-room/users' })).json()) as { users: { id: string }[] };
+      return after.users.length === 1;
+    }, () => `one user left in presence-room (got ${JSON.stringify(after)})`);
     expect(after).toEqual({ users: [{ id: 'u2' }] });
   });
 
@@ -214,10 +207,10 @@ describe('C3, C4 and C6 with the pusher SDK', () => {
     expect(await (await sdk().get({ path: '/channels/cache-empty', params: { info: 'cache' } })).json()).toEqual({ occupied: false, cache: null });
     await sdk().trigger('cache-prices', 'tick', '{"eur":1.08}');
     // The cache write is fire-and-forget to the owning shard: poll briefly.
-    const body = await pollJson<{ occupied: boolean; cache: { data: string; ttl: number } | null }>(
-      () => sdk().get({ path: '/channels/cache-prices', params: { info: 'cache' } }),
-      (b) => b.cache !== null,
-    );
+    const body = await until(async () => {
+      const b = (await (await sdk().get({ path: '/channels/cache-prices', params: { info: 'cache' } })).json()) as { occupied: boolean; cache: { data: string; ttl: number } | null };
+      return b.cache !== null && b;
+    }, 'the cached tick');
     expect(body.occupied).toBe(false);
     expect(body.cache!.data).toBe('{"eur":1.08}');
     expect(body.cache!.ttl).toBeGreaterThan(1700);

@@ -38,7 +38,6 @@ afterAll(async () => {
   await herald?.dispose();
 });
 
-/** Resolves at the start of the next wall-clock second, so a burst falls into one window. */
 /** Waits for the start of the next second of the clock: a fresh window of every limit. */
 async function startOfSecond(): Promise<void> {
   const second = Math.floor(Date.now() / 1000);
@@ -99,6 +98,7 @@ describe('maxHttpRequestsPerSecond', () => {
     await startOfSecond();
     for (let i = 0; i < 12; i++) {
       await sdk.trigger('steady', 'tick', { i });
+      // time: a request every 250 ms, 4 a second: under the limit of 5.
       await sleep(250);
     }
     const free = channelsSdk(herald.port, FREE);
@@ -130,6 +130,7 @@ describe('maxEventsPerSecond', () => {
     await startOfSecond();
     for (let i = 0; i < 6; i++) {
       await sdk.triggerBatch(batch(3));
+      // time: 3 events every 600 ms, under the limit of 6 a second.
       await sleep(600);
     }
   });
@@ -159,6 +160,7 @@ describe('maxNewConnectionsPerSecond', () => {
         client.connection.bind('error', (e: unknown) => (error = e));
         await until(() => client.connection.state === 'connected' || error !== undefined, 'pusher-js connected');
         expect(error).toBeUndefined();
+        // time: a new connection every 500 ms, under the limit of 3 a second.
         await sleep(500);
       }
     } finally {
@@ -186,7 +188,7 @@ describe('requireUserAuthentication', () => {
     await until(() => lurker.errorCodes.includes(4009), 'the unsigned connection closed with 4009', 10_000);
     await lurker.gone();
     expect(signedIn.state).toBe('connected');
-    // The signed-in connection outlives several more timeouts.
+    // time: the signed-in connection outlives three more 500 ms sign-in timeouts.
     await sleep(1500);
     expect(signedIn.state).toBe('connected');
     expect(signedIn.errorCodes).toEqual([]);

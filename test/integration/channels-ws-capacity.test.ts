@@ -13,7 +13,7 @@ import WebSocket from 'ws';
 import { CLI, DEFAULT_APP, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
-import { sleep } from '../helpers/wait.js';
+import { until } from '../helpers/wait.js';
 
 const BACKPRESSURE_LIMIT = 64 * 1024;
 
@@ -73,22 +73,28 @@ describe('a consumer that stops reading', () => {
     const data = 'x'.repeat(10_000);
     const batch = Array.from({ length: 10 }, (_, i) => ({ channel, name: `big-${i}`, data }));
     let sent = 0;
-    let occupiedBySlow = true; // until the server logs that it let the slow one go
-    for (let round = 0; round < 400 && occupiedBySlow; round++) {
-      const res = await sdk.triggerBatch(batch);
-      expect(res.status).toBe(200);
-      sent += batch.length;
-      if (round % 5 === 4) {
-        await sleep(150);
-        occupiedBySlow = !/slow consumer: disconnecting with 4100/.test(herald.stderr);
+    // Batches go out one after another until the server logs that it let the slow one go.
+    const letGo = (): boolean => /slow consumer: disconnecting with 4100/.test(herald.stderr);
+    let producing = true;
+    const produced = (async () => {
+      for (let round = 0; round < 400 && producing; round++) {
+        const res = await sdk.triggerBatch(batch);
+        expect(res.status).toBe(200);
+        sent += batch.length;
       }
+    })();
+    try {
+      await until(letGo, 'the server letting the slow consumer go', 60_000);
+    } finally {
+      producing = false;
+      await produced;
     }
-    expect(occupiedBySlow).toBe(false);
 
     // Reading again: its backlog, then the error and the close.
     slow.ws.resume();
-    const code = await Promise.race([slow.closed, sleep(20_000).then(() => -1)]);
-    expect(code).toBe(4100);
+    let code: number | undefined;
+    void slow.closed.then((c) => (code = c));
+    expect(await until(() => code, 'the slow consumer closed', 20_000)).toBe(4100);
     const last = slow.frames.at(-1)!;
     expect(last.event).toBe('pusher:error');
     expect(last.data).toMatchObject({ code: 4100 });
@@ -98,7 +104,7 @@ describe('a consumer that stops reading', () => {
     expect(series(metrics, 'herald_ws_disconnects_total', { app_id: DEFAULT_APP.id, code: '4100' })).toBe(1);
 
     // The other subscriber got every event and is still connected.
-    await expect.poll(() => healthyEvents, { timeout: 20_000 }).toBe(sent);
+    await until(() => healthyEvents === sent, () => `every event at the healthy subscriber (${healthyEvents} of ${sent})`, 20_000);
     expect(healthy.ws.readyState).toBe(WebSocket.OPEN);
     healthy.ws.close();
   });
@@ -119,13 +125,11 @@ describe('the node-wide maxConnections', () => {
 
     accepted[0]!.ws.close();
     await accepted[0]!.closed;
-    await expect
-      .poll(async () => {
-        const c = await client(limited.port);
-        c.ws.close();
-        return c.frames[0]!.event;
-      }, { timeout: 10_000 })
-      .toBe('pusher:connection_established');
+    await until(async () => {
+      const c = await client(limited.port);
+      c.ws.close();
+      return c.frames[0]!.event === 'pusher:connection_established';
+    }, 'a connection accepted in the freed place');
     for (const c of accepted.slice(1)) c.ws.close();
   });
 });
@@ -144,8 +148,7 @@ describe('the default node-wide maxConnections', () => {
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const clients: Client[] = [];
     try {
-      await expect.poll(() => /listening on http:\/\/[^:]+:(\d+)/.exec(stdout)?.[1], { timeout: 20_000 }).toBeDefined();
-      const port = Number(/listening on http:\/\/[^:]+:(\d+)/.exec(stdout)![1]);
+      const port = Number(await until(() => /listening on http:\/\/[^:]+:(\d+)/.exec(stdout)?.[1], 'the listening line', 20_000));
       expect(stderr).toContain('"maxConnections":128');
       for (let i = 0; i < 13; i++) clients.push(...(await Promise.all(Array.from({ length: 10 }, () => client(port)))));
       const refused = clients.filter((c) => c.frames[0]!.event === 'pusher:error');

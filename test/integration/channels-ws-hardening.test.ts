@@ -12,7 +12,7 @@ import { channelShardFor } from '../../src/shards/hash.js';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
-import { sleep } from '../helpers/wait.js';
+import { sleep, until } from '../helpers/wait.js';
 
 const APP = { id: 'hard-app', key: 'hard-key', secret: 'hard-secret', userAuthentication: true, clientEvents: true };
 const SHARDS = 2;
@@ -60,24 +60,38 @@ class RawClient {
     this.ws.send(JSON.stringify(message));
   }
 
-  async next(event: string, ms = 3000): Promise<Frame> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const found = this.frames.find((f) => f.event === event);
-      if (found) return found;
-      if (Date.now() > deadline) throw new Error(`no ${event} within ${ms} ms; got ${JSON.stringify(this.frames.slice(-5))}`);
-      await sleep(10);
-    }
+  async next(event: string, ms = 10_000): Promise<Frame> {
+    return until(() => this.frames.find((f) => f.event === event), () => `${event}; got ${JSON.stringify(this.frames.slice(-5))}`, ms);
+  }
+
+  /**
+   * Sends pusher:ping and waits for the pong: the server has handled what this socket sent
+   * before, and what it sent this socket before has arrived.
+   */
+  async roundTrip(): Promise<void> {
+    const pongs = this.frames.filter((f) => f.event === 'pusher:pong').length;
+    this.send({ event: 'pusher:ping', data: {} });
+    await until(() => this.frames.filter((f) => f.event === 'pusher:pong').length > pongs, 'pusher:pong');
   }
 }
 
-/** The server still serves: the process runs and a new client connects and gets a pong. */
+/** The event cached on `channel`, as the HTTP API reads it from the channel's shard. */
+async function cached(channel: string): Promise<unknown> {
+  const res = await sdk().get({ path: `/channels/${channel}`, params: { info: 'cache' } });
+  return ((await res.json()) as { cache?: unknown }).cache;
+}
+
+/**
+ * The server still serves: a new client connects and gets a pong, every shard answers (the
+ * requests queue behind whatever the close sent the shards), and the process still runs.
+ */
 async function stillServing(): Promise<void> {
-  expect(herald.child?.exitCode).toBeNull();
-  expect(herald.child?.signalCode).toBeNull();
   const probe = await RawClient.connect();
   probe.send({ event: 'pusher:ping', data: {} });
   await probe.next('pusher:pong');
+  expect((await sdk().get({ path: '/channels' })).status).toBe(200);
+  expect(herald.child?.exitCode).toBeNull();
+  expect(herald.child?.signalCode).toBeNull();
 }
 
 describe('user ids that are not well-formed UTF-16', () => {
@@ -86,7 +100,6 @@ describe('user ids that are not well-formed UTF-16', () => {
     raw.send({ event: 'pusher:signin', data: sdk().authenticateUser(raw.socketId, { id: LONE }) });
     expect((await raw.next('pusher:error')).data).toMatchObject({ code: 4009 });
     expect((await raw.closed).code).toBe(4009);
-    await sleep(100);
     await stillServing();
   });
 
@@ -95,7 +108,6 @@ describe('user ids that are not well-formed UTF-16', () => {
     raw.send({ event: 'pusher:signin', data: sdk().authenticateUser(raw.socketId, { id: 'fine', watchlist: ['ok', 'x\udc00'] }) });
     expect((await raw.next('pusher:error')).data).toMatchObject({ code: 4009 });
     expect((await raw.closed).code).toBe(4009);
-    await sleep(100);
     await stillServing();
   });
 
@@ -106,7 +118,6 @@ describe('user ids that are not well-formed UTF-16', () => {
     expect(await raw.next('pusher:subscription_error')).toMatchObject({ channel: 'presence-lone', data: { type: 'AuthError', status: 401 } });
     raw.ws.close();
     await raw.closed;
-    await sleep(100);
     await stillServing();
   });
 
@@ -128,21 +139,26 @@ describe('a cache channel event racing a subscription', () => {
     let channel = '';
     for (let n = 0; channelShardFor(APP.id, (channel = `cache-race-${n}`), SHARDS) !== 0; n++);
     await sdk().trigger(channel, 'score', { n: 1 });
-    await sleep(100); // cached on the shard
+    await until(async () => (await cached(channel)) !== null, 'score 1 cached on the shard');
 
     // The channel's shard stalls; the subscribe's join waits behind the stall.
     const held = fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=700`, { method: 'POST' });
+    // The stall must have begun before the subscribe, and nothing says so from outside (the
+    // metrics and admin views ask the stalled shard too).
+    // time: 100 ms of the 700 ms stall for the hold request to reach the shard.
     await sleep(100);
     const raw = await RawClient.connect();
     raw.send({ event: 'pusher:subscribe', data: { channel } });
-    await sleep(100);
+    // Handled before the ping: the join is on its way to the stalled shard.
+    await raw.roundTrip();
     // Published while the join is queued: the socket is not on the topic yet, and the shard
     // reads its cache (score 1) before it stores this one.
     await sdk().trigger(channel, 'score', { n: 2 });
     expect((await held).status).toBe(200);
 
     await raw.next('pusher_internal:subscription_succeeded');
-    await sleep(100);
+    // A second score (live) would come before the pong.
+    await raw.roundTrip();
     const i = raw.frames.findIndex((f) => f.event === 'pusher_internal:subscription_succeeded');
     expect(raw.frames[i + 1]).toMatchObject({ event: 'score', channel, data: { n: 2 } });
     expect(raw.frames.filter((f) => f.event === 'score')).toHaveLength(1);

@@ -6,12 +6,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Socket } from 'node:net';
+import { isDeepStrictEqual } from 'node:util';
 import PusherServer from 'pusher';
 import WebSocket from 'ws';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk, pusherJsClient } from '../helpers/sdk-clients.js';
-import { sleep } from '../helpers/wait.js';
+import { nextEvent, sleep, until } from '../helpers/wait.js';
 
 const IDLE = { id: 'idle', key: 'idle-key', secret: 'idle-secret', activityTimeout: 5 };
 const FLOOD = { id: 'flood', key: 'flood-key', secret: 'flood-secret', clientEvents: true, maxClientEventsPerSecond: 5000 };
@@ -47,7 +48,6 @@ class RawClient {
   readonly frames: Frame[] = [];
   bytes = 0;
   private cursor = 0;
-  private waiters: (() => void)[] = [];
   readonly closed: Promise<{ code: number; reason: string }>;
   socketId = '';
 
@@ -55,7 +55,6 @@ class RawClient {
     ws.on('message', (raw: Buffer) => {
       this.bytes += raw.length;
       this.frames.push(decodeFrame(raw.toString()));
-      for (const w of this.waiters.splice(0)) w();
     });
     ws.on('error', () => undefined);
     this.closed = new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
@@ -65,10 +64,7 @@ class RawClient {
   static async connect(app: App): Promise<RawClient> {
     const ws = new WebSocket(`ws://127.0.0.1:${herald.port}/app/${app.key}?protocol=7&client=js&version=8.4.0`);
     const c = new RawClient(ws);
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('error', reject);
-    });
+    await nextEvent(ws, 'open', `a WebSocket to app ${app.id}`);
     const established = await c.next((f) => f.event === 'pusher:connection_established');
     c.socketId = (established.data as { socket_id: string }).socket_id;
     return c;
@@ -79,23 +75,15 @@ class RawClient {
   }
 
   /** The next frame after the previous match that matches (waits up to `ms`). */
-  async next(match: (f: Frame) => boolean, ms = 5000): Promise<Frame> {
-    const deadline = Date.now() + ms;
-    for (;;) {
+  async next(match: (f: Frame) => boolean, ms = 10_000): Promise<Frame> {
+    const takeMatch = (): Frame | undefined => {
       while (this.cursor < this.frames.length) {
         const f = this.frames[this.cursor++]!;
         if (match(f)) return f;
       }
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no matching frame within ${ms} ms; last: ${JSON.stringify(this.frames.slice(-3))}`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left);
-        this.waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }
+      return undefined;
+    };
+    return until(takeMatch, () => `a matching frame; last: ${JSON.stringify(this.frames.slice(-3))}`, ms);
   }
 
   subscribe(app: App, channel: string, userId?: string): void {
@@ -131,6 +119,7 @@ describe('liveness', () => {
     expect(Date.now() - started - pingedAfter).toBeGreaterThanOrEqual(900);
 
     await answering.next((f) => f.event === 'pusher:ping', 1000);
+    // time: past the 1 s pong timeout, a client that answered is still open.
     await sleep(1300);
     expect(answering.ws.readyState).toBe(WebSocket.OPEN);
     expect(official.connection.state).toBe('connected');
@@ -265,20 +254,18 @@ describe('subscription storm', () => {
         count: (countFrame.data as { subscription_count: number }).subscription_count - 1,
       };
     };
-    const settled = async (want: { users: string[]; count: number }): Promise<{ users: string[]; count: number }> => {
-      const deadline = Date.now() + 5000;
-      for (;;) {
-        const seen = await look();
-        if ((seen.count === want.count && JSON.stringify(seen.users) === JSON.stringify(want.users)) || Date.now() > deadline) return seen;
-        await sleep(100);
-      }
+    /** Fresh subscribers' views until one is `want` (until() then names the last one seen). */
+    const lookUntilItIs = async (want: { users: string[]; count: number }): Promise<{ users: string[]; count: number } | undefined> => {
+      let seen: { users: string[]; count: number } | undefined;
+      await until(async () => isDeepStrictEqual((seen = await look()), want), () => `the state ${JSON.stringify(want)}; last seen ${JSON.stringify(seen)}`);
+      return seen;
     };
 
-    expect(await settled({ users: expectedUsers, count: survivors.length })).toEqual({ users: expectedUsers, count: survivors.length });
+    expect(await lookUntilItIs({ users: expectedUsers, count: survivors.length })).toEqual({ users: expectedUsers, count: survivors.length });
 
     // Everyone goes, half of them without a close frame: nothing may be left behind.
     survivors.forEach(({ c }, i) => (i % 2 === 0 ? c.ws.terminate() : c.ws.close()));
-    expect(await settled({ users: [], count: 0 })).toEqual({ users: [], count: 0 });
+    expect(await lookUntilItIs({ users: [], count: 0 })).toEqual({ users: [], count: 0 });
   }, 30_000);
 });
 

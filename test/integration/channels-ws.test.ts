@@ -6,12 +6,16 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type Socket } from 'node:net';
+import { isDeepStrictEqual } from 'node:util';
 import PusherServer from 'pusher';
 import WebSocket from 'ws';
+import { channelShardFor } from '../../src/shards/hash.js';
+import { nextPusherEvent, roundTrip } from '../helpers/channel-clients.js';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
+import { parsePrometheus, series } from '../helpers/prometheus-text.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk, pusherJsClient, type PusherJsClient as Pusher } from '../helpers/sdk-clients.js';
-import { flushedBy, sleep, until } from '../helpers/wait.js';
+import { flushedBy, nextEvent, sleep, until } from '../helpers/wait.js';
 
 const MASTER_KEY = Buffer.alloc(32, 7).toString('base64');
 
@@ -26,11 +30,14 @@ const APP_OFF = { id: 'app-off', key: 'key-off', secret: 'secret-off', enabled: 
 const APP_SMALL = { id: 'app-small', key: 'key-small', secret: 'secret-small', maxConnections: 2 };
 type App = { id: string; key: string; secret: string };
 
+/** Shard workers (the file picks channels on one shard). */
+const SHARDS = 2;
+
 let herald: HeraldProcess;
 const cleanups: (() => void)[] = [];
 
 beforeAll(async () => {
-  herald = await startHerald({ config: { apps: [APP_A, APP_B, APP_QUIET, APP_OFF, APP_SMALL], maxWebSocketFrameBytes: 16 * 1024 } });
+  herald = await startHerald({ shards: SHARDS, config: { apps: [APP_A, APP_B, APP_QUIET, APP_OFF, APP_SMALL], maxWebSocketFrameBytes: 16 * 1024 } });
 });
 afterAll(async () => {
   for (const c of cleanups) c();
@@ -73,33 +80,27 @@ function client(app: App, opts: ClientOptions = {}): Pusher {
   return pusher;
 }
 
-/** Resolves with the first emission of `event` (rejects after `ms`). */
-function next<T = unknown>(target: { bind(event: string, cb: (data: T) => void): unknown; unbind(event: string, cb: (data: T) => void): unknown }, event: string, ms = 3000): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ${event} within ${ms} ms`)), ms);
-    const cb = (data: T): void => {
-      clearTimeout(timer);
-      target.unbind(event, cb);
-      resolve(data);
-    };
-    target.bind(event, cb);
-  });
+async function connected(pusher: Pusher): Promise<void> {
+  await until(() => pusher.connection.state === 'connected', () => `pusher-js connected (state ${pusher.connection.state})`);
 }
 
-function connected(pusher: Pusher): Promise<void> {
-  if (pusher.connection.state === 'connected') return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`not connected: ${pusher.connection.state}`)), 5000);
-    pusher.connection.bind('connected', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
+/** Open connections of `app` as the server counts them (GET /metrics). */
+async function openConnections(app: App): Promise<number> {
+  const res = await fetch(`${herald.baseUrl}/metrics`);
+  return series(parsePrometheus(await res.text()), 'herald_connections', { app_id: app.id });
+}
+
+/** A channel named `<prefix>-<n>` on the same shard as `channel` of `app`. */
+function onShardOf(app: App, channel: string, prefix: string): string {
+  const shard = channelShardFor(app.id, channel, SHARDS);
+  let n = 0;
+  while (channelShardFor(app.id, `${prefix}-${n}`, SHARDS) !== shard) n++;
+  return `${prefix}-${n}`;
 }
 
 async function subscribed(pusher: Pusher, name: string) {
   const channel = pusher.subscribe(name);
-  const data = await next<unknown>(channel, 'pusher:subscription_succeeded');
+  const data = await nextPusherEvent<unknown>(channel, 'pusher:subscription_succeeded');
   return { channel, data };
 }
 
@@ -107,13 +108,11 @@ async function subscribed(pusher: Pusher, name: string) {
 class RawClient {
   readonly frames: Frame[] = [];
   private taken = new Set<Frame>();
-  private waiters: (() => void)[] = [];
   readonly closed: Promise<{ code: number; reason: string }>;
 
   constructor(readonly ws: WebSocket) {
     ws.on('message', (raw) => {
       this.frames.push(decodeFrame(raw.toString()));
-      for (const w of this.waiters.splice(0)) w();
     });
     ws.on('error', () => undefined);
     this.closed = new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
@@ -123,10 +122,7 @@ class RawClient {
   static async open(path: string): Promise<RawClient> {
     const ws = new WebSocket(`ws://127.0.0.1:${herald.port}${path}`);
     const c = new RawClient(ws);
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('error', reject);
-    });
+    await nextEvent(ws, 'open', `WebSocket ${path} open`);
     return c;
   }
 
@@ -142,24 +138,10 @@ class RawClient {
   }
 
   /** The first frame not yet taken that matches (waits for it up to `ms`). */
-  async next(match: (f: Frame) => boolean, ms = 3000): Promise<Frame> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const found = this.frames.find((f) => !this.taken.has(f) && match(f));
-      if (found) {
-        this.taken.add(found);
-        return found;
-      }
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no matching frame within ${ms} ms; got ${JSON.stringify(this.frames.slice(-5))}`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left);
-        this.waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }
+  async next(match: (f: Frame) => boolean, ms = 10_000): Promise<Frame> {
+    const found = await until(() => this.frames.find((f) => !this.taken.has(f) && match(f)), () => `a matching frame; got ${JSON.stringify(this.frames.slice(-5))}`, ms);
+    this.taken.add(found);
+    return found;
   }
 
   event(name: string, ms?: number): Promise<Frame> {
@@ -201,7 +183,7 @@ describe('connection', () => {
   it('pusher-js sees the refusal of an unknown key and does not reconnect', async () => {
     const p = pusherJsClient(herald.port, 'no-such-key');
     cleanups.push(() => p.disconnect());
-    const err = await next<{ error?: { data?: { code?: number; message?: string } } }>(p.connection, 'error');
+    const err = await nextPusherEvent<{ error?: { data?: { code?: number; message?: string } } }>(p.connection, 'error');
     expect(err.error?.data).toMatchObject({ code: 4001, message: "no app has key 'no-such-key' (apps[].key)" });
     const states: string[] = [];
     p.connection.bind('state_change', ({ current }: { current: string }) => states.push(current));
@@ -221,9 +203,13 @@ describe('connection', () => {
     await RawClient.connect(APP_B);
     one.raw.ws.close();
     await one.raw.closed;
-    await sleep(50);
-    const again = await RawClient.connect(APP_SMALL);
-    expect(again.socketId).toMatch(/^\d+\.\d+$/);
+    // The slot is free once the server has handled the close: until then a new one is refused.
+    const again = await until(async () => {
+      const attempt = await RawClient.open(`/app/${APP_SMALL.key}?protocol=7`);
+      const first = await attempt.next(() => true);
+      return first.event === 'pusher:connection_established' && first;
+    }, 'a connection to the app whose slot was freed');
+    expect((again.data as { socket_id: string }).socket_id).toMatch(/^\d+\.\d+$/);
   });
 
   it('answers pusher:ping with pusher:pong', async () => {
@@ -320,7 +306,7 @@ describe('channels and authorisation', () => {
     await connected(p);
     for (const name of ['private-vault', 'presence-vault', 'private-encrypted-vault']) {
       const channel = p.subscribe(name);
-      const err = await next<{ type: string; error: string; status: number }>(channel, 'pusher:subscription_error');
+      const err = await nextPusherEvent<{ type: string; error: string; status: number }>(channel, 'pusher:subscription_error');
       expect(err).toMatchObject({ type: 'AuthError', status: 401 });
       expect(err.error).toMatch(/Invalid signature/);
     }
@@ -358,11 +344,14 @@ describe('channels and authorisation', () => {
     const got: unknown[] = [];
     inbox.bind('client-note', (d: unknown) => got.push(d));
     out.trigger('client-note', { n: 1 });
-    await expect.poll(() => got.length).toBe(1);
+    await until(() => got.length === 1, 'the first note');
     receiver.unsubscribe('private-unsub');
-    await sleep(100);
+    // Its unsubscribe is handled before its ping; the sender's note before the sender's ping; and
+    // the receiver's next pong comes after anything the server sent it before.
+    await roundTrip(receiver);
     out.trigger('client-note', { n: 2 });
-    await sleep(300);
+    await roundTrip(sender);
+    await roundTrip(receiver);
     expect(got).toEqual([{ n: 1 }]);
   });
 });
@@ -382,17 +371,26 @@ describe('presence', () => {
     await Promise.all([connected(tab1), connected(tab2)]);
     const { data: first } = await subscribed(tab1, 'presence-room');
     expect(first).toMatchObject({ count: 2, me: { id: 'bob', info: { name: 'Bob' } } });
-    await expect.poll(() => added).toEqual([{ id: 'bob', info: { name: 'Bob' } }]);
+    await until(() => isDeepStrictEqual(added, [{ id: 'bob', info: { name: 'Bob' } }]), () => `bob added once (got ${JSON.stringify(added)})`);
     const { data: second } = await subscribed(tab2, 'presence-room');
     expect(second).toMatchObject({ count: 2 });
-    await sleep(200);
+    // A member_added for tab2 would be published as its subscription succeeded: before an event
+    // triggered after that.
+    const marks: unknown[] = [];
+    channel.bind('marker', (d: unknown) => marks.push(d));
+    await flushedBy(() => sdk(APP_A).trigger('presence-room', 'marker', {}), () => marks.length === 1, 'the marker after the second tab subscribed');
     expect(added).toHaveLength(1);
 
+    const before = await openConnections(APP_A);
     tab1.disconnect();
-    await sleep(300);
+    // Once the server counts one connection less it has queued tab1's leave on the channel's shard;
+    // a join on that shard queued after it answers after it, and so after any member_removed.
+    await until(async () => (await openConnections(APP_A)) === before - 1, "the server handled tab1's close");
+    const marker = onShardOf(APP_A, 'presence-room', 'room-marker');
+    await flushedBy(() => watcher.subscribe(marker), () => watcher.channel(marker).subscribed, "a join queued after tab1's leave");
     expect(removed).toEqual([]);
     tab2.unsubscribe('presence-room');
-    await expect.poll(() => removed).toEqual(['bob']);
+    await until(() => isDeepStrictEqual(removed, ['bob']), () => `bob removed (got ${JSON.stringify(removed)})`);
     expect((channel as unknown as { members: { count: number } }).members.count).toBe(1);
   });
 
@@ -405,7 +403,7 @@ describe('presence', () => {
     }
     const fourth = client(APP_A, { member: { user_id: 'm4' } });
     await connected(fourth);
-    const err = await next<{ type: string; status: number; error: string }>(fourth.subscribe('presence-full'), 'pusher:subscription_error');
+    const err = await nextPusherEvent<{ type: string; status: number; error: string }>(fourth.subscribe('presence-full'), 'pusher:subscription_error');
     expect(err).toMatchObject({ type: 'LimitReached', status: 403 });
     expect(err.error).toMatch(/maximum of 3 members/);
     const again = client(APP_A, { member: { user_id: 'm2' } });
@@ -417,7 +415,7 @@ describe('presence', () => {
   it('refuses user_info larger than maxPresenceUserInfoBytes', async () => {
     const p = client(APP_A, { member: { user_id: 'big', user_info: { bio: 'x'.repeat(100) } } });
     await connected(p);
-    const err = await next<{ type: string; error: string }>(p.subscribe('presence-bio'), 'pusher:subscription_error');
+    const err = await nextPusherEvent<{ type: string; error: string }>(p.subscribe('presence-bio'), 'pusher:subscription_error');
     expect(err.type).toBe('LimitReached');
     expect(err.error).toMatch(/limit is 64 bytes/);
   });
@@ -432,20 +430,20 @@ describe('client events', () => {
     const { channel: bPriv } = await subscribed(bob, 'private-chat');
     const echoed: unknown[] = [];
     aPriv.bind('client-typing', (d: unknown) => echoed.push(d));
-    const got = next<unknown>(bPriv, 'client-typing');
+    const got = nextPusherEvent<unknown>(bPriv, 'client-typing');
     aPriv.trigger('client-typing', { who: 'alice' });
     expect(await got).toEqual({ who: 'alice' });
 
     const { channel: aPres } = await subscribed(alice, 'presence-chat');
     const { channel: bPres } = await subscribed(bob, 'presence-chat');
-    const withMeta = new Promise<{ data: unknown; meta: { user_id?: string } }>((resolve) => {
-      bPres.bind('client-wave', (data: unknown, meta: { user_id?: string }) => resolve({ data, meta }));
-    });
+    let withMeta: { data: unknown; meta: { user_id?: string } } | undefined;
+    bPres.bind('client-wave', (data: unknown, meta: { user_id?: string }) => (withMeta = { data, meta }));
     aPres.trigger('client-wave', 'hello');
-    const wave = await withMeta;
+    const wave = await until(() => withMeta, "alice's wave");
     expect(wave.data).toBe('hello');
     expect(wave.meta.user_id).toBe('alice');
-    await sleep(200);
+    // An echo of alice's events would come before the pong to her next ping.
+    await roundTrip(alice);
     expect(echoed).toEqual([]);
   });
 
@@ -500,14 +498,14 @@ describe('user sign-in and watchlist', () => {
     await connected(watcher);
     await watcher.user.signinDonePromise;
     expect(watcher.user.user_data).toMatchObject({ id: 'carol' });
-    await expect.poll(() => events).toEqual([{ name: 'offline', user_ids: ['dave', 'erin'] }]);
+    await until(() => isDeepStrictEqual(events, [{ name: 'offline', user_ids: ['dave', 'erin'] }]), () => `both watched users offline (got ${JSON.stringify(events)})`);
 
     const dave = client(APP_A, { user: { id: 'dave' } });
     dave.signin();
     await connected(dave);
-    await expect.poll(() => events.at(-1)).toEqual({ name: 'online', user_ids: ['dave'] });
+    await until(() => isDeepStrictEqual(events.at(-1), { name: 'online', user_ids: ['dave'] }), () => `dave online (got ${JSON.stringify(events)})`);
     dave.disconnect();
-    await expect.poll(() => events.at(-1)).toEqual({ name: 'offline', user_ids: ['dave'] });
+    await until(() => isDeepStrictEqual(events.at(-1), { name: 'offline', user_ids: ['dave'] }), () => `dave offline (got ${JSON.stringify(events)})`);
   });
 
   it('subscribes the signed-in user to its own server-to-user channel only', async () => {
@@ -557,12 +555,15 @@ describe('cache channels and subscription counts', () => {
     const writer = client(APP_A);
     await connected(writer);
     const missed = writer.subscribe('cache-empty');
-    await next(missed, 'pusher:cache_miss');
+    await nextPusherEvent(missed, 'pusher:cache_miss');
 
     const { channel } = await subscribed(writer, 'private-cache-scores');
     channel.trigger('client-score', { home: 1 });
     channel.trigger('client-score', { home: 2 });
-    await sleep(150);
+    await until(async () => {
+      const res = await sdk(APP_A).get({ path: '/channels/private-cache-scores', params: { info: 'cache' } });
+      return isDeepStrictEqual(((await res.json()) as { cache?: { data?: string } }).cache?.data, JSON.stringify({ home: 2 }));
+    }, 'the second score cached');
 
     const { raw, socketId } = await RawClient.connect(APP_A);
     raw.send({ event: 'pusher:subscribe', data: { channel: 'private-cache-scores', ...sdk(APP_A).authorizeChannel(socketId, 'private-cache-scores') } });
@@ -577,7 +578,7 @@ describe('cache channels and subscription counts', () => {
     await sleep(2100);
     const late = client(APP_A);
     await connected(late);
-    await next(late.subscribe('private-cache-scores'), 'pusher:cache_miss');
+    await nextPusherEvent(late.subscribe('private-cache-scores'), 'pusher:cache_miss');
   });
 
   it('sends subscription_count on non-presence channels when the app enables it', async () => {
@@ -587,26 +588,37 @@ describe('cache channels and subscription counts', () => {
     const counts: number[] = [];
     const ch1 = first.subscribe('counted');
     ch1.bind('pusher:subscription_count', (d: { subscription_count: number }) => counts.push(d.subscription_count));
-    await next(ch1, 'pusher:subscription_succeeded');
-    await expect.poll(() => counts).toEqual([1]);
+    await nextPusherEvent(ch1, 'pusher:subscription_succeeded');
+    const countsAre = (want: number[]) => () => isDeepStrictEqual(counts, want);
+    const seen = () => `counts ${JSON.stringify(counts)}`;
+    await until(countsAre([1]), seen);
     await subscribed(second, 'counted');
-    await expect.poll(() => counts).toEqual([1, 2]);
+    await until(countsAre([1, 2]), seen);
     second.unsubscribe('counted');
-    await expect.poll(() => counts).toEqual([1, 2, 1]);
+    await until(countsAre([1, 2, 1]), seen);
 
     const quiet = client(APP_QUIET);
     await connected(quiet);
     const quietCounts: unknown[] = [];
     const q = quiet.subscribe('counted');
     q.bind('pusher:subscription_count', (d: unknown) => quietCounts.push(d));
-    await next(q, 'pusher:subscription_succeeded');
+    await nextPusherEvent(q, 'pusher:subscription_succeeded');
     const pres = client(APP_A, { member: { user_id: 'p' } });
     await connected(pres);
     const pc: unknown[] = [];
     const presCh = pres.subscribe('presence-counted');
     presCh.bind('pusher:subscription_count', (d: unknown) => pc.push(d));
-    await next(presCh, 'pusher:subscription_succeeded');
-    await sleep(200);
+    await nextPusherEvent(presCh, 'pusher:subscription_succeeded');
+    // A count would be published as the subscription succeeded: before an event triggered after it.
+    const quietMarks: unknown[] = [];
+    const presMarks: unknown[] = [];
+    q.bind('marker', (d: unknown) => quietMarks.push(d));
+    presCh.bind('marker', (d: unknown) => presMarks.push(d));
+    await flushedBy(
+      () => Promise.all([sdk(APP_QUIET).trigger('counted', 'marker', {}), sdk(APP_A).trigger('presence-counted', 'marker', {})]),
+      () => quietMarks.length === 1 && presMarks.length === 1,
+      'a marker on each channel',
+    );
     expect(quietCounts).toEqual([]);
     expect(pc).toEqual([]);
   });
@@ -626,17 +638,22 @@ describe('per-app isolation', () => {
     b1c.bind('client-msg', (d: unknown) => bGot.push(d));
     a2c.bind('client-msg', (d: unknown) => aGot.push(d));
     a1c.trigger('client-msg', { from: 'a' });
-    await expect.poll(() => aGot).toEqual([{ from: 'a' }]);
+    await until(() => isDeepStrictEqual(aGot, [{ from: 'a' }]), () => `a's message (got ${JSON.stringify(aGot)})`);
     b1c.trigger('client-msg', { from: 'b' });
-    await sleep(300);
+    // Handled by the server before b1's next ping; had it reached a2, before an event triggered after.
+    await roundTrip(b1);
+    const marks: unknown[] = [];
+    a2c.bind('marker', (d: unknown) => marks.push(d));
+    await flushedBy(() => sdk(APP_A).trigger('private-shared', 'marker', {}), () => marks.length === 1, 'the marker on app A');
     expect(bGot).toEqual([]);
     expect(aGot).toEqual([{ from: 'a' }]);
 
     const { data: bPresence } = await subscribed(b1, 'presence-shared');
+    // pusher-js's members object is live (b2 joins below): its count as b1 subscribed.
+    expect(bPresence).toMatchObject({ count: 1 });
     await subscribed(a1, 'presence-shared');
     await subscribed(a2, 'presence-shared');
     const { data: bAgain } = await subscribed(client(APP_B, { member: { user_id: 'b2' } }), 'presence-shared');
-    expect(bPresence).toMatchObject({ count: 1 });
     expect((bAgain as { members: Record<string, unknown> }).members).toEqual({ b1: null, b2: null });
   });
 });
@@ -654,7 +671,7 @@ describe('server events through the HTTP API', () => {
     c2.bind('headline', (d: unknown) => got2.push(d));
     await sdk(APP_A).trigger('news-feed', 'headline', { n: 1 });
     await sdk(APP_A).trigger('news-feed', 'headline', { n: 2 }, { socket_id: one.connection.socket_id });
-    await expect.poll(() => got2).toEqual([{ n: 1 }, { n: 2 }]);
+    await until(() => isDeepStrictEqual(got2, [{ n: 1 }, { n: 2 }]), () => `both headlines on the second socket (got ${JSON.stringify(got2)})`);
     // Triggers on one channel arrive in order: once a later marker is on the first socket, n: 2 would be too.
     const marks: unknown[] = [];
     c1.bind('marker', (d: unknown) => marks.push(d));
@@ -680,7 +697,7 @@ describe('server events through the HTTP API', () => {
     const late = client(APP_A);
     await connected(late);
     const channel = late.subscribe('cache-weather');
-    expect(await next(channel, 'forecast')).toEqual({ sky: 'clear' });
+    expect(await nextPusherEvent(channel, 'forecast')).toEqual({ sky: 'clear' });
   });
 
   it('does not deliver another app’s trigger on the same channel name', async () => {
@@ -705,11 +722,11 @@ describe('server events through the HTTP API', () => {
       await connected(p);
       await p.user.signinDonePromise;
     }
-    const errors = tabs.map((p) => next<{ data?: { code?: number } }>(p.connection, 'error'));
+    const errors = tabs.map((p) => nextPusherEvent<{ data?: { code?: number } }>(p.connection, 'error'));
     const res = await sdk(APP_A).terminateUserConnections('henry');
     expect(res.status).toBe(200);
     for (const e of await Promise.all(errors)) expect(e.data?.code).toBe(4009);
-    await expect.poll(() => tabs.map((p) => p.connection.state)).toEqual(['disconnected', 'disconnected']);
+    await until(() => tabs.every((p) => p.connection.state === 'disconnected'), () => `both tabs disconnected (${tabs.map((p) => p.connection.state).join(', ')})`);
     expect(other.connection.state).toBe('connected');
   });
 });

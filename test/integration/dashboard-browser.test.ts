@@ -14,6 +14,7 @@ import { DEFAULT_APP, DEFAULT_PUSH, HeraldProcess, REPO_ROOT, startHerald } from
 import { CHROMIUM_PATH, chromiumAvailable, collectErrors, launchChromium } from '../helpers/browser.js';
 import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { beamsSdk, channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
+import { flushedBy, until } from '../helpers/wait.js';
 
 const TOKEN = 'dashboard-test-token-0123456789';
 const SCREENSHOTS = process.env.HERALD_SCREENSHOTS === '1';
@@ -78,10 +79,11 @@ async function wordsBrokenInHeaders(page: Page): Promise<string[]> {
   })()`)) as string[];
 }
 
-function connectClient(): Promise<PusherJsClient> {
+async function connectClient(): Promise<PusherJsClient> {
   const client = pusherJsClient(herald.port, DEFAULT_APP.key);
   clients.push(client);
-  return new Promise((resolve) => client.connection.bind('connected', () => resolve(client)));
+  await until(() => client.connection.state === 'connected', 'a pusher-js connection');
+  return client;
 }
 
 describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium', () => {
@@ -119,7 +121,7 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
     await page.goto(`${herald.baseUrl}/dashboard`);
     await page.getByLabel('Admin token').fill('not-the-token');
     await page.getByRole('button', { name: 'Sign in' }).click();
-    await expect.poll(() => page.getByRole('alert').textContent()).toContain('Wrong admin token');
+    await until(async () => (await page.getByRole('alert').textContent())?.includes('Wrong admin token'), "the 'Wrong admin token' alert");
     await page.getByLabel('Admin token').fill(TOKEN);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
@@ -133,7 +135,7 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
     // The charts open on the last minute, not on years (uPlot's own range for 0 or 1 point).
     for (const label of ['messages per second', 'push notifications per second']) {
       const chart = page.locator(`.chart[aria-label="${label}"]`);
-      await expect.poll(() => chart.getAttribute('data-x-max')).not.toBeNull();
+      await until(async () => (await chart.getAttribute('data-x-max')) !== null, `the ${label} chart's x range`);
       const [min, max] = [Number(await chart.getAttribute('data-x-min')), Number(await chart.getAttribute('data-x-max'))];
       expect(max - min, label).toBeLessThanOrEqual(600);
       expect(Math.abs(max - Date.now() / 1000), label).toBeLessThan(600);
@@ -148,8 +150,8 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
     // The console is live once its stream is open (the dot turns green).
     await page.locator('h2 .dot.ok').waitFor();
     const [a, b] = await Promise.all([connectClient(), connectClient()]);
-    const subscribed = (c: PusherJsClient) => new Promise<void>((resolve) => c.subscribe('orders').bind('pusher:subscription_succeeded', () => resolve()));
-    await Promise.all([subscribed(a), subscribed(b)]);
+    const [ordersA, ordersB] = [a.subscribe('orders'), b.subscribe('orders')];
+    await until(() => ordersA.subscribed && ordersB.subscribed, 'both clients subscribed to orders');
     await page.locator('tr[data-channel="orders"]').getByText('2 subscriber(s)').waitFor({ timeout: 15_000 });
     await page.locator('.console li.subscription', { hasText: 'Subscribed orders' }).first().waitFor();
     await page.locator('.console li.connection', { hasText: 'Connection opened' }).first().waitFor();
@@ -175,7 +177,11 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
     await page.getByRole('button', { name: 'Pause' }).click();
     await page.getByText('Paused').waitFor();
     await sdk.trigger('orders', 'while-paused', {});
-    await new Promise((r) => setTimeout(r, 500));
+    // The server wrote the event's debug entry to the page's stream before answering the trigger;
+    // a connection opened after it shows in a later `stats` event of that stream (the Connections
+    // card): once the card counts it, the page has had (and not shown) the paused event.
+    const connectionsCard = page.locator('.stat', { hasText: 'Connections' }).locator('.stat-value');
+    await flushedBy(connectClient, async () => (await connectionsCard.textContent()) === String(clients.length), "the stream's stats after the paused event");
     expect(await page.locator('.console li', { hasText: 'while-paused' }).count()).toBe(0);
     await page.getByRole('button', { name: 'Resume' }).click();
     await sdk.trigger('orders', 'after-resume', {});
@@ -187,14 +193,15 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
   it('sends an event from the event creator that a pusher-js client receives', async () => {
     const { page, errors } = await signedInPage(`/dashboard/apps/${DEFAULT_APP.id}`);
     const client = await connectClient();
-    const received = new Promise<unknown>((resolve) => client.subscribe('news').bind('headline', (data: unknown) => resolve(data)));
+    let received: unknown;
+    client.subscribe('news').bind('headline', (data: unknown) => (received = data));
     await page.getByLabel('Channel', { exact: true }).fill('news');
     await page.getByLabel('Event', { exact: true }).fill('headline');
     await page.getByLabel('Data', { exact: true }).fill('{"title":"Herald ships a dashboard"}');
     // The subscription must be in place before the event goes out.
     await page.locator('tr[data-channel="news"]').waitFor({ timeout: 15_000 });
     await page.getByRole('button', { name: 'Send event' }).click();
-    expect(await received).toEqual({ title: 'Herald ships a dashboard' });
+    expect(await until(() => received, 'headline on news in pusher-js')).toEqual({ title: 'Herald ships a dashboard' });
     await page.getByText('Sent headline to news.').waitFor();
     expect(realErrors(errors)).toEqual([]);
   });

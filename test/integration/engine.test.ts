@@ -5,6 +5,7 @@ import { join, relative } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { request as httpRequest, Agent } from 'node:http';
 import { CLI, DEFAULT_PUSH, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
+import { sleep, until } from '../helpers/wait.js';
 
 describe('engine: start-up, routes, shutdown', () => {
   let herald: HeraldProcess;
@@ -160,10 +161,12 @@ describe('engine: shutdown', () => {
       expect((await send(agent, herald.port, 'GET', '/ready')).status).toBe(200);
       // A request in flight keeps the drain open for a while.
       const held = fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=1500`, { method: 'POST' }).catch(() => undefined);
-      await new Promise((r) => setTimeout(r, 100));
+      // Nothing outside the held shard tells when the hold began (the metrics ask the shard too).
+      // time: 100 ms of the 1.5 s hold for its request to be in flight before the SIGTERM.
+      await sleep(100);
       const exit = exited(herald);
       herald.child!.kill('SIGTERM');
-      await new Promise((r) => setTimeout(r, 300));
+      await until(async () => (await send(agent, herald.port, 'GET', '/ready')).status === 503, 'the server draining after SIGTERM');
 
       const channels = await send(agent, herald.port, 'GET', '/apps/app-id/channels');
       expect(channels.status).toBe(503);
@@ -185,7 +188,9 @@ describe('engine: shutdown', () => {
     running.push(herald);
     // Shard 0 blocks for 9 s: its storage close cannot be answered in time.
     void fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=9000`, { method: 'POST' }).catch(() => undefined);
-    await new Promise((r) => setTimeout(r, 100));
+    // Nothing outside the held shard tells when the hold began (the metrics ask the shard too).
+    // time: 100 ms for the hold's request to reach the shard before the SIGTERM.
+    await sleep(100);
     const exit = exited(herald);
     const started = Date.now();
     herald.child!.kill('SIGTERM');

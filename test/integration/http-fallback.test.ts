@@ -11,6 +11,7 @@ import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-proce
 import { channelsSdk } from '../helpers/sdk-clients.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
 import { FALLBACK_QUERY, connectSession, poll, pollUntil, send, sessionBase as baseOf } from '../helpers/fallback-session.js';
+import { until } from '../helpers/wait.js';
 
 const FRAME_LIMIT = 4096;
 const BACKPRESSURE = 16 * 1024;
@@ -92,11 +93,7 @@ describe('HTTP fallback sessions', () => {
     await readUntil(() => text.split('\n').includes('h'));
     controller.abort();
     // The stream is gone: the session expires after sessionTimeoutMs, leaving its channel.
-    const deadline = Date.now() + 15_000;
-    while (await occupied('streamed')) {
-      if (Date.now() > deadline) throw new Error('the expired session still occupies its channel');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await until(async () => !(await occupied('streamed')), 'the expired session leaving its channel', 15_000);
     expect((await send(base, [])).status).toBe(404);
   });
 
@@ -110,11 +107,7 @@ describe('HTTP fallback sessions', () => {
     const payload = 'x'.repeat(2000);
     for (let i = 0; i < 40; i++) await sdk.trigger('never-polled', 'big', { i, payload });
     // Let go: off its channel at once (no subscriber left), closed when it reads its backlog.
-    const deadline = Date.now() + 15_000;
-    while (await occupied('never-polled')) {
-      if (Date.now() > deadline) throw new Error('the slow session still occupies its channel');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await until(async () => !(await occupied('never-polled')), 'the slow session let go of its channel', 15_000);
     const rest = await pollUntil(base, (l) => l.close !== null);
     const big = rest.frames.filter((f) => f.event === 'big');
     expect(big.length).toBeGreaterThan(0);
@@ -145,11 +138,8 @@ describe('HTTP fallback sessions', () => {
     expect(statuses.get(404)).toBe(3334);
     expect(statuses.get(200)).toBe(6666);
     // The sessions the polls opened expire (sessionTimeoutMs): no connection is left.
-    const deadline = Date.now() + 30_000;
-    while ((await connections()) > before) {
-      if (Date.now() > deadline) throw new Error(`connections left: ${await connections()}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    let left = 0;
+    await until(async () => (left = await connections()) <= before, () => `the polls' sessions expired (connections: ${left}, before: ${before})`, 30_000);
   }, 120_000);
 
   it('refuses an unknown app key with 4001, statelessly', async () => {

@@ -8,7 +8,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-process.js';
 import { signedQuery } from '../helpers/signed-request.js';
-import { sleep } from '../helpers/wait.js';
+import { nextEvent, sleep, until } from '../helpers/wait.js';
 
 let herald: HeraldProcess;
 
@@ -30,11 +30,13 @@ function channelInfoRequest(channel: string): string {
 const get = (path: string): string => `GET ${path} HTTP/1.1\r\nHost: localhost\r\n\r\n`;
 
 /**
- * Holds shard 0 for `ms` (on its own connection); resolves once the hold has begun, with the
- * hold's answer to await at the end.
+ * Holds shard 0 for `ms` (on its own connection); resolves once the hold has (almost certainly)
+ * begun, with the hold's answer to await at the end.
  */
 async function holdShard(ms: number): Promise<{ released: Promise<Response> }> {
   const released = fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=${ms}`, { method: 'POST' });
+  // Nothing outside the held shard tells when the hold began (the metrics ask the shard too).
+  // time: 150 ms of the hold for its request to reach the shard.
   await sleep(150);
   return { released };
 }
@@ -44,41 +46,44 @@ interface Answer {
   body: string;
 }
 
-/** Reads HTTP/1.1 responses (Content-Length bodies) off `socket` until it closes or `count` arrived. */
-function readAnswers(socket: Socket, count: number, timeoutMs = 15_000): Promise<{ answers: Answer[]; closed: boolean }> {
-  return new Promise((resolve) => {
-    let buf = Buffer.alloc(0);
-    const answers: Answer[] = [];
-    const finish = (closed: boolean): void => {
-      clearTimeout(timer);
-      socket.removeAllListeners('data');
-      resolve({ answers, closed });
-    };
-    const timer = setTimeout(() => finish(false), timeoutMs);
-    socket.on('data', (chunk: Buffer) => {
-      buf = Buffer.concat([buf, chunk]);
-      for (;;) {
-        const end = buf.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        const head = buf.subarray(0, end).toString();
-        const length = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-        if (buf.length < end + 4 + length) return;
-        answers.push({ status: Number(head.split(' ')[1]), body: buf.subarray(end + 4, end + 4 + length).toString() });
-        buf = buf.subarray(end + 4 + length);
-        if (answers.length === count) return finish(false);
-      }
-    });
-    socket.on('close', () => finish(true));
-    socket.on('error', () => undefined);
-  });
+/**
+ * Reads HTTP/1.1 responses (Content-Length bodies) off `socket` until `count` arrived or it
+ * closed. Reads from the call on: call it before writing the requests.
+ */
+async function readAnswers(socket: Socket, count: number, timeoutMs = 15_000): Promise<{ answers: Answer[]; closed: boolean }> {
+  let buf = Buffer.alloc(0);
+  const answers: Answer[] = [];
+  let closed = false;
+  const onData = (chunk: Buffer): void => {
+    buf = Buffer.concat([buf, chunk]);
+    for (;;) {
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const head = buf.subarray(0, end).toString();
+      const length = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+      if (buf.length < end + 4 + length) return;
+      if (answers.length < count) answers.push({ status: Number(head.split(' ')[1]), body: buf.subarray(end + 4, end + 4 + length).toString() });
+      buf = buf.subarray(end + 4 + length);
+    }
+  };
+  const onClose = (): void => {
+    closed = true;
+  };
+  socket.on('data', onData);
+  socket.once('close', onClose);
+  socket.on('error', () => undefined);
+  try {
+    await until(() => answers.length === count || closed, () => `${count} answers (got ${answers.length})`, timeoutMs);
+  } finally {
+    socket.off('data', onData);
+    socket.off('close', onClose);
+  }
+  return { answers, closed };
 }
 
 async function open(): Promise<Socket> {
   const socket = connect(herald.port, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => {
-    socket.once('connect', resolve);
-    socket.once('error', reject);
-  });
+  await nextEvent(socket, 'connect', 'a TCP connection to Herald');
   return socket;
 }
 
@@ -89,6 +94,7 @@ describe('HTTP pipelining behind an answer that waits on a shard', () => {
     try {
       const reading = readAnswers(socket, 4);
       socket.write(channelInfoRequest('presence-pipelined'));
+      // time: 300 ms into the 1.5 s hold the first request is read and waiting on the shard.
       await sleep(300);
       // Written while the first answer is pending: one write, three requests, the last of
       // which waits on the shard too.
@@ -114,6 +120,7 @@ describe('HTTP pipelining behind an answer that waits on a shard', () => {
     try {
       const reading = readAnswers(socket, 1);
       socket.write(channelInfoRequest('presence-half-closed'));
+      // time: 300 ms into the 1 s hold the request is read and waiting on the shard.
       await sleep(300);
       socket.end();
       const { answers } = await reading;
