@@ -26,14 +26,6 @@ const NOT_YET: Record<string, string> = {
   'helpers/herald-cluster.ts': 'cluster helper: being changed on another branch',
   'helpers/fake-gateways.ts': 'push gateways: being changed on another branch',
   'integration/cluster-push-tenants.test.ts': 'cluster push setup: being changed on another branch',
-  'integration/admin-api.test.ts': 'sleeps and poll loops still to replace',
-  'integration/channels-http.test.ts': 'sleeps and poll loops still to replace',
-  'integration/channels-rate-limits.test.ts': 'sleeps and poll loops still to replace',
-  'integration/channels-storm.test.ts': 'sleeps and poll loops still to replace',
-  'integration/channels-ws-capacity.test.ts': 'sleeps and poll loops still to replace',
-  'integration/channels-ws-hardening.test.ts': 'sleeps and poll loops still to replace',
-  'integration/channels-ws-limits.test.ts': 'sleeps and poll loops still to replace',
-  'integration/channels-ws.test.ts': 'sleeps and poll loops still to replace',
   'integration/cluster-delivery.test.ts': 'sleeps and poll loops still to replace',
   'integration/cluster-limits.test.ts': 'sleeps and poll loops still to replace',
   'integration/cluster-node-crash.test.ts': 'sleeps and poll loops still to replace',
@@ -43,10 +35,6 @@ const NOT_YET: Record<string, string> = {
   'integration/cluster-users.test.ts': 'sleeps and poll loops still to replace',
   'integration/cluster-webhook-outbox.test.ts': 'sleeps and poll loops still to replace',
   'integration/cluster-webhooks.test.ts': 'sleeps and poll loops still to replace',
-  'integration/dashboard-browser.test.ts': 'sleeps and poll loops still to replace',
-  'integration/engine.test.ts': 'sleeps and poll loops still to replace',
-  'integration/http-fallback.test.ts': 'sleeps and poll loops still to replace',
-  'integration/http-pipelining.test.ts': 'sleeps and poll loops still to replace',
 };
 
 /** What a wait of a file's own looks like. */
