@@ -2,10 +2,9 @@
  * Starts the three fake gateways (APNs, FCM with its OAuth2 token endpoint, web push) on local
  * TLS ports and builds the matching Herald push instance config: endpoints, tokenUri, keys and
  * caFile pointing at them. Each fake can be slowed down (`delayMs`) to keep a publish running,
- * e.g. across a kill -9. Also a plain HTTP receiver for the webhooks a publish produces.
+ * e.g. across a kill -9. (Webhooks a publish produces: test/helpers/webhook-receiver.ts.)
  */
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { deviceShardFor } from '../../src/shards/hash.js';
 import { ApnsFake } from '../fakes/apns-fake.js';
@@ -164,54 +163,4 @@ export async function confirmGatewayClients(fakes: FakeGateways, target: HeraldT
     await sleep(20);
   }
   await Promise.all(kept.map((device) => fetch(`${devices}/${device.platform}/${device.id}`, { method: 'DELETE' })));
-}
-
-/** One request a HookReceiver got. */
-export interface ReceivedHook {
-  path: string;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-  json: unknown;
-}
-
-/** A plain HTTP server standing in for webhook receivers (per-publish webhookUrl and instance webhooks); answers 200. */
-export interface HookReceiver {
-  /** `http://127.0.0.1:<port>`. */
-  origin: string;
-  received: ReceivedHook[];
-  /** Requests whose path is `path`. */
-  at(path: string): ReceivedHook[];
-  stop(): Promise<void>;
-}
-
-/** Starts a HookReceiver on a free port; call stop() in afterAll. */
-export async function startHookReceiver(): Promise<HookReceiver> {
-  const received: ReceivedHook[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      let json: unknown;
-      try {
-        json = JSON.parse(body);
-      } catch {
-        json = undefined;
-      }
-      received.push({ path: req.url ?? '', headers: req.headers, body, json });
-      res.writeHead(200).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('unexpected address');
-  return {
-    origin: `http://127.0.0.1:${address.port}`,
-    received,
-    at: (path) => received.filter((hook) => hook.path === path),
-    stop: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
-  };
 }

@@ -6,20 +6,21 @@ import { request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deviceShardFor } from '../../src/shards/hash.js';
-import { startFakeGateways, startHookReceiver, type FakeGateways, type HookReceiver } from '../helpers/fake-gateways.js';
+import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const LIMITED = { instanceId: '2f0c8a51-3b6d-4e7f-8a9b-0c1d2e3f4a5b', secretKey: 'limited-secret' };
 const QUOTA = { instanceId: '7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d', secretKey: 'quota-secret' };
 const UNKNOWN_INSTANCE = '11111111-2222-4333-8444-555555555555';
 
 let fakes: FakeGateways;
-let hooks: HookReceiver;
+let hooks: WebhookReceiver;
 let herald: HeraldProcess;
 
 beforeAll(async () => {
   fakes = await startFakeGateways();
-  hooks = await startHookReceiver();
+  hooks = await WebhookReceiver.start();
   herald = await startHerald({
     shards: 2,
     config: {
@@ -37,7 +38,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await herald?.dispose();
-  await hooks?.stop();
+  await hooks?.close();
   await fakes?.stop();
 });
 

@@ -6,9 +6,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deviceShardFor } from '../../src/shards/hash.js';
-import { startFakeGateways, startHookReceiver, type FakeGateways, type HookReceiver } from '../helpers/fake-gateways.js';
+import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const INSTANCE = DEFAULT_PUSH.instanceId;
 /** Sends in flight per shard and devices per checkpoint: together they bound the duplicates. */
@@ -17,12 +18,12 @@ const CHECKPOINT_EVERY = 2;
 const SHARDS = 2;
 
 let fakes: FakeGateways;
-let hooks: HookReceiver;
+let hooks: WebhookReceiver;
 let herald: HeraldProcess;
 
 beforeAll(async () => {
   fakes = await startFakeGateways();
-  hooks = await startHookReceiver();
+  hooks = await WebhookReceiver.start();
   herald = await startHerald({
     shards: SHARDS,
     config: {
@@ -37,7 +38,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await herald?.dispose();
-  await hooks?.stop();
+  await hooks?.close();
   await fakes?.stop();
 });
 

@@ -7,24 +7,23 @@ import { createHmac } from 'node:crypto';
 import type PushNotifications from '@pusher/push-notifications-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deviceShardFor } from '../../src/shards/hash.js';
-import {
-  APNS_TEAM_ID, confirmGatewayClients, startFakeGateways, startHookReceiver, type FakeGateways, type HookReceiver,
-} from '../helpers/fake-gateways.js';
+import { APNS_TEAM_ID, confirmGatewayClients, startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const INSTANCE = DEFAULT_PUSH.instanceId;
 const BUNDLE = 'com.herald.publish-test';
 const HOOK_SECRET = 'instance-hook-secret';
 
 let fakes: FakeGateways;
-let hooks: HookReceiver;
+let hooks: WebhookReceiver;
 let herald: HeraldProcess;
 let beams: PushNotifications;
 
 beforeAll(async () => {
   fakes = await startFakeGateways();
-  hooks = await startHookReceiver();
+  hooks = await WebhookReceiver.start();
   herald = await startHerald({
     shards: 2,
     config: {
@@ -42,7 +41,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await herald?.dispose();
-  await hooks?.stop();
+  await hooks?.close();
   await fakes?.stop();
 });
 
@@ -243,7 +242,7 @@ describe('publish to users (P2)', () => {
     expect(erin.token).not.toBe('');
 
     expect(attempt.headers['webhook-event-type']).toBe('v1.PublishToUsersAttempt');
-    expect(attempt.headers['webhook-signature']).toBe(createHmac('sha1', HOOK_SECRET).update(attempt.body).digest('hex'));
+    expect(attempt.headers['webhook-signature']).toBe(createHmac('sha1', HOOK_SECRET).update(attempt.rawBody).digest('hex'));
     expect((attempt.json as { payload: unknown }).payload).toEqual({
       instance_id: INSTANCE,
       publish_id: publishId,
