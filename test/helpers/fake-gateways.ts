@@ -55,6 +55,11 @@ export interface FakeGateways {
    * `overrides` are merged on top (instanceId, secretKey, webhooks, quotas...).
    */
   instanceConfig(overrides?: Record<string, unknown>): Record<string, unknown>;
+  /**
+   * Tokens the fakes accepted for one publish, per platform, each occurrence (so repeats show):
+   * the publish id is in what Herald adds to each payload (`data.pusher`).
+   */
+  deliveredFor(publishId: string): { apns: string[]; fcm: string[]; web: string[] };
   /** Sets the answer delay of all three fakes, ms. */
   setDelay(ms: number): void;
   /** Forgets dead tokens and scripted failures on all three. */
@@ -85,6 +90,11 @@ export async function startFakeGateways(): Promise<FakeGateways> {
       // The fake's endpoints are on 127.0.0.1, which Herald refuses unless told otherwise.
       web: { vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: VAPID_SUBJECT, caFile: TEST_CA_FILE, allowPrivateEndpoints: true },
       ...overrides,
+    }),
+    deliveredFor: (publishId) => ({
+      apns: apns.delivered.filter((r) => (r.payload as { data?: { pusher?: { publishId?: string } } }).data?.pusher?.publishId === publishId).map((r) => r.token),
+      fcm: fcm.delivered.filter((r) => String((r.message['data'] as Record<string, string> | undefined)?.['pusher'] ?? '').includes(publishId)).map((r) => r.token!),
+      web: web.delivered.filter((r) => (r.plaintext ?? '').includes(publishId)).map((r) => r.token),
     }),
     setDelay: (ms) => {
       apns.delayMs = ms;

@@ -59,11 +59,8 @@ async function register(platform: 'apns' | 'fcm' | 'web', token: string, interes
 }
 
 function deliveredTokens(publishId: string): string[] {
-  return [
-    ...fakes.apns.delivered.filter((r) => JSON.stringify(r.payload).includes(publishId)).map((r) => r.token),
-    ...fakes.fcm.delivered.filter((r) => JSON.stringify(r.message).includes(publishId)).map((r) => r.token!),
-    ...fakes.web.delivered.filter((r) => (r.plaintext ?? '').includes(publishId)).map((r) => r.token),
-  ];
+  const { apns, fcm, web } = fakes.deliveredFor(publishId);
+  return [...apns, ...fcm, ...web];
 }
 
 async function until(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {

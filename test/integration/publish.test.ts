@@ -94,15 +94,6 @@ async function until<T>(what: string, check: () => T | undefined | false, timeou
   }
 }
 
-/** Tokens the fakes accepted for a publish, per platform (each occurrence, so duplicates show). */
-function deliveredFor(publishId: string): { apns: string[]; fcm: string[]; web: string[] } {
-  return {
-    apns: fakes.apns.delivered.filter((r) => (r.payload as { data?: { pusher?: { publishId?: string } } }).data?.pusher?.publishId === publishId).map((r) => r.token),
-    fcm: fakes.fcm.delivered.filter((r) => String((r.message['data'] as Record<string, string> | undefined)?.['pusher'] ?? '').includes(publishId)).map((r) => r.token!),
-    web: fakes.web.delivered.filter((r) => (r.plaintext ?? '').includes(publishId)).map((r) => r.token),
-  };
-}
-
 function finishedHook(path: string, publishId: string) {
   return hooks.at(path).find((h) => (h.json as { publishId?: string; status?: string }).publishId === publishId && (h.json as { status: string }).status === 'FINISHED');
 }
@@ -156,7 +147,7 @@ describe('publish to interests (P1)', () => {
     expect(publishId).toMatch(/^pubid-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
 
     const finished = await until('FINISHED webhook', () => finishedHook(hookPath, publishId));
-    const delivered = deliveredFor(publishId);
+    const delivered = fakes.deliveredFor(publishId);
     const expected = (platform: Registered['platform']) => sorted(devices.filter((d) => d.platform === platform).map((d) => d.token));
     expect(sorted(delivered.apns)).toEqual(expected('apns'));
     expect(sorted(delivered.fcm)).toEqual(expected('fcm'));
@@ -211,8 +202,8 @@ describe('publish to interests (P1)', () => {
     });
     expect(response.status).toBe(200);
     const { publishId } = (await response.json()) as { publishId: string };
-    await until('legacy delivery', () => deliveredFor(publishId).fcm.length === 1);
-    expect(deliveredFor(publishId).fcm).toEqual([device.token]);
+    await until('legacy delivery', () => fakes.deliveredFor(publishId).fcm.length === 1);
+    expect(fakes.deliveredFor(publishId).fcm).toEqual([device.token]);
   });
 });
 
@@ -234,7 +225,7 @@ describe('publish to users (P2)', () => {
     const attempt = await until('v1.PublishToUsersAttempt', () =>
       hooks.at('/instance').find((h) => (h.json as { payload?: { publish_id?: string } }).payload?.publish_id === publishId));
 
-    const delivered = deliveredFor(publishId);
+    const delivered = fakes.deliveredFor(publishId);
     expect(sorted(delivered.apns)).toEqual([alice[0]!.token]);
     expect(sorted(delivered.fcm)).toEqual(sorted([alice[1]!.token, bob.token]));
     expect(delivered.web).toEqual([]);
@@ -270,7 +261,7 @@ describe('re-registration and users', () => {
     const attempt = await until('v1.PublishToUsersAttempt', () =>
       hooks.at('/instance').find((h) => (h.json as { payload?: { publish_id?: string } }).payload?.publish_id === publishId));
     expect((attempt.json as { payload: { users_no_devices: string[] } }).payload.users_no_devices).toEqual(['frank']);
-    expect(deliveredFor(publishId).apns).toEqual([]);
+    expect(fakes.deliveredFor(publishId).apns).toEqual([]);
   });
 });
 
@@ -315,6 +306,6 @@ describe('gateway answers', () => {
     const fcmAttempts = fakes.fcm.received.filter((r) => r.token === flaky[1]!.token);
     expect(fcmAttempts.map((r) => r.status)).toEqual([429, 200]);
     expect(fakes.web.received.filter((r) => r.token === flaky[2]!.token).map((r) => r.status)).toEqual([500, 500, 201]);
-    expect(deliveredFor(publishId).web).toEqual([flaky[2]!.token]);
+    expect(fakes.deliveredFor(publishId).web).toEqual([flaky[2]!.token]);
   });
 });
