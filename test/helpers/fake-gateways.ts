@@ -5,13 +5,13 @@
  * e.g. across a kill -9. (Webhooks a publish produces: test/helpers/webhook-receiver.ts.)
  */
 import { randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { deviceShardFor } from '../../src/shards/hash.js';
 import { ApnsFake } from '../fakes/apns-fake.js';
 import { FcmFake } from '../fakes/fcm-fake.js';
 import type { FakeRequest, FakeResponse } from '../fakes/fake-server.js';
 import { apnsKeys, fcmKeys, TEST_CA_FILE, vapidKeys } from '../fakes/tls.js';
 import { WebPushFake } from '../fakes/webpush-fake.js';
+import { sleep, until } from './wait.js';
 
 export const APNS_TEAM_ID = 'HERALDTEAM';
 export const APNS_KEY_ID = 'HERALDKEY1';
@@ -23,6 +23,7 @@ export const VAPID_SUBJECT = 'mailto:push@herald.test';
 export class SlowApnsFake extends ApnsFake {
   delayMs = 0;
   protected override async handle(request: FakeRequest): Promise<FakeResponse> {
+    // time: a gateway slowed down on purpose (keeps a publish running).
     if (this.delayMs > 0) await sleep(this.delayMs);
     return super.handle(request);
   }
@@ -32,6 +33,7 @@ export class SlowApnsFake extends ApnsFake {
 export class SlowFcmFake extends FcmFake {
   delayMs = 0;
   protected override async handle(request: FakeRequest): Promise<FakeResponse> {
+    // time: a gateway slowed down on purpose (keeps a publish running).
     if (this.delayMs > 0 && request.path !== '/token') await sleep(this.delayMs);
     return super.handle(request);
   }
@@ -41,6 +43,7 @@ export class SlowFcmFake extends FcmFake {
 export class SlowWebPushFake extends WebPushFake {
   delayMs = 0;
   protected override async handle(request: FakeRequest): Promise<FakeResponse> {
+    // time: a gateway slowed down on purpose (keeps a publish running).
     if (this.delayMs > 0) await sleep(this.delayMs);
     return super.handle(request);
   }
@@ -167,10 +170,6 @@ export async function confirmGatewayClients(fakes: FakeGateways, target: HeraldT
   });
   if (published.status !== 200) throw new Error(`warm-up publish answered ${published.status}: ${await published.text()}`);
   const accepted = (device: (typeof kept)[number]): boolean => fakes[device.platform].delivered.some((r) => r.token === device.token);
-  const deadline = Date.now() + 10_000;
-  while (!kept.every(accepted)) {
-    if (Date.now() > deadline) throw new Error('the fakes did not accept every warm-up send');
-    await sleep(20);
-  }
+  await until(() => kept.every(accepted), 'the fakes to accept every warm-up send');
   await Promise.all(kept.map((device) => fetch(`${devices}/${device.platform}/${device.id}`, { method: 'DELETE' })));
 }

@@ -10,6 +10,7 @@ import { deviceShardFor } from '../../src/shards/hash.js';
 import { APNS_TEAM_ID, confirmGatewayClients, startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
+import { until } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const INSTANCE = DEFAULT_PUSH.instanceId;
@@ -84,16 +85,6 @@ async function deviceStatus(device: Registered): Promise<number> {
   return (await deviceApi('GET', `/devices/${device.platform}/${encodeURIComponent(device.id)}`)).status;
 }
 
-async function until<T>(what: string, check: () => T | undefined | false, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 function finishedHook(path: string, publishId: string) {
   return hooks.at(path).find((h) => (h.json as { publishId?: string; status?: string }).publishId === publishId && (h.json as { status: string }).status === 'FINISHED');
 }
@@ -146,7 +137,7 @@ describe('publish to interests (P1)', () => {
     const { publishId } = await beams.publishToInterests(['news', 'sport', 'weather'], { ...PAYLOAD, webhookUrl: `${hooks.origin}${hookPath}` });
     expect(publishId).toMatch(/^pubid-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
 
-    const finished = await until('FINISHED webhook', () => finishedHook(hookPath, publishId));
+    const finished = await until(() => finishedHook(hookPath, publishId), 'FINISHED webhook', 15_000);
     const delivered = fakes.deliveredFor(publishId);
     const expected = (platform: Registered['platform']) => sorted(devices.filter((d) => d.platform === platform).map((d) => d.token));
     expect(sorted(delivered.apns)).toEqual(expected('apns'));
@@ -179,8 +170,12 @@ describe('publish to interests (P1)', () => {
     });
 
     // webhookUrl: STARTED once, then FINISHED once with the counts of both shards.
-    const forPublish = hooks.at(hookPath).filter((h) => (h.json as { publishId: string }).publishId === publishId);
-    // (The outbox may send the two concurrently when a publish is this quick: order is not asserted.)
+    // (The outbox may send the two concurrently when a publish is this quick: STARTED may come
+    // after FINISHED, and order is not asserted.)
+    const forPublish = await until(() => {
+      const got = hooks.at(hookPath).filter((h) => (h.json as { publishId: string }).publishId === publishId);
+      return got.length >= 2 && got;
+    }, 'STARTED and FINISHED webhooks', 15_000);
     expect(forPublish.map((h) => (h.json as { status: string }).status).sort()).toEqual(['FINISHED', 'STARTED']);
     expect(finished.json).toEqual({
       publishId,
@@ -202,7 +197,7 @@ describe('publish to interests (P1)', () => {
     });
     expect(response.status).toBe(200);
     const { publishId } = (await response.json()) as { publishId: string };
-    await until('legacy delivery', () => fakes.deliveredFor(publishId).fcm.length === 1);
+    await until(() => fakes.deliveredFor(publishId).fcm.length === 1, 'legacy delivery', 15_000);
     expect(fakes.deliveredFor(publishId).fcm).toEqual([device.token]);
   });
 });
@@ -222,8 +217,8 @@ describe('publish to users (P2)', () => {
     const bystander = await register('fcm', 'fcm-token-not-targeted', [], 'mallory');
 
     const { publishId } = await beams.publishToUsers(['alice', 'bob', 'carol', 'dave', 'erin'], { apns: PAYLOAD.apns, fcm: PAYLOAD.fcm });
-    const attempt = await until('v1.PublishToUsersAttempt', () =>
-      hooks.at('/instance').find((h) => (h.json as { payload?: { publish_id?: string } }).payload?.publish_id === publishId));
+    const attempt = await until(() =>
+      hooks.at('/instance').find((h) => (h.json as { payload?: { publish_id?: string } }).payload?.publish_id === publishId), 'v1.PublishToUsersAttempt', 15_000);
 
     const delivered = fakes.deliveredFor(publishId);
     expect(sorted(delivered.apns)).toEqual([alice[0]!.token]);
@@ -258,8 +253,8 @@ describe('re-registration and users', () => {
     expect(reRegistered.id).toBe(device.id);
 
     const { publishId } = await beams.publishToUsers(['frank'], { apns: PAYLOAD.apns });
-    const attempt = await until('v1.PublishToUsersAttempt', () =>
-      hooks.at('/instance').find((h) => (h.json as { payload?: { publish_id?: string } }).payload?.publish_id === publishId));
+    const attempt = await until(() =>
+      hooks.at('/instance').find((h) => (h.json as { payload?: { publish_id?: string } }).payload?.publish_id === publishId), 'v1.PublishToUsersAttempt', 15_000);
     expect((attempt.json as { payload: { users_no_devices: string[] } }).payload.users_no_devices).toEqual(['frank']);
     expect(fakes.deliveredFor(publishId).apns).toEqual([]);
   });
@@ -289,7 +284,7 @@ describe('gateway answers', () => {
 
     const hookPath = '/publish-flaky';
     const { publishId } = await beams.publishToInterests(['flaky'], { ...PAYLOAD, webhookUrl: `${hooks.origin}${hookPath}` });
-    const finished = await until('FINISHED webhook', () => finishedHook(hookPath, publishId));
+    const finished = await until(() => finishedHook(hookPath, publishId), 'FINISHED webhook', 15_000);
 
     expect((finished.json as { results: unknown }).results).toEqual({
       apns: { recipients: 2, sent: 1, failed: 1, removed: 1 },
