@@ -2,17 +2,16 @@
  * Starts the three fake gateways (APNs, FCM with its OAuth2 token endpoint, web push) on local
  * TLS ports and builds the matching Herald push instance config: endpoints, tokenUri, keys and
  * caFile pointing at them. Each fake can be slowed down (`delayMs`) to keep a publish running,
- * e.g. across a kill -9. Also a plain HTTP receiver for the webhooks a publish produces.
+ * e.g. across a kill -9. (Webhooks a publish produces: test/helpers/webhook-receiver.ts.)
  */
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { deviceShardFor } from '../../src/shards/hash.js';
 import { ApnsFake } from '../fakes/apns-fake.js';
 import { FcmFake } from '../fakes/fcm-fake.js';
 import type { FakeRequest, FakeResponse } from '../fakes/fake-server.js';
 import { apnsKeys, fcmKeys, TEST_CA_FILE, vapidKeys } from '../fakes/tls.js';
 import { WebPushFake } from '../fakes/webpush-fake.js';
+import { sleep, until } from './wait.js';
 
 export const APNS_TEAM_ID = 'HERALDTEAM';
 export const APNS_KEY_ID = 'HERALDKEY1';
@@ -24,6 +23,7 @@ export const VAPID_SUBJECT = 'mailto:push@herald.test';
 export class SlowApnsFake extends ApnsFake {
   delayMs = 0;
   protected override async handle(request: FakeRequest): Promise<FakeResponse> {
+    // time: a gateway slowed down on purpose (keeps a publish running).
     if (this.delayMs > 0) await sleep(this.delayMs);
     return super.handle(request);
   }
@@ -33,6 +33,7 @@ export class SlowApnsFake extends ApnsFake {
 export class SlowFcmFake extends FcmFake {
   delayMs = 0;
   protected override async handle(request: FakeRequest): Promise<FakeResponse> {
+    // time: a gateway slowed down on purpose (keeps a publish running).
     if (this.delayMs > 0 && request.path !== '/token') await sleep(this.delayMs);
     return super.handle(request);
   }
@@ -42,6 +43,7 @@ export class SlowFcmFake extends FcmFake {
 export class SlowWebPushFake extends WebPushFake {
   delayMs = 0;
   protected override async handle(request: FakeRequest): Promise<FakeResponse> {
+    // time: a gateway slowed down on purpose (keeps a publish running).
     if (this.delayMs > 0) await sleep(this.delayMs);
     return super.handle(request);
   }
@@ -56,6 +58,11 @@ export interface FakeGateways {
    * `overrides` are merged on top (instanceId, secretKey, webhooks, quotas...).
    */
   instanceConfig(overrides?: Record<string, unknown>): Record<string, unknown>;
+  /**
+   * Tokens the fakes accepted for one publish, per platform, each occurrence (so repeats show):
+   * the publish id is in what Herald adds to each payload (`data.pusher`).
+   */
+  deliveredFor(publishId: string): { apns: string[]; fcm: string[]; web: string[] };
   /** Sets the answer delay of all three fakes, ms. */
   setDelay(ms: number): void;
   /** Forgets dead tokens and scripted failures on all three. */
@@ -86,6 +93,11 @@ export async function startFakeGateways(): Promise<FakeGateways> {
       // The fake's endpoints are on 127.0.0.1, which Herald refuses unless told otherwise.
       web: { vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: VAPID_SUBJECT, caFile: TEST_CA_FILE, allowPrivateEndpoints: true },
       ...overrides,
+    }),
+    deliveredFor: (publishId) => ({
+      apns: apns.delivered.filter((r) => (r.payload as { data?: { pusher?: { publishId?: string } } }).data?.pusher?.publishId === publishId).map((r) => r.token),
+      fcm: fcm.delivered.filter((r) => String((r.message['data'] as Record<string, string> | undefined)?.['pusher'] ?? '').includes(publishId)).map((r) => r.token!),
+      web: web.delivered.filter((r) => (r.plaintext ?? '').includes(publishId)).map((r) => r.token),
     }),
     setDelay: (ms) => {
       apns.delayMs = ms;
@@ -158,60 +170,6 @@ export async function confirmGatewayClients(fakes: FakeGateways, target: HeraldT
   });
   if (published.status !== 200) throw new Error(`warm-up publish answered ${published.status}: ${await published.text()}`);
   const accepted = (device: (typeof kept)[number]): boolean => fakes[device.platform].delivered.some((r) => r.token === device.token);
-  const deadline = Date.now() + 10_000;
-  while (!kept.every(accepted)) {
-    if (Date.now() > deadline) throw new Error('the fakes did not accept every warm-up send');
-    await sleep(20);
-  }
+  await until(() => kept.every(accepted), 'the fakes to accept every warm-up send');
   await Promise.all(kept.map((device) => fetch(`${devices}/${device.platform}/${device.id}`, { method: 'DELETE' })));
-}
-
-/** One request a HookReceiver got. */
-export interface ReceivedHook {
-  path: string;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-  json: unknown;
-}
-
-/** A plain HTTP server standing in for webhook receivers (per-publish webhookUrl and instance webhooks); answers 200. */
-export interface HookReceiver {
-  /** `http://127.0.0.1:<port>`. */
-  origin: string;
-  received: ReceivedHook[];
-  /** Requests whose path is `path`. */
-  at(path: string): ReceivedHook[];
-  stop(): Promise<void>;
-}
-
-/** Starts a HookReceiver on a free port; call stop() in afterAll. */
-export async function startHookReceiver(): Promise<HookReceiver> {
-  const received: ReceivedHook[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      let json: unknown;
-      try {
-        json = JSON.parse(body);
-      } catch {
-        json = undefined;
-      }
-      received.push({ path: req.url ?? '', headers: req.headers, body, json });
-      res.writeHead(200).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('unexpected address');
-  return {
-    origin: `http://127.0.0.1:${address.port}`,
-    received,
-    at: (path) => received.filter((hook) => hook.path === path),
-    stop: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
-  };
 }

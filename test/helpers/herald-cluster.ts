@@ -10,7 +10,7 @@ import { HeraldProcess } from './herald-process.js';
 import type PusherServer from 'pusher';
 import type { ChannelRecord } from './channel-clients.js';
 import { RedisServer } from './redis-server.js';
-import { sleep } from './wait.js';
+import { until } from './wait.js';
 
 export interface HeraldClusterOptions {
   /** Nodes to start (2 or 3); default 2. */
@@ -199,13 +199,15 @@ export function eventLabel(e: Record<string, unknown>): string {
 
 /**
  * After a Redis outage or failover: triggers `event` on `channel` through `sdk` (503s and all)
- * every 100 ms until `to`, a subscriber on another node, has received one; fails after 20 s.
+ * until `to`, a subscriber on another node, has received one, giving each attempt 100 ms to
+ * arrive before the next; fails after 20 s.
  */
 export async function deliveryResumes(sdk: PusherServer, channel: string, to: ChannelRecord, event: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  for (let attempt = 1; to.data(event).length === 0; attempt++) {
-    if (Date.now() > deadline) throw new Error(`delivery of ${event} on ${channel} did not resume within 20 s (${attempt} attempts)`);
-    await sdk.trigger(channel, event, attempt).catch(() => undefined);
-    await sleep(100);
-  }
+  const arrived = () => to.data(event).length > 0;
+  let attempts = 0;
+  await until(async () => {
+    if (arrived()) return true;
+    await sdk.trigger(channel, event, ++attempts).catch(() => undefined);
+    return until(arrived, `attempt ${attempts}`, 100).catch(() => false);
+  }, () => `delivery of ${event} on ${channel} to resume (${attempts} attempts)`, 20_000);
 }

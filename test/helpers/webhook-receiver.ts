@@ -1,7 +1,8 @@
 /**
  * A real local HTTP webhook receiver on port 0: records every request with its raw body and
  * what it answered, and can be told to fail the next N requests, fail everything, answer
- * slowly, or go down (stop listening) and come back on the same port.
+ * slowly, or go down (stop listening) and come back on the same port. Stands in for every webhook
+ * receiver in the tests: channel webhooks, instance (Beams) webhooks and publishes' webhookUrls.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -13,6 +14,8 @@ export interface ReceivedRequest {
   /** Header names lower-cased; repeated headers joined with ', '. */
   headers: Record<string, string>;
   rawBody: string;
+  /** The body parsed as JSON; undefined when it is not JSON. */
+  json: unknown;
   /** The status this receiver answered. */
   status: number;
   /** Date.now() when the request arrived. */
@@ -39,9 +42,19 @@ export class WebhookReceiver {
     return r;
   }
 
+  /** `http://127.0.0.1:<port>`, for URLs built by the test (per-publish webhookUrls). */
+  get origin(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
   /** URL of a path on this receiver. */
   url(path = '/webhook'): string {
-    return `http://127.0.0.1:${this.port}${path}`;
+    return `${this.origin}${path}`;
+  }
+
+  /** Requests received at `path`, in arrival order. */
+  at(path: string): ReceivedRequest[] {
+    return this.requests.filter((r) => r.path === path);
   }
 
   /** The next `n` requests are answered with `status` (default 500). */
@@ -128,7 +141,16 @@ export class WebhookReceiver {
     // time: an answer slowed down on purpose (timeouts, slow receivers).
     if (this.delay > 0) await sleep(this.delay);
     if (res.destroyed) return;
-    this.requests.push({ method: req.method ?? '', path: req.url ?? '', headers, rawBody: Buffer.concat(chunks).toString('utf8'), status, receivedAt });
+    const rawBody = Buffer.concat(chunks).toString('utf8');
+    this.requests.push({ method: req.method ?? '', path: req.url ?? '', headers, rawBody, json: parsedOrUndefined(rawBody), status, receivedAt });
     res.writeHead(status, { 'content-type': 'text/plain' }).end(status < 300 ? 'ok' : 'fail');
+  }
+}
+
+function parsedOrUndefined(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
   }
 }

@@ -5,9 +5,10 @@
  * *other* node, so a node that delivers only locally fails.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import type PusherServer from 'pusher';
 import { ClientPool, type ChannelRecord } from '../helpers/channel-clients.js';
 import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
-import { sleep, until } from '../helpers/wait.js';
+import { flushedBy, until } from '../helpers/wait.js';
 
 const APP = { id: 'cl-app', key: 'cl-key', secret: 'cl-secret', clientEvents: true, userAuthentication: true };
 const bed = heraldClusterBed('delivery');
@@ -15,10 +16,13 @@ const pool = new ClientPool(APP);
 
 afterEach(() => pool.disconnectAll());
 
-/** Waits until every record got `event` once, then a little longer for stray duplicates. */
-async function allGot(records: ChannelRecord[], event: string): Promise<void> {
-  await until(() => records.every((r) => r.data(event).length >= 1), `${event} on every subscriber`);
-  await sleep(200);
+/** Triggers `marker` on `channels` through each sdk and waits until every record got one from each. */
+async function markersFromEach(sdks: PusherServer[], channels: string[], records: ChannelRecord[]): Promise<void> {
+  await flushedBy(
+    () => Promise.all(sdks.map((sdk, i) => sdk.trigger(channels, 'marker', `from ${i}`))),
+    () => records.every((r) => r.data('marker').length === sdks.length),
+    'a marker from each node on every subscriber',
+  );
 }
 
 describe('triggers through one node', () => {
@@ -39,8 +43,8 @@ describe('triggers through one node', () => {
     await sdkA.trigger(channels, 'headline', { n: 1 });
     await sdkA.trigger(channels, 'headline', { n: 2 }, { socket_id: onB.socketId });
     await sdkB.trigger(channels, 'headline', { n: 3 }, { socket_id: onA.socketId });
-    await sdkA.trigger(channels, 'marker', 'end');
-    await allGot([...atA, ...atB], 'marker');
+    // Markers through both nodes, after the headlines: any stray duplicate would be before them.
+    await markersFromEach([sdkA, sdkB], channels, [...atA, ...atB]);
     // Compared in trigger order (order across nodes: see the skipped ordering test below).
     const byN = (record: ChannelRecord) => (record.data('headline') as { n: number }[]).sort((x, y) => x.n - y.n);
     for (const record of atA) expect(byN(record), `node A, ${record.channel.name}`).toEqual([{ n: 1 }, { n: 2 }]);
@@ -87,9 +91,10 @@ describe('triggers through one node', () => {
     ]);
     expect(await res.json()).toEqual({ batch: [{}, { user_count: 2 }, {}] });
     await until(() => [plainA, plainB].every((r) => r.data('three').length === 1) && [presA, presB].every((r) => r.data('two').length === 1), 'batch on both nodes');
-    await sleep(200);
-    for (const r of [plainA, plainB]) expect(r.events.filter((e) => !e.event.startsWith('pusher'))).toEqual([{ event: 'one', data: '1st' }, { event: 'three', data: '3rd' }]);
-    for (const r of [presA, presB]) expect(r.events.filter((e) => !e.event.startsWith('pusher'))).toEqual([{ event: 'two', data: '2nd' }]);
+    await markersFromEach([pool.sdk(cluster.b)], ['batch-plain', 'presence-batch'], [plainA, plainB, presA, presB]);
+    const triggered = (r: ChannelRecord) => r.events.filter((e) => !e.event.startsWith('pusher') && e.event !== 'marker');
+    for (const r of [plainA, plainB]) expect(triggered(r)).toEqual([{ event: 'one', data: '1st' }, { event: 'three', data: '3rd' }]);
+    for (const r of [presA, presB]) expect(triggered(r)).toEqual([{ event: 'two', data: '2nd' }]);
   });
 
   it('sendToUser through node A reaches the user on both nodes once; socket_id on the user channel leaves out the connection on the other node', async () => {
@@ -102,11 +107,18 @@ describe('triggers through one node', () => {
     await pool.sdk(cluster.b).post({ path: '/events', body: { name: 'hello', data: 'not A', channels: ['#server-to-user-dana'], socket_id: danaA.socketId } as unknown as string });
     await pool.sdk(cluster.a).sendToUser('eve', 'marker', 'for eve');
     await until(() => danaA.userEvents.length >= 1 && danaB.userEvents.length >= 2 && eveB.userEvents.length >= 1, 'user events');
-    await sleep(200);
-    expect(danaA.userEvents).toEqual([{ event: 'hello', data: { a: 1 } }]);
+    // A flush event to dana through each node, after: any stray duplicate would be before them.
+    const flushes = (c: typeof danaA) => c.userEvents.filter((e) => e.event === 'flush').length;
+    await flushedBy(
+      () => Promise.all([pool.sdk(cluster.a).sendToUser('dana', 'flush', 'A'), pool.sdk(cluster.b).sendToUser('dana', 'flush', 'B')]),
+      () => flushes(danaA) === 2 && flushes(danaB) === 2,
+      'the flush events on both of dana\'s connections',
+    );
+    const hellos = (c: typeof danaA) => c.userEvents.filter((e) => e.event !== 'flush');
+    expect(hellos(danaA)).toEqual([{ event: 'hello', data: { a: 1 } }]);
     // Both, in either order (triggers through two nodes: see the ordering test below).
-    expect(danaB.userEvents).toHaveLength(2);
-    expect(danaB.userEvents).toEqual(expect.arrayContaining([{ event: 'hello', data: { a: 1 } }, { event: 'hello', data: 'not A' }]));
+    expect(hellos(danaB)).toHaveLength(2);
+    expect(hellos(danaB)).toEqual(expect.arrayContaining([{ event: 'hello', data: { a: 1 } }, { event: 'hello', data: 'not A' }]));
     expect(eveB.userEvents).toEqual([{ event: 'marker', data: 'for eve' }]);
   });
 });
@@ -117,17 +129,20 @@ describe.skipIf(ONE_PROCESS)('delivery cost', () => {
     const redis = bed.redis.client();
     try {
       // docs/scaling.md: one pub/sub channel per Herald channel, <keyPrefix>msg:<appId>:<channel>.
-      const listeners = async (): Promise<number> => {
-        const reply = (await redis.pubsub('NUMSUB', `${cluster.keyPrefix}msg:${APP.id}:solo`)) as [string, number];
+      const listeners = async (channel = 'solo'): Promise<number> => {
+        const reply = (await redis.pubsub('NUMSUB', `${cluster.keyPrefix}msg:${APP.id}:${channel}`)) as [string, number];
         return Number(reply[1]);
       };
-      const listening = async (n: number, what: string): Promise<void> => {
-        await until(async () => (await listeners()) === n, () => `${what} (${n} listening)`, 5000);
+      const listening = async (n: number, what: string, channel = 'solo'): Promise<void> => {
+        await until(async () => (await listeners(channel)) === n, () => `${what} (${n} listening to ${channel})`, 5000);
       };
       await listening(0, 'no subscriber anywhere');
       const onA = await pool.connect(cluster.a);
       const onA2 = await pool.connect(cluster.a);
       await onA.subscribe('solo');
+      // onA's alone, joined after solo: a closing connection leaves its channels in that order,
+      // so once node A stops listening to this one, it would have stopped listening to solo too.
+      await onA.subscribe('solo-after');
       await onA2.subscribe('solo');
       await listening(1, 'two subscribers on node A');
       const onB = await pool.connect(cluster.b);
@@ -136,7 +151,7 @@ describe.skipIf(ONE_PROCESS)('delivery cost', () => {
       onB.unsubscribe('solo');
       await listening(1, 'node B has none left');
       onA.disconnect();
-      await sleep(300);
+      await listening(0, "node A has dropped onA's channels", 'solo-after');
       expect(await listeners(), 'node A still has one').toBe(1);
       onA2.disconnect();
       await listening(0, 'no subscriber left');

@@ -9,7 +9,7 @@ import { ClientPool, rawConnection, refusal } from '../helpers/channel-clients.j
 import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { startHerald } from '../helpers/herald-process.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
-import { sleep, until } from '../helpers/wait.js';
+import { flushedBy, until } from '../helpers/wait.js';
 
 const SMALL = { id: 'small-app', key: 'small-key', secret: 'small-secret', maxConnections: 2 };
 const QUOTA = { id: 'quota-app', key: 'quota-key', secret: 'quota-secret', messageQuota: 4, maxPresenceMembers: 2 };
@@ -44,14 +44,12 @@ describe('limits across nodes', () => {
     // Closing the one on node A frees a slot for node B.
     onA.ws.close();
     await onA.closed;
-    let again: Awaited<ReturnType<typeof connection>> | undefined;
-    const deadline = Date.now() + 5000;
-    while (Date.now() < deadline) {
-      again = await connection(cluster.b);
-      if (again.first.event === 'pusher:connection_established') break;
-      await sleep(100);
-    }
-    expect(again?.first.event).toBe('pusher:connection_established');
+    // Node A records the close after the socket is gone: each try is a new connection.
+    const again = await until(async () => {
+      const conn = await connection(cluster.b);
+      return conn.first.event === 'pusher:connection_established' && conn;
+    }, 'a slot freed for node B', 5000);
+    expect(again.first.event).toBe('pusher:connection_established');
   });
 
   it.skipIf(ONE_PROCESS)('the connections of a node killed with SIGKILL count until it is reaped, then free their slots', async () => {
@@ -61,12 +59,10 @@ describe('limits across nodes', () => {
     expect((await connection(cluster.a)).first).toMatchObject({ event: 'pusher:error', data: { code: 4004 } });
     await cluster.killNode(cluster.b);
     // Reaped within nodeTimeoutMs (2 s) plus a few seconds: then node A accepts one more.
-    const deadline = Date.now() + cluster.nodeTimeoutMs + 5000;
-    let again = await connection(cluster.a);
-    while (again.first.event !== 'pusher:connection_established' && Date.now() < deadline) {
-      await sleep(200);
-      again = await connection(cluster.a);
-    }
+    const again = await until(async () => {
+      const conn = await connection(cluster.a);
+      return conn.first.event === 'pusher:connection_established' && conn;
+    }, 'node B reaped: a slot freed for node A', cluster.nodeTimeoutMs + 5000);
     expect(again.first.event).toBe('pusher:connection_established');
     expect((await connection(cluster.a)).first).toMatchObject({ event: 'pusher:error', data: { code: 4004 } });
   });
@@ -87,6 +83,11 @@ describe('limits across nodes', () => {
     const cluster = await bed.start({ apps: [SMALL, QUOTA] });
     const onB = await pool.connect(cluster.b);
     const feed = await onB.subscribe('quota-feed');
+    // A member on node A whose leave, after the refused triggers, tells onB that nothing of them comes.
+    const watched = await onB.subscribe('presence-quota-mark');
+    const member = await pool.connect(cluster.a, { userId: 'marker' });
+    await member.subscribe('presence-quota-mark');
+    await until(() => watched.memberIds().length === 2, 'the marker member seen on node B');
     const sdkA = pool.sdk(cluster.a);
     const sdkB = pool.sdk(cluster.b);
     await sdkA.trigger('quota-feed', 'ev', 1);
@@ -98,7 +99,9 @@ describe('limits across nodes', () => {
       expect(refused).toMatchObject({ status: 403, body: { code: 'APP_OVER_QUOTA' } });
     }
     await until(() => feed.data('ev').length === 4, 'the four accepted events');
-    await sleep(200);
+    // A refused trigger published anyway would have gone out before its answer: before this leave
+    // through node A (over Redis), and to node B's socket at once.
+    await flushedBy(() => member.unsubscribe('presence-quota-mark'), () => watched.data('pusher:member_removed').length === 1, 'the marker member gone on node B');
     expect(feed.data('ev')).toEqual([1, 2, 3, 4]);
   });
 

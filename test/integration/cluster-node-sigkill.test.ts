@@ -11,7 +11,7 @@ import type { ChannelTransition } from '../../src/channels/adapter/redis/channel
 import { SimulatedNode } from '../helpers/cluster-nodes.js';
 import { REPO_ROOT } from '../helpers/herald-process.js';
 import { RedisServer } from '../helpers/redis-server.js';
-import { until } from '../helpers/wait.js';
+import { sleep, until } from '../helpers/wait.js';
 
 const PREFIX = 'kill:';
 let redis: RedisServer;
@@ -65,7 +65,8 @@ describe('a cluster node killed with SIGKILL', () => {
     child.kill('SIGKILL');
     const removed = (t: ChannelTransition) => t.type === 'member_removed';
     await until(() => survivor.transitions.some(removed) && survivor.transitions.some((t) => t.type === 'channel_vacated'), 'victim reaped', 20_000);
-    await new Promise((r) => setTimeout(r, 300)); // more reaper passes: nothing more may come
+    // time: three more reaper passes (every 100 ms): nothing more may come of them.
+    await sleep(300);
     expect(survivor.transitions.filter(removed)).toEqual([{ type: 'member_removed', appId: 'app', channel: 'presence-room', userId: 'victor' }]);
     expect(survivor.transitions.filter((t) => t.type === 'channel_vacated')).toEqual([{ type: 'channel_vacated', appId: 'app', channel: 'only-victim' }]);
     // alice is still there through the survivor's own connection.

@@ -8,35 +8,22 @@
  * answered, exact, by every node left.
  */
 import { rmSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
-import { heraldClusterBed, ONE_PROCESS, type HeraldCluster } from '../helpers/herald-cluster.js';
+import { describe, expect, it } from 'vitest';
+import { ONE_PROCESS, type HeraldCluster } from '../helpers/herald-cluster.js';
 import { DEFAULT_PUSH, type HeraldProcess } from '../helpers/herald-process.js';
-import { filePostgresServer } from '../helpers/file-postgres.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
+import { pushClusterBed } from '../helpers/push-cluster.js';
 import { until } from '../helpers/wait.js';
 import { DeviceApi, fcmToken } from './device-api-helpers.js';
 
 const APP = { id: 'publish-failover-app', key: 'publish-failover-key', secret: 'publish-failover-secret' };
 const INSTANCE = DEFAULT_PUSH.instanceId;
 const DEVICES = 5000;
-const bed = heraldClusterBed('publish-failover');
-const postgres = filePostgresServer();
-
-let fakes: FakeGateways;
-
-beforeAll(async () => {
-  if (ONE_PROCESS) return;
-  fakes = await startFakeGateways();
-}, 60_000);
-
-afterAll(async () => {
-  await fakes?.stop();
-});
+const bed = pushClusterBed('publish-failover');
 
 /** Tokens the fake FCM accepted for the publish, each occurrence. */
 function delivered(publishId: string): string[] {
-  return fakes.fcm.delivered.filter((r) => String((r.message['data'] as Record<string, string> | undefined)?.['pusher'] ?? '').includes(publishId)).map((r) => r.token!);
+  return bed.fakes.deliveredFor(publishId).fcm;
 }
 
 async function metric(node: HeraldProcess, name: string): Promise<number> {
@@ -65,8 +52,7 @@ describe.skipIf(ONE_PROCESS)('a publish survives the node sending it (partitions
     const cluster: HeraldCluster = await bed.start({
       nodes: 3,
       apps: [APP],
-      push: [[fakes.instanceConfig({ ...DEFAULT_PUSH })], [fakes.instanceConfig({ ...DEFAULT_PUSH })], [fakes.instanceConfig({ ...DEFAULT_PUSH })]],
-      postgresUrl: await postgres().createDatabase('cluster_publish_failover'),
+      database: 'cluster_publish_failover',
       // A short lease so the test does not wait 15 s for the takeover; few sends in flight, so the publish lasts.
       cluster: { publishLeaseMs: 2000 },
       config: { pushDelivery: { concurrency: 8, checkpointEvery: 100 } },
@@ -82,7 +68,7 @@ describe.skipIf(ONE_PROCESS)('a publish survives the node sending it (partitions
     });
 
     // Slow answers: the publish lasts several seconds, with every node sending.
-    fakes.fcm.delayMs = 40;
+    bed.fakes.fcm.delayMs = 40;
     const accepted = await fetch(`${cluster.a.baseUrl}/publish_api/v1/instances/${INSTANCE}/publishes/interests`, {
       method: 'POST',
       headers: { authorization: `Bearer ${DEFAULT_PUSH.secretKey}`, 'content-type': 'application/json' },
@@ -98,7 +84,7 @@ describe.skipIf(ONE_PROCESS)('a publish survives the node sending it (partitions
     await cluster.killNode(victim);
     rmSync(victim.dataDir, { recursive: true, force: true });
     const survivors = nodes.filter((n) => n !== victim);
-    fakes.fcm.delayMs = 0;
+    bed.fakes.fcm.delayMs = 0;
 
     await until(() => new Set(delivered(publishId)).size === DEVICES, 'every device reached', 180_000);
     const reached = delivered(publishId);

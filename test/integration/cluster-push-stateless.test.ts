@@ -8,39 +8,25 @@
  * - A node started with an empty data dir joins a running cluster and at once serves the
  *   device API for devices registered elsewhere and publishes to them.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
-import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { describe, expect, it } from 'vitest';
+import { ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { DEFAULT_PUSH } from '../helpers/herald-process.js';
-import { filePostgresServer } from '../helpers/file-postgres.js';
+import { pushClusterBed } from '../helpers/push-cluster.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
 import { sleep, until } from '../helpers/wait.js';
 import { DeviceApi, fcmToken } from './device-api-helpers.js';
 
 const APP = { id: 'stateless-app', key: 'stateless-key', secret: 'stateless-secret' };
 const INSTANCE = DEFAULT_PUSH.instanceId;
-const bed = heraldClusterBed('stateless');
-const postgres = filePostgresServer();
-
-let fakes: FakeGateways;
-
-beforeAll(async () => {
-  if (ONE_PROCESS) return;
-  fakes = await startFakeGateways();
-}, 60_000);
-
-afterAll(async () => {
-  await fakes?.stop();
-});
+const bed = pushClusterBed('stateless');
 
 function fcmDelivered(publishId: string): string[] {
-  return fakes.fcm.delivered.filter((r) => String((r.message['data'] as Record<string, string> | undefined)?.['pusher'] ?? '').includes(publishId)).map((r) => r.token!);
+  return bed.fakes.deliveredFor(publishId).fcm;
 }
 
 describe.skipIf(ONE_PROCESS)('stateless push nodes', () => {
   it('answers 503 PUSH_STORE_UNAVAILABLE with Retry-After while PostgreSQL restarts, and loses nothing it acknowledged', async () => {
-    const instance = fakes.instanceConfig({ ...DEFAULT_PUSH });
-    const cluster = await bed.start({ nodes: 2, apps: [APP], push: [[instance], [instance]], postgresUrl: await postgres().createDatabase('stateless_restart') });
+    const cluster = await bed.start({ nodes: 2, apps: [APP], database: 'stateless_restart' });
     const nodes = cluster.nodes.map((n) => new DeviceApi(n.baseUrl, INSTANCE));
     const acknowledged: { id: string }[] = [];
     const refusals: { status: number; retryAfter: string | null; body: string }[] = [];
@@ -73,9 +59,9 @@ describe.skipIf(ONE_PROCESS)('stateless push nodes', () => {
     );
 
     await until(() => acknowledged.length >= 20, 'registrations before the restart', 30_000);
-    await postgres().stop();
+    await bed.postgres.stop();
     await until(() => refusals.length >= 4, 'refusals while PostgreSQL is away', 30_000);
-    await postgres().start();
+    await bed.postgres.start();
     restarted = true;
     await until(() => okAfterRestart >= 20, 'registrations after PostgreSQL is back', 60_000);
     stop = true;
@@ -97,8 +83,7 @@ describe.skipIf(ONE_PROCESS)('stateless push nodes', () => {
   });
 
   it('lets a node with an empty data dir join and serve the device API and publishes at once', async () => {
-    const instance = fakes.instanceConfig({ ...DEFAULT_PUSH });
-    const cluster = bed.create({ nodes: 3, apps: [APP], push: [[instance], [instance], [instance]], postgresUrl: await postgres().createDatabase('stateless_join') });
+    const cluster = await bed.create({ nodes: 3, apps: [APP], database: 'stateless_join' });
     const [a, b, fresh] = cluster.nodes;
     await Promise.all([a!.start(), b!.start()]);
     const onA = new DeviceApi(a!.baseUrl, INSTANCE);

@@ -4,11 +4,10 @@
  * Beams SDK on node B within a second; its rotated secret key and its deletion reach both nodes.
  * Without `postgresUrl` the API refuses with a 409 naming it (cluster-tenants.test.ts).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
-import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { describe, expect, it } from 'vitest';
+import { ONE_PROCESS } from '../helpers/herald-cluster.js';
 import type { HeraldProcess } from '../helpers/herald-process.js';
-import { filePostgresServer } from '../helpers/file-postgres.js';
+import { pushClusterBed } from '../helpers/push-cluster.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
 import { until } from '../helpers/wait.js';
 import { DeviceApi, fcmToken } from './device-api-helpers.js';
@@ -16,19 +15,7 @@ import { DeviceApi, fcmToken } from './device-api-helpers.js';
 const TOKEN = 'cluster-push-tenants-token-0123';
 const APP = { id: 'push-tenants-app', key: 'push-tenants-key', secret: 'push-tenants-secret' };
 const INSTANCE = '5b0e7d3c-1f2a-4c6b-9d8e-7a6b5c4d3e2f';
-const bed = heraldClusterBed('push-tenants');
-const postgres = filePostgresServer();
-
-let fakes: FakeGateways;
-
-beforeAll(async () => {
-  if (ONE_PROCESS) return;
-  fakes = await startFakeGateways();
-}, 60_000);
-
-afterAll(async () => {
-  await fakes?.stop();
-});
+const bed = pushClusterBed('push-tenants');
 
 function admin(node: HeraldProcess, path: string, init: { method?: string; body?: unknown } = {}): Promise<Response> {
   return fetch(`${node.baseUrl}/admin/v1${path}`, {
@@ -47,13 +34,14 @@ async function untilAnswered(check: () => Promise<boolean>, what: string, timeou
 }
 
 function fcmDelivered(publishId: string): string[] {
-  return fakes.fcm.delivered.filter((r) => String((r.message['data'] as Record<string, string> | undefined)?.['pusher'] ?? '').includes(publishId)).map((r) => r.token!);
+  return bed.fakes.deliveredFor(publishId).fcm;
 }
 
 describe.skipIf(ONE_PROCESS)('push instances of the admin API in a cluster with a shared PostgreSQL', () => {
   it('created through A, an instance takes devices and publishes through B within a second; rotation and deletion reach both', async () => {
-    const cluster = await bed.start({ apps: [APP], config: { admin: { token: TOKEN } }, postgresUrl: await postgres().createDatabase('cluster_push_tenants') });
-    const res = await admin(cluster.a, '/push', { method: 'POST', body: { ...fakes.instanceConfig(), instanceId: INSTANCE } });
+    // No push instance at start: it is created through the admin API.
+    const cluster = await bed.start({ apps: [APP], config: { admin: { token: TOKEN } }, database: 'cluster_push_tenants', push: [] });
+    const res = await admin(cluster.a, '/push', { method: 'POST', body: { ...bed.fakes.instanceConfig(), instanceId: INSTANCE } });
     expect(res.status, await res.clone().text()).toBe(201);
     const created = (await res.json()) as { instanceId: string; secretKey: string };
     const createdAt = Date.now();

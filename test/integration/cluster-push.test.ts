@@ -7,31 +7,19 @@
  * device-API HTTP (what the mobile SDKs send) and the official Beams server SDK.
  */
 import type PushNotifications from '@pusher/push-notifications-server';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
-import { heraldClusterBed, ONE_PROCESS, type HeraldCluster } from '../helpers/herald-cluster.js';
+import { describe, expect, it } from 'vitest';
+import { ONE_PROCESS, type HeraldCluster } from '../helpers/herald-cluster.js';
 import { DEFAULT_PUSH } from '../helpers/herald-process.js';
-import { filePostgresServer } from '../helpers/file-postgres.js';
+import { pushClusterBed } from '../helpers/push-cluster.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
 import { until } from '../helpers/wait.js';
 import { DeviceApi, fcmToken } from './device-api-helpers.js';
 
 const APP = { id: 'push-cluster-app', key: 'push-cluster-key', secret: 'push-cluster-secret' };
 const INSTANCE = DEFAULT_PUSH.instanceId;
-const bed = heraldClusterBed('push');
-const postgres = filePostgresServer();
+const bed = pushClusterBed('push');
 
-let fakes: FakeGateways;
 let cluster: HeraldCluster;
-
-beforeAll(async () => {
-  if (ONE_PROCESS) return;
-  fakes = await startFakeGateways();
-}, 60_000);
-
-afterAll(async () => {
-  await fakes?.stop();
-});
 
 function api(node: { baseUrl: string }): DeviceApi {
   return new DeviceApi(node.baseUrl, INSTANCE);
@@ -39,19 +27,18 @@ function api(node: { baseUrl: string }): DeviceApi {
 
 /** The tokens the fake FCM accepted for one publish (each occurrence, so duplicates show). */
 function fcmDelivered(publishId: string): string[] {
-  return fakes.fcm.delivered.filter((r) => String((r.message['data'] as Record<string, string> | undefined)?.['pusher'] ?? '').includes(publishId)).map((r) => r.token!);
+  return bed.fakes.deliveredFor(publishId).fcm;
 }
 
 function apnsDelivered(publishId: string): string[] {
-  return fakes.apns.delivered.filter((r) => (r.payload as { data?: { pusher?: { publishId?: string } } }).data?.pusher?.publishId === publishId).map((r) => r.token);
+  return bed.fakes.deliveredFor(publishId).apns;
 }
 
 const sorted = (values: string[]) => [...values].sort();
 
 /** Three nodes with the same config: the same instance, the same PostgreSQL (a fresh database per test). */
-async function startCluster(database: string): Promise<HeraldCluster> {
-  const instance = fakes.instanceConfig({ ...DEFAULT_PUSH });
-  return bed.start({ nodes: 3, shards: 2, apps: [APP], push: [[instance], [instance], [instance]], postgresUrl: await postgres().createDatabase(database) });
+function startCluster(database: string): Promise<HeraldCluster> {
+  return bed.start({ nodes: 3, shards: 2, apps: [APP], database });
 }
 
 describe.skipIf(ONE_PROCESS)('push served by every node of a cluster (shared PostgreSQL)', () => {

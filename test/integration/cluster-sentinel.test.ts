@@ -65,12 +65,12 @@ async function heraldClients(set: RedisSentinelSet = redis, port?: number): Prom
  * reconnect on their own backoff, after the nodes' own), or the last ones seen after 10 s.
  */
 async function heraldClientsSettled(expected: string[], set: RedisSentinelSet = redis): Promise<string[]> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const names = await heraldClients(set);
-    if (names.join() === expected.join() || Date.now() > deadline) return names;
-    await sleep(100);
-  }
+  let names: string[] = [];
+  await until(async () => {
+    names = await heraldClients(set);
+    return names.join() === expected.join();
+  }, 'the Herald connections on the master').catch(() => undefined);
+  return names;
 }
 
 /**
@@ -124,6 +124,7 @@ describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
 
     // Longer than the node timeout: a node back first must not reap the other, which was cut
     // off by the same failover, not dead.
+    // time: the node timeout passes (a reap, wrongly, would come within it).
     await sleep(NODE_TIMEOUT_MS * 2);
     expect(presenceA.data('pusher:member_removed')).toEqual([]);
     expect(presenceB.data('pusher:member_removed')).toEqual([]);
@@ -154,6 +155,7 @@ describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {
       // Every Herald connection moved; none is left on the demoted master, still running.
       expect(await heraldClientsSettled(connectionsOf('sen-c', 'sen-d'), set)).toEqual(connectionsOf('sen-c', 'sen-d'));
       expect(await heraldClients(set, oldMaster)).toEqual([]);
+      // time: the node timeout passes: neither node reaps the other (a reap would come within it).
       await sleep(NODE_TIMEOUT_MS * 2);
       expect(presenceA.data('pusher:member_removed')).toEqual([]);
       expect(presenceB.data('pusher:member_removed')).toEqual([]);

@@ -6,10 +6,10 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
-import { ClientPool } from '../helpers/channel-clients.js';
+import { ClientPool, type ChannelRecord } from '../helpers/channel-clients.js';
 import { heraldClusterBed, type HeraldCluster } from '../helpers/herald-cluster.js';
 import type { HeraldProcess } from '../helpers/herald-process.js';
-import { sleep, until } from '../helpers/wait.js';
+import { flushedBy, until } from '../helpers/wait.js';
 
 const APP = { id: 'st-app', key: 'st-key', secret: 'st-secret', clientEvents: true, subscriptionCount: true, cacheTtlSeconds: 60 };
 const bed = heraldClusterBed('state');
@@ -37,14 +37,17 @@ async function snapshot(node: HeraldProcess): Promise<Record<string, unknown>> {
 
 /** Polls until every node answers `expected` (they must agree, from shared state); fails with the first disagreeing node. */
 async function everyNodeAnswers(cluster: HeraldCluster, expected: Record<string, unknown>, what: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  let last: Record<string, unknown>[];
-  for (;;) {
+  let last: Record<string, unknown>[] = [];
+  await until(async () => {
     last = await Promise.all(cluster.nodes.map((n) => snapshot(n)));
-    if (last.every((s) => JSON.stringify(s) === JSON.stringify(expected)) || Date.now() > deadline) break;
-    await sleep(50);
-  }
+    return last.every((s) => JSON.stringify(s) === JSON.stringify(expected));
+  }, what).catch(() => undefined);
   for (const [i, s] of last.entries()) expect(s, `${what}: node ${i} answers`).toEqual(expected);
+}
+
+/** The subscription counts a subscriber was sent, in order. */
+function counts(record: ChannelRecord): number[] {
+  return record.data('pusher:subscription_count').map((c) => (c as { subscription_count: number }).subscription_count);
 }
 
 describe('C3, C4 and C6 on three nodes', () => {
@@ -103,10 +106,21 @@ describe('presence members across nodes', () => {
     const roomC = await watchC.subscribe('presence-lobby');
     await until(() => roomA.data('pusher:member_added').length === 1, 'watch-c added on node A');
     expect(roomA.data('pusher:member_added')).toEqual([{ id: 'watch-c', info: { node: 'C' } }]);
+    // A channel bob's connection on node B joins after the lobby: when that connection closes,
+    // node B leaves its channels in the order they were joined, so the count of this one that
+    // A and C are sent comes after whatever B sends for the lobby.
+    const afterLobbyA = await watchA.subscribe('after-lobby');
+    const afterLobbyC = await watchC.subscribe('after-lobby');
+    const countIs = (n: number) => () => counts(afterLobbyA).at(-1) === n && counts(afterLobbyC).at(-1) === n;
+    await until(countIs(2), 'the two watchers counted on A and C');
+    const sdkC = pool.sdk(cluster.c);
+    const markersArrived = (n: number) => () => roomA.data('marker').length === n && roomC.data('marker').length === n;
 
     const bobB = await pool.connect(cluster.b, { userId: 'bob', userInfo: { name: 'Bob' } });
     const bobC = await pool.connect(cluster.c, { userId: 'bob', userInfo: { name: 'Bob' } });
     const first = await bobB.subscribe('presence-lobby');
+    await bobB.subscribe('after-lobby');
+    await until(countIs(3), 'bob counted on A and C');
     expect(first.memberIds()).toEqual(['bob', 'watch-a', 'watch-c']);
     await until(() => roomA.data('pusher:member_added').length === 2 && roomC.data('pusher:member_added').length === 1, 'bob added on A and C');
     const second = await bobC.subscribe('presence-lobby');
@@ -114,18 +128,18 @@ describe('presence members across nodes', () => {
     // user_info of members joined on other nodes comes with the member list.
     expect(second.memberInfo('watch-a')).toEqual({ node: 'A' });
     expect(roomA.memberInfo('watch-c')).toEqual({ node: 'C' });
-    await sleep(300);
+    // Node C joined bob's second connection: a marker it sends after comes after any member_added of it.
+    await flushedBy(() => sdkC.trigger('presence-lobby', 'marker', 1), markersArrived(1), 'the first marker on A and C');
     expect(roomA.data('pusher:member_added')).toEqual([{ id: 'watch-c', info: { node: 'C' } }, { id: 'bob', info: { name: 'Bob' } }]);
     expect(roomC.data('pusher:member_added')).toEqual([{ id: 'bob', info: { name: 'Bob' } }]);
 
-    bobB.disconnect();
-    await sleep(500);
+    await flushedBy(() => bobB.disconnect(), countIs(2), "the count of bob's leaving node B on A and C");
     expect(roomA.data('pusher:member_removed')).toEqual([]);
     expect(roomC.data('pusher:member_removed')).toEqual([]);
     expect(roomA.memberIds()).toEqual(['bob', 'watch-a', 'watch-c']);
     bobC.unsubscribe('presence-lobby');
     await until(() => roomA.data('pusher:member_removed').length === 1 && roomC.data('pusher:member_removed').length === 1, 'bob removed on A and C');
-    await sleep(200);
+    await flushedBy(() => sdkC.trigger('presence-lobby', 'marker', 2), markersArrived(2), 'the second marker on A and C');
     expect(roomA.data('pusher:member_removed')).toEqual([{ id: 'bob', info: { name: 'Bob' } }]);
     expect(roomC.data('pusher:member_removed')).toEqual([{ id: 'bob', info: { name: 'Bob' } }]);
     expect(roomA.memberIds()).toEqual(['watch-a', 'watch-c']);
@@ -166,7 +180,8 @@ describe('cache channels across nodes', () => {
 
     const scores = await onB.subscribe('cache-scores');
     await until(() => scores.data('score').length === 1, 'replay on node B');
-    await sleep(200);
+    // Node B sent the replay on the subscription: a marker it sends after comes after it.
+    await flushedBy(() => pool.sdk(cluster.b).trigger('cache-scores', 'marker', {}), () => scores.data('marker').length === 1, 'the marker on node B');
     expect(scores.data('score')).toEqual([{ home: 2 }]);
     expect(scores.data('pusher:cache_miss')).toEqual([]);
 
@@ -174,7 +189,12 @@ describe('cache channels across nodes', () => {
     const writer = await pool.connect(cluster.a);
     const priv = await writer.subscribe('private-cache-notes');
     priv.channel.trigger('client-note', { v: 'from A' });
-    await sleep(300);
+    let seen: unknown;
+    await until(async () => {
+      const info = (await getJson(pool.sdk(cluster.b), '/channels/private-cache-notes', { info: 'cache' })) as CacheInfo;
+      seen = info;
+      return info.cache !== null;
+    }, () => `the client event cached, seen on node B (last ${JSON.stringify(seen)})`, 5000);
     const reader = await pool.connect(cluster.b);
     const notes = await reader.subscribe('private-cache-notes');
     await until(() => notes.data('client-note').length === 1, 'client event replay on node B');

@@ -43,11 +43,7 @@ describe.skipIf(ONE_PROCESS)('shared webhook outbox', () => {
     // B's leave is held by the reload debounce when B dies: node C already sees the channel empty.
     onB.unsubscribe('presence-ob-held');
     const sdkC = pool.sdk(cluster.c);
-    const deadline = Date.now() + 10_000;
-    while (((await (await sdkC.get({ path: '/channels/presence-ob-held' })).json()) as { occupied: boolean }).occupied) {
-      if (Date.now() > deadline) throw new Error("node B's leave never reached the cluster");
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await until(async () => !((await (await sdkC.get({ path: '/channels/presence-ob-held' })).json()) as { occupied: boolean }).occupied, "node B's leave seen by node C");
     await Promise.all([cluster.a.dispose(), cluster.b.dispose()]);
 
     // Node C alone: it takes over what A and B held and releases B's held leave.

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import Pusher from 'pusher';
 import { distinctEvents, eventLabel } from '../helpers/herald-cluster.js';
 import { clusterWebhookBed } from '../helpers/cluster-webhooks.js';
+import type { HeraldProcess } from '../helpers/herald-process.js';
 import { sleep, until } from '../helpers/wait.js';
 
 const CREDS = { id: 'wh-app', key: 'wh-key', secret: 'wh-secret' };
@@ -47,6 +48,11 @@ async function webhook(tag: string, wanted: string, timeoutMs = 8000, times = 1)
   await until(() => events(tag).map(label).filter((l) => l === wanted).length >= times, `webhook ${wanted} (${times})`, timeoutMs);
 }
 
+/** Whether `channel` is occupied, as `node` answers (C4: shared state). */
+async function occupied(node: HeraldProcess, channel: string): Promise<boolean> {
+  return ((await (await pool.sdk(node).get({ path: `/channels/${channel}` })).json()) as { occupied: boolean }).occupied;
+}
+
 describe('channel webhooks, no debounce', () => {
   it('occupied, vacated, member_added, member_removed and subscription_count come once per cluster', async () => {
     const cluster = await bed.start({ apps: apps(), config: { webhookDelivery: { ...DELIVERY, reloadDebounceMs: 0 } } });
@@ -56,12 +62,16 @@ describe('channel webhooks, no debounce', () => {
 
     // Presence: alice on both nodes, bob on B.
     await aliceA.subscribe('presence-c1-room');
+    // Left by alice's connection on node A right after the room: once it is empty, node A has applied the room's leave too.
+    await aliceA.subscribe('c1-room-left-a');
     await webhook('presence-c1', 'member_added:presence-c1-room:alice');
     await aliceB.subscribe('presence-c1-room');
     await bobB.subscribe('presence-c1-room');
     await webhook('presence-c1', 'member_added:presence-c1-room:bob');
+    // alice is still there through node B: this leave decides nothing (the list below has no second member_removed).
     aliceA.unsubscribe('presence-c1-room');
-    await sleep(300); // alice is still there through node B: nothing may be sent
+    aliceA.unsubscribe('c1-room-left-a');
+    await until(async () => !(await occupied(cluster.a, 'c1-room-left-a')), "alice's leave through node A applied");
     aliceB.unsubscribe('presence-c1-room');
     await webhook('presence-c1', 'member_removed:presence-c1-room:alice');
     bobB.unsubscribe('presence-c1-room');
@@ -93,7 +103,7 @@ describe('channel webhooks, no debounce', () => {
     aliceB.unsubscribe('presence-race1');
     await webhook('presence-race1', 'channel_vacated:presence-race1');
 
-    await sleep(500); // time for duplicates from the other node to arrive
+    await setup.markersDelivered([cluster.a, cluster.b], 'end');
     expect(transitions('presence-c1')).toEqual([
       'channel_occupied:presence-c1-room',
       'member_added:presence-c1-room:alice',
@@ -142,7 +152,9 @@ describe('channel webhooks, reload debounce across nodes', () => {
     await second.subscribe('presence-c2-reload');
     await second.subscribe('c2-plain-reload');
     expect(Date.now() - left, 'the rejoin must land within the debounce for this test to mean anything').toBeLessThan(DEBOUNCE_MS);
+    // time: the debounce runs out meanwhile; what it held is not sent after it either.
     await sleep(DEBOUNCE_MS + 1000);
+    await setup.markersDelivered([cluster.a, cluster.b], 'rejoin');
     expect(transitions('c2-').sort()).toEqual(before);
 
     // A real leave is sent once the debounce has passed, once.
@@ -151,7 +163,7 @@ describe('channel webhooks, reload debounce across nodes', () => {
     await webhook('c2-', 'channel_vacated:presence-c2-reload', DEBOUNCE_MS + 8000);
     await webhook('c2-', 'channel_vacated:c2-plain-reload', DEBOUNCE_MS + 8000);
     expect(Date.now() - gone).toBeGreaterThanOrEqual(DEBOUNCE_MS - 50);
-    await sleep(500);
+    await setup.markersDelivered([cluster.a, cluster.b], 'left');
     expect(transitions('c2-').slice(before.length).sort()).toEqual(['channel_vacated:c2-plain-reload', 'channel_vacated:presence-c2-reload', 'member_removed:presence-c2-reload:carol']);
   });
 });

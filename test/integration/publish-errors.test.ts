@@ -3,23 +3,24 @@
  * fetch: status, and the push error body `{"error", "description"}`.
  */
 import { request as httpRequest } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deviceShardFor } from '../../src/shards/hash.js';
-import { startFakeGateways, startHookReceiver, type FakeGateways, type HookReceiver } from '../helpers/fake-gateways.js';
+import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
+import { sleep, until } from '../helpers/wait.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const LIMITED = { instanceId: '2f0c8a51-3b6d-4e7f-8a9b-0c1d2e3f4a5b', secretKey: 'limited-secret' };
 const QUOTA = { instanceId: '7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d', secretKey: 'quota-secret' };
 const UNKNOWN_INSTANCE = '11111111-2222-4333-8444-555555555555';
 
 let fakes: FakeGateways;
-let hooks: HookReceiver;
+let hooks: WebhookReceiver;
 let herald: HeraldProcess;
 
 beforeAll(async () => {
   fakes = await startFakeGateways();
-  hooks = await startHookReceiver();
+  hooks = await WebhookReceiver.start();
   herald = await startHerald({
     shards: 2,
     config: {
@@ -37,7 +38,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await herald?.dispose();
-  await hooks?.stop();
+  await hooks?.close();
   await fakes?.stop();
 });
 
@@ -170,7 +171,8 @@ describe('publish API errors (every row)', () => {
     const statuses = results.map((r) => r.status).sort();
     expect(statuses).toEqual([200, 200, 200, 429, 429, 429]);
     for (const limited of results.filter((r) => r.status === 429)) expectError(limited, 429, /at most 3 per second/);
-    await new Promise((r) => setTimeout(r, 1100));
+    // time: the limit is per second: the next second takes publishes again.
+    await sleep(1100);
     expect((await publish({ instanceId: LIMITED.instanceId, key: LIMITED.secretKey })).status).toBe(200);
   });
 
@@ -193,11 +195,7 @@ describe('publish API errors (every row)', () => {
     });
     expect(first.status).toBe(200);
     // Two notifications sent: the quota of 2 is used up once the publish has finished.
-    const deadline = Date.now() + 10_000;
-    while (!hooks.at('/quota').some((h) => (h.json as { status: string }).status === 'FINISHED')) {
-      if (Date.now() > deadline) throw new Error('publish did not finish');
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    await until(() => hooks.at('/quota').some((h) => (h.json as { status: string }).status === 'FINISHED'), 'the publish FINISHED');
     expectError(await publish({ instanceId: QUOTA.instanceId, key: QUOTA.secretKey }), 402, /has sent 2 of its 2 notifications/);
     // Other instances are not affected.
     expect((await publish()).status).toBe(200);
@@ -234,6 +232,9 @@ describe('a publish that a shard failed to store', () => {
 
       // Shard 1 blocks for 1.5 s, then dies: the publish's start, sent meanwhile, dies with it.
       const crash = fetch(`${crashing.baseUrl}/debug/shards/1/crash?hold_ms=1500`, { method: 'POST' });
+      // The crash request has to reach shard 1 before the publish does; the server gives no signal
+      // that a shard is held (the 1.5 s hold leaves the publish most of it).
+      // time: a head start for the crash request, not a wait for an event (none to wait for).
       await sleep(200);
       const hookPath = '/cancelled-publish';
       const response = await fetch(`${crashing.baseUrl}/publish_api/v1/instances/${DEFAULT_PUSH.instanceId}/publishes/interests`, {
@@ -247,6 +248,7 @@ describe('a publish that a shard failed to store', () => {
 
       // Shard 0 had started sending; the cancel stopped it at the send in flight.
       const sentAtAnswer = sent();
+      // time: the whole publish would have taken 3 s: nothing more is sent in that window.
       await sleep(3_500);
       expect(sent()).toBeLessThanOrEqual(sentAtAnswer + 1);
       expect(sent()).toBeLessThan(tokens.length);

@@ -6,9 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deviceShardFor } from '../../src/shards/hash.js';
-import { startFakeGateways, startHookReceiver, type FakeGateways, type HookReceiver } from '../helpers/fake-gateways.js';
+import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
+import { until } from '../helpers/wait.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const INSTANCE = DEFAULT_PUSH.instanceId;
 /** Sends in flight per shard and devices per checkpoint: together they bound the duplicates. */
@@ -17,12 +19,12 @@ const CHECKPOINT_EVERY = 2;
 const SHARDS = 2;
 
 let fakes: FakeGateways;
-let hooks: HookReceiver;
+let hooks: WebhookReceiver;
 let herald: HeraldProcess;
 
 beforeAll(async () => {
   fakes = await startFakeGateways();
-  hooks = await startHookReceiver();
+  hooks = await WebhookReceiver.start();
   herald = await startHerald({
     shards: SHARDS,
     config: {
@@ -37,7 +39,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await herald?.dispose();
-  await hooks?.stop();
+  await hooks?.close();
   await fakes?.stop();
 });
 
@@ -58,19 +60,8 @@ async function register(platform: 'apns' | 'fcm' | 'web', token: string, interes
 }
 
 function deliveredTokens(publishId: string): string[] {
-  return [
-    ...fakes.apns.delivered.filter((r) => JSON.stringify(r.payload).includes(publishId)).map((r) => r.token),
-    ...fakes.fcm.delivered.filter((r) => JSON.stringify(r.message).includes(publishId)).map((r) => r.token!),
-    ...fakes.web.delivered.filter((r) => (r.plaintext ?? '').includes(publishId)).map((r) => r.token),
-  ];
-}
-
-async function until(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  const { apns, fcm, web } = fakes.deliveredFor(publishId);
+  return [...apns, ...fcm, ...web];
 }
 
 describe('publish across a kill -9', () => {
@@ -100,7 +91,7 @@ describe('publish across a kill -9', () => {
     });
 
     // Part-way through: kill the server without a chance to flush anything.
-    await until('some deliveries', () => deliveredTokens(publishId).length >= 8);
+    await until(() => deliveredTokens(publishId).length >= 8, 'some deliveries', 30_000);
     await herald.kill9();
     const beforeKill = deliveredTokens(publishId).length;
     expect(beforeKill).toBeLessThan(tokens.length);
@@ -108,7 +99,7 @@ describe('publish across a kill -9', () => {
     fakes.setDelay(0);
     herald.port = 0;
     await herald.start();
-    await until('FINISHED webhook', () => hooks.at('/restart').some((h) => (h.json as { status: string }).status === 'FINISHED'));
+    await until(() => hooks.at('/restart').some((h) => (h.json as { status: string }).status === 'FINISHED'), 'FINISHED webhook', 30_000);
 
     const delivered = deliveredTokens(publishId);
     expect(new Set(delivered)).toEqual(new Set(tokens));
@@ -135,7 +126,7 @@ describe('publish across a kill -9', () => {
     fakes.setDelay(150);
     const beams = beamsSdk(herald.port);
     const { publishId } = await beams.publishToInterests(['graceful'], { fcm: { notification: { title: 'graceful' } }, webhookUrl: `${hooks.origin}/graceful` });
-    await until('some deliveries', () => deliveredTokens(publishId).length >= 4);
+    await until(() => deliveredTokens(publishId).length >= 4, 'some deliveries', 30_000);
     // SIGTERM: sends in flight get pushDelivery.shutdownGraceMs (1 s) to finish, far more than the fake's 150 ms.
     expect(await herald.stop()).toBe(0);
     expect(deliveredTokens(publishId).length).toBeLessThan(tokens.length);
@@ -143,7 +134,7 @@ describe('publish across a kill -9', () => {
     fakes.setDelay(0);
     herald.port = 0;
     await herald.start();
-    await until('FINISHED webhook', () => hooks.at('/graceful').some((h) => (h.json as { status: string }).status === 'FINISHED'));
+    await until(() => hooks.at('/graceful').some((h) => (h.json as { status: string }).status === 'FINISHED'), 'FINISHED webhook', 30_000);
     expect(deliveredTokens(publishId).sort()).toEqual([...tokens].sort());
     const finished = hooks.at('/graceful').find((h) => (h.json as { status: string }).status === 'FINISHED')!;
     expect((finished.json as { results: unknown }).results).toEqual({ fcm: { recipients: 16, sent: 16, failed: 0, removed: 0 } });

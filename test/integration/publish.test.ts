@@ -7,24 +7,24 @@ import { createHmac } from 'node:crypto';
 import type PushNotifications from '@pusher/push-notifications-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deviceShardFor } from '../../src/shards/hash.js';
-import {
-  APNS_TEAM_ID, confirmGatewayClients, startFakeGateways, startHookReceiver, type FakeGateways, type HookReceiver,
-} from '../helpers/fake-gateways.js';
+import { APNS_TEAM_ID, confirmGatewayClients, startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { DEFAULT_PUSH, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
+import { until } from '../helpers/wait.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const INSTANCE = DEFAULT_PUSH.instanceId;
 const BUNDLE = 'com.herald.publish-test';
 const HOOK_SECRET = 'instance-hook-secret';
 
 let fakes: FakeGateways;
-let hooks: HookReceiver;
+let hooks: WebhookReceiver;
 let herald: HeraldProcess;
 let beams: PushNotifications;
 
 beforeAll(async () => {
   fakes = await startFakeGateways();
-  hooks = await startHookReceiver();
+  hooks = await WebhookReceiver.start();
   herald = await startHerald({
     shards: 2,
     config: {
@@ -42,7 +42,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await herald?.dispose();
-  await hooks?.stop();
+  await hooks?.close();
   await fakes?.stop();
 });
 
@@ -83,25 +83,6 @@ async function register(platform: Registered['platform'], token: string, interes
 
 async function deviceStatus(device: Registered): Promise<number> {
   return (await deviceApi('GET', `/devices/${device.platform}/${encodeURIComponent(device.id)}`)).status;
-}
-
-async function until<T>(what: string, check: () => T | undefined | false, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-/** Tokens the fakes accepted for a publish, per platform (each occurrence, so duplicates show). */
-function deliveredFor(publishId: string): { apns: string[]; fcm: string[]; web: string[] } {
-  return {
-    apns: fakes.apns.delivered.filter((r) => (r.payload as { data?: { pusher?: { publishId?: string } } }).data?.pusher?.publishId === publishId).map((r) => r.token),
-    fcm: fakes.fcm.delivered.filter((r) => String((r.message['data'] as Record<string, string> | undefined)?.['pusher'] ?? '').includes(publishId)).map((r) => r.token!),
-    web: fakes.web.delivered.filter((r) => (r.plaintext ?? '').includes(publishId)).map((r) => r.token),
-  };
 }
 
 function finishedHook(path: string, publishId: string) {
@@ -156,8 +137,8 @@ describe('publish to interests (P1)', () => {
     const { publishId } = await beams.publishToInterests(['news', 'sport', 'weather'], { ...PAYLOAD, webhookUrl: `${hooks.origin}${hookPath}` });
     expect(publishId).toMatch(/^pubid-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
 
-    const finished = await until('FINISHED webhook', () => finishedHook(hookPath, publishId));
-    const delivered = deliveredFor(publishId);
+    const finished = await until(() => finishedHook(hookPath, publishId), 'FINISHED webhook', 15_000);
+    const delivered = fakes.deliveredFor(publishId);
     const expected = (platform: Registered['platform']) => sorted(devices.filter((d) => d.platform === platform).map((d) => d.token));
     expect(sorted(delivered.apns)).toEqual(expected('apns'));
     expect(sorted(delivered.fcm)).toEqual(expected('fcm'));
@@ -189,8 +170,12 @@ describe('publish to interests (P1)', () => {
     });
 
     // webhookUrl: STARTED once, then FINISHED once with the counts of both shards.
-    const forPublish = hooks.at(hookPath).filter((h) => (h.json as { publishId: string }).publishId === publishId);
-    // (The outbox may send the two concurrently when a publish is this quick: order is not asserted.)
+    // (The outbox may send the two concurrently when a publish is this quick: STARTED may come
+    // after FINISHED, and order is not asserted.)
+    const forPublish = await until(() => {
+      const got = hooks.at(hookPath).filter((h) => (h.json as { publishId: string }).publishId === publishId);
+      return got.length >= 2 && got;
+    }, 'STARTED and FINISHED webhooks', 15_000);
     expect(forPublish.map((h) => (h.json as { status: string }).status).sort()).toEqual(['FINISHED', 'STARTED']);
     expect(finished.json).toEqual({
       publishId,
@@ -212,8 +197,8 @@ describe('publish to interests (P1)', () => {
     });
     expect(response.status).toBe(200);
     const { publishId } = (await response.json()) as { publishId: string };
-    await until('legacy delivery', () => deliveredFor(publishId).fcm.length === 1);
-    expect(deliveredFor(publishId).fcm).toEqual([device.token]);
+    await until(() => fakes.deliveredFor(publishId).fcm.length === 1, 'legacy delivery', 15_000);
+    expect(fakes.deliveredFor(publishId).fcm).toEqual([device.token]);
   });
 });
 
@@ -232,10 +217,10 @@ describe('publish to users (P2)', () => {
     const bystander = await register('fcm', 'fcm-token-not-targeted', [], 'mallory');
 
     const { publishId } = await beams.publishToUsers(['alice', 'bob', 'carol', 'dave', 'erin'], { apns: PAYLOAD.apns, fcm: PAYLOAD.fcm });
-    const attempt = await until('v1.PublishToUsersAttempt', () =>
-      hooks.at('/instance').find((h) => (h.json as { payload?: { publish_id?: string } }).payload?.publish_id === publishId));
+    const attempt = await until(() =>
+      hooks.at('/instance').find((h) => (h.json as { payload?: { publish_id?: string } }).payload?.publish_id === publishId), 'v1.PublishToUsersAttempt', 15_000);
 
-    const delivered = deliveredFor(publishId);
+    const delivered = fakes.deliveredFor(publishId);
     expect(sorted(delivered.apns)).toEqual([alice[0]!.token]);
     expect(sorted(delivered.fcm)).toEqual(sorted([alice[1]!.token, bob.token]));
     expect(delivered.web).toEqual([]);
@@ -243,7 +228,7 @@ describe('publish to users (P2)', () => {
     expect(erin.token).not.toBe('');
 
     expect(attempt.headers['webhook-event-type']).toBe('v1.PublishToUsersAttempt');
-    expect(attempt.headers['webhook-signature']).toBe(createHmac('sha1', HOOK_SECRET).update(attempt.body).digest('hex'));
+    expect(attempt.headers['webhook-signature']).toBe(createHmac('sha1', HOOK_SECRET).update(attempt.rawBody).digest('hex'));
     expect((attempt.json as { payload: unknown }).payload).toEqual({
       instance_id: INSTANCE,
       publish_id: publishId,
@@ -268,10 +253,10 @@ describe('re-registration and users', () => {
     expect(reRegistered.id).toBe(device.id);
 
     const { publishId } = await beams.publishToUsers(['frank'], { apns: PAYLOAD.apns });
-    const attempt = await until('v1.PublishToUsersAttempt', () =>
-      hooks.at('/instance').find((h) => (h.json as { payload?: { publish_id?: string } }).payload?.publish_id === publishId));
+    const attempt = await until(() =>
+      hooks.at('/instance').find((h) => (h.json as { payload?: { publish_id?: string } }).payload?.publish_id === publishId), 'v1.PublishToUsersAttempt', 15_000);
     expect((attempt.json as { payload: { users_no_devices: string[] } }).payload.users_no_devices).toEqual(['frank']);
-    expect(deliveredFor(publishId).apns).toEqual([]);
+    expect(fakes.deliveredFor(publishId).apns).toEqual([]);
   });
 });
 
@@ -299,7 +284,7 @@ describe('gateway answers', () => {
 
     const hookPath = '/publish-flaky';
     const { publishId } = await beams.publishToInterests(['flaky'], { ...PAYLOAD, webhookUrl: `${hooks.origin}${hookPath}` });
-    const finished = await until('FINISHED webhook', () => finishedHook(hookPath, publishId));
+    const finished = await until(() => finishedHook(hookPath, publishId), 'FINISHED webhook', 15_000);
 
     expect((finished.json as { results: unknown }).results).toEqual({
       apns: { recipients: 2, sent: 1, failed: 1, removed: 1 },
@@ -316,6 +301,6 @@ describe('gateway answers', () => {
     const fcmAttempts = fakes.fcm.received.filter((r) => r.token === flaky[1]!.token);
     expect(fcmAttempts.map((r) => r.status)).toEqual([429, 200]);
     expect(fakes.web.received.filter((r) => r.token === flaky[2]!.token).map((r) => r.status)).toEqual([500, 500, 201]);
-    expect(deliveredFor(publishId).web).toEqual([flaky[2]!.token]);
+    expect(fakes.deliveredFor(publishId).web).toEqual([flaky[2]!.token]);
   });
 });
