@@ -9,7 +9,7 @@ import { ONE_PROCESS } from '../helpers/herald-cluster.js';
 import type { HeraldProcess } from '../helpers/herald-process.js';
 import { pushClusterBed } from '../helpers/push-cluster.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
-import { until } from '../helpers/wait.js';
+import { until, untilBackToBack } from '../helpers/wait.js';
 import { DeviceApi, fcmToken } from './device-api-helpers.js';
 
 const TOKEN = 'cluster-push-tenants-token-0123';
@@ -23,14 +23,6 @@ function admin(node: HeraldProcess, path: string, init: { method?: string; body?
     headers: { authorization: `Bearer ${TOKEN}`, ...(init.body !== undefined && { 'content-type': 'application/json' }) },
     ...(init.body !== undefined && { body: JSON.stringify(init.body) }),
   });
-}
-
-/** Repeats an HTTP check (each try is a request: no sleep needed) until it holds, or fails after `timeoutMs`. */
-async function untilAnswered(check: () => Promise<boolean>, what: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-  }
 }
 
 function fcmDelivered(publishId: string): string[] {
@@ -48,9 +40,16 @@ describe.skipIf(ONE_PROCESS)('push instances of the admin API in a cluster with 
 
     // B learns it from the notice: a device registers there within a second.
     const onB = new DeviceApi(cluster.b.baseUrl, INSTANCE);
-    let registered = await onB.register('fcm', { token: fcmToken('tenant-1') });
-    while (registered.status !== 200 && Date.now() - createdAt < 1000) registered = await onB.register('fcm', { token: fcmToken('tenant-1') });
-    expect(registered.status, JSON.stringify(registered.body)).toBe(200);
+    let last = '';
+    const registered = await untilBackToBack(
+      async () => {
+        const answer = await onB.register('fcm', { token: fcmToken('tenant-1') });
+        last = `${answer.status} ${JSON.stringify(answer.body)}`;
+        return answer.status === 200 && answer;
+      },
+      () => `a registration on B (last answer: ${last})`,
+      1000,
+    );
     expect(Date.now() - createdAt).toBeLessThan(1000);
     const deviceId = registered.body.id as string;
     expect((await onB.replaceInterests('fcm', deviceId, ['news'])).status).toBe(200);
@@ -66,13 +65,14 @@ describe.skipIf(ONE_PROCESS)('push instances of the admin API in a cluster with 
     const rotated = await admin(cluster.b, `/push/${INSTANCE}/rotate-secret`, { method: 'POST', body: { graceSeconds: 0 } });
     expect(rotated.status).toBe(200);
     const { secretKey } = (await rotated.json()) as { secretKey: string };
-    await untilAnswered(async () => (await beamsSdk(cluster.a.port, INSTANCE, created.secretKey).publishToInterests(['news'], { fcm: { notification: { title: 'old' } } }).then(() => false, () => true)), 'the old key refused on A', 2000);
+    // Each try is a request: they run back to back.
+    await untilBackToBack(() => beamsSdk(cluster.a.port, INSTANCE, created.secretKey).publishToInterests(['news'], { fcm: { notification: { title: 'old' } } }).then(() => false, () => true), 'the old key refused on A', 2000);
     const second = await beamsSdk(cluster.a.port, INSTANCE, secretKey).publishToInterests(['news'], { fcm: { notification: { title: 'via A' } } });
     await until(() => fcmDelivered(second.publishId).length >= 1, `publish ${second.publishId} through A`, 30_000);
 
     // Deleted through A: B no longer knows the instance.
     expect((await admin(cluster.a, `/push/${INSTANCE}`, { method: 'DELETE' })).status).toBe(204);
-    await untilAnswered(async () => (await onB.get('fcm', deviceId)).status === 404, 'the instance gone on B', 2000);
+    await untilBackToBack(async () => (await onB.get('fcm', deviceId)).status === 404, 'the instance gone on B', 2000);
     expect((await onB.get('fcm', deviceId)).body).toMatchObject({ error: expect.any(String) });
   }, 120_000);
 });

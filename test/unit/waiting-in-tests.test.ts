@@ -14,29 +14,6 @@ const TEST_ROOT = resolve(import.meta.dirname, '..');
 /** The module that defines the waits, and this file (which names what it looks for). */
 const EXEMPT = new Set(['helpers/wait.ts', 'unit/waiting-in-tests.test.ts']);
 
-/**
- * Files not migrated yet, each with why. Files other engineers were changing at the same time
- * (publishes, the cluster and gateway helpers) are migrated in commits of their own after theirs
- * land; the rest still have sleeps or poll loops of their own to replace.
- */
-const NOT_YET: Record<string, string> = {
-  'integration/publish.test.ts': 'publishes: being changed on another branch',
-  'integration/publish-errors.test.ts': 'publishes: being changed on another branch',
-  'integration/publish-restart.test.ts': 'publishes: being changed on another branch',
-  'helpers/herald-cluster.ts': 'cluster helper: being changed on another branch',
-  'helpers/fake-gateways.ts': 'push gateways: being changed on another branch',
-  'integration/cluster-push-tenants.test.ts': 'cluster push setup: being changed on another branch',
-  'integration/cluster-delivery.test.ts': 'sleeps and poll loops still to replace',
-  'integration/cluster-limits.test.ts': 'sleeps and poll loops still to replace',
-  'integration/cluster-node-crash.test.ts': 'sleeps and poll loops still to replace',
-  'integration/cluster-node-sigkill.test.ts': 'sleeps and poll loops still to replace',
-  'integration/cluster-sentinel.test.ts': 'sleeps and poll loops still to replace',
-  'integration/cluster-state.test.ts': 'sleeps and poll loops still to replace',
-  'integration/cluster-users.test.ts': 'sleeps and poll loops still to replace',
-  'integration/cluster-webhook-outbox.test.ts': 'sleeps and poll loops still to replace',
-  'integration/cluster-webhooks.test.ts': 'sleeps and poll loops still to replace',
-};
-
 /** What a wait of a file's own looks like. */
 const RULES: { name: string; pattern: RegExp }[] = [
   { name: 'a wait helper of its own', pattern: /(?:function\s+|(?:const|let)\s+|^\s*(?:async\s+)?)(?:sleep|delay|wait|waitFor|waitUntil|until|settled|eventually)\s*(?:=|\(|<)/ },
@@ -76,7 +53,7 @@ describe('waiting in tests', () => {
   it('every file waits through test/helpers/wait.ts, and sleeps only with a reason', () => {
     const found = testFiles(TEST_ROOT)
       .map((path) => relative(TEST_ROOT, path))
-      .filter((file) => !EXEMPT.has(file) && !(file in NOT_YET))
+      .filter((file) => !EXEMPT.has(file))
       .flatMap((file) => findWaits(file, readFileSync(join(TEST_ROOT, file), 'utf8')));
     expect(found).toEqual([]);
   });
@@ -108,10 +85,5 @@ describe('waiting in tests', () => {
       'f.ts:8 a deadline loop of its own',
       'f.ts:9 a deadline loop of its own',
     ]);
-  });
-
-  it('lists no file as not yet migrated that has nothing left to migrate', () => {
-    const clean = Object.keys(NOT_YET).filter((file) => findWaits(file, readFileSync(join(TEST_ROOT, file), 'utf8')).length === 0);
-    expect(clean).toEqual([]);
   });
 });
