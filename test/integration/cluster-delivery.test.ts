@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
 import { ClientPool, type ChannelRecord } from '../helpers/channel-clients.js';
 import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { RedisDelayProxy } from '../helpers/redis-delay-proxy.js';
 import { flushedBy, until } from '../helpers/wait.js';
 
 const APP = { id: 'cl-app', key: 'cl-key', secret: 'cl-secret', clientEvents: true, userAuthentication: true };
@@ -157,6 +158,25 @@ describe.skipIf(ONE_PROCESS)('delivery cost', () => {
       await listening(0, 'no subscriber left');
     } finally {
       redis.disconnect();
+    }
+  });
+});
+
+describe.skipIf(ONE_PROCESS)('a subscription on a node whose Redis subscriber is slow', () => {
+  it('gets what another node publishes right after it was told subscription_succeeded', async () => {
+    const proxy = await new RedisDelayProxy(bed.redis.port).start();
+    try {
+      const cluster = await bed.start({ apps: [APP], cluster: { redisUrl: proxy.url } });
+      const onB = await pool.connect(cluster.b);
+      // From now on every SUBSCRIBE reaches Redis 500 ms late (node B's first watch of the channel).
+      proxy.subscribeDelayMs = 500;
+      const feed = await onB.subscribe('slow-subscriber');
+      await pool.sdk(cluster.a).trigger('slow-subscriber', 'first', 'right after subscription_succeeded');
+      await until(() => feed.data('first').length === 1, 'the event on node B', 5000);
+      expect(proxy.held).toBeGreaterThan(0);
+    } finally {
+      proxy.subscribeDelayMs = 0;
+      await proxy.stop();
     }
   });
 });

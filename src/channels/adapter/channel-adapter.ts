@@ -163,7 +163,10 @@ export interface ChannelStateStore {
    * fails is not retried (the caller tells the client, which may). Local: sent to the owning
    * shard in a per-shard batch; rejects when that batch fails (the shard timed out or crashed;
    * the shard is then reconciled with what the front end holds). Cluster: one Redis script;
-   * during an outage it rejects with CLUSTER_UNAVAILABLE.
+   * during an outage it rejects with CLUSTER_UNAVAILABLE. It resolves only once this node
+   * listens to the channel's relay (Redis confirmed the SUBSCRIBE), so a socket attached when it
+   * resolves gets every frame published afterwards through any node; a socket that is not
+   * attached must leave (unsubscribe), which also stops that listening.
    */
   subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
   /**

@@ -13,7 +13,10 @@
  * to one node (`<prefix>ctl:<nodeId>`), as JSON.
  *
  * Commands issued in one event-loop turn go out in one write (auto-pipelined publishes,
- * one SUBSCRIBE / UNSUBSCRIBE per turn for all channels watched or dropped in it). After a
+ * one SUBSCRIBE / UNSUBSCRIBE per turn for all channels watched or dropped in it). watch()
+ * resolves once Redis has confirmed the SUBSCRIBE: from then on, whatever any node publishes
+ * on the channel reaches this node (a socket told it subscribed before that could miss an
+ * event published through another node meanwhile). After a
  * reconnect the bus subscribes again to everything it watches; what was published while a
  * node was cut off is not replayed (pub/sub has no history).
  */
@@ -43,11 +46,22 @@ export class DeliveryBus {
   private readonly watched = new Map<string, number>();
   private readonly pendingSubscribe = new Set<string>();
   private readonly pendingUnsubscribe = new Set<string>();
+  /** Watched channels whose SUBSCRIBE Redis has confirmed (cleared when the connection drops). */
+  private readonly confirmed = new Set<string>();
+  /** watch() calls waiting for their channel's confirmation. */
+  private readonly waiting = new Map<string, { promise: Promise<void>; resolve: () => void }>();
+  /** The flush that last sent each watched channel's SUBSCRIBE; a reply confirms only the latest. */
+  private readonly sentIn = new Map<string, number>();
+  private flushes = 0;
   private flushScheduled = false;
   private readonly controlTopics: string[];
   private readonly onReady = () => this.resubscribe();
   private readonly onClose = () => {
     this.subscribed = false;
+    this.confirmed.clear();
+    // Nothing is received until the connection is back: a join does not wait for that (the
+    // node reports the outage); resubscribe() confirms every watched channel again.
+    this.release([...this.waiting.keys()]);
   };
   /** The subscriber connection is up and subscribed to everything watched (see listening). */
   private subscribed = false;
@@ -68,8 +82,10 @@ export class DeliveryBus {
     this.subscriber.on('message', this.onMessage);
     this.subscriber.on('ready', this.onReady);
     this.subscriber.on('close', this.onClose);
-    await whenAvailable(() => this.subscriber.subscribe(...this.controlTopics, ...this.watched.keys()));
+    const topics = [...this.watched.keys()];
+    await whenAvailable(() => this.subscriber.subscribe(...this.controlTopics, ...topics));
     this.subscribed = true;
+    this.confirm(topics);
   }
 
   /**
@@ -85,15 +101,29 @@ export class DeliveryBus {
     this.subscriber.off('ready', this.onReady);
     this.subscriber.off('close', this.onClose);
     this.subscribed = false;
+    this.release([...this.waiting.keys()]);
     if (this.subscriber.status === 'ready') await this.subscriber.unsubscribe().catch(() => {});
   }
 
-  /** A local socket subscribed to the channel: receive its frames from other nodes. */
-  watch(appId: string, channel: string): void {
+  /**
+   * A local socket subscribes to the channel: receive its frames from other nodes. Resolves
+   * once Redis has confirmed the subscription (at once when it already had), or at once while
+   * the subscriber connection is down (nothing is received then; see listening).
+   */
+  watch(appId: string, channel: string): Promise<void> {
     const topic = this.keys.channelTopic(appId, channel);
     const n = this.watched.get(topic) ?? 0;
     this.watched.set(topic, n + 1);
     if (n === 0) this.schedule(topic, true);
+    if (this.confirmed.has(topic) || !this.listening) return Promise.resolve();
+    let waiter = this.waiting.get(topic);
+    if (!waiter) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      waiter = { promise, resolve };
+      this.waiting.set(topic, waiter);
+    }
+    return waiter.promise;
   }
 
   /** A local socket left the channel: stop receiving when it was the last one here. */
@@ -106,6 +136,9 @@ export class DeliveryBus {
       return;
     }
     this.watched.delete(topic);
+    this.confirmed.delete(topic);
+    this.sentIn.delete(topic);
+    this.release([topic]);
     this.schedule(topic, false);
   }
 
@@ -148,16 +181,42 @@ export class DeliveryBus {
     const drop = [...this.pendingUnsubscribe];
     this.pendingSubscribe.clear();
     this.pendingUnsubscribe.clear();
-    if (this.subscriber.status !== 'ready') return; // resubscribe() on 'ready' catches up
-    // Failures mean the connection dropped: resubscribe() runs on the next 'ready'.
-    if (add.length > 0) this.subscriber.subscribe(...add).catch(() => {});
+    if (this.subscriber.status !== 'ready') {
+      // resubscribe() on 'ready' catches up; nothing to wait for until then.
+      this.release(add);
+      return;
+    }
+    if (add.length > 0) {
+      const flush = ++this.flushes;
+      for (const topic of add) this.sentIn.set(topic, flush);
+      this.subscriber.subscribe(...add).then(
+        () => this.confirm(add.filter((topic) => this.sentIn.get(topic) === flush)),
+        // The connection dropped: resubscribe() runs on the next 'ready'.
+        () => this.release(add),
+      );
+    }
     if (drop.length > 0) this.subscriber.unsubscribe(...drop).catch(() => {});
   }
 
+  /** Redis confirmed these channels' SUBSCRIBE: their watch() calls resolve. */
+  private confirm(topics: readonly string[]): void {
+    for (const topic of topics) if (this.watched.has(topic)) this.confirmed.add(topic);
+    this.release(topics);
+  }
+
+  /** The watch() calls waiting on these channels resolve (confirmed, or nothing to wait for). */
+  private release(topics: readonly string[]): void {
+    for (const topic of topics) {
+      this.waiting.get(topic)?.resolve();
+      this.waiting.delete(topic);
+    }
+  }
+
   private resubscribe(): void {
-    const topics = [...this.controlTopics, ...this.watched.keys()];
-    this.subscriber.subscribe(...topics).then(() => {
+    const watched = [...this.watched.keys()];
+    this.subscriber.subscribe(...this.controlTopics, ...watched).then(() => {
       this.subscribed = true;
+      this.confirm(watched);
     }, (err: unknown) => {
       log.warn('cluster: re-subscribing after reconnect failed; retried on the next reconnect', { error: String(err) });
     });

@@ -142,6 +142,11 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   private frontEnd: ((lost: LostChannels) => FrontEndSubscription[]) | undefined;
   /** `appId\0channel\0socketId` of every socket on a channel's delivery here (bus watches follow it). */
   private readonly attached = new Set<string>();
+  /**
+   * The same keys for joins in flight or answered and not attached yet: each holds a bus watch
+   * taken before the join, which attach() takes over and a leave or a refused join gives back.
+   */
+  private readonly joining = new Set<string>();
   /** `appId\0socketId` → its `#server-to-user-` channel: left by the close, not by an unsubscribe. */
   private readonly userChannels = new Map<string, string>();
   /** Apps whose watchlist events this node listens to. */
@@ -278,7 +283,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
       const key = attachKey(appId, channel, state.socketId);
       if (!this.attached.has(key)) {
         this.attached.add(key);
-        this.node.bus.watch(appId, busName(channel));
+        if (!this.joining.delete(key)) void this.node.bus.watch(appId, busName(channel));
       }
       if (serverToUserId(channel) !== null) this.userChannels.set(`${appId}\u0000${state.socketId}`, channel);
     }
@@ -292,7 +297,8 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   }
 
   private dropAttachment(appId: string, channel: string, socketId: string): void {
-    if (this.attached.delete(attachKey(appId, channel, socketId))) this.node.bus.unwatch(appId, busName(channel));
+    const key = attachKey(appId, channel, socketId);
+    if (this.attached.delete(key) || this.joining.delete(key)) this.node.bus.unwatch(appId, busName(channel));
   }
 
   // --- connections and users ------------------------------------------------------------
@@ -418,9 +424,29 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   }
 
   private async join(req: SubscribeRequest): Promise<SubscribeResult> {
-    const { appId, channel, socketId, member } = req;
+    const { appId, channel, socketId } = req;
     const app = this.deps.apps.get(appId);
     if (!app) throw new HeraldError('APP_NOT_FOUND', `Unknown app id ${appId}`);
+    // Listening before the join is answered: once the socket is told it subscribed, what any
+    // node publishes on the channel reaches it (watch() resolves when Redis confirmed it).
+    const key = attachKey(appId, channel, socketId);
+    let listening: Promise<void> | undefined;
+    if (!this.attached.has(key) && !this.joining.has(key)) {
+      this.joining.add(key);
+      listening = this.node.bus.watch(appId, busName(channel));
+    }
+    try {
+      const out = await this.joinState(req, app);
+      await listening;
+      return out;
+    } catch (err) {
+      if (this.joining.delete(key)) this.node.bus.unwatch(appId, busName(channel));
+      throw err;
+    }
+  }
+
+  private async joinState(req: SubscribeRequest, app: AppConfig): Promise<SubscribeResult> {
+    const { appId, channel, socketId, member } = req;
     const type = channelType(channel);
     const presence = type.kind === 'presence';
     const joined = this.call(() => this.node.state.join(appId, channel, socketId, presence ? member : undefined, presence ? app.maxPresenceMembers : 0));
