@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type PusherServer from 'pusher';
 import { ClientPool, type ChannelRecord } from '../helpers/channel-clients.js';
-import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { heraldClusterBed, ONE_PROCESS, type HeraldCluster } from '../helpers/herald-cluster.js';
 import { RedisDelayProxy } from '../helpers/redis-delay-proxy.js';
 import { flushedBy, until } from '../helpers/wait.js';
 
@@ -162,21 +162,36 @@ describe.skipIf(ONE_PROCESS)('delivery cost', () => {
   });
 });
 
-describe.skipIf(ONE_PROCESS)('a subscription on a node whose Redis subscriber is slow', () => {
-  it('gets what another node publishes right after it was told subscription_succeeded', async () => {
-    const proxy = await new RedisDelayProxy(bed.redis.port).start();
-    try {
-      const cluster = await bed.start({ apps: [APP], cluster: { redisUrl: proxy.url } });
-      const onB = await pool.connect(cluster.b);
-      // From now on every SUBSCRIBE reaches Redis 500 ms late (node B's first watch of the channel).
-      proxy.subscribeDelayMs = 500;
-      const feed = await onB.subscribe('slow-subscriber');
-      await pool.sdk(cluster.a).trigger('slow-subscriber', 'first', 'right after subscription_succeeded');
-      await until(() => feed.data('first').length === 1, 'the event on node B', 5000);
-      expect(proxy.held).toBeGreaterThan(0);
-    } finally {
-      proxy.subscribeDelayMs = 0;
-      await proxy.stop();
-    }
+describe.skipIf(ONE_PROCESS)('a node whose Redis subscriber is slow', () => {
+  let proxy: RedisDelayProxy | undefined;
+  afterEach(async () => {
+    await proxy?.stop();
+    proxy = undefined;
+  });
+
+  /** A cluster reaching Redis through a proxy; from then on every SUBSCRIBE reaches Redis 500 ms late. */
+  async function slowSubscribes(): Promise<HeraldCluster> {
+    proxy = await new RedisDelayProxy(bed.redis.port).start();
+    const cluster = await bed.start({ apps: [APP], cluster: { redisUrl: proxy.url } });
+    proxy.subscribeDelayMs = 500;
+    return cluster;
+  }
+
+  it('gives a subscriber what another node publishes right after it was told subscription_succeeded', async () => {
+    const cluster = await slowSubscribes();
+    const onB = await pool.connect(cluster.b);
+    const feed = await onB.subscribe('slow-subscriber');
+    await pool.sdk(cluster.a).trigger('slow-subscriber', 'first', 'right after subscription_succeeded');
+    await until(() => feed.data('first').length === 1, 'the event on node B', 5000);
+    expect(proxy!.held).toBeGreaterThan(0);
+  });
+
+  it('tells a watcher of a user who signs in through another node right after its first watchlist event', async () => {
+    const cluster = await slowSubscribes();
+    const watcher = await pool.signedIn(cluster.b, { userId: 'wanda', watchlist: ['carol'] });
+    await until(() => watcher.watchlist.length > 0, 'the first watchlist event');
+    await pool.signedIn(cluster.a, { userId: 'carol' });
+    await until(() => watcher.watchlist.some((e) => e.name === 'online' && e.user_ids.includes('carol')), 'carol online, on node B', 5000);
+    expect(proxy!.held).toBeGreaterThan(0);
   });
 });

@@ -349,13 +349,16 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
 
   watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): Promise<string[]> {
     for (const id of userIds) socket.subscribe(watchTopicFor(appId, id));
+    // Answered once this node listens to the app's online notices (see subscribe).
+    let listening: Promise<void> | undefined;
     if (!this.watchingApps.has(appId)) {
       this.watchingApps.add(appId);
-      this.node.bus.watch(appId, WATCH_CHANNEL);
+      listening = this.node.bus.watch(appId, WATCH_CHANNEL);
     }
-    if (userIds.length === 0) return Promise.resolve([]);
+    if (userIds.length === 0) return (listening ?? Promise.resolve()).then(() => []);
     const key = this.node.keys.presenceUsers(appId, ONLINE_CHANNEL);
-    return this.call(() => this.node.connections.commands.hmget(key, ...userIds)).then((counts) => userIds.filter((_, i) => counts[i] !== null));
+    const online = this.call(() => this.node.connections.commands.hmget(key, ...userIds));
+    return Promise.all([online, listening]).then(([counts]) => userIds.filter((_, i) => counts[i] !== null));
   }
 
   async terminateUserConnections(appId: string, userId: string): Promise<number> {
