@@ -42,6 +42,7 @@ import type {
   SetUserResult,
   StoreCounts,
 } from '../device-store.js';
+import { BatchedScanSteps, type ScanBatch } from './batched-scan-steps.js';
 import { SchemaReady, inTransaction, isUnavailable, shardPool, unavailable } from './connection.js';
 import { RegistrationBatches, registrationParameters, type Registration, type RegistrationOutcome } from './registration-batches.js';
 
@@ -549,36 +550,40 @@ export class PostgresDeviceStore implements PushDeviceStore {
    * Walks `list` from `resumeFrom`, one batch query at a time (`batch(listIndex, afterHash,
    * after)`: the devices among the next PG_SCAN_BATCH index entries of this shard and partition
    * strictly after (afterHash, after), then the BATCH_END_ROW), never holding a transaction.
+   * A batch's steps are answered without a promise each; the next batch is read meanwhile.
    */
-  private async *indexSteps(
+  private indexSteps(
     instanceId: string,
     list: readonly string[],
     resumeFrom: ScanPosition | undefined,
     batch: (listIndex: number, afterHash: number, after: string) => Promise<CandidateRow[]>,
-  ): AsyncGenerator<ScanStep, void, undefined> {
-    checkScanPosition(resumeFrom);
+  ): ScanSteps {
+    let listIndex = resumeFrom?.listIndex ?? 0;
     // ('', the hash 0) comes before every entry (no device id is empty).
     let after = resumeFrom?.afterDeviceId ?? '';
-    for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = '') {
-      for (;;) {
+    return new BatchedScanSteps(async (): Promise<ScanBatch> => {
+      checkScanPosition(resumeFrom);
+      const steps: ScanStep[] = [];
+      // Until a query yields a step (a list entry may end without a device to send) or the list ends.
+      while (steps.length === 0 && listIndex < list.length) {
         const rows = await batch(listIndex, after === '' ? 0 : fnv1a32(after), after);
-        let devices = 0;
         let end: CandidateRow | undefined;
         for (const row of rows) {
-          if (row[5] !== null) {
-            end = row;
-            continue;
-          }
-          devices++;
-          yield { device: scanDeviceOf(row, instanceId), position: { listIndex, afterDeviceId: row[0]! } };
+          if (row[5] !== null) end = row;
+          else steps.push({ device: scanDeviceOf(row, instanceId), position: { listIndex, afterDeviceId: row[0]! } });
         }
         const walked = end?.[5] ?? 0;
-        if (walked < PG_SCAN_BATCH) break;
+        if (walked < PG_SCAN_BATCH) {
+          listIndex++;
+          after = '';
+          continue;
+        }
         after = end![0]!;
         // A batch without a device to send: say where the walk stands, so a resumed scan skips it too.
-        if (devices === 0) yield { device: null, position: { listIndex, afterDeviceId: after }, skipped: walked };
+        if (steps.length === 0) steps.push({ device: null, position: { listIndex, afterDeviceId: after }, skipped: walked });
       }
-    }
+      return { steps, more: listIndex < list.length };
+    });
   }
 
   async counts(instanceId: string): Promise<StoreCounts> {
