@@ -8,9 +8,11 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { HeraldError } from '../../../../src/errors.js';
 import { fnv1a32 } from '../../../../src/shards/hash.js';
+import { inTransaction } from '../../../../src/push/store/postgres/connection.js';
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../../../../src/push/store/postgres/migrations.js';
 import { PostgresDeviceStore, postgresShardOf } from '../../../../src/push/store/postgres/postgres-device-store.js';
 import { filePostgresServer } from '../../../helpers/file-postgres.js';
+import { until } from '../../../helpers/wait.js';
 import { deviceStoreContract } from './device-store-contract.js';
 
 const postgres = filePostgresServer();
@@ -162,6 +164,27 @@ describe('postgres device store', () => {
     } finally {
       await nodeA.close();
       await nodeB.close();
+    }
+  });
+
+  it('fails a transaction whose connection the server drops between two statements, without an unhandled error', async () => {
+    const url = await freshDatabase();
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const admin = new pg.Pool({ connectionString: url, max: 1 });
+    try {
+      const outcome = inTransaction(pool, async (client) => {
+        const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+        const pid = rows[0]!.pid;
+        await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+        await until(async () => (await admin.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount === 0, 'the backend gone');
+        await client.query('SELECT 1');
+      });
+      await expect(outcome).rejects.toMatchObject({ code: 'PUSH_STORE_UNAVAILABLE' });
+      // The pool replaced the dropped connection.
+      expect((await pool.query<{ n: number }>('SELECT 1 AS n')).rows).toEqual([{ n: 1 }]);
+    } finally {
+      await pool.end();
+      await admin.end();
     }
   });
 
