@@ -105,7 +105,8 @@ async function seedPostgres(url: string, from: number, to: number): Promise<void
         [INSTANCE, ids, ids.map(fnv1a32)],
       );
       await client.query(
-        `INSERT INTO herald_push_device_interests (instance_id, device_id, interest, shard_hash) SELECT $1, d, 'all', h FROM unnest($2::text[], $3::bigint[]) AS t(d, h)`,
+        `INSERT INTO herald_push_device_interests (instance_id, device_id, interest, shard_hash, platform, token)
+         SELECT $1, d, 'all', h, 'fcm', 'token-' || d FROM unnest($2::text[], $3::bigint[]) AS t(d, h)`,
         [INSTANCE, ids, ids.map(fnv1a32)],
       );
     }

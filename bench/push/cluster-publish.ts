@@ -112,8 +112,10 @@ async function seedPostgres(url: string, devices: number): Promise<void> {
         [BENCH_INSTANCE.instanceId, ids, hashes, platforms, tokens, bundles],
       );
       await pool.query(
-        `INSERT INTO herald_push_device_interests (instance_id, device_id, shard_hash, interest)
-         SELECT $1, i.id, i.hash, i.interest FROM unnest($2::text[], $3::bigint[], $4::text[]) AS i(id, hash, interest)`,
+        `INSERT INTO herald_push_device_interests (instance_id, device_id, shard_hash, interest, platform, token, bundle_identifier)
+         SELECT $1, i.id, i.hash, i.interest, d.platform, d.token, d.bundle_identifier
+           FROM unnest($2::text[], $3::bigint[], $4::text[]) AS i(id, hash, interest)
+           JOIN herald_push_devices d ON d.instance_id = $1 AND d.device_id = i.id`,
         [BENCH_INSTANCE.instanceId, interestIds, interestHashes, interests],
       );
     }

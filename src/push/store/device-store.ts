@@ -51,7 +51,8 @@ export type {
 
 /**
  * A fan-out scan: LMDB answers `next()` synchronously (a plain generator, no promise per
- * device), PostgreSQL with a promise per step. `return()` ends it early.
+ * device); PostgreSQL with a promise when it reads a batch, synchronously within one (its
+ * device-list scan: a promise per step). `return()` ends it early.
  */
 export interface ScanSteps {
   next(): IteratorResult<ScanStep, void> | Promise<IteratorResult<ScanStep, void>>;

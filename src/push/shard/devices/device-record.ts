@@ -48,6 +48,14 @@ export interface ScanDevice {
   token: string;
   bundleIdentifier: string | undefined;
   userId: string | undefined;
+}
+
+/**
+ * A ScanDevice decoded from its LMDB record, with the device's interest count: the LMDB interest
+ * scan chooses by it how to check the device's earlier interests (PostgreSQL's scan does that
+ * in SQL, and its subscriptions do not carry the count).
+ */
+export interface RecordScanDevice extends ScanDevice {
   interestCount: number;
 }
 
@@ -190,7 +198,7 @@ function readBundleIdentifier(bytes: Buffer): string {
 }
 
 /** The device `id` of `instanceId` whose record is `bytes`, as a fan-out sees it (the metadata is not read). */
-export function decodeScanDevice(bytes: Uint8Array, id: string, instanceId: string): ScanDevice {
+export function decodeScanDevice(bytes: Uint8Array, id: string, instanceId: string): RecordScanDevice {
   const buffer = asBuffer(bytes);
   if (buffer[0] !== MARKER) {
     const record = decodeDeviceRecord(buffer);

@@ -4,7 +4,7 @@
  * ScanPosition, never holding a cursor or read transaction between yields.
  */
 import type { Database, RangeIterable, RootDatabase } from 'lmdb';
-import { decodeScanDevice, type ScanDevice } from './device-record.js';
+import { decodeScanDevice, type RecordScanDevice, type ScanDevice } from './device-record.js';
 import { DEVICE_DATABASE_NAMES, type DeviceDatabases } from './device-databases.js';
 import { fnv1a32 } from '../../../shards/hash.js';
 import { encodeKey, joinKeys, keyAfter, keyPartBetween, lastKeyPart, prefixRange, writeKeyPart } from '../../keys.js';
@@ -238,7 +238,7 @@ export class DeviceScan {
     names: readonly string[],
     resumeFrom: ScanPosition | undefined,
     partition: ScanPartition | undefined,
-    skipFor: (list: readonly string[], listIndex: number) => (device: ScanDevice) => boolean,
+    skipFor: (list: readonly string[], listIndex: number) => (device: RecordScanDevice) => boolean,
   ): Generator<ScanStep, void, undefined> {
     checkScanPosition(resumeFrom);
     const { low, high } = partitionBounds(partition);

@@ -205,7 +205,7 @@ export class PublishRun {
           this.deps.limiter.release();
           break;
         }
-        // LMDB answers at once; PostgreSQL with a promise per step (a batch query now and then).
+        // LMDB answers at once; PostgreSQL with a promise when it reads a batch.
         const step = scan.next();
         const next = step instanceof Promise ? await step : step;
         if (next.done) {

@@ -85,6 +85,13 @@ export async function inTransaction<T>(
     throw unavailable(err);
   }
   let broken: Error | undefined;
+  // The pool listens for errors of idle connections only: a connection the server drops
+  // between two statements of this transaction (a restart) emits one here, which would
+  // otherwise end the thread. The next statement fails with it.
+  const dropped = (err: Error): void => {
+    broken = err;
+  };
+  client.on('error', dropped);
   try {
     await client.query('BEGIN');
     const result = await work(client);
@@ -95,6 +102,7 @@ export async function inTransaction<T>(
     if (passThrough(err)) throw err;
     throw isUnavailable(err) ? unavailable(err) : err;
   } finally {
+    client.removeListener('error', dropped);
     client.release(broken);
   }
 }

@@ -126,6 +126,29 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 4,
+    name: 'subscriptions carry what a fan-out sends to',
+    sql: `
+      -- The device's platform, token, bundle identifier and user, copied into each of its
+      -- subscriptions and kept equal by every write that changes them (in the transaction that
+      -- holds the device row's lock): a fan-out reads one range of the interest index and needs
+      -- no lookup per device.
+      ALTER TABLE herald_push_device_interests
+        ADD COLUMN platform text,
+        ADD COLUMN token text,
+        ADD COLUMN bundle_identifier text,
+        ADD COLUMN user_id text COLLATE "C";
+      UPDATE herald_push_device_interests i
+         SET platform = d.platform, token = d.token, bundle_identifier = d.bundle_identifier, user_id = d.user_id
+        FROM herald_push_devices d WHERE d.instance_id = i.instance_id AND d.device_id = i.device_id;
+      ALTER TABLE herald_push_device_interests ALTER COLUMN platform SET NOT NULL, ALTER COLUMN token SET NOT NULL;
+      -- Covering: a fan-out batch is an index-only scan of one range (once the table is vacuumed).
+      DROP INDEX herald_push_interest_devices;
+      CREATE INDEX herald_push_interest_devices ON herald_push_device_interests (instance_id, interest, shard_hash, device_id)
+        INCLUDE (platform, token, bundle_identifier, user_id);
+    `,
+  },
 ];
 
 /** The newest schema version this Herald knows. */

@@ -5,9 +5,11 @@
  *
  * Tables (migrations.ts): `herald_push_devices` (one row per device, with its user and
  * interest count) and `herald_push_device_interests` (one row per subscription, deleted with
- * its device). Every write is one transaction, committed (synchronous_commit) before it
- * resolves. Read-modify-writes lock the device row (`FOR UPDATE`), so two nodes changing one
- * device serialise.
+ * its device, carrying a copy of the device's platform, token, bundle identifier and user so
+ * that a fan-out reads only the interest index). Every write is one transaction, committed
+ * (synchronous_commit) before it resolves. Read-modify-writes lock the device row (`FOR
+ * UPDATE`), so two nodes changing one device serialise; a write that changes a copied value
+ * copies it into the subscriptions in the same transaction, after taking that lock.
  *
  * Shard scope: scans, counts and a user's devices answer for the devices whose shard_hash
  * (fnv1a32 of the device id) falls in this shard's range, the shardIndex-th of shardCount
@@ -40,6 +42,7 @@ import type {
   SetUserResult,
   StoreCounts,
 } from '../device-store.js';
+import { BatchedScanSteps, type ScanBatch } from './batched-scan-steps.js';
 import { SchemaReady, inTransaction, isUnavailable, shardPool, unavailable } from './connection.js';
 import { RegistrationBatches, registrationParameters, type Registration, type RegistrationOutcome } from './registration-batches.js';
 
@@ -48,7 +51,14 @@ const REGISTRATION_WRITERS = 3;
 /** Index entries read per query of a fan-out scan (this shard's and partition's only). */
 const PG_SCAN_BATCH = 5000;
 
-const DEVICE_COLUMNS = 'device_id, platform, token, bundle_identifier, user_id, interest_count';
+/**
+ * What a fan-out sends to: columns of herald_push_devices, and (migration 4) copies of them in
+ * each of the device's rows of herald_push_device_interests (SUBSCRIPTION_COPY).
+ */
+const DEVICE_COLUMNS = 'device_id, platform, token, bundle_identifier, user_id';
+
+/** The device columns every subscription row carries, kept equal to its device's by every write. */
+const SUBSCRIPTION_COPY = 'platform, token, bundle_identifier, user_id';
 
 interface ScanRow {
   device_id: string;
@@ -56,39 +66,46 @@ interface ScanRow {
   token: string;
   bundle_identifier: string | null;
   user_id: string | null;
-  interest_count: number;
+}
+
+/** The device's SUBSCRIPTION_COPY values, as its new subscriptions take them. */
+interface SubscriptionCopy {
+  platform: Platform;
+  token: string;
+  bundle_identifier: string | null;
+  user_id: string | null;
 }
 
 /**
- * A row of a scan batch, as an array: a device (its id twice, then DEVICE_COLUMNS), or the
- * batch's BATCH_END_ROW (the last index entry walked, nulls, how many entries were walked).
+ * A row of a scan batch, as an array: a device (DEVICE_COLUMNS, then null), or the batch's
+ * BATCH_END_ROW (the last index entry walked, nulls, how many entries were walked).
  */
 type CandidateRow =
-  | [candidate: string, deviceId: string, platform: Platform, token: string, bundleIdentifier: string | null, userId: string | null, interestCount: number]
-  | [lastWalked: string | null, deviceId: null, platform: null, token: null, bundleIdentifier: null, userId: null, walked: number];
+  | [deviceId: string, platform: Platform, token: string, bundleIdentifier: string | null, userId: string | null, walked: null]
+  | [lastWalked: string | null, platform: null, token: null, bundleIdentifier: null, userId: null, walked: number];
 
 /**
  * The last row of every scan batch (a UNION ALL branch over the batch's index entries `c`):
  * where the next batch starts, and how many entries this one walked (fewer than asked: the
- * end of the range). Devices gone or yielded under an earlier name are among them, not among
- * the device rows.
+ * end of the range). Devices yielded under an earlier name are among them, not among the
+ * device rows.
  */
-const BATCH_END_ROW = `SELECT (SELECT device_id FROM c ORDER BY shard_hash DESC, device_id DESC LIMIT 1), NULL, NULL, NULL, NULL, NULL, count(*)::int FROM c`;
+const BATCH_END_ROW = `SELECT (SELECT device_id FROM c ORDER BY shard_hash DESC, device_id DESC LIMIT 1), NULL, NULL, NULL, NULL, count(*)::int FROM c`;
 
 interface DeviceRow extends Omit<ScanRow, 'device_id'> {
   metadata: Record<string, string> | null;
   created_at: number;
+  interest_count: number;
 }
 
 function scanDeviceOf(row: CandidateRow, instanceId: string): ScanDevice {
   return {
-    id: row[1]!,
+    id: row[0]!,
     instanceId,
-    platform: row[2]!,
-    token: row[3]!,
-    bundleIdentifier: row[4] ?? undefined,
-    userId: row[5] ?? undefined,
-    interestCount: row[6]!,
+    platform: row[1]!,
+    token: row[2]!,
+    bundleIdentifier: row[3] ?? undefined,
+    userId: row[4] ?? undefined,
   };
 }
 
@@ -100,8 +117,25 @@ function scanDevice(row: ScanRow, instanceId: string): ScanDevice {
     token: row.token,
     bundleIdentifier: row.bundle_identifier ?? undefined,
     userId: row.user_id ?? undefined,
-    interestCount: row.interest_count,
   };
+}
+
+/**
+ * Makes the subscriptions of the devices `deviceIds` (of `instanceIds`, pairwise) carry their
+ * devices' current values. Run after the write that changed the devices, in its transaction:
+ * it holds the device rows' locks, which every subscription write takes first, and this
+ * statement's snapshot (read committed) is newer than any subscription committed before.
+ */
+async function copyToSubscriptions(client: pg.PoolClient, instanceIds: readonly string[], deviceIds: readonly string[]): Promise<void> {
+  await client.query(
+    `UPDATE herald_push_device_interests i
+        SET platform = d.platform, token = d.token, bundle_identifier = d.bundle_identifier, user_id = d.user_id
+       FROM unnest($1::text[], $2::text[]) AS t(instance_id, device_id)
+       JOIN herald_push_devices d ON d.instance_id = t.instance_id AND d.device_id = t.device_id
+      WHERE i.instance_id = d.instance_id AND i.device_id = d.device_id
+        AND (i.platform, i.token, i.bundle_identifier, i.user_id) IS DISTINCT FROM (d.platform, d.token, d.bundle_identifier, d.user_id)`,
+    [instanceIds, deviceIds],
+  );
 }
 
 /** Which shard of `shardCount` answers for a device in the per-shard questions of the PostgreSQL store. */
@@ -185,13 +219,15 @@ export class PostgresDeviceStore implements PushDeviceStore {
   }
 
   /**
-   * One batch of registrations (RegistrationBatches) as one statement, so one commit: the
-   * upserts in lock order, and the interests each re-registered device keeps, read in the
-   * statement's snapshot.
+   * One batch of registrations (RegistrationBatches) in one transaction, so one commit: one
+   * statement for the upserts in lock order and the interests each re-registered device keeps
+   * (read in the statement's snapshot), then, when some device was re-registered, one that
+   * copies their new values into their subscriptions.
    */
   private async writeRegistrations(batch: readonly Registration[]): Promise<RegistrationOutcome[]> {
     const { values, order } = registrationParameters(batch);
-    const { rows } = await this.query<{ row: number; created: boolean; interests: string[] }>(
+    return this.transaction(async (client) => {
+      const { rows } = await client.query<{ row: number; created: boolean; interests: string[] }>(
       `WITH input AS (
          SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::float8[])
            WITH ORDINALITY AS t(instance_id, device_id, shard_hash, platform, token, bundle_identifier, metadata, created_at, row)
@@ -214,11 +250,20 @@ export class PostgresDeviceStore implements PushDeviceStore {
                  WHERE i.instance_id = up.instance_id AND i.device_id = up.device_id ORDER BY interest
               ) END AS interests
          FROM up JOIN input ON input.instance_id = up.instance_id AND input.device_id = up.device_id`,
-      values,
-    );
-    const byRow = new Array<RegistrationOutcome>(rows.length);
-    for (const r of rows) byRow[r.row - 1] = { created: r.created, interests: r.interests };
-    return order.map((row) => byRow[row]!);
+        values,
+      );
+      // A re-registered device's subscriptions take its new token (platform, bundle, no user);
+      // in a second statement, which sees subscriptions added while the upsert waited for the row.
+      // (Not only those with interests above: that list is of the upsert's older snapshot.)
+      const kept = rows.filter((r) => !r.created).map((r) => r.row - 1);
+      if (kept.length > 0) {
+        const [instanceIds, deviceIds] = values as [string[], string[]];
+        await copyToSubscriptions(client, kept.map((k) => instanceIds[k]!), kept.map((k) => deviceIds[k]!));
+      }
+      const byRow = new Array<RegistrationOutcome>(rows.length);
+      for (const r of rows) byRow[r.row - 1] = { created: r.created, interests: r.interests };
+      return order.map((row) => byRow[row]!);
+    });
   }
 
   async get(instanceId: string, deviceId: string): Promise<Device | undefined> {
@@ -254,9 +299,13 @@ export class PostgresDeviceStore implements PushDeviceStore {
     return (rowCount ?? 0) > 0;
   }
 
-  async setToken(instanceId: string, deviceId: string, token: string): Promise<boolean> {
-    const { rowCount } = await this.query('UPDATE herald_push_devices SET token = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, token]);
-    return (rowCount ?? 0) > 0;
+  setToken(instanceId: string, deviceId: string, token: string): Promise<boolean> {
+    return this.transaction(async (client) => {
+      const { rowCount } = await client.query('UPDATE herald_push_devices SET token = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, token]);
+      if (!rowCount) return false;
+      await copyToSubscriptions(client, [instanceId], [deviceId]);
+      return true;
+    });
   }
 
   setUser(instanceId: string, deviceId: string, userId: string): Promise<SetUserResult> {
@@ -270,6 +319,7 @@ export class PostgresDeviceStore implements PushDeviceStore {
       if (row.user_id === userId) return 'ok';
       if (row.user_id !== null) return 'already-associated';
       await client.query('UPDATE herald_push_devices SET user_id = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, userId]);
+      await copyToSubscriptions(client, [instanceId], [deviceId]);
       return 'ok';
     });
   }
@@ -293,6 +343,7 @@ export class PostgresDeviceStore implements PushDeviceStore {
       ]);
       if (counted[0]!.n >= maxDevicesPerUser) return 'limit';
       await client.query('UPDATE herald_push_devices SET user_id = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, userId]);
+      await copyToSubscriptions(client, [instanceId], [deviceId]);
       return 'ok';
     });
   }
@@ -333,13 +384,17 @@ export class PostgresDeviceStore implements PushDeviceStore {
     return { interests, nextCursor: encodeInterestCursor(interests[limit - 1]!) };
   }
 
-  /** The device's interest count, its row locked for the rest of the transaction; undefined when there is no such device. */
-  private async lockDevice(client: pg.PoolClient, instanceId: string, deviceId: string): Promise<number | undefined> {
-    const { rows } = await client.query<{ interest_count: number }>(
-      'SELECT interest_count FROM herald_push_devices WHERE instance_id = $1 AND device_id = $2 FOR UPDATE',
+  /**
+   * The device's interest count and what its subscriptions carry, its row locked for the rest
+   * of the transaction (so no write changes them before it commits); undefined when there is
+   * no such device.
+   */
+  private async lockDevice(client: pg.PoolClient, instanceId: string, deviceId: string): Promise<(SubscriptionCopy & { interest_count: number }) | undefined> {
+    const { rows } = await client.query<SubscriptionCopy & { interest_count: number }>(
+      `SELECT interest_count, ${SUBSCRIPTION_COPY} FROM herald_push_devices WHERE instance_id = $1 AND device_id = $2 FOR UPDATE`,
       [instanceId, deviceId],
     );
-    return rows[0]?.interest_count;
+    return rows[0];
   }
 
   replaceInterests(instanceId: string, deviceId: string, interests: readonly string[]): Promise<ReplaceInterestsResult> {
@@ -348,16 +403,17 @@ export class PostgresDeviceStore implements PushDeviceStore {
       throw new RangeError(`a device holds at most ${MAX_INTERESTS_PER_DEVICE} interests, got ${wanted.length}`);
     }
     return this.transaction(async (client): Promise<ReplaceInterestsResult> => {
-      if ((await this.lockDevice(client, instanceId, deviceId)) === undefined) return 'not-found';
+      const device = await this.lockDevice(client, instanceId, deviceId);
+      if (device === undefined) return 'not-found';
       await client.query('DELETE FROM herald_push_device_interests WHERE instance_id = $1 AND device_id = $2 AND NOT (interest = ANY($3::text[]))', [
         instanceId,
         deviceId,
         wanted,
       ]);
       await client.query(
-        `INSERT INTO herald_push_device_interests (instance_id, device_id, interest, shard_hash)
-         SELECT $1, $2, name, $4 FROM unnest($3::text[]) AS name ON CONFLICT DO NOTHING`,
-        [instanceId, deviceId, wanted, fnv1a32(deviceId)],
+        `INSERT INTO herald_push_device_interests (instance_id, device_id, interest, shard_hash, ${SUBSCRIPTION_COPY})
+         SELECT $1, $2, name, $4, $5, $6, $7, $8 FROM unnest($3::text[]) AS name ON CONFLICT DO NOTHING`,
+        [instanceId, deviceId, wanted, fnv1a32(deviceId), device.platform, device.token, device.bundle_identifier, device.user_id],
       );
       await client.query('UPDATE herald_push_devices SET interest_count = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, wanted.length]);
       return 'ok';
@@ -366,20 +422,18 @@ export class PostgresDeviceStore implements PushDeviceStore {
 
   addInterest(instanceId: string, deviceId: string, interest: string): Promise<AddInterestResult> {
     return this.transaction(async (client): Promise<AddInterestResult> => {
-      const count = await this.lockDevice(client, instanceId, deviceId);
-      if (count === undefined) return 'not-found';
+      const device = await this.lockDevice(client, instanceId, deviceId);
+      if (device === undefined) return 'not-found';
       const { rowCount: exists } = await client.query(
         'SELECT 1 FROM herald_push_device_interests WHERE instance_id = $1 AND device_id = $2 AND interest = $3',
         [instanceId, deviceId, interest],
       );
       if (exists) return 'unchanged';
-      if (count >= MAX_INTERESTS_PER_DEVICE) return 'too-many';
-      await client.query('INSERT INTO herald_push_device_interests (instance_id, device_id, interest, shard_hash) VALUES ($1, $2, $3, $4)', [
-        instanceId,
-        deviceId,
-        interest,
-        fnv1a32(deviceId),
-      ]);
+      if (device.interest_count >= MAX_INTERESTS_PER_DEVICE) return 'too-many';
+      await client.query(
+        `INSERT INTO herald_push_device_interests (instance_id, device_id, interest, shard_hash, ${SUBSCRIPTION_COPY}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+        [instanceId, deviceId, interest, fnv1a32(deviceId), device.platform, device.token, device.bundle_identifier, device.user_id],
+      );
       await client.query('UPDATE herald_push_devices SET interest_count = interest_count + 1 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId]);
       return 'added';
     });
@@ -414,19 +468,17 @@ export class PostgresDeviceStore implements PushDeviceStore {
     const { low, high } = this.bounds(partition);
     return this.indexSteps(instanceId, list, resumeFrom, (listIndex, afterHash, after) => {
       // A range of the interest index, which is ordered by device hash: this shard's and this
-      // partition's entries only, then one index-only probe per device into the devices' hash
-      // index (herald_push_devices_by_hash), in the same order. A device subscribed
-      // to an interest earlier in the list was yielded there (the first name needs no check).
+      // partition's entries only, each carrying what a send needs (an index-only scan of the
+      // covering index, no lookup per device). A device subscribed to an interest earlier in
+      // the list was yielded there (the first name needs no check).
       const earlier = list.slice(0, listIndex);
       return this.scanQuery(
         `WITH c AS MATERIALIZED (
-           SELECT device_id, shard_hash FROM herald_push_device_interests
+           SELECT shard_hash, ${DEVICE_COLUMNS} FROM herald_push_device_interests
             WHERE instance_id = $1 AND interest = $2 AND (shard_hash, device_id) > ($3::bigint, $4::text) AND shard_hash >= $5 AND shard_hash < $6
             ORDER BY shard_hash, device_id LIMIT $7
          )
-         SELECT c.device_id, ${DEVICE_COLUMNS.split(', ').map((col) => `d.${col}`).join(', ')}
-           FROM c CROSS JOIN LATERAL (SELECT ${DEVICE_COLUMNS} FROM herald_push_devices
-                                       WHERE instance_id = $1 AND shard_hash = c.shard_hash AND device_id = c.device_id LIMIT 1) d
+         SELECT ${DEVICE_COLUMNS}, NULL::int FROM c
           ${
             earlier.length === 0
               ? ''
@@ -450,7 +502,7 @@ export class PostgresDeviceStore implements PushDeviceStore {
             WHERE instance_id = $1 AND user_id = $2 AND (shard_hash, device_id) > ($3::bigint, $4::text) AND shard_hash >= $5 AND shard_hash < $6
             ORDER BY shard_hash, device_id LIMIT $7
          )
-         SELECT device_id, ${DEVICE_COLUMNS} FROM c
+         SELECT ${DEVICE_COLUMNS}, NULL::int FROM c
          UNION ALL
          ${BATCH_END_ROW}`,
         [instanceId, list[listIndex]!, afterHash, after, low, high, PG_SCAN_BATCH],
@@ -498,36 +550,40 @@ export class PostgresDeviceStore implements PushDeviceStore {
    * Walks `list` from `resumeFrom`, one batch query at a time (`batch(listIndex, afterHash,
    * after)`: the devices among the next PG_SCAN_BATCH index entries of this shard and partition
    * strictly after (afterHash, after), then the BATCH_END_ROW), never holding a transaction.
+   * A batch's steps are answered without a promise each; the next batch is read meanwhile.
    */
-  private async *indexSteps(
+  private indexSteps(
     instanceId: string,
     list: readonly string[],
     resumeFrom: ScanPosition | undefined,
     batch: (listIndex: number, afterHash: number, after: string) => Promise<CandidateRow[]>,
-  ): AsyncGenerator<ScanStep, void, undefined> {
-    checkScanPosition(resumeFrom);
+  ): ScanSteps {
+    let listIndex = resumeFrom?.listIndex ?? 0;
     // ('', the hash 0) comes before every entry (no device id is empty).
     let after = resumeFrom?.afterDeviceId ?? '';
-    for (let listIndex = resumeFrom?.listIndex ?? 0; listIndex < list.length; listIndex++, after = '') {
-      for (;;) {
+    return new BatchedScanSteps(async (): Promise<ScanBatch> => {
+      checkScanPosition(resumeFrom);
+      const steps: ScanStep[] = [];
+      // Until a query yields a step (a list entry may end without a device to send) or the list ends.
+      while (steps.length === 0 && listIndex < list.length) {
         const rows = await batch(listIndex, after === '' ? 0 : fnv1a32(after), after);
-        let devices = 0;
         let end: CandidateRow | undefined;
         for (const row of rows) {
-          if (row[1] === null) {
-            end = row;
-            continue;
-          }
-          devices++;
-          yield { device: scanDeviceOf(row, instanceId), position: { listIndex, afterDeviceId: row[1] } };
+          if (row[5] !== null) end = row;
+          else steps.push({ device: scanDeviceOf(row, instanceId), position: { listIndex, afterDeviceId: row[0]! } });
         }
-        const walked = end?.[6] ?? 0;
-        if (walked < PG_SCAN_BATCH) break;
+        const walked = end?.[5] ?? 0;
+        if (walked < PG_SCAN_BATCH) {
+          listIndex++;
+          after = '';
+          continue;
+        }
         after = end![0]!;
         // A batch without a device to send: say where the walk stands, so a resumed scan skips it too.
-        if (devices === 0) yield { device: null, position: { listIndex, afterDeviceId: after }, skipped: walked };
+        if (steps.length === 0) steps.push({ device: null, position: { listIndex, afterDeviceId: after }, skipped: walked });
       }
-    }
+      return { steps, more: listIndex < list.length };
+    });
   }
 
   async counts(instanceId: string): Promise<StoreCounts> {
@@ -562,7 +618,18 @@ export class PostgresDeviceStore implements PushDeviceStore {
        HAVING d.interest_count <> count(i.interest)`,
       [instanceId ?? null],
     );
-    return rows.map((r) => `device ${r.instance_id}/${r.device_id}: interestCount ${r.interest_count} but ${r.indexed} interests indexed`);
+    const { rows: stale } = await this.query<{ instance_id: string; device_id: string; interest: string }>(
+      `SELECT i.instance_id, i.device_id, i.interest
+         FROM herald_push_device_interests i JOIN herald_push_devices d ON d.instance_id = i.instance_id AND d.device_id = i.device_id
+        WHERE ($1::text IS NULL OR i.instance_id = $1)
+          AND (i.platform, i.token, i.bundle_identifier, i.user_id) IS DISTINCT FROM (d.platform, d.token, d.bundle_identifier, d.user_id)
+        ORDER BY i.instance_id, i.device_id, i.interest`,
+      [instanceId ?? null],
+    );
+    return [
+      ...rows.map((r) => `device ${r.instance_id}/${r.device_id}: interestCount ${r.interest_count} but ${r.indexed} interests indexed`),
+      ...stale.map((r) => `device ${r.instance_id}/${r.device_id}: its subscription to ${r.interest} carries another platform, token, bundle or user`),
+    ];
   }
 
   async close(): Promise<void> {

@@ -202,8 +202,10 @@ async function writeBatch(pool: pg.Pool, batch: DeviceRow[], result: PushToPostg
       [batch.map((d) => d.instanceId), batch.map((d) => d.deviceId)],
     );
     await client.query(
-      `INSERT INTO herald_push_device_interests (instance_id, device_id, interest, shard_hash)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])`,
+      `INSERT INTO herald_push_device_interests (instance_id, device_id, interest, shard_hash, platform, token, bundle_identifier, user_id)
+       SELECT t.instance_id, t.device_id, t.interest, t.shard_hash, d.platform, d.token, d.bundle_identifier, d.user_id
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS t(instance_id, device_id, interest, shard_hash)
+         JOIN herald_push_devices d ON d.instance_id = t.instance_id AND d.device_id = t.device_id`,
       [subscribed.map((s) => s[0]), subscribed.map((s) => s[1]), subscribed.map((s) => s[2]), subscribed.map((s) => fnv1a32(s[1]))],
     );
     await client.query('COMMIT');

@@ -30,7 +30,7 @@ export interface RegistrationOutcome {
   interests: string[];
 }
 
-/** Runs one batch as one statement; resolves to one outcome per registration, in order. */
+/** Runs one batch in one transaction (one commit); resolves to one outcome per registration, in order. */
 export type RegistrationWriter = (batch: readonly Registration[]) => Promise<RegistrationOutcome[]>;
 
 interface Waiting {

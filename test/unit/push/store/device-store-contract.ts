@@ -7,7 +7,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { encodeInterestCursor } from '../../../../src/push/shard/devices/cursor.js';
-import { inScanPartition, partitionBounds } from '../../../../src/push/shard/devices/device-store.js';
+import { inScanPartition, partitionBounds, type ScanDevice } from '../../../../src/push/shard/devices/device-store.js';
 import type { PushDeviceStore, ScanPartition, ScanPosition, ScanSteps } from '../../../../src/push/store/device-store.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../../../src/push/interest-name.js';
 import { deviceShardFor, fnv1a32 } from '../../../../src/shards/hash.js';
@@ -36,6 +36,18 @@ async function drain(scan: ScanSteps): Promise<{ id: string; position: ScanPosit
     const next = step instanceof Promise ? await step : step;
     if (next.done) return out;
     if (next.value.device !== null) out.push({ id: next.value.device.id, position: next.value.position });
+  }
+}
+
+/** What a scan hands a gateway send for each device (nothing else the store may add). */
+async function sent(scan: ScanSteps): Promise<Omit<ScanDevice, 'instanceId'>[]> {
+  const out: Omit<ScanDevice, 'instanceId'>[] = [];
+  for (;;) {
+    const step = scan.next();
+    const next = step instanceof Promise ? await step : step;
+    if (next.done) return out;
+    const device = next.value.device;
+    if (device !== null) out.push({ id: device.id, platform: device.platform, token: device.token, bundleIdentifier: device.bundleIdentifier, userId: device.userId });
   }
 }
 
@@ -141,6 +153,41 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       const device = await s.get(I, 'd1');
       expect(device).toMatchObject({ token: 'new-token', metadata: { z: '1', a: '2' } });
       expect(Object.keys(device!.metadata!)).toEqual(['z', 'a']);
+    });
+
+    it('scans a device as it is now, whatever changed since it joined the interest: token, platform, bundle, user', async () => {
+      const { at } = await shards(1);
+      const s = at('d1');
+      await s.register(I, 'd1', 'apns', 'tok1', 'com.example', undefined);
+      await s.register(I, 'd2', 'web', 'tok-d2', undefined, undefined);
+      await s.addInterest(I, 'd1', 'early');
+      await s.addInterest(I, 'd2', 'early');
+      const d2 = { id: 'd2', platform: 'web', token: 'tok-d2', bundleIdentifier: undefined, userId: undefined };
+      const d1 = { id: 'd1', platform: 'apns', token: 'tok2', bundleIdentifier: 'com.example', userId: undefined as string | undefined };
+      const scanned = async (interest: string) => (await sent(s.scanInterestSteps(I, [interest]))).sort((a, b) => (a.id < b.id ? -1 : 1));
+
+      expect(await s.setToken(I, 'd1', 'tok2')).toBe(true);
+      expect(await scanned('early')).toEqual([d1, d2]);
+      expect(await s.setUser(I, 'd1', 'alice')).toBe('ok');
+      expect(await scanned('early')).toEqual([{ ...d1, userId: 'alice' }, d2]);
+      // Re-registered: new platform and token, bundle kept (none given), user dropped.
+      await s.register(I, 'd1', 'fcm', 'tok3', undefined, { sdk: '2' });
+      Object.assign(d1, { platform: 'fcm', token: 'tok3' });
+      expect(await scanned('early')).toEqual([d1, d2]);
+      expect(await s.setUserWithinLimit(I, 'd1', 'bob', 0, 10)).toBe('ok');
+      d1.userId = 'bob';
+      expect(await scanned('early')).toEqual([d1, d2]);
+      // Interests joined later carry the same, however they were joined.
+      expect(await s.replaceInterests(I, 'd1', ['early', 'late'])).toBe('ok');
+      expect(await s.addInterest(I, 'd1', 'added')).toBe('added');
+      for (const interest of ['late', 'added']) expect(await scanned(interest)).toEqual([d1]);
+      await s.register(I, 'd1', 'apns', 'tok4', 'com.other', undefined);
+      Object.assign(d1, { platform: 'apns', token: 'tok4', bundleIdentifier: 'com.other', userId: undefined });
+      for (const interest of ['early', 'late', 'added']) expect(await scanned(interest)).toEqual(interest === 'early' ? [d1, d2] : [d1]);
+      expect(await sent(s.scanInterestSteps(I, ['added', 'early', 'late']))).toHaveLength(2);
+      expect(await s.checkConsistency()).toEqual([]);
+      expect(await s.deleteIfToken(I, 'd1', 'tok4')).toBe(true);
+      for (const interest of ['early', 'late', 'added']) expect(await scanned(interest)).toEqual(interest === 'early' ? [d2] : []);
     });
 
     it('associates a user once: ok again for the same user, already-associated for another, not-found for no device', async () => {

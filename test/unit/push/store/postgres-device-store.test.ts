@@ -8,9 +8,11 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { HeraldError } from '../../../../src/errors.js';
 import { fnv1a32 } from '../../../../src/shards/hash.js';
+import { inTransaction } from '../../../../src/push/store/postgres/connection.js';
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../../../../src/push/store/postgres/migrations.js';
 import { PostgresDeviceStore, postgresShardOf } from '../../../../src/push/store/postgres/postgres-device-store.js';
 import { filePostgresServer } from '../../../helpers/file-postgres.js';
+import { until } from '../../../helpers/wait.js';
 import { deviceStoreContract } from './device-store-contract.js';
 
 const postgres = filePostgresServer();
@@ -119,24 +121,70 @@ describe('postgres device store', () => {
     }
   });
 
-  it('migrates a version-1 database in place: its subscriptions keep being scanned', async () => {
+  it('migrates a version-1 database in place: its subscriptions keep being scanned, with what their devices hold', async () => {
     const url = await freshDatabase();
     const pool = new pg.Pool({ connectionString: url, max: 1 });
     const store = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
     try {
       expect(await migrate(pool, MIGRATIONS.slice(0, 1))).toEqual([1]);
       await pool.query(
-        `INSERT INTO herald_push_devices (instance_id, device_id, shard_hash, platform, token, created_at, interest_count) VALUES ($1, 'old', $2, 'fcm', 'tok', 0, 1)`,
+        `INSERT INTO herald_push_devices (instance_id, device_id, shard_hash, platform, token, bundle_identifier, user_id, created_at, interest_count)
+         VALUES ($1, 'old', $2, 'apns', 'tok', 'com.example', 'alice', 0, 1)`,
         [I, fnv1a32('old')],
       );
       await pool.query(`INSERT INTO herald_push_device_interests (instance_id, device_id, interest) VALUES ($1, 'old', 'news')`, [I]);
       await store.ready();
       const step = await store.scanInterestSteps(I, ['news']).next();
-      expect(step.value).toMatchObject({ device: { id: 'old', token: 'tok' } });
+      expect(step.value).toEqual({
+        device: { id: 'old', instanceId: I, platform: 'apns', token: 'tok', bundleIdentifier: 'com.example', userId: 'alice' },
+        position: { listIndex: 0, afterDeviceId: 'old' },
+      });
       expect(await store.checkConsistency()).toEqual([]);
     } finally {
       await pool.end();
       await store.close();
+    }
+  });
+
+  it('never leaves a subscription carrying a stale token or user when two nodes change one device at once', async () => {
+    const url = await freshDatabase();
+    const nodeA = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
+    const nodeB = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
+    try {
+      await nodeA.register(I, 'busy', 'fcm', 'tok', undefined, undefined);
+      for (let k = 0; k < 20; k++) {
+        await Promise.all([
+          nodeA.addInterest(I, 'busy', `a-${k}`),
+          nodeB.setToken(I, 'busy', `tok-${k}`),
+          nodeA.replaceInterests(I, 'busy', [`r-${k}`, ...Array.from({ length: k }, (_, j) => `a-${j}`)]),
+          k % 2 ? nodeB.setUser(I, 'busy', `user-${k}`) : nodeB.register(I, 'busy', 'apns', `reg-${k}`, 'com.example', undefined),
+        ]);
+        expect(await nodeA.checkConsistency(), `round ${k}`).toEqual([]);
+      }
+    } finally {
+      await nodeA.close();
+      await nodeB.close();
+    }
+  });
+
+  it('fails a transaction whose connection the server drops between two statements, without an unhandled error', async () => {
+    const url = await freshDatabase();
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const admin = new pg.Pool({ connectionString: url, max: 1 });
+    try {
+      const outcome = inTransaction(pool, async (client) => {
+        const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+        const pid = rows[0]!.pid;
+        await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+        await until(async () => (await admin.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount === 0, 'the backend gone');
+        await client.query('SELECT 1');
+      });
+      await expect(outcome).rejects.toMatchObject({ code: 'PUSH_STORE_UNAVAILABLE' });
+      // The pool replaced the dropped connection.
+      expect((await pool.query<{ n: number }>('SELECT 1 AS n')).rows).toEqual([{ n: 1 }]);
+    } finally {
+      await pool.end();
+      await admin.end();
     }
   });
 
