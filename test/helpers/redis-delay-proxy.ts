@@ -38,10 +38,10 @@ export class RedisDelayProxy {
     this.sockets.add(client).add(upstream);
     let queue = Promise.resolve();
     client.on('data', (chunk: Buffer) => {
-      const delay = this.subscribeDelayMs > 0 && SUBSCRIBE.test(chunk.toString('latin1')) ? this.subscribeDelayMs : 0;
-      if (delay > 0) this.held++;
+      const holdMs = this.subscribeDelayMs > 0 && SUBSCRIBE.test(chunk.toString('latin1')) ? this.subscribeDelayMs : 0;
+      if (holdMs > 0) this.held++;
       // time: the hold is what this proxy is for.
-      queue = queue.then(() => (delay > 0 ? sleep(delay) : undefined)).then(() => {
+      queue = queue.then(() => (holdMs > 0 ? sleep(holdMs) : undefined)).then(() => {
         if (!upstream.destroyed) upstream.write(chunk);
       });
     });
