@@ -21,7 +21,7 @@
  * changes are installed at most once per HANDOVER_INTERVAL_MS (reloads in between: the last
  * files win), and reloads with unchanged files make none.
  */
-import { createHash } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { AppOptions, RecognizedString, TemplatedApp, WebSocket, WebSocketBehavior, us_listen_socket } from 'uWebSockets.js';
 import type { TopicFanout } from './topic-fanout.js';
@@ -43,15 +43,17 @@ function appOptions(tls: TlsConfig): AppOptions {
   return { cert_file_name: tls.certFile, key_file_name: tls.keyFile, ...(tls.passphrase === undefined ? {} : { passphrase: tls.passphrase }) };
 }
 
-/** What the files hold now (a changed certificate needs a new app; the same one does not). */
-function fingerprint(tls: TlsConfig): string {
-  return createHash('sha256')
-    .update(readFileSync(tls.certFile))
+/** What the files hold now (a changed certificate needs a new app; the same one does not), and the certificate's serial number. */
+function fingerprint(tls: TlsConfig): { files: string; serial: string } {
+  const cert = readFileSync(tls.certFile);
+  const files = createHash('sha256')
+    .update(cert)
     .update('\0')
     .update(readFileSync(tls.keyFile))
     .update('\0')
     .update(tls.passphrase ?? '')
     .digest('hex');
+  return { files, serial: new X509Certificate(cert).serialNumber };
 }
 
 /** Certificate changes are installed at most this often (each keeps an app until restart). */
@@ -91,7 +93,7 @@ export class MainApp implements TopicFanout {
       this.current = uws.App();
     } else {
       checkFiles(tls);
-      this.installed = fingerprint(tls);
+      this.installed = fingerprint(tls).files;
       this.current = uws.SSLApp(appOptions(tls));
     }
     this.apps = [this.current];
@@ -226,9 +228,10 @@ export class MainApp implements TopicFanout {
     if (tls === null || listener === undefined || this.closed) return;
     let next: TemplatedApp;
     let files: string;
+    let serial: string;
     try {
       checkFiles(tls);
-      files = fingerprint(tls);
+      ({ files, serial } = fingerprint(tls));
       if (files === this.installed) {
         log.info('tls certificates unchanged: the running certificate stays', { certFile: tls.certFile });
         return;
@@ -262,7 +265,7 @@ export class MainApp implements TopicFanout {
       setImmediate(() => {
         if (!this.retiring.delete(oldSocket)) return;
         this.uws.us_listen_socket_close(oldSocket);
-        log.info('tls certificates installed', { certFile: tls.certFile, liveApps: this.apps.length });
+        log.info('tls certificates installed', { certFile: tls.certFile, serial, liveApps: this.apps.length });
       });
     }, SETTLE_MS).unref();
   }
