@@ -158,6 +158,12 @@ export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
   const client = await pool.connect();
   let broken: Error | undefined;
+  // A connection the server drops while checked out emits 'error' here (the pool listens on
+  // idle ones only); unheard, it would end the thread. The next query fails with it.
+  const dropped = (err: Error): void => {
+    broken = err;
+  };
+  client.on('error', dropped);
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
@@ -192,6 +198,7 @@ export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = 
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch((err: Error) => (broken = err));
     }
   } finally {
+    client.removeListener('error', dropped);
     client.release(broken);
   }
 }

@@ -121,6 +121,27 @@ describe('postgres device store', () => {
     }
   });
 
+  it('fails a migration whose connection the server drops, without an unhandled error, and applies it on the next try', async () => {
+    const url = await freshDatabase();
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const admin = new pg.Pool({ connectionString: url, max: 1 });
+    const slow = [{ version: 1, name: 'slow', sql: 'SELECT pg_sleep(30)' }];
+    try {
+      const migrating = migrate(pool, slow);
+      migrating.catch(() => undefined);
+      const pid = await until(
+        async () => (await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'")).rows[0]?.pid,
+        'the migration running',
+      );
+      await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+      await expect(migrating).rejects.toThrow();
+      expect(await migrate(pool, [{ version: 1, name: 'quick', sql: 'SELECT 1' }])).toEqual([1]);
+    } finally {
+      await pool.end();
+      await admin.end();
+    }
+  });
+
   it('migrates a version-1 database in place: its subscriptions keep being scanned, with what their devices hold', async () => {
     const url = await freshDatabase();
     const pool = new pg.Pool({ connectionString: url, max: 1 });
