@@ -186,6 +186,14 @@ describe.skipIf(ONE_PROCESS)('a node whose Redis subscriber is slow', () => {
     expect(proxy!.held).toBeGreaterThan(0);
   });
 
+  it("gives a signed-in user what another node sends to it right after its user channel's subscription_succeeded", async () => {
+    const cluster = await slowSubscribes();
+    const user = await pool.signedIn(cluster.b, { userId: 'ursula' });
+    await pool.sdk(cluster.a).sendToUser('ursula', 'hello', 'right after sign-in');
+    await until(() => user.userEvents.some((e) => e.event === 'hello'), 'the user event on node B', 5000);
+    expect(proxy!.held).toBeGreaterThan(0);
+  });
+
   it('tells a watcher of a user who signs in through another node right after its first watchlist event', async () => {
     const cluster = await slowSubscribes();
     const watcher = await pool.signedIn(cluster.b, { userId: 'wanda', watchlist: ['carol'] });

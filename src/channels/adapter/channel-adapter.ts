@@ -279,6 +279,14 @@ export interface ClusterCapability {
    */
   disconnected(appId: string, socketId: string): void;
   /**
+   * For a channel the front end answers itself (the signed-in user's `#server-to-user-`):
+   * starts listening to its relay for the socket ahead of attach(), which takes it over, and
+   * resolves once this node receives what any node publishes there (at once during an outage),
+   * so subscription_succeeded goes out after it. A socket closed meanwhile gives it back
+   * through disconnected().
+   */
+  listenFor(appId: string, channel: string, socketId: string): Promise<void>;
+  /**
    * Throws CLUSTER_UNAVAILABLE (503) when an HTTP trigger could not reach every subscriber:
    * Redis away, this node not registered, or its subscriber connection not listening yet.
    */

@@ -146,9 +146,17 @@ export class ProtocolHandler {
       ws.send(frames.subscriptionError(channel, new HeraldError('SUBSCRIPTION_AUTH_FAILED', 'Sign in as this user before subscribing to its channel')));
       return;
     }
-    ws.cork(() => {
-      ws.send(frames.subscriptionSucceeded(channel));
-      this.deps.adapter.attach(ws, state.app.id, channel);
+    const answer = (): void => {
+      ws.cork(() => {
+        ws.send(frames.subscriptionSucceeded(channel));
+        this.deps.adapter.attach(ws, state.app.id, channel);
+      });
+    };
+    const cluster = this.deps.adapter.cluster;
+    if (!cluster) return answer();
+    // Cluster: answered once the node listens to the channel's relay (a socket closed meanwhile gave it back).
+    void cluster.listenFor(state.app.id, channel, state.socketId).then(() => {
+      if (!state.closed && state.ws === ws) answer();
     });
   }
 

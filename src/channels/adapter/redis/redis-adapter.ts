@@ -317,6 +317,15 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
     return this.call(() => recorded).then((r) => r.accepted);
   }
 
+  listenFor(appId: string, channel: string, socketId: string): Promise<void> {
+    const key = attachKey(appId, channel, socketId);
+    if (this.attached.has(key) || this.joining.has(key)) return Promise.resolve();
+    this.joining.add(key);
+    // Given back by disconnected() if the socket closes before attach().
+    if (serverToUserId(channel) !== null) this.userChannels.set(`${appId}\u0000${socketId}`, channel);
+    return this.node.bus.watch(appId, busName(channel));
+  }
+
   disconnected(appId: string, socketId: string): void {
     const key = `${appId}\u0000${socketId}`;
     const userChannel = this.userChannels.get(key);
