@@ -7,6 +7,7 @@
 import pg from 'pg';
 import { HeraldError } from '../../../errors.js';
 import { log } from '../../../log.js';
+import { usingConnection } from './checked-out.js';
 import { migrate } from './migrations.js';
 
 /** Connections per store of a shard: its requests, fan-outs and checkpoints run a few at a time. */
@@ -84,25 +85,16 @@ export async function inTransaction<T>(
   } catch (err) {
     throw unavailable(err);
   }
-  let broken: Error | undefined;
-  // The pool listens for errors of idle connections only: a connection the server drops
-  // between two statements of this transaction (a restart) emits one here, which would
-  // otherwise end the thread. The next statement fails with it.
-  const dropped = (err: Error): void => {
-    broken = err;
-  };
-  client.on('error', dropped);
-  try {
-    await client.query('BEGIN');
-    const result = await work(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (err) {
-    await client.query('ROLLBACK').catch((rollback: Error) => (broken = rollback));
-    if (passThrough(err)) throw err;
-    throw isUnavailable(err) ? unavailable(err) : err;
-  } finally {
-    client.removeListener('error', dropped);
-    client.release(broken);
-  }
+  return usingConnection(client, async (broke) => {
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(broke);
+      if (passThrough(err)) throw err;
+      throw isUnavailable(err) ? unavailable(err) : err;
+    }
+  });
 }

@@ -9,6 +9,7 @@
  * the order of the LMDB store (interest pages and scan positions mean the same on both).
  */
 import type pg from 'pg';
+import { usingConnection } from './checked-out.js';
 
 export interface Migration {
   readonly version: number;
@@ -157,14 +158,7 @@ export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 /** Applies every migration the database lacks, under the advisory lock; resolves to the versions it applied. */
 export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
   const client = await pool.connect();
-  let broken: Error | undefined;
-  // A connection the server drops while checked out emits 'error' here (the pool listens on
-  // idle ones only); unheard, it would end the thread. The next query fails with it.
-  const dropped = (err: Error): void => {
-    broken = err;
-  };
-  client.on('error', dropped);
-  try {
+  return usingConnection(client, async (broke) => {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
       await client.query(`CREATE TABLE IF NOT EXISTS herald_schema_migrations (
@@ -195,10 +189,7 @@ export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = 
       }
       return done;
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch((err: Error) => (broken = err));
+      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(broke);
     }
-  } finally {
-    client.removeListener('error', dropped);
-    client.release(broken);
-  }
+  });
 }
