@@ -318,11 +318,20 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   }
 
   listenFor(appId: string, channel: string, socketId: string): Promise<void> {
-    const key = attachKey(appId, channel, socketId);
-    if (this.attached.has(key) || this.joining.has(key)) return Promise.resolve();
-    this.joining.add(key);
+    const listening = this.listenAhead(appId, channel, socketId);
     // Given back by disconnected() if the socket closes before attach().
-    if (serverToUserId(channel) !== null) this.userChannels.set(`${appId}\u0000${socketId}`, channel);
+    if (listening && serverToUserId(channel) !== null) this.userChannels.set(`${appId}\u0000${socketId}`, channel);
+    return listening ?? Promise.resolve();
+  }
+
+  /**
+   * Takes the socket's bus watch of the channel ahead of attach() (see joining); resolves once
+   * Redis confirmed it. Undefined when the socket already holds one.
+   */
+  private listenAhead(appId: string, channel: string, socketId: string): Promise<void> | undefined {
+    const key = attachKey(appId, channel, socketId);
+    if (this.attached.has(key) || this.joining.has(key)) return undefined;
+    this.joining.add(key);
     return this.node.bus.watch(appId, busName(channel));
   }
 
@@ -441,18 +450,13 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
     if (!app) throw new HeraldError('APP_NOT_FOUND', `Unknown app id ${appId}`);
     // Listening before the join is answered: once the socket is told it subscribed, what any
     // node publishes on the channel reaches it (watch() resolves when Redis confirmed it).
-    const key = attachKey(appId, channel, socketId);
-    let listening: Promise<void> | undefined;
-    if (!this.attached.has(key) && !this.joining.has(key)) {
-      this.joining.add(key);
-      listening = this.node.bus.watch(appId, busName(channel));
-    }
+    const listening = this.listenAhead(appId, channel, socketId);
     try {
       const out = await this.joinState(req, app);
       await listening;
       return out;
     } catch (err) {
-      if (this.joining.delete(key)) this.node.bus.unwatch(appId, busName(channel));
+      if (this.joining.delete(attachKey(appId, channel, socketId))) this.node.bus.unwatch(appId, busName(channel));
       throw err;
     }
   }
