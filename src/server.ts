@@ -464,7 +464,7 @@ async function listen(app: ReturnType<UwsModule['App']>, host: string, port: num
     const hint = reusePort
       ? 'it is in use by a process that does not share it (or not permitted)'
       : 'it is in use (another Herald or another program), or not permitted; ' +
-        'to run several Herald nodes of one cluster on one port, set "reusePort": true on each';
+        'choose another port (port, or HERALD_PORT); to run several Herald nodes of one cluster on one port, set "reusePort": true on each';
     return new ListenError(`cannot listen on ${host}:${at}: ${hint}`);
   };
   let at = port;

@@ -75,7 +75,7 @@ function makeDir(dir: string): void {
  * (`whatToDo` ends that message). The dir must exist. Exclusive against every other open of
  * the lock file, in this process too (flock locks belong to the open file description).
  */
-export function lockDataDir(dataDir: string, whatToDo = 'stop it first, or give this one another data dir'): DataDirLock {
+export function lockDataDir(dataDir: string, whatToDo = 'stop it first, or give this one a data dir of its own (dataDir, or HERALD_DATA_DIR); each node of a cluster needs its own'): DataDirLock {
   const file = join(dataDir, LOCK_FILE);
   let fd: number;
   try {

@@ -75,7 +75,10 @@ describe('a port is one Herald\'s unless shared on purpose', () => {
     expect(second.listening).toBe(false);
     expect(second.code).toBe(1);
     expect(second.stderr).toContain(`cannot listen on 127.0.0.1:${first.port}: it is in use`);
-    expect(second.stderr).toContain('"reusePort": true');
+    // Another port comes first as the remedy; sharing the port is for a cluster's nodes.
+    const remedies = second.stderr.slice(second.stderr.indexOf('cannot listen on'));
+    expect(remedies.indexOf('another port (port, or HERALD_PORT)')).toBeGreaterThan(0);
+    expect(remedies.indexOf('another port (port, or HERALD_PORT)')).toBeLessThan(remedies.indexOf('"reusePort": true'));
     // The first one still serves.
     expect((await fetch(`${first.baseUrl}/ready`)).status).toBe(200);
   });
@@ -110,6 +113,7 @@ describe('a data dir is one Herald\'s', () => {
     expect(second.listening).toBe(false);
     expect(second.code).toBe(1);
     expect(second.stderr).toContain(`data dir ${first.dataDir} is in use by another Herald process (pid ${first.child!.pid})`);
+    expect(second.stderr).toContain('a data dir of its own (dataDir, or HERALD_DATA_DIR)');
 
     await first.kill9();
     const third = await runCli({ HERALD_DATA_DIR: first.dataDir });

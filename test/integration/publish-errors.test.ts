@@ -53,7 +53,7 @@ interface PublishOptions {
   body?: string | Buffer;
 }
 
-async function publish(options: PublishOptions = {}): Promise<{ status: number; body: { error?: string; description?: string; publishId?: string } }> {
+async function publish(options: PublishOptions = {}): Promise<{ status: number; headers: Headers; body: { error?: string; description?: string; publishId?: string } }> {
   const instanceId = options.instanceId ?? DEFAULT_PUSH.instanceId;
   const kind = options.kind ?? 'interests';
   const headers: Record<string, string> = {};
@@ -67,7 +67,7 @@ async function publish(options: PublishOptions = {}): Promise<{ status: number; 
     body,
   });
   const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : {} };
+  return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : {} };
 }
 
 function expectError(result: { status: number; body: { error?: string; description?: string } }, status: number, description: RegExp): void {
@@ -170,7 +170,11 @@ describe('publish API errors (every row)', () => {
     );
     const statuses = results.map((r) => r.status).sort();
     expect(statuses).toEqual([200, 200, 200, 429, 429, 429]);
-    for (const limited of results.filter((r) => r.status === 429)) expectError(limited, 429, /at most 3 per second/);
+    for (const limited of results.filter((r) => r.status === 429)) {
+      expectError(limited, 429, /at most 3 per second/);
+      // As channel 429s do: when to come back, in whole seconds.
+      expect(limited.headers.get('retry-after')).toBe('1');
+    }
     // time: the limit is per second: the next second takes publishes again.
     await sleep(1100);
     expect((await publish({ instanceId: LIMITED.instanceId, key: LIMITED.secretKey })).status).toBe(200);

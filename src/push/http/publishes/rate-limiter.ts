@@ -1,5 +1,5 @@
 /**
- * `maxPublishesPerSecond` (429 above it): a sliding one-second window per instance, kept in
+ * `maxPublishesPerSecond` (429 with `Retry-After` above it): a sliding one-second window per instance, kept in
  * memory on the main thread (per process: several nodes each allow the limit). The window
  * remembers the times of the last `limit` accepted requests in a ring, so a check is O(1)
  * and memory is `limit` numbers per instance. Refused requests are not counted.
@@ -34,10 +34,13 @@ export class PublishRateLimiter {
       this.rings.set(instanceId, ring);
     }
     if (ring.filled === limit && now - ring.times[ring.next]! < WINDOW_MS) {
-      throw new HeraldError(
+      const err = new HeraldError(
         'PUBLISH_RATE_LIMITED',
         `Too many publish requests: at most ${limit} per second for instance ${instanceId}; retry after a short pause`,
       );
+      // Whole seconds until the oldest accepted request leaves the window (Retry-After).
+      err.retryAfterSeconds = Math.max(1, Math.ceil((WINDOW_MS - (now - ring.times[ring.next]!)) / 1000));
+      throw err;
     }
     ring.times[ring.next] = now;
     ring.next = (ring.next + 1) % limit;
