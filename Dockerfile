@@ -2,7 +2,11 @@
 # needs glibc >= 2.38, so the image is based on trixie, not on the bookworm images.
 #
 #   docker build -t herald .
-#   docker run -p 6001:6001 -v herald-data:/var/lib/herald herald
+#   docker run -p 6001:6001 -v herald-data:/var/lib/herald \
+#     -v /etc/herald/herald.json:/etc/herald/herald.json:ro -e HERALD_CONFIG=/etc/herald/herald.json herald
+#
+# Without a config file Herald refuses to serve its public development credentials on 0.0.0.0;
+# `-e HERALD_EXPOSE_DEVELOPMENT_DEFAULTS=1` allows it for a throwaway try-out.
 #
 # The build stage runs scripts/build-on-debian.sh: the same build steps CI runs in its Debian 13
 # root (.ci/debian13) before the test suite.

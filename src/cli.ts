@@ -12,7 +12,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { loadConfig, ConfigError } from './config/load.js';
+import { isLoopbackHost, loadConfig, ConfigError } from './config/load.js';
 import { DEFAULT_ADMIN_TOKEN, DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './config/schema.js';
 import { DataDirError } from './shards/data-dir.js';
 import { reshard } from './reshard.js';
@@ -47,6 +47,9 @@ Environment (each wins over the config file):
   HERALD_REDIS_SENTINEL_PASSWORD   the sentinels' own password (cluster.sentinel.password)
   HERALD_POSTGRES_URL              postgres:// URL of the cluster's shared push store (cluster.postgresUrl)
   HERALD_UWS_MODULE                path of another uWebSockets.js build to load
+  HERALD_EXPOSE_DEVELOPMENT_DEFAULTS=1
+                                   without a config file, serve the development credentials on
+                                   a non-loopback HERALD_HOST (refused otherwise)
 
 Docs, in the docs/ folder of the repository and of the installed package:
   docs/configuration.md (every setting), docs/sdks.md (pointing the Pusher and Beams SDKs at
@@ -217,7 +220,7 @@ async function main(): Promise<void> {
     if (config.apps.length === 0) lines.push('channels: no apps configured (apps[] in the config file)');
     if (config.push.length === 0) lines.push('push: no instances configured (push[] in the config file)');
   } else {
-    lines.push(`development mode (no config file): ${everywhere || !isLoopback(config.host) ? `listening on ${config.host} as HERALD_HOST says` : 'loopback only (HERALD_HOST to change)'}; client events and user authentication on`);
+    lines.push(`development mode (no config file): ${everywhere || !isLoopbackHost(config.host) ? `listening on ${config.host} as HERALD_HOST says` : 'loopback only (HERALD_HOST to change)'}; client events and user authentication on`);
   }
   const defaultApp = config.apps.find((a) => a.id === DEFAULT_APP.id && a.secret === DEFAULT_APP.secret);
   const defaultPush = config.push.find((p) => p.instanceId === DEFAULT_PUSH_INSTANCE.instanceId && p.secretKey === DEFAULT_PUSH_INSTANCE.secretKey);
@@ -268,10 +271,6 @@ async function main(): Promise<void> {
 /** A host as it goes in a URL: IPv6 addresses in brackets. */
 function urlHost(host: string): string {
   return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
-}
-
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host === '[::1]' || host.startsWith('127.');
 }
 
 /**

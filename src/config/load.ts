@@ -72,7 +72,15 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
     const cluster = (fromEnv.cluster as Record<string, unknown> | undefined) ?? objectField(raw, 'cluster');
     fromEnv.cluster = { ...cluster, sentinel: { ...objectField(cluster, 'sentinel'), ...sentinel } };
   }
-  return parseConfig({ ...raw, ...fromEnv, ...sources.overrides });
+  const config = parseConfig({ ...raw, ...fromEnv, ...sources.overrides });
+  if (!path && !isLoopbackHost(config.host) && env.HERALD_EXPOSE_DEVELOPMENT_DEFAULTS !== '1') {
+    throw new ConfigError(
+      `without a config file Herald serves its public development credentials and admin token; it will not serve them on ${config.host}, which is not a loopback address. ` +
+        'Give it a config file with your own apps and admin token (--config <file> or HERALD_CONFIG), or listen on 127.0.0.1 (HERALD_HOST), ' +
+        'or set HERALD_EXPOSE_DEVELOPMENT_DEFAULTS=1 to serve the development defaults on the network knowing that anyone who reaches it can use them',
+    );
+  }
+  return config;
 }
 
 /** Validates a raw config object; throws ConfigError naming the path of the first bad field. */
@@ -155,4 +163,9 @@ function deepFreeze<T>(value: T): T {
     Object.freeze(value);
   }
   return value;
+}
+
+/** 127.0.0.0/8, ::1 and localhost: addresses only this machine reaches. */
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || host.startsWith('127.');
 }

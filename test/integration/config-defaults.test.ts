@@ -53,7 +53,7 @@ function sign(secret: string, text: string): string {
 const otherAddress = Object.values(networkInterfaces()).flat().find((i) => i && i.family === 'IPv4' && !i.internal)?.address;
 
 describe('without a config file (development mode)', () => {
-  it('listens on loopback only unless HERALD_HOST says otherwise, and the banner prints the real address', async () => {
+  it('listens on loopback only unless HERALD_HOST and HERALD_EXPOSE_DEVELOPMENT_DEFAULTS say otherwise, and the banner prints the real address', async () => {
     // HERALD_HOST empty counts as unset (the helper sets it otherwise).
     const dev = await start({ env: { HERALD_HOST: '' } });
     expect(dev.stdout).toMatch(/listening on http:\/\/127\.0\.0\.1:\d+ \(ws:/);
@@ -62,7 +62,12 @@ describe('without a config file (development mode)', () => {
     if (otherAddress) {
       await expect(fetch(`http://${otherAddress}:${dev.port}/ready`)).rejects.toThrow();
     }
-    const everywhere = await start({ env: { HERALD_HOST: '0.0.0.0' } });
+    const refused = new HeraldProcess({ shards: 1, env: { HERALD_HOST: '0.0.0.0' } });
+    running.push(refused);
+    await expect(refused.start()).rejects.toThrow(/exited with 1 before listening/);
+    expect(refused.stderr).toContain('it will not serve them on 0.0.0.0, which is not a loopback address');
+    expect(refused.stderr).toContain('HERALD_EXPOSE_DEVELOPMENT_DEFAULTS=1');
+    const everywhere = await start({ env: { HERALD_HOST: '0.0.0.0', HERALD_EXPOSE_DEVELOPMENT_DEFAULTS: '1' } });
     expect(everywhere.stdout).toMatch(/listening on http:\/\/0\.0\.0\.0:\d+, every network interface/);
     expect(everywhere.stdout).toContain('listening on 0.0.0.0 as HERALD_HOST says');
     if (otherAddress) expect((await fetch(`http://${otherAddress}:${everywhere.port}/ready`)).status).toBe(200);

@@ -5,7 +5,7 @@
  * Stand-in trees in a temp dir keep these fast: no real compile happens.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -30,7 +30,8 @@ function standIn(): string {
 }
 
 function start(root: string, ...args: string[]) {
-  return spawnSync(process.execPath, [join(root, 'scripts', 'start.mjs'), ...args], { cwd: root, encoding: 'utf8', timeout: 30_000 });
+  // A build (one test) compiles with tsc: slow on a loaded machine.
+  return spawnSync(process.execPath, [join(root, 'scripts', 'start.mjs'), ...args], { cwd: root, encoding: 'utf8', timeout: 120_000 });
 }
 
 describe('npm start', () => {
@@ -52,6 +53,32 @@ describe('npm start', () => {
     expect(run.stderr).not.toContain('building');
     expect(statSync(stamp).mtimeMs).toBe(before);
     expect(statSync(join(REPO_ROOT, 'dist', 'src', 'cli.js')).mtimeMs).toBe(cliBefore);
+  });
+
+  it('says what a first build is doing, step by step, and then starts', { timeout: 240_000 }, () => {
+    // A tree with TypeScript (the repository's node_modules), a one-file server and a dashboard
+    // step that only marks it ran: a real build of both steps, quickly.
+    const root = mkdtempSync(join(tmpdir(), 'herald-start-build-'));
+    dirs.push(root);
+    cpSync(join(REPO_ROOT, 'scripts'), join(root, 'scripts'), { recursive: true });
+    symlinkSync(join(REPO_ROOT, 'node_modules'), join(root, 'node_modules'));
+    mkdirSync(join(root, 'src'));
+    writeFileSync(join(root, 'src', 'cli.ts'), "declare const process: { stdout: { write(text: string): void } };\nprocess.stdout.write('cli ran\\n');\n");
+    writeFileSync(join(root, 'tsconfig.json'), JSON.stringify({ compilerOptions: { outDir: 'dist', rootDir: '.', module: 'nodenext', target: 'es2022', types: [] } }));
+    writeFileSync(join(root, 'tsconfig.build.json'), JSON.stringify({ extends: './tsconfig.json', include: ['src'] }));
+    mkdirSync(join(root, 'dashboard'));
+    writeFileSync(join(root, 'dashboard', 'build.mjs'), "import { mkdirSync } from 'node:fs';\nmkdirSync('dist/dashboard', { recursive: true });\n");
+    const run = start(root);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stderr).toContain('herald: dist/ is missing (first start): building it (two steps');
+    expect(run.stderr).toContain('herald: building 1/2: compiling the server, 1 TypeScript files, into dist/ (tsc)');
+    expect(run.stderr).toContain('herald: building 2/2: bundling the dashboard into dist/dashboard (esbuild)');
+    expect(run.stderr.match(/herald: {3}done in \d+ s/g)).toHaveLength(2);
+    expect(run.stdout).toContain('cli ran');
+    // Built once: the next start runs it as is.
+    const again = start(root);
+    expect(again.stderr).not.toContain('building');
+    expect(again.stdout).toContain('cli ran');
   });
 
   it('runs a stamped dist/ without TypeScript installed, and refuses a stale one clearly', async () => {

@@ -25,7 +25,11 @@ describe('config', () => {
     expect(c.push).toHaveLength(1);
     expect(c.push[0]).toMatchObject({ instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10', secretKey: 'push-secret', maxPublishesPerSecond: 100 });
     expect(c.admin.token).toBe(DEFAULT_ADMIN_TOKEN);
-    expect(loadConfig({ env: { HERALD_HOST: '0.0.0.0' } }).host).toBe('0.0.0.0');
+    // The public development credentials stay on loopback unless the operator says otherwise.
+    expect(() => loadConfig({ env: { HERALD_HOST: '0.0.0.0' } })).toThrow(/will not serve them on 0\.0\.0\.0.*HERALD_EXPOSE_DEVELOPMENT_DEFAULTS=1/);
+    expect(() => loadConfig({ env: { HERALD_HOST: '10.1.2.3', HERALD_EXPOSE_DEVELOPMENT_DEFAULTS: 'yes' } })).toThrow(ConfigError);
+    expect(loadConfig({ env: { HERALD_HOST: '0.0.0.0', HERALD_EXPOSE_DEVELOPMENT_DEFAULTS: '1' } }).host).toBe('0.0.0.0');
+    expect(loadConfig({ env: { HERALD_HOST: '127.0.0.2' } }).host).toBe('127.0.0.2');
   });
 
   it('a config file means what it says: {} is an empty server, with no development credentials', () => {
