@@ -82,7 +82,8 @@ function appSummary(deps: AdminDeps, app: AppConfig) {
     secret: maskSecret(app.secret),
     enabled: app.enabled,
     clientEvents: app.clientEvents,
-    userAuthentication: app.userAuthentication,
+    // Effective: requireUserAuthentication turns sign-in on by itself.
+    userAuthentication: app.userAuthentication || app.requireUserAuthentication,
     webhooks: app.webhooks.length,
     connections: deps.connectionCount(app.id),
     watched: deps.hub.watching(app.id),

@@ -25,6 +25,8 @@ function appView(tenants: TenantRegistry, app: AppConfig, connections: number) {
   const { previousSecret: _p, previousUntilMs, ...fields } = app as AppConfig & { previousSecret?: string; previousUntilMs?: number };
   return {
     ...fields,
+    // Effective: requireUserAuthentication turns sign-in on by itself.
+    userAuthentication: app.userAuthentication || app.requireUserAuthentication,
     secret: maskSecret(app.secret),
     source: tenants.source('app', app.id),
     ...(previousUntilMs !== undefined && previousUntilMs > Date.now() && { previousSecretValidUntil: new Date(previousUntilMs).toISOString() }),

@@ -167,6 +167,11 @@ describe('apps through the admin API', () => {
     const res = await admin('/apps/strict-app', { method: 'PATCH', body: { requireUserAuthentication: true, userAuthenticationTimeoutMs: 200 } });
     expect(res.status).toBe(200);
     await until(() => lurker.errorCodes.includes(4009), 'the 4009 close of the connection that did not sign in');
+    // Sign-in is on (required), and every view says so, though userAuthentication itself was left false.
+    expect(((await res.json()) as { userAuthentication: boolean }).userAuthentication).toBe(true);
+    expect(((await (await admin('/apps/strict-app')).json()) as { settings: { userAuthentication: boolean } }).settings.userAuthentication).toBe(true);
+    const listed = (await (await admin('/apps')).json()) as { apps: { id: string; userAuthentication: boolean }[] };
+    expect(listed.apps.find((a) => a.id === 'strict-app')?.userAuthentication).toBe(true);
   });
 
   it('a push instance created through the API serves the Beams SDK with its secret key; rotation refuses the old key', async () => {

@@ -475,7 +475,10 @@ describe('client events', () => {
     raw.send({ event: 'pusher:subscribe', data: { channel: 'private-q', ...sdk(APP_QUIET).authorizeChannel(socketId, 'private-q') } });
     await raw.event('pusher_internal:subscription_succeeded');
     raw.send({ event: 'client-x', channel: 'private-q', data: {} });
-    expect((await raw.event('pusher:error')).data).toMatchObject({ message: `Client events are not enabled for app ${APP_QUIET.id}: set apps[].clientEvents to true in the config` });
+    // Advice for both places an app can live: the config file, or the admin API and dashboard.
+    expect((await raw.event('pusher:error')).data).toMatchObject({
+      message: `Client events are not enabled for app ${APP_QUIET.id}: set its clientEvents to true (apps[] in the config file for an app defined there; the admin API (PATCH /admin/v1/apps/<id>) or the dashboard's Apps page for one created there)`,
+    });
   });
 
   it('closes with 4301 past maxClientEventsPerSecond', async () => {
@@ -546,7 +549,7 @@ describe('user sign-in and watchlist', () => {
   it('refuses sign-in when the app does not enable user authentication', async () => {
     const { raw, socketId } = await RawClient.connect(APP_QUIET);
     raw.send({ event: 'pusher:signin', data: sdk(APP_QUIET).authenticateUser(socketId, { id: 'u' }) });
-    expect((await raw.event('pusher:error')).data).toMatchObject({ code: null, message: expect.stringContaining('set apps[].userAuthentication to true') });
+    expect((await raw.event('pusher:error')).data).toMatchObject({ code: null, message: expect.stringContaining('set its userAuthentication to true (apps[] in the config file for an app defined there; the admin API (PATCH /admin/v1/apps/<id>)') });
   });
 });
 

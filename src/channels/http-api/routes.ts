@@ -33,7 +33,7 @@ export function signedHandler(ctx: Pick<ServerContext, 'appsByKey'>, handler: Ap
   return (rc: RequestContext) => {
     const query = parseQueryPairs(rc.query);
     const app = authenticateRequest({ method: rc.method, path: rc.path, query, body: rc.body, appId: rc.params.appId ?? '' }, ctx.appsByKey);
-    if (!app.enabled) throw new HeraldError('APP_DISABLED', `Application ${app.id} is disabled; enable it in the server configuration`);
+    if (!app.enabled) throw new HeraldError('APP_DISABLED', `Application ${app.id} is disabled; enable it (enabled: true in apps[] of the config file for an app defined there; the admin API or the dashboard's Apps page for one created there)`);
     const counted = limits?.httpRequest(app);
     const req = { app, query, body: rc.body, params: rc.params };
     return counted instanceof Promise ? counted.then(() => handler(req)) : handler(req);

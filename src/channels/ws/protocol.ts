@@ -33,6 +33,9 @@ export interface ProtocolDeps {
   readonly debug: DebugTap;
 }
 
+/** Where an app's setting changes, for either place an app can live. */
+const WHERE_TO_CHANGE = 'apps[] in the config file for an app defined there; the admin API (PATCH /admin/v1/apps/<id>) or the dashboard\'s Apps page for one created there';
+
 /** Auth failures at debug level, one line per app and kind every 10 s (with a count). */
 const authFailureLog = new RateLimitedLog('debug', 10_000);
 
@@ -181,7 +184,7 @@ export class ProtocolHandler {
       const message = `Client event rejected: more than ${app.maxClientEventsPerSecond} client events per second`;
       return endWithError(ws, CLOSE_CODES.CLIENT_EVENT_RATE_LIMIT, message, CLOSE_CODES.CLIENT_EVENT_RATE_LIMIT, 'Client event rate limit exceeded');
     }
-    if (!app.clientEvents) return this.fail(ws, new HeraldError('CLIENT_EVENTS_DISABLED', `Client events are not enabled for app ${app.id}: set apps[].clientEvents to true in the config`));
+    if (!app.clientEvents) return this.fail(ws, new HeraldError('CLIENT_EVENTS_DISABLED', `Client events are not enabled for app ${app.id}: set its clientEvents to true (${WHERE_TO_CHANGE})`));
     if (typeof channel !== 'string') return this.fail(ws, new HeraldError('WS_INVALID_MESSAGE', 'A client event needs a channel'));
     const kind = channelType(channel).kind;
     if (kind !== 'private' && kind !== 'presence') {
@@ -210,7 +213,7 @@ export class ProtocolHandler {
 
   private signin(state: SocketState, ws: Ws, data: Record<string, unknown> | null): void {
     const app = state.app;
-    if (!app.userAuthentication && !app.requireUserAuthentication) return this.fail(ws, new HeraldError('SIGNIN_DISABLED', `User authentication is not enabled for app ${app.id}: set apps[].userAuthentication to true in the config`));
+    if (!app.userAuthentication && !app.requireUserAuthentication) return this.fail(ws, new HeraldError('SIGNIN_DISABLED', `User authentication is not enabled for app ${app.id}: set its userAuthentication to true (${WHERE_TO_CHANGE})`));
     if (state.userId !== null) return this.fail(ws, new HeraldError('SIGNIN_FAILED', `Already signed in as ${state.userId}`));
     const userData = data?.user_data;
     const refuse = (message: string): void => endWithError(ws, CLOSE_CODES.UNAUTHORIZED, message, CLOSE_CODES.UNAUTHORIZED, 'Sign-in refused');
