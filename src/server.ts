@@ -137,7 +137,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     webhooks: ctx.webhooks,
     load: shards,
     connections: () => ws.connectionCounts(),
-    configured: () => ({ appIds: ctx.appsById.keys(), instanceIds: ctx.pushInstances.keys() }),
+    configured: () => ({ apps: ctx.appsById.values(), instanceIds: ctx.pushInstances.keys() }),
     build: { version: heraldVersion(), uws: uwsBuild },
     ...(cluster && { cluster: () => cluster.figures, clusterNodes: async () => (await cluster.overview()).nodes?.length ?? null }),
   });

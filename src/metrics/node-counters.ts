@@ -36,6 +36,15 @@ export function allAppCounters(): ReadonlyMap<string, AppCounters> {
   return perApp;
 }
 
+/** Drops the counters of apps and push instances no longer configured (deleted, or removed by a reload). */
+export function forgetTenantsExcept(appIds: ReadonlySet<string>, instanceIds: ReadonlySet<string>): void {
+  for (const appId of perApp.keys()) if (!appIds.has(appId)) perApp.delete(appId);
+  for (const instanceId of pushPublishes.keys()) if (!instanceIds.has(instanceId)) pushPublishes.delete(instanceId);
+}
+
+/** Every rate limit name, for the series exported at 0. */
+export const RATE_LIMIT_NAMES: readonly RateLimitName[] = ['maxHttpRequestsPerSecond', 'maxEventsPerSecond', 'maxNewConnectionsPerSecond', 'maxNewConnectionsPerSecondPerIp'];
+
 export function countDisconnect(appId: string, code: number): void {
   const map = appCounters(appId).disconnects;
   map.set(code, (map.get(code) ?? 0) + 1);

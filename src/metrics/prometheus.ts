@@ -9,7 +9,8 @@ import type { CoreShardApi } from '../shards/messages.js';
 import type { ShardRequester } from '../shards/requester.js';
 import type { WebhooksClient, WebhookStatsReport } from '../webhooks/client.js';
 import type { ShardMetrics } from '../shards/shard-metrics.js';
-import { allAppCounters, pushPublishes } from './node-counters.js';
+import type { AppConfig } from '../config/schema.js';
+import { allAppCounters, forgetTenantsExcept, pushPublishes, RATE_LIMIT_NAMES, type RateLimitName } from './node-counters.js';
 import { registerHttpMetrics } from './http-metrics.js';
 import { NON_PUBLIC_REASONS } from '../net/outbound-guard.js';
 
@@ -30,8 +31,11 @@ export interface MetricsSources {
   load: ShardLoad;
   /** Open WebSocket connections per app id. */
   connections(): ReadonlyMap<string, number>;
-  /** Ids of the configured apps and push instances (after a reload too): their series exist from the start, at 0. */
-  configured(): { appIds: Iterable<string>; instanceIds: Iterable<string> };
+  /**
+   * The configured apps and push instances (after a reload and admin API changes too): their
+   * series exist from the start, at 0, and those of the ones gone are dropped.
+   */
+  configured(): { apps: Iterable<Pick<AppConfig, 'id' | RateLimitName>>; instanceIds: Iterable<string> };
   /** What `herald_build_info` says: Herald's version and the uWebSockets.js build that loaded (uws-native.ts). */
   build: { version: string; uws: string };
   /** Cluster mode only: this node's view of the cluster, read at scrape time. */
@@ -59,6 +63,18 @@ interface ShardFigures {
 /** How long a scrape waits for the shards (ms). */
 const SHARD_TIMEOUT_MS = 2000;
 
+/** Push gateways, each exported at 0 per configured instance before its first notification. */
+const GATEWAYS = ['apns', 'fcm', 'web'] as const;
+
+/** The configured tenants of one scrape, as sets; the counters of tenants no longer configured are dropped. */
+function liveTenants(sources: MetricsSources): { apps: Pick<AppConfig, 'id' | RateLimitName>[]; appIds: Set<string>; instanceIds: Set<string> } {
+  const { apps, instanceIds } = sources.configured();
+  const list = [...apps];
+  const live = { apps: list, appIds: new Set(list.map((a) => a.id)), instanceIds: new Set(instanceIds) };
+  forgetTenantsExcept(live.appIds, live.instanceIds);
+  return live;
+}
+
 export class HeraldMetrics {
   readonly registry = new Registry();
   private scrape: Promise<ShardFigures | null> | undefined;
@@ -74,8 +90,9 @@ export class HeraldMetrics {
       registers: [registry],
       collect() {
         this.reset();
-        for (const appId of sources.configured().appIds) this.set({ app_id: appId }, 0);
-        for (const [appId, n] of sources.connections()) this.set({ app_id: appId }, n);
+        const { appIds } = liveTenants(sources);
+        for (const appId of appIds) this.set({ app_id: appId }, 0);
+        for (const [appId, n] of sources.connections()) if (appIds.has(appId)) this.set({ app_id: appId }, n);
       },
     });
     new Gauge({
@@ -95,7 +112,7 @@ export class HeraldMetrics {
         registers: [registry],
         collect() {
           this.reset();
-          for (const appId of sources.configured().appIds) this.inc({ app_id: appId }, 0);
+          for (const appId of liveTenants(sources).appIds) this.inc({ app_id: appId }, 0);
           for (const [appId, c] of allAppCounters()) if (c[pick] > 0) this.inc({ app_id: appId }, c[pick]);
         },
       });
@@ -110,6 +127,10 @@ export class HeraldMetrics {
       registers: [registry],
       collect() {
         this.reset();
+        // At 0 for each limit an app has, so that rate() and alerts see the series before the first refusal.
+        for (const app of liveTenants(sources).apps) {
+          for (const limit of RATE_LIMIT_NAMES) if (app[limit] !== null) this.inc({ app_id: app.id, limit }, 0);
+        }
         for (const [appId, c] of allAppCounters()) {
           for (const [limit, n] of c.rateLimited) this.inc({ app_id: appId, limit }, n);
         }
@@ -122,6 +143,7 @@ export class HeraldMetrics {
       registers: [registry],
       collect() {
         this.reset();
+        liveTenants(sources);
         for (const [appId, c] of allAppCounters()) {
           for (const [code, n] of c.disconnects) this.inc({ app_id: appId, code: String(code) }, n);
         }
@@ -134,7 +156,7 @@ export class HeraldMetrics {
       registers: [registry],
       collect() {
         this.reset();
-        for (const instanceId of sources.configured().instanceIds) this.inc({ instance_id: instanceId }, 0);
+        for (const instanceId of liveTenants(sources).instanceIds) this.inc({ instance_id: instanceId }, 0);
         for (const [instanceId, n] of pushPublishes) this.inc({ instance_id: instanceId }, n);
       },
     });
@@ -146,11 +168,14 @@ export class HeraldMetrics {
       registers: [registry],
       async collect() {
         this.reset();
+        // Sent at 0 per configured instance and gateway: a fresh node shows a rate of 0, not "no data".
+        const { instanceIds } = liveTenants(sources);
+        for (const instanceId of instanceIds) for (const gateway of GATEWAYS) this.inc({ instance_id: instanceId, gateway, result: 'sent', reason: '' }, 0);
         const f = await figures();
         if (!f) return;
         for (const shard of f.metrics) {
           for (const n of shard.notifications) {
-            this.inc({ instance_id: n.instanceId, gateway: n.gateway, result: n.result, reason: n.reason }, n.count);
+            if (instanceIds.has(n.instanceId)) this.inc({ instance_id: n.instanceId, gateway: n.gateway, result: n.result, reason: n.reason }, n.count);
           }
         }
       },

@@ -10,6 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ClientPool, refusal, rawConnection } from '../helpers/channel-clients.js';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { beamsSdk, channelsSdk } from '../helpers/sdk-clients.js';
+import { parsePrometheus, series } from '../helpers/prometheus-text.js';
 import { until } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -142,6 +143,32 @@ describe('apps through the admin API', () => {
     expect(late.first).toMatchObject({ event: 'pusher:error', data: { code: 4001 } });
     expect(await refusal(channelsSdk(herald.port, created).trigger('c', 'e', {}))).toMatchObject({ status: 401, body: { code: 'AUTH_UNKNOWN_KEY' } });
     expect((await admin('/apps/doomed-app')).status).toBe(404);
+  });
+
+  it('metrics: an app\'s rate limits are exported at 0 from the start; a deleted app\'s series go, and its id starts again at 0', async () => {
+    const scrape = async () => parsePrometheus(await (await fetch(`${herald.baseUrl}/metrics`)).text());
+    const ofApp = (metrics: Map<string, number>) => [...metrics.keys()].filter((k) => k.includes('app_id="metered-app"'));
+    const created = await createApp({ id: 'metered-app', key: 'metered-key', maxHttpRequestsPerSecond: 1 });
+    const limited = { app_id: 'metered-app', limit: 'maxHttpRequestsPerSecond' };
+    const fresh = await scrape();
+    expect(fresh.has('herald_rate_limited_total{app_id="metered-app",limit="maxHttpRequestsPerSecond"}')).toBe(true);
+    expect(series(fresh, 'herald_rate_limited_total', limited)).toBe(0);
+    // Limits the app does not have get no series.
+    expect(fresh.has('herald_rate_limited_total{app_id="metered-app",limit="maxEventsPerSecond"}')).toBe(false);
+    const sdk = channelsSdk(herald.port, created);
+    await Promise.allSettled([1, 2, 3].map((n) => sdk.trigger('metered', 'e', { n })));
+    const client = await pool(created).connect(herald);
+    client.disconnect();
+    await until(async () => {
+      const m = await scrape();
+      return series(m, 'herald_rate_limited_total', limited) >= 1 && series(m, 'herald_ws_disconnects_total', { app_id: 'metered-app' }) >= 1;
+    }, 'the refusal and the disconnect counted');
+    expect((await admin('/apps/metered-app', { method: 'DELETE' })).status).toBe(204);
+    expect(ofApp(await scrape())).toEqual([]);
+    await createApp({ id: 'metered-app', key: 'metered-key-2', maxHttpRequestsPerSecond: 1 });
+    const again = await scrape();
+    expect(series(again, 'herald_rate_limited_total', limited)).toBe(0);
+    expect(series(again, 'herald_ws_disconnects_total', { app_id: 'metered-app' })).toBe(0);
   });
 
   it('webhooks of an app created through the API are sent at once, signed with its secret, and follow a change', async () => {

@@ -19,7 +19,7 @@ import { DeviceApi, call, fcmToken } from './device-api-helpers.js';
 import { until } from '../helpers/wait.js';
 
 const APPS = [
-  { id: 'busy-app', key: 'busy-key', secret: 'busy-secret' },
+  { id: 'busy-app', key: 'busy-key', secret: 'busy-secret', maxHttpRequestsPerSecond: 1000 },
   { id: 'idle-app', key: 'idle-key', secret: 'idle-secret' },
 ];
 const PUSH = { instanceId: '6f1e2d3c-4b5a-4c6d-8e7f-0a1b2c3d4e5f', secretKey: 'dash-secret', web: null };
@@ -95,6 +95,10 @@ describe('metrics a dashboard can rely on', () => {
     const { series, text } = await scrape();
     for (const app of APPS) expect(series.get(`herald_connections{app_id="${app.id}"}`), text).toBe(0);
     expect(series.get(`herald_push_publishes_total{instance_id="${PUSH.instanceId}"}`)).toBe(0);
+    for (const gateway of ['apns', 'fcm', 'web']) {
+      expect(series.get(`herald_push_notifications_total{instance_id="${PUSH.instanceId}",gateway="${gateway}",result="sent",reason=""}`), text).toBe(0);
+    }
+    expect(series.get('herald_rate_limited_total{app_id="busy-app",limit="maxHttpRequestsPerSecond"}'), text).toBe(0);
     expect(series.get('herald_webhook_pending')).toBe(0);
     expect(series.get('herald_webhook_dead_letters_total')).toBe(0);
     expect(series.get('herald_webhook_events_delivered_total')).toBe(0);
