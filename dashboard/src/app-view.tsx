@@ -188,7 +188,7 @@ export function AppPage(props: { appId: string }) {
   return (
     <div class="stack">
       <p class="crumbs">
-        <Link href="/dashboard">Overview</Link> / app
+        <Link href="/dashboard">Overview</Link> / <Link href="/dashboard/apps">Apps</Link> / {props.appId}
       </p>
       <h1>App {props.appId}</h1>
       {error && <p class="error">Could not load the app: {error}</p>}

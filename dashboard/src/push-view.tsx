@@ -92,7 +92,7 @@ export function PushPage(props: { instanceId: string }) {
   return (
     <div class="stack">
       <p class="crumbs">
-        <Link href="/dashboard">Overview</Link> / push instance
+        <Link href="/dashboard">Overview</Link> / <Link href="/dashboard/push">Push instances</Link> / {props.instanceId}
       </p>
       <h1 class="wrap">Push instance {props.instanceId}</h1>
       {error && <p class="error">Could not load the instance: {error}</p>}

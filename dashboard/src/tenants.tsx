@@ -61,6 +61,8 @@ interface TenantKind<T extends { source: 'config' | 'api'; [field: string]: unkn
   editor?: (tenant: T, onSaved: (text: string) => void, onDone: () => void) => ComponentChildren;
   /** Whether the entry has an `enabled` flag to toggle. */
   canDisable: boolean;
+  /** What the list's filter matches (the API's `filter`). */
+  filterPlaceholder: string;
 }
 
 const APPS: TenantKind<TenantApp> = {
@@ -92,6 +94,7 @@ const APPS: TenantKind<TenantApp> = {
   deleteWarning: 'Its connections are closed and its key stops working.',
   editor: (app, onSaved, onDone) => <AppEditor key={app.id} app={app} onSaved={onSaved} onDone={onDone} />,
   canDisable: true,
+  filterPlaceholder: 'filter by id or key',
 };
 
 const PUSH: TenantKind<TenantPush> = {
@@ -111,6 +114,7 @@ const PUSH: TenantKind<TenantPush> = {
   createLabel: 'Create push instance',
   deleteWarning: 'Its device API and publishes stop working.',
   canDisable: false,
+  filterPlaceholder: 'filter by instance id',
 };
 
 function message(err: unknown): string {
@@ -199,7 +203,7 @@ function TenantsPage<T extends { source: 'config' | 'api'; [field: string]: unkn
         <Notice notice={notice} />
         <input
           aria-label={`Filter ${kind.plural}`}
-          placeholder="filter by id or key"
+          placeholder={kind.filterPlaceholder}
           value={filter}
           onInput={(e) => {
             setFilter((e.target as HTMLInputElement).value);

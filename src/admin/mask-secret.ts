@@ -1,4 +1,9 @@
-/** Shows that a secret is set without showing it: its length and last two characters at most. */
+/**
+ * Shows that a secret is set without showing it: its last two characters at most. A PEM key
+ * shows none (its last characters are its footer, the same for every key).
+ */
 export function maskSecret(secret: string): string {
-  return secret.length >= 12 ? `${'•'.repeat(8)}${secret.slice(-2)}` : '•'.repeat(8);
+  const trimmed = secret.trim();
+  if (trimmed.startsWith('-----BEGIN ')) return `${'•'.repeat(8)} (PEM)`;
+  return trimmed.length >= 12 ? `${'•'.repeat(8)}${trimmed.slice(-2)}` : '•'.repeat(8);
 }

@@ -100,6 +100,17 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard Apps page in
       const instanceId = /Instance ([0-9a-f-]{36}) created/.exec(pushNotice)?.[1];
       expect(instanceId, pushNotice).toBeDefined();
       await page.locator(`tr[data-instance="${instanceId}"]`).waitFor();
+      // Push instances have no key: the filter says what it matches.
+      expect(await page.getByLabel('Filter push instances').getAttribute('placeholder')).toBe('filter by instance id');
+
+      // The detail pages lead back to their lists.
+      await page.goto(`${herald.baseUrl}/dashboard/apps/${FILE_APP.id}`);
+      await page.locator('.crumbs').getByText(FILE_APP.id).waitFor();
+      await page.locator('.crumbs').getByRole('link', { name: 'Apps' }).click();
+      await page.getByRole('heading', { name: 'Apps' }).waitFor();
+      await page.goto(`${herald.baseUrl}/dashboard/push/${instanceId}`);
+      await page.locator('.crumbs').getByRole('link', { name: 'Push instances' }).click();
+      await page.getByRole('heading', { name: 'Push instances' }).waitFor();
       expect(errors).toEqual([]);
     } finally {
       for (const p of pool) p.disconnectAll();
