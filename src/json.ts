@@ -1,4 +1,5 @@
 /** JSON helpers shared by every area (main thread and shards). */
+import { jsonErrorOffset } from './config/json-position.js';
 
 /** A plain JSON object (not null, not an array). */
 export function isObject(value: unknown): value is Record<string, unknown> {
@@ -25,7 +26,25 @@ export function decodeJsonObject(body: Uint8Array): { ok: true; value: Record<st
   try {
     value = JSON.parse(text);
   } catch (err) {
-    return { ok: false, why: 'syntax', message: (err as Error).message };
+    return { ok: false, why: 'syntax', message: jsonSyntaxReason(err, text) };
   }
   return isObject(value) ? { ok: true, value } : { ok: false, why: 'not-object', value };
+}
+
+/**
+ * Why JSON.parse refused `text`, without quoting it: V8 quotes an excerpt of the text in some
+ * messages (`Unexpected token 's', "secret=abc"... is not valid JSON`), and the text may be a
+ * secret (a key file, a request body with credentials). Those become the position only.
+ */
+export function jsonSyntaxReason(err: unknown, text: string): string {
+  const message = err instanceof Error ? err.message : '';
+  if (message !== '' && !message.includes('"')) return message;
+  let offset: number;
+  try {
+    offset = jsonErrorOffset(text);
+  } catch {
+    // Nested past the stack (the finder recurses): the position is not worth a failure.
+    return 'Unexpected character in JSON';
+  }
+  return `Unexpected character in JSON at position ${offset}`;
 }

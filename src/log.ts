@@ -5,7 +5,9 @@
  * and HERALD_LOG_LEVEL, which wins; workers set theirs from the config they are given.
  *
  * Never pass secrets (app secrets, push secret keys, tokens, private keys) in `fields`:
- * nothing here redacts them for you.
+ * nothing here knows them. One kind is masked here, in the message and in every string field:
+ * a query-style `token=<value>` (and `secret=`, `password=`, `signature=`), which a client can
+ * put into anything that is logged (a request target, an app key, a route parameter).
  */
 import { pino, type Logger } from 'pino';
 import pretty from 'pino-pretty';
@@ -55,13 +57,52 @@ export function logLevelEnabled(level: LogLevel): boolean {
 
 type Fields = Record<string, unknown>;
 
+/**
+ * `name=value` whose name ends in token, secret, password or signature (`token=`,
+ * `access_token=`, `auth_signature=`), `=` also URL-encoded (`%3D`). The value runs to the next
+ * white space: a token may hold `&`, `#` or quotes, and a longer mask costs only context.
+ */
+const SECRET_PARAM = /((?:token|secret|password|signature)(?:=|%3D))\S*/gi;
+const HAS_SECRET_PARAM = /(?:token|secret|password|signature)(?:=|%3D)/i;
+/** Nesting of fields searched; deeper values are logged as they are. */
+const MASK_DEPTH = 4;
+
+/** `text` with the value of every `token=…` (see SECRET_PARAM) replaced by `***`. */
+export function maskSecretParams(text: string): string {
+  return HAS_SECRET_PARAM.test(text) ? text.replace(SECRET_PARAM, '$1***') : text;
+}
+
+/** The value with maskSecretParams applied to every string in it; the same object when none needed it. */
+function maskValue(value: unknown, depth: number): unknown {
+  if (typeof value === 'string') return maskSecretParams(value);
+  if (depth >= MASK_DEPTH || value === null || typeof value !== 'object') return value;
+  if (value instanceof Error) {
+    const text = String(value.stack ?? value);
+    return HAS_SECRET_PARAM.test(text) ? maskSecretParams(text) : value;
+  }
+  if (Array.isArray(value)) {
+    const masked = value.map((v) => maskValue(v, depth + 1));
+    return masked.some((v, i) => v !== value[i]) ? masked : value;
+  }
+  let copy: Record<string, unknown> | undefined;
+  for (const [k, v] of Object.entries(value)) {
+    const masked = maskValue(v, depth + 1);
+    if (masked !== v) (copy ??= { ...(value as Record<string, unknown>) })[k] = masked;
+  }
+  return copy ?? value;
+}
+
+function masked(fields: Fields | undefined): Fields {
+  return fields === undefined ? {} : (maskValue(fields, 0) as Fields);
+}
+
 export const log = {
   debug: (msg: string, fields?: Fields): void => {
-    if (logger.isLevelEnabled('debug')) logger.debug(fields ?? {}, msg);
+    if (logger.isLevelEnabled('debug')) logger.debug(masked(fields), maskSecretParams(msg));
   },
-  info: (msg: string, fields?: Fields): void => logger.info(fields ?? {}, msg),
-  warn: (msg: string, fields?: Fields): void => logger.warn(fields ?? {}, msg),
-  error: (msg: string, fields?: Fields): void => logger.error(fields ?? {}, msg),
+  info: (msg: string, fields?: Fields): void => logger.info(masked(fields), maskSecretParams(msg)),
+  warn: (msg: string, fields?: Fields): void => logger.warn(masked(fields), maskSecretParams(msg)),
+  error: (msg: string, fields?: Fields): void => logger.error(masked(fields), maskSecretParams(msg)),
 };
 
 /**

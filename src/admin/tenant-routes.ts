@@ -1,8 +1,9 @@
 /**
  * The tenants admin API (docs/admin-api.md): apps and push instances created, read, changed,
  * rotated and deleted at run time. Validation is the config schema's; the registry
- * (src/tenants/tenant-registry.ts) stores and applies each change. Secrets go out masked except
- * in the answers of a create and of a rotation, which show the new one once.
+ * (src/tenants/tenant-registry.ts) stores and applies each change. Secrets go out masked (the
+ * password of a webhook URL too) except in the answers of a create and of a rotation, which
+ * show the new one once.
  */
 import { HeraldError } from '../errors.js';
 import type { AppConfig, PushInstanceConfig } from '../config/schema.js';
@@ -14,6 +15,7 @@ import { MAX_GRACE_SECONDS, type TenantRegistry } from '../tenants/tenant-regist
 import type { TenantKind } from '../tenants/tenant-record.js';
 import { maskSecret } from './mask-secret.js';
 import type { ServerContext } from '../server-context.js';
+import { redactUrl } from '../webhooks/http-sender.js';
 
 /** Entries per page of a list unless `limit` says otherwise; and the most a page holds. */
 const DEFAULT_PAGE = 100;
@@ -28,6 +30,7 @@ function appView(tenants: TenantRegistry, app: AppConfig, connections: number) {
     // Effective: requireUserAuthentication turns sign-in on by itself.
     userAuthentication: app.userAuthentication || app.requireUserAuthentication,
     secret: maskSecret(app.secret),
+    webhooks: app.webhooks.map((w) => ({ ...w, url: redactUrl(w.url) })),
     source: tenants.source('app', app.id),
     ...(previousUntilMs !== undefined && previousUntilMs > Date.now() && { previousSecretValidUntil: new Date(previousUntilMs).toISOString() }),
     connections,
@@ -44,7 +47,7 @@ function pushView(tenants: TenantRegistry, instance: PushInstanceConfig) {
     apns: masked(instance.apns),
     fcm: masked(instance.fcm),
     web: instance.web ? { ...instance.web, vapidPrivateKey: maskSecret(instance.web.vapidPrivateKey) } : null,
-    webhooks: instance.webhooks.map((w) => ({ ...w, secret: maskSecret(w.secret) })),
+    webhooks: instance.webhooks.map((w) => ({ ...w, url: redactUrl(w.url), secret: maskSecret(w.secret) })),
     source: tenants.source('push', instance.instanceId),
     ...(previousUntilMs !== undefined && previousUntilMs > Date.now() && { previousSecretValidUntil: new Date(previousUntilMs).toISOString() }),
   };

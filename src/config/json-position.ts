@@ -1,6 +1,7 @@
 /**
- * Where a JSON text stops being JSON, as a line and column, for config errors: Node 20's
- * JSON.parse says what was unexpected but not where. Used only after JSON.parse failed.
+ * Where a JSON text stops being JSON, as a line and column, for config errors (and as an offset
+ * for request bodies): Node 20's JSON.parse says what was unexpected but not where. Used only
+ * after JSON.parse failed.
  */
 
 /** The 0-based offset of the first character that makes `text` invalid JSON (text.length: it ends too soon). */

@@ -1,9 +1,11 @@
 /**
- * Start-up checks of push credentials: every PEM key and VAPID key is parsed, and every CA
- * file read, when the config is loaded (and on each reload), so a bad one is an error naming
- * its field instead of failed sends later. Nothing here contacts a gateway.
+ * Checks of push credentials: every PEM key and VAPID key is parsed, and every CA file read,
+ * when the config is loaded (and on each reload), and when the admin API takes a push
+ * instance, so a bad one is an error naming its field instead of failed sends later. Nothing
+ * here contacts a gateway. What a failure says never quotes the key: it names the field and
+ * the reason (an OpenSSL error code, not the text it read).
  */
-import { createPrivateKey } from 'node:crypto';
+import { createECDH, createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import webpush from 'web-push';
@@ -34,19 +36,23 @@ export function checkTlsFiles(tls: Readonly<TlsConfig>, fail: Fail): void {
   }
 }
 
+/** Where the config came from: the config file may name files; the admin API gives key material only. */
+export type KeyMaterialSource = 'file' | 'api';
+
 /** Throws `(field, message)` for the first unusable key material. */
-export function checkKeyMaterial(config: Readonly<Pick<HeraldConfig, 'push'>>, fail: (field: string, message: string) => never): void {
+export function checkKeyMaterial(config: Readonly<Pick<HeraldConfig, 'push'>>, fail: (field: string, message: string) => never, source: KeyMaterialSource = 'file'): void {
+  const fileHint = (option: string): string => (source === 'file' ? `to name a file use ${option}` : 'file paths belong to the config file');
   config.push.forEach((instance, i) => {
     const at = `push.${i}`;
     if (instance.apns) {
-      const key = parseKey(instance.apns.privateKey, keyField(instance.apns, `${at}.apns`), fail, 'privateKeyFile (the path of the .p8 file)');
+      const key = parseKey(instance.apns.privateKey, keyField(instance.apns, `${at}.apns`), fail, fileHint('privateKeyFile (the path of the .p8 file)'));
       if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
         fail(keyField(instance.apns, `${at}.apns`), 'must be an EC P-256 key (the .p8 file, PEM PKCS#8)');
       }
       checkCaFile(instance.apns.caFile, `${at}.apns.caFile`, fail);
     }
     if (instance.fcm) {
-      const key = parseKey(instance.fcm.privateKey, instance.fcm.serviceAccountFile ? `${at}.fcm.serviceAccountFile` : `${at}.fcm.privateKey`, fail, 'serviceAccountFile (the path of the service-account JSON file)');
+      const key = parseKey(instance.fcm.privateKey, instance.fcm.serviceAccountFile ? `${at}.fcm.serviceAccountFile` : `${at}.fcm.privateKey`, fail, fileHint('serviceAccountFile (the path of the service-account JSON file)'));
       if (key.asymmetricKeyType !== 'rsa') fail(`${at}.fcm.privateKey`, 'must be the service account RSA key (PEM PKCS#8)');
       // The token and send clients speak HTTPS only: an http:// URL would fail every send.
       if (!instance.fcm.tokenUri.startsWith('https://')) fail(`${at}.fcm.tokenUri`, 'must be an https:// URL');
@@ -56,9 +62,13 @@ export function checkKeyMaterial(config: Readonly<Pick<HeraldConfig, 'push'>>, f
     if (instance.apns && !instance.apns.endpoint.startsWith('https://')) fail(`${at}.apns.endpoint`, 'must be an https:// URL');
     if (instance.web) {
       try {
+        // web-push's messages name the key at fault and quote only the subject.
         webpush.getVapidHeaders('https://push.example', instance.web.subject, instance.web.vapidPublicKey, instance.web.vapidPrivateKey, 'aes128gcm');
       } catch (err) {
         fail(`${at}.web`, `unusable VAPID keys or subject: ${(err as Error).message}`);
+      }
+      if (!vapidPair(instance.web.vapidPublicKey, instance.web.vapidPrivateKey)) {
+        fail(`${at}.web.vapidPublicKey`, 'is not the public key of vapidPrivateKey (give the pair that web-push generate-vapid-keys printed together)');
       }
       checkCaFile(instance.web.caFile, `${at}.web.caFile`, fail);
     }
@@ -70,14 +80,26 @@ function keyField(config: { privateKeyFile?: string | undefined }, at: string): 
   return config.privateKeyFile === undefined ? `${at}.privateKey` : `${at}.privateKeyFile`;
 }
 
-function parseKey(pem: string, field: string, fail: (field: string, message: string) => never, fileOption: string): ReturnType<typeof createPrivateKey> {
+function parseKey(pem: string, field: string, fail: (field: string, message: string) => never, fileHint: string): ReturnType<typeof createPrivateKey> {
   if (!pem.includes('-----BEGIN') && field.endsWith('.privateKey') && /^[^\n]*([/\\]|\.(p8|pem|json|key))$/i.test(pem.trim())) {
-    return fail(field, `is not a PEM private key but looks like a path: privateKey holds the key itself (PEM text, -----BEGIN PRIVATE KEY-----...); to name a file use ${fileOption}`);
+    return fail(field, `is not a PEM private key but looks like a path: privateKey holds the key itself (PEM text, -----BEGIN PRIVATE KEY-----...); ${fileHint}`);
   }
   try {
     return createPrivateKey(pem);
   } catch (err) {
-    return fail(field, `is not a PEM private key: ${(err as Error).message}`);
+    const code = (err as { code?: unknown }).code;
+    return fail(field, `is not a PEM private key (PEM text, -----BEGIN PRIVATE KEY-----...)${typeof code === 'string' ? `: ${code}` : ''}`);
+  }
+}
+
+/** Whether the VAPID public key (base64url, uncompressed P-256 point) is that of the private key. */
+function vapidPair(publicKey: string, privateKey: string): boolean {
+  try {
+    const ecdh = createECDH('prime256v1');
+    ecdh.setPrivateKey(Buffer.from(privateKey, 'base64url'));
+    return ecdh.getPublicKey().equals(Buffer.from(publicKey, 'base64url'));
+  } catch {
+    return false;
   }
 }
 

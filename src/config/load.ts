@@ -7,6 +7,7 @@ import { isLogLevel, LOG_LEVELS } from '../log.js';
 import { checkKeyMaterial, checkTlsFiles } from './key-material.js';
 import { defaultMaxConnections } from './fd-limit.js';
 import { jsonErrorOffset, lineAndColumn } from './json-position.js';
+import { jsonSyntaxReason } from '../json.js';
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -39,7 +40,7 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
     try {
       raw = JSON.parse(text) as Record<string, unknown>;
     } catch (err) {
-      throw new ConfigError(`config file ${path} is not valid JSON at ${jsonWhere(text)}: ${(err as Error).message}`);
+      throw new ConfigError(`config file ${path} is not valid JSON at ${jsonWhere(text)}: ${jsonSyntaxReason(err, text)}`);
     }
     if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
       throw new ConfigError(`config file ${path} must hold a JSON object`);

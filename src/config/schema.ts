@@ -5,11 +5,33 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { jsonSyntaxReason } from '../json.js';
 import { LOG_LEVELS } from '../log.js';
 import { isAddressOrRange } from '../net/outbound-guard.js';
 
 /** Characters allowed in channel names, interest names and webhook filters. */
 const NAME_CHARS = /^[A-Za-z0-9_\-=@,.;]+$/;
+
+/** C0 and C1 control characters and DEL: never part of an id, a key or a name. */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL_CHAR = /[\u0000-\u001f\u007f-\u009f]/;
+
+/** Whether `value` holds a control character (see CONTROL_CHAR). */
+export function hasControlCharacter(value: string): boolean {
+  return CONTROL_CHAR.test(value);
+}
+
+/**
+ * An id, key or name: 1 to `max` characters, no control character. They go into HTTP headers
+ * (`X-Pusher-Key` of webhooks), URL paths and JWT claims, where a CR or LF breaks the request.
+ */
+function identifier(max: number) {
+  return z
+    .string()
+    .min(1)
+    .max(max)
+    .refine((v) => !hasControlCharacter(v), 'must not contain control characters (CR, LF, NUL, tab, ...)');
+}
 
 export const CHANNEL_WEBHOOK_EVENTS = [
   'channel_occupied',
@@ -31,8 +53,8 @@ const channelWebhookSchema = z.strictObject({
 
 /** One channel app (`apps[]`); also the admin API's validation of an app (src/tenants). */
 export const appSchema = z.strictObject({
-  id: z.string().min(1).max(200),
-  key: z.string().min(1).max(200),
+  id: identifier(200),
+  key: identifier(200),
   secret: z.string().min(1),
   enabled: z.boolean().default(true),
   clientEvents: z.boolean().default(false),
@@ -84,8 +106,8 @@ const caFile = z.string().min(1).nullable().default(null);
 const apnsSchema = z
   .strictObject({
     endpoint: z.url().default('https://api.push.apple.com'),
-    teamId: z.string().min(1),
-    keyId: z.string().min(1),
+    teamId: identifier(200),
+    keyId: identifier(200),
     /** The token signing key as PEM text (the content of Apple's `AuthKey_<keyId>.p8`); or privateKeyFile. */
     privateKey: z.string().min(1).optional(),
     /** Path of the `.p8` file, read at start-up and on each reload; instead of privateKey. */
@@ -104,19 +126,38 @@ const fcmSchema = z
      * clientEmail and privateKey; a field also set here wins over the file's.
      */
     serviceAccountFile: z.string().min(1).optional(),
-    projectId: z.string().min(1).optional(),
-    clientEmail: z.string().min(1).optional(),
+    /**
+     * The service-account JSON key itself (the file's content, as an object or as its text):
+     * gives projectId, clientEmail and privateKey as serviceAccountFile does. Not kept as such:
+     * the running config holds the three fields.
+     */
+    serviceAccount: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).optional(),
+    projectId: identifier(200).optional(),
+    clientEmail: identifier(200).optional(),
     /** The service account's RSA key as PEM text (`private_key` of the JSON file). */
     privateKey: z.string().min(1).optional(),
     caFile,
   })
-  .transform((fcm, ctx) => {
-    const account = fcm.serviceAccountFile === undefined ? {} : serviceAccount(fcm.serviceAccountFile, ctx);
+  .transform(({ serviceAccount: given, ...fcm }, ctx) => {
+    if (given !== undefined && fcm.serviceAccountFile !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['serviceAccount'], message: 'set serviceAccount (the JSON key) or serviceAccountFile (a path), not both' });
+    }
+    const account =
+      fcm.serviceAccountFile !== undefined
+        ? serviceAccountFromFile(fcm.serviceAccountFile, ctx)
+        : given !== undefined
+          ? serviceAccountFields(given, 'serviceAccount', 'is not a service-account key', ctx)
+          : {};
     const field = (name: 'projectId' | 'clientEmail' | 'privateKey', jsonName: string): string => {
       const value = fcm[name] ?? account[jsonName];
-      if (value !== undefined) return value;
-      ctx.addIssue({ code: 'custom', path: [name], message: `required: set ${name}, or serviceAccountFile to the service-account JSON file` });
-      return '';
+      if (value === undefined) {
+        ctx.addIssue({ code: 'custom', path: [name], message: `required: set ${name}, or serviceAccount (the JSON key), or serviceAccountFile (its path)` });
+        return '';
+      }
+      if (name !== 'privateKey' && hasControlCharacter(value)) {
+        ctx.addIssue({ code: 'custom', path: [fcm[name] === undefined ? (given === undefined ? 'serviceAccountFile' : 'serviceAccount') : name], message: `${jsonName} must not contain control characters` });
+      }
+      return value;
     };
     return { ...fcm, projectId: field('projectId', 'project_id'), clientEmail: field('clientEmail', 'client_email'), privateKey: field('privateKey', 'private_key') };
   });
@@ -143,18 +184,35 @@ function keyText(inline: string | undefined, file: string | undefined, what: str
 }
 
 /** The string fields of a service-account JSON file (`project_id`, `client_email`, `private_key`). */
-function serviceAccount(file: string, ctx: z.RefinementCtx): Record<string, string | undefined> {
-  let parsed: unknown;
+function serviceAccountFromFile(file: string, ctx: z.RefinementCtx): Record<string, string | undefined> {
+  let text: string;
   try {
-    parsed = JSON.parse(readFileSync(file, 'utf8'));
+    text = readFileSync(file, 'utf8');
   } catch (err) {
-    ctx.addIssue({ code: 'custom', path: ['serviceAccountFile'], message: `cannot read ${file} as JSON: ${(err as Error).message}` });
+    ctx.addIssue({ code: 'custom', path: ['serviceAccountFile'], message: `cannot read ${file}: ${(err as Error).message}` });
     return {};
   }
-  const account = typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : {};
-  const missing = ['project_id', 'client_email', 'private_key'].filter((k) => typeof account[k] !== 'string');
+  return serviceAccountFields(text, 'serviceAccountFile', `${file} is not a service-account key file`, ctx);
+}
+
+/**
+ * The string fields of a service-account JSON key (its text or the parsed object). What a
+ * failure says names the fields only: the text holds a private key, so none of it is quoted.
+ */
+function serviceAccountFields(json: string | Record<string, unknown>, field: string, notAKey: string, ctx: z.RefinementCtx): Record<string, string | undefined> {
+  let parsed: unknown = json;
+  if (typeof json === 'string') {
+    try {
+      parsed = JSON.parse(json);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', path: [field], message: `${notAKey}: not valid JSON (${jsonSyntaxReason(err, json)})` });
+      return {};
+    }
+  }
+  const account = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {};
+  const missing = ['project_id', 'client_email', 'private_key'].filter((k) => typeof account[k] !== 'string' || account[k] === '');
   if (missing.length > 0) {
-    ctx.addIssue({ code: 'custom', path: ['serviceAccountFile'], message: `${file} is not a service-account key file: no ${missing.join(', ')}` });
+    ctx.addIssue({ code: 'custom', path: [field], message: `${notAKey}: no ${missing.join(', ')}` });
     return {};
   }
   return { project_id: account.project_id as string, client_email: account.client_email as string, private_key: account.private_key as string };

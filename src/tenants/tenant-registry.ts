@@ -20,6 +20,7 @@ import { patchList } from '../shards/patch-list.js';
 import type { AppRecord, PushRecord, TenantKind, TenantRecord } from './tenant-record.js';
 import type { SharedTenantStore, TenantStore } from './tenant-store.js';
 import { TenantSync, type TenantHolder } from './tenant-sync.js';
+import { checkPushKeyMaterial, refuseFilePaths, withoutKeyFiles } from './tenant-input.js';
 
 /** Longest grace period of a rotated secret (seconds): 7 days. */
 export const MAX_GRACE_SECONDS = 7 * 24 * 3600;
@@ -126,6 +127,7 @@ export class TenantRegistry implements TenantHolder {
 
   /** Creates an app from the `apps[]` fields; `secret` generated when absent. Answers the app as stored. */
   async createApp(body: Record<string, unknown>): Promise<AppConfig> {
+    refuseFilePaths(body, 'apps[]');
     const config = parseTenant(appSchema, { ...body, secret: body.secret ?? newSecret() }, 'apps[]') as AppConfig;
     if (this.deps.appsById.has(config.id) || this.records.has(recordKey('app', config.id))) {
       throw new HeraldError('ADMIN_CONFLICT', `An app with id ${config.id} exists`);
@@ -135,10 +137,15 @@ export class TenantRegistry implements TenantHolder {
     return config;
   }
 
-  /** Creates a push instance from the `push[]` fields; `instanceId` and `secretKey` generated when absent. */
+  /**
+   * Creates a push instance from the `push[]` fields, credentials as key material only;
+   * `instanceId` and `secretKey` generated when absent.
+   */
   async createPush(body: Record<string, unknown>): Promise<PushInstanceConfig> {
     this.checkPushAllowed();
+    refuseFilePaths(body, 'push[]');
     const config = parseTenant(pushInstanceSchema, { ...body, instanceId: body.instanceId ?? randomUUID(), secretKey: body.secretKey ?? newSecret() }, 'push[]') as PushInstanceConfig;
+    checkPushKeyMaterial(config, body);
     if (this.deps.pushInstances.has(config.instanceId) || this.records.has(recordKey('push', config.instanceId))) {
       throw new HeraldError('ADMIN_CONFLICT', `A push instance with id ${config.instanceId} exists`);
     }
@@ -150,6 +157,7 @@ export class TenantRegistry implements TenantHolder {
   async updateApp(appId: string, patch: Record<string, unknown>): Promise<AppConfig> {
     const record = this.editable('app', appId) as AppRecord;
     if (patch.id !== undefined && patch.id !== appId) throw new HeraldError('ADMIN_INVALID_TENANT', 'apps[].id cannot change; create a new app instead');
+    refuseFilePaths(patch, 'apps[]');
     const config = parseTenant(appSchema, { ...record.config, ...patch }, 'apps[]') as AppConfig;
     if (config.key !== record.config.key) this.checkKeyFree(config.key, appId);
     await this.commit({ ...record, config, updatedAtMs: Date.now() });
@@ -159,7 +167,9 @@ export class TenantRegistry implements TenantHolder {
   async updatePush(instanceId: string, patch: Record<string, unknown>): Promise<PushInstanceConfig> {
     const record = this.editable('push', instanceId) as PushRecord;
     if (patch.instanceId !== undefined && patch.instanceId !== instanceId) throw new HeraldError('ADMIN_INVALID_TENANT', 'push[].instanceId cannot change');
-    const config = parseTenant(pushInstanceSchema, { ...record.config, ...patch }, 'push[]') as PushInstanceConfig;
+    refuseFilePaths(patch, 'push[]');
+    const config = parseTenant(pushInstanceSchema, { ...withoutKeyFiles(record.config), ...patch }, 'push[]') as PushInstanceConfig;
+    checkPushKeyMaterial(config, patch);
     await this.commit({ ...record, config, updatedAtMs: Date.now() });
     return config;
   }
@@ -366,7 +376,10 @@ function running(record: TenantRecord): AppConfig | PushInstanceConfig {
   return Object.assign({}, record.config, grace);
 }
 
-/** Parses with the config schema; a failure is 422 naming the field as the config file would. */
+/**
+ * Parses with the config schema; a failure is 422 naming the field as the config file would.
+ * The schema's messages say what was expected, never the value received.
+ */
 function parseTenant(schema: typeof appSchema | typeof pushInstanceSchema, value: unknown, where: string): AppConfig | PushInstanceConfig {
   const result = schema.safeParse(value);
   if (!result.success) {

@@ -31,6 +31,8 @@ export interface HeraldClusterOptions {
   cluster?: Record<string, unknown>;
   /** Config fields of one node only, by index, over the shared ones (a config that differs). */
   perNode?: (Record<string, unknown> | undefined)[];
+  /** Extra environment variables of every node (NODE_EXTRA_CA_CERTS, ...). */
+  env?: Record<string, string>;
 }
 
 /** Node ids (config `cluster.nodeId`): node-a, node-b, node-c. */
@@ -56,10 +58,10 @@ export class HeraldCluster {
     if (count < 1 || count > NODE_IDS.length) throw new Error(`1 to ${NODE_IDS.length} nodes, not ${count}`);
     if (ONE_PROCESS) {
       const { cluster: _none, ...single } = this.nodeConfig(NODE_IDS[0]);
-      const only = new HeraldProcess({ config: single, shards: options.shards ?? 1 });
+      const only = new HeraldProcess({ config: single, shards: options.shards ?? 1, ...(options.env && { env: options.env }) });
       this.nodes = Array.from({ length: count }, () => only);
     } else {
-      this.nodes = NODE_IDS.slice(0, count).map((nodeId) => new HeraldProcess({ config: this.nodeConfig(nodeId), shards: options.shards ?? 1 }));
+      this.nodes = NODE_IDS.slice(0, count).map((nodeId) => new HeraldProcess({ config: this.nodeConfig(nodeId), shards: options.shards ?? 1, ...(options.env && { env: options.env }) }));
     }
   }
 

@@ -10,6 +10,7 @@ import type { HeraldProcess } from '../helpers/herald-process.js';
 import { pushClusterBed } from '../helpers/push-cluster.js';
 import { beamsSdk } from '../helpers/sdk-clients.js';
 import { until, untilBackToBack } from '../helpers/wait.js';
+import { TEST_CA_FILE } from '../fakes/tls.js';
 import { DeviceApi, fcmToken } from './device-api-helpers.js';
 
 const TOKEN = 'cluster-push-tenants-token-0123';
@@ -31,9 +32,12 @@ function fcmDelivered(publishId: string): string[] {
 
 describe.skipIf(ONE_PROCESS)('push instances of the admin API in a cluster with a shared PostgreSQL', () => {
   it('created through A, an instance takes devices and publishes through B within a second; rotation and deletion reach both', async () => {
-    // No push instance at start: it is created through the admin API.
-    const cluster = await bed.start({ apps: [APP], config: { admin: { token: TOKEN } }, database: 'cluster_push_tenants', push: [] });
-    const res = await admin(cluster.a, '/push', { method: 'POST', body: { ...bed.fakes.instanceConfig(), instanceId: INSTANCE } });
+    // No push instance at start: it is created through the admin API, which takes no file path
+    // (no caFile): the nodes trust the fakes' CA through NODE_EXTRA_CA_CERTS.
+    const cluster = await bed.start({ apps: [APP], config: { admin: { token: TOKEN } }, database: 'cluster_push_tenants', push: [], env: { NODE_EXTRA_CA_CERTS: TEST_CA_FILE } });
+    const { fcm } = bed.fakes.instanceConfig() as { fcm: Record<string, unknown> };
+    const { caFile: _ca, ...fcmKeyMaterial } = fcm;
+    const res = await admin(cluster.a, '/push', { method: 'POST', body: { fcm: fcmKeyMaterial, instanceId: INSTANCE } });
     expect(res.status, await res.clone().text()).toBe(201);
     const created = (await res.json()) as { instanceId: string; secretKey: string };
     const createdAt = Date.now();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RateLimitedLog, isLogLevel } from '../../src/log.js';
+import { RateLimitedLog, isLogLevel, maskSecretParams } from '../../src/log.js';
 
 describe('RateLimitedLog', () => {
   it('writes the first line per key per interval and reports the suppressed count with the next', () => {
@@ -33,5 +33,16 @@ describe('log levels', () => {
     expect(['debug', 'info', 'warn', 'error'].every(isLogLevel)).toBe(true);
     expect(isLogLevel('verbose')).toBe(false);
     expect(isLogLevel('trace')).toBe(false);
+  });
+});
+
+describe('maskSecretParams', () => {
+  it('masks the value of token=, access_token=, secret=, password= and signature=, also URL-encoded, to the next white space', () => {
+    expect(maskSecretParams('/session#token=abc&x=1')).toBe('/session#token=***');
+    expect(maskSecretParams('No route for GET /a?TOKEN=abc def')).toBe('No route for GET /a?TOKEN=*** def');
+    expect(maskSecretParams('/cb?access_token=abc')).toBe('/cb?access_token=***');
+    expect(maskSecretParams("no app has key 'x%3Dy&token%3Dabc' (apps[].key)")).toBe("no app has key 'x%3Dy&token%3D*** (apps[].key)");
+    expect(maskSecretParams('?auth_signature=f00&secret=s&password=p')).toBe('?auth_signature=***');
+    expect(maskSecretParams('GET /apps/a/channels 404')).toBe('GET /apps/a/channels 404');
   });
 });

@@ -70,6 +70,60 @@ describe('push keys from files', () => {
   it('names a bad service-account file or a missing field', () => {
     expect(() => parseConfig(config({ fcm: { serviceAccountFile: file('bad.json', '{"project_id": "p"}') } }))).toThrow(/push\.0\.fcm\.serviceAccountFile: .* is not a service-account key file: no client_email, private_key/);
     expect(() => parseConfig(config({ fcm: { serviceAccountFile: join(dir, 'none.json') } }))).toThrow(/push\.0\.fcm\.serviceAccountFile: cannot read/);
-    expect(() => parseConfig(config({ fcm: { projectId: 'p', clientEmail: 'e@p' } }))).toThrow(/push\.0\.fcm\.privateKey: required: set privateKey, or serviceAccountFile/);
+    expect(() => parseConfig(config({ fcm: { projectId: 'p', clientEmail: 'e@p' } }))).toThrow(/push\.0\.fcm\.privateKey: required: set privateKey, or serviceAccount \(the JSON key\), or serviceAccountFile/);
+  });
+
+  it('never quotes what it read: a file that is not JSON, or not a key, is named with the reason only', () => {
+    const secretText = 'HIDDEN_VALUE=do-not-print-me\nOTHER=1';
+    const notJson = file('env.json', secretText);
+    expect(() => parseConfig(config({ fcm: { serviceAccountFile: notJson } }))).toThrow(/push\.0\.fcm\.serviceAccountFile: .* is not a service-account key file: not valid JSON \(Unexpected character in JSON at position 0\)/);
+    expect(() => parseConfig(config({ fcm: { serviceAccountFile: notJson } }))).not.toThrow(/HIDDEN|do-not-print/);
+    const notKey = file('passwd.p8', 'root:x:0:0:root:/root:/bin/bash-secret-tail');
+    expect(() => parseConfig(config({ apns: { teamId: 'T', keyId: 'K', privateKeyFile: notKey } }))).toThrow(/push\.0\.apns\.privateKeyFile: is not a PEM private key/);
+    expect(() => parseConfig(config({ apns: { teamId: 'T', keyId: 'K', privateKeyFile: notKey } }))).not.toThrow(/root:|secret-tail/);
+  });
+});
+
+describe('the service-account JSON key itself (serviceAccount)', () => {
+  const account = () => ({ type: 'service_account', project_id: 'my-project', client_email: 'herald@my-project.iam.gserviceaccount.com', private_key: fcmKeys().privateKey });
+
+  it('gives projectId, clientEmail and privateKey, as an object or as its text, and is not kept as such', () => {
+    for (const given of [account(), JSON.stringify(account())]) {
+      const fcmConfig = parseConfig(config({ fcm: { serviceAccount: given } })).push[0]!.fcm!;
+      expect(fcmConfig).toMatchObject({ projectId: 'my-project', clientEmail: 'herald@my-project.iam.gserviceaccount.com', privateKey: fcmKeys().privateKey });
+      expect(fcmConfig).not.toHaveProperty('serviceAccount');
+    }
+  });
+
+  it('names the field, never its text: not JSON, fields missing, a key that does not parse', () => {
+    const cases: [unknown, RegExp][] = [
+      ['{"private_key": "MARK-secret-text"', /push\.0\.fcm\.serviceAccount: is not a service-account key: not valid JSON/],
+      ['MARK-secret-text', /push\.0\.fcm\.serviceAccount: is not a service-account key: not valid JSON/],
+      [{ project_id: 'MARK-project' }, /push\.0\.fcm\.serviceAccount: is not a service-account key: no client_email, private_key/],
+      [{ ...account(), private_key: 'MARK-secret-text, not a key' }, /push\.0\.fcm\.privateKey: is not a PEM private key/],
+    ];
+    for (const [given, expected] of cases) {
+      expect(() => parseConfig(config({ fcm: { serviceAccount: given } }))).toThrow(expected);
+      expect(() => parseConfig(config({ fcm: { serviceAccount: given } }))).not.toThrow(/MARK/);
+    }
+    expect(() => parseConfig(config({ fcm: { serviceAccount: account(), serviceAccountFile: '/x.json' } }))).toThrow(/serviceAccount .*not both/);
+  });
+});
+
+describe('ids, keys and names', () => {
+  it('refuse control characters, naming the field', () => {
+    const base = { id: 'a', key: 'k', secret: 's' };
+    expect(() => parseConfig({ shards: 1, apps: [{ ...base, key: 'k\r\nX-Injected: yes' }] })).toThrow(/invalid config at apps\.0\.key: must not contain control characters/);
+    expect(() => parseConfig({ shards: 1, apps: [{ ...base, id: 'a\u0000' }] })).toThrow(/invalid config at apps\.0\.id: must not contain control characters/);
+    expect(() => parseConfig(config({ apns: { ...apns(), keyId: 'K\n' } }))).toThrow(/push\.0\.apns\.keyId: must not contain control characters/);
+    expect(() => parseConfig(config({ fcm: { ...fcm(), projectId: 'p\r' } }))).toThrow(/push\.0\.fcm\.projectId: must not contain control characters/);
+    expect(() => parseConfig({ shards: 1, apps: [{ ...base, key: 'ключ-é' }] })).not.toThrow();
+  });
+});
+
+describe('VAPID keys', () => {
+  it('must be a pair', () => {
+    const other = 'BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM';
+    expect(() => parseConfig(config({ web: { ...web(), vapidPublicKey: other } }))).toThrow(/push\.0\.web\.vapidPublicKey: is not the public key of vapidPrivateKey/);
   });
 });
