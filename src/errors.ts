@@ -39,6 +39,11 @@ export const ERROR_CATALOGUE = {
   // HTTP fallback transports (xhr_streaming, xhr_polling)
   FALLBACK_SESSION_NOT_FOUND: { status: 404, kind: 'Not Found', message: 'No such HTTP fallback session (expired or never opened): open a new one' },
   FALLBACK_BAD_PAYLOAD: { status: 400, kind: 'Bad Request', message: 'xhr_send body must be a JSON array of strings' },
+  FALLBACK_TOO_MANY_MISSES: {
+    status: 429,
+    kind: 'Too Many Requests',
+    message: 'Too many sends to unknown HTTP fallback sessions from this address; wait and retry',
+  },
 
   // Channel API (C1-C6)
   AUTH_MISSING_PARAMS: { status: 401, kind: 'Unauthorized', message: 'Missing authentication parameters' },

@@ -108,6 +108,11 @@ export interface SocketUserData {
   state: SocketState | null;
   reject: { code: number; message: string } | null;
   /**
+   * The client's address (net/client-address.ts: the forwarded one behind a trusted proxy), for
+   * per-address rules: a WebSocket's at its upgrade, an HTTP fallback session's the one it is bound to.
+   */
+  clientAddress: string;
+  /**
    * A slow consumer being let go (endpoint.ts): epoch ms by which it is closed whether or not
    * it read its backlog; 0 otherwise.
    */

@@ -332,6 +332,12 @@ const httpFallbackSchema = z.strictObject({
   sessionTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
   /** A poll with nothing to deliver is answered with a heartbeat after this long; streams get one as often. */
   heartbeatMs: z.number().int().min(100).max(120_000).default(25_000),
+  /**
+   * Requests for a session this node does not have (xhr_send to an unknown, expired or another
+   * address's session) one client address may make per minute; past it they are answered 429
+   * with Retry-After until the minute ends. null: unlimited.
+   */
+  maxSessionMissesPerMinute: z.number().int().positive().nullable().default(60),
 });
 
 const metricsListenerSchema = z.strictObject({
@@ -475,6 +481,12 @@ export const configSchema = z.strictObject({
    * fills it in); null: no node-wide limit.
    */
   maxConnections: z.number().int().positive().nullable().optional(),
+  /**
+   * Reverse proxies (addresses or CIDR ranges) whose `X-Forwarded-For` names the client: per-address
+   * rules (maxNewConnectionsPerSecondPerIp, HTTP fallback sessions) then see the client's address
+   * instead of the proxy's (net/client-address.ts).
+   */
+  trustedProxies: z.array(z.string().refine(isAddressOrRange, 'must be an IP address or a CIDR range such as 10.1.0.0/16')).default([]),
   httpFallback: httpFallbackSchema.default(httpFallbackSchema.parse({})),
   webhookDelivery: webhookDeliverySchema.default(webhookDeliverySchema.parse({})),
   pushDelivery: pushDeliverySchema.default(pushDeliverySchema.parse({})),

@@ -154,7 +154,7 @@ export class OutboundGuard {
   readonly #onRefused: (reason: NonPublicReason) => void;
 
   constructor(options: OutboundGuardOptions = {}) {
-    for (const entry of options.allowPrivateAddresses ?? []) addAllowed(this.#allowed, entry);
+    for (const entry of options.allowPrivateAddresses ?? []) addAddressOrRange(this.#allowed, entry);
     this.#allowAll = options.allowAll ?? false;
     this.#onRefused = options.onRefused ?? (() => {});
   }
@@ -207,7 +207,7 @@ export class OutboundGuard {
 }
 
 /** Adds `10.0.0.0/8`, `fd00::/8` or a single address to `list`; throws on anything else. */
-function addAllowed(list: BlockList, entry: string): void {
+export function addAddressOrRange(list: BlockList, entry: string): void {
   const [network, prefix] = entry.split('/') as [string, string | undefined];
   const family = isIP(network);
   if (family === 0) throw new Error(`${entry} is not an IP address or CIDR range`);
@@ -221,7 +221,7 @@ function addAllowed(list: BlockList, entry: string): void {
 /** True when `entry` is an address or CIDR range `outbound.allowPrivateAddresses` accepts. */
 export function isAddressOrRange(entry: string): boolean {
   try {
-    addAllowed(new BlockList(), entry);
+    addAddressOrRange(new BlockList(), entry);
     return true;
   } catch {
     return false;

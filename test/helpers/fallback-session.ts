@@ -1,7 +1,11 @@
 /**
  * pusher-js' HTTP fallback session protocol spoken by hand over fetch (polling): session
- * paths, the lines of an answer parsed (`o`, `h`, `a[…]`, `c[…]`), polls and sends.
+ * paths, the lines of an answer parsed (`o`, `h`, `a[…]`, `c[…]`), polls and sends; and the
+ * same from another client address (a socket bound to another loopback address, or an
+ * X-Forwarded-For) with node:http.
  */
+import type { IncomingHttpHeaders } from 'node:http';
+import { request as httpRequest, type RequestOptions } from 'node:http';
 import { expect } from 'vitest';
 import { untilBackToBack } from './wait.js';
 
@@ -85,4 +89,83 @@ export async function connectSession(base: string): Promise<string> {
   const established = first.frames.find((f) => f.event === 'pusher:connection_established');
   expect(established, first.raw).toBeDefined();
   return (JSON.parse(established!.data as string) as { socket_id: string }).socket_id;
+}
+
+/**
+ * Where a request comes from: the loopback address its socket binds to (127.0.0.2, ... stand
+ * for other clients) and the X-Forwarded-For it carries (a proxy's word about the client).
+ */
+export interface From {
+  readonly localAddress?: string;
+  readonly forwardedFor?: string;
+}
+
+export interface Answer {
+  readonly status: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly text: string;
+}
+
+function postOptions(url: string, from: From, body: string | undefined): RequestOptions {
+  const u = new URL(url);
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (from.forwardedFor !== undefined) headers['x-forwarded-for'] = from.forwardedFor;
+  return { host: u.hostname, port: u.port, path: `${u.pathname}${u.search}`, method: 'POST', headers, localAddress: from.localAddress, agent: false };
+}
+
+/** One POST to a session route from `from`, read to its end; rejects when no answer ends within `timeoutMs`. */
+export function postFrom(url: string, from: From, body?: string, timeoutMs = 15_000): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(postOptions(url, from, body), (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer to ${url} within ${timeoutMs} ms`)));
+    req.end(body);
+  });
+}
+
+/** `xhr_send` of `messages` from `from`. */
+export function sendFrom(base: string, from: From, messages: unknown[]): Promise<Answer> {
+  return postFrom(`${base}/xhr_send`, from, JSON.stringify(messages.map((m) => JSON.stringify(m))));
+}
+
+/** One poll (`xhr`) from `from`: its status and lines. */
+export async function pollFrom(base: string, from: From): Promise<Answer & { lines: Lines }> {
+  const answer = await postFrom(`${base}/xhr${FALLBACK_QUERY}`, from);
+  return { ...answer, lines: parseLines(answer.status === 200 ? answer.text : '') };
+}
+
+/** An open `xhr_streaming` response: what it has received so far, and whether it ended. */
+export interface OpenStream {
+  readonly status: Promise<number>;
+  text(): string;
+  lines(): Lines;
+  readonly ended: () => boolean;
+  close(): void;
+}
+
+/** Opens a stream (`xhr_streaming`) from `from`; it is read as it arrives. */
+export function openStream(base: string, from: From = {}): OpenStream {
+  let text = '';
+  let ended = false;
+  let settle: (status: number) => void = () => undefined;
+  const status = new Promise<number>((resolve) => (settle = resolve));
+  const req = httpRequest(postOptions(`${base}/xhr_streaming${FALLBACK_QUERY}`, from, undefined), (res) => {
+    settle(res.statusCode ?? 0);
+    res.on('data', (c: Buffer) => (text += c.toString('utf8')));
+    res.on('end', () => (ended = true));
+    res.on('error', () => (ended = true));
+    res.on('close', () => (ended = true));
+  });
+  req.on('error', () => {
+    ended = true;
+    settle(0);
+  });
+  req.end();
+  return { status, text: () => text, lines: () => parseLines(text.slice(0, text.lastIndexOf('\n') + 1)), ended: () => ended, close: () => req.destroy() };
 }

@@ -1,12 +1,14 @@
 /**
  * HTTP fallback sessions in a cluster: a session on one node is a connection of the cluster
  * like a WebSocket. Events triggered on the other node, client events and presence members
- * cross between a session on node A and a WebSocket client on node B, through Redis.
+ * cross between a session on node A and a WebSocket client on node B, through Redis. A
+ * session stays bound to its address when requests reach it through another node, and a node
+ * that cannot read the session directory (Redis away) answers 503, never a second session.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ClientPool } from '../helpers/channel-clients.js';
-import { heraldClusterBed } from '../helpers/herald-cluster.js';
-import { connectSession, pollUntil, send, sessionBase, type Lines } from '../helpers/fallback-session.js';
+import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { connectSession, pollFrom, pollUntil, send, sendFrom, sessionBase, type Lines } from '../helpers/fallback-session.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 import { until } from '../helpers/wait.js';
 
@@ -85,5 +87,62 @@ describe('HTTP fallback sessions in a cluster', () => {
     expect(carolChannel.data('client-hop').map((d) => (d as { i: number }).i).sort()).toEqual([0, 1, 2, 3]);
     expect(cluster.a.stderr + cluster.b.stderr).not.toMatch(/http fallback: .* failed/);
   }, 60_000);
-});
 
+  it("a request from another address through the other node reaches no session of the owner's", async () => {
+    const cluster = await bed.start({ apps: [APP] });
+    const onA = sessionBase(cluster.a.baseUrl, APP.key);
+    const onB = onA.replace(cluster.a.baseUrl, cluster.b.baseUrl);
+    const socketId = await connectSession(onA);
+    const channel = 'private-fb-bound';
+    const auth = channelsSdk(cluster.a.port, APP).authorizeChannel(socketId, channel);
+    await send(onA, [{ event: 'pusher:subscribe', data: { channel, auth: auth.auth } }]);
+    await pollUntil(onA, (l) => l.frames.some((f) => f.event === 'pusher_internal:subscription_succeeded'));
+
+    const other = { localAddress: '127.0.0.2' };
+    const foreign = await sendFrom(onB, other, [{ event: 'client-as-owner', channel, data: {} }]);
+    expect(foreign.status).toBe(404);
+    expect(JSON.parse(foreign.text)).toMatchObject({ code: 'FALLBACK_SESSION_NOT_FOUND' });
+    // A poll through node B opens a session of its own there; the owner's stays on node A.
+    const opened = await pollFrom(onB, other);
+    expect(opened.lines.opened).toBe(true);
+    expect(opened.lines.frames.filter((f) => f.event !== 'pusher:connection_established')).toEqual([]);
+    await channelsSdk(cluster.b.port, APP).trigger(channel, 'for-owner', { n: 1 });
+    const got = await pollUntil(onB, (l) => l.frames.some((f) => f.event === 'for-owner'), (l) => expect(l.opened).toBe(false));
+    expect(got.frames.some((f) => f.event === 'client-as-owner')).toBe(false);
+  }, 60_000);
+
+  it.skipIf(ONE_PROCESS)('a node that cannot read the session directory answers 503 with Retry-After, never a session of its own; the session goes on once Redis is back', async () => {
+    const cluster = await bed.start({ apps: [APP], config: { httpFallback: { heartbeatMs: 1000, sessionTimeoutMs: 30_000 } } });
+    const onA = sessionBase(cluster.a.baseUrl, APP.key);
+    const onB = onA.replace(cluster.a.baseUrl, cluster.b.baseUrl);
+    await connectSession(onA);
+    const channel = 'fb-outage';
+    await send(onA, [{ event: 'pusher:subscribe', data: { channel } }]);
+    await pollUntil(onA, (l) => l.frames.some((f) => f.event === 'pusher_internal:subscription_succeeded'));
+
+    await cluster.killRedis();
+    // Node B cannot tell whether a node holds the session: "retry", never a session of its own.
+    const refused = await until(async () => {
+      const answer = await pollFrom(onB, {});
+      expect(answer.lines.opened).toBe(false);
+      return answer.status === 503 ? answer : null;
+    }, 'node B to answer 503 while Redis is away', 20_000);
+    expect(refused.headers['retry-after']).toBe('1');
+    expect(JSON.parse(refused.text)).toMatchObject({ code: 'CLUSTER_UNAVAILABLE' });
+    const send503 = await sendFrom(onB, {}, []);
+    expect(send503.status).toBe(503);
+    expect(send503.headers['retry-after']).toBe('1');
+    // Node A still serves its session.
+    const onNodeA = await pollFrom(onA, {});
+    expect(onNodeA.status).toBe(200);
+    expect(onNodeA.lines.opened).toBe(false);
+
+    // Redis back, empty: node A records its session again, so node B relays to it rather than open one.
+    await cluster.restartRedis();
+    const sdkB = channelsSdk(cluster.b.port, APP);
+    await until(() => sdkB.get({ path: `/channels/${channel}` }).then(() => true, () => false), 'node B answering from Redis again', 20_000);
+    await until(() => channelsSdk(cluster.a.port, APP).trigger(channel, 'after', { n: 2 }).then(() => true, () => false), 'a trigger through node A once Redis is back', 20_000);
+    const after = await pollUntil(onB, (l) => l.frames.some((f) => f.event === 'after'), (l) => expect(l.opened).toBe(false));
+    expect(JSON.parse(after.frames.find((f) => f.event === 'after')!.data as string)).toEqual({ n: 2 });
+  }, 90_000);
+});

@@ -2,17 +2,24 @@
  * Where HTTP fallback sessions live when several nodes serve one cluster behind a load balancer
  * that does not keep a session's requests on one node. The node that opened a session holds it
  * (its queue, its receiving request) and records itself as the session's node; a request that
- * reaches another node is relayed to that node, and a poll's answer relayed back.
+ * reaches another node is relayed to that node, and a poll's answer relayed back. Ids are the
+ * session's key (its bound address and path): the node receiving a request computes it from
+ * the request, so a relayed request reaches only a session of the address that sent it.
  * The cluster adapter (Redis) implements it; a single node has none.
  */
 export interface SessionDirectory {
   readonly nodeId: string;
-  /** The node holding the session, or null (none, or the directory cannot be read). */
+  /**
+   * The node holding the session, or null when none does. Rejects when the directory cannot be
+   * read (Redis away): the caller answers "retry" and opens nothing, since another node may
+   * hold the session.
+   */
   owner(id: string): Promise<string | null>;
   /**
    * Records this node as the session's holder for `ttlMs` (renewed while the session is used);
-   * resolves once recorded (or the record failed): a new session is answered after it, so the
-   * client's next request, wherever it lands, finds the session.
+   * resolves once recorded: a new session is answered after it, so the client's next request,
+   * wherever it lands, finds the session. Rejects when it could not be recorded. The node
+   * records its sessions again when Redis is back (an empty Redis lost them).
    */
   claim(id: string, ttlMs: number): Promise<void>;
   /** The session is gone from this node. */

@@ -12,6 +12,15 @@
  * WebSocket upgrade to `/app/<key>` (ws/endpoint.ts): the session is a connection in the
  * registry, with the same protocol handler, sweep (pings, 4201, 4100), quotas, webhooks and
  * metrics; channel frames reach it through the adapter's topic delivery (topics.ts).
+ * A session is bound to the client address that opened it (net/client-address.ts: the
+ * forwarded address behind a trusted proxy; an IPv6 client's /64): its key in the table (and in
+ * the cluster's directory) is that address and its path, so a request from another address
+ * for the same path never reaches it. A stream or poll from there opens a session of its own,
+ * an xhr_send gets the 404 of an unknown session, and the owner's stream is not touched: to
+ * another address a session it did not open does not exist. xhr_sends that miss are counted
+ * per address (miss-budget.ts); past the budget they are refused with 429.
+ * In a cluster a node that cannot read the directory (Redis away) answers 503 with
+ * Retry-After rather than open a session under an id another node may hold.
  * Bounds: a session's queue (past maxSocketBackpressureBytes the sweep lets it go with 4100,
  * past twice that frames are dropped, as for a WebSocket), idle expiry (no stream or poll for
  * `sessionTimeoutMs`: closed as a dropped connection, 1006), xhr_send bodies capped while they
@@ -31,6 +40,8 @@ import type { SocketUserData } from '../socket-registry.js';
 import { SessionSocket, type Receiver, type SessionHost } from './session.js';
 import type { SessionTopics } from './topics.js';
 import type { FallbackRelay, SessionDirectory } from './directory.js';
+import { MissBudget } from './miss-budget.js';
+import { addressBlock, clientAddressResolver } from '../../net/client-address.js';
 
 export interface HttpFallbackDeps {
   readonly config: Readonly<HeraldConfig>;
@@ -45,7 +56,7 @@ export interface HttpFallbackDeps {
 interface RelayedPoll {
   readonly res: HttpResponse;
   readonly aborted: () => boolean;
-  /** The session was not there after all: served here (a new session). */
+  /** The session was not there after all: opened here (a new session). */
   readonly local: () => void;
   readonly timer: NodeJS.Timeout;
 }
@@ -77,6 +88,22 @@ function describe(err: unknown): string {
   return String((err as Error)?.stack ?? err);
 }
 
+/** A session's key in the table and the directory, and what its request carried. */
+interface SessionIds {
+  /** `<binding> <app key>/<server>/<session>`: the binding is the opener's address block. */
+  readonly id: string;
+  readonly key: string;
+  /** The requesting client's address (per-address connection limits). */
+  readonly address: string;
+  /** What the session is bound to: addressBlock(address). */
+  readonly block: string;
+}
+
+/** How long (s) a client is told to wait when the session directory cannot be read. */
+const DIRECTORY_RETRY_AFTER_SECONDS = 1;
+/** How often (ms) ended miss windows are forgotten. */
+const MISS_SWEEP_MS = 10_000;
+
 export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
   const { config, endpoint, topics } = deps;
   const { path, sessionTimeoutMs, heartbeatMs } = config.httpFallback;
@@ -85,6 +112,9 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
   const dirty = new Set<SessionSocket>();
   let flushScheduled = false;
   const directory = deps.directory;
+  const clientAddressOf = clientAddressResolver(config.trustedProxies);
+  const misses = new MissBudget(config.httpFallback.maxSessionMissesPerMinute);
+  let missesSweptMs = Date.now();
   /** Polls relayed to the node holding their session, by poll id, until its answer comes back. */
   const remotePolls = new Map<string, RelayedPoll>();
   let pollSequence = 0;
@@ -192,6 +222,10 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
   const tickMs = Math.max(50, Math.min(1000, Math.floor(heartbeatMs / 2), Math.floor(sessionTimeoutMs / 2)));
   const timer = setInterval(() => {
     const now = Date.now();
+    if (now - missesSweptMs >= MISS_SWEEP_MS) {
+      missesSweptMs = now;
+      misses.sweep(now);
+    }
     for (const session of sessions.values()) {
       try {
         const r = session.receiver;
@@ -232,22 +266,36 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
   function answerError(res: HttpResponse, err: HeraldError, closeConnection = false): void {
     res.cork(() => {
       writeHead(res, err.status, 'application/json');
+      if (err.retryAfterSeconds !== undefined) res.writeHeader('retry-after', String(err.retryAfterSeconds));
       res.end(channelErrorBody(err), closeConnection);
     });
   }
 
-  /** The session's id in the table, or null when the path's segments are not a session's. */
-  function sessionId(req: HttpRequest): { id: string; key: string } | null {
+  /**
+   * The directory could not be read or written (Redis away): nothing was opened or relayed;
+   * pusher-js takes the 503 as an interrupted connection and reconnects.
+   */
+  function answerRetry(res: HttpResponse, err: unknown): void {
+    log.debug('http fallback: session directory unavailable', { error: String(err) });
+    const retry = new HeraldError('CLUSTER_UNAVAILABLE');
+    retry.retryAfterSeconds = DIRECTORY_RETRY_AFTER_SECONDS;
+    answerError(res, retry);
+  }
+
+  /** The session's key in the table, or null when the path's segments are not a session's. */
+  function sessionId(res: HttpResponse, req: HttpRequest): SessionIds | null {
     const key = req.getParameter(0) ?? '';
     const server = req.getParameter(1) ?? '';
     const session = req.getParameter(2) ?? '';
     if (key === '' || key.length > MAX_KEY_LENGTH || !SERVER_ID.test(server) || !SESSION_ID.test(session)) return null;
-    return { id: `${key}/${server}/${session}`, key };
+    const address = clientAddressOf(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader('x-forwarded-for'));
+    const block = addressBlock(address);
+    return { id: `${block} ${key}/${server}/${session}`, key, address, block };
   }
 
   /** A stream (xhr_streaming) or a poll (xhr). */
   function receive(res: HttpResponse, req: HttpRequest, stream: boolean): void {
-    const ids = sessionId(req);
+    const ids = sessionId(res, req);
     if (!ids) return answerError(res, new HeraldError('FALLBACK_SESSION_NOT_FOUND', 'Not a session path: <path>/app/<key>/<server>/<session>/xhr_streaming'));
     const query = req.getQuery() ?? '';
     if (sessions.has(ids.id) || !directory) return serve(res, ids, query, stream);
@@ -263,30 +311,42 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
         try {
           if (sessions.has(ids.id)) serve(res, ids, query, stream);
           else if (!stream && owner !== null && owner !== dir.nodeId) relayPoll(res, ids, query, owner, () => aborted);
-          else {
-            // A new session: recorded as this node's before it is answered.
-            dir.claim(ids.id, claimTtlMs).then(
-              () => {
-                if (!aborted) serve(res, ids, query, stream);
-              },
-              () => undefined,
-            );
-          }
+          else openHere(res, ids, query, stream, () => aborted);
         } catch (err) {
           log.error('http fallback: request failed', { error: describe(err) });
         }
       },
-      (err: unknown) => log.error('http fallback: session lookup failed', { error: describe(err) }),
+      (err: unknown) => {
+        // Unknown whether another node holds it: a session opened here could be its duplicate.
+        if (!aborted) answerRetry(res, err);
+      },
+    );
+  }
+
+  /** Cluster: a new session, recorded as this node's before it is answered (or 503 when it cannot be). */
+  function openHere(res: HttpResponse, ids: SessionIds, query: string, stream: boolean, aborted: () => boolean): void {
+    directory!.claim(ids.id, claimTtlMs).then(
+      () => {
+        if (aborted()) return;
+        try {
+          serve(res, ids, query, stream);
+        } catch (err) {
+          log.error('http fallback: request failed', { error: describe(err) });
+        }
+      },
+      (err: unknown) => {
+        if (!aborted()) answerRetry(res, err);
+      },
     );
   }
 
   /** A poll for a session another node holds: relayed there, its answer relayed back. */
-  function relayPoll(res: HttpResponse, ids: { id: string; key: string }, query: string, owner: string, aborted: () => boolean): void {
+  function relayPoll(res: HttpResponse, ids: SessionIds, query: string, owner: string, aborted: () => boolean): void {
     const pollId = `${directory!.nodeId}:${++pollSequence}`;
     const pending: RelayedPoll = {
       res,
       aborted,
-      local: () => serve(res, ids, query, false),
+      local: () => (sessions.has(ids.id) ? serve(res, ids, query, false) : openHere(res, ids, query, false, aborted)),
       timer: setTimeout(() => {
         remotePolls.delete(pollId);
         if (!aborted()) answerPoll(res, 'h\n');
@@ -296,14 +356,15 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
     directory!.send(owner, { op: 'poll', id: ids.id, pollId });
   }
 
-  function serve(res: HttpResponse, ids: { id: string; key: string }, query: string, stream: boolean): void {
+  function serve(res: HttpResponse, ids: SessionIds, query: string, stream: boolean): void {
     const now = Date.now();
     let session = sessions.get(ids.id);
     let opening = false;
     if (!session) {
       const handshake = parseHandshake(`/app/${ids.key}`, query, deps.appsByKey);
       if (!handshake.ok) {
-        // Refused before any state: the open, the pusher:error and the close in one answer.
+        // Refused before any state (a cluster's claim is given back): the open, the pusher:error and the close in one answer.
+        directory?.release(ids.id);
         const body = `o\na${JSON.stringify([errorFrame(handshake.code, handshake.message)])}\nc${JSON.stringify([handshake.code, handshake.message])}\n`;
         res.cork(() => {
           writeHead(res, 200, 'application/javascript; charset=UTF-8');
@@ -311,7 +372,7 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
         });
         return;
       }
-      session = new SessionSocket(host, ids.id, now);
+      session = new SessionSocket(host, ids.id, ids.address, now);
       sessions.set(ids.id, session);
       opening = true;
     }
@@ -379,10 +440,17 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
 
   /** xhr_send: the client's messages. */
   function send(res: HttpResponse, req: HttpRequest): void {
-    const ids = sessionId(req);
-    const session = ids ? sessions.get(ids.id) : undefined;
+    const ids = sessionId(res, req);
+    if (!ids) return answerError(res, new HeraldError('FALLBACK_SESSION_NOT_FOUND'));
+    const retryAfter = misses.retryAfterSeconds(ids.block, Date.now());
+    if (retryAfter > 0) {
+      const limited = new HeraldError('FALLBACK_TOO_MANY_MISSES');
+      limited.retryAfterSeconds = retryAfter;
+      return answerError(res, limited);
+    }
+    const session = sessions.get(ids.id);
     // Not here: in a cluster it may be on another node (relayed once the body is read).
-    if (!ids || session?.ended || (!session && !directory)) return answerError(res, new HeraldError('FALLBACK_SESSION_NOT_FOUND'));
+    if (session?.ended || (!session && !directory)) return notFound(res, ids);
     const declared = Number(req.getHeader('content-length') || '0');
     const tooLarge = (): void => {
       answerError(res, new HeraldError('BODY_TOO_LARGE', `xhr_send body is larger than ${sendBodyLimit} bytes`), true);
@@ -427,17 +495,25 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
               inject(here, messages);
               return answerSent(res);
             }
-            if (owner === null || owner === dir.nodeId) return answerError(res, new HeraldError('FALLBACK_SESSION_NOT_FOUND'));
+            if (owner === null || owner === dir.nodeId) return notFound(res, ids);
             dir.send(owner, { op: 'send', id: ids.id, messages });
             answerSent(res);
           },
-          (err: unknown) => log.error('http fallback: session lookup failed', { error: describe(err) }),
+          (err: unknown) => {
+            if (!aborted) answerRetry(res, err);
+          },
         );
       } catch (err) {
         log.error('http fallback: xhr_send failed', { error: describe(err) });
         answerError(res, new HeraldError('INTERNAL'));
       }
     });
+  }
+
+  /** An xhr_send to a session this node does not have (for this address): counted against the address' budget. */
+  function notFound(res: HttpResponse, ids: SessionIds): void {
+    misses.missed(ids.block, Date.now());
+    answerError(res, new HeraldError('FALLBACK_SESSION_NOT_FOUND'));
   }
 
   /** An xhr_send body: a JSON array of strings, or null. */
@@ -475,7 +551,10 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
   function renew(session: SessionSocket, now: number): void {
     if (!directory || now - session.claimedAtMs < claimTtlMs / 3) return;
     session.claimedAtMs = now;
-    void directory.claim(session.id, claimTtlMs);
+    directory.claim(session.id, claimTtlMs).catch(() => {
+      // Not recorded (Redis away): tried again on the session's next request.
+      session.claimedAtMs = 0;
+    });
   }
 
   /** Relay messages from the other nodes of the cluster. */

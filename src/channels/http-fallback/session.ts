@@ -43,7 +43,7 @@ export interface Receiver {
 }
 
 export class SessionSocket {
-  private readonly userData: SocketUserData = { state: null, reject: null, slowUntil: 0 };
+  private readonly userData: SocketUserData;
   /** Topics it is on (channels and watchlist users). */
   readonly topics = new Set<string>();
   /** Frames waiting for a receiver, each JSON-encoded (a JSON string literal). */
@@ -64,8 +64,11 @@ export class SessionSocket {
     private readonly host: SessionHost,
     /** The session's key in its table: `<app key>/<server>/<session>`. */
     readonly id: string,
+    /** The client address it is bound to (the address that opened it). */
+    clientAddress: string,
     now: number,
   ) {
+    this.userData = { state: null, reject: null, slowUntil: 0, clientAddress };
     this.idleSinceMs = now;
   }
 

@@ -101,7 +101,7 @@ export class Admission {
 
   /** Step 4: the new-connection rate limits, answered at once (memory) or by Redis (cluster). */
   private checkConnectionRate(ws: Ws, state: SocketState): void {
-    const limited = this.deps.rateLimits.newConnection(state.app, () => Buffer.from(ws.getRemoteAddressAsText()).toString());
+    const limited = this.deps.rateLimits.newConnection(state.app, () => ws.getUserData().clientAddress);
     if (limited === null) {
       this.admit(ws, state);
     } else if (typeof limited === 'string') {

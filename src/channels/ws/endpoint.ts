@@ -24,6 +24,7 @@ import type { DebugTap } from '../../admin/tap.js';
 import { AppRateLimits } from '../rate-limits/app-rate-limits.js';
 import { LocalRateCounter } from '../rate-limits/local-rate-counter.js';
 import { Admission } from './admission.js';
+import { clientAddressResolver } from '../../net/client-address.js';
 
 /** What the endpoint is built from (server.ts): the registry is shared with the local adapter. */
 export interface WebSocketDeps {
@@ -105,6 +106,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   /** Sockets this node holds: registered ones plus slow consumers being let go (still open). */
   const openSockets = (): number => registry.connectionCount() + slowSockets.size;
   /** Whether a new connection gets in (admission.ts: node limits, quota, rate limits, the cluster's count). */
+  const clientAddressOf = clientAddressResolver(config.trustedProxies);
   const admission = new Admission({ config, state: ctx.state, registry, adapter, rateLimits, debug: ctx.debug, openSockets });
 
   const newSocketId = (): string => {
@@ -255,7 +257,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   }
 
   /** A new connection's user data: its state, or why it is refused (told right after open). */
-  function connectionData(url: string, query: string): SocketUserData {
+  function connectionData(url: string, query: string): Omit<SocketUserData, 'clientAddress'> {
     const handshake = ctx.state.draining
       ? { ok: false as const, code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' }
       : parseHandshake(url, query, ctx.appsByKey);
@@ -278,8 +280,9 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   }
 
   function upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+    const clientAddress = clientAddressOf(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader('x-forwarded-for'));
     res.upgrade(
-      connectionData(req.getUrl(), req.getQuery() ?? ''),
+      { ...connectionData(req.getUrl(), req.getQuery() ?? ''), clientAddress },
       req.getHeader('sec-websocket-key'),
       req.getHeader('sec-websocket-protocol'),
       req.getHeader('sec-websocket-extensions'),

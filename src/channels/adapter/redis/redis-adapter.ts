@@ -397,20 +397,36 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   /**
    * Where HTTP fallback sessions live in the cluster (channels/http-fallback): a key per session
    * naming its node (`<prefix>fb:<session>`, with a time to live the holder renews), and
-   * messages to one node over the control channel. Redis failures read as "no such session".
+   * messages to one node over the control channel. A lookup or record Redis cannot answer
+   * rejects (the fallback answers "retry"). The node remembers what it claimed, and records it
+   * again whenever the command connection is ready after a drop (Redis may be back empty).
    */
   sessionDirectory(): SessionDirectory {
     const redis = this.node.connections.commands;
     const nodeId = this.node.nodeId;
     const key = (id: string): string => `${this.node.keys.prefix}fb:${id}`;
+    /** Sessions this node holds: id → the life (ms) of its record. */
+    const held = new Map<string, number>();
+    redis.on('ready', () => {
+      for (const [id, ttlMs] of held) redis.set(key(id), nodeId, 'PX', ttlMs).catch(() => {});
+    });
     return {
       nodeId,
-      owner: (id) => redis.get(key(id)).catch(() => null),
-      claim: (id, ttlMs) => redis.set(key(id), nodeId, 'PX', ttlMs).then(
-        () => undefined,
-        () => undefined,
-      ),
+      owner: (id) => redis.get(key(id)),
+      claim: (id, ttlMs) => {
+        const renewal = held.has(id);
+        held.set(id, ttlMs);
+        return redis.set(key(id), nodeId, 'PX', ttlMs).then(
+          () => undefined,
+          (err: unknown) => {
+            // A new session not recorded is not opened; one held already is recorded again later.
+            if (!renewal) held.delete(id);
+            throw err;
+          },
+        );
+      },
       release: (id) => {
+        held.delete(id);
         redis.del(key(id)).catch(() => {});
       },
       send: (node, data) => {
