@@ -53,6 +53,7 @@ import { DebugHub } from './admin/debug-hub.js';
 import { createAdminArea, type AdminArea } from './admin/admin-area.js';
 import { tapSubscriptions } from './admin/subscription-tap.js';
 import { TenantRegistry } from './tenants/tenant-registry.js';
+import { retirePushInstance } from './push/clients/instances.js';
 import { LmdbTenantStore } from './tenants/lmdb-tenant-store.js';
 import { RedisTenantStore } from './tenants/redis-tenant-store.js';
 import { TENANT_PAGE_SIZE } from './tenants/tenant-store.js';
@@ -237,6 +238,7 @@ function tenantRegistry(
       },
     },
     pushAllowed: !ctx.config.cluster || Boolean(ctx.config.cluster.postgresUrl),
+    retirePush: (instanceId) => retirePushInstance(shards, instanceId),
   });
 }
 
@@ -279,6 +281,11 @@ async function applyReload(
   // Shards before the main thread: a request the main thread lets through for a new app must
   // find the app on its shard. A shard that misses it gets the config when it restarts.
   shards.setWorkerConfig(effective);
+  // Push instances gone from the file: their records are retired (and purged) on every shard.
+  const retired = await Promise.allSettled(tenants.removedPush.map((id) => retirePushInstance(shards, id)));
+  for (const r of retired) {
+    if (r.status === 'rejected') log.error('reload: the records of a removed push instance were not retired', { error: String(r.reason) });
+  }
   // Only apps or push instances changed: the shards take the changed entries (core.tenants),
   // as for an admin API change; else each shard's runtime hands the whole config to every area.
   const onlyTenants = plan.changed.every((setting) => setting === 'apps' || setting === 'push');

@@ -9,7 +9,8 @@ import { occupancyLayout } from './channels/state/occupancy-layout.js';
 import { deviceLayout } from './push/shard/devices/device-layout.js';
 import { reportLayout } from './push/shard/reports/report-layout.js';
 import { publishLayout } from './push/shard/publishes/publish-layout.js';
+import { namespaceLayout } from './push/shard/namespace-layout.js';
 import { outboxLayout } from './webhooks/outbox-layout.js';
 import { tenantLayout } from './tenants/tenant-layout.js';
 
-export const SHARD_LAYOUTS: readonly ShardLayout[] = [deviceLayout, reportLayout, publishLayout, outboxLayout, occupancyLayout, tenantLayout];
+export const SHARD_LAYOUTS: readonly ShardLayout[] = [deviceLayout, reportLayout, publishLayout, namespaceLayout, outboxLayout, occupancyLayout, tenantLayout];

@@ -189,6 +189,15 @@ export class HeraldMetrics {
         this.set(f ? f.metrics.reduce((sum, m) => sum + (m.publishRecordBytes ?? 0), 0) : 0);
       },
     });
+    new Gauge({
+      name: 'herald_push_purges_pending',
+      help: 'Deleted push instances whose records (devices, interests, users, publishes, reports) are still being removed in the background, summed over the shards that purge them',
+      registers: [registry],
+      async collect() {
+        const f = await figures();
+        this.set(f ? f.metrics.reduce((sum, m) => sum + (m.pushPurgesPending ?? 0), 0) : 0);
+      },
+    });
     new Counter({
       name: 'herald_push_publish_resends_total',
       help: 'Notifications this node sent again because the partition holding them was reclaimed from a node whose lease expired (cluster), before their outcome was checkpointed',

@@ -53,6 +53,13 @@ export function countPublishResends(n: number): void {
   publishResends += n;
 }
 
+/** Namespaces of deleted push instances whose records this shard has still to purge. */
+let pushPurgesPending = 0;
+
+export function setPushPurgesPending(n: number): void {
+  pushPurgesPending = n;
+}
+
 export function shardMetrics(): ShardMetrics {
   const out: ShardMetrics['notifications'] = [];
   for (const [key, count] of notifications) {
@@ -64,5 +71,5 @@ export function shardMetrics(): ShardMetrics {
     const [client, reason] = key.split('\t') as [string, string];
     refusals.push({ client, reason, count });
   }
-  return { notifications: out, outboundRefusals: refusals, publishRecordBytes, publishResends };
+  return { notifications: out, outboundRefusals: refusals, publishRecordBytes, publishResends, pushPurgesPending };
 }

@@ -8,6 +8,8 @@ export interface ShardMetrics {
   publishRecordBytes: number;
   /** Notifications sent again after their partition's lease passed to another node (cluster). */
   publishResends: number;
+  /** Namespaces of deleted push instances whose records the shard has still to purge. */
+  pushPurgesPending?: number;
   /** The shard's disk-full state (src/shards/disk-full.ts). */
   storage?: DiskFullFigures;
 }

@@ -49,6 +49,11 @@ export interface TenantRegistryDeps {
    * in a shared PostgreSQL (`cluster.postgresUrl`); a cluster without it refuses (409).
    */
   pushAllowed: boolean;
+  /**
+   * Retires a deleted push instance's records on every shard (durably, before the deletion is
+   * answered): a new instance with the same id sees none of them, and they are purged.
+   */
+  retirePush: (instanceId: string) => Promise<void>;
 }
 
 /** Where an entry comes from, as the admin API shows it. */
@@ -174,9 +179,14 @@ export class TenantRegistry implements TenantHolder {
     return config;
   }
 
-  /** Deletes an API-created app or push instance (an app's sockets are closed with 4001). */
+  /**
+   * Deletes an API-created app or push instance (an app's sockets are closed with 4001). A push
+   * instance's records (devices, interests, users, publishes, reports) are retired first, so
+   * the id serves none of them from the answer on, whatever is created with it later.
+   */
   async remove(kind: TenantKind, id: string): Promise<void> {
     this.editable(kind, id);
+    if (kind === 'push') await this.deps.retirePush(id);
     await this.deps.store.delete(kind, id);
     this.records.delete(recordKey(kind, id));
     this.applyRemoval(kind, id);

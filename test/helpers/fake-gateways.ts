@@ -59,6 +59,11 @@ export interface FakeGateways {
    */
   instanceConfig(overrides?: Record<string, unknown>): Record<string, unknown>;
   /**
+   * The same as a body for the admin API, which takes key material only (no file paths): no
+   * `caFile`; the node must trust the fakes' CA otherwise (NODE_EXTRA_CA_CERTS=TEST_CA_FILE).
+   */
+  apiInstanceConfig(overrides?: Record<string, unknown>): Record<string, unknown>;
+  /**
    * Tokens the fakes accepted for one publish, per platform, each occurrence (so repeats show):
    * the publish id is in what Herald adds to each payload (`data.pusher`).
    */
@@ -76,7 +81,7 @@ export async function startFakeGateways(): Promise<FakeGateways> {
   const apns = await new SlowApnsFake({ teamId: APNS_TEAM_ID, keyId: APNS_KEY_ID, publicKey: apnsKeys().publicKey }).start();
   const fcm = await new SlowFcmFake({ projectId: FCM_PROJECT_ID, clientEmail: FCM_CLIENT_EMAIL, publicKey: fcmKeys().publicKey }).start();
   const web = await new SlowWebPushFake({ vapidPublicKey: vapid.publicKey }).start();
-  return {
+  const gateways: FakeGateways = {
     apns,
     fcm,
     web,
@@ -94,6 +99,14 @@ export async function startFakeGateways(): Promise<FakeGateways> {
       web: { vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: VAPID_SUBJECT, caFile: TEST_CA_FILE, allowPrivateEndpoints: true },
       ...overrides,
     }),
+    apiInstanceConfig: (overrides = {}) => {
+      const withoutCa = (platform: unknown) => {
+        const { caFile: _ca, ...rest } = platform as Record<string, unknown>;
+        return rest;
+      };
+      const files = gateways.instanceConfig();
+      return { apns: withoutCa(files.apns), fcm: withoutCa(files.fcm), web: withoutCa(files.web), ...overrides };
+    },
     deliveredFor: (publishId) => ({
       apns: apns.delivered.filter((r) => (r.payload as { data?: { pusher?: { publishId?: string } } }).data?.pusher?.publishId === publishId).map((r) => r.token),
       fcm: fcm.delivered.filter((r) => String((r.message['data'] as Record<string, string> | undefined)?.['pusher'] ?? '').includes(publishId)).map((r) => r.token!),
@@ -113,6 +126,7 @@ export async function startFakeGateways(): Promise<FakeGateways> {
       await Promise.all([apns.stop(), fcm.stop(), web.stop()]);
     },
   };
+  return gateways;
 }
 
 /** Where a running Herald is and how many shards it has, for confirmGatewayClients. */

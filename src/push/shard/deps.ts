@@ -2,6 +2,7 @@
 import type { ShardContext } from '../../shards/context.js';
 import type { WebhookEmitter } from '../../webhooks/emitter.js';
 import type { PushDeviceStore } from '../store/device-store.js';
+import { instanceOfNamespace, type PushNamespaces } from '../store/namespaces.js';
 import type { PublishStore } from './publishes/publish-store.js';
 import type { PostgresPublishStore } from '../store/postgres/postgres-publish-store.js';
 
@@ -17,4 +18,16 @@ export interface PushAreaDeps {
    */
   shared?: PostgresPublishStore;
   webhooks: WebhookEmitter;
+  /** Where each instance's records are kept now (requests arrive with their instance id replaced by it). */
+  namespaces?: PushNamespaces;
+  /**
+   * Called with a namespace being retired, before the retirement is recorded: an area stops
+   * what it runs for it (publishes), so nothing is written to it once it is purged.
+   */
+  onRetire?: (listener: (namespace: string) => Promise<void>) => void;
+}
+
+/** Whether `namespace` is its instance's current one (a retired one is a deleted instance's). */
+export function isCurrentNamespace(deps: Pick<PushAreaDeps, 'namespaces'>, namespace: string): boolean {
+  return !deps.namespaces || deps.namespaces.current(instanceOfNamespace(namespace)) === namespace;
 }

@@ -5,6 +5,10 @@
 import type { ShardContext } from '../../shards/context.js';
 import type { PushDeviceStore } from './device-store.js';
 import { LmdbDeviceStore } from './lmdb-device-store.js';
+import { LmdbNamespaces } from './lmdb-namespaces.js';
+import type { PushNamespaces } from './namespaces.js';
+import { PostgresNamespaces } from './postgres/postgres-namespaces.js';
+import type { PublishStore } from '../shard/publishes/publish-store.js';
 import { PostgresDeviceStore } from './postgres/postgres-device-store.js';
 import { leaseOwner, PostgresPublishStore } from './postgres/postgres-publish-store.js';
 
@@ -38,4 +42,11 @@ export function createDeviceStore(ctx: ShardContext): PushDeviceStore {
   const url = ctx.config.cluster?.postgresUrl;
   if (url) return new PostgresDeviceStore({ url, shardIndex: ctx.shardIndex, shardCount: ctx.shardCount });
   return new LmdbDeviceStore(ctx.root);
+}
+
+/** The namespaces of instances (store/namespaces.ts), kept where the device store keeps its records. */
+export function createNamespaces(ctx: ShardContext, publishes: PublishStore): PushNamespaces {
+  const url = ctx.config.cluster?.postgresUrl;
+  if (url) return new PostgresNamespaces({ url, shardIndex: ctx.shardIndex });
+  return new LmdbNamespaces(ctx.root, publishes);
 }

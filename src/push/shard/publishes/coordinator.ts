@@ -15,6 +15,7 @@
  *   start) or finalized with the webhooks stored;
  * - a coordinator that starts asks every shard to re-post what it has not had acknowledged.
  */
+import { instanceOfNamespace } from '../../store/namespaces.js';
 import { BroadcastChannel } from 'node:worker_threads';
 import { log } from '../../../log.js';
 import { logWriteFailure } from '../../../shards/disk-full.js';
@@ -87,7 +88,7 @@ export class PublishCoordinator {
   started(job: PublishJob): void {
     if (!job.webhookUrl) return;
     this.deps.webhooks.pushEvent({
-      instanceId: job.instanceId,
+      instanceId: instanceOfNamespace(job.instanceId),
       kind: 'publish.STARTED',
       url: job.webhookUrl,
       payload: { publishId: job.publishId, status: 'STARTED', results: webhookResults(platformsOf(job), emptyGatewayCounts()) },
@@ -197,7 +198,7 @@ export class PublishCoordinator {
     for (const part of parts) addGatewayCounts(gateways, part.gateways);
     if (job.webhookUrl) {
       this.deps.webhooks.pushEvent({
-        instanceId: job.instanceId,
+        instanceId: instanceOfNamespace(job.instanceId),
         kind: 'publish.FINISHED',
         url: job.webhookUrl,
         payload: { publishId, status: 'FINISHED', results: webhookResults(platformsOf(job), gateways) },
@@ -206,9 +207,9 @@ export class PublishCoordinator {
     if (job.kind === 'users') {
       const outcome = userAttemptOutcome(job.targets, parts.map((p) => p.users ?? {}));
       this.deps.webhooks.pushEvent({
-        instanceId: job.instanceId,
+        instanceId: instanceOfNamespace(job.instanceId),
         kind: 'v1.PublishToUsersAttempt',
-        payload: { instance_id: job.instanceId, publish_id: publishId, ...outcome },
+        payload: { instance_id: instanceOfNamespace(job.instanceId), publish_id: publishId, ...outcome },
       });
     }
     // Same turn as the pushEvent calls: their outbox writes commit no later than this one.

@@ -8,6 +8,7 @@ import { log } from '../../../log.js';
 import { closeGatewayClients, createGatewayClients, type GatewayFactoryOptions } from '../../gateways/factory.js';
 import type { GatewayClient } from '../../gateways/gateway.js';
 import type { Platform } from '../../platform.js';
+import { instanceOfNamespace } from '../../store/namespaces.js';
 
 /** Why a platform of an instance has no client. */
 export type MissingGateway = 'not-configured' | 'unusable-config' | 'closed';
@@ -21,7 +22,17 @@ export class GatewayRegistry {
   private readonly retired = new Set<GatewayClient>();
   private closed = false;
 
-  constructor(instances: readonly PushInstanceConfig[], delivery: Readonly<PushDeliveryConfig>, allowPrivateAddresses: readonly string[] = []) {
+  /**
+   * `isCurrent`: whether a namespace (push/store/namespaces.ts) is its instance's current one;
+   * a retired namespace (a deleted instance's publish) gets no client, whatever the instance
+   * of that id now configures.
+   */
+  constructor(
+    instances: readonly PushInstanceConfig[],
+    delivery: Readonly<PushDeliveryConfig>,
+    allowPrivateAddresses: readonly string[] = [],
+    private readonly isCurrent: (namespace: string) => boolean = () => true,
+  ) {
     this.instances = new Map(instances.map((instance) => [instance.instanceId, instance]));
     this.options = {
       retry: {
@@ -36,9 +47,11 @@ export class GatewayRegistry {
     };
   }
 
-  /** The client for an instance's platform, or why there is none. */
-  client(instanceId: string, platform: Platform): GatewayClient | MissingGateway {
+  /** The client for an instance's platform (`namespace`: the instance's namespace), or why there is none. */
+  client(namespace: string, platform: Platform): GatewayClient | MissingGateway {
     if (this.closed) return 'closed';
+    if (!this.isCurrent(namespace)) return 'not-configured';
+    const instanceId = instanceOfNamespace(namespace);
     const key = `${instanceId}\u0000${platform}`;
     let client = this.clients.get(key);
     if (client === undefined) {

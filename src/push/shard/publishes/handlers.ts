@@ -14,6 +14,7 @@
  *   5. coordinator.ts                   collects every shard's finished part, queues FINISHED and
  *                                       v1.PublishToUsersAttempt in the webhook outbox (src/webhooks/)
  */
+import { isCurrentNamespace } from '../deps.js';
 import { HeraldError } from '../../../errors.js';
 import { log } from '../../../log.js';
 import type { ShardArea } from '../../../shards/context.js';
@@ -38,7 +39,7 @@ const CANCELLED_REMEMBERED = 1024;
 export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi> {
   const { ctx, webhooks, publishes } = deps;
   const delivery = ctx.config.pushDelivery;
-  const gateways = new GatewayRegistry(ctx.config.push, delivery, ctx.config.outbound.allowPrivateAddresses);
+  const gateways = new GatewayRegistry(ctx.config.push, delivery, ctx.config.outbound.allowPrivateAddresses, (namespace) => isCurrentNamespace(deps, namespace));
   const limiter = new SendLimiter(delivery.concurrency);
   const coordinator = new PublishCoordinator({
     shardIndex: ctx.shardIndex,
@@ -132,6 +133,13 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
     runs.set(job.publishId, { run, done });
   };
 
+  // A deleted instance's publishes running here stop before its namespace is retired.
+  deps.onRetire?.(async (namespace) => {
+    const active = [...runs.values()].filter(({ run }) => run.job.instanceId === namespace);
+    for (const { run } of active) run.stop();
+    await Promise.all(active.map((a) => a.done));
+  });
+
   // Resume what a stop or crash interrupted.
   const unreported: ShardReport[] = [];
   let resumed = 0;
@@ -147,6 +155,8 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
       log.error('unfinished publish without its job record', { shard: ctx.shardIndex, publishId });
       continue;
     }
+    // A deleted instance's: its records are being purged.
+    if (!isCurrentNamespace(deps, job.instanceId)) continue;
     launch(job, progress);
     resumed++;
   }

@@ -22,6 +22,8 @@
  * - Statistics and usage are answered by the publish's (usage: the instance's) home shard from
  *   PostgreSQL, so any node answers for any publish.
  */
+import { instanceOfNamespace } from '../../store/namespaces.js';
+import { isCurrentNamespace } from '../deps.js';
 import { HeraldError } from '../../../errors.js';
 import { log, RateLimitedLog } from '../../../log.js';
 import type { ShardArea } from '../../../shards/context.js';
@@ -57,7 +59,7 @@ export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPubl
   const { ctx, webhooks } = deps;
   const delivery = ctx.config.pushDelivery;
   const cluster = ctx.config.cluster!;
-  const gateways = new GatewayRegistry(ctx.config.push, delivery, ctx.config.outbound.allowPrivateAddresses);
+  const gateways = new GatewayRegistry(ctx.config.push, delivery, ctx.config.outbound.allowPrivateAddresses, (namespace) => isCurrentNamespace(deps, namespace));
   const limiter = new SendLimiter(delivery.concurrency);
   const windowSize = Math.max(64, delivery.concurrency * 4);
   const runs = new Map<string, { run: PublishRun; publishId: string; partition: number; done: Promise<void> }>();
@@ -71,7 +73,7 @@ export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPubl
     for (const part of parts) addGatewayCounts(gatewayCounts, part.gateways);
     if (job.webhookUrl) {
       webhooks.pushEvent({
-        instanceId: job.instanceId,
+        instanceId: instanceOfNamespace(job.instanceId),
         kind: 'publish.FINISHED',
         url: job.webhookUrl,
         payload: { publishId: job.publishId, status: 'FINISHED', results: webhookResults(platformsOf(job), gatewayCounts) },
@@ -80,9 +82,9 @@ export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPubl
     if (job.kind === 'users') {
       const outcome = userAttemptOutcome(job.targets, parts.map((p) => p.users ?? {}));
       webhooks.pushEvent({
-        instanceId: job.instanceId,
+        instanceId: instanceOfNamespace(job.instanceId),
         kind: 'v1.PublishToUsersAttempt',
-        payload: { instance_id: job.instanceId, publish_id: job.publishId, ...outcome },
+        payload: { instance_id: instanceOfNamespace(job.instanceId), publish_id: job.publishId, ...outcome },
       });
     }
   };
@@ -128,6 +130,13 @@ export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPubl
     runs.set(key, { run, publishId: job.publishId, partition, done });
     return true;
   };
+
+  // A deleted instance's partitions running here stop (their rows are then purged).
+  deps.onRetire?.(async (namespace) => {
+    const active = [...runs.values()].filter(({ run }) => run.job.instanceId === namespace);
+    for (const { run } of active) run.stop();
+    await Promise.all(active.map((a) => a.done));
+  });
 
   /** Claims partitions while this shard has room; one claimer at a time, a wake during it claims again after. */
   function wake(): void {
@@ -221,7 +230,7 @@ export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPubl
         const created = await store.create(job, cluster.publishPartitions);
         if (created && job.webhookUrl) {
           webhooks.pushEvent({
-            instanceId: job.instanceId,
+            instanceId: instanceOfNamespace(job.instanceId),
             kind: 'publish.STARTED',
             url: job.webhookUrl,
             payload: { publishId: job.publishId, status: 'STARTED', results: webhookResults(platformsOf(job), emptyGatewayCounts()) },

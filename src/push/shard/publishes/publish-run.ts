@@ -17,6 +17,7 @@
  * - stop() ends the loop at the next device; sends cut by the gateway clients closing are left
  *   uncommitted, so the restart sends them again.
  */
+import { instanceOfNamespace } from '../../store/namespaces.js';
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import { log } from '../../../log.js';
 import { logWriteFailure } from '../../../shards/disk-full.js';
@@ -175,7 +176,7 @@ export class PublishRun {
     const payloads: Partial<Record<Platform, Record<string, unknown>>> = {};
     for (const platform of PLATFORMS) {
       const payload = this.job.payloads[platform];
-      if (payload) payloads[platform] = gatewayPayload(platform, payload, this.job.instanceId, this.job.publishId);
+      if (payload) payloads[platform] = gatewayPayload(platform, payload, instanceOfNamespace(this.job.instanceId), this.job.publishId);
     }
     const resumeFrom = this.record.position ?? undefined;
     const partition = this.scope?.partition;
@@ -343,9 +344,9 @@ export class PublishRun {
     const { outcome, platform, reason } = slot.value;
     if (outcome !== 'skipped') {
       const key = reason === undefined ? undefined : failureReasonKey(reason);
-      countNotification(this.job.instanceId, platform, outcome, key);
+      countNotification(instanceOfNamespace(this.job.instanceId), platform, outcome, key);
       if (outcome === 'failed' && reason !== undefined) {
-        failureLog.write(`${this.job.instanceId}\t${platform}\t${key}`, 'push notification failed', { instanceId: this.job.instanceId, publishId: this.job.publishId, gateway: platform, reason });
+        failureLog.write(`${this.job.instanceId}\t${platform}\t${key}`, 'push notification failed', { instanceId: instanceOfNamespace(this.job.instanceId), publishId: this.job.publishId, gateway: platform, reason });
       }
     }
     for (const committed of this.window.takeCommitted()) {

@@ -259,6 +259,29 @@ export class PublishStore implements PublishRecordStore {
     return this.deleteDone(chosen);
   }
 
+  /**
+   * Deletes the records of at most `limit` publishes of `instanceId` (a retired namespace), with
+   * their retention entries, and its usage counts; resolves to how many records went (0: none left).
+   */
+  removeInstance(instanceId: string, limit: number): Promise<number> {
+    const ids: { id: string; finishedAt: number | null }[] = [];
+    for (const { key, value } of this.db.getRange(prefixRange(['progress']))) {
+      if (ids.length >= limit) break;
+      const progress = value as ProgressRecord;
+      if (progress.instanceId === instanceId) ids.push({ id: decodeKey(key)[1]!, finishedAt: progress.state === 'finished' ? progress.finishedAt : null });
+    }
+    const usage = Array.from(this.db.getKeys({ ...prefixRange(['usage', instanceId]), limit }));
+    if (ids.length === 0 && usage.length === 0) return Promise.resolve(0);
+    return this.root.childTransaction(() => {
+      for (const { id, finishedAt } of ids) {
+        for (const kind of ['job', 'progress', 'open', 'coord', 'coord-open', 'targets']) this.db.removeSync(encodeKey([kind, id]));
+        if (finishedAt !== null) this.db.removeSync(encodeKey(['done', doneTime(finishedAt), id]));
+      }
+      for (const key of usage) this.db.removeSync(key);
+      return ids.length + usage.length;
+    });
+  }
+
   /** Resolves once every write issued so far is on disk. */
   async flushed(): Promise<void> {
     await this.root.flushed;

@@ -17,6 +17,7 @@ import { removeReportsOfGonePublishes } from './prune.js';
 import type { DeliveryReport, ReportKind, ReportShardApi } from '../../messages/reports.js';
 import type { PostgresPublishStore } from '../../store/postgres/postgres-publish-store.js';
 import { shardForKey } from '../../../shards/hash.js';
+import { instanceOfNamespace } from '../../store/namespaces.js';
 
 /** How often a shard removes the reports of publishes it no longer keeps (ms). */
 const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
@@ -67,9 +68,9 @@ export function createReportArea(deps: PushAreaDeps): ShardArea<ReportShardApi> 
 
   function emitUserWebhook(report: DeliveryReport): void {
     webhooks.pushEvent({
-      instanceId: report.instanceId,
+      instanceId: instanceOfNamespace(report.instanceId),
       kind: WEBHOOK_KIND[report.kind],
-      payload: { instance_id: report.instanceId, publish_id: report.publishId, user_id: report.userId },
+      payload: { instance_id: instanceOfNamespace(report.instanceId), publish_id: report.publishId, user_id: report.userId },
     });
   }
 
@@ -132,9 +133,9 @@ function createSharedReportArea(deps: PushAreaDeps, shared: PostgresPublishStore
           outcome: await shared.recordReport(report, () => {
             if (names) {
               webhooks.pushEvent({
-                instanceId: report.instanceId,
+                instanceId: instanceOfNamespace(report.instanceId),
                 kind: WEBHOOK_KIND[report.kind],
-                payload: { instance_id: report.instanceId, publish_id: report.publishId, user_id: report.userId },
+                payload: { instance_id: instanceOfNamespace(report.instanceId), publish_id: report.publishId, user_id: report.userId },
               });
             }
           }),

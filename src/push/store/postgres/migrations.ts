@@ -150,6 +150,26 @@ export const MIGRATIONS: readonly Migration[] = [
         INCLUDE (platform, token, bundle_identifier, user_id);
     `,
   },
+  {
+    version: 5,
+    name: 'namespaces of push instances and purges of deleted ones',
+    sql: `
+      -- The namespace an instance's rows are kept under (their instance_id), once it differs
+      -- from the instance id: it changes each time the instance is deleted.
+      CREATE TABLE herald_push_namespaces (
+        instance_id text COLLATE "C" PRIMARY KEY,
+        namespace text COLLATE "C" NOT NULL
+      );
+      -- Retired namespaces whose rows are still to be deleted (in batches, in the background).
+      CREATE TABLE herald_push_purges (
+        namespace text COLLATE "C" PRIMARY KEY,
+        instance_id text COLLATE "C" NOT NULL,
+        retired_at double precision NOT NULL
+      );
+      CREATE INDEX herald_push_publishes_by_instance ON herald_push_publishes (instance_id);
+      CREATE INDEX herald_push_reports_by_instance ON herald_push_reports (instance_id);
+    `,
+  },
 ];
 
 /** The newest schema version this Herald knows. */
