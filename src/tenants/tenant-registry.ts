@@ -30,6 +30,12 @@ export interface TenantEffects {
   appChanged(appId: string, next: AppConfig | undefined): void;
   /** Keeps the running config (and a restarted shard's) in step. */
   configChanged(config: Readonly<HeraldConfig>): void;
+  /**
+   * An app deleted through this node, once removed here: drops what it keeps in state shared by
+   * the nodes (a cluster's cached events in Redis; nothing on one node, whose shards drop the
+   * app's state when they take the removal). Never rejects.
+   */
+  appDeleted(appId: string): Promise<void>;
 }
 
 export interface TenantRegistryDeps {
@@ -164,12 +170,17 @@ export class TenantRegistry implements TenantHolder {
     return config;
   }
 
-  /** Deletes an API-created app or push instance (an app's sockets are closed with 4001). */
+  /**
+   * Deletes an API-created app or push instance. An app's sockets are closed with 4001, its
+   * members removed and channels vacated with their webhooks (to the receivers it had), and
+   * nothing of it is left for an app created later with the same id.
+   */
   async remove(kind: TenantKind, id: string): Promise<void> {
     this.editable(kind, id);
     await this.deps.store.delete(kind, id);
     this.records.delete(recordKey(kind, id));
     this.applyRemoval(kind, id);
+    if (kind === 'app') await this.deps.effects.appDeleted(id);
     await this.notify(kind, id);
   }
 
