@@ -183,7 +183,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter, ctx.webhooks, fallback);
     return stopping;
   };
-  const reload = async (file: Readonly<HeraldConfig>): Promise<ReloadReport> => applyReload(tenants.merge(file), { ctx, main, shards, ws });
+  const reload = async (file: Readonly<HeraldConfig>): Promise<ReloadReport> => applyReload(tenants.merge(file), { ctx, main, shards, ws, cluster });
   return { port, host: config.host, secure: main.secure, metricsPort, reload, stop };
 }
 
@@ -236,6 +236,7 @@ function tenantRegistry(
         ctx.config = next;
         shards.setWorkerConfig(next);
       },
+      appDeleted: (appId) => forgetRemovedApp(cluster, appId),
     },
     pushAllowed: !ctx.config.cluster || Boolean(ctx.config.cluster.postgresUrl),
     retirePush: (instanceId) => retirePushInstance(shards, instanceId),
@@ -272,9 +273,9 @@ function routeTable(ctx: ServerContext, metrics: HeraldMetrics, admin: AdminArea
  */
 async function applyReload(
   merged: Readonly<HeraldConfig>,
-  running: { ctx: ServerContext; main: MainApp; shards: ShardPool<HeraldShardApi>; ws: WebSocketEndpoint },
+  running: { ctx: ServerContext; main: MainApp; shards: ShardPool<HeraldShardApi>; ws: WebSocketEndpoint; cluster: RedisCluster | null },
 ): Promise<ReloadReport> {
-  const { ctx, main, shards, ws } = running;
+  const { ctx, main, shards, ws, cluster } = running;
   const plan = planReload(ctx.config, merged);
   const { effective, tenants } = plan;
   if (effective.tls) main.reloadCertificates(effective.tls);
@@ -307,6 +308,7 @@ async function applyReload(
     if (previous && appsByKey.get(previous.key) === previous) appsByKey.delete(previous.key);
     closedConnections += ws.applyApp(id, undefined);
   }
+  if (cluster) await Promise.all(tenants.removedApps.map((id) => forgetRemovedApp(cluster, id)));
   for (const app of tenants.apps) {
     const previous = appsById.get(app.id);
     if (previous && appsByKey.get(previous.key) === previous) appsByKey.delete(previous.key);
@@ -319,6 +321,15 @@ async function applyReload(
   for (const instance of tenants.push) pushInstances.set(instance.instanceId, instance);
   if (plan.changed.includes('push')) logMissingCredentials(effective);
   return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections };
+}
+
+/**
+ * After an app's removal (its shards dropped its state, its sockets here are closed): in a
+ * cluster, its cached events in Redis go too. A failure (Redis away) is logged: they expire
+ * after the app's cacheTtlSeconds.
+ */
+async function forgetRemovedApp(cluster: RedisCluster | null, appId: string): Promise<void> {
+  await cluster?.forgetApp(appId).catch((err: unknown) => log.warn('app removed: its cached events not dropped from Redis (they expire with their TTL)', { appId, error: String(err) }));
 }
 
 /**

@@ -11,6 +11,11 @@
  * channels are empty. After a worker crash, the main thread's restore re-records the
  * subscriptions it still holds: for those the shard emits channel_occupied / member_added
  * into the debounce, which cancels the held events in the same way.
+ *
+ * An app removed (admin API delete, or gone from a reloaded config) is emptied here when the
+ * shard takes the removal (removeApps): its members removed and channels vacated with their
+ * webhooks as the removed app's last ones, its cached events and occupancy record dropped. Its
+ * sockets' leaves, which follow, find nothing left and change nothing.
  */
 import type { AppConfig } from '../config/schema.js';
 import { HeraldError } from '../errors.js';
@@ -64,6 +69,32 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
     if (outcome.memberRemoved !== null) journal.memberRemoved(app.id, channel, outcome.memberRemoved);
     if (outcome.vacated) journal.vacated(app.id, channel);
   };
+  /**
+   * Apps that were removed (deleted, or gone from a reloaded config): their state is dropped
+   * here, where it lives, not left to their sockets' leaves (those come after the removal and
+   * find the app gone). Each member is removed and each channel vacated with their webhooks, to
+   * the receivers the app had (`retired`: signed with its credentials, not held by the reload
+   * debounce), its occupancy record is cleared and its cached events go, so that an app created
+   * later with the same id starts empty.
+   */
+  const removeApps = (appIds: Iterable<string>): void => {
+    for (const appId of appIds) {
+      const app = apps.get(appId);
+      apps.delete(appId);
+      const hooked = app !== undefined && app.webhooks.length > 0;
+      const occupied = store.removeApp(appId);
+      for (const { channel, members } of occupied) {
+        for (const userId of members) {
+          journal.memberRemoved(appId, channel, userId);
+          if (hooked) webhooks.channelEvent({ appId, event: { name: 'member_removed', channel, user_id: userId } }, { retired: true });
+        }
+        journal.vacated(appId, channel);
+        if (hooked) webhooks.channelEvent({ appId, event: { name: 'channel_vacated', channel } }, { retired: true });
+      }
+      if (occupied.length > 0) log.info('app removed: its channels vacated', { appId, shard: ctx.shardIndex, channels: occupied.length });
+    }
+  };
+
   const recovered = recoverOccupancy(journal, apps, emit);
   const forgetRecovered = setTimeout(() => recovered.clear(), ctx.config.webhookDelivery.pageReloadDebounceMs + RECOVERY_WINDOW_MS);
   forgetRecovered.unref();
@@ -94,12 +125,15 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
     return res;
   };
 
-  /** A leave, with its webhooks; answers the outcome too (reconcile reports removals). */
-  const leave = (req: UnsubscribeReq): { res: UnsubscribeRes; outcome: LeaveOutcome; app: AppConfig } => {
-    const app = appFor(req.appId);
+  /**
+   * A leave, with its webhooks; answers the outcome too (reconcile reports removals). The leave
+   * of a socket whose app was removed changes nothing: the app's state went with it (removeApps).
+   */
+  const leave = (req: UnsubscribeReq): { res: UnsubscribeRes; outcome: LeaveOutcome; app: AppConfig | undefined } => {
+    const app = apps.get(req.appId);
     const outcome = store.leave(req.appId, req.channel, req.socketId);
-    recordLeave(app, req.channel, outcome);
-    if (outcome.changed) {
+    if (app) recordLeave(app, req.channel, outcome);
+    if (app && outcome.changed) {
       if (outcome.memberRemoved !== null) emit(app, { name: 'member_removed', channel: req.channel, user_id: outcome.memberRemoved });
       if (countsSubscriptions(app, req.channel)) {
         emit(app, { name: 'subscription_count', channel: req.channel, subscription_count: outcome.subscriptionCount });
@@ -157,7 +191,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
       const { outcome, app } = leave({ appId, channel, socketId });
       const removal: ReconcileRemoval = { appId, channel };
       if (outcome.memberRemoved !== null) removal.memberRemoved = outcome.memberRemoved;
-      if (countsSubscriptions(app, channel)) removal.subscriptionCount = outcome.subscriptionCount;
+      if (app && countsSubscriptions(app, channel)) removal.subscriptionCount = outcome.subscriptionCount;
       return removal;
     },
     restore: (appId, subscriptions) => (apps.has(appId) ? restore(appId, subscriptions) : 0),
@@ -205,12 +239,14 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
       },
     },
     reload: (config) => {
+      const kept = new Set(config.apps.map((a) => a.id));
+      removeApps([...apps.keys()].filter((appId) => !kept.has(appId)));
       apps.clear();
       for (const app of config.apps) apps.set(app.id, app);
     },
     tenantsChanged: (change) => {
+      removeApps(change.removedApps ?? []);
       for (const app of change.apps ?? []) apps.set(app.id, app);
-      for (const appId of change.removedApps ?? []) apps.delete(appId);
     },
     close: async () => {
       clearInterval(prune);

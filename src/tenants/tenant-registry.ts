@@ -31,6 +31,12 @@ export interface TenantEffects {
   appChanged(appId: string, next: AppConfig | undefined): void;
   /** Keeps the running config (and a restarted shard's) in step. */
   configChanged(config: Readonly<HeraldConfig>): void;
+  /**
+   * An app deleted through this node, once removed here: drops what it keeps in state shared by
+   * the nodes (a cluster's cached events in Redis; nothing on one node, whose shards drop the
+   * app's state when they take the removal). Never rejects.
+   */
+  appDeleted(appId: string): Promise<void>;
 }
 
 export interface TenantRegistryDeps {
@@ -180,9 +186,11 @@ export class TenantRegistry implements TenantHolder {
   }
 
   /**
-   * Deletes an API-created app or push instance (an app's sockets are closed with 4001). A push
-   * instance's records (devices, interests, users, publishes, reports) are retired first, so
-   * the id serves none of them from the answer on, whatever is created with it later.
+   * Deletes an API-created app or push instance. An app's sockets are closed with 4001, its
+   * members removed and channels vacated with their webhooks (to the receivers it had), and
+   * nothing of it is left for an app created later with the same id. A push instance's records
+   * (devices, interests, users, publishes, reports) are retired first, so the id serves none of
+   * them from the answer on, whatever is created with it later.
    */
   async remove(kind: TenantKind, id: string): Promise<void> {
     this.editable(kind, id);
@@ -190,6 +198,7 @@ export class TenantRegistry implements TenantHolder {
     await this.deps.store.delete(kind, id);
     this.records.delete(recordKey(kind, id));
     this.applyRemoval(kind, id);
+    if (kind === 'app') await this.deps.effects.appDeleted(id);
     await this.notify(kind, id);
   }
 

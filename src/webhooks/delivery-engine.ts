@@ -308,11 +308,14 @@ export class DeliveryEngine {
   }
 }
 
-/** The key of a receiver's delivery queue: one queue per app or instance and URL. */
+/**
+ * The key of a receiver's delivery queue: one queue per app or instance and URL (a removed
+ * app's retired events apart from those of an app created again with its id).
+ */
 export function queueKey(target: WebhookTarget): string {
   switch (target.kind) {
     case 'channel':
-      return JSON.stringify(['channel', target.appId, target.url]);
+      return JSON.stringify(target.retired ? ['retired', target.appId, target.url] : ['channel', target.appId, target.url]);
     case 'push':
       return JSON.stringify(['push', target.instanceId, target.hook, target.url]);
     case 'publish':

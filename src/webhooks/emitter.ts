@@ -43,12 +43,21 @@ export type PushWebhookEvent =
   | { instanceId: string; kind: PushInstanceWebhookKind; payload: Record<string, unknown>; url?: undefined }
   | { instanceId: string; kind: string; payload: Record<string, unknown>; url: string };
 
-export interface WebhookEmitter {
+/** How a channel event is recorded. */
+export interface ChannelEventOptions {
+  /** The reload debounce was applied already (cluster mode): sent without a hold. */
+  debounced?: boolean;
   /**
-   * Records a channel event durably in this shard's outbox (debounced, batched, retried).
-   * `debounced`: the reload debounce was applied already (cluster mode): sent without a hold.
+   * The app was removed and this is one of its last events (a member removed, a channel
+   * vacated with it): sent without a hold to the receivers the app had, signed with its
+   * credentials, whatever app later takes its id (webhooks/targets.ts).
    */
-  channelEvent(e: ChannelWebhookEvent, options?: { debounced?: boolean }): void;
+  retired?: boolean;
+}
+
+export interface WebhookEmitter {
+  /** Records a channel event durably in this shard's outbox (debounced, batched, retried). */
+  channelEvent(e: ChannelWebhookEvent, options?: ChannelEventOptions): void;
   /** Records a push webhook durably in this shard's outbox (retried; one event per request). */
   pushEvent(e: PushWebhookEvent): void;
 }

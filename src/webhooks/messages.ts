@@ -36,8 +36,9 @@ export interface WebhookShardApi {
   /**
    * Channel events decided elsewhere (a cluster's shared state in Redis, which also applied the
    * reload debounce): recorded in this shard's outbox as they are, not debounced again.
+   * `retired`: the last events of a removed app, for the receivers it had (targets.ts).
    */
-  'webhooks.channelEvents': { req: { appId: string; events: ChannelEventBody[] }; res: {} };
+  'webhooks.channelEvents': { req: { appId: string; events: ChannelEventBody[]; retired?: boolean }; res: {} };
   /**
    * A stopping node's last call: resolves once every event due by now has had its first
    * delivery attempt (or after `waitMs`), with how many still had not. Held and retried events

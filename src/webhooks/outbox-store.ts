@@ -17,9 +17,12 @@ import { logWriteFailure } from '../shards/disk-full.js';
 export const OUTBOX_DATABASE = 'webhooks/outbox';
 export const DEAD_LETTER_DATABASE = 'webhooks/dead';
 
-/** Where one entry goes. `hook` is the index in the instance's `webhooks` list (its secret). */
+/**
+ * Where one entry goes. `hook` is the index in the instance's `webhooks` list (its secret).
+ * `retired`: a removed app's last events, signed with the credentials it had (targets.ts).
+ */
 export type WebhookTarget =
-  | { kind: 'channel'; appId: string; url: string }
+  | { kind: 'channel'; appId: string; url: string; retired?: true }
   | { kind: 'push'; instanceId: string; url: string; hook: number }
   | { kind: 'publish'; instanceId: string; url: string };
 

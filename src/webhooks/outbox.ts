@@ -13,13 +13,13 @@
 import type { RootDatabase } from 'lmdb';
 import type { HeraldConfig } from '../config/schema.js';
 import { log } from '../log.js';
-import type { ChannelWebhookEvent, PushWebhookEvent, WebhookEmitter } from './emitter.js';
+import type { ChannelEventOptions, ChannelWebhookEvent, PushWebhookEvent, WebhookEmitter } from './emitter.js';
 import type { WebhookStats } from './messages.js';
 import { CLOSE_GRACE_MS, DeliveryEngine, type DeliveryClock } from './delivery-engine.js';
 import { OutboxStore, type OutboxEntry, type WebhookTarget } from './outbox-store.js';
 import { ReloadDebounce, type HeldRef } from './reload-debounce.js';
 import { newEventId, pushWebhookBody } from './requests.js';
-import { WebhookTargets, isDeliverableUrl } from './targets.js';
+import { WebhookTargets, isDeliverableUrl, retiredKeepMs } from './targets.js';
 import type { TenantChange } from '../shards/context.js';
 
 export interface WebhookOutboxOptions {
@@ -43,7 +43,7 @@ export class WebhookOutbox implements WebhookEmitter {
 
   constructor(opts: WebhookOutboxOptions) {
     this.store = new OutboxStore(opts.root);
-    this.targets = new WebhookTargets(opts.config);
+    this.targets = new WebhookTargets(opts.config, retiredKeepMs(opts.config.webhookDelivery));
     this.delivery = opts.config.webhookDelivery;
     this.shardIndex = opts.shardIndex;
     const store = this.store;
@@ -64,11 +64,13 @@ export class WebhookOutbox implements WebhookEmitter {
     this.resume();
   }
 
-  channelEvent({ appId, event }: ChannelWebhookEvent, options: { debounced?: boolean } = {}): void {
+  channelEvent({ appId, event }: ChannelWebhookEvent, options: ChannelEventOptions = {}): void {
+    const retired = options.retired === true;
     // While closing, events are still stored (sent after the next start); once closed, LMDB is gone.
-    if (this.engine.state === 'closed' || !this.targets.appHasWebhooks(appId)) return;
+    if (this.engine.state === 'closed' || !this.targets.appHasWebhooks(appId, retired)) return;
     const now = this.engine.clock.now();
-    const debounceMs = options.debounced ? 0 : this.delivery.pageReloadDebounceMs;
+    // A removed app's last events are not held: nothing of that app can come back to cancel them.
+    const debounceMs = options.debounced || retired ? 0 : this.delivery.pageReloadDebounceMs;
     let holdKey: string | undefined;
     if (debounceMs > 0) {
       this.debounce.prune(now);
@@ -99,7 +101,7 @@ export class WebhookOutbox implements WebhookEmitter {
     const notBefore = holdKey ? now + debounceMs : now;
     const id = newEventId();
     const refs: HeldRef[] = [];
-    for (const target of this.targets.channelTargets(appId, event.name, event.channel)) {
+    for (const target of this.targets.channelTargets(appId, event.name, event.channel, retired)) {
       const entry: OutboxEntry = {
         seq: this.store.nextSeq(),
         id,
@@ -141,12 +143,16 @@ export class WebhookOutbox implements WebhookEmitter {
 
   /** Takes reloaded receivers and credentials (SIGHUP); delivery settings need a restart. */
   reload(config: Readonly<Pick<HeraldConfig, 'apps' | 'push'>>): void {
-    this.targets = new WebhookTargets(config);
+    this.targets = this.targets.reloaded(config);
+    const kept = new Set(config.apps.map((a) => a.id));
+    this.debounce.forgetApps((appId) => !kept.has(appId));
   }
 
   /** Takes a few apps or push instances changed at run time (admin API). */
   tenantsChanged(change: TenantChange): void {
     this.targets.patch(change);
+    const removed = new Set(change.removedApps ?? []);
+    if (removed.size > 0) this.debounce.forgetApps((appId) => removed.has(appId));
   }
 
   /** Delivery counters and backlog of this shard. */

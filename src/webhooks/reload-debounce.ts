@@ -52,6 +52,17 @@ export class ReloadDebounce {
     return hold.releaseAt > now ? hold.refs : undefined;
   }
 
+  /**
+   * Forgets the holds of the apps `removed` answers true for: their held events still go out
+   * when due, but nothing can cancel them any more (an app created again with a removed app's
+   * id must not cancel the old app's last events).
+   */
+  forgetApps(removed: (appId: string) => boolean): void {
+    for (const key of this.holds.keys()) {
+      if (removed(key.split('\u0000', 3)[1]!)) this.holds.delete(key);
+    }
+  }
+
   /** Forgets holds whose events have gone out. */
   prune(now: number): void {
     for (const [key, hold] of this.holds) {

@@ -19,8 +19,9 @@ export function createWebhookArea(ctx: ShardContext): ShardArea<WebhookShardApi>
     handlers: {
       'webhooks.stats': () => outbox.stats(),
       'webhooks.channelEvents': (req) => {
-        if (outbox instanceof SharedWebhookOutbox) outbox.channelEvents(req.appId, req.events);
-        else for (const event of req.events) outbox.channelEvent({ appId: req.appId, event }, { debounced: true });
+        const retired = req.retired === true;
+        if (outbox instanceof SharedWebhookOutbox) outbox.channelEvents(req.appId, req.events, retired);
+        else for (const event of req.events) outbox.channelEvent({ appId: req.appId, event }, { debounced: true, retired });
         return {};
       },
       'webhooks.drain': async (req) => ({ left: await outbox.drain(req.waitMs) }),

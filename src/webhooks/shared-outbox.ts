@@ -25,13 +25,13 @@ import type { TenantChange } from '../shards/context.js';
 import { createRedisConnections, replyTimeoutMs, type RedisConnections } from '../channels/adapter/redis/connection.js';
 import { RedisKeys } from '../channels/adapter/redis/keys.js';
 import { log } from '../log.js';
-import type { ChannelEventBody, ChannelWebhookEvent, PushWebhookEvent, WebhookEmitter } from './emitter.js';
+import type { ChannelEventBody, ChannelEventOptions, ChannelWebhookEvent, PushWebhookEvent, WebhookEmitter } from './emitter.js';
 import type { WebhookStats } from './messages.js';
 import { CLOSE_GRACE_MS, DeliveryEngine } from './delivery-engine.js';
 import type { OutboxEntry, WebhookTarget } from './outbox-store.js';
 import { MAX_DEAD_LETTERS } from './outbox-store.js';
 import { newEventId, pushWebhookBody } from './requests.js';
-import { WebhookTargets, isDeliverableUrl } from './targets.js';
+import { WebhookTargets, isDeliverableUrl, retiredKeepMs } from './targets.js';
 
 /** The consumer group every node's shards read the outbox stream through. */
 export const DELIVERY_GROUP = 'delivery';
@@ -94,7 +94,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
     this.redis = this.connections.commands;
     this.reader = this.connections.subscriber;
     this.keys = new RedisKeys(opts.cluster.keyPrefix);
-    this.targets = new WebhookTargets(opts.config);
+    this.targets = new WebhookTargets(opts.config, retiredKeepMs(opts.config.webhookDelivery));
     this.shardIndex = opts.shardIndex;
     this.claimIdleMs = opts.cluster.nodeTimeoutMs;
     this.random = opts.random ?? Math.random;
@@ -134,22 +134,23 @@ export class SharedWebhookOutbox implements WebhookEmitter {
 
   // --- producing ------------------------------------------------------------------------
 
-  channelEvent({ appId, event }: ChannelWebhookEvent): void {
-    this.channelEvents(appId, [event]);
+  channelEvent({ appId, event }: ChannelWebhookEvent, options: ChannelEventOptions = {}): void {
+    this.channelEvents(appId, [event], options.retired === true);
   }
 
   /**
    * Channel events decided together (a join's occupied, member_added and count), in order:
    * one stream message per receiver, so they reach it in that order. Decided in Redis with the
-   * reload debounce applied there (held leaves come from the stream when due).
+   * reload debounce applied there (held leaves come from the stream when due). `retired`: a
+   * removed app's last events, for the receivers it had (targets.ts).
    */
-  channelEvents(appId: string, events: readonly ChannelEventBody[]): void {
-    if (this.engine.state === 'closed' || !this.targets.appHasWebhooks(appId)) return;
+  channelEvents(appId: string, events: readonly ChannelEventBody[], retired = false): void {
+    if (this.engine.state === 'closed' || !this.targets.appHasWebhooks(appId, retired)) return;
     const createdAt = Date.now();
     const byReceiver = new Map<string, { target: WebhookTarget; events: (ChannelEventBody & { id: string })[] }>();
     for (const event of events) {
       const withId = { ...event, id: newEventId() };
-      for (const target of this.targets.channelTargets(appId, event.name, event.channel)) {
+      for (const target of this.targets.channelTargets(appId, event.name, event.channel, retired)) {
         let group = byReceiver.get(target.url);
         if (!group) byReceiver.set(target.url, (group = { target, events: [] }));
         group.events.push(withId);
@@ -255,8 +256,10 @@ export class SharedWebhookOutbox implements WebhookEmitter {
     if (message?.k === 'push') {
       entries.push({ seq: 0, id: message.id, target: message.target, body: message.body, eventType: message.eventType, createdAt: message.createdAt, notBefore: now, attempts: 0 });
     } else if (message?.k === 'channel') {
+      // A released hold of an app removed since goes to the receivers the app had.
+      const retired = !message.target && !this.targets.appHasWebhooks(message.appId);
       for (const event of message.events) {
-        const targets = message.target ? [message.target] : this.targets.channelTargets(message.appId, event.name, event.channel);
+        const targets = message.target ? [message.target] : this.targets.channelTargets(message.appId, event.name, event.channel, retired);
         for (const target of targets) entries.push({ seq: 0, id: event.id, target, event, createdAt: message.createdAt, notBefore: now, attempts: 0 });
       }
     }
@@ -283,7 +286,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
    * configured on some nodes only.
    */
   private knowsReceiver(message: SharedMessage): boolean {
-    if (message.k === 'channel' && !message.target) return this.targets.appHasWebhooks(message.appId);
+    if (message.k === 'channel' && !message.target) return this.targets.appHasWebhooks(message.appId, !this.targets.appHasWebhooks(message.appId));
     const target = message.k === 'push' ? message.target : message.target!;
     return this.targets.credentials(target).kind !== 'gone';
   }
@@ -417,7 +420,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   // --- delivery (delivery-engine.ts, as the LMDB outbox) ----------------------------------------------------
 
   reload(config: Readonly<Pick<HeraldConfig, 'apps' | 'push'>>): void {
-    this.targets = new WebhookTargets(config);
+    this.targets = this.targets.reloaded(config);
   }
 
   /** Takes a few apps or push instances changed at run time (admin API). */

@@ -297,6 +297,14 @@ export interface ClusterCapability {
    * HTTP API answers a trigger after it.
    */
   relayed(): Promise<void>;
+  /**
+   * An app was removed through this node (deleted through the admin API, or gone from its config
+   * file on a reload): drops what the app keeps in Redis beside its subscriptions (those go
+   * with its sockets' leaves, on every node): its cache channels' events, so that an app created
+   * later with the same id finds none. Rejects with CLUSTER_UNAVAILABLE during an outage. (One
+   * node: each shard drops the app's cached events when it takes the removal.)
+   */
+  forgetApp(appId: string): Promise<void>;
   /** The daily message quota, counted in Redis across nodes; CLUSTER_UNAVAILABLE during an outage. */
   readonly messageQuota: MessageCharger;
   /** The per-app rate limits, counted in Redis across nodes; CLUSTER_UNAVAILABLE during an outage. */

@@ -163,6 +163,19 @@ export class ChannelStore {
     return { changed: true, vacated, memberRemoved, subscriptionCount: state.subscribers.size };
   }
 
+  /**
+   * Drops everything held for an app that was removed: its channels, their subscribers and
+   * members, and its cached events. Answers the channels that were occupied, each with its
+   * presence members (user ids, in join order), for the webhooks of their removal.
+   */
+  removeApp(appId: string): { channel: string; members: string[] }[] {
+    const channels = this.apps.get(appId);
+    this.apps.delete(appId);
+    this.caches.delete(appId);
+    if (!channels) return [];
+    return [...channels].map(([channel, state]) => ({ channel, members: state.members ? [...state.members.keys()] : [] }));
+  }
+
   /** Every subscription held, as [appId, channel, socketId] (a snapshot: safe to leave while walking it). */
   subscriptions(): [appId: string, channel: string, socketId: string][] {
     const out: [string, string, string][] = [];

@@ -1,8 +1,9 @@
 /**
  * The channel handlers of one shard (createChannelArea) over a real LMDB environment, with a
  * recording webhook emitter standing in for the outbox area: what each request answers, the
- * webhooks it emits in order, the silent restore, and the occupancy record a restarted worker
- * reads back (member_removed then channel_vacated for what its predecessor left occupied).
+ * webhooks it emits in order, the silent restore, the occupancy record a restarted worker
+ * reads back (member_removed then channel_vacated for what its predecessor left occupied), and
+ * an app's removal (its state dropped with the webhooks of its last members and channels).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,12 +15,12 @@ import type { ChannelShardApi } from '../../../src/channels/messages.js';
 import { configSchema } from '../../../src/config/schema.js';
 import type { ShardArea, ShardContext } from '../../../src/shards/context.js';
 import { openShardDatabase } from '../../../src/shards/storage.js';
-import type { ChannelEventBody, ChannelWebhookEvent, WebhookEmitter } from '../../../src/webhooks/emitter.js';
+import type { ChannelEventBody, ChannelEventOptions, ChannelWebhookEvent, WebhookEmitter } from '../../../src/webhooks/emitter.js';
 
 class RecordingEmitter implements WebhookEmitter {
-  readonly channel: ChannelWebhookEvent[] = [];
-  channelEvent(e: ChannelWebhookEvent): void {
-    this.channel.push(e);
+  readonly channel: (ChannelWebhookEvent & { options?: ChannelEventOptions })[] = [];
+  channelEvent(e: ChannelWebhookEvent, options?: ChannelEventOptions): void {
+    this.channel.push(options ? { ...e, options } : e);
   }
   pushEvent(): void {}
 }
@@ -194,5 +195,66 @@ describe('channel shard handlers', () => {
       { name: 'member_added', channel: 'presence-a', user_id: 'ada' },
     ]);
     expect(await h()['channels.users']({ appId: HOOKED, channel: 'presence-a' })).toEqual({ userIds: ['ada'] });
+  });
+
+  describe('an app removed', () => {
+    /** A member of presence-a and subscribers of b and cache-c, whose event is cached. */
+    async function occupy(): Promise<void> {
+      await h()['channels.subscribe']({ appId: HOOKED, channel: 'presence-a', socketId: '1.1', member: { userId: 'ada' } });
+      await h()['channels.subscribe']({ appId: HOOKED, channel: 'presence-a', socketId: '1.2', member: { userId: 'bob' } });
+      await h()['channels.subscribe']({ appId: HOOKED, channel: 'b', socketId: '1.1' });
+      await h()['channels.subscribe']({ appId: HOOKED, channel: 'cache-c', socketId: '1.2' });
+      await h()['channels.storeCache']({ appId: HOOKED, channel: 'cache-c', event: 'e', data: 'd' });
+      await h()['channels.subscribe']({ appId: QUIET, channel: 'b', socketId: '2.1' });
+      emitter.channel.length = 0;
+    }
+
+    /** Its members removed and channels vacated, as the removed app's (retired) events; nothing left, even after a restart. */
+    async function expectRemoved(): Promise<void> {
+      expect(emitter.channel.every((e) => e.appId === HOOKED && e.options?.retired === true)).toBe(true);
+      expect(events()).toEqual([
+        { name: 'member_removed', channel: 'presence-a', user_id: 'ada' },
+        { name: 'member_removed', channel: 'presence-a', user_id: 'bob' },
+        { name: 'channel_vacated', channel: 'presence-a' },
+        { name: 'channel_vacated', channel: 'b' },
+        { name: 'channel_vacated', channel: 'cache-c' },
+      ]);
+      emitter.channel.length = 0;
+      // The sockets' leaves come after the removal: they change nothing and emit nothing.
+      expect(await h()['channels.memberships']({ ops: [{ leave: { appId: HOOKED, channel: 'presence-a', socketId: '1.1' } }] })).toEqual({
+        results: [{ ok: true, value: { subscriptionCount: 0, vacated: false, memberRemoved: false } }],
+      });
+      // Another app keeps its state.
+      expect(await h()['channels.info']({ appId: QUIET, channel: 'b', subscriptionCount: true })).toEqual({ occupied: true, subscriptionCount: 1 });
+      // Nothing is left in the occupancy record either: a restarted worker vacates nothing of it.
+      await closeArea();
+      openArea();
+      expect(events()).toEqual([]);
+    }
+
+    /** The app back under the same id: empty. */
+    async function expectEmpty(): Promise<void> {
+      expect(await h()['channels.list']({ appId: HOOKED, withUserCount: false })).toEqual({ channels: [] });
+      expect(await h()['channels.users']({ appId: HOOKED, channel: 'presence-a' })).toEqual({ userIds: [] });
+      expect(await h()['channels.info']({ appId: HOOKED, channel: 'cache-c', subscriptionCount: true, cache: true })).toEqual({ occupied: false, subscriptionCount: 0, cache: null });
+      const join = await h()['channels.subscribe']({ appId: HOOKED, channel: 'presence-a', socketId: '3.1', member: { userId: 'eve' } });
+      expect(join).toMatchObject({ occupied: true, memberAdded: true, presence: '{"ids":["eve"],"hash":{"eve":null},"count":1}' });
+    }
+
+    it('at run time (admin API delete): members removed and channels vacated with retired webhooks, nothing left for the id', async () => {
+      await occupy();
+      const hooked = ctx.config.apps.find((a) => a.id === HOOKED)!;
+      area.tenantsChanged!({ removedApps: [HOOKED] }, ctx.config);
+      await expectRemoved();
+      area.tenantsChanged!({ apps: [hooked] }, ctx.config);
+      await expectEmpty();
+    });
+
+    it('by a reloaded config without it: the same', async () => {
+      await occupy();
+      area.reload!({ ...ctx.config, apps: ctx.config.apps.filter((a) => a.id !== HOOKED) });
+      await expectRemoved();
+      await expectEmpty();
+    });
   });
 });

@@ -109,6 +109,9 @@ export interface NodeSnapshot {
   subscriptions: NodeSubscription[];
 }
 
+/** Cached events dropped per script call when an app is removed: one call stays short however many the app has. */
+const CACHE_FORGET_BATCH = 500;
+
 const subscriptionKey = (appId: string, channel: string, socketId: string): string => `${appId}\u0000${channel}\u0000${socketId}`;
 
 type JoinReply = [number, number, number, number, string[], number?, number?];
@@ -303,6 +306,12 @@ export class RedisChannelState {
   async storeCachedEvent(appId: string, channel: string, event: string, data: string, ttlSeconds: number, maxBytes: number): Promise<boolean> {
     const args = [this.keys.prefix, appId, channel, JSON.stringify({ event, data }), ttlSeconds * 1000, maxBytes, cacheEntryBytes(channel, event, data)];
     return (await this.direct(() => runScript<number>(this.redis, 'heraldCacheSet', args))) === 1;
+  }
+
+  /** Drops every cached event of an app (removed: an app created later with its id finds none), CACHE_FORGET_BATCH per script call. */
+  async forgetCachedEvents(appId: string): Promise<void> {
+    let left = 1;
+    while (left > 0) left = await this.direct(() => runScript<number>(this.redis, 'heraldCacheForget', [this.keys.prefix, appId, CACHE_FORGET_BATCH]));
   }
 
   /** A cache channel's live last event with its whole seconds left, or null (batched: read after a join asked before it). */

@@ -533,7 +533,10 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
       (outcome) => {
         const out: UnsubscribeResult = { vacated: outcome.changed && outcome.vacated, subscriptionCount: outcome.subscriptionCount };
         if (channelType(channel).kind === 'presence') out.memberRemoved = outcome.changed && outcome.memberRemoved !== null;
-        if (app && app.webhooks.length > 0 && outcome.changed) this.leaveWebhooks(app, channel, outcome);
+        if (outcome.changed) {
+          if (!app) this.removedAppLeaveWebhooks(appId, channel, outcome);
+          else if (app.webhooks.length > 0) this.leaveWebhooks(app, channel, outcome);
+        }
         return out;
       },
       async (err: unknown) => {
@@ -556,12 +559,29 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
     this.webhooks(app.id, channel, now);
   }
 
-  /** Channel webhooks decided in Redis: into the outbox of the shard owning the channel, not debounced again. */
-  private webhooks(appId: string, channel: string, events: ChannelEventBody[]): void {
+  /**
+   * The webhooks of a leave whose app was removed here before (the leaves of its sockets, closed
+   * by the removal): its member removed and channel vacated, not held (no debounce), for the
+   * receivers the app had (the shard's outbox keeps them, retired, for these).
+   */
+  private removedAppLeaveWebhooks(appId: string, channel: string, outcome: Awaited<ReturnType<ClusterNode['state']['leave']>>): void {
+    const events: ChannelEventBody[] = [];
+    if (outcome.memberRemoved !== null) events.push({ name: 'member_removed', channel, user_id: outcome.memberRemoved });
+    if (outcome.vacated) events.push({ name: 'channel_vacated', channel });
+    this.webhooks(appId, channel, events, true);
+  }
+
+  /**
+   * Channel webhooks decided in Redis: into the outbox of the shard owning the channel, not
+   * debounced again. `retired`: a removed app's last events (its receivers are the outbox's to know).
+   */
+  private webhooks(appId: string, channel: string, events: ChannelEventBody[], retired = false): void {
     if (events.length === 0 || !this.shards.accepting) return;
-    const app = this.deps.apps.get(appId);
-    if (!app || app.webhooks.length === 0) return;
-    this.shards.send(channelShardFor(appId, channel, this.shards.shardCount), { type: 'webhooks.channelEvents', appId, events });
+    if (!retired) {
+      const app = this.deps.apps.get(appId);
+      if (!app || app.webhooks.length === 0) return;
+    }
+    this.shards.send(channelShardFor(appId, channel, this.shards.shardCount), { type: 'webhooks.channelEvents', appId, events, ...(retired && { retired }) });
   }
 
   /**
@@ -576,7 +596,12 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
       }
       if (isHidden(t.channel)) continue;
       const app = this.deps.apps.get(t.appId);
-      if (!app) continue;
+      if (!app) {
+        // A removed app's members and channels left behind by a node that died: its last events.
+        if (t.type === 'member_removed') this.webhooks(t.appId, t.channel, [{ name: 'member_removed', channel: t.channel, user_id: t.userId }], true);
+        if (t.type === 'channel_vacated') this.webhooks(t.appId, t.channel, [{ name: 'channel_vacated', channel: t.channel }], true);
+        continue;
+      }
       switch (t.type) {
         case 'member_removed':
           this.publish(t.appId, t.channel, memberRemoved(t.channel, t.userId));
@@ -601,6 +626,11 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
           break;
       }
     }
+  }
+
+  /** Drops a removed app's cached events from Redis; see ClusterCapability.forgetApp. */
+  forgetApp(appId: string): Promise<void> {
+    return this.call(() => this.node.state.forgetCachedEvents(appId));
   }
 
   // --- reads (C3, C4, C6), from shared state --------------------------------------------

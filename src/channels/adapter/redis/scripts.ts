@@ -333,6 +333,25 @@ return 1
 `;
 
 /**
+ * ARGV: prefix, appId, max. Drops up to \`max\` of the app's cached events (the oldest written
+ * first, from its cacheord index) with their index entries; returns how many are left. The
+ * caller repeats until none is, then the app's cache counters are gone too.
+ */
+const CACHE_FORGET = `
+local appId, max = ARGV[2], tonumber(ARGV[3])
+local sizes, order, total = P .. 'cachesz:' .. appId, P .. 'cacheord:' .. appId, P .. 'cachebytes:' .. appId
+local names = redis.call('ZRANGE', order, 0, max - 1)
+for _, name in ipairs(names) do
+  redis.call('DEL', P .. 'cache:' .. appId .. ':' .. name)
+  redis.call('HDEL', sizes, name)
+  redis.call('ZREM', order, name)
+end
+local left = redis.call('ZCARD', order)
+if left == 0 then redis.call('DEL', sizes, order, total) end
+return left
+`;
+
+/**
  * ARGV: prefix, appId, messages, quota. The day is Redis' UTC day. Returns {accepted, used}: a
  * refused charge is not counted. Counters expire two days after their day starts.
  */
@@ -508,6 +527,7 @@ const STATE_SCRIPTS = {
   heraldInfo: INFO,
   heraldList: LIST,
   heraldCacheSet: CACHE_SET,
+  heraldCacheForget: CACHE_FORGET,
   heraldChargeQuota: CHARGE_QUOTA,
   heraldRateTake: RATE_TAKE,
   heraldHeartbeat: HEARTBEAT,
