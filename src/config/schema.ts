@@ -337,6 +337,12 @@ const clusterSchema = z.strictObject({
   /** A node silent (no heartbeat) for this long (ms) is declared dead and reaped by the others. */
   nodeTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
   /**
+   * How long a subscription made while Redis is unreachable, or before this node has registered
+   * again after it came back, waits for it (ms) before it is refused with 503: pusher-js does
+   * not retry a subscription error by itself, so a short outage must not fail one. 0: refused at once.
+   */
+  subscriptionWaitMs: z.number().int().min(0).max(60_000).default(10_000),
+  /**
    * This node's id in the cluster (logs, `CLIENT LIST`): letters, digits,
    * `_`, `-`, `.`. Default: the host name plus a random suffix, new at each start.
    */

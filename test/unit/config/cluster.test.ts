@@ -20,6 +20,7 @@ describe('config: cluster', () => {
       publishPartitions: 16,
       publishLeaseMs: 15_000,
       postgresTimeouts: POSTGRES_TIMEOUTS,
+      subscriptionWaitMs: 10_000,
     });
   });
 
@@ -44,6 +45,7 @@ describe('config: cluster', () => {
       publishPartitions: 16,
       publishLeaseMs: 15_000,
       postgresTimeouts: POSTGRES_TIMEOUTS,
+      subscriptionWaitMs: 10_000,
       sentinel: { ...sentinel, password: 'env-secret' },
     });
     expect(() => loadConfig({ env: { HERALD_REDIS_SENTINELS: 'h:1' } })).toThrow(/cluster\.(redisUrl|sentinel\.masterName)/);
@@ -57,6 +59,7 @@ describe('config: cluster', () => {
       publishPartitions: 16,
       publishLeaseMs: 15_000,
       postgresTimeouts: POSTGRES_TIMEOUTS,
+      subscriptionWaitMs: 10_000,
     });
     const dir = mkdtempSync(join(tmpdir(), 'herald-config-'));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
@@ -69,6 +72,7 @@ describe('config: cluster', () => {
       publishPartitions: 16,
       publishLeaseMs: 15_000,
       postgresTimeouts: POSTGRES_TIMEOUTS,
+      subscriptionWaitMs: 10_000,
     });
   });
 
