@@ -362,6 +362,29 @@ const sentinelSchema = z.strictObject({
 });
 
 /**
+ * Bounds on every PostgreSQL call of the push stores (`cluster.postgresTimeouts`), so that a
+ * database that stops answering (stalled, or cut off by a partition that drops packets) is
+ * answered 503 PUSH_STORE_UNAVAILABLE within seconds instead of holding requests until the
+ * shard request timeout. Schema migrations at start-up run without the statement and query
+ * bounds.
+ */
+const postgresTimeoutsSchema = z
+  .strictObject({
+    /** Opening a connection, or waiting for a free one of the shard's pool (ms). */
+    connectMs: z.number().int().min(100).max(60_000).default(2000),
+    /** Server side: PostgreSQL cancels a statement running longer (ms; `statement_timeout`). */
+    statementMs: z.number().int().min(100).max(600_000).default(3000),
+    /**
+     * Client side: a call without an answer for this long (ms) fails and its connection is
+     * dropped; more than `statementMs`, so that a slow statement is cancelled by the server first.
+     */
+    queryMs: z.number().int().min(100).max(600_000).default(4000),
+    /** Server side: a session idle inside a transaction this long is ended (ms; `idle_in_transaction_session_timeout`). */
+    idleInTransactionMs: z.number().int().min(100).max(3_600_000).default(10_000),
+  })
+  .refine((t) => t.queryMs > t.statementMs, { message: 'queryMs must be greater than statementMs', path: ['queryMs'] });
+
+/**
  * Scale-out over Redis (docs/scaling.md). Absent: a single node with no Redis at all.
  * All nodes of a cluster share one Redis, one `keyPrefix` and the same apps configuration.
  */
@@ -377,6 +400,12 @@ const clusterSchema = z.strictObject({
   keyPrefix: z.string().min(1).max(100).default('herald:'),
   /** A node silent (no heartbeat) for this long (ms) is declared dead and reaped by the others. */
   nodeTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
+  /**
+   * How long a subscription made while Redis is unreachable, or before this node has registered
+   * again after it came back, waits for it (ms) before it is refused with 503: pusher-js does
+   * not retry a subscription error by itself, so a short outage must not fail one. 0: refused at once.
+   */
+  subscriptionWaitMs: z.number().int().min(0).max(60_000).default(10_000),
   /**
    * This node's id in the cluster (logs, `CLIENT LIST`): letters, digits,
    * `_`, `-`, `.`. Default: the host name plus a random suffix, new at each start.
@@ -399,6 +428,7 @@ const clusterSchema = z.strictObject({
    * their last checkpoint.
    */
   publishLeaseMs: z.number().int().min(1000).max(600_000).default(15_000),
+  postgresTimeouts: postgresTimeoutsSchema.default(postgresTimeoutsSchema.parse({})),
 });
 
 /**
@@ -514,4 +544,5 @@ export type MetricsListenerConfig = z.infer<typeof metricsListenerSchema>;
 export type PushDeliveryConfig = z.infer<typeof pushDeliverySchema>;
 export type AdminConfig = z.infer<typeof adminSchema>;
 export type ClusterConfig = z.infer<typeof clusterSchema>;
+export type PostgresTimeouts = z.infer<typeof postgresTimeoutsSchema>;
 export type OutboundConfig = z.infer<typeof outboundSchema>;

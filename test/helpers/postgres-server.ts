@@ -6,7 +6,7 @@
  * the benchmarks use this class directly, outside vitest.
  */
 import { execFile } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -31,6 +31,7 @@ export interface PostgresServerOptions {
 export class PostgresServer {
   port = 0;
   private dir: string | undefined;
+  private paused = false;
 
   constructor(private readonly options: PostgresServerOptions = {}) {}
 
@@ -71,9 +72,58 @@ export class PostgresServer {
     }
   }
 
+  /** The postmaster's pid (postmaster.pid's first line); undefined when not running. */
+  private postmaster(): number | undefined {
+    if (!this.dir) return undefined;
+    try {
+      return Number(readFileSync(join(this.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]) || undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The processes the postmaster started: backends and auxiliary processes. */
+  private childrenOf(postmaster: number): number[] {
+    const children: number[] = [];
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so read after its ')'.
+        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+        if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) children.push(Number(entry));
+      } catch {
+        // gone meanwhile
+      }
+    }
+    return children;
+  }
+
+  /**
+   * SIGSTOP to the postmaster (first: it starts no backend after), then to every backend and
+   * auxiliary process of this server, and no other: connections stay open and nothing
+   * answers, as with a partition that drops packets. `resume()` lets it go on.
+   */
+  pause(): void {
+    const postmaster = this.postmaster();
+    if (postmaster === undefined) throw new Error('PostgreSQL is not running');
+    process.kill(postmaster, 'SIGSTOP');
+    this.paused = true;
+    for (const pid of this.childrenOf(postmaster)) process.kill(pid, 'SIGSTOP');
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    const postmaster = this.postmaster();
+    if (postmaster === undefined) return;
+    for (const pid of this.childrenOf(postmaster)) process.kill(pid, 'SIGCONT');
+    process.kill(postmaster, 'SIGCONT');
+    this.paused = false;
+  }
+
   /** Fast shutdown (clients disconnected), data kept: `start()` brings it back on the same port. */
   async stop(): Promise<void> {
     if (!this.dir) return;
+    this.resume(); // a paused server would not act on the shutdown
     await this.asPostgres('pg_ctl', ['-D', this.dataDir, '-m', 'fast', '-w', 'stop']).catch(() => undefined);
   }
 

@@ -52,7 +52,11 @@ async function retried<T>(call: () => Promise<T>, timeoutMs = 15_000): Promise<T
 describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
   it('nodes keep their sockets, triggers answer 503 CLUSTER_UNAVAILABLE, delivery across nodes resumes by itself', async () => {
     const webhooks = [{ url: setup.receiver.url('/outage'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
-    const cluster = await bed.start({ apps: [{ ...APP, webhooks }, LIMITED], config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50 } } });
+    const cluster = await bed.start({
+      apps: [{ ...APP, webhooks }, LIMITED],
+      config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50 } },
+      cluster: { subscriptionWaitMs: 1000 },
+    });
     const s1 = await pool.connect(cluster.a, { userId: 'ua' });
     const s2 = await pool.connect(cluster.a, { userId: 'ua2' });
     const sB = await pool.connect(cluster.b, { userId: 'ub' });
@@ -84,7 +88,8 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     await until(() => chat2.data('client-local').length === 1, 'client event on node A during the outage');
     expect([s1.state, s2.state, sB.state]).toEqual(['connected', 'connected', 'connected']);
     // New connections of an app with a connection limit are told to come back (4200); new
-    // subscriptions are refused with 503 (docs/scaling.md).
+    // subscriptions wait for Redis, and are refused with 503 once cluster.subscriptionWaitMs
+    // (1 s here) has passed (docs/scaling.md).
     const limited = await rawConnection(cluster.b, LIMITED.key);
     expect(limited.first).toMatchObject({ event: 'pusher:error', data: { code: 4200 } });
     expect(await limited.closed).toBe(4200);
@@ -138,6 +143,36 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     }
     expect(labels.filter((l) => l.startsWith('channel_vacated') || l.startsWith('member_removed'))).toEqual([]);
   });
+
+  it('a subscription made while Redis is away, or as soon as it listens again, waits for it and succeeds; events triggered after reach it', async () => {
+    const cluster = await bed.start({ apps: [APP] });
+    const onA = await pool.connect(cluster.a, { userId: 'wa' });
+    const onB = await pool.connect(cluster.b, { userId: 'wb' });
+    const sdkA = pool.sdk(cluster.a);
+    const sdkB = pool.sdk(cluster.b);
+
+    await cluster.killRedis();
+    await firstRefusal(sdkA, 'back-news');
+    await firstRefusal(sdkB, 'back-news');
+    // pusher-js does not retry a subscription error by itself: these wait for Redis.
+    const news = onA.subscribe('back-news', 30_000);
+    const presence = onB.subscribe('presence-back', 30_000);
+    await cluster.restartRedis();
+    // A client that connects and subscribes as soon as Redis listens again, before the nodes
+    // have registered again.
+    const late = await pool.connect(cluster.b, { userId: 'wl' });
+    const lateNews = await late.subscribe('back-news', 30_000);
+    const [newsA, presenceB] = await Promise.all([news, presence]);
+    expect(presenceB.memberIds()).toEqual(['wb']);
+
+    // Events triggered afterwards reach them, across nodes (a trigger is refused, nothing done,
+    // until the node has registered again).
+    await retried(() => sdkB.trigger('back-news', 'after', 'from B'));
+    await retried(() => sdkA.trigger('presence-back', 'after', 'from A'));
+    await until(() => newsA.data('after').length === 1 && lateNews.data('after').length === 1, 'the event after Redis returned, on both nodes');
+    await until(() => presenceB.data('after').length === 1, 'the presence event from the other node');
+    expect([newsA.data('after'), lateNews.data('after'), presenceB.data('after')]).toEqual([['from B'], ['from B'], ['from A']]);
+  }, 60_000);
 
   it('members and channels that left while Redis was away and came back empty are reported once for the cluster (member_removed, channel_vacated, frames)', async () => {
     const webhooks = [{ url: setup.receiver.url('/gap'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];

@@ -159,11 +159,13 @@ export interface ChannelDelivery {
 /** Subscriptions, the cache and the channel reads of the HTTP API. */
 export interface ChannelStateStore {
   /**
-   * Records a subscription; the caller has already authorised it. At most once: a join that
-   * fails is not retried (the caller tells the client, which may). Local: sent to the owning
-   * shard in a per-shard batch; rejects when that batch fails (the shard timed out or crashed;
-   * the shard is then reconciled with what the front end holds). Cluster: one Redis script;
-   * during an outage it rejects with CLUSTER_UNAVAILABLE. It resolves only once this node
+   * Records a subscription; the caller has already authorised it. A join that fails is not
+   * retried (the caller tells the client, which may), except in a cluster's outage. Local: sent
+   * to the owning shard in a per-shard batch; rejects when that batch fails (the shard timed out
+   * or crashed; the shard is then reconciled with what the front end holds). Cluster: one Redis
+   * script; during an outage (Redis away, or the node not registered again yet) it waits for
+   * the cluster and joins then, and rejects with CLUSTER_UNAVAILABLE only after
+   * `cluster.subscriptionWaitMs`. It resolves only once this node
    * listens to the channel's relay (Redis confirmed the SUBSCRIBE), so a socket attached when it
    * resolves gets every frame published afterwards through any node; a socket that is not
    * attached must leave (unsubscribe), which also stops that listening.
@@ -173,7 +175,8 @@ export interface ChannelStateStore {
    * The same, for a caller that may change its mind: adapters may queue joins under load, and
    * ask `wanted` before sending one; if the caller no longer wants it, it is dropped and the
    * promise resolves with null (nothing was done). Local: queued per shard under load, `wanted`
-   * asked when the join leaves the queue. Cluster: sent at once, `wanted` asked once before.
+   * asked when the join leaves the queue. Cluster: sent at once, `wanted` asked before and
+   * after any wait for an outage to end.
    */
   subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
   /**

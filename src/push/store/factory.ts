@@ -24,6 +24,7 @@ export function createSharedPublishStore(ctx: ShardContext): PostgresPublishStor
     owner: leaseOwner(cluster.nodeId, ctx.shardIndex),
     leaseMs: cluster.publishLeaseMs,
     shardIndex: ctx.shardIndex,
+    timeouts: cluster.postgresTimeouts,
   });
 }
 
@@ -33,14 +34,16 @@ export function createSharedPublishStore(ctx: ShardContext): PostgresPublishStor
  * any partition; undefined on one node. Two connections: its scans and dead-token deletes.
  */
 export function createFanOutDeviceStore(ctx: ShardContext): PushDeviceStore | undefined {
-  const url = ctx.config.cluster?.postgresUrl;
-  if (!url) return undefined;
-  return new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1, poolSize: 2 });
+  const cluster = ctx.config.cluster;
+  if (!cluster?.postgresUrl) return undefined;
+  return new PostgresDeviceStore({ url: cluster.postgresUrl, shardIndex: 0, shardCount: 1, poolSize: 2, timeouts: cluster.postgresTimeouts });
 }
 
 export function createDeviceStore(ctx: ShardContext): PushDeviceStore {
-  const url = ctx.config.cluster?.postgresUrl;
-  if (url) return new PostgresDeviceStore({ url, shardIndex: ctx.shardIndex, shardCount: ctx.shardCount });
+  const cluster = ctx.config.cluster;
+  if (cluster?.postgresUrl) {
+    return new PostgresDeviceStore({ url: cluster.postgresUrl, shardIndex: ctx.shardIndex, shardCount: ctx.shardCount, timeouts: cluster.postgresTimeouts });
+  }
   return new LmdbDeviceStore(ctx.root);
 }
 

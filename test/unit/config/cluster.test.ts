@@ -4,6 +4,9 @@ import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { ConfigError, loadConfig, parseConfig } from '../../../src/config/load.js';
 
+/** The defaults of cluster.postgresTimeouts (ms). */
+const POSTGRES_TIMEOUTS = { connectMs: 2000, statementMs: 3000, queryMs: 4000, idleInTransactionMs: 10_000 };
+
 describe('config: cluster', () => {
   it('is absent by default: a single node without Redis', () => {
     expect(parseConfig({}).cluster).toBeUndefined();
@@ -16,6 +19,8 @@ describe('config: cluster', () => {
       nodeTimeoutMs: 10_000,
       publishPartitions: 16,
       publishLeaseMs: 15_000,
+      postgresTimeouts: POSTGRES_TIMEOUTS,
+      subscriptionWaitMs: 10_000,
     });
   });
 
@@ -39,6 +44,8 @@ describe('config: cluster', () => {
       nodeTimeoutMs: 10_000,
       publishPartitions: 16,
       publishLeaseMs: 15_000,
+      postgresTimeouts: POSTGRES_TIMEOUTS,
+      subscriptionWaitMs: 10_000,
       sentinel: { ...sentinel, password: 'env-secret' },
     });
     expect(() => loadConfig({ env: { HERALD_REDIS_SENTINELS: 'h:1' } })).toThrow(/cluster\.(redisUrl|sentinel\.masterName)/);
@@ -51,6 +58,8 @@ describe('config: cluster', () => {
       nodeTimeoutMs: 10_000,
       publishPartitions: 16,
       publishLeaseMs: 15_000,
+      postgresTimeouts: POSTGRES_TIMEOUTS,
+      subscriptionWaitMs: 10_000,
     });
     const dir = mkdtempSync(join(tmpdir(), 'herald-config-'));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
@@ -62,6 +71,16 @@ describe('config: cluster', () => {
       nodeTimeoutMs: 5000,
       publishPartitions: 16,
       publishLeaseMs: 15_000,
+      postgresTimeouts: POSTGRES_TIMEOUTS,
+      subscriptionWaitMs: 10_000,
     });
+  });
+
+  it('bounds PostgreSQL calls: postgresTimeouts overrides one field at a time, queryMs above statementMs', () => {
+    const cluster = (postgresTimeouts: unknown) => ({ cluster: { redisUrl: 'redis://r:6379', postgresUrl: 'postgres://p/db', postgresTimeouts } });
+    expect(parseConfig(cluster({ connectMs: 500 })).cluster?.postgresTimeouts).toEqual({ ...POSTGRES_TIMEOUTS, connectMs: 500 });
+    expect(() => parseConfig(cluster({ statementMs: 5000 }))).toThrow(ConfigError);
+    expect(() => parseConfig(cluster({ statementMs: 5000 }))).toThrow(/cluster\.postgresTimeouts\.queryMs.*greater than statementMs/);
+    expect(() => parseConfig(cluster({ queryMs: 50 }))).toThrow(/cluster\.postgresTimeouts\.queryMs/);
   });
 });

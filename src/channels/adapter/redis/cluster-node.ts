@@ -52,7 +52,7 @@ export class ClusterNode {
   readonly bus: DeliveryBus;
 
   constructor(
-    readonly config: Omit<ClusterConfig, 'publishPartitions' | 'publishLeaseMs'>,
+    readonly config: Omit<ClusterConfig, 'publishPartitions' | 'publishLeaseMs' | 'postgresTimeouts' | 'subscriptionWaitMs'>,
     options: ClusterNodeOptions,
   ) {
     this.connections = createRedisConnections(config, {

@@ -48,6 +48,7 @@ import { CacheJoinWatch } from '../cache-join-watch.js';
 import type { RateCounter } from '../../rate-limits/rate-counter.js';
 import type { ChannelTransition, NodeSnapshot } from './channel-state.js';
 import { ClusterNode, type ClusterMember } from './cluster-node.js';
+import { AvailabilityWait } from './availability-wait.js';
 import { describeRedis, RedisUnavailableError } from './connection.js';
 import type { ControlMessage } from './delivery-bus.js';
 import { runScript } from './scripts.js';
@@ -79,6 +80,9 @@ const LEAVE_RETRY_MIN_MS = 100;
 const LEAVE_RETRY_MAX_MS = 2_000;
 
 const busLog = new RateLimitedLog('warn', 10_000);
+
+/** Pause before a join the outage refused is made again (ms), once the cluster is available. */
+const JOIN_RETRY_PAUSE_MS = 50;
 
 /** How often a node releases due held webhooks (ms): the latest a held leave goes out after its debounce. */
 const HELD_SWEEP_MS = 200;
@@ -163,6 +167,8 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   private relayFailures = 0;
   /** Whether Redis took the latest publish; settles after every earlier one (one connection, replies in order). */
   private lastRelay: Promise<boolean> = Promise.resolve(true);
+  /** Subscriptions waiting for the cluster to be available again (joinOnceAvailable). */
+  private readonly availability = new AvailabilityWait(() => this.available);
 
   private constructor(private readonly deps: RedisAdapterDeps) {
     this.topics = deps.topics;
@@ -455,9 +461,35 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
   subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
     if (wanted && !wanted()) return Promise.resolve(null);
-    // Cache channels: what this node stores while the join is in flight wins over its read.
-    if (channelType(req.channel).cache) return this.cacheJoins.around(req.appId, req.channel, () => this.join(req));
-    return this.join(req);
+    return this.joinOnceAvailable(req, wanted);
+  }
+
+  /**
+   * Joins; while the cluster is unavailable (Redis away, or this node not registered and
+   * listening again yet) it first waits for it, up to `cluster.subscriptionWaitMs` from the
+   * request, and a join the outage refused meanwhile is made again (a socket's join is
+   * idempotent). Refused with CLUSTER_UNAVAILABLE past that; null when the socket no longer
+   * wants the channel after a wait (nothing recorded: a refused join changed nothing).
+   */
+  private async joinOnceAvailable(req: SubscribeRequest, wanted: (() => boolean) | undefined): Promise<SubscribeResult | null> {
+    const deadline = Date.now() + this.deps.cluster.subscriptionWaitMs;
+    for (let attempt = 0; ; attempt++) {
+      if (attempt > 0 || !this.available) {
+        // After a refused attempt, a pause: the node may not have noticed the outage yet.
+        if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, JOIN_RETRY_PAUSE_MS));
+        const back = await this.availability.until(deadline);
+        if (wanted && !wanted()) return null;
+        if (!back) throw new HeraldError('CLUSTER_UNAVAILABLE');
+      }
+      try {
+        // Cache channels: what this node stores while the join is in flight wins over its read.
+        if (channelType(req.channel).cache) return await this.cacheJoins.around(req.appId, req.channel, () => this.join(req));
+        return await this.join(req);
+      } catch (err) {
+        const outage = err instanceof HeraldError && err.code === 'CLUSTER_UNAVAILABLE';
+        if (!outage || this.closed || Date.now() >= deadline) throw err;
+      }
+    }
   }
 
   private async join(req: SubscribeRequest): Promise<SubscribeResult> {
@@ -732,6 +764,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
 
   async close(): Promise<void> {
     this.closed = true;
+    this.availability.close();
     // Leaves in flight (the node's sockets were just closed) finish first: their webhooks too
     // are decided now, not after the node has gone (a failed one is not retried once closed).
     if (this.leavesInFlight > 0) await new Promise<void>((resolve) => this.leavesDrained.push(resolve));

@@ -49,6 +49,11 @@ const DAY_MS = 86_400_000;
 const SWEEP_EVERY_MS = 3_600_000;
 
 const failureLog = new RateLimitedLog('warn', 10_000);
+/** Publish ids whose start failed on their home shard, remembered for their cancel (the latest ones). */
+const FAILED_STARTS_REMEMBERED = 1024;
+/** A failed start's cancel is retried in the background this often (ms), this many times, until the store answers. */
+const LATE_CANCEL_EVERY_MS = 2000;
+const LATE_CANCEL_ATTEMPTS = 15;
 
 function platformsOf(job: PublishJob): Platform[] {
   return PLATFORMS.filter((platform) => job.payloads[platform] !== undefined);
@@ -64,6 +69,8 @@ export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPubl
   const windowSize = Math.max(64, delivery.concurrency * 4);
   const runs = new Map<string, { run: PublishRun; publishId: string; partition: number; done: Promise<void> }>();
   const home = (key: string): boolean => shardForKey(key, ctx.shardCount) === ctx.shardIndex;
+  /** Publishes whose start failed here (their home shard): their store holds nothing of them (PostgresPublishStore.create). */
+  const failedStarts = new Set<string>();
   let closing = false;
   let claiming: Promise<void> | undefined;
   let again = false;
@@ -178,6 +185,22 @@ export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPubl
       .catch((err: unknown) => failureLog.write('orphans', 'could not look for finished publishes in PostgreSQL', { shard: ctx.shardIndex, error: String(err) }));
   };
 
+  const cancelLater = (publishId: string, attempt: number): void => {
+    if (closing) return;
+    const timer = setTimeout(() => {
+      store.cancel(publishId).then(
+        (cancelled) => {
+          if (cancelled) log.warn('publish cancelled: its start had failed', { shard: ctx.shardIndex, publishId });
+        },
+        () => {
+          if (attempt + 1 < LATE_CANCEL_ATTEMPTS) cancelLater(publishId, attempt + 1);
+          else log.error('publish whose start failed could not be cancelled: it may be sent although the request failed', { shard: ctx.shardIndex, publishId });
+        },
+      );
+    }, attempt === 0 ? 0 : LATE_CANCEL_EVERY_MS);
+    timer.unref();
+  };
+
   const sweep = (): void => {
     store
       .sweep(Date.now() - ctx.config.pushDelivery.retentionDays * DAY_MS)
@@ -220,14 +243,21 @@ export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPubl
       'publish.start': async ({ job }) => {
         if (closing) throw new HeraldError('SHARD_UNAVAILABLE', 'Shard is shutting down');
         if (!home(job.publishId)) return { stored: true };
-        await store.ready();
-        const jobBytes = packedBytes(storedJob(job));
-        const queued = await store.pendingBytes(job.instanceId);
-        const maxPending = ctx.config.pushDelivery.maxPendingBytesPerInstance;
-        if (queued > 0 && queued + jobBytes > maxPending) {
-          throw new HeraldError('PUBLISH_BACKLOG_FULL', `The instance has ${queued} bytes of publishes waiting to be sent, over pushDelivery.maxPendingBytesPerInstance (${maxPending}); retry in a second`);
+        let created: boolean;
+        try {
+          await store.ready();
+          const jobBytes = packedBytes(storedJob(job));
+          const queued = await store.pendingBytes(job.instanceId);
+          const maxPending = ctx.config.pushDelivery.maxPendingBytesPerInstance;
+          if (queued > 0 && queued + jobBytes > maxPending) {
+            throw new HeraldError('PUBLISH_BACKLOG_FULL', `The instance has ${queued} bytes of publishes waiting to be sent, over pushDelivery.maxPendingBytesPerInstance (${maxPending}); retry in a second`);
+          }
+          created = await store.create(job, cluster.publishPartitions);
+        } catch (err) {
+          failedStarts.add(job.publishId);
+          if (failedStarts.size > FAILED_STARTS_REMEMBERED) failedStarts.delete(failedStarts.values().next().value!);
+          throw err;
         }
-        const created = await store.create(job, cluster.publishPartitions);
         if (created && job.webhookUrl) {
           webhooks.pushEvent({
             instanceId: instanceOfNamespace(job.instanceId),
@@ -242,6 +272,13 @@ export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPubl
       'publish.cancel': async ({ publishId }) => {
         for (const entry of runs.values()) if (entry.publishId === publishId) entry.run.stop();
         if (!home(publishId)) return { cancelled: false };
+        if (failedStarts.delete(publishId)) {
+          // Its start failed here, so nothing was stored: answered at once, not after a store
+          // that may be stalled. The cancel still goes to the store once it answers, for a
+          // COMMIT that succeeded although its answer never came.
+          cancelLater(publishId, 0);
+          return { cancelled: false };
+        }
         const cancelled = await store.cancel(publishId);
         if (cancelled) log.warn('publish cancelled: it could not be stored on every shard', { shard: ctx.shardIndex, publishId });
         return { cancelled };

@@ -3,8 +3,15 @@
  * the answer while the database is away, and the schema migrations applied once per store.
  * Worker threads share nothing, so each store of each shard has its own pool; the main thread
  * never connects.
+ *
+ * Every call is bounded (`cluster.postgresTimeouts`): opening or waiting for a connection
+ * (connectMs), a statement on the server (statementMs), any call on the client (queryMs: a
+ * database that stopped answering), and a session idle inside a transaction (idleInTransactionMs:
+ * its row locks are not held for ever by a node that stalled). A call past its bound answers
+ * PUSH_STORE_UNAVAILABLE, and a connection whose call got no answer is dropped, never reused.
  */
 import pg from 'pg';
+import type { PostgresTimeouts } from '../../../config/schema.js';
 import { HeraldError } from '../../../errors.js';
 import { log } from '../../../log.js';
 import { usingConnection } from './checked-out.js';
@@ -12,8 +19,14 @@ import { migrate } from './migrations.js';
 
 /** Connections per store of a shard: its requests, fan-outs and checkpoints run a few at a time. */
 export const POOL_SIZE = 4;
-/** How long a request waits for a connection before the store counts as unreachable (ms). */
-const CONNECT_TIMEOUT_MS = 5000;
+
+/** The defaults of `cluster.postgresTimeouts` (ms), for stores made without a config (tools, tests). */
+export const DEFAULT_POSTGRES_TIMEOUTS: Readonly<PostgresTimeouts> = Object.freeze({
+  connectMs: 2000,
+  statementMs: 3000,
+  queryMs: 4000,
+  idleInTransactionMs: 10_000,
+});
 
 /**
  * Whether a failure is the database being away (connection refused or lost, server shutting
@@ -24,6 +37,12 @@ export function isUnavailable(err: unknown): boolean {
   const code = (err as { code?: unknown })?.code;
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return /^(08|53|57)/.test(code);
   return true;
+}
+
+/** A failure of the connection itself: no answer within the query bound, or the connection lost. */
+export function isConnectionFailure(err: unknown): boolean {
+  const { message, code } = (err ?? {}) as { message?: unknown; code?: unknown };
+  return /^(Query read timeout|Connection terminated|timeout expired)/.test(String(message)) || (typeof code === 'string' && /^E[A-Z]+$/.test(code));
 }
 
 /** The answer to a request while the database is away: 503 PUSH_STORE_UNAVAILABLE, which SDKs retry. */
@@ -37,28 +56,51 @@ export interface ShardPoolOptions {
   /** Names the connections in pg_stat_activity: `herald-<name>-<shard>`. */
   name: string;
   shardIndex: number;
+  timeouts?: Readonly<PostgresTimeouts>;
+}
+
+/** The bounds of every connection of a store (see the file header). */
+function boundedConnection(url: string, timeouts: Readonly<PostgresTimeouts>, applicationName: string): pg.ClientConfig & { connectionTimeoutMillis: number } {
+  return {
+    connectionString: url,
+    application_name: applicationName,
+    connectionTimeoutMillis: timeouts.connectMs,
+    statement_timeout: timeouts.statementMs,
+    query_timeout: timeouts.queryMs,
+    idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
+    // A peer that vanished (host down, partition) is noticed by TCP too, not only by the next call.
+    keepAlive: true,
+  };
 }
 
 /** A shard's pool; an idle connection the server dropped (a restart) is discarded, the next request reconnects. */
 export function shardPool(options: ShardPoolOptions): pg.Pool {
+  const timeouts = options.timeouts ?? DEFAULT_POSTGRES_TIMEOUTS;
   const pool = new pg.Pool({
-    connectionString: options.url,
+    ...boundedConnection(options.url, timeouts, `herald-${options.name}-${options.shardIndex}`),
     max: options.poolSize ?? POOL_SIZE,
-    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-    application_name: `herald-${options.name}-${options.shardIndex}`,
   });
   pool.on('error', (err) => log.warn(`push store (${options.name}): an idle PostgreSQL connection failed`, { shard: options.shardIndex, error: err.message }));
   return pool;
 }
 
-/** Connects and applies the schema migrations once; after a failure, the next call tries again. */
+/** A connection of its own (a store's LISTEN), with the bounds of the pools'. */
+export function boundedClient(url: string, timeouts: Readonly<PostgresTimeouts> | undefined, applicationName: string): pg.Client {
+  return new pg.Client(boundedConnection(url, timeouts ?? DEFAULT_POSTGRES_TIMEOUTS, applicationName));
+}
+
+/**
+ * Connects and applies the schema migrations once; after a failure, the next call tries again.
+ * Migrations run on a connection of their own without the statement and query bounds (a large
+ * table's migration takes as long as it takes; connecting is still bounded).
+ */
 export class SchemaReady {
   private migrated: Promise<void> | undefined;
 
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(private readonly options: ShardPoolOptions) {}
 
   ready(): Promise<void> {
-    this.migrated ??= migrate(this.pool).then(
+    this.migrated ??= this.migrate().then(
       () => undefined,
       (err: unknown) => {
         this.migrated = undefined;
@@ -66,6 +108,22 @@ export class SchemaReady {
       },
     );
     return this.migrated;
+  }
+
+  private async migrate(): Promise<void> {
+    const timeouts = this.options.timeouts ?? DEFAULT_POSTGRES_TIMEOUTS;
+    const pool = new pg.Pool({
+      connectionString: this.options.url,
+      application_name: `herald-${this.options.name}-migrate-${this.options.shardIndex}`,
+      connectionTimeoutMillis: timeouts.connectMs,
+      max: 1,
+    });
+    pool.on('error', () => undefined);
+    try {
+      await migrate(pool);
+    } finally {
+      await pool.end().catch(() => undefined);
+    }
   }
 }
 
@@ -92,7 +150,10 @@ export async function inTransaction<T>(
       await client.query('COMMIT');
       return result;
     } catch (err) {
-      await client.query('ROLLBACK').catch(broke);
+      // A connection that failed (no answer, dropped) is not asked to roll back: dropping it
+      // does, on the server, and a ROLLBACK would wait behind the call that got no answer.
+      if (isConnectionFailure(err)) broke(err as Error);
+      else await client.query('ROLLBACK').catch(broke);
       if (passThrough(err)) throw err;
       throw isUnavailable(err) ? unavailable(err) : err;
     }

@@ -170,6 +170,25 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX herald_push_reports_by_instance ON herald_push_reports (instance_id);
     `,
   },
+  {
+    version: 6,
+    name: 'a new publish commits only before its transaction\'s deadline',
+    sql: `
+      -- Checked at COMMIT: a transaction that set herald.commit_deadline (set_config, local)
+      -- and commits after it fails instead. A node gives up on a COMMIT that got no answer
+      -- within its query bound and answers 503; a stalled server that takes the COMMIT up
+      -- later must not store, and then send, the publish the client was refused.
+      CREATE FUNCTION herald_check_commit_deadline() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF clock_timestamp() > NULLIF(current_setting('herald.commit_deadline', true), '')::timestamptz THEN
+          RAISE EXCEPTION 'commit deadline passed' USING ERRCODE = 'query_canceled';
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE CONSTRAINT TRIGGER herald_push_publishes_commit_deadline AFTER INSERT ON herald_push_publishes
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION herald_check_commit_deadline();
+    `,
+  },
 ];
 
 /** The newest schema version this Herald knows. */

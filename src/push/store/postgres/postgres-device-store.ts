@@ -20,6 +20,7 @@
  * given a `partition` answers for that partition's range instead, whichever shard asks.
  */
 import pg from 'pg';
+import type { PostgresTimeouts } from '../../../config/schema.js';
 import { HeraldError } from '../../../errors.js';
 import { fnv1a32 } from '../../../shards/hash.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../interest-name.js';
@@ -148,6 +149,8 @@ export interface PostgresDeviceStoreOptions {
   shardIndex: number;
   shardCount: number;
   poolSize?: number;
+  /** `cluster.postgresTimeouts`; the defaults when absent. */
+  timeouts?: Readonly<PostgresTimeouts>;
 }
 
 export class PostgresDeviceStore implements PushDeviceStore {
@@ -164,8 +167,9 @@ export class PostgresDeviceStore implements PushDeviceStore {
 
   constructor(options: PostgresDeviceStoreOptions) {
     this.scope = partitionBounds({ index: options.shardIndex, count: options.shardCount });
-    this.pool = shardPool({ url: options.url, poolSize: options.poolSize, name: 'devices', shardIndex: options.shardIndex });
-    this.schema = new SchemaReady(this.pool);
+    const pool = { url: options.url, poolSize: options.poolSize, name: 'devices', shardIndex: options.shardIndex, timeouts: options.timeouts };
+    this.pool = shardPool(pool);
+    this.schema = new SchemaReady(pool);
   }
 
   /** Connects and applies the schema migrations once; after a failure, the next call tries again. */

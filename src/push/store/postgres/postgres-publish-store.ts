@@ -25,6 +25,7 @@ import { hostname } from 'node:os';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { pack, unpack } from 'msgpackr';
 import pg from 'pg';
+import type { PostgresTimeouts } from '../../../config/schema.js';
 import { HeraldError } from '../../../errors.js';
 import type { DeliveryReport, ReportCounts } from '../../messages/reports.js';
 import type { PublishJob, PublishShardStats } from '../../messages/publishes.js';
@@ -33,7 +34,7 @@ import {
   initialProgress, jobOf, LeaseLostError, statsOf, storedJob,
   type ProgressRecord, type PublishRecordStore, type StoredPublishJob, type UsageDelta,
 } from '../publish-record-store.js';
-import { SchemaReady, inTransaction, isUnavailable, shardPool, unavailable } from './connection.js';
+import { DEFAULT_POSTGRES_TIMEOUTS, SchemaReady, boundedClient, inTransaction, isUnavailable, shardPool, unavailable } from './connection.js';
 
 /** The NOTIFY channel that wakes every node's claimers when a publish is stored. */
 export const PUBLISH_CHANNEL = 'herald_push_publish';
@@ -67,6 +68,8 @@ export interface PostgresPublishStoreOptions {
   leaseMs: number;
   shardIndex: number;
   poolSize?: number;
+  /** `cluster.postgresTimeouts`; the defaults when absent. */
+  timeouts?: Readonly<PostgresTimeouts>;
 }
 
 export class PostgresPublishStore implements PublishRecordStore {
@@ -77,6 +80,7 @@ export class PostgresPublishStore implements PublishRecordStore {
   private readonly leaseMs: number;
   private readonly shardIndex: number;
   private readonly schema: SchemaReady;
+  private readonly timeouts: Readonly<PostgresTimeouts> | undefined;
   private listener: pg.Client | undefined;
   private closed = false;
 
@@ -85,8 +89,10 @@ export class PostgresPublishStore implements PublishRecordStore {
     this.owner = options.owner;
     this.leaseMs = options.leaseMs;
     this.shardIndex = options.shardIndex;
-    this.pool = shardPool({ url: options.url, poolSize: options.poolSize, name: 'publish', shardIndex: options.shardIndex });
-    this.schema = new SchemaReady(this.pool);
+    this.timeouts = options.timeouts;
+    const pool = { url: options.url, poolSize: options.poolSize, name: 'publish', shardIndex: options.shardIndex, timeouts: options.timeouts };
+    this.pool = shardPool(pool);
+    this.schema = new SchemaReady(pool);
   }
 
   /** Connects and applies the schema migrations once; after a failure, the next call tries again. */
@@ -100,7 +106,7 @@ export class PostgresPublishStore implements PublishRecordStore {
    */
   async listen(onNotify: () => void): Promise<void> {
     if (this.listener || this.closed) return;
-    const client = new pg.Client({ connectionString: this.url, application_name: `herald-publish-listen-${this.shardIndex}` });
+    const client = boundedClient(this.url, this.timeouts, `herald-publish-listen-${this.shardIndex}`);
     this.listener = client;
     client.on('notification', () => onNotify());
     client.on('error', () => {
@@ -120,9 +126,15 @@ export class PostgresPublishStore implements PublishRecordStore {
   /**
    * Stores a new publish with its `partitions` unclaimed partitions and wakes every node's
    * claimers, in one transaction. False, and nothing written, when the publish is already known.
+   * The transaction commits only within half of `queryMs` from its start (server clock;
+   * migration 6), well before this node gives up on its COMMIT (`queryMs` after sending it): a
+   * COMMIT that got no answer (PUSH_STORE_UNAVAILABLE) is refused when a stalled server takes
+   * it up later, so a publish that failed is not stored and never sent.
    */
   async create(job: PublishJob, partitions: number): Promise<boolean> {
+    const deadlineMs = Math.floor((this.timeouts ?? DEFAULT_POSTGRES_TIMEOUTS).queryMs / 2);
     return this.transaction(async (client) => {
+      await client.query("SELECT set_config('herald.commit_deadline', (clock_timestamp() + $1 * interval '1 millisecond')::text, true)", [deadlineMs]);
       const targets = job.kind === 'users' ? deflateRawSync(pack(userIndexOf(job.targets))) : null;
       const { rowCount } = await client.query(
         `INSERT INTO herald_push_publishes (publish_id, instance_id, kind, job, targets, accepted_at, partitions)

@@ -50,8 +50,8 @@ export class RegistrationBatches {
   /**
    * @param write applies one batch (one statement, its own commit)
    * @param isUnavailable a failure of the store itself, given to every registration of the
-   *   batch; any other failure of a batch retries its registrations one by one, so only the
-   *   registration that causes it fails
+   *   batch and to every one waiting for a batch; any other failure of a batch retries its
+   *   registrations one by one, so only the registration that causes it fails
    * @param concurrency batches written at once (PostgreSQL flushes their commits together)
    */
   constructor(
@@ -110,7 +110,14 @@ export class RegistrationBatches {
       const outcomes = await this.write(batch.map((w) => w.registration));
       batch.forEach((w, k) => w.resolve(resultOf(w.registration, outcomes[k]!)));
     } catch (err) {
-      if (batch.length === 1 || this.isUnavailable(err)) {
+      if (this.isUnavailable(err)) {
+        // The store is away: the registrations waiting behind this batch would wait for a
+        // writer and then fail alike, so they are answered now (each one's answer stays
+        // within one call's bounds, never a queue of them).
+        for (const w of [...batch, ...this.queue.splice(0)]) w.reject(err);
+        return;
+      }
+      if (batch.length === 1) {
         for (const w of batch) w.reject(err);
         return;
       }

@@ -3,8 +3,10 @@
  * record store contract, and what only PostgreSQL does: partitions claimed under expiring
  * leases (never by two owners at once, taken over once expired, a checkpoint refused to the
  * owner that lost its lease), the closing webhooks queued once however many owners finish
- * the last partitions at once, and delivery reports recorded once per (publish, device, kind).
+ * the last partitions at once, delivery reports recorded once per (publish, device, kind), and
+ * a new publish whose COMMIT comes after its deadline refused (a stalled server taking it up late).
  */
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { PublishJob } from '../../../../src/push/messages/publishes.js';
 import { LeaseLostError } from '../../../../src/push/store/publish-record-store.js';
@@ -117,6 +119,36 @@ describe('postgres publish store: partitions under leases', () => {
       expect(await a!.reportCounts(I, j.publishId)).toEqual({ delivered: 0, opened: 0 });
     } finally {
       await a!.close();
+    }
+  });
+
+  it('refuses the COMMIT of a new publish taken up after its transaction\'s deadline, and only then', async () => {
+    const url = await postgres().createDatabase(`publish_${process.pid}_${++databases}`);
+    const store = new PostgresPublishStore({ url, owner: 'owner-0', leaseMs: 60_000, shardIndex: 0 });
+    await store.ready();
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    const insert = (id: string) =>
+      client.query("INSERT INTO herald_push_publishes (publish_id, instance_id, kind, job, accepted_at, partitions) VALUES ($1, $2, 'interests', '\\x00', 1, 1)", [id, I]);
+    try {
+      // What a stalled server does with a COMMIT it takes up after the node gave up on it.
+      await client.query('BEGIN');
+      await client.query("SELECT set_config('herald.commit_deadline', (clock_timestamp() - interval '1 millisecond')::text, true)");
+      await insert('pubid-late');
+      await expect(client.query('COMMIT')).rejects.toMatchObject({ code: '57014' });
+      expect(await store.partitionsOf('pubid-late')).toBe(0);
+      // Within its deadline, or without one (the setting left empty in the session), it commits.
+      await client.query('BEGIN');
+      await client.query("SELECT set_config('herald.commit_deadline', (clock_timestamp() + interval '1 minute')::text, true)");
+      await insert('pubid-in-time');
+      await client.query('COMMIT');
+      await insert('pubid-no-deadline');
+      expect(await store.partitionsOf('pubid-in-time')).toBe(1);
+      expect(await store.partitionsOf('pubid-no-deadline')).toBe(1);
+      expect(await store.create(job(), 2)).toBe(true);
+    } finally {
+      await client.end();
+      await store.close();
     }
   });
 });
