@@ -50,6 +50,6 @@ export function createDeviceStore(ctx: ShardContext): PushDeviceStore {
 /** The namespaces of instances (store/namespaces.ts), kept where the device store keeps its records. */
 export function createNamespaces(ctx: ShardContext, publishes: PublishStore): PushNamespaces {
   const url = ctx.config.cluster?.postgresUrl;
-  if (url) return new PostgresNamespaces({ url, shardIndex: ctx.shardIndex });
+  if (url) return new PostgresNamespaces({ url, shardIndex: ctx.shardIndex, timeouts: ctx.config.cluster?.postgresTimeouts });
   return new LmdbNamespaces(ctx.root, publishes);
 }

@@ -12,11 +12,13 @@
  */
 import type pg from 'pg';
 import type { PushNamespaces } from '../namespaces.js';
+import type { PostgresTimeouts } from '../../../config/schema.js';
 import { SchemaReady, inTransaction, isUnavailable, shardPool, unavailable } from './connection.js';
 
 export interface PostgresNamespacesOptions {
   url: string;
   shardIndex: number;
+  timeouts?: Readonly<PostgresTimeouts>;
 }
 
 export class PostgresNamespaces implements PushNamespaces {
@@ -26,8 +28,9 @@ export class PostgresNamespaces implements PushNamespaces {
   private loaded: Promise<void> | undefined;
 
   constructor(options: PostgresNamespacesOptions) {
-    this.pool = shardPool({ url: options.url, poolSize: 2, name: 'namespaces', shardIndex: options.shardIndex });
-    this.schema = new SchemaReady(this.pool);
+    const pool = { url: options.url, poolSize: 2, name: 'namespaces', shardIndex: options.shardIndex, timeouts: options.timeouts };
+    this.pool = shardPool(pool);
+    this.schema = new SchemaReady(pool);
   }
 
   ready(): Promise<void> {
