@@ -64,6 +64,12 @@ export const ERROR_CATALOGUE = {
   NOT_PRESENCE_CHANNEL: { status: 400, kind: 'Bad Request', message: 'Channel is not a presence channel' },
   APP_RATE_LIMITED: { status: 429, kind: 'Too Many Requests', message: 'Application is over its maxHttpRequestsPerSecond' },
   APP_EVENT_RATE_LIMITED: { status: 429, kind: 'Too Many Requests', message: 'Application is over its maxEventsPerSecond' },
+  CHANNEL_LISTING_BUSY: {
+    status: 503,
+    kind: 'Service Unavailable',
+    message: 'Too many channel listings of this application are waiting on this node; retry in a second',
+    retryAfterSeconds: 1,
+  },
 
   // WebSocket protocol (docs/protocol.md). `kind` is the `type` of pusher:subscription_error;
   // other failures go out as pusher:error {code: null, message} and keep the connection open,

@@ -64,10 +64,10 @@ export interface ChannelShardApi {
     req: { appId: string; channel: string; userCount?: boolean; subscriptionCount?: boolean; cache?: boolean };
     res: { occupied: boolean; userCount?: number; subscriptionCount?: number; cache?: { data: string; ttl: number } | null };
   };
-  /** This shard's occupied channels of an app (C3). */
+  /** This shard's occupied channels of an app (C3), sorted by name; user counts (same order) when asked. */
   'channels.list': {
     req: { appId: string; prefix?: string; withUserCount: boolean };
-    res: { channels: [string, number | null][] };
+    res: { names: string[]; userCounts: number[] | null };
   };
   /** User ids of a presence channel (C6). */
   'channels.users': {

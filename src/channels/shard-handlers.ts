@@ -218,9 +218,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
         return res;
       },
 
-      'channels.list': (req) => ({
-        channels: store.list(req.appId, req.prefix).map((c): [string, number | null] => [c.channel, req.withUserCount ? c.userCount : null]),
-      }),
+      'channels.list': (req) => store.list(req.appId, req.prefix, req.withUserCount),
 
       'channels.users': (req) => ({ userIds: store.userIds(req.appId, req.channel) }),
 

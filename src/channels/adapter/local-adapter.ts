@@ -208,9 +208,20 @@ export class LocalChannelAdapter implements ChannelAdapter {
   async listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<OccupiedChannel[]> {
     const message = { type: 'channels.list' as const, appId, withUserCount };
     const answers = await this.shards.broadcast(prefix === undefined ? message : { ...message, prefix });
-    // Sorted, whatever shard answered first.
-    const rows = answers.flatMap((a) => a.channels).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-    return rows.map(([channel, userCount]) => (withUserCount && userCount !== null ? { channel, userCount } : { channel }));
+    // Each shard's list is sorted: merged in one pass, with no copy in between.
+    const next = answers.map(() => 0);
+    const out: OccupiedChannel[] = [];
+    for (;;) {
+      let from = -1;
+      for (let s = 0; s < answers.length; s++) {
+        const name = answers[s]!.names[next[s]!];
+        if (name !== undefined && (from < 0 || name < answers[from]!.names[next[from]!]!)) from = s;
+      }
+      if (from < 0) return out;
+      const i = next[from]!++;
+      const { names, userCounts } = answers[from]!;
+      out.push(withUserCount && userCounts ? { channel: names[i]!, userCount: userCounts[i]! } : { channel: names[i]! });
+    }
   }
 
   async presenceUserIds(appId: string, channel: string): Promise<string[]> {

@@ -5,10 +5,11 @@
  */
 import type { Reply } from '../../http/uws-http.js';
 import { HeraldError } from '../../errors.js';
-import type { ChannelAdapter } from '../adapter/channel-adapter.js';
+import type { ChannelAdapter, OccupiedChannel } from '../adapter/channel-adapter.js';
 import { channelType, isPresenceChannel, isValidChannelName } from '../names.js';
 import { parseInfo, queryParams, rejectUnexpectedParams } from './params.js';
 import type { ChannelApiRequest } from './request.js';
+import type { ListingGate } from './listing-gate.js';
 
 const NAME_RULE = '1 to 200 characters of A-Z a-z 0-9 _ - = @ , . ;';
 
@@ -28,8 +29,12 @@ export function pathChannel(req: ChannelApiRequest): string {
   return channel;
 }
 
-/** C3: occupied channels, optionally by prefix; user_count only when limited to presence channels. */
-export async function listChannels(adapter: ChannelAdapter, req: ChannelApiRequest): Promise<Reply> {
+/**
+ * C3: occupied channels, optionally by prefix; user_count only when limited to presence
+ * channels. Built through `gate` (a bounded number at once per node) and written straight
+ * into the answer's bytes.
+ */
+export async function listChannels(adapter: ChannelAdapter, req: ChannelApiRequest, gate: ListingGate): Promise<Reply> {
   const params = queryParams(req.query);
   const prefix = stringParam(params, 'filter_by_prefix') || undefined;
   if (prefix !== undefined && !isValidChannelName(prefix)) {
@@ -40,11 +45,35 @@ export async function listChannels(adapter: ChannelAdapter, req: ChannelApiReque
   if (withUserCount && !prefix?.startsWith('presence-')) {
     throw new HeraldError('INFO_NOT_APPLICABLE', 'info=user_count is only available for presence channels: add filter_by_prefix=presence-');
   }
-  const rows = await adapter.listChannels(req.app.id, prefix, withUserCount);
-  // Null prototype: `__proto__` is a valid channel name.
-  const channels = Object.create(null) as Record<string, { user_count?: number }>;
-  for (const { channel, userCount } of rows) channels[channel] = userCount === undefined ? {} : { user_count: userCount };
-  return { status: 200, body: { channels } };
+  return gate.run(req.app.id, async () => ({ status: 200, body: channelListBody(await adapter.listChannels(req.app.id, prefix, withUserCount)) }));
+}
+
+/** Channel names that JSON carries as they are (every valid name; anything else is escaped). */
+const JSON_PLAIN = /^[A-Za-z0-9_\-=@,.;]*$/;
+
+/**
+ * `{"channels":{"<name>":{},…}}` (`{"user_count":n}` where a row has one) as one buffer sized
+ * beforehand: no object per channel and no intermediate text, whatever the number of rows.
+ */
+export function channelListBody(rows: readonly OccupiedChannel[]): Buffer {
+  const keyText = (channel: string): string => (JSON_PLAIN.test(channel) ? channel : JSON.stringify(channel).slice(1, -1));
+  const head = '{"channels":{';
+  const tail = '}}';
+  const count = (row: OccupiedChannel): string => (row.userCount === undefined ? '{}' : `{"user_count":${row.userCount}}`);
+  let size = head.length + tail.length + Math.max(0, rows.length - 1);
+  for (const row of rows) size += Buffer.byteLength(keyText(row.channel)) + 3 + count(row).length;
+  const out = Buffer.allocUnsafe(size);
+  let at = out.write(head, 0, 'latin1');
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]!;
+    if (i > 0) at = out.writeUInt8(0x2c, at);
+    at = out.writeUInt8(0x22, at);
+    at += out.write(keyText(row.channel), at, 'utf8');
+    at += out.write('":', at, 'latin1');
+    at += out.write(count(row), at, 'latin1');
+  }
+  out.write(tail, at, 'latin1');
+  return out;
 }
 
 /** C4: `occupied`, plus each requested attribute the channel supports (400 for the others). */

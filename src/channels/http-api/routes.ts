@@ -17,6 +17,7 @@ import { triggerBatch, triggerEvent } from './events.js';
 import { channelInfo, listChannels, presenceUsers } from './channels.js';
 import { terminateUserConnections } from './users.js';
 import { AppRateLimits } from '../rate-limits/app-rate-limits.js';
+import { ListingGate } from './listing-gate.js';
 import { LocalRateCounter } from '../rate-limits/local-rate-counter.js';
 
 /** Headers a preflight allows when the browser does not list the ones it wants. */
@@ -53,6 +54,7 @@ export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey'
   const cluster = ctx.channels.cluster;
   const quota = cluster?.messageQuota ?? new MessageQuota();
   const limits = new AppRateLimits(cluster?.rateCounter ?? new LocalRateCounter());
+  const listings = new ListingGate();
   // The API reads no request header (the signature is in the query): none is copied.
   const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN, headers: [] };
   const write: RouteOptions = { ...read, bodyLimit: ctx.config.maxRequestBodyBytes, bodyTooLarge: 'BODY_TOO_LARGE' };
@@ -60,7 +62,7 @@ export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey'
   const api: [Method, string, RouteOptions, ApiHandler][] = [
     ['post', '/apps/:appId/events', write, (r) => triggerEvent(ctx.channels, quota, r, ctx.debug, limits)],
     ['post', '/apps/:appId/batch_events', write, (r) => triggerBatch(ctx.channels, quota, r, ctx.debug, limits)],
-    ['get', '/apps/:appId/channels', read, (r) => listChannels(ctx.channels, r)],
+    ['get', '/apps/:appId/channels', read, (r) => listChannels(ctx.channels, r, listings)],
     ['get', '/apps/:appId/channels/:channelName', read, (r) => channelInfo(ctx.channels, r)],
     ['get', '/apps/:appId/channels/:channelName/users', read, (r) => presenceUsers(ctx.channels, r)],
     ['post', '/apps/:appId/users/:userId/terminate_connections', write, (r) => terminateUserConnections(ctx.channels, r)],

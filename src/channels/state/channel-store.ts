@@ -226,16 +226,18 @@ export class ChannelStore {
     return members ? [...members.keys()] : [];
   }
 
-  /** Occupied channels of the app on this shard, optionally by prefix. */
-  list(appId: string, prefix: string | undefined): { channel: string; userCount: number }[] {
+  /**
+   * Occupied channels of the app on this shard, optionally by prefix, sorted by name; user
+   * counts (members, 0 for a channel without) only when asked. Two flat arrays rather than an
+   * object per channel: a listing of many channels then holds little beyond their names.
+   */
+  list(appId: string, prefix: string | undefined, withUserCount = false): { names: string[]; userCounts: number[] | null } {
     const channels = this.apps.get(appId);
-    if (!channels) return [];
-    const out: { channel: string; userCount: number }[] = [];
-    for (const [channel, state] of channels) {
-      if (prefix !== undefined && !channel.startsWith(prefix)) continue;
-      out.push({ channel, userCount: state.members?.size ?? 0 });
-    }
-    return out;
+    const names: string[] = [];
+    if (!channels) return { names, userCounts: withUserCount ? [] : null };
+    for (const channel of channels.keys()) if (prefix === undefined || channel.startsWith(prefix)) names.push(channel);
+    names.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    return { names, userCounts: withUserCount ? names.map((name) => channels.get(name)!.members?.size ?? 0) : null };
   }
 
   /**

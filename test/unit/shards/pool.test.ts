@@ -214,10 +214,10 @@ describe('a stalled shard', () => {
         expect(await Promise.all(late)).toEqual(late.map(() => 'SHARD_UNAVAILABLE'));
         expect(await hold).toEqual({ heldMs: 600 });
         // The shard reached the 20 subscribes after their deadline: it recorded none of them.
-        expect((await pool.request(0, { type: 'channels.list', appId: APP_ID, withUserCount: false })).channels).toEqual([]);
+        expect((await pool.request(0, { type: 'channels.list', appId: APP_ID, withUserCount: false })).names).toEqual([]);
         // A request that is on time still runs.
         await pool.request(0, { type: 'channels.subscribe', appId: APP_ID, channel: 'on-time', socketId: '2.1' });
-        expect((await pool.request(0, { type: 'channels.list', appId: APP_ID, withUserCount: false })).channels).toEqual([['on-time', null]]);
+        expect((await pool.request(0, { type: 'channels.list', appId: APP_ID, withUserCount: false })).names).toEqual(['on-time']);
       } finally {
         await pool.close();
       }

@@ -12,7 +12,7 @@ describe('ChannelStore subscriptions', () => {
     expect(join(store, '1.2', 'news')).toMatchObject({ changed: true, occupied: false, subscriptionCount: 2 });
     expect(store.leave('a', 'news', '1.1')).toMatchObject({ changed: true, vacated: false, subscriptionCount: 1 });
     expect(store.leave('a', 'news', '1.2')).toMatchObject({ changed: true, vacated: true, subscriptionCount: 0 });
-    expect(store.list('a', undefined)).toEqual([]);
+    expect(store.list('a', undefined)).toEqual({ names: [], userCounts: null });
   });
 
   it('ignores a repeated join and a leave of a socket that is not subscribed', () => {
@@ -48,8 +48,10 @@ describe('ChannelStore subscriptions', () => {
     join(store, '1.2', 'news');
     store.join({ appId: 'b', channel: 'news', socketId: '2.1', maxMembers: 100 }, false);
     expect(store.subscriptionCount('a', 'news')).toBe(1);
-    expect(store.list('a', 'presence-')).toEqual([{ channel: 'presence-x', userCount: 1 }]);
-    expect(store.list('b', undefined)).toEqual([{ channel: 'news', userCount: 0 }]);
+    expect(store.list('a', 'presence-', true)).toEqual({ names: ['presence-x'], userCounts: [1] });
+    expect(store.list('b', undefined, true)).toEqual({ names: ['news'], userCounts: [0] });
+    join(store, '1.3', 'alpha');
+    expect(store.list('a', undefined)).toEqual({ names: ['alpha', 'news', 'presence-x'], userCounts: null });
   });
 
   it('keeps the presence JSON in step with joins and leaves: the same content as the snapshot of the members', () => {
