@@ -126,8 +126,8 @@ describe('channel shard handlers', () => {
     expect(await h()['channels.info']({ appId: HOOKED, channel: 'cache-q', subscriptionCount: true, cache: true })).toMatchObject({
       occupied: true, subscriptionCount: 2, cache: { data: 'd' },
     });
-    expect(await h()['channels.list']({ appId: HOOKED, withUserCount: false })).toEqual({ channels: [['cache-q', null], ['presence-p', null]] });
-    expect(await h()['channels.list']({ appId: HOOKED, prefix: 'presence-', withUserCount: true })).toEqual({ channels: [['presence-p', 1]] });
+    expect(await h()['channels.list']({ appId: HOOKED, withUserCount: false })).toEqual({ names: ['cache-q', 'presence-p'], userCounts: null });
+    expect(await h()['channels.list']({ appId: HOOKED, prefix: 'presence-', withUserCount: true })).toEqual({ names: ['presence-p'], userCounts: [1] });
     await expect(call(() => h()['channels.info']({ appId: 'nope', channel: 'x' }))).resolves.toEqual({ occupied: false });
     await expect(call(() => h()['channels.subscribe']({ appId: 'nope', channel: 'x', socketId: '9.9' }))).rejects.toMatchObject({ code: 'APP_NOT_FOUND' });
   });
@@ -234,7 +234,7 @@ describe('channel shard handlers', () => {
 
     /** The app back under the same id: empty. */
     async function expectEmpty(): Promise<void> {
-      expect(await h()['channels.list']({ appId: HOOKED, withUserCount: false })).toEqual({ channels: [] });
+      expect(await h()['channels.list']({ appId: HOOKED, withUserCount: false })).toEqual({ names: [], userCounts: null });
       expect(await h()['channels.users']({ appId: HOOKED, channel: 'presence-a' })).toEqual({ userIds: [] });
       expect(await h()['channels.info']({ appId: HOOKED, channel: 'cache-c', subscriptionCount: true, cache: true })).toEqual({ occupied: false, subscriptionCount: 0, cache: null });
       const join = await h()['channels.subscribe']({ appId: HOOKED, channel: 'presence-a', socketId: '3.1', member: { userId: 'eve' } });
