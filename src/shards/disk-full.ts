@@ -10,11 +10,7 @@
  * reserve file of RESERVE_BYTES in its directory and removes it when the episode starts; the
  * deletes of the episode write into that room. While full, the shard checks the free space every
  * RECHECK_MS (and on refused writes); once RESUME_ABOVE_BYTES are free it writes its reserve
- * again and accepts writes. Room counts inside the store as well as on the disk: LMDB's file
- * never shrinks, so what deletes free is room for later writes only inside it, and a disk
- * that nothing else frees would otherwise keep the shard refusing writes until a restart.
- * When that room and the disk's together reach RESUME_ABOVE_BYTES the shard accepts writes,
- * and writes its reserve again as soon as the disk has room for it. One warning per episode names the data dir; the figures go to
+ * again and accepts writes. One warning per episode names the data dir; the figures go to
  * /metrics (`herald_storage_full`, `herald_storage_full_episodes_total`,
  * `herald_storage_writes_refused_total`).
  */
@@ -65,8 +61,6 @@ export class DiskFullGuard {
   private freeBytes = -1;
   private checkedAt = 0;
   private timer: NodeJS.Timeout | undefined;
-  /** Writes were accepted again on room inside the store: the reserve is written once the disk has room for it. */
-  private reserveMissing = false;
   private readonly reserveFile: string;
 
   constructor(
@@ -75,8 +69,6 @@ export class DiskFullGuard {
     /** The data dir, as the log line and the metric name it. */
     private readonly dataDir: string,
     private readonly shardIndex: number,
-    /** Bytes free inside the store's file (pages deletes gave back), at most; 0 when unknown. */
-    private readonly storeFreeBytes: () => number = () => 0,
   ) {
     this.reserveFile = join(shardDir, RESERVE_FILE);
     if (!this.writeReserve()) this.startEpisode('the space reserve could not be written');
@@ -136,7 +128,6 @@ export class DiskFullGuard {
 
   private startEpisode(why: string): void {
     this.full = true;
-    this.reserveMissing = false;
     this.episodes++;
     rmSync(this.reserveFile, { force: true });
     const free = this.lookAtFreeSpace();
@@ -151,39 +142,14 @@ export class DiskFullGuard {
     this.timer.unref();
   }
 
-  /**
-   * Ends the episode once enough is free on the disk (with the reserve back in place) or on the
-   * disk and inside the store together (the reserve follows when the disk has room for it).
-   * Outside an episode, puts a missing reserve back.
-   */
+  /** Ends the episode once enough is free and the reserve is back in place. */
   private recheck(): void {
-    if (!this.full) {
-      if (this.reserveMissing && this.lookAtFreeSpace() >= RESUME_ABOVE_BYTES && this.writeReserve()) {
-        this.reserveMissing = false;
-        this.close();
-      }
-      return;
-    }
-    const disk = this.lookAtFreeSpace();
-    if (disk >= RESUME_ABOVE_BYTES && this.writeReserve()) {
-      this.full = false;
-      this.close();
-      log.info('data dir has space again: writes accepted', { dataDir: this.dataDir, shard: this.shardIndex, freeBytes: this.lookAtFreeSpace() });
-      return;
-    }
-    const inside = this.readStoreFreeBytes();
-    if (Math.max(0, disk) + inside < RESUME_ABOVE_BYTES) return;
+    if (!this.full) return;
+    if (this.lookAtFreeSpace() < RESUME_ABOVE_BYTES) return;
+    if (!this.writeReserve()) return;
     this.full = false;
-    this.reserveMissing = true;
-    log.info('data dir store has room again inside: writes accepted', { dataDir: this.dataDir, shard: this.shardIndex, freeBytes: disk, storeFreeBytes: inside });
-  }
-
-  private readStoreFreeBytes(): number {
-    try {
-      return Math.max(0, this.storeFreeBytes());
-    } catch {
-      return 0;
-    }
+    this.close();
+    log.info('data dir has space again: writes accepted', { dataDir: this.dataDir, shard: this.shardIndex, freeBytes: this.lookAtFreeSpace() });
   }
 
   private lookAtFreeSpace(): number {
@@ -226,26 +192,9 @@ export class DiskFullGuard {
 let installed: DiskFullGuard | undefined;
 
 /** Creates this worker's guard (one per shard worker), which storageWriteFailed reports to. */
-export function installDiskFullGuard(shardDir: string, dataDir: string, shardIndex: number, storeFreeBytes?: () => number): DiskFullGuard {
-  installed = new DiskFullGuard(shardDir, dataDir, shardIndex, storeFreeBytes);
+export function installDiskFullGuard(shardDir: string, dataDir: string, shardIndex: number): DiskFullGuard {
+  installed = new DiskFullGuard(shardDir, dataDir, shardIndex);
   return installed;
-}
-
-/** What LMDB's free-page list says about an environment (lmdb-js `getStats().free`). */
-export interface FreeListStats {
-  pageSize: number;
-  treeLeafPageCount: number;
-  overflowPages: number;
-}
-
-/**
- * Bytes of pages free inside an LMDB file, from the size of its free-page list: each free page
- * is an 8-byte page number there, on overflow pages (full) and leaf pages (counted half full).
- * An estimate: pages still seen by an old reader are on the list too.
- */
-export function freeListBytes(free: FreeListStats): number {
-  const listBytes = free.overflowPages * free.pageSize + (free.treeLeafPageCount * free.pageSize) / 2;
-  return Math.floor(listBytes / 8) * free.pageSize;
 }
 
 /**

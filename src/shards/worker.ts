@@ -14,7 +14,7 @@ import { ShardCodec } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
 import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext, type TenantChange } from './context.js';
 import { openShardDatabase } from './storage.js';
-import { freeListBytes, installDiskFullGuard, isWriteSpaceError, logWriteFailure, type DiskFullGuard, type FreeListStats } from './disk-full.js';
+import { installDiskFullGuard, isWriteSpaceError, logWriteFailure, type DiskFullGuard } from './disk-full.js';
 import { patchList } from './patch-list.js';
 
 const codec = new ShardCodec();
@@ -36,7 +36,7 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
   setLogLevel((data.config as HeraldConfig).logLevel);
   const shardDir = join(data.dataDir, `shard-${data.shardIndex}`);
   const root = openShardDatabase(shardDir);
-  const diskFull = installDiskFullGuard(shardDir, data.dataDir, data.shardIndex, () => freeListBytes((root.getStats() as { free: FreeListStats }).free));
+  const diskFull = installDiskFullGuard(shardDir, data.dataDir, data.shardIndex);
   takeStorageFailures(diskFull);
   const ctx: ShardContext = {
     shardIndex: data.shardIndex,

@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DiskFullGuard, RESERVE_BYTES, RESERVE_FILE, freeListBytes } from '../../../src/shards/disk-full.js';
+import { DiskFullGuard, RESERVE_BYTES, RESERVE_FILE } from '../../../src/shards/disk-full.js';
 import { HeraldError } from '../../../src/errors.js';
 import { until } from '../../helpers/wait.js';
 
@@ -84,12 +84,5 @@ describe('DiskFullGuard', () => {
     expect(statSync(join(dir, RESERVE_FILE)).size).toBe(RESERVE_BYTES);
     g.noteCause(lmdbError(28, 'No space left on device'));
     expect(g.figures()).toMatchObject({ full: true, episodes: 2 });
-  });
-
-  it('reads the room inside an LMDB file from the size of its free-page list', () => {
-    // 512 page numbers per 4 KiB page of the list: one overflow page stands for 2 MiB of free pages.
-    expect(freeListBytes({ pageSize: 4096, treeLeafPageCount: 0, overflowPages: 0 })).toBe(0);
-    expect(freeListBytes({ pageSize: 4096, treeLeafPageCount: 0, overflowPages: 1 })).toBe(2 * 1024 * 1024);
-    expect(freeListBytes({ pageSize: 4096, treeLeafPageCount: 2, overflowPages: 1 })).toBe(4 * 1024 * 1024);
   });
 });
