@@ -188,6 +188,8 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
         channels: store.list(req.appId, req.prefix).map((c): [string, number | null] => [c.channel, req.withUserCount ? c.userCount : null]),
       }),
 
+      'channels.counts': (req) => store.occupiedCounts(req.appIds),
+
       'channels.users': (req) => ({ userIds: store.userIds(req.appId, req.channel) }),
 
       'channels.storeCache': (req) => {

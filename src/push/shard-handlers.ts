@@ -40,6 +40,11 @@ export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): Sha
     reload: (config) => {
       for (const area of areas) area.reload?.(config);
     },
+    // Apps changed at run time concern no push area; push instances changed: as a reload.
+    tenantsChanged: (change, config) => {
+      if ((change.push?.length ?? 0) === 0 && (change.removedPush?.length ?? 0) === 0) return;
+      for (const area of areas) area.reload?.(config);
+    },
     close: async () => {
       for (const area of areas) await area.close?.();
       await deps.store.close();

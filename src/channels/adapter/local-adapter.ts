@@ -20,6 +20,7 @@ import type {
   FrontEndSubscription,
   LostChannels,
   OccupiedChannel,
+  OccupiedChannelCounts,
   RelayedClientEvent,
   SubscribeRequest,
   SubscribeResult,
@@ -211,6 +212,14 @@ export class LocalChannelAdapter implements ChannelAdapter {
     // Sorted, whatever shard answered first.
     const rows = answers.flatMap((a) => a.channels).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
     return rows.map(([channel, userCount]) => (withUserCount && userCount !== null ? { channel, userCount } : { channel }));
+  }
+
+  async occupiedChannelCounts(appIds: readonly string[]): Promise<OccupiedChannelCounts> {
+    const answers = await this.shards.broadcast({ type: 'channels.counts', appIds: [...appIds] });
+    return {
+      total: answers.reduce((n, a) => n + a.total, 0),
+      byApp: appIds.map((_, i) => answers.reduce((n, a) => n + (a.byApp[i] ?? 0), 0)),
+    };
   }
 
   async presenceUserIds(appId: string, channel: string): Promise<string[]> {
