@@ -15,7 +15,7 @@ import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
 import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext, type TenantChange } from './context.js';
 import { openShardDatabase } from './storage.js';
 import { installDiskFullGuard, isWriteSpaceError, logWriteFailure, type DiskFullGuard } from './disk-full.js';
-import { configWithTenants, tenantMapsOf } from '../config/tenant-lists.js';
+import { configWithTenants, tenantMapsOf } from './tenant-lists.js';
 
 const codec = new ShardCodec();
 /** Longest block the test hooks (core.crash, core.hold) accept, ms. */

@@ -16,7 +16,7 @@ import type { SecretGrace } from '../config/secret-grace.js';
 import { log } from '../log.js';
 import type { CoreShardApi, ShardRequestOf } from '../shards/messages.js';
 import type { ShardRequester } from '../shards/requester.js';
-import { configWithTenants } from '../config/tenant-lists.js';
+import { configWithTenants } from '../shards/tenant-lists.js';
 import type { AppRecord, PushRecord, TenantKind, TenantRecord } from './tenant-record.js';
 import type { SharedTenantStore, TenantStore } from './tenant-store.js';
 import { TenantSync, type TenantHolder } from './tenant-sync.js';

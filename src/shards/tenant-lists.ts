@@ -6,7 +6,7 @@
  * reader asks for them (a reload's comparison, a restarted shard's start-up data), once per
  * change at most.
  */
-import type { AppConfig, HeraldConfig, PushInstanceConfig } from './schema.js';
+import type { AppConfig, HeraldConfig, PushInstanceConfig } from '../config/schema.js';
 
 /** Apps by id and push instances by id, in the order their lists have. */
 export interface TenantMaps {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { configWithTenants, tenantMapsOf } from '../../../src/config/tenant-lists.js';
+import { configWithTenants, tenantMapsOf } from '../../../src/shards/tenant-lists.js';
 import { configSchema, type AppConfig, type HeraldConfig } from '../../../src/config/schema.js';
 
 const app = (id: string) => ({ id, key: `${id}-key`, secret: 's' }) as AppConfig;
