@@ -3,6 +3,7 @@
  * registries and one main-thread client per area. Each route module takes only the fields it
  * uses (`Pick<ServerContext, ...>`); none sees the shard pool or the uWS app.
  */
+import type { ReadonlyIdOrderedMap } from './tenants/id-ordered-map.js';
 import type { AppConfig, HeraldConfig, PushInstanceConfig } from './config/schema.js';
 import type { CoreShardApi } from './shards/messages.js';
 import type { ShardRequester } from './shards/requester.js';
@@ -23,10 +24,10 @@ export interface ServerState {
 export interface ServerContext {
   /** The running config; a reload (SIGHUP) replaces it, so read it when needed, not once. */
   config: Readonly<HeraldConfig>;
-  /** Apps and push instances of the running config; a reload updates these maps in place. */
-  readonly appsById: ReadonlyMap<string, AppConfig>;
+  /** Apps and push instances of the running config; a reload updates these maps in place. By id, they page in id order. */
+  readonly appsById: ReadonlyIdOrderedMap<AppConfig>;
   readonly appsByKey: ReadonlyMap<string, AppConfig>;
-  readonly pushInstances: ReadonlyMap<string, PushInstanceConfig>;
+  readonly pushInstances: ReadonlyIdOrderedMap<PushInstanceConfig>;
   readonly installSecret: string;
   readonly state: ServerState;
   /** Where the front end reports connections, subscriptions and events for the dashboard (src/admin). */

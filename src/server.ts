@@ -52,6 +52,7 @@ import { reportingApiRoutes } from './push/http/reports/routes.js';
 import { DebugHub } from './admin/debug-hub.js';
 import { createAdminArea, type AdminArea } from './admin/admin-area.js';
 import { tapSubscriptions } from './admin/subscription-tap.js';
+import { IdOrderedMap } from './tenants/id-ordered-map.js';
 import { TenantRegistry } from './tenants/tenant-registry.js';
 import { retirePushInstance } from './push/clients/instances.js';
 import { LmdbTenantStore } from './tenants/lmdb-tenant-store.js';
@@ -99,7 +100,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
 
   const state: ServerState = { ready: false, draining: false };
   const registry = new SocketRegistry();
-  const appsById = new Map(config.apps.map((a) => [a.id, a]));
+  const appsById = new IdOrderedMap(config.apps.map((a) => [a.id, a]));
   // Topic delivery reaches HTTP fallback sessions too (channels/http-fallback/topics.ts).
   const topics = new SessionTopics(main);
   const adapter = await stopOnFailure(shards, undefined, () => createChannelAdapter(config, topics, shards, registry, () => ctx.config, appsById));
@@ -107,7 +108,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     config,
     appsById,
     appsByKey: new Map(config.apps.map((a) => [a.key, a])),
-    pushInstances: new Map(config.push.map((p) => [p.instanceId, p])),
+    pushInstances: new IdOrderedMap(config.push.map((p) => [p.instanceId, p])),
     installSecret,
     state,
     debug,
@@ -226,9 +227,9 @@ function tenantRegistry(
     store: shared ?? new LmdbTenantStore(shards),
     shared,
     shards,
-    appsById: ctx.appsById as Map<string, AppConfig>,
+    appsById: ctx.appsById as IdOrderedMap<AppConfig>,
     appsByKey: ctx.appsByKey as Map<string, AppConfig>,
-    pushInstances: ctx.pushInstances as Map<string, PushInstanceConfig>,
+    pushInstances: ctx.pushInstances as IdOrderedMap<PushInstanceConfig>,
     config: () => ctx.config,
     effects: {
       appChanged,
@@ -299,7 +300,7 @@ async function applyReload(
   ctx.config = effective;
   setLogLevel(effective.logLevel);
   // This thread: the map entries and the sockets of the changed apps only.
-  const appsById = ctx.appsById as Map<string, AppConfig>;
+  const appsById = ctx.appsById as IdOrderedMap<AppConfig>;
   const appsByKey = ctx.appsByKey as Map<string, AppConfig>;
   let closedConnections = 0;
   for (const id of tenants.removedApps) {
@@ -316,7 +317,7 @@ async function applyReload(
     appsByKey.set(app.key, app);
   }
   for (const app of tenants.apps) closedConnections += ws.applyApp(app.id, app);
-  const pushInstances = ctx.pushInstances as Map<string, PushInstanceConfig>;
+  const pushInstances = ctx.pushInstances as IdOrderedMap<PushInstanceConfig>;
   for (const id of tenants.removedPush) pushInstances.delete(id);
   for (const instance of tenants.push) pushInstances.set(instance.instanceId, instance);
   if (plan.changed.includes('push')) logMissingCredentials(effective);
@@ -344,10 +345,10 @@ async function startTenants(tenants: TenantRegistry, ctx: ServerContext, shards:
   const apps = running.apps.filter((a) => !fileApps.has(a.id));
   const push = running.push.filter((p) => !filePush.has(p.instanceId));
   for (const app of apps) {
-    (ctx.appsById as Map<string, AppConfig>).set(app.id, app);
+    (ctx.appsById as IdOrderedMap<AppConfig>).set(app.id, app);
     (ctx.appsByKey as Map<string, AppConfig>).set(app.key, app);
   }
-  for (const instance of push) (ctx.pushInstances as Map<string, PushInstanceConfig>).set(instance.instanceId, instance);
+  for (const instance of push) (ctx.pushInstances as IdOrderedMap<PushInstanceConfig>).set(instance.instanceId, instance);
   ctx.config = running;
   shards.setWorkerConfig(running);
   for (const page of tenantPages({ apps, push })) await shards.broadcast({ type: 'core.tenants', ...page });

@@ -123,15 +123,22 @@ export interface Overview {
     uptimeSeconds: number;
     connections: number;
     messages: number;
-    occupiedChannels: number;
+    /** null when the counts could not be read (a cluster without Redis). */
+    occupiedChannels: number | null;
     shards: { shard: number; up: boolean; uptimeMs: number; queueDepth: number }[];
   };
   /** null on a single node. */
   cluster: ClusterOverview | null;
   webhooks: { pending: number; inFlight: number; sent: number; failedAttempts: number; deadLettered: number } | null;
   push: { notificationsThisMonth: number };
+  /** One page of the apps in id order (`limit`, `cursor`), their total, and the cursor of the next page (null on the last). */
   apps: AppSummary[];
+  appsTotal: number;
+  appsNextCursor: string | null;
+  /** The same for the push instances (`pushLimit`, `pushCursor`). */
   pushInstances: PushSummary[];
+  pushInstancesTotal: number;
+  pushInstancesNextCursor: string | null;
 }
 
 export interface ClusterOverview {

@@ -1,4 +1,8 @@
-/** Overview: this node, its shards and webhooks, its cluster, live message rate, apps and push instances. */
+/**
+ * Overview: this node, its shards and webhooks, its cluster, live message rate, and a page of the
+ * apps and of the push instances (OVERVIEW_PAGE a page, with their totals): the poll's answer
+ * stays the same size however many apps there are.
+ */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { openStream, type ClusterOverview, type Overview, type Stats } from './api';
 import { LiveChart, pushPoint, type Series } from './chart';
@@ -6,9 +10,21 @@ import { Link } from './router';
 import { Secret, Stat, formatDuration, formatNumber, usePoll } from './util';
 
 const EMPTY: Series = { times: [], values: [] };
+/** Apps and push instances per overview page. */
+const OVERVIEW_PAGE = 50;
+
+/** The overview's path for the pages shown (null: the first). */
+function overviewPath(appCursor: string | null, pushCursor: string | null): string {
+  const params = new URLSearchParams({ limit: String(OVERVIEW_PAGE), pushLimit: String(OVERVIEW_PAGE) });
+  if (appCursor) params.set('cursor', appCursor);
+  if (pushCursor) params.set('pushCursor', pushCursor);
+  return `/overview?${params.toString()}`;
+}
 
 export function OverviewPage() {
-  const { data, error } = usePoll<Overview>('/overview', 3000);
+  const [appCursor, setAppCursor] = useState<string | null>(null);
+  const [pushCursor, setPushCursor] = useState<string | null>(null);
+  const { data, error } = usePoll<Overview>(overviewPath(appCursor, pushCursor), 3000);
   const [stats, setStats] = useState<Stats | null>(null);
   const [messages, setMessages] = useState<Series>(EMPTY);
   const [pushRate, setPushRate] = useState<Series>(EMPTY);
@@ -95,7 +111,7 @@ export function OverviewPage() {
       </section>
       {data?.cluster && <ClusterCard cluster={data.cluster} />}
       <section class="card">
-        <h2>Apps</h2>
+        <h2>Apps{data && <span class="hint"> ({formatNumber(data.appsTotal)})</span>}</h2>
         <table class="apps">
           <thead>
             <tr>
@@ -125,9 +141,10 @@ export function OverviewPage() {
             ))}
           </tbody>
         </table>
+        <Pager next={data?.appsNextCursor ?? null} paged={appCursor !== null} onPage={setAppCursor} what="apps" />
       </section>
       <section class="card">
-        <h2>Push instances</h2>
+        <h2>Push instances{data && <span class="hint"> ({formatNumber(data.pushInstancesTotal)})</span>}</h2>
         <table>
           <thead>
             <tr>
@@ -152,7 +169,27 @@ export function OverviewPage() {
             ))}
           </tbody>
         </table>
+        <Pager next={data?.pushInstancesNextCursor ?? null} paged={pushCursor !== null} onPage={setPushCursor} what="push instances" />
       </section>
+    </div>
+  );
+}
+
+/** Next page / first page of one of the overview's lists. */
+function Pager(props: { next: string | null; paged: boolean; onPage: (cursor: string | null) => void; what: string }) {
+  if (!props.next && !props.paged) return null;
+  return (
+    <div class="pager">
+      {props.next && (
+        <button type="button" aria-label={`Next page of ${props.what}`} onClick={() => props.onPage(props.next)}>
+          Next page
+        </button>
+      )}
+      {props.paged && (
+        <button type="button" aria-label={`First page of ${props.what}`} onClick={() => props.onPage(null)}>
+          First page
+        </button>
+      )}
     </div>
   );
 }

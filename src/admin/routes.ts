@@ -33,6 +33,9 @@ const PUBLISHES_WITH_STATE = 10;
 const DEVICE_COUNT_TTL_MS = 10_000;
 /** How long the overview waits for each shard's figures, ms (a busy shard shows as down or unknown). */
 const OVERVIEW_TIMEOUT_MS = 2000;
+/** Apps (and push instances) per overview page unless `limit` (`pushLimit`) says otherwise, and the most a page holds. */
+export const OVERVIEW_PAGE = 50;
+export const OVERVIEW_MAX_PAGE = 200;
 /** Largest admin request body, bytes. */
 const BODY_LIMIT = 64 * 1024;
 
@@ -119,10 +122,28 @@ function stringField(body: Record<string, unknown>, name: string, max: number): 
   return value;
 }
 
-/** GET /admin/v1/overview: this node, its shards, webhooks, push usage, apps and instances. */
-async function overview(deps: AdminDeps): Promise<Reply> {
+/** An overview page's size: `name` from 1 to OVERVIEW_MAX_PAGE, OVERVIEW_PAGE when absent. */
+function overviewLimit(params: URLSearchParams, name: string): number {
+  const text = params.get(name);
+  const limit = text === null ? OVERVIEW_PAGE : Number(text);
+  if (!Number.isInteger(limit) || limit < 1 || limit > OVERVIEW_MAX_PAGE) throw new HeraldError('INVALID_PARAMETERS', `${name} must be an integer from 1 to ${OVERVIEW_MAX_PAGE}`);
+  return limit;
+}
+
+/**
+ * GET /admin/v1/overview: this node, its shards, webhooks, push usage, and one page of the apps
+ * and of the push instances in id order (`limit` and `cursor`; `pushLimit` and `pushCursor`),
+ * with their totals. Nothing here walks every app: the node's figures are counts kept as they
+ * change, the per-app figures are those of the page.
+ */
+async function overview(deps: AdminDeps, rc: RequestContext): Promise<Reply> {
   const { ctx } = deps;
-  const apps = [...ctx.appsById.values()];
+  const params = new URLSearchParams(rc.query);
+  const appPage = ctx.appsById.pageAfter(params.get('cursor') || undefined, overviewLimit(params, 'limit'));
+  const pushPage = ctx.pushInstances.pageAfter(params.get('pushCursor') || undefined, overviewLimit(params, 'pushLimit'));
+  const apps = appPage.items;
+  // The month's notifications are summed over every push instance (a request each): this part
+  // costs with the push instances, never with the apps.
   const instances = [...ctx.pushInstances.values()];
   const [pings, webhooks, channelCounts, usage, cluster] = await Promise.all([
     Promise.all(Array.from({ length: ctx.core.shardCount }, (_, shard) =>
@@ -132,11 +153,12 @@ async function overview(deps: AdminDeps): Promise<Reply> {
       ),
     )),
     ctx.webhooks.stats(OVERVIEW_TIMEOUT_MS).then((report) => report.total, () => null),
-    Promise.all(apps.map((a) => ctx.channels.listChannels(a.id, undefined, false).then((rows) => rows.length, () => null))),
+    ctx.channels.occupiedChannelCounts(apps.map((a) => a.id)).catch(() => null),
     Promise.all(instances.map((p) => ctx.publishes.usage(p.instanceId, OVERVIEW_TIMEOUT_MS).then((u) => u.notifications, () => null))),
     deps.cluster ? deps.cluster() : null,
   ]);
   const now = Date.now();
+  const usageOf = new Map(instances.map((p, i) => [p.instanceId, usage[i]]));
   return {
     status: 200,
     body: {
@@ -146,15 +168,19 @@ async function overview(deps: AdminDeps): Promise<Reply> {
         connections: deps.connectionCount(),
         messages: deps.hub.messages,
         connectionsOpened: deps.hub.connectionsOpened,
-        occupiedChannels: channelCounts.reduce<number>((n, c) => n + (c ?? 0), 0),
+        occupiedChannels: channelCounts?.total ?? null,
         shards: pings.map((p) => ({ ...p, queueDepth: ctx.core.inFlightCount(p.shard) })),
       },
       // null on a single node.
       cluster,
       webhooks,
       push: { notificationsThisMonth: usage.reduce<number>((n, u) => n + (u ?? 0), 0) },
-      apps: apps.map((a, i) => ({ ...appSummary(deps, a), occupiedChannels: channelCounts[i] })),
-      pushInstances: instances.map((p, i) => ({ ...instanceSummary(p), notificationsThisMonth: usage[i] })),
+      apps: apps.map((a, i) => ({ ...appSummary(deps, a), occupiedChannels: channelCounts?.byApp[i] ?? null })),
+      appsTotal: ctx.appsById.size,
+      appsNextCursor: appPage.nextCursor,
+      pushInstances: pushPage.items.map((p) => ({ ...instanceSummary(p), notificationsThisMonth: usageOf.get(p.instanceId) ?? null })),
+      pushInstancesTotal: ctx.pushInstances.size,
+      pushInstancesNextCursor: pushPage.nextCursor,
     },
   };
 }
@@ -315,7 +341,7 @@ export function adminRoutes(deps: AdminDeps): Route[] {
   const countDevices = deviceCounter(deps);
   const api: [Route['method'], string, RouteOptions, Handler][] = [
     ['get', '/admin/v1/session', read, () => ({ status: 200, body: { ok: true } })],
-    ['get', '/admin/v1/overview', read, () => overview(deps)],
+    ['get', '/admin/v1/overview', read, (rc) => overview(deps, rc)],
     ['get', '/admin/v1/apps/:appId', read, (rc) => appView(deps, rc)],
     ['get', '/admin/v1/apps/:appId/secret', read, (rc) => ({ status: 200, body: { secret: requireApp(ctx, rc.params.appId).secret } })],
     ['post', '/admin/v1/apps/:appId/events', write, (rc) => sendEvent(deps, rc)],

@@ -14,6 +14,7 @@ import { appCounters } from '../metrics/node-counters.js';
 import { MAX_GRACE_SECONDS, type TenantRegistry } from '../tenants/tenant-registry.js';
 import type { TenantKind } from '../tenants/tenant-record.js';
 import { maskSecret } from './mask-secret.js';
+import type { ReadonlyIdOrderedMap } from '../tenants/id-ordered-map.js';
 import type { ServerContext } from '../server-context.js';
 import { redactUrl } from '../webhooks/http-sender.js';
 
@@ -54,7 +55,7 @@ function pushView(tenants: TenantRegistry, instance: PushInstanceConfig) {
 }
 
 /** `?limit`, `?cursor`, `?filter` of a list. */
-function pageQuery(rc: RequestContext): { limit: number; cursor?: string; filter?: string } {
+export function pageQuery(rc: RequestContext): { limit: number; cursor?: string; filter?: string } {
   const params = new URLSearchParams(rc.query);
   const limitText = params.get('limit');
   const limit = limitText === null ? DEFAULT_PAGE : Number(limitText);
@@ -71,6 +72,15 @@ function graceSeconds(rc: RequestContext): number {
     throw new HeraldError('ADMIN_INVALID_TENANT', `graceSeconds must be an integer from 0 to ${MAX_GRACE_SECONDS}`);
   }
   return grace;
+}
+
+/**
+ * One page of a list in id order, after `cursor` (the last id of the previous page), of the
+ * entries one of whose `searched` fields contains `filter` (case-insensitive).
+ */
+function pageOf<T>(entries: ReadonlyIdOrderedMap<T>, searched: (e: T) => string[], opts: { limit: number; cursor?: string; filter?: string }): { items: T[]; nextCursor: string | null } {
+  const filter = opts.filter?.toLowerCase();
+  return entries.pageAfter(opts.cursor, opts.limit, filter ? (e) => searched(e).some((field) => field.toLowerCase().includes(filter)) : undefined);
 }
 
 /** What the tenant routes need of the admin API's dependencies. */
@@ -102,7 +112,7 @@ export function tenantRoutes(deps: TenantRouteDeps, tenants: TenantRegistry, aut
   };
   const api: [Route['method'], string, RouteOptions, Handler][] = [
     ['get', '/admin/v1/apps', read, (rc) => {
-      const { items, nextCursor } = tenants.page(ctx.appsById.values(), (a) => a.id, (a) => a.key, pageQuery(rc));
+      const { items, nextCursor } = pageOf(ctx.appsById, (a) => [a.id, a.key], pageQuery(rc));
       return { status: 200, body: { apps: items.map((a) => appView(tenants, a, deps.connectionCount(a.id))), nextCursor } };
     }],
     ['post', '/admin/v1/apps', write, async (rc) => {
@@ -120,7 +130,7 @@ export function tenantRoutes(deps: TenantRouteDeps, tenants: TenantRegistry, aut
     }],
     ['post', '/admin/v1/apps/:appId/rotate-secret', write, (rc) => rotate('app', app(rc).id, rc)],
     ['get', '/admin/v1/push', read, (rc) => {
-      const { items, nextCursor } = tenants.page(ctx.pushInstances.values(), (p) => p.instanceId, (p) => p.instanceId, pageQuery(rc));
+      const { items, nextCursor } = pageOf(ctx.pushInstances, (p) => [p.instanceId], pageQuery(rc));
       return { status: 200, body: { push: items.map((p) => pushView(tenants, p)), nextCursor } };
     }],
     ['post', '/admin/v1/push', write, async (rc) => {

@@ -69,6 +69,11 @@ export interface ChannelShardApi {
     req: { appId: string; prefix?: string; withUserCount: boolean };
     res: { names: string[]; userCounts: number[] | null };
   };
+  /** This shard's occupied channels: all of them, and those of each app asked for (the overview). */
+  'channels.counts': {
+    req: { appIds: string[] };
+    res: { total: number; byApp: number[] };
+  };
   /** User ids of a presence channel (C6). */
   'channels.users': {
     req: { appId: string; channel: string };

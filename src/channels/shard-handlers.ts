@@ -220,6 +220,8 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
 
       'channels.list': (req) => store.list(req.appId, req.prefix, req.withUserCount),
 
+      'channels.counts': (req) => store.occupiedCounts(req.appIds),
+
       'channels.users': (req) => ({ userIds: store.userIds(req.appId, req.channel) }),
 
       'channels.storeCache': (req) => {

@@ -137,6 +137,8 @@ interface AppSockets {
  */
 export class SocketRegistry {
   private readonly apps = new Map<string, AppSockets>();
+  /** Live connections of every app (kept on add and remove: the overview reads it every few seconds). */
+  private total = 0;
 
   /** Every live connection, for the sweep and closeAll (copy it before closing sockets while iterating). */
   *all(): Generator<SocketState, void, undefined> {
@@ -159,9 +161,7 @@ export class SocketRegistry {
 
   connectionCount(appId?: string): number {
     if (appId !== undefined) return this.apps.get(appId)?.sockets.size ?? 0;
-    let total = 0;
-    for (const app of this.apps.values()) total += app.sockets.size;
-    return total;
+    return this.total;
   }
 
   /** Open connections per app id (for the metrics gauge). */
@@ -178,14 +178,17 @@ export class SocketRegistry {
   }
 
   add(state: SocketState): void {
-    this.forApp(state.app.id).sockets.set(state.socketId, state);
+    const sockets = this.forApp(state.app.id).sockets;
+    const before = sockets.size;
+    sockets.set(state.socketId, state);
+    this.total += sockets.size - before;
   }
 
   /** Removes the connection; returns true when it was its user's last one (user went offline). */
   remove(state: SocketState): boolean {
     const app = this.apps.get(state.app.id);
     if (!app) return false;
-    app.sockets.delete(state.socketId);
+    if (app.sockets.delete(state.socketId)) this.total--;
     let lastOfUser = false;
     if (state.userId !== null) lastOfUser = this.removeUserSocket(app, state.userId, state);
     if (app.sockets.size === 0 && app.users.size === 0) this.apps.delete(state.app.id);

@@ -76,9 +76,12 @@ export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): Sha
     handlers: handlers as unknown as ShardArea<PushShardApi>['handlers'],
     storageWrites: STORAGE_WRITES,
     reload: reloadAreas,
+    // Apps changed at run time concern no push area; push instances changed: their namespaces
+    // read again (another node may have retired one), then as a reload.
     tenantsChanged: (change, config) => {
       const named = [...(change.push ?? []).map((p) => p.instanceId), ...(change.removedPush ?? [])];
-      if (shared && named.length > 0) {
+      if (named.length === 0) return;
+      if (shared) {
         const reading = Promise.all(named.map((id) => namespaces.refresh(id))).catch(() => undefined);
         refreshing = reading;
         void reading.then(() => {

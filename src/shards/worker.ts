@@ -15,7 +15,7 @@ import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
 import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext, type TenantChange } from './context.js';
 import { openShardDatabase } from './storage.js';
 import { installDiskFullGuard, isWriteSpaceError, logWriteFailure, type DiskFullGuard } from './disk-full.js';
-import { patchList } from './patch-list.js';
+import { configWithTenants, tenantMapsOf } from './tenant-lists.js';
 
 const codec = new ShardCodec();
 /** Longest block the test hooks (core.crash, core.hold) accept, ms. */
@@ -47,6 +47,8 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
     root,
     testHooks: data.testHooks || process.env.HERALD_TEST_HOOKS === '1',
   };
+  // The running apps and push instances by id: a change replaces one entry (tenant-lists.ts).
+  let tenants = tenantMapsOf(ctx.config);
   const areas = build(ctx);
   const storageWrites = new Set<string>(areas.flatMap((a) => (a.storageWrites ?? []) as string[]));
   let closing: Promise<void> | undefined;
@@ -58,19 +60,20 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
     'core.reload': (req) => {
       const config = (req as { config: HeraldConfig }).config;
       ctx.config = config;
+      tenants = tenantMapsOf(config);
       setLogLevel(config.logLevel);
       for (const area of areas) area.reload?.(config);
       return { reloaded: true };
     },
-    // Tenants changed through the admin API: only the named entries are replaced in the config.
+    // Tenants changed through the admin API: only the named entries are replaced, whatever the count of the others.
     'core.tenants': (req) => {
       // Copied: the decoded strings are slices of longer ones, which the config would keep alive (codec.ts).
       const change = structuredClone(req) as TenantChange;
-      const config: HeraldConfig = {
-        ...ctx.config,
-        apps: patchList(ctx.config.apps, (a) => a.id, change.apps ?? [], change.removedApps ?? []),
-        push: patchList(ctx.config.push, (p) => p.instanceId, change.push ?? [], change.removedPush ?? []),
-      };
+      for (const id of change.removedApps ?? []) tenants.apps.delete(id);
+      for (const app of change.apps ?? []) tenants.apps.set(app.id, app);
+      for (const id of change.removedPush ?? []) tenants.push.delete(id);
+      for (const instance of change.push ?? []) tenants.push.set(instance.instanceId, instance);
+      const config = configWithTenants(ctx.config, tenants);
       ctx.config = config;
       for (const area of areas) {
         if (area.tenantsChanged) area.tenantsChanged(change, config);

@@ -16,7 +16,7 @@ import type { SecretGrace } from '../config/secret-grace.js';
 import { log } from '../log.js';
 import type { CoreShardApi, ShardRequestOf } from '../shards/messages.js';
 import type { ShardRequester } from '../shards/requester.js';
-import { patchList } from '../shards/patch-list.js';
+import { configWithTenants } from '../shards/tenant-lists.js';
 import type { AppRecord, PushRecord, TenantKind, TenantRecord } from './tenant-record.js';
 import type { SharedTenantStore, TenantStore } from './tenant-store.js';
 import { TenantSync, type TenantHolder } from './tenant-sync.js';
@@ -66,8 +66,10 @@ export interface TenantRegistryDeps {
 export type TenantSource = 'config' | 'api';
 
 export class TenantRegistry implements TenantHolder {
-  /** Stored records by `<kind>\0<id>` (those the seed shadows included). */
+  /** Stored records by `<kind>\0<id>` (those the seed shadows included); changed only through hold() and drop(). */
   private readonly records = new Map<string, TenantRecord>();
+  /** The app id of each stored app record by its key (a key check is one lookup, whatever the count). */
+  private readonly recordAppIdsByKey = new Map<string, string>();
   private seedAppIds = new Set<string>();
   private seedAppKeys = new Set<string>();
   private seedPushIds = new Set<string>();
@@ -87,7 +89,7 @@ export class TenantRegistry implements TenantHolder {
     this.seed(fileConfig);
     await this.sync?.begin();
     for await (const page of this.deps.store.pages()) {
-      for (const record of page) this.records.set(recordKey(record.kind, idOf(record)), record);
+      for (const record of page) this.hold(record);
     }
     return this.merge(fileConfig);
   }
@@ -196,7 +198,7 @@ export class TenantRegistry implements TenantHolder {
     this.editable(kind, id);
     if (kind === 'push') await this.deps.retirePush(id);
     await this.deps.store.delete(kind, id);
-    this.records.delete(recordKey(kind, id));
+    this.drop(kind, id);
     this.applyRemoval(kind, id);
     if (kind === 'app') await this.deps.effects.appDeleted(id);
     await this.notify(kind, id);
@@ -237,9 +239,25 @@ export class TenantRegistry implements TenantHolder {
   private checkKeyFree(key: string, ownId: string | undefined): void {
     const holder = this.deps.appsByKey.get(key);
     if ((holder && holder.id !== ownId) || this.seedAppKeys.has(key)) throw new HeraldError('ADMIN_CONFLICT', `Another app has the key ${key}`);
-    for (const record of this.records.values()) {
-      if (record.kind === 'app' && record.config.key === key && record.config.id !== ownId) throw new HeraldError('ADMIN_CONFLICT', `Another app has the key ${key}`);
-    }
+    const recordHolder = this.recordAppIdsByKey.get(key);
+    if (recordHolder !== undefined && recordHolder !== ownId) throw new HeraldError('ADMIN_CONFLICT', `Another app has the key ${key}`);
+  }
+
+  /** Holds a stored record (replacing the one of its id). */
+  private hold(record: TenantRecord): void {
+    const key = recordKey(record.kind, idOf(record));
+    const previous = this.records.get(key);
+    if (previous?.kind === 'app' && this.recordAppIdsByKey.get(previous.config.key) === previous.config.id) this.recordAppIdsByKey.delete(previous.config.key);
+    this.records.set(key, record);
+    if (record.kind === 'app') this.recordAppIdsByKey.set(record.config.key, record.config.id);
+  }
+
+  /** Forgets a stored record. */
+  private drop(kind: TenantKind, id: string): void {
+    const key = recordKey(kind, id);
+    const previous = this.records.get(key);
+    if (previous?.kind === 'app' && this.recordAppIdsByKey.get(previous.config.key) === previous.config.id) this.recordAppIdsByKey.delete(previous.config.key);
+    this.records.delete(key);
   }
 
   private checkPushAllowed(): void {
@@ -251,7 +269,7 @@ export class TenantRegistry implements TenantHolder {
   /** Stores the record, applies it here, then tells the other nodes. */
   private async commit(record: TenantRecord): Promise<void> {
     await this.deps.store.put(record);
-    this.records.set(recordKey(record.kind, idOf(record)), record);
+    this.hold(record);
     this.applyRecord(record);
     await this.notify(record.kind, idOf(record));
   }
@@ -295,10 +313,10 @@ export class TenantRegistry implements TenantHolder {
     const held = this.records.get(key);
     if (record) {
       if (held && JSON.stringify(held) === JSON.stringify(record)) return;
-      this.records.set(key, record);
+      this.hold(record);
       this.applyRecord(record);
     } else if (held) {
-      this.records.delete(key);
+      this.drop(kind, id);
       this.applyRemoval(kind, id);
     }
   }
@@ -335,41 +353,18 @@ export class TenantRegistry implements TenantHolder {
     }
   }
 
-  /** The running config and every shard take the changed entries only. */
+  /**
+   * The running config (its lists views of the maps, which hold the change already) and every
+   * shard take the changed entries only.
+   */
   private patchConfig(change: Omit<ShardRequestOf<CoreShardApi, 'core.tenants'>, 'type'>): void {
-    const current = this.deps.config();
-    const next: HeraldConfig = {
-      ...current,
-      apps: patchList(current.apps, (a) => a.id, change.apps ?? [], change.removedApps ?? []),
-      push: patchList(current.push, (p) => p.instanceId, change.push ?? [], change.removedPush ?? []),
-    };
-    this.deps.effects.configChanged(Object.freeze(next));
+    this.deps.effects.configChanged(configWithTenants(this.deps.config(), { apps: this.deps.appsById, push: this.deps.pushInstances }));
     for (let shard = 0; shard < this.deps.shards.shardCount; shard++) {
       this.deps.shards.request(shard, { type: 'core.tenants', ...change }).catch((err: unknown) => {
         // A shard that missed it takes the running config when its worker restarts.
         log.error('tenants: a shard did not take the change', { shard, error: String(err) });
       });
     }
-  }
-
-  // --- listing -----------------------------------------------------------------------------
-
-  /**
-   * One page of apps (or push instances) sorted by id, after `cursor` (the last id of the
-   * previous page), whose id or key contains `filter` (case-insensitive).
-   */
-  page<T>(entries: Iterable<T>, idOf: (e: T) => string, keyOf: (e: T) => string, opts: { limit: number; cursor?: string; filter?: string }): { items: T[]; nextCursor: string | null } {
-    const filter = opts.filter?.toLowerCase();
-    const matching: T[] = [];
-    for (const e of entries) {
-      const id = idOf(e);
-      if (opts.cursor !== undefined && id <= opts.cursor) continue;
-      if (filter && !id.toLowerCase().includes(filter) && !keyOf(e).toLowerCase().includes(filter)) continue;
-      matching.push(e);
-    }
-    matching.sort((a, b) => (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0));
-    const items = matching.slice(0, opts.limit);
-    return { items, nextCursor: matching.length > opts.limit ? idOf(items[items.length - 1]!) : null };
   }
 }
 

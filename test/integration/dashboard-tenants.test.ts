@@ -2,7 +2,8 @@
  * The dashboard's Apps and Push instances pages in a real Chromium against the built server:
  * create an app (its secret shown once, pusher-js connects with its key), edit its limits
  * (the refusals of a limit show on the page), disable it (its client closed with 4003), rotate
- * its secret, delete it with confirmation; create a push instance; no page errors.
+ * its secret, delete it with confirmation; create a push instance; the overview's apps a page at
+ * a time with their total; no page errors.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
@@ -18,8 +19,12 @@ const FILE_APP = { id: 'file-app', key: 'file-key', secret: 'file-secret' };
 let herald: HeraldProcess;
 let browser: Browser;
 
-function admin(path: string): Promise<Response> {
-  return fetch(`${herald.baseUrl}/admin/v1${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+function admin(path: string, init: { method?: string; body?: unknown } = {}): Promise<Response> {
+  return fetch(`${herald.baseUrl}/admin/v1${path}`, {
+    method: init.method ?? 'GET',
+    headers: { authorization: `Bearer ${TOKEN}`, ...(init.body !== undefined && { 'content-type': 'application/json' }) },
+    ...(init.body !== undefined && { body: JSON.stringify(init.body) }),
+  });
 }
 
 describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard Apps page in Chromium', () => {
@@ -114,6 +119,35 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard Apps page in
       expect(errors).toEqual([]);
     } finally {
       for (const p of pool) p.disconnectAll();
+      await context.close();
+    }
+  });
+
+  it('shows the overview\'s apps a page at a time, with their total', async () => {
+    const ids = Array.from({ length: 60 }, (_, i) => `paged-${String(i).padStart(2, '0')}`);
+    for (const id of ids) expect((await admin('/apps', { method: 'POST', body: { id, key: `${id}-key` } })).status).toBe(201);
+    const total = ((await (await admin('/overview')).json()) as { appsTotal: number }).appsTotal;
+    expect(total).toBeGreaterThan(60);
+    const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    try {
+      const page = await context.newPage();
+      const errors = collectErrors(page);
+      await page.goto(`${herald.baseUrl}/dashboard#token=${TOKEN}`);
+      const apps = page.locator('section.card', { has: page.getByRole('heading', { name: /^Apps/ }) });
+      await apps.getByRole('heading', { name: `Apps (${total})` }).waitFor();
+      const listed = async () => apps.locator('tbody tr td:first-child a').allTextContents();
+      await until(async () => (await listed()).length === 50, 'a first page of 50 apps');
+      const first = await listed();
+      expect(first).toEqual([...first].sort());
+      await apps.getByRole('button', { name: 'Next page of apps' }).click();
+      await until(async () => !(await listed()).includes(first[0]!), 'the second page');
+      const second = await listed();
+      expect(second[0]! > first[first.length - 1]!).toBe(true);
+      expect(first.length + second.length).toBe(Math.min(total, 100));
+      await apps.getByRole('button', { name: 'First page of apps' }).click();
+      await until(async () => (await listed())[0] === first[0], 'the first page again');
+      expect(errors).toEqual([]);
+    } finally {
       await context.close();
     }
   });

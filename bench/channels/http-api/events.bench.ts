@@ -37,7 +37,7 @@ export const suite: MicroSuite = {
     const adapter: ChannelAdapter = {
       publish: () => void published++,
       storeCachedEvent: notUsed, clientEvent: notUsed, subscribe: notUsed, unsubscribe: notUsed, channelInfo: notUsed,
-      listChannels: notUsed, presenceUserIds: notUsed, terminateUserConnections: notUsed,
+      listChannels: notUsed, occupiedChannelCounts: notUsed, presenceUserIds: notUsed, terminateUserConnections: notUsed,
       attach: notUsed, detach: notUsed, userPresence: notUsed, watch: notUsed, connectionCount: notUsed,
       onStateLost: notUsed, close: notUsed, cluster: null,
     };

@@ -123,6 +123,14 @@ export interface ChannelInfo {
   cache?: { data: string; ttl: number } | null;
 }
 
+/** Occupied channels counted without listing them: the total over every app, and some apps' own. */
+export interface OccupiedChannelCounts {
+  /** Occupied channels of every app. */
+  total: number;
+  /** Occupied channels of each app asked for, in the order asked. */
+  byApp: number[];
+}
+
 /** One row of listChannels: an occupied channel, with its user count when asked for. */
 export interface OccupiedChannel {
   channel: string;
@@ -207,6 +215,14 @@ export interface ChannelStateStore {
    * by name. Local: every shard asked. Cluster: read from Redis; CLUSTER_UNAVAILABLE during an outage.
    */
   listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<OccupiedChannel[]>;
+  /**
+   * How many channels are occupied, over every app and for each of `appIds` (the overview); the
+   * cost does not grow with the apps or channels that exist, only with `appIds`. Local: one
+   * request to each shard, which counts its channels as they become occupied and vacated.
+   * Cluster: read from Redis (a count the join and leave scripts keep); CLUSTER_UNAVAILABLE
+   * during an outage.
+   */
+  occupiedChannelCounts(appIds: readonly string[]): Promise<OccupiedChannelCounts>;
 }
 
 /** Signed-in users: presence channels' members, watchlists, terminating a user's connections. */

@@ -20,6 +20,7 @@ import type {
   FrontEndSubscription,
   LostChannels,
   OccupiedChannel,
+  OccupiedChannelCounts,
   RelayedClientEvent,
   SubscribeRequest,
   SubscribeResult,
@@ -222,6 +223,14 @@ export class LocalChannelAdapter implements ChannelAdapter {
       const { names, userCounts } = answers[from]!;
       out.push(withUserCount && userCounts ? { channel: names[i]!, userCount: userCounts[i]! } : { channel: names[i]! });
     }
+  }
+
+  async occupiedChannelCounts(appIds: readonly string[]): Promise<OccupiedChannelCounts> {
+    const answers = await this.shards.broadcast({ type: 'channels.counts', appIds: [...appIds] });
+    return {
+      total: answers.reduce((n, a) => n + a.total, 0),
+      byApp: appIds.map((_, i) => answers.reduce((n, a) => n + (a.byApp[i] ?? 0), 0)),
+    };
   }
 
   async presenceUserIds(appId: string, channel: string): Promise<string[]> {

@@ -93,6 +93,8 @@ export class ChannelStore {
   private readonly apps = new Map<string, Map<string, ChannelState>>();
   /** appId → its cached last events. */
   private readonly caches = new Map<string, AppCache>();
+  /** Occupied channels of every app (kept as channels become occupied and vacated). */
+  private occupied = 0;
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -115,6 +117,7 @@ export class ChannelStore {
     if (!state) {
       state = { subscribers: new SmallMap(), members: presence ? new Map() : null, membersJson: null };
       channels.set(ownString(req.channel), state);
+      this.occupied++;
     }
     state.subscribers.set(ownString(req.socketId), userId === undefined ? null : ownString(userId));
     let memberAdded = false;
@@ -158,6 +161,7 @@ export class ChannelStore {
     const vacated = state.subscribers.size === 0;
     if (vacated) {
       channels.delete(channel);
+      this.occupied--;
       if (channels.size === 0) this.apps.delete(appId);
     }
     return { changed: true, vacated, memberRemoved, subscriptionCount: state.subscribers.size };
@@ -173,6 +177,7 @@ export class ChannelStore {
     this.apps.delete(appId);
     this.caches.delete(appId);
     if (!channels) return [];
+    this.occupied -= channels.size;
     return [...channels].map(([channel, state]) => ({ channel, members: state.members ? [...state.members.keys()] : [] }));
   }
 
@@ -224,6 +229,11 @@ export class ChannelStore {
   userIds(appId: string, channel: string): string[] {
     const members = this.apps.get(appId)?.get(channel)?.members;
     return members ? [...members.keys()] : [];
+  }
+
+  /** Occupied channels on this shard: of every app, and of each of `appIds`. */
+  occupiedCounts(appIds: readonly string[]): { total: number; byApp: number[] } {
+    return { total: this.occupied, byApp: appIds.map((appId) => this.apps.get(appId)?.size ?? 0) };
   }
 
   /**

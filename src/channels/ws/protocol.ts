@@ -41,7 +41,7 @@ const authFailureLog = new RateLimitedLog('debug', 10_000);
 
 export class ProtocolHandler {
   /** App ids with a webhook that wants client_event: only those cost a message to the webhook outbox per client event. */
-  private clientEventWebhookApps: ReadonlySet<string> = new Set();
+  private clientEventWebhookApps = new Set<string>();
 
   constructor(private readonly deps: ProtocolDeps) {
     this.reload(deps.config.apps);
@@ -52,12 +52,10 @@ export class ProtocolHandler {
     this.clientEventWebhookApps = new Set(apps.filter((a) => wantsClientEvents(a)).map((a) => a.id));
   }
 
-  /** Takes one changed app (admin API); `next` undefined: removed. */
+  /** Takes one changed app (admin API); `next` undefined: removed. One entry changes, whatever the count of the others. */
   reloadApp(appId: string, next: AppConfig | undefined): void {
-    const apps = new Set(this.clientEventWebhookApps);
-    if (next && wantsClientEvents(next)) apps.add(appId);
-    else apps.delete(appId);
-    this.clientEventWebhookApps = apps;
+    if (next && wantsClientEvents(next)) this.clientEventWebhookApps.add(appId);
+    else this.clientEventWebhookApps.delete(appId);
   }
 
   /** One frame from the client. `raw` is only valid during this call. */

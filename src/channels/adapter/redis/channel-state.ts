@@ -293,6 +293,12 @@ export class RedisChannelState {
     return out;
   }
 
+  /** Occupied channels of every app, and of each of `appIds` (scripts.ts COUNTS). */
+  async occupiedCounts(appIds: readonly string[]): Promise<{ total: number; byApp: number[] }> {
+    const [total, ...byApp] = await this.direct(() => runScript<number[]>(this.redis, 'heraldCounts', [this.keys.prefix, ...appIds]));
+    return { total: total ?? 0, byApp };
+  }
+
   /** C6: user ids of a presence channel (each once, however many connections and nodes). */
   async presenceUserIds(appId: string, channel: string): Promise<string[]> {
     return this.direct(() => this.redis.hkeys(this.keys.presenceUsers(appId, channel)));

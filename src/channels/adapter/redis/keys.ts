@@ -42,6 +42,15 @@ export class RedisKeys {
     return `${this.prefix}chans:${appId}`;
   }
 
+  /**
+   * STRING: occupied channels of every app (hidden ones left out), counted by the scripts that
+   * add to and remove from the `chans:` sets. Channels occupied by a node of an older version,
+   * which did not count, are missing from it until they are vacated (it reads 0 at least).
+   */
+  occupiedTotal(): string {
+    return `${this.prefix}occupied`;
+  }
+
   /** STRING JSON `{event, data}` of a cache channel's last event, with the app's TTL. */
   cachedEvent(appId: string, channel: string): string {
     return `${this.prefix}cache:${channelId(appId, channel)}`;

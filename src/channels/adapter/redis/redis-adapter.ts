@@ -34,6 +34,7 @@ import type {
   LostChannels,
   MessageCharger,
   OccupiedChannel,
+  OccupiedChannelCounts,
   RelayedClientEvent,
   SubscribeRequest,
   SubscribeResult,
@@ -51,14 +52,14 @@ import { ClusterNode, type ClusterMember } from './cluster-node.js';
 import { AvailabilityWait } from './availability-wait.js';
 import { describeRedis, RedisUnavailableError } from './connection.js';
 import type { ControlMessage } from './delivery-bus.js';
-import { runScript } from './scripts.js';
+import { HIDDEN_CHANNELS, runScript } from './scripts.js';
 
 /** Hidden channel whose members are the signed-in users, one subscription per node and user. */
 export const ONLINE_CHANNEL = '#online';
 /** Hidden channel carrying watchlist online/offline between nodes. */
 const WATCH_CHANNEL = '#watch';
 /** Hidden channels start with `#` (`#server-to-user-` ones are real channels and do not). */
-const isHidden = (channel: string): boolean => channel === ONLINE_CHANNEL || channel === WATCH_CHANNEL;
+const isHidden = (channel: string): boolean => HIDDEN_CHANNELS.includes(channel);
 /**
  * The name a channel travels under between nodes: pub/sub names split app and channel at the
  * last `:`, which a `#server-to-user-<id>` channel may hold (user ids are free text), so its
@@ -681,6 +682,11 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
     this.checkAvailable();
     const rows = await this.call(() => this.node.state.listChannels(appId, prefix, withUserCount));
     return rows.filter((r) => !isHidden(r.channel)).map((r) => (withUserCount && channelType(r.channel).kind === 'presence' ? { channel: r.channel, userCount: r.userCount } : { channel: r.channel }));
+  }
+
+  async occupiedChannelCounts(appIds: readonly string[]): Promise<OccupiedChannelCounts> {
+    this.checkAvailable();
+    return this.call(() => this.node.state.occupiedCounts(appIds));
   }
 
   async presenceUserIds(appId: string, channel: string): Promise<string[]> {

@@ -18,12 +18,20 @@ import type { Redis } from 'ioredis';
 /** How long (ms) a reload-debounce hold outlives its debounce, so a late holder can still release it. */
 export const HOLD_GRACE_MS = 60_000;
 
+/** The adapter's own channels between nodes: occupied in Redis, never listed or counted as an app's. */
+export const HIDDEN_CHANNELS: readonly string[] = ['#online', '#watch'];
+
 const COMMON = `
 local P = ARGV[1]
 local HOLD_GRACE_MS = ${HOLD_GRACE_MS}
 local function nowMs()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local HIDDEN = {${HIDDEN_CHANNELS.map((c) => `['${c}'] = true`).join(', ')}}
+-- Keeps the count of occupied channels of every app (keys.ts occupiedTotal) as one becomes occupied or vacated.
+local function countOccupied(channel, by)
+  if not HIDDEN[channel] then redis.call('INCRBY', P .. 'occupied', by) end
 end
 local function sessionAlive(session)
   return redis.call('ZSCORE', P .. 'nodes', session) ~= false
@@ -43,7 +51,7 @@ local function leaveOne(session, appId, channel, socketId)
     count = 0
     vacated = true
     redis.call('DEL', subsKey)
-    redis.call('ZREM', P .. 'chans:' .. appId, channel)
+    if redis.call('ZREM', P .. 'chans:' .. appId, channel) == 1 then countOccupied(channel, -1) end
   end
   local removed = false
   if string.sub(tag, 1, 1) == '+' then
@@ -118,7 +126,7 @@ local function joinOne(session, appId, channel, socketId, presenceFlag, userId, 
   local occupied = 0
   if count == 1 then
     occupied = 1
-    redis.call('ZADD', P .. 'chans:' .. appId, 0, channel)
+    if redis.call('ZADD', P .. 'chans:' .. appId, 0, channel) == 1 then countOccupied(channel, 1) end
   end
   local added = 0
   if presence and redis.call('HINCRBY', usersKey, userId, 1) == 1 then
@@ -282,6 +290,23 @@ local out = {}
 for _, name in ipairs(names) do
   out[#out + 1] = name
   if ARGV[4] == '1' then out[#out + 1] = redis.call('HLEN', P .. 'users:' .. appId .. ':' .. name) else out[#out + 1] = 0 end
+end
+return out
+`;
+
+/**
+ * ARGV: prefix, then app ids. Returns {occupied channels of every app, then of each app given}
+ * (hidden channels left out), without listing any: the overview's figures.
+ */
+const COUNTS = `
+local out = {math.max(0, tonumber(redis.call('GET', P .. 'occupied') or '0'))}
+for i = 2, #ARGV do
+  local key = P .. 'chans:' .. ARGV[i]
+  local n = redis.call('ZCARD', key)
+  for name in pairs(HIDDEN) do
+    if redis.call('ZSCORE', key, name) then n = n - 1 end
+  end
+  out[#out + 1] = n
 end
 return out
 `;
@@ -526,6 +551,7 @@ const STATE_SCRIPTS = {
   heraldBatch: OPS + BATCH,
   heraldInfo: INFO,
   heraldList: LIST,
+  heraldCounts: COUNTS,
   heraldCacheSet: CACHE_SET,
   heraldCacheForget: CACHE_FORGET,
   heraldChargeQuota: CHARGE_QUOTA,

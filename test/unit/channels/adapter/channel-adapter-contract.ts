@@ -85,6 +85,25 @@ export function channelAdapterContract(name: string, make: () => Promise<Adapter
       expect(await h.adapter.listChannels('another-app', undefined, false)).toEqual([]);
     });
 
+    it('counts occupied channels in total and for the apps asked, as they become occupied and vacated', async () => {
+      const before = await h.adapter.occupiedChannelCounts([app, 'another-app']);
+      expect(before.byApp).toEqual([0, 0]);
+      // A signed-in user's connection: whatever the adapter keeps for it is not an app's channel.
+      const [c, d] = [await h.connect(app, 'counted-user'), await h.connect(app)];
+      for (const channel of ['alpha', 'beta', 'presence-a']) {
+        const member = channel.startsWith('presence-') ? { userId: 'u1' } : undefined;
+        await h.adapter.subscribe({ appId: app, channel, socketId: c.socketId, ...(member ? { member } : {}) });
+      }
+      await h.adapter.subscribe({ appId: app, channel: 'alpha', socketId: d.socketId });
+      expect(await h.adapter.occupiedChannelCounts([app, 'another-app'])).toEqual({ total: before.total + 3, byApp: [3, 0] });
+      await h.adapter.unsubscribe(app, 'alpha', c.socketId);
+      expect(await h.adapter.occupiedChannelCounts([app])).toEqual({ total: before.total + 3, byApp: [3] });
+      await h.adapter.unsubscribe(app, 'alpha', d.socketId);
+      await h.adapter.unsubscribe(app, 'presence-a', c.socketId);
+      expect(await h.adapter.occupiedChannelCounts([])).toEqual({ total: before.total + 1, byApp: [] });
+      expect(await h.adapter.occupiedChannelCounts([app])).toEqual({ total: before.total + 1, byApp: [1] });
+    });
+
     it('delivers a published frame to attached sockets, except the one named, and stops after detach', async () => {
       const [a, b, c] = [await h.connect(app), await h.connect(app), await h.connect(app)];
       for (const conn of [a, b, c]) {

@@ -15,6 +15,26 @@ describe('ChannelStore subscriptions', () => {
     expect(store.list('a', undefined)).toEqual({ names: [], userCounts: null });
   });
 
+  it('counts occupied channels of every app and of the apps asked for', () => {
+    const store = new ChannelStore();
+    join(store, '1.1', 'news');
+    join(store, '1.2', 'news');
+    join(store, '1.1', 'sport');
+    store.join({ appId: 'b', channel: 'news', socketId: '2.1', maxMembers: 100 }, false);
+    expect(store.occupiedCounts(['a', 'b', 'c'])).toEqual({ total: 3, byApp: [2, 1, 0] });
+    store.leave('a', 'news', '1.1');
+    expect(store.occupiedCounts(['a'])).toEqual({ total: 3, byApp: [2] });
+    store.leave('a', 'news', '1.2');
+    store.leave('b', 'news', '2.1');
+    store.leave('b', 'news', '2.1');
+    expect(store.occupiedCounts(['a', 'b'])).toEqual({ total: 1, byApp: [1, 0] });
+    // A removed app's channels leave the node's count with it.
+    store.join({ appId: 'b', channel: 'news', socketId: '2.2', maxMembers: 100 }, false);
+    expect(store.occupiedCounts(['a', 'b'])).toEqual({ total: 2, byApp: [1, 1] });
+    store.removeApp('a');
+    expect(store.occupiedCounts(['a', 'b'])).toEqual({ total: 1, byApp: [0, 1] });
+  });
+
   it('ignores a repeated join and a leave of a socket that is not subscribed', () => {
     const store = new ChannelStore();
     join(store, '1.1', 'news');

@@ -4,9 +4,10 @@ import {
   isValidInstanceId, parseJsonObject, pushRouteOptions, readAuthorization, requireInstance, requireJsonContentType, requireSecretKey, secretEquals,
 } from '../../../../src/push/http/common.js';
 import type { PushInstanceConfig } from '../../../../src/config/schema.js';
+import { IdOrderedMap } from '../../../../src/tenants/id-ordered-map.js';
 
 const INSTANCE = { instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10', secretKey: 'push-secret' } as PushInstanceConfig;
-const ctx = { pushInstances: new Map([[INSTANCE.instanceId, INSTANCE]]) };
+const ctx = { pushInstances: new IdOrderedMap([[INSTANCE.instanceId, INSTANCE]]) };
 
 describe('push API common checks', () => {
   it('finds instances by UUID-shaped id', () => {
