@@ -406,7 +406,9 @@ async function createChannelAdapter(
       log.info('cluster: node joined', { nodeId, redis: describeRedis(config.cluster), keyPrefix: config.cluster.keyPrefix });
       return adapter;
     } catch (err) {
-      throw new ClusterStartError(`cluster: cannot join through ${describeRedis(config.cluster)}: ${(err as Error).message}`);
+      throw new ClusterStartError(
+        `cluster: cannot join through ${describeRedis(config.cluster)}: ${(err as Error).message}; check cluster.redisUrl (or HERALD_REDIS_URL) and that Redis runs there`,
+      );
     }
   }
   return new LocalChannelAdapter(topics, shards, registry);

@@ -211,7 +211,8 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   }
 
   private async readLoop(): Promise<void> {
-    await this.connections.ready(60_000).catch(() => {});
+    // Stops waiting when the outbox closes (a node whose start-up failed closes it at once).
+    await this.connections.ready(60_000, { stop: () => this.engine.state !== 'open' }).catch(() => {});
     let grouped = false;
     while (this.engine.state === 'open') {
       try {

@@ -8,10 +8,12 @@
 import { describe, expect, it } from 'vitest';
 import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import { DEFAULT_PUSH, HeraldProcess } from '../helpers/herald-process.js';
+import { filePostgresServer } from '../helpers/file-postgres.js';
 import { freePort, RedisServer } from '../helpers/redis-server.js';
 
 const APP = { id: 'lease-app', key: 'lease-key', secret: 'lease-secret' };
 const bed = heraldClusterBed('start');
+const postgres = filePostgresServer();
 
 describe('a node whose Redis is unreachable', () => {
   it('refuses to start, naming the URL with the password masked', async () => {
@@ -26,6 +28,12 @@ describe('a node whose Redis is unreachable', () => {
       expect(String(refused)).toMatch(/exited with [1-9]\d* before listening/);
       expect(node.stderr + node.stdout).toMatch(/127\.0\.0\.1:\d+/);
       expect(node.stderr + node.stdout).not.toContain('hunter2-secret');
+      // One line with the cause and the setting, and no shard warning before it (the shards
+      // stop at once rather than waiting for a Redis that refuses them).
+      expect(node.stderr).toContain('connection refused: nothing listens there (ECONNREFUSED)');
+      expect(node.stderr).toContain('check cluster.redisUrl (or HERALD_REDIS_URL)');
+      expect(node.stderr).not.toContain('shard request failed');
+      expect(node.stderr).not.toContain('shard close failed');
     } finally {
       await node.dispose();
     }
@@ -64,6 +72,19 @@ describe.skipIf(ONE_PROCESS)('push in a cluster', () => {
     expect(String(refused)).toMatch(/exited with [1-9]\d* before listening/);
     expect(cluster.a.stderr).toContain('cluster.postgresUrl');
     expect(cluster.a.stderr).toContain('HERALD_POSTGRES_URL');
+  });
+
+  it('a node given a database that does not exist says so in one line, naming the setting', async () => {
+    const url = new URL(postgres().url('nosuchdb'));
+    const cluster = bed.create({ apps: [APP], push: [[DEFAULT_PUSH]], postgresUrl: url.toString() });
+    const refused = await cluster.a.start().then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(refused, 'the node must refuse to start').toBeInstanceOf(Error);
+    expect(cluster.a.stderr).toContain('PostgreSQL refused Herald: database "nosuchdb" does not exist (SQLSTATE 3D000); check cluster.postgresUrl (or HERALD_POSTGRES_URL)');
+    expect(cluster.a.stderr).not.toContain('Internal error in storage shard');
+    expect(cluster.a.stderr).not.toContain('shard handler failed');
   });
 
   it('a node whose PostgreSQL is unreachable refuses to start, naming the URL with the password masked', async () => {

@@ -79,7 +79,7 @@ export class ClusterNode {
 
   /** Connects (up to `readyTimeoutMs`), registers the session, starts heartbeats, reaper and bus. */
   async start(readyTimeoutMs = 10_000): Promise<this> {
-    await this.connections.ready(readyTimeoutMs);
+    await this.connections.ready(readyTimeoutMs, { failFast: true });
     await warnIfEvicting(this.connections.commands);
     await this.liveness.start();
     await this.bus.start();

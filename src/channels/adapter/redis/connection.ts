@@ -42,8 +42,13 @@ export function reconnectDelayMs(attempt: number, random: () => number = Math.ra
 export interface RedisConnections {
   readonly commands: Redis;
   readonly subscriber: Redis;
-  /** Resolves once both connections are ready (first connect); rejects after `timeoutMs`. */
-  ready(timeoutMs?: number): Promise<void>;
+  /**
+   * Resolves once both connections are ready (first connect); rejects after `timeoutMs`, or
+   * sooner when `options.failFast` and every attempt for REFUSED_GIVE_UP_MS met a refusal that
+   * waiting does not mend (nothing listens, no such host, a wrong password), or once
+   * `options.stop()` says the caller no longer waits.
+   */
+  ready(timeoutMs?: number, options?: { failFast?: boolean; stop?: () => boolean }): Promise<void>;
   /** Closes both connections (QUIT, then disconnect); no reconnect afterwards. */
   close(): Promise<void>;
   /** Drops both connections at once, as a crash would (no QUIT); no reconnect afterwards. */
@@ -81,7 +86,13 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
   const subscriber = new Redis(cluster.redisUrl, { ...base, autoResubscribe: false, connectionName: `herald-${options.nodeId}-sub` });
   // Errors are also reported through failing commands and 'close'/'ready'; without a listener
   // ioredis would print every reconnect failure.
-  commands.on('error', () => {});
+  let refusal: string | null = null;
+  commands.on('error', (err: Error & { code?: string }) => {
+    refusal = refusalOf(err);
+  });
+  commands.on('ready', () => {
+    refusal = null;
+  });
   subscriber.on('error', () => {});
   // Not awaited by ready(): through sentinels that refuse us, connect() never settles (ioredis
   // keeps asking them), and start-up must still give up after its timeout.
@@ -107,10 +118,14 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
   return {
     commands,
     subscriber,
-    async ready(timeoutMs = 10_000) {
-      const deadline = Date.now() + timeoutMs;
+    async ready(timeoutMs = 10_000, options = {}) {
+      const started = Date.now();
+      const deadline = started + timeoutMs;
       while (commands.status !== 'ready' || subscriber.status !== 'ready') {
-        if (closed) throw new RedisUnavailableError('connections closed');
+        if (closed || options.stop?.()) throw new RedisUnavailableError('connections closed');
+        if (options.failFast && refusal !== null && Date.now() - started >= REFUSED_GIVE_UP_MS) {
+          throw new RedisUnavailableError(`${refusal} (${describeRedis(cluster)})`);
+        }
         if (Date.now() > deadline) throw new RedisUnavailableError(`Redis not ready after ${timeoutMs} ms (${describeRedis(cluster)})`);
         await new Promise((r) => setTimeout(r, 20));
       }
@@ -127,6 +142,17 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
       disconnect();
     },
   };
+}
+
+/** How long start-up keeps trying a Redis that refuses it (nothing listens, no such host, a wrong password), ms. */
+export const REFUSED_GIVE_UP_MS = 2500;
+
+/** A failure that waiting does not mend, in words; null for one that may pass (a timeout, a reset). */
+function refusalOf(err: Error & { code?: string }): string | null {
+  if (err.code === 'ECONNREFUSED') return 'connection refused: nothing listens there (ECONNREFUSED)';
+  if (err.code === 'ENOTFOUND') return 'no such host (ENOTFOUND)';
+  if (/WRONGPASS|NOAUTH|invalid password|invalid username-password/i.test(err.message)) return `authentication refused (${err.message.split(/\s/)[0]})`;
+  return null;
 }
 
 /** How long a node waits for any answer from Redis before it drops the connection: half of nodeTimeoutMs, within 2 to 5 s. */

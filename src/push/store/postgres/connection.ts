@@ -50,6 +50,16 @@ export function unavailable(err: unknown): HeraldError {
   return new HeraldError('PUSH_STORE_UNAVAILABLE', `The push store (PostgreSQL) is not reachable: ${(err as Error)?.message ?? String(err)}`);
 }
 
+/**
+ * A refusal that names the setting to fix (no such database, authentication, privilege), as a
+ * PUSH_STORE_UNAVAILABLE whose message is the server's own words; undefined for other errors.
+ */
+export function misconfigured(err: unknown): HeraldError | undefined {
+  const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
+  if (typeof code !== 'string' || !/^(28|3D|42501)/.test(code)) return undefined;
+  return new HeraldError('PUSH_STORE_UNAVAILABLE', `PostgreSQL refused Herald: ${String(message)} (SQLSTATE ${code}); check cluster.postgresUrl (or HERALD_POSTGRES_URL)`);
+}
+
 export interface ShardPoolOptions {
   url: string;
   poolSize?: number;
@@ -104,7 +114,7 @@ export class SchemaReady {
       () => undefined,
       (err: unknown) => {
         this.migrated = undefined;
-        throw isUnavailable(err) ? unavailable(err) : err;
+        throw isUnavailable(err) ? unavailable(err) : (misconfigured(err) ?? err);
       },
     );
     return this.migrated;
