@@ -94,6 +94,7 @@ export const ERROR_CATALOGUE = {
   INSTANCE_ID_MISSING: { status: 400, kind: 'Bad Request', message: 'Instance id missing from path' },
   INSTANCE_ID_INVALID: { status: 400, kind: 'Bad Request', message: 'Instance id is not valid' },
   INSTANCE_NOT_FOUND: { status: 404, kind: 'Instance not found', message: 'Could not find the instance' },
+  INSTANCE_DISABLED: { status: 403, kind: 'Forbidden', message: 'The push instance is disabled' },
   DEVICE_NOT_FOUND: { status: 404, kind: 'Device not found', message: 'Could not find the device' },
   DEVICE_ID_MISSING: { status: 400, kind: 'Bad Request', message: 'Device id missing from path' },
   DEVICE_ID_INVALID: { status: 400, kind: 'Bad Request', message: 'Device id is not valid' },

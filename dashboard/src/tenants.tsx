@@ -1,6 +1,7 @@
 /**
  * The Apps and Push instances pages: tenants managed through the admin API (create, edit
- * limits and flags, rotate a secret with a grace period, disable, delete with confirmation),
+ * limits, flags and push credentials, rotate a secret with a grace period, disable, delete with
+ * confirmation),
  * a page of 50 at a time with a filter; each app shows how often its rate limits refused.
  * Both are one TenantsPage, told by a TenantKind what differs: the API path, the columns,
  * the create form, the secret's name and whether entries can be edited and disabled.
@@ -28,9 +29,19 @@ interface TenantPush {
   instanceId: string;
   source: 'config' | 'api';
   maxPublishesPerSecond: number;
+  notificationQuota: number | null;
+  apns: unknown;
+  fcm: unknown;
+  web: unknown;
   previousSecretValidUntil?: string;
   [field: string]: unknown;
 }
+
+const PLATFORMS = [
+  { field: 'apns', label: 'APNs' },
+  { field: 'fcm', label: 'FCM' },
+  { field: 'web', label: 'Web push' },
+] as const;
 
 /** What the list of one kind of tenant needs to know (TenantsPage). */
 interface TenantKind<T extends { source: 'config' | 'api'; [field: string]: unknown }> {
@@ -109,11 +120,19 @@ const PUSH: TenantKind<TenantPush> = {
   detailHref: (id) => `/dashboard/push/${encodeURIComponent(id)}`,
   secretField: 'secretKey',
   secretName: 'secret key',
-  columns: [{ header: 'Publishes/s', cell: (p) => p.maxPublishesPerSecond }],
+  columns: [
+    { header: 'Publishes/s', cell: (p) => p.maxPublishesPerSecond },
+    {
+      header: 'Credentials',
+      class: 'credentials',
+      cell: (p) => PLATFORMS.filter((pl) => p[pl.field] !== null && p[pl.field] !== undefined).map((pl) => pl.label).join(', ') || 'none',
+    },
+  ],
   createFields: [],
   createLabel: 'Create push instance',
   deleteWarning: 'Its device API and publishes stop working.',
-  canDisable: false,
+  editor: (instance, onSaved, onDone) => <PushEditor key={instance.instanceId} instance={instance} onSaved={onSaved} onDone={onDone} />,
+  canDisable: true,
   filterPlaceholder: 'filter by instance id',
 };
 
@@ -322,6 +341,89 @@ function AppEditor(props: { app: TenantApp; onSaved: (text: string) => void; onD
             {f}
           </label>
         ))}
+        <button type="submit">Save</button>
+        <button type="button" class="ghost" onClick={props.onDone}>
+          Cancel
+        </button>
+        {error && (
+          <p class="error" role="alert">
+            {error}
+          </p>
+        )}
+      </form>
+    </section>
+  );
+}
+
+/**
+ * Limits and credentials of one API-created push instance. Credentials are write-only: the
+ * fields start empty (the list shows which platforms have some), and a platform whose fields
+ * are left empty keeps what it has.
+ */
+function PushEditor(props: { instance: TenantPush; onSaved: (text: string) => void; onDone: () => void }) {
+  const { instance } = props;
+  const [rate, setRate] = useState(String(instance.maxPublishesPerSecond));
+  const [quota, setQuota] = useState(instance.notificationQuota === null ? '' : String(instance.notificationQuota));
+  const [fields, setFields] = useState<Record<string, string>>({});
+  const [error, setError] = useState<string | null>(null);
+  const field = (name: string, label: string, multiline = false) => (
+    <label key={name}>
+      {label}
+      {multiline ? (
+        <textarea aria-label={label} rows={4} value={fields[name] ?? ''} onInput={(e) => setFields({ ...fields, [name]: (e.target as HTMLTextAreaElement).value })} />
+      ) : (
+        <input aria-label={label} value={fields[name] ?? ''} onInput={(e) => setFields({ ...fields, [name]: (e.target as HTMLInputElement).value })} />
+      )}
+    </label>
+  );
+  const given = (...names: string[]) => names.some((n) => (fields[n] ?? '').trim() !== '');
+  const save = async (e: Event) => {
+    e.preventDefault();
+    const body: Record<string, unknown> = { maxPublishesPerSecond: Number(rate), notificationQuota: quota.trim() === '' ? null : Number(quota) };
+    try {
+      if (given('apnsTeamId', 'apnsKeyId', 'apnsPrivateKey')) {
+        body.apns = { teamId: fields.apnsTeamId ?? '', keyId: fields.apnsKeyId ?? '', privateKey: fields.apnsPrivateKey ?? '' };
+      }
+      if (given('fcmServiceAccount')) body.fcm = { serviceAccount: fields.fcmServiceAccount };
+      if (given('webPublic', 'webPrivate', 'webSubject')) {
+        body.web = { vapidPublicKey: fields.webPublic ?? '', vapidPrivateKey: fields.webPrivate ?? '', subject: fields.webSubject ?? '' };
+      }
+      await api(`/push/${encodeURIComponent(instance.instanceId)}`, { method: 'PATCH', body });
+      props.onSaved(`Instance ${instance.instanceId} saved.`);
+      props.onDone();
+    } catch (err) {
+      setError(message(err));
+    }
+  };
+  return (
+    <section class="card" aria-label={`Edit ${instance.instanceId}`}>
+      <h2 class="wrap">Edit {instance.instanceId}</h2>
+      <form class="editor" onSubmit={save}>
+        <label>
+          Publishes per second
+          <input inputMode="numeric" aria-label="maxPublishesPerSecond" value={rate} onInput={(e) => setRate((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>
+          Notifications per month
+          <input inputMode="numeric" aria-label="notificationQuota" placeholder="unlimited" value={quota} onInput={(e) => setQuota((e.target as HTMLInputElement).value)} />
+        </label>
+        <p class="hint">Credentials are write-only: leave a platform empty to keep what it has. Key material only (PEM text, the service-account JSON), no file paths.</p>
+        <fieldset>
+          <legend>APNs</legend>
+          {field('apnsTeamId', 'APNs team id')}
+          {field('apnsKeyId', 'APNs key id')}
+          {field('apnsPrivateKey', 'APNs private key (.p8 PEM text)', true)}
+        </fieldset>
+        <fieldset>
+          <legend>FCM</legend>
+          {field('fcmServiceAccount', 'FCM service-account JSON', true)}
+        </fieldset>
+        <fieldset>
+          <legend>Web push</legend>
+          {field('webPublic', 'VAPID public key')}
+          {field('webPrivate', 'VAPID private key')}
+          {field('webSubject', 'VAPID subject (mailto: or https: URL)')}
+        </fieldset>
         <button type="submit">Save</button>
         <button type="button" class="ghost" onClick={props.onDone}>
           Cancel

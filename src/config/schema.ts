@@ -240,6 +240,8 @@ const pushWebhookSchema = z.strictObject({
 export const pushInstanceSchema = z.strictObject({
   instanceId: z.uuid(),
   secretKey: z.string().min(1),
+  /** A disabled instance answers its device, publish and reporting APIs with 403 INSTANCE_DISABLED. */
+  enabled: z.boolean().default(true),
   /** Publish requests per second (P1 + P2) before 429. */
   maxPublishesPerSecond: z.number().int().positive().default(100),
   /** Notifications (recipient devices) per UTC month before 402; null = unlimited. */

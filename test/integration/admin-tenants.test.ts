@@ -8,7 +8,9 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ClientPool, refusal, rawConnection } from '../helpers/channel-clients.js';
-import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { REPO_ROOT, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { beamsSdk, channelsSdk } from '../helpers/sdk-clients.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
 import { until } from '../helpers/wait.js';
@@ -199,6 +201,30 @@ describe('apps through the admin API', () => {
     expect(((await (await admin('/apps/strict-app')).json()) as { settings: { userAuthentication: boolean } }).settings.userAuthentication).toBe(true);
     const listed = (await (await admin('/apps')).json()) as { apps: { id: string; userAuthentication: boolean }[] };
     expect(listed.apps.find((a) => a.id === 'strict-app')?.userAuthentication).toBe(true);
+  });
+
+  it('a push instance disabled through the API refuses its device and publish APIs with 403, keeps its devices, and serves again once enabled', async () => {
+    const vapid = JSON.parse(readFileSync(join(REPO_ROOT, 'test/fixtures/vapid.json'), 'utf8')) as { publicKey: string; privateKey: string };
+    const web = { vapidPublicKey: vapid.publicKey, vapidPrivateKey: vapid.privateKey, subject: 'mailto:ops@example.com' };
+    const created = (await (await admin('/push', { method: 'POST', body: { web } })).json()) as { instanceId: string; secretKey: string; enabled: boolean };
+    expect(created.enabled).toBe(true);
+    const devices = `${herald.baseUrl}/device_api/v1/instances/${created.instanceId}/devices/web`;
+    const subscription = { endpoint: 'https://push.example.com/send/disable-probe', keys: { p256dh: 'BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM', auth: 'tBHItJI5svbpez7KI4CCXg' } };
+    const register = () => fetch(devices, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: Buffer.from(JSON.stringify(subscription)).toString('base64') }) });
+    const before = await register();
+    expect(before.status, await before.clone().text()).toBe(200);
+    const { id } = (await before.json()) as { id: string };
+    const disabled = await admin(`/push/${created.instanceId}`, { method: 'PATCH', body: { enabled: false } });
+    expect(disabled.status, await disabled.clone().text()).toBe(200);
+    expect(((await disabled.json()) as { enabled: boolean }).enabled).toBe(false);
+    const refused = await register();
+    expect(refused.status).toBe(403);
+    expect(await refused.text()).toContain('is disabled');
+    await expect(beamsSdk(herald.port, created.instanceId, created.secretKey).publishToInterests(['news'], { web: { notification: { title: 't' } } })).rejects.toThrow(/403|disabled/i);
+    expect((await admin(`/push/${created.instanceId}`, { method: 'PATCH', body: { enabled: true } })).status).toBe(200);
+    // The device registered before is still there.
+    expect((await fetch(`${devices}/${encodeURIComponent(id)}`)).status).toBe(200);
+    await beamsSdk(herald.port, created.instanceId, created.secretKey).publishToInterests(['news'], { web: { notification: { title: 't' } } });
   });
 
   it('a push instance created through the API serves the Beams SDK with its secret key; rotation refuses the old key', async () => {

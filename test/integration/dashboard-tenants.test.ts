@@ -7,7 +7,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
-import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { REPO_ROOT, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { CHROMIUM_PATH, chromiumAvailable, collectErrors, launchChromium } from '../helpers/browser.js';
 import { ClientPool, refusal } from '../helpers/channel-clients.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
@@ -107,6 +109,27 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard Apps page in
       await page.locator(`tr[data-instance="${instanceId}"]`).waitFor();
       // Push instances have no key: the filter says what it matches.
       expect(await page.getByLabel('Filter push instances').getAttribute('placeholder')).toBe('filter by instance id');
+
+      // Edit: a limit and web push credentials (write-only); the list shows the platform.
+      const pushRow = page.locator(`tr[data-instance="${instanceId}"]`);
+      await pushRow.locator('.credentials').getByText('none').waitFor();
+      await pushRow.getByRole('button', { name: 'Edit' }).click();
+      await page.getByLabel('maxPublishesPerSecond').fill('7');
+      const vapid = JSON.parse(readFileSync(join(REPO_ROOT, 'test/fixtures/vapid.json'), 'utf8')) as { publicKey: string; privateKey: string };
+      await page.getByLabel('VAPID public key').fill(vapid.publicKey);
+      await page.getByLabel('VAPID private key').fill(vapid.privateKey);
+      await page.getByLabel('VAPID subject (mailto: or https: URL)').fill('mailto:ops@example.com');
+      await page.getByRole('button', { name: 'Save' }).click();
+      await pushRow.locator('.credentials').getByText('Web push').waitFor();
+      const saved = (await (await admin(`/push/${instanceId}`)).json()) as { settings: { maxPublishesPerSecond: number; web: { vapidPrivateKey: string } } };
+      expect(saved.settings.maxPublishesPerSecond).toBe(7);
+      expect(saved.settings.web.vapidPrivateKey).not.toContain(vapid.privateKey.slice(0, 10));
+      // Disable and enable, as apps.
+      await pushRow.getByRole('button', { name: 'Disable' }).click();
+      await pushRow.getByText('disabled').waitFor();
+      expect(((await (await admin(`/push?filter=${instanceId}`)).json()) as { push: { enabled: boolean }[] }).push[0]!.enabled).toBe(false);
+      await pushRow.getByRole('button', { name: 'Enable' }).click();
+      await pushRow.getByRole('button', { name: 'Disable' }).waitFor();
 
       // The detail pages lead back to their lists.
       await page.goto(`${herald.baseUrl}/dashboard/apps/${FILE_APP.id}`);

@@ -32,6 +32,12 @@ export function requireInstance(ctx: Pick<ServerContext, 'pushInstances'>, insta
   }
   const instance = ctx.pushInstances.get(instanceId);
   if (!instance) throw new HeraldError('INSTANCE_NOT_FOUND', `Could not find the instance ${instanceId}`);
+  if (!instance.enabled) {
+    throw new HeraldError(
+      'INSTANCE_DISABLED',
+      `Push instance ${instanceId} is disabled; enable it (enabled: true in push[] of the config file for an instance defined there; the admin API or the dashboard's Push instances page for one created there)`,
+    );
+  }
   return instance;
 }
 

@@ -6,8 +6,9 @@ import {
 import type { PushInstanceConfig } from '../../../../src/config/schema.js';
 import { IdOrderedMap } from '../../../../src/tenants/id-ordered-map.js';
 
-const INSTANCE = { instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10', secretKey: 'push-secret' } as PushInstanceConfig;
-const ctx = { pushInstances: new IdOrderedMap([[INSTANCE.instanceId, INSTANCE]]) };
+const INSTANCE = { instanceId: '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10', secretKey: 'push-secret', enabled: true } as PushInstanceConfig;
+const DISABLED = { instanceId: '1f0e2d3c-4b5a-4968-8776-a5b4c3d2e1f0', secretKey: 'push-secret', enabled: false } as PushInstanceConfig;
+const ctx = { pushInstances: new IdOrderedMap([[INSTANCE.instanceId, INSTANCE], [DISABLED.instanceId, DISABLED]]) };
 
 describe('push API common checks', () => {
   it('finds instances by UUID-shaped id', () => {
@@ -16,6 +17,7 @@ describe('push API common checks', () => {
     expect(codeOf(() => requireInstance(ctx, undefined))).toBe('INSTANCE_ID_MISSING');
     expect(codeOf(() => requireInstance(ctx, 'instance-1'))).toBe('INSTANCE_ID_INVALID');
     expect(codeOf(() => requireInstance(ctx, '00000000-0000-4000-8000-000000000000'))).toBe('INSTANCE_NOT_FOUND');
+    expect(codeOf(() => requireInstance(ctx, DISABLED.instanceId))).toBe('INSTANCE_DISABLED');
     expect(isValidInstanceId(INSTANCE.instanceId.toUpperCase())).toBe(true);
     expect(isValidInstanceId(`${INSTANCE.instanceId}0`)).toBe(false);
   });
