@@ -18,7 +18,7 @@ import net from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ApnsProtocol } from './apns-protocol.js';
-import type { Exchange } from './exchange.js';
+import { singleHeader, type Exchange } from './exchange.js';
 import { FcmProtocol } from './fcm-protocol.js';
 import { GatewayServer, readBody, writeResponse, type GatewayRequest, type GatewayResponse } from './gateway-server.js';
 import { apnsAnswer, prefixAnswer } from './sandbox-answers.js';
@@ -96,13 +96,13 @@ export async function startSandboxGateway(options: SandboxGatewayOptions): Promi
   const pages = http.createServer((req, res) => {
     void answerPage(req).then((response) => writeResponse(res, response));
   });
-  const pending = new Set<net.Socket>();
+  // Every connection, whichever server it went to: stop() ends them all.
+  const sockets = new Set<net.Socket>();
   const front = net.createServer((socket) => {
-    pending.add(socket);
+    sockets.add(socket);
     socket.on('error', () => undefined);
-    socket.once('close', () => pending.delete(socket));
+    socket.once('close', () => sockets.delete(socket));
     socket.once('data', (first) => {
-      pending.delete(socket);
       socket.pause();
       socket.unshift(first);
       // 0x16: a TLS handshake record.
@@ -121,7 +121,13 @@ export async function startSandboxGateway(options: SandboxGatewayOptions): Promi
   // Everything below is synchronous: no connection is served before the gateways exist.
   const urlHost = options.host.includes(':') ? `[${options.host}]` : options.host;
   const origin = `https://${urlHost}:${port}`;
-  const materials = loadMaterials(options.dir, `${origin}/token`);
+  let materials: SandboxMaterials;
+  try {
+    materials = loadMaterials(options.dir, `${origin}/token`);
+  } catch (error) {
+    front.close();
+    throw new SandboxGatewayError(`cannot keep its keys in ${options.dir}: ${error instanceof Error ? error.message : String(error)}; give another --dir`);
+  }
   const received: SandboxNotification[] = [];
   const record = (notification: Omit<SandboxNotification, 'at'>): void => {
     received.push({ at: new Date().toISOString(), ...notification });
@@ -171,12 +177,20 @@ export async function startSandboxGateway(options: SandboxGatewayOptions): Promi
       record({ platform: 'web', token: subscriptionId, status, answer: reasonOf(exchange.response), payload: parsedOrText(plaintext) });
       return exchange.response;
     }
-    return answerSandbox(request.method, request.path);
+    return answerSandbox(request.method, request.path, request.headers);
   };
 
-  /** The sandbox's own routes, on either server. */
-  const answerSandbox = (method: string, path: string): GatewayResponse => {
+  /**
+   * The sandbox's own routes, on either server. Only for loopback names: a Host of another
+   * name is a web page that rebound its DNS name to loopback, and a POST from a browser page
+   * served from elsewhere (its Origin) is refused too.
+   */
+  const answerSandbox = (method: string, path: string, headers: http.IncomingHttpHeaders): GatewayResponse => {
     const url = new URL(path, 'http://sandbox');
+    const host = singleHeader(headers.host ?? headers[':authority']);
+    if (host === undefined || !isLoopback(hostnameOf(`http://${host}`))) return { status: 403, body: { error: 'the sandbox answers requests to a loopback address or localhost only' } };
+    const origin = singleHeader(headers.origin);
+    if (method !== 'GET' && origin !== undefined && !isLoopback(hostnameOf(origin))) return { status: 403, body: { error: `refused a request from a page of ${origin}` } };
     if (method === 'GET' && (url.pathname === '/sandbox' || url.pathname === '/sandbox/')) {
       return { status: 200, headers: { 'content-type': 'text/html; charset=utf-8' }, body: SANDBOX_PAGE };
     }
@@ -190,12 +204,15 @@ export async function startSandboxGateway(options: SandboxGatewayOptions): Promi
       options.log(`web  subscription ${subscription.id} made: register its token with Herald's device API`);
       return { status: 201, body: { name: subscription.id, token: subscription.token, subscription: subscription.subscription } };
     }
-    return { status: 404, body: { error: `no route ${method} ${url.pathname}: the gateways speak HTTPS on this port; the sandbox's page is /sandbox` } };
+    return {
+      status: 404,
+      body: { error: `no route ${method} ${url.pathname}: this port serves APNs (/3/device/…), FCM (/token, /v1/projects/…) and web push (/push/…) over HTTPS, and the page /sandbox` },
+    };
   };
 
   const answerPage = async (req: http.IncomingMessage): Promise<GatewayResponse> => {
     await readBody(req);
-    return answerSandbox(req.method ?? 'GET', req.url ?? '/');
+    return answerSandbox(req.method ?? 'GET', req.url ?? '/', req.headers);
   };
 
   const gateways = new GatewayServer({ cert: materials.cert, key: materials.key, allowHTTP1: true, handler: handle });
@@ -210,9 +227,8 @@ export async function startSandboxGateway(options: SandboxGatewayOptions): Promi
     received: () => received,
     stop: async () => {
       const closed = new Promise<void>((resolve) => front.close(() => resolve()));
-      for (const socket of pending) socket.destroy();
-      pages.closeAllConnections();
       await gateways.stop();
+      for (const socket of sockets) socket.destroy();
       await closed;
     },
   };
@@ -252,6 +268,15 @@ function reasonOf(response: GatewayResponse): string {
   if (typeof body === 'string') return body || String(response.status);
   const error = body as { reason?: string; error?: { status?: string; details?: { errorCode?: string }[] } } | undefined;
   return error?.reason ?? error?.error?.details?.[0]?.errorCode ?? error?.error?.status ?? String(response.status);
+}
+
+/** The host name of a URL, without IPv6 brackets ('' when it does not parse). */
+function hostnameOf(url: string): string {
+  try {
+    return new URL(url).hostname.replace(/^\[(.*)\]$/, '$1');
+  } catch {
+    return '';
+  }
 }
 
 function parsedOrText(text: string | undefined): unknown {

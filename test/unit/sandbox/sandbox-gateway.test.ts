@@ -5,6 +5,7 @@
  * web push subscriptions made before it.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -62,6 +63,25 @@ describe('startSandboxGateway', () => {
     ]);
     expect(sandbox.received()[2]!.payload).toEqual({ notification: { title: 'hi' } });
     expect(lines.some((line) => line.startsWith('fcm  200 accepted token fcm-token {"notification":{"title":"hi"}}'))).toBe(true);
+    await stop(sandbox);
+  });
+
+  it('answers its own routes for loopback names only, and refuses a POST from a page served elsewhere', async () => {
+    const sandbox = await start();
+    const status = (method: string, path: string, headers: Record<string, string>): Promise<number> =>
+      new Promise((resolve, reject) => {
+        const req = request(`${sandbox.pageUrl}${path}`, { method, headers }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    expect(await status('GET', '/received', { host: `localhost:${sandbox.port}` })).toBe(200);
+    // A page whose DNS name was rebound to 127.0.0.1 sends its own name as Host.
+    expect(await status('GET', '/received', { host: `attacker.example:${sandbox.port}` })).toBe(403);
+    expect(await status('POST', '/web-subscriptions', { origin: 'https://attacker.example' })).toBe(403);
+    expect(await status('POST', '/web-subscriptions', { origin: 'http://localhost:3000' })).toBe(201);
     await stop(sandbox);
   });
 
