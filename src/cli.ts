@@ -8,12 +8,15 @@
  * `herald push-to-postgres [--postgres-url <url>] [--config <path>] [--data-dir <dir>]`: moves
  * a stopped single node's push devices into the cluster's PostgreSQL
  * (src/push/store/postgres/push-to-postgres.ts).
+ * `herald sandbox-gateway [--port <p>] [--host <loopback>] [--dir <dir>]`: local APNs, FCM and
+ * web push for trying push without Apple or Google (src/sandbox/sandbox-gateway.ts).
  */
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir, userInfo } from 'node:os';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { isLoopbackHost, loadConfig, ConfigError } from './config/load.js';
-import { DEFAULT_ADMIN_TOKEN, DEFAULT_APP, DEFAULT_PUSH_INSTANCE } from './config/schema.js';
+import { DEFAULT_ADMIN_TOKEN, DEFAULT_APP, DEFAULT_PUSH_INSTANCE, DEVELOPMENT_CONFIG } from './config/schema.js';
 import { DataDirError } from './shards/data-dir.js';
 import { reshard } from './reshard.js';
 import { UwsLoadError } from './http/uws-native.js';
@@ -23,7 +26,8 @@ import { log, setLogLevel } from './log.js';
 const USAGE =
   'usage: herald [--config <file>] | --help | --version\n' +
   '       herald reshard --shards <n> [--config <file>] [--data-dir <dir>]\n' +
-  '       herald push-to-postgres [--postgres-url <url>] [--config <file>] [--data-dir <dir>]\n';
+  '       herald push-to-postgres [--postgres-url <url>] [--config <file>] [--data-dir <dir>]\n' +
+  '       herald sandbox-gateway [--port <port>] [--host <loopback address>] [--dir <dir>]\n';
 
 /** Every environment variable Herald reads (a test keeps it in step with the sources). */
 const HELP =
@@ -50,6 +54,10 @@ Environment (each wins over the config file):
   HERALD_EXPOSE_DEVELOPMENT_DEFAULTS=1
                                    without a config file, serve the development credentials on
                                    a non-loopback HERALD_HOST (refused otherwise)
+
+Subcommands: herald reshard --help, herald push-to-postgres --help, herald sandbox-gateway --help
+  (sandbox-gateway: local APNs, FCM and web push gateways to try push without Apple or Google,
+  docs/push-credentials.md, "Try it locally")
 
 Docs, in the docs/ folder of the repository and of the installed package:
   docs/configuration.md (every setting), docs/sdks.md (pointing the Pusher and Beams SDKs at
@@ -167,9 +175,81 @@ async function pushToPostgresCommand(args: string[]): Promise<void> {
   }
 }
 
+const SANDBOX_USAGE =
+  'usage: herald sandbox-gateway [--port <port>] [--host <loopback address>] [--dir <dir>]\n' +
+  'Local APNs, FCM and web push gateways on one loopback port, to see Herald deliver without Apple or Google.\n' +
+  'It prints the push[] settings to give Herald, logs every notification and lists them at\n' +
+  'http://<host>:<port>/sandbox. Tokens choose the answer (docs/push-credentials.md, "Try it locally"):\n' +
+  '  unregistered (dead token)  FCM token or web subscription name unregistered-…, APNs token 0410…\n' +
+  '  bad request                bad-…, APNs 0400…\n' +
+  '  throttled (429)            throttled-…, APNs 0429…\n' +
+  'Options:\n' +
+  '  --port <port>   default 6011; 0 picks a free one\n' +
+  '  --host <host>   127.0.0.1 (default), ::1 or localhost; nothing else\n' +
+  '  --dir <dir>     its certificate and keys, kept for the next start (default: <temp dir>/herald-sandbox-<user>)\n';
+
+async function sandboxGatewayCommand(args: string[]): Promise<void> {
+  const values = argsOrUsage(
+    () =>
+      parseArgs({
+        args,
+        options: {
+          port: { type: 'string', default: '6011' },
+          host: { type: 'string', default: '127.0.0.1' },
+          dir: { type: 'string' },
+          help: { type: 'boolean', short: 'h', default: false },
+        },
+      }).values,
+  );
+  if (values === null) return;
+  if (values.help) {
+    process.stdout.write(SANDBOX_USAGE);
+    return;
+  }
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    process.stderr.write(`herald sandbox-gateway: --port must be 0 to 65535, got ${values.port}\n${SANDBOX_USAGE}`);
+    process.exitCode = 2;
+    return;
+  }
+  // Loaded only for this command: the server never loads the sandbox.
+  const { startSandboxGateway, SandboxGatewayError } = await import('./sandbox/sandbox-gateway.js');
+  const dir = resolve(values.dir ?? join(tmpdir(), `herald-sandbox-${userInfo().username}`));
+  let sandbox;
+  try {
+    sandbox = await startSandboxGateway({ host: values.host, port, dir, log: (line) => process.stdout.write(`${line}\n`) });
+  } catch (err) {
+    if (!(err instanceof SandboxGatewayError)) throw err;
+    process.stderr.write(`herald sandbox-gateway: ${err.message}\n`);
+    process.exitCode = 1;
+    return;
+  }
+  // Development mode with the sandbox: the development defaults, their push instance pointed at it.
+  const developmentConfigFile = join(dir, 'herald-config.json');
+  const developmentConfig = { ...DEVELOPMENT_CONFIG, push: [{ ...DEFAULT_PUSH_INSTANCE, ...sandbox.pushConfig }] };
+  writeFileSync(developmentConfigFile, JSON.stringify(developmentConfig, null, 2) + '\n', { mode: 0o600 });
+  process.stdout.write(
+    `Herald sandbox gateway (APNs, FCM, web push) listening on ${sandbox.origin}\n` +
+      `received notifications: ${sandbox.pageUrl} (JSON: ${sandbox.pageUrl}/received)\n` +
+      `keys and certificate: ${dir}\n` +
+      `Development mode with it: HERALD_CONFIG=${/\s/.test(developmentConfigFile) ? `'${developmentConfigFile}'` : developmentConfigFile} npm start (the development app, push instance and admin token, on 127.0.0.1)\n` +
+      `Or give a push instance these settings (push[] in Herald's config file; also in ${join(dir, 'push-config.json')}):\n` +
+      `${JSON.stringify(sandbox.pushConfig, null, 2)}\n` +
+      `A web push subscription to register: curl -X POST '${sandbox.pageUrl}/web-subscriptions?name=laptop'\n` +
+      'Tokens choose the answer: unregistered-… / bad-… / throttled-… (APNs: 0410… / 0400… / 0429…); see herald sandbox-gateway --help\n' +
+      'Herald deletes a device on a dead-token answer only once that gateway has accepted one of its sends since Herald started.\n',
+  );
+  const stop = (): void => {
+    sandbox.stop().then(() => process.exit(0), () => process.exit(1));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
 async function main(): Promise<void> {
   if (process.argv[2] === 'reshard') return reshardCommand(process.argv.slice(3));
   if (process.argv[2] === 'push-to-postgres') return pushToPostgresCommand(process.argv.slice(3));
+  if (process.argv[2] === 'sandbox-gateway') return sandboxGatewayCommand(process.argv.slice(3));
   // SIGHUP's default action ends the process: until Herald is up, remember it and reload after.
   let hangupDuringStart = false;
   const early = (): void => {

@@ -1,10 +1,10 @@
 /**
- * What the three fake gateways share: a real TLS server (HTTP/2, optionally HTTP/1.1 too) on
- * 127.0.0.1 port 0 with the test certificate, start/stop, connection tracking, and scripted
- * behaviour (dead tokens, "fail the next N requests for token X with status S").
+ * What the three fake gateways add to the shipped local gateway server (src/sandbox): the test
+ * certificate, 127.0.0.1 on a free port, and scripted behaviour (dead tokens, "fail the next N
+ * requests for token X with status S"). The protocols themselves are src/sandbox/*-protocol.ts.
  */
-import http2 from 'node:http2';
-import type { TLSSocket } from 'node:tls';
+import type { TokenAnswer } from '../../src/sandbox/exchange.js';
+import { GatewayServer, type GatewayRequest, type GatewayResponse } from '../../src/sandbox/gateway-server.js';
 import { serverTlsOptions } from './tls.js';
 
 /** One scripted failure answer. `reason` overrides the fake's default error body reason/code. */
@@ -16,49 +16,26 @@ export interface ScriptedFailure {
 }
 
 /** A request as the fakes see it, body fully read. */
-export interface FakeRequest {
-  method: string;
-  path: string;
-  headers: http2.IncomingHttpHeaders;
-  body: Buffer;
-  /** 'h2' or 'http/1.1'. */
-  protocol: string;
-}
+export type FakeRequest = GatewayRequest;
 
 /** What a fake answers; an object body is sent as JSON. */
-export interface FakeResponse {
-  status: number;
-  headers?: Record<string, string>;
-  body?: string | object;
-}
+export type FakeResponse = GatewayResponse;
 
 /** Base of ApnsFake, FcmFake and WebPushFake: subclasses implement handle(). */
 export abstract class FakeGateway {
   /** Tokens the fake answers as permanently gone (each fake uses its gateway's own answer). */
   readonly deadTokens = new Set<string>();
-  /** TLS connections accepted since start (shows pooling and reconnects). */
-  connectionsAccepted = 0;
   readonly #failures = new Map<string, { remaining: number; failure: ScriptedFailure }[]>();
-  readonly #server: http2.Http2SecureServer;
-  readonly #sockets = new Set<TLSSocket>();
-  readonly #sessions = new Set<http2.ServerHttp2Session>();
+  readonly #server: GatewayServer;
   #port = 0;
 
   protected constructor(allowHTTP1: boolean) {
-    this.#server = http2.createSecureServer({ ...serverTlsOptions(), allowHTTP1 });
-    this.#server.on('secureConnection', (socket: TLSSocket) => {
-      this.connectionsAccepted++;
-      this.#sockets.add(socket);
-      socket.on('close', () => this.#sockets.delete(socket));
-    });
-    this.#server.on('session', (session) => {
-      this.#sessions.add(session);
-      session.on('close', () => this.#sessions.delete(session));
-      session.on('error', () => undefined);
-    });
-    this.#server.on('request', (req, res) => {
-      void this.#serve(req, res);
-    });
+    this.#server = new GatewayServer({ ...serverTlsOptions(), allowHTTP1, handler: (request) => this.handle(request) });
+  }
+
+  /** TLS connections accepted since start (shows pooling and reconnects). */
+  get connectionsAccepted(): number {
+    return this.#server.connectionsAccepted;
   }
 
   /** `https://127.0.0.1:<port>`; valid after start(). */
@@ -68,34 +45,18 @@ export abstract class FakeGateway {
   }
 
   async start(): Promise<this> {
-    await new Promise<void>((resolve, reject) => {
-      this.#server.once('error', reject);
-      this.#server.listen(0, '127.0.0.1', () => {
-        this.#server.off('error', reject);
-        resolve();
-      });
-    });
-    const address = this.#server.address();
-    if (address === null || typeof address === 'string') throw new Error('unexpected server address');
-    this.#port = address.port;
+    this.#port = await this.#server.listen(0, '127.0.0.1');
     return this;
   }
 
   /** Closes the listener and every connection; in-flight requests are cut. */
-  async stop(): Promise<void> {
-    if (!this.#server.listening) return;
-    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
-    for (const session of this.#sessions) session.destroy();
-    for (const socket of this.#sockets) socket.destroy();
-    await closed;
+  stop(): Promise<void> {
+    return this.#server.stop();
   }
 
   /** Sends GOAWAY on every HTTP/2 session and drops HTTP/1 sockets, as a gateway does when it rotates servers. */
   disconnectAll(): void {
-    for (const session of this.#sessions) session.close();
-    for (const socket of this.#sockets) {
-      if (socket.alpnProtocol !== 'h2') socket.destroy();
-    }
+    this.#server.disconnectAll();
   }
 
   /** The next `count` requests for `token` get `status` (Infinity for "always"). */
@@ -111,8 +72,14 @@ export abstract class FakeGateway {
     this.#failures.clear();
   }
 
-  /** Consumes one scripted failure for `token`, if any is pending. */
-  protected takeFailure(token: string): ScriptedFailure | undefined {
+  /** The scripted answer for `token`: a pending scripted failure (consumed), else dead. */
+  protected scriptedAnswer(token: string): TokenAnswer | undefined {
+    const failure = this.#takeFailure(token);
+    if (failure) return { kind: 'status', ...failure };
+    return this.deadTokens.has(token) ? { kind: 'unregistered' } : undefined;
+  }
+
+  #takeFailure(token: string): ScriptedFailure | undefined {
     const queue = this.#failures.get(token);
     const head = queue?.[0];
     if (!queue || !head) return undefined;
@@ -122,33 +89,5 @@ export abstract class FakeGateway {
     return head.failure;
   }
 
-  /** Retry-After header for a scripted failure, if it asks for one. */
-  protected static retryAfterHeader(failure: ScriptedFailure): Record<string, string> {
-    return failure.retryAfterSeconds === undefined ? {} : { 'retry-after': String(failure.retryAfterSeconds) };
-  }
-
   protected abstract handle(request: FakeRequest): Promise<FakeResponse>;
-
-  async #serve(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): Promise<void> {
-    let response: FakeResponse;
-    try {
-      const chunks: Buffer[] = [];
-      for await (const chunk of req) chunks.push(chunk as Buffer);
-      response = await this.handle({
-        method: req.method,
-        path: req.url,
-        headers: req.headers,
-        body: Buffer.concat(chunks),
-        protocol: req.httpVersion === '2.0' ? 'h2' : 'http/1.1',
-      });
-    } catch (error) {
-      response = { status: 500, body: { fakeError: error instanceof Error ? error.message : String(error) } };
-    }
-    if (res.destroyed || res.writableEnded) return;
-    const body = response.body === undefined ? '' : typeof response.body === 'string' ? response.body : JSON.stringify(response.body);
-    const headers: Record<string, string> = { ...response.headers };
-    if (typeof response.body === 'object') headers['content-type'] = 'application/json';
-    res.writeHead(response.status, headers);
-    res.end(body);
-  }
 }

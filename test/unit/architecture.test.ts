@@ -2,7 +2,8 @@
  * The shape docs/architecture.md describes, checked on the source: the shard layer imports no
  * area, route modules never see the shard pool, and no code under src/channels/ws sends to a
  * uWS topic itself (every frame for a channel goes through the channel adapter; its corks batch
- * one socket's own frames).
+ * one socket's own frames). The sandbox gateway (src/sandbox) stands apart: it imports nothing of
+ * the server, and only the CLI loads it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -88,6 +89,19 @@ describe('architecture', () => {
           .map((spec) => `${rel(file)} imports ${spec}`),
       );
     expect(offending).toEqual([]);
+  });
+
+  it('src/sandbox (the sandbox gateway) imports nothing of the server, and only the CLI loads it', () => {
+    // It stands in for Apple's and Google's gateways: it meets Herald over the network only.
+    const inward = sources(join(SRC, 'sandbox')).flatMap((file) =>
+      importsOf(file)
+        .filter((spec) => spec.startsWith('.') && !spec.startsWith('./'))
+        .map((spec) => `${rel(file)} imports ${spec}`),
+    );
+    const outward = sources(SRC)
+      .filter((file) => !file.startsWith(join(SRC, 'sandbox')) && file !== join(SRC, 'cli.ts'))
+      .flatMap((file) => importsOf(file).filter((spec) => /(^|\/)sandbox\//.test(spec)).map((spec) => `${rel(file)} imports ${spec}`));
+    expect([...inward, ...outward]).toEqual([]);
   });
 
   it('route modules do not import the shard pool', () => {
