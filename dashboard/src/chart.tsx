@@ -11,6 +11,20 @@ export interface Series {
 /** Seconds shown before the points span more. */
 const WINDOW_SECONDS = 60;
 
+const two = (n: number) => String(n).padStart(2, '0');
+
+/**
+ * The x axis's tick labels (local time): hh:mm:ss while the ticks lie within a day, the date
+ * beyond. The chart's element keeps them in `data-x-ticks` (JSON) as drawn.
+ */
+export function timeTicks(splits: number[]): string[] {
+  const span = splits.length > 1 ? splits[splits.length - 1]! - splits[0]! : 0;
+  return splits.map((s) => {
+    const d = new Date(s * 1000);
+    return span < 86_400 ? `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}` : `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}`;
+  });
+}
+
 export function LiveChart(props: { label: string; series: Series; height?: number }) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
@@ -38,7 +52,17 @@ export function LiveChart(props: { label: string; series: Series; height?: numbe
         y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] },
       },
       axes: [
-        { stroke: axis, grid: { show: false }, ticks: { show: false } },
+        {
+          stroke: axis,
+          grid: { show: false },
+          ticks: { show: false },
+          space: 70,
+          values: (_u, splits) => {
+            const labels = timeTicks(splits);
+            el.dataset.xTicks = JSON.stringify(labels);
+            return labels;
+          },
+        },
         { stroke: axis, size: 40, grid: { stroke: 'rgba(128,128,128,0.15)' } },
       ],
       series: [{}, { label: props.label, stroke: color, width: 2, fill: `${color}22` }],

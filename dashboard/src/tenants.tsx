@@ -6,14 +6,42 @@
  * Both are one TenantsPage, told by a TenantKind what differs: the API path, the columns,
  * the create form, the secret's name and whether entries can be edited and disabled.
  */
-import type { ComponentChildren } from 'preact';
-import { useState } from 'preact/hooks';
+import { Fragment, type ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api } from './api';
 import { Link } from './router';
 import { usePoll } from './util';
 
-const LIMITS = ['maxConnections', 'maxHttpRequestsPerSecond', 'maxEventsPerSecond', 'maxNewConnectionsPerSecond', 'maxNewConnectionsPerSecondPerIp'] as const;
-const FLAGS = ['enabled', 'clientEvents', 'userAuthentication', 'requireUserAuthentication', 'subscriptionCount'] as const;
+/** An app's limits and flags: the admin API's field and its name for people. */
+const LIMITS = [
+  { field: 'maxConnections', label: 'Max connections' },
+  { field: 'maxHttpRequestsPerSecond', label: 'HTTP requests per second' },
+  { field: 'maxEventsPerSecond', label: 'Events per second' },
+  { field: 'maxNewConnectionsPerSecond', label: 'New connections per second' },
+  { field: 'maxNewConnectionsPerSecondPerIp', label: 'New connections per second per IP' },
+] as const;
+const FLAGS = [
+  { field: 'enabled', label: 'Enabled' },
+  { field: 'clientEvents', label: 'Client events' },
+  { field: 'userAuthentication', label: 'User authentication' },
+  { field: 'requireUserAuthentication', label: 'Require user authentication' },
+  { field: 'subscriptionCount', label: 'Subscription count events' },
+] as const;
+
+/** A field's API name as a hint under its label, breakable only where its words meet. */
+function FieldName(props: { name: string }) {
+  const parts = props.name.split(/(?=[A-Z])/);
+  return (
+    <code class="field-name">
+      {parts.map((part, i) => (
+        <>
+          {i > 0 && <wbr />}
+          {part}
+        </>
+      ))}
+    </code>
+  );
+}
 
 interface TenantApp {
   id: string;
@@ -68,7 +96,7 @@ interface TenantKind<T extends { source: 'config' | 'api'; [field: string]: unkn
   createFields: { field: string; label: string; placeholder: string }[];
   createLabel: string;
   deleteWarning: string;
-  /** Edit and Disable/Enable buttons (apps); the editor is shown under the list. */
+  /** The Edit button's form, opened in place under the entry's row. */
   editor?: (tenant: T, onSaved: (text: string) => void, onDone: () => void) => ComponentChildren;
   /** Whether the entry has an `enabled` flag to toggle. */
   canDisable: boolean;
@@ -140,13 +168,89 @@ function message(err: unknown): string {
   return err instanceof ApiError ? `${err.status}: ${err.message}` : String(err);
 }
 
+interface NoticeText {
+  kind: 'ok' | 'error';
+  text: string;
+  /** A secret shown once: the notice has a Copy button for it. */
+  copy?: string;
+}
+
+/** Copies text: the Clipboard API, or a selected text area where that is missing or refused. */
+async function copyText(text: string): Promise<boolean> {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    const area = document.createElement('textarea');
+    area.value = text;
+    area.setAttribute('readonly', '');
+    area.style.position = 'fixed';
+    area.style.opacity = '0';
+    document.body.appendChild(area);
+    area.select();
+    const copied = document.execCommand('copy');
+    area.remove();
+    return copied;
+  }
+}
+
 /** The result of the last action: a new secret to copy, or an error. */
-function Notice(props: { notice: { kind: 'ok' | 'error'; text: string } | null }) {
-  if (!props.notice) return null;
+function Notice(props: { notice: NoticeText | null }) {
+  const [copied, setCopied] = useState<'yes' | 'no' | null>(null);
+  useEffect(() => setCopied(null), [props.notice]);
+  const { notice } = props;
+  if (!notice) return null;
   return (
-    <p class={props.notice.kind === 'error' ? 'error' : 'notice'} role={props.notice.kind === 'error' ? 'alert' : 'status'}>
-      {props.notice.text}
+    <p class={notice.kind === 'error' ? 'error' : 'notice'} role={notice.kind === 'error' ? 'alert' : 'status'}>
+      <span class="notice-text">{notice.text}</span>
+      {notice.copy !== undefined && (
+        <button type="button" class="small ghost" onClick={() => void copyText(notice.copy!).then((ok) => setCopied(ok ? 'yes' : 'no'))}>
+          {copied === 'yes' ? 'Copied' : copied === 'no' ? 'Copy failed: select the text' : 'Copy'}
+        </button>
+      )}
     </p>
+  );
+}
+
+/** A form opened in place under a row: scrolled into view, its first field focused. */
+function InPlace(props: { columns: number; children: ComponentChildren }) {
+  const cell = useRef<HTMLTableCellElement>(null);
+  useEffect(() => {
+    const el = cell.current;
+    if (!el) return;
+    el.querySelector<HTMLElement>('input, textarea, select, button')?.focus({ preventScroll: true });
+    el.scrollIntoView({ block: 'nearest' });
+  }, []);
+  return (
+    <tr class="in-place">
+      <td colSpan={props.columns} ref={cell}>
+        {props.children}
+      </td>
+    </tr>
+  );
+}
+
+/** The rotate form: seconds the old secret stays valid, and the Rotate button. */
+function RotateForm(props: { id: string; secretName: string; onRotate: (graceSeconds: number) => void; onDone: () => void }) {
+  const [grace, setGrace] = useState('0');
+  const submit = (e: Event) => {
+    e.preventDefault();
+    props.onRotate(Number(grace));
+    props.onDone();
+  };
+  return (
+    <form class="card rotate-form" aria-label={`Rotate the ${props.secretName} of ${props.id}`} onSubmit={submit}>
+      <label>
+        Seconds the old {props.secretName} stays valid
+        <input type="number" min={0} max={604800} step={1} required value={grace} onInput={(e) => setGrace((e.target as HTMLInputElement).value)} />
+      </label>
+      <div class="actions">
+        <button type="submit">Rotate</button>
+        <button type="button" class="ghost" onClick={props.onDone}>
+          Cancel
+        </button>
+      </div>
+    </form>
   );
 }
 
@@ -165,16 +269,18 @@ function TenantsPage<T extends { source: 'config' | 'api'; [field: string]: unkn
   const [cursor, setCursor] = useState<string | null>(null);
   const path = `${kind.path}?limit=50${filter ? `&filter=${encodeURIComponent(filter)}` : ''}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
   const { data, error, reload } = usePoll<Record<string, unknown> & { nextCursor: string | null }>(path, 3000);
-  const [notice, setNotice] = useState<{ kind: 'ok' | 'error'; text: string } | null>(null);
+  const [notice, setNotice] = useState<NoticeText | null>(null);
   const [fields, setFields] = useState<Record<string, string>>({});
-  const [editing, setEditing] = useState<string | null>(null);
+  /** The entry whose Edit or Rotate form is open under its row. */
+  const [open, setOpen] = useState<{ id: string; form: 'edit' | 'rotate' } | null>(null);
+  const toggle = (id: string, form: 'edit' | 'rotate') => setOpen(open?.id === id && open.form === form ? null : { id, form });
   const tenants = (data?.[kind.listField] as T[] | undefined) ?? [];
   const url = (id: string, action = '') => `${kind.path}/${encodeURIComponent(id)}${action}`;
 
-  const act = async (work: () => Promise<string | null>) => {
+  const act = async (work: () => Promise<string | null | { text: string; copy: string }>) => {
     try {
       const text = await work();
-      setNotice(text === null ? null : { kind: 'ok', text });
+      setNotice(text === null ? null : typeof text === 'string' ? { kind: 'ok', text } : { kind: 'ok', ...text });
     } catch (err) {
       setNotice({ kind: 'error', text: message(err) });
     }
@@ -185,22 +291,22 @@ function TenantsPage<T extends { source: 'config' | 'api'; [field: string]: unkn
     void act(async () => {
       const created = await api<Record<string, string>>(kind.path, { method: 'POST', body: Object.fromEntries(kind.createFields.map((f) => [f.field, fields[f.field] ?? ''])) });
       setFields({});
-      return `${kind.noun} ${kind.idOf(created as unknown as T)} created. Its ${kind.secretName} (shown once): ${created[kind.secretField]}`;
+      const secret = created[kind.secretField] ?? '';
+      return { text: `${kind.noun} ${kind.idOf(created as unknown as T)} created. Its ${kind.secretName} (shown once): ${secret}`, copy: secret };
     });
   };
-  const rotate = (id: string) => {
-    const grace = window.prompt(`Rotate the ${kind.secretName} of ${id}: seconds the old ${kind.secretName === 'secret' ? 'secret' : 'key'} stays valid`, '0');
-    if (grace === null) return;
+  const rotate = (id: string, graceSeconds: number) => {
     void act(async () => {
-      const r = await api<Record<string, string>>(url(id, '/rotate-secret'), { method: 'POST', body: { graceSeconds: Number(grace) } });
-      return `New ${kind.secretName} of ${id} (shown once): ${r[kind.secretField]}`;
+      const r = await api<Record<string, string>>(url(id, '/rotate-secret'), { method: 'POST', body: { graceSeconds } });
+      const secret = r[kind.secretField] ?? '';
+      return { text: `New ${kind.secretName} of ${id} (shown once): ${secret}`, copy: secret };
     });
   };
   const remove = (id: string) => {
     if (!window.confirm(`Delete ${kind.lowerNoun} ${id}? ${kind.deleteWarning}`)) return;
     void act(async () => (await api(url(id), { method: 'DELETE' }), `${kind.noun} ${id} deleted.`));
   };
-  const edited = editing === null ? undefined : tenants.find((t) => kind.idOf(t) === editing);
+  const columnCount = kind.columns.length + 2;
 
   return (
     <div class="stack">
@@ -248,23 +354,25 @@ function TenantsPage<T extends { source: 'config' | 'api'; [field: string]: unkn
             <tbody>
               {tenants.map((t) => {
                 const id = kind.idOf(t);
+                const form = open?.id === id && t.source === 'api' ? open.form : null;
                 return (
-                  <tr key={id} {...{ [kind.rowAttribute]: id }}>
-                    <td>
+                  <Fragment key={id}>
+                  <tr {...{ [kind.rowAttribute]: id }}>
+                    <td data-label={kind.noun}>
                       <Link href={kind.detailHref(id)}>{id}</Link>
                       {t.enabled === false && <span class="badge">disabled</span>}
                       {t.source === 'config' && <span class="badge">config file</span>}
                     </td>
                     {kind.columns.map((c) => (
-                      <td key={c.header} class={c.class}>
+                      <td key={c.header} class={c.class} data-label={c.header}>
                         {c.cell(t)}
                       </td>
                     ))}
-                    <td>
+                    <td data-label="Actions">
                       {t.source === 'api' ? (
                         <div class="actions">
                           {kind.editor && (
-                            <button type="button" onClick={() => setEditing(editing === id ? null : id)}>
+                            <button type="button" aria-expanded={form === 'edit'} onClick={() => toggle(id, 'edit')}>
                               Edit
                             </button>
                           )}
@@ -273,7 +381,7 @@ function TenantsPage<T extends { source: 'config' | 'api'; [field: string]: unkn
                               {t.enabled === false ? 'Enable' : 'Disable'}
                             </button>
                           )}
-                          <button type="button" onClick={() => rotate(id)}>
+                          <button type="button" aria-expanded={form === 'rotate'} onClick={() => toggle(id, 'rotate')}>
                             Rotate {kind.secretName}
                           </button>
                           <button type="button" class="danger" onClick={() => remove(id)}>
@@ -285,6 +393,17 @@ function TenantsPage<T extends { source: 'config' | 'api'; [field: string]: unkn
                       )}
                     </td>
                   </tr>
+                  {form === 'edit' && kind.editor && (
+                    <InPlace key={`${id} edit`} columns={columnCount}>
+                      {kind.editor(t, (text) => void act(async () => text), () => setOpen(null))}
+                    </InPlace>
+                  )}
+                  {form === 'rotate' && (
+                    <InPlace key={`${id} rotate`} columns={columnCount}>
+                      <RotateForm id={id} secretName={kind.secretName} onRotate={(grace) => rotate(id, grace)} onDone={() => setOpen(null)} />
+                    </InPlace>
+                  )}
+                  </Fragment>
                 );
               })}
             </tbody>
@@ -301,7 +420,6 @@ function TenantsPage<T extends { source: 'config' | 'api'; [field: string]: unkn
           </button>
         )}
       </section>
-      {edited && kind.editor?.(edited, (text) => void act(async () => text), () => setEditing(null))}
     </div>
   );
 }
@@ -309,14 +427,14 @@ function TenantsPage<T extends { source: 'config' | 'api'; [field: string]: unkn
 /** Limits (empty = unlimited) and flags of one API-created app. */
 function AppEditor(props: { app: TenantApp; onSaved: (text: string) => void; onDone: () => void }) {
   const [values, setValues] = useState<Record<string, string>>(() =>
-    Object.fromEntries(LIMITS.map((l) => [l, props.app[l] === null || props.app[l] === undefined ? '' : String(props.app[l])])),
+    Object.fromEntries(LIMITS.map(({ field }) => [field, props.app[field] === null || props.app[field] === undefined ? '' : String(props.app[field])])),
   );
-  const [flags, setFlags] = useState<Record<string, boolean>>(() => Object.fromEntries(FLAGS.map((f) => [f, props.app[f] === true])));
+  const [flags, setFlags] = useState<Record<string, boolean>>(() => Object.fromEntries(FLAGS.map(({ field }) => [field, props.app[field] === true])));
   const [error, setError] = useState<string | null>(null);
   const save = async (e: Event) => {
     e.preventDefault();
     const body: Record<string, unknown> = { ...flags };
-    for (const l of LIMITS) body[l] = values[l] === '' ? null : Number(values[l]);
+    for (const { field } of LIMITS) body[field] = values[field] === '' ? null : Number(values[field]);
     try {
       await api(`/apps/${encodeURIComponent(props.app.id)}`, { method: 'PATCH', body });
       props.onSaved(`App ${props.app.id} saved.`);
@@ -329,16 +447,18 @@ function AppEditor(props: { app: TenantApp; onSaved: (text: string) => void; onD
     <section class="card" aria-label={`Edit ${props.app.id}`}>
       <h2>Edit {props.app.id}</h2>
       <form class="editor" onSubmit={save}>
-        {LIMITS.map((l) => (
-          <label key={l}>
-            {l}
-            <input inputMode="numeric" aria-label={l} placeholder="unlimited" value={values[l]} onInput={(e) => setValues({ ...values, [l]: (e.target as HTMLInputElement).value })} />
+        {LIMITS.map(({ field, label }) => (
+          <label key={field}>
+            <span class="field-label">{label}</span>{' '}
+            <FieldName name={field} />
+            <input inputMode="numeric" placeholder="unlimited" value={values[field]} onInput={(e) => setValues({ ...values, [field]: (e.target as HTMLInputElement).value })} />
           </label>
         ))}
-        {FLAGS.map((f) => (
-          <label key={f} class="check">
-            <input type="checkbox" aria-label={f} checked={flags[f]} onChange={(e) => setFlags({ ...flags, [f]: (e.target as HTMLInputElement).checked })} />
-            {f}
+        {FLAGS.map(({ field, label }) => (
+          <label key={field} class="check">
+            <input type="checkbox" checked={flags[field]} onChange={(e) => setFlags({ ...flags, [field]: (e.target as HTMLInputElement).checked })} />
+            <span class="field-label">{label}</span>{' '}
+            <FieldName name={field} />
           </label>
         ))}
         <button type="submit">Save</button>
@@ -400,12 +520,14 @@ function PushEditor(props: { instance: TenantPush; onSaved: (text: string) => vo
       <h2 class="wrap">Edit {instance.instanceId}</h2>
       <form class="editor" onSubmit={save}>
         <label>
-          Publishes per second
-          <input inputMode="numeric" aria-label="maxPublishesPerSecond" value={rate} onInput={(e) => setRate((e.target as HTMLInputElement).value)} />
+          <span class="field-label">Publishes per second</span>{' '}
+          <FieldName name="maxPublishesPerSecond" />
+          <input inputMode="numeric" value={rate} onInput={(e) => setRate((e.target as HTMLInputElement).value)} />
         </label>
         <label>
-          Notifications per month
-          <input inputMode="numeric" aria-label="notificationQuota" placeholder="unlimited" value={quota} onInput={(e) => setQuota((e.target as HTMLInputElement).value)} />
+          <span class="field-label">Notifications per month</span>{' '}
+          <FieldName name="notificationQuota" />
+          <input inputMode="numeric" placeholder="unlimited" value={quota} onInput={(e) => setQuota((e.target as HTMLInputElement).value)} />
         </label>
         <p class="hint">Credentials are write-only: leave a platform empty to keep what it has. Key material only (PEM text, the service-account JSON), no file paths.</p>
         <fieldset>

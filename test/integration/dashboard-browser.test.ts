@@ -19,7 +19,7 @@ import { flushedBy, until } from '../helpers/wait.js';
 const TOKEN = 'dashboard-test-token-0123456789';
 const SCREENSHOTS = process.env.HERALD_SCREENSHOTS === '1';
 const LAPTOP = { width: 1280, height: 860 };
-const PHONE = { width: 375, height: 740 };
+const PHONE = { width: 390, height: 844 };
 /** A second instance with FCM credentials only: APNs and web push devices fail with "no credentials". */
 const FCM_ONLY = { instanceId: '5b0f6a4e-2c1d-4e8f-9a3b-7c6d5e4f3a21', secretKey: 'fcm-only-secret' };
 
@@ -57,14 +57,14 @@ async function noHorizontalScroll(page: Page): Promise<void> {
   expect(overflow).toBeLessThanOrEqual(0);
 }
 
-/** Words of visible table headers that the layout split over two lines ("Connec- / tions"). */
-async function wordsBrokenInHeaders(page: Page): Promise<string[]> {
+/** Words of visible elements matching `selector` that the layout split over two lines ("Connec- / tions"). */
+async function wordsBrokenIn(page: Page, selector: string): Promise<string[]> {
   // Evaluated in the page (a string: this file is compiled without the DOM types).
   return (await page.evaluate(`(() => {
     const broken = [];
-    for (const th of document.querySelectorAll('th')) {
-      if (th.offsetParent === null) continue;
-      const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+    for (const el of document.querySelectorAll(${JSON.stringify(selector)})) {
+      if (el.offsetParent === null) continue;
+      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
       for (let n = walker.nextNode(); n; n = walker.nextNode()) {
         for (const m of n.data.matchAll(/\\S+/g)) {
           const range = document.createRange();
@@ -77,6 +77,24 @@ async function wordsBrokenInHeaders(page: Page): Promise<string[]> {
     }
     return broken;
   })()`)) as string[];
+}
+
+/**
+ * The chart's x-axis tick labels, as drawn, are times of day within ten minutes of now
+ * ("23:41:05"), not years: uPlot's own range for zero or one point spans years.
+ */
+async function expectTimeOfDayTicks(page: Page, label: string): Promise<void> {
+  const chart = page.locator(`.chart[aria-label="${label}"]`);
+  await until(async () => (await chart.getAttribute('data-x-ticks')) !== null, `the ${label} chart's tick labels`);
+  const ticks = JSON.parse((await chart.getAttribute('data-x-ticks'))!) as string[];
+  expect(ticks.length, label).toBeGreaterThan(0);
+  const now = (await page.evaluate('(() => { const d = new Date(); return d.getHours() * 3600 + d.getMinutes() * 60 + d.getSeconds(); })()')) as number;
+  for (const tick of ticks) {
+    const m = /^(\d\d):(\d\d):(\d\d)$/.exec(tick);
+    expect(m, `${label}: ${ticks.join(', ')}`).not.toBeNull();
+    const apart = Math.abs(Number(m![1]) * 3600 + Number(m![2]) * 60 + Number(m![3]) - now);
+    expect(Math.min(apart, 86_400 - apart), `${label}: ${tick}`).toBeLessThan(600);
+  }
 }
 
 async function connectClient(): Promise<PusherJsClient> {
@@ -139,6 +157,7 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
       const [min, max] = [Number(await chart.getAttribute('data-x-min')), Number(await chart.getAttribute('data-x-max'))];
       expect(max - min, label).toBeLessThanOrEqual(600);
       expect(Math.abs(max - Date.now() / 1000), label).toBeLessThan(600);
+      await expectTimeOfDayTicks(page, label);
     }
     await screenshot(page, 'overview');
     expect(realErrors(errors)).toEqual([]);
@@ -279,7 +298,8 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
       await page.locator('.stats .stat').first().waitFor();
       if (path.includes('/push/')) await page.locator('table.gateways').first().waitFor();
       await noHorizontalScroll(page);
-      expect(await wordsBrokenInHeaders(page), path).toEqual([]);
+      expect(await wordsBrokenIn(page, 'th, button'), path).toEqual([]);
+      if (path === '/dashboard') await expectTimeOfDayTicks(page, 'push notifications per second');
       const background = (await page.evaluate('getComputedStyle(document.body).backgroundColor')) as string;
       expect(background).not.toBe('rgb(246, 247, 249)');
       if (path === '/dashboard') await screenshot(page, 'phone-dark');

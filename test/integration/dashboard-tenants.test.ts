@@ -6,7 +6,7 @@
  * a time with their total; no page errors.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
@@ -27,6 +27,51 @@ function admin(path: string, init: { method?: string; body?: unknown } = {}): Pr
     headers: { authorization: `Bearer ${TOKEN}`, ...(init.body !== undefined && { 'content-type': 'application/json' }) },
     ...(init.body !== undefined && { body: JSON.stringify(init.body) }),
   });
+}
+
+/** Words of visible elements matching `selector` that the layout split over two lines ("Disabl / e"). */
+async function wordsBrokenIn(page: Page, selector: string): Promise<string[]> {
+  // Evaluated in the page (a string: this file is compiled without the DOM types).
+  return (await page.evaluate(`(() => {
+    const broken = [];
+    for (const el of document.querySelectorAll(${JSON.stringify(selector)})) {
+      if (el.offsetParent === null) continue;
+      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        for (const m of n.data.matchAll(/\\S+/g)) {
+          const range = document.createRange();
+          range.setStart(n, m.index);
+          range.setEnd(n, m.index + m[0].length);
+          const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+          if (lines.size > 1) broken.push(m[0]);
+        }
+      }
+    }
+    return broken;
+  })()`)) as string[];
+}
+
+/** Whether the element's top edge lies inside the viewport. */
+async function inViewport(page: Page, selector: string): Promise<boolean> {
+  return (await page.evaluate(`(() => {
+    const el = document.querySelector(${JSON.stringify(selector)});
+    if (!el) return false;
+    const r = el.getBoundingClientRect();
+    return r.top >= 0 && r.top < window.innerHeight && r.bottom > 0;
+  })()`)) as boolean;
+}
+
+/** WCAG contrast ratio of two computed colours (`rgb(r, g, b)`). */
+function contrast(a: string, b: string): number {
+  const luminance = (css: string): number => {
+    const [r, g, bl] = (css.match(/\d+(\.\d+)?/g) ?? []).slice(0, 3).map(Number).map((c) => {
+      const s = c / 255;
+      return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r! + 0.7152 * g! + 0.0722 * bl!;
+  };
+  const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+  return (hi! + 0.05) / (lo! + 0.05);
 }
 
 describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard Apps page in Chromium', () => {
@@ -82,9 +127,10 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard Apps page in
       await row.getByRole('button', { name: 'Enable' }).click();
       await row.getByRole('button', { name: 'Disable' }).waitFor();
 
-      // Rotate (no grace): the old secret is refused, the new one shown.
-      page.once('dialog', (d) => void d.accept('0'));
+      // Rotate (no grace), in the form under the row: the old secret is refused, the new one shown.
       await row.getByRole('button', { name: 'Rotate secret' }).click();
+      await page.getByLabel('Seconds the old secret stays valid').fill('0');
+      await page.getByRole('button', { name: 'Rotate', exact: true }).click();
       await page.getByRole('status').getByText(/New secret of ui-app/).waitFor();
       const rotated = /shown once\): ([0-9a-f]{32})/.exec((await page.getByRole('status').textContent()) ?? '')?.[1];
       expect(rotated).toBeDefined();
@@ -145,6 +191,69 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard Apps page in
       await context.close();
     }
   });
+
+  for (const viewport of [{ width: 1280, height: 860 }, { width: 390, height: 844 }]) {
+    it(`keeps a list of 50 apps usable at ${viewport.width} px: Edit opens in view, Delete reads as danger, no word broken, a secret to copy`, async () => {
+      const prefix = `long${viewport.width}-`;
+      for (let i = 0; i < 50; i++) {
+        const id = `${prefix}${String(i).padStart(2, '0')}`;
+        expect((await admin('/apps', { method: 'POST', body: { id, key: `${id}-key` } })).status).toBe(201);
+      }
+      const context = await browser.newContext({ viewport });
+      try {
+        await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: herald.baseUrl });
+        const page = await context.newPage();
+        const errors = collectErrors(page);
+        await page.goto(`${herald.baseUrl}/dashboard/apps#token=${TOKEN}`);
+        await page.getByLabel('Filter apps').fill(prefix);
+        const rows = page.locator(`tr[data-app^="${prefix}"]`);
+        await until(async () => (await rows.count()) === 50, 'the 50 apps listed');
+        const last = page.locator(`tr[data-app="${prefix}49"]`);
+
+        // No button or header text is broken inside a word (a phone cut "Disable" in two).
+        expect(await wordsBrokenIn(page, 'button, th')).toEqual([]);
+
+        // Delete is a danger button whose text is readable: WCAG AA contrast of at least 4.5:1.
+        const [color, background] = await last.getByRole('button', { name: 'Delete' }).evaluate((b) => {
+          // Runs in the page (this file is compiled without the DOM types).
+          const style = (globalThis as unknown as { getComputedStyle(e: unknown): { color: string; backgroundColor: string } }).getComputedStyle(b);
+          return [style.color, style.backgroundColor];
+        });
+        expect(contrast(color, background), `${color} on ${background}`).toBeGreaterThanOrEqual(4.5);
+
+        // Edit on the last app opens its form in view, its first field focused, labelled for people.
+        await last.getByRole('button', { name: 'Edit' }).click();
+        const editor = page.getByRole('region', { name: `Edit ${prefix}49` });
+        await editor.waitFor();
+        await until(async () => inViewport(page, `section[aria-label="Edit ${prefix}49"]`), 'the editor in the viewport');
+        expect(await page.evaluate('document.activeElement?.closest("section")?.getAttribute("aria-label") ?? null')).toBe(`Edit ${prefix}49`);
+        await editor.getByLabel('HTTP requests per second').fill('5');
+        await editor.getByRole('button', { name: 'Save' }).click();
+        await until(
+          async () => ((await (await admin(`/apps?filter=${prefix}49`)).json()) as { apps: { maxHttpRequestsPerSecond: number }[] }).apps[0]?.maxHttpRequestsPerSecond === 5,
+          'the saved maxHttpRequestsPerSecond',
+        );
+
+        // Rotate in place; the new secret has a Copy button that copies it.
+        await last.getByRole('button', { name: 'Rotate secret' }).click();
+        const grace = page.getByLabel('Seconds the old secret stays valid');
+        await until(async () => inViewport(page, `form[aria-label="Rotate the secret of ${prefix}49"]`), 'the rotate form in the viewport');
+        await grace.fill('60');
+        await page.getByRole('button', { name: 'Rotate', exact: true }).click();
+        const status = page.getByRole('status').filter({ hasText: `New secret of ${prefix}49` });
+        await status.waitFor();
+        const rotated = /shown once\): ([0-9a-f]{32})/.exec((await status.textContent()) ?? '')?.[1];
+        expect(rotated).toBeDefined();
+        await status.getByRole('button', { name: 'Copy' }).click();
+        await status.getByRole('button', { name: 'Copied' }).waitFor();
+        expect(await page.evaluate('navigator.clipboard.readText()')).toBe(rotated);
+        expect(await wordsBrokenIn(page, 'button, th, label')).toEqual([]);
+        expect(errors).toEqual([]);
+      } finally {
+        await context.close();
+      }
+    });
+  }
 
   it('shows the overview\'s apps a page at a time, with their total', async () => {
     const ids = Array.from({ length: 60 }, (_, i) => `paged-${String(i).padStart(2, '0')}`);
