@@ -197,11 +197,16 @@ async function copyText(text: string): Promise<boolean> {
 /** The result of the last action: a new secret to copy, or an error. */
 function Notice(props: { notice: NoticeText | null }) {
   const [copied, setCopied] = useState<'yes' | 'no' | null>(null);
-  useEffect(() => setCopied(null), [props.notice]);
+  const box = useRef<HTMLParagraphElement>(null);
+  // A new notice is brought into view: the action may have been taken far down the list.
+  useEffect(() => {
+    setCopied(null);
+    box.current?.scrollIntoView({ block: 'nearest' });
+  }, [props.notice]);
   const { notice } = props;
   if (!notice) return null;
   return (
-    <p class={notice.kind === 'error' ? 'error' : 'notice'} role={notice.kind === 'error' ? 'alert' : 'status'}>
+    <p ref={box} class={notice.kind === 'error' ? 'error' : 'notice'} role={notice.kind === 'error' ? 'alert' : 'status'}>
       <span class="notice-text">{notice.text}</span>
       {notice.copy !== undefined && (
         <button type="button" class="small ghost" onClick={() => void copyText(notice.copy!).then((ok) => setCopied(ok ? 'yes' : 'no'))}>

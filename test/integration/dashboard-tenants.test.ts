@@ -51,13 +51,13 @@ async function wordsBrokenIn(page: Page, selector: string): Promise<string[]> {
   })()`)) as string[];
 }
 
-/** Whether the element's top edge lies inside the viewport. */
+/** Whether the element's top edge lies inside the viewport (to within a pixel: scrolling rounds). */
 async function inViewport(page: Page, selector: string): Promise<boolean> {
   return (await page.evaluate(`(() => {
     const el = document.querySelector(${JSON.stringify(selector)});
     if (!el) return false;
     const r = el.getBoundingClientRect();
-    return r.top >= 0 && r.top < window.innerHeight && r.bottom > 0;
+    return r.top >= -1 && r.top < window.innerHeight && r.bottom > 0;
   })()`)) as boolean;
 }
 
@@ -221,7 +221,13 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard Apps page in
         });
         expect(contrast(color, background), `${color} on ${background}`).toBeGreaterThanOrEqual(4.5);
 
-        // Edit on the last app opens its form in view, its first field focused, labelled for people.
+        // Edit opens the form in view, under the row, its first field focused (the first app's
+        // editor was 49 rows further down, below the list).
+        await page.locator(`tr[data-app="${prefix}00"]`).getByRole('button', { name: 'Edit' }).click();
+        await until(async () => inViewport(page, `section[aria-label="Edit ${prefix}00"]`), 'the first app\'s editor in the viewport');
+        expect(await page.evaluate('document.activeElement?.closest("section")?.getAttribute("aria-label") ?? null')).toBe(`Edit ${prefix}00`);
+        await page.getByRole('region', { name: `Edit ${prefix}00` }).getByRole('button', { name: 'Cancel' }).click();
+        // The last app's, labelled for people.
         await last.getByRole('button', { name: 'Edit' }).click();
         const editor = page.getByRole('region', { name: `Edit ${prefix}49` });
         await editor.waitFor();
@@ -244,6 +250,8 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard Apps page in
         await status.waitFor();
         const rotated = /shown once\): ([0-9a-f]{32})/.exec((await status.textContent()) ?? '')?.[1];
         expect(rotated).toBeDefined();
+        // The secret is shown where it can be seen: the page scrolls up to it from the last row.
+        await until(async () => inViewport(page, '.notice'), 'the new secret in the viewport');
         await status.getByRole('button', { name: 'Copy' }).click();
         await status.getByRole('button', { name: 'Copied' }).waitFor();
         expect(await page.evaluate('navigator.clipboard.readText()')).toBe(rotated);
