@@ -362,52 +362,52 @@ function TenantsPage<T extends { source: 'config' | 'api'; [field: string]: unkn
                 const form = open?.id === id && t.source === 'api' ? open.form : null;
                 return (
                   <Fragment key={id}>
-                  <tr {...{ [kind.rowAttribute]: id }}>
-                    <td data-label={kind.noun}>
-                      <Link href={kind.detailHref(id)}>{id}</Link>
-                      {t.enabled === false && <span class="badge">disabled</span>}
-                      {t.source === 'config' && <span class="badge">config file</span>}
-                    </td>
-                    {kind.columns.map((c) => (
-                      <td key={c.header} class={c.class} data-label={c.header}>
-                        {c.cell(t)}
+                    <tr {...{ [kind.rowAttribute]: id }}>
+                      <td data-label={kind.noun}>
+                        <Link href={kind.detailHref(id)}>{id}</Link>
+                        {t.enabled === false && <span class="badge">disabled</span>}
+                        {t.source === 'config' && <span class="badge">config file</span>}
                       </td>
-                    ))}
-                    <td data-label="Actions">
-                      {t.source === 'api' ? (
-                        <div class="actions">
-                          {kind.editor && (
-                            <button type="button" aria-expanded={form === 'edit'} onClick={() => toggle(id, 'edit')}>
-                              Edit
+                      {kind.columns.map((c) => (
+                        <td key={c.header} class={c.class} data-label={c.header}>
+                          {c.cell(t)}
+                        </td>
+                      ))}
+                      <td data-label="Actions">
+                        {t.source === 'api' ? (
+                          <div class="actions">
+                            {kind.editor && (
+                              <button type="button" aria-expanded={form === 'edit'} onClick={() => toggle(id, 'edit')}>
+                                Edit
+                              </button>
+                            )}
+                            {kind.canDisable && (
+                              <button type="button" onClick={() => void act(async () => (await api(url(id), { method: 'PATCH', body: { enabled: t.enabled === false } }), null))}>
+                                {t.enabled === false ? 'Enable' : 'Disable'}
+                              </button>
+                            )}
+                            <button type="button" aria-expanded={form === 'rotate'} onClick={() => toggle(id, 'rotate')}>
+                              Rotate {kind.secretName}
                             </button>
-                          )}
-                          {kind.canDisable && (
-                            <button type="button" onClick={() => void act(async () => (await api(url(id), { method: 'PATCH', body: { enabled: t.enabled === false } }), null))}>
-                              {t.enabled === false ? 'Enable' : 'Disable'}
+                            <button type="button" class="danger" onClick={() => remove(id)}>
+                              Delete
                             </button>
-                          )}
-                          <button type="button" aria-expanded={form === 'rotate'} onClick={() => toggle(id, 'rotate')}>
-                            Rotate {kind.secretName}
-                          </button>
-                          <button type="button" class="danger" onClick={() => remove(id)}>
-                            Delete
-                          </button>
-                        </div>
-                      ) : (
-                        <span class="hint">edit in the config file</span>
-                      )}
-                    </td>
-                  </tr>
-                  {form === 'edit' && kind.editor && (
-                    <InPlace key={`${id} edit`} columns={columnCount}>
-                      {kind.editor(t, (text) => void act(async () => text), () => setOpen(null))}
-                    </InPlace>
-                  )}
-                  {form === 'rotate' && (
-                    <InPlace key={`${id} rotate`} columns={columnCount}>
-                      <RotateForm id={id} secretName={kind.secretName} onRotate={(grace) => rotate(id, grace)} onDone={() => setOpen(null)} />
-                    </InPlace>
-                  )}
+                          </div>
+                        ) : (
+                          <span class="hint">edit in the config file</span>
+                        )}
+                      </td>
+                    </tr>
+                    {form === 'edit' && kind.editor && (
+                      <InPlace key={`${id} edit`} columns={columnCount}>
+                        {kind.editor(t, (text) => void act(async () => text), () => setOpen(null))}
+                      </InPlace>
+                    )}
+                    {form === 'rotate' && (
+                      <InPlace key={`${id} rotate`} columns={columnCount}>
+                        <RotateForm id={id} secretName={kind.secretName} onRotate={(grace) => rotate(id, grace)} onDone={() => setOpen(null)} />
+                      </InPlace>
+                    )}
                   </Fragment>
                 );
               })}
