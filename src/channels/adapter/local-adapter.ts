@@ -25,13 +25,15 @@ import type {
   SubscribeResult,
   UnsubscribeResult,
 } from './channel-adapter.js';
-import { memberRemoved, subscriptionCount, type PresenceSnapshot, topicFor, watchTopicFor } from '../frames.js';
+import { channelEvent as frameWithoutSerial, memberRemoved, subscriptionCount, type PresenceSnapshot, topicFor, watchTopicFor } from '../frames.js';
 import type { ReconcileRemoval, ReconciledSubscription } from '../messages.js';
 import { MembershipBatches } from './membership-batches.js';
 import { deliverToTopic, tellWatchers } from './topic-delivery.js';
 import type { TopicFanout } from '../../http/topic-fanout.js';
 import { CacheJoinWatch } from './cache-join-watch.js';
 import type { SocketRegistry } from '../socket-registry.js';
+import type { HistoryRead } from '../messages.js';
+import { keptEvent } from '../frames.js';
 
 /** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
 const RESTORE_BATCH = 1000;
@@ -153,6 +155,21 @@ export class LocalChannelAdapter implements ChannelAdapter {
     this.shards.send(this.shardOf(appId, channel), { type: 'channels.storeCache', appId, channel, event, data });
   }
 
+  async publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string, durable = false): Promise<void> {
+    const shard = this.shardOf(appId, channel);
+    const req = { type: 'channels.historyAppend' as const, appId, channel, event, data };
+    const { serial } = await this.shards.request(shard, userId === undefined ? req : { ...req, userId });
+    // In the turn the answer arrived: the shard answers in the order it took events and joins.
+    const frame = serial === null ? frameWithoutSerial(event, channel, data, userId) : keptEvent(event, channel, data, serial, userId);
+    this.publish(appId, channel, frame, exceptSocketId);
+    if (durable && serial !== null) await this.shards.request(shard, { type: 'channels.historyCommitted' });
+  }
+
+  history(appId: string, channel: string, since: string | undefined, limit: number): Promise<HistoryRead> {
+    const req = { type: 'channels.history' as const, appId, channel, limit };
+    return this.shards.request(this.shardOf(appId, channel), since === undefined ? req : { ...req, since });
+  }
+
   clientEvent(e: RelayedClientEvent): void {
     this.shards.send(this.shardOf(e.appId, e.channel), { type: 'channels.clientEvent', ...e });
   }
@@ -166,7 +183,8 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   private async join(req: SubscribeRequest, wanted: (() => boolean) | undefined): Promise<SubscribeResult | null> {
-    const message = { appId: req.appId, channel: req.channel, socketId: req.socketId };
+    const message: { appId: string; channel: string; socketId: string; since?: string } = { appId: req.appId, channel: req.channel, socketId: req.socketId };
+    if (req.since !== undefined) message.since = req.since;
     const res = await this.memberships.join(
       this.shardOf(req.appId, req.channel),
       req.member ? { ...message, member: { userId: req.member.userId, userInfo: req.member.userInfo ?? null } } : message,
@@ -179,6 +197,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
       out.memberAdded = res.memberAdded ?? false;
     }
     if (res.cached !== undefined) out.cached = res.cached;
+    if (res.recovery !== undefined) out.recovery = res.recovery;
     return out;
   }
 
