@@ -147,6 +147,11 @@ export function keptEvent(event: string, channel: string, data: string, serial: 
   return userId === undefined ? JSON.stringify({ event, channel, data, serial }) : JSON.stringify({ event, channel, data, user_id: userId, serial });
 }
 
+/** Ends a recovering subscriber's replay: `missed` events were replayed, live events follow. */
+export function recovered(channel: string, missed: number): string {
+  return JSON.stringify({ event: 'herald:recovered', channel, data: JSON.stringify({ missed }) });
+}
+
 /** Tells a recovering subscriber that what it missed cannot be replayed (reason: history_evicted, ...). */
 export function recoveryFailed(channel: string, reason: string): string {
   return JSON.stringify({ event: 'herald:recovery_failed', channel, data: JSON.stringify({ reason }) });

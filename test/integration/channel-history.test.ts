@@ -174,11 +174,16 @@ describe('channel history', () => {
     await until(() => sent > 60, '40 more events published after the re-subscribe');
     publishing = false;
     await publisher;
-    await until(() => again.on(channel).length === sent - 1, () => `events 1..${sent - 1}, got ${again.on(channel).length}`);
+    await until(() => again.on(channel, 'n').length === sent - 1, () => `events 1..${sent - 1}, got ${again.on(channel, 'n').length}`);
 
     const received = again.frames.filter((f) => f.channel === channel);
     expect(received[0]!.event).toBe('pusher_internal:subscription_succeeded');
-    const events = received.slice(1);
+    // The replay ends with herald:recovered {missed}; live events follow it.
+    const marker = received.findIndex((f) => f.event === 'herald:recovered');
+    expect(received[marker]!.data).toEqual({ missed: marker - 1 });
+    expect(marker).toBeGreaterThan(1);
+    const events = received.filter((f) => f.event === 'n');
+    expect(received).toHaveLength(events.length + 2);
     expect(events.map((f) => f.data)).toEqual(Array.from({ length: sent - 1 }, (_, i) => i + 1));
     expect(events.map((f) => sequenceOf(f.serial!))).toEqual(events.map((_, i) => sequenceOf(since) + 1 + i));
     again.close();
@@ -208,7 +213,10 @@ describe('channel history', () => {
     const uptodate = await RawClient.open(SMALL.key);
     await uptodate.subscribe(channel, { since: newest });
     await uptodate.subscribe('history-marker');
-    expect(uptodate.frames.filter((f) => f.channel === channel).map((f) => f.event)).toEqual(['pusher_internal:subscription_succeeded']);
+    expect(uptodate.frames.filter((f) => f.channel === channel).map((f) => [f.event, f.data])).toEqual([
+      ['pusher_internal:subscription_succeeded', {}],
+      ['herald:recovered', { missed: 0 }],
+    ]);
     // A channel outside the patterns says so.
     await uptodate.subscribe('plain-since', { since: newest });
     await until(() => uptodate.on('plain-since').length === 1, 'the refusal');

@@ -178,6 +178,7 @@ export class Subscriptions {
         // What the client missed, read with the join: live events (later serials) follow from attach.
         if (recovery.failed !== null) ws.send(frames.recoveryFailed(channel, recovery.failed));
         for (const e of recovery.events) ws.send(frames.keptEvent(e.event, channel, e.data, e.serial, e.userId));
+        if (recovery.failed === null) ws.send(frames.recovered(channel, recovery.events.length));
       }
       // Attached now, in the turn the join answered: later events reach it live (see ChannelAdapter.attach).
       const cached = this.adapter.attach(ws, appId, channel, res);
