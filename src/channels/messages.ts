@@ -97,17 +97,13 @@ export interface ChannelShardApi {
   };
   /**
    * An event on a history channel: the owning shard gives it the channel's next serial and keeps
-   * it. Answered in the order taken, so frames go out in serial order. `serial` null: the app
+   * it; answered once its write is committed (durable), in the order taken, so frames go out in
+   * serial order and never with a serial a crash could give again. `serial` null: the app
    * keeps no history for the channel (changed by a reload meanwhile); the event goes out without one.
    */
   'channels.historyAppend': {
     req: { appId: string; channel: string; event: string; data: string; userId?: string };
     res: { serial: string | null };
-  };
-  /** Answers once the history events this shard took so far are committed (an HTTP trigger's 200 then survives kill -9). */
-  'channels.historyCommitted': {
-    req: {};
-    res: {};
   };
   /** A history channel's kept events (the history API): after `since`, or the last `limit`. */
   'channels.history': {

@@ -256,16 +256,14 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
         return {};
       },
 
-      'channels.historyAppend': (req) => {
+      'channels.historyAppend': async (req) => {
         const app = appFor(req.appId);
         const bounds = historyBounds(req.appId);
         if (!bounds || !keepsHistory(app, req.channel)) return { serial: null };
-        return { serial: history.append(req.appId, req.channel, req.event, req.data, req.userId, bounds) };
-      },
-
-      'channels.historyCommitted': async () => {
-        await history.committed();
-        return {};
+        // Answered once committed: commits resolve in order, so the answers keep serial order.
+        const { serial, written } = history.append(req.appId, req.channel, req.event, req.data, req.userId, bounds);
+        await written;
+        return { serial };
       },
 
       'channels.history': (req) => {

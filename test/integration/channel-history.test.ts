@@ -16,7 +16,7 @@ import { until } from '../helpers/wait.js';
 const APP = { id: 'hist-app', key: 'hist-key', secret: 'hist-secret' };
 const SMALL = { id: 'small-app', key: 'small-key', secret: 'small-secret' };
 const OTHER = { id: 'other-app', key: 'other-key', secret: 'other-secret' };
-const HISTORY = { channels: ['history-*', 'private-history-*'], maxEvents: 1000, ttlSeconds: 300 };
+const HISTORY = { channels: ['history-*', 'private-history-*', 'presence-history-*'], maxEvents: 1000, ttlSeconds: 300 };
 
 let herald: HeraldProcess;
 
@@ -238,6 +238,35 @@ describe('channel history', () => {
     expect(kept.body.events).toEqual([{ serial, event: 'client-typing', data: '{"who":"a"}', published_at: expect.any(Number) }]);
     a.close();
     b.close();
+  });
+
+  it('keeps a presence channel\'s client events with their sender, and replays them so', async () => {
+    const signer = channelsSdk(herald.port, APP);
+    const channel = 'presence-history-room';
+    const join = async (client: RawClient, userId: string, extra: Record<string, unknown> = {}): Promise<void> => {
+      const auth = signer.authorizeChannel(client.socketId, channel, { user_id: userId });
+      await client.subscribe(channel, { auth: auth.auth, channel_data: auth.channel_data, ...extra });
+    };
+    const [a, b] = await Promise.all([RawClient.open(APP.key), RawClient.open(APP.key)]);
+    await join(a, 'alice');
+    await join(b, 'bob');
+    a.ws.send(JSON.stringify({ event: 'client-said', channel, data: { text: 'hi' } }));
+    await until(() => b.on(channel, 'client-said').length === 1, 'the client event');
+    const said = b.on(channel, 'client-said')[0]!;
+    expect(JSON.parse(said.text)).toEqual({ event: 'client-said', channel, data: '{"text":"hi"}', user_id: 'alice', serial: said.serial });
+    const kept = await historyOf(APP, channel);
+    expect(kept.body.events).toEqual([{ serial: said.serial, event: 'client-said', data: '{"text":"hi"}', published_at: expect.any(Number), user_id: 'alice' }]);
+
+    // A member that was away since before it replays it, sender included.
+    const c = await RawClient.open(APP.key);
+    const before = said.serial!.replace(/\d{12}$/, (seq) => String(Number(seq) - 1).padStart(12, '0'));
+    await join(c, 'carol', { since: before });
+    await until(() => c.on(channel, 'herald:recovered').length === 1, 'the replay');
+    expect(c.on(channel).map((f) => [f.event, f.data, (JSON.parse(f.text) as { user_id?: string }).user_id])).toEqual([
+      ['client-said', { text: 'hi' }, 'alice'],
+      ['herald:recovered', { missed: 1 }, undefined],
+    ]);
+    for (const x of [a, b, c]) x.close();
   });
 });
 

@@ -222,11 +222,11 @@ export interface ChannelHistory {
   /**
    * Publishes an event on a history channel: the channel's owner gives it the next serial and
    * keeps it, then its frame (with a top-level `"serial"`) goes out through publish(). Frames
-   * go out in serial order, which is the order of the calls. Resolves once the frame went out
-   * and, with `durable`, the event is stored durably (it survives kill -9); rejects (nothing
-   * sent) when the owner could not keep it. Local: the owning shard (its LMDB environment).
+   * go out in serial order, which is the order of the calls, once the event is stored durably
+   * (it survives kill -9). Resolves once the frame went out; rejects (nothing sent) when the
+   * owner could not keep it. Local: the owning shard (its LMDB environment).
    */
-  publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string, durable?: boolean): Promise<void>;
+  publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string): Promise<void>;
   /** A history channel's kept events after `since` (a serial), or its last `limit`. Local: the owning shard. */
   history(appId: string, channel: string, since: string | undefined, limit: number): Promise<HistoryRead>;
 }

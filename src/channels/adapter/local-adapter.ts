@@ -155,14 +155,13 @@ export class LocalChannelAdapter implements ChannelAdapter {
     this.shards.send(this.shardOf(appId, channel), { type: 'channels.storeCache', appId, channel, event, data });
   }
 
-  async publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string, durable = false): Promise<void> {
-    const shard = this.shardOf(appId, channel);
+  async publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string): Promise<void> {
     const req = { type: 'channels.historyAppend' as const, appId, channel, event, data };
-    const { serial } = await this.shards.request(shard, userId === undefined ? req : { ...req, userId });
-    // In the turn the answer arrived: the shard answers in the order it took events and joins.
+    const { serial } = await this.shards.request(this.shardOf(appId, channel), userId === undefined ? req : { ...req, userId });
+    // In the turn the answer arrived: the shard answers appends in serial order, and a recovering
+    // join's answer holds exactly the events answered before it (history-store.ts).
     const frame = serial === null ? frameWithoutSerial(event, channel, data, userId) : keptEvent(event, channel, data, serial, userId);
     this.publish(appId, channel, frame, exceptSocketId);
-    if (durable && serial !== null) await this.shards.request(shard, { type: 'channels.historyCommitted' });
   }
 
   history(appId: string, channel: string, since: string | undefined, limit: number): Promise<HistoryRead> {

@@ -6,7 +6,11 @@
  * Held in memory for reads and written through to the shard's LMDB environment
  * (`channels/history`, key `[appId, channel, serial]`, value `[event, data, publishedAt, userId?]`),
  * read back when the shard starts: kept events survive a restart. Writes are lmdb-js
- * asynchronous writes, committed with the turn's other writes, never awaited on the request path.
+ * asynchronous writes, committed with the turn's other writes, in order. An appended event is
+ * answered (and so sent) only once committed, and reads leave out events not committed yet:
+ * a recovering join read between an append and its commit leaves that event to the live
+ * delivery, whose answer comes after the join's; and a serial that went out is never given
+ * again after a crash.
  *
  * Bounds, each evicting the oldest first: per channel the last `maxEvents`, each for
  * `ttlSeconds`; per app on this shard `maxBytes` (its share of `maxHistoryBytes`), counted as
@@ -44,6 +48,8 @@ type Value = [event: string, data: string, publishedAt: number, userId?: string]
 interface Stored extends KeptEvent {
   sequence: number;
   bytes: number;
+  /** Its write committed (reads leave out the others). */
+  committed: boolean;
 }
 
 interface ChannelHistory {
@@ -71,8 +77,6 @@ export class HistoryStore {
   private readonly apps = new Map<string, AppHistory>();
   /** The last generation started on this shard: two fresh channels in one ms still get distinct ones. */
   private lastGeneration = 0;
-  /** The latest write issued (lmdb-js commits writes in order). */
-  private lastWrite: Promise<unknown> = Promise.resolve();
 
   /**
    * Reads back what the previous worker kept; `boundsOf` answers an app's bounds (null: the app
@@ -88,9 +92,10 @@ export class HistoryStore {
   }
 
   /**
-   * Gives the event the channel's next serial and keeps it within the bounds. Answers the serial.
+   * Gives the event the channel's next serial and keeps it within the bounds. Answers the serial
+   * and its write, which resolves once committed (durable) and rejects when it failed.
    */
-  append(appId: string, channel: string, event: string, data: string, userId: string | undefined, bounds: HistoryBounds): string {
+  append(appId: string, channel: string, event: string, data: string, userId: string | undefined, bounds: HistoryBounds): { serial: string; written: Promise<void> } {
     const now = this.now();
     let app = this.apps.get(appId);
     if (!app) this.apps.set(appId, (app = { channels: new Map(), bytes: 0, order: [], orderHead: 0 }));
@@ -103,18 +108,20 @@ export class HistoryStore {
     if (bytes > bounds.maxBytes) {
       // Not kept: the older ones go too, so that what is kept stays an unbroken run.
       while (ch.head < ch.events.length) this.evictOldest(appId, app, ch);
-      return serial;
+      return { serial, written: Promise.resolve() };
     }
-    const stored: Stored = { serial, event, data, publishedAt: now, sequence, bytes };
+    const stored: Stored = { serial, event, data, publishedAt: now, sequence, bytes, committed: false };
     if (userId !== undefined) stored.userId = userId;
     ch.events.push(stored);
     app.order.push({ channel: ch, sequence });
     app.bytes += bytes;
-    this.write(appId, () => this.db.put([appId, channel, serial], userId === undefined ? [event, data, now] : [event, data, now, userId]));
+    const written = this.db.put([appId, channel, serial], userId === undefined ? [event, data, now] : [event, data, now, userId]).then(() => {
+      stored.committed = true;
+    });
     this.expire(appId, app, ch, bounds, now);
     while (ch.events.length - ch.head > bounds.maxEvents) this.evictOldest(appId, app, ch);
     this.evictForBytes(appId, app, bounds.maxBytes);
-    return serial;
+    return { serial, written };
   }
 
   /**
@@ -126,7 +133,7 @@ export class HistoryStore {
     const ch = app?.channels.get(channel);
     if (!app || !ch) return { events: [], complete: since === undefined };
     this.expire(appId, app, ch, bounds, this.now());
-    const kept = ch.events.slice(ch.head);
+    const kept = ch.events.slice(ch.head).filter((e) => e.committed);
     if (since === undefined) {
       return { events: kept.slice(Math.max(0, kept.length - limit)).map(publicEvent), complete: kept.length <= limit };
     }
@@ -157,11 +164,6 @@ export class HistoryStore {
     if (!app) return;
     for (const ch of app.channels.values()) while (ch.head < ch.events.length) this.evictOldest(appId, app, ch);
     this.apps.delete(appId);
-  }
-
-  /** Resolves once every write issued so far is committed (durable: the environment syncs its commits). */
-  async committed(): Promise<void> {
-    await this.lastWrite;
   }
 
   /** Bytes of the app's kept events on this shard. */
@@ -219,8 +221,7 @@ export class HistoryStore {
   /** Never throws into the request: LMDB refuses keys over ~2 KB synchronously. */
   private write(appId: string, op: () => Promise<boolean>): void {
     try {
-      const write = op();
-      this.lastWrite = write.catch((err: unknown) => logWriteFailure(err, 'channel history write failed', { appId }));
+      op().catch((err: unknown) => logWriteFailure(err, 'channel history write failed', { appId }));
     } catch (err) {
       log.warn('channel history event not written', { appId, error: String(err) });
     }
@@ -248,7 +249,7 @@ export class HistoryStore {
         app.channels.set(channel, ch);
       }
       const [event, data, publishedAt, userId] = value;
-      const stored: Stored = { serial, event, data, publishedAt, sequence: parts.sequence, bytes: cacheEntryBytes(channel, event, data) };
+      const stored: Stored = { serial, event, data, publishedAt, sequence: parts.sequence, bytes: cacheEntryBytes(channel, event, data), committed: true };
       if (userId !== undefined) stored.userId = userId;
       ch.events.push(stored);
       ch.sequence = parts.sequence;
@@ -277,6 +278,7 @@ export class HistoryStore {
 }
 
 function publicEvent(e: Stored): KeptEvent {
+  // A fresh object of the wire fields only (not `bytes`, `sequence`, `committed`).
   const out: KeptEvent = { serial: e.serial, event: e.event, data: e.data, publishedAt: e.publishedAt };
   if (e.userId !== undefined) out.userId = e.userId;
   return out;

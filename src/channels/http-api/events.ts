@@ -110,7 +110,8 @@ export function publishEvent(adapter: ChannelAdapter, app: Pick<AppConfig, 'id' 
   let kept: Promise<void>[] | undefined;
   for (const channel of event.channels) {
     if (app.history !== null && keepsHistory(app, channel)) {
-      (kept ??= []).push(adapter.publishKept(appId, channel, event.name, event.data, event.socketId, undefined, true));
+      (kept ??= []).push(adapter.publishKept(appId, channel, event.name, event.data, event.socketId));
+      if (isCacheChannel(channel)) adapter.storeCachedEvent(appId, channel, event.name, event.data);
       continue;
     }
     const frame = shared ? head + JSON.stringify(channel) + tail : JSON.stringify({ event: event.name, channel, data: event.data });
