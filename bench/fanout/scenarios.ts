@@ -864,6 +864,7 @@ export const SCENARIOS: Scenario[] = [
   broadcast('broadcast-1k', (s) => s.broadcastSmall, 100_000),
   broadcast('broadcast-10k', (s) => s.broadcastLarge, 100_000),
   broadcast('broadcast-1k-history', (s) => s.broadcastSmall, 100_000, true),
+  broadcast('broadcast-10k-history', (s) => s.broadcastLarge, 100_000, true),
   unicast,
   batch,
   presenceStorm,
