@@ -96,14 +96,16 @@ export interface ChannelShardApi {
     res: {};
   };
   /**
-   * An event on a history channel: the owning shard gives it the channel's next serial and keeps
-   * it; answered once its write is committed (durable), in the order taken, so frames go out in
-   * serial order and never with a serial a crash could give again. `serial` null: the app
-   * keeps no history for the channel (changed by a reload meanwhile); the event goes out without one.
+   * Events on history channels, as one message (the main thread gathers those of one event-loop
+   * turn per shard): the owning shard gives each its channel's next serial and keeps it, in
+   * order; answered once all are committed (durable), so frames go out in serial order and
+   * never with a serial a crash could give again. Each answers its serial (null: the app keeps
+   * no history for the channel now, changed by a reload meanwhile; the event goes out without
+   * one) or its own error.
    */
-  'channels.historyAppend': {
-    req: { appId: string; channel: string; event: string; data: string; userId?: string };
-    res: { serial: string | null };
+  'channels.historyAppends': {
+    req: { appends: HistoryAppend[] };
+    res: { results: ({ ok: true; serial: string | null } | { ok: false; code: string; message: string })[] };
   };
   /** A history channel's kept events (the history API): after `since`, or the last `limit`. */
   'channels.history': {
@@ -115,6 +117,16 @@ export interface ChannelShardApi {
     req: { appId: string; channel: string; event: string; data: string; socketId: string; userId?: string };
     res: {};
   };
+}
+
+/** An event for a history channel's owner to keep (channels.historyAppend). */
+export interface HistoryAppend {
+  appId: string;
+  channel: string;
+  event: string;
+  data: string;
+  /** Presence client events: the sender's user id. */
+  userId?: string;
 }
 
 /** A kept event of a history channel. */

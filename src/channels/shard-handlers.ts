@@ -31,7 +31,7 @@ import { OccupancyJournal } from './state/occupancy-journal.js';
 import { HistoryStore, type HistoryBounds } from './history/history-store.js';
 import { keepsHistory } from './history/patterns.js';
 import { parseSerial } from './history/serial.js';
-import type { HistoryRecovery } from './messages.js';
+import type { HistoryAppend, HistoryRecovery } from './messages.js';
 
 type SubscribeReq = ChannelShardApi['channels.subscribe']['req'];
 type SubscribeRes = ChannelShardApi['channels.subscribe']['res'];
@@ -64,6 +64,13 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
   const history = new HistoryStore(ctx.root, historyBounds);
   const historyPrune = setInterval(() => history.prune(historyBounds), HISTORY_PRUNE_INTERVAL_MS);
   historyPrune.unref();
+  /** Keeps one event of a history channel: its serial (null: the app keeps no history for it now) and its write. */
+  const appendHistory = (req: HistoryAppend): { serial: string | null; written: Promise<void>; answered: () => void } => {
+    const app = appFor(req.appId);
+    const bounds = historyBounds(req.appId);
+    if (!bounds || !keepsHistory(app, req.channel)) return { serial: null, written: Promise.resolve(), answered: () => undefined };
+    return history.append(req.appId, req.channel, req.event, req.data, req.userId, bounds);
+  };
   /** The kept events after a recovering client's serial, read in the turn its join is recorded. */
   const recoveryAfter = (app: AppConfig, channel: string, since: string): HistoryRecovery => {
     const bounds = historyBounds(app.id);
@@ -256,14 +263,31 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
         return {};
       },
 
-      'channels.historyAppend': async (req) => {
-        const app = appFor(req.appId);
-        const bounds = historyBounds(req.appId);
-        if (!bounds || !keepsHistory(app, req.channel)) return { serial: null };
+      'channels.historyAppends': async (req) => {
         // Answered once committed: commits resolve in order, so the answers keep serial order.
-        const { serial, written } = history.append(req.appId, req.channel, req.event, req.data, req.userId, bounds);
-        await written;
-        return { serial };
+        const taken = req.appends.map((append) => {
+          try {
+            return appendHistory(append);
+          } catch (err) {
+            return { failed: err };
+          }
+        });
+        const results = await Promise.all(
+          taken.map(async (t): Promise<ChannelShardApi['channels.historyAppends']['res']['results'][number]> => {
+            try {
+              if ('failed' in t) throw t.failed;
+              await t.written;
+              return { ok: true, serial: t.serial };
+            } catch (err) {
+              if (err instanceof HeraldError) return { ok: false, code: err.code, message: err.message };
+              log.error('channel history append failed', { shard: ctx.shardIndex, error: String((err as Error)?.stack ?? err) });
+              return { ok: false, code: 'INTERNAL', message: 'Internal error in storage shard' };
+            }
+          }),
+        );
+        // Readable from now on: the answer goes out in this turn, before any later request is taken.
+        for (const t of taken) if (!('failed' in t)) t.answered();
+        return { results };
       },
 
       'channels.history': (req) => {
@@ -279,7 +303,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
         return {};
       },
     },
-    storageWrites: ['channels.historyAppend'],
+    storageWrites: ['channels.historyAppends'],
     reload: (config) => {
       const kept = new Set(config.apps.map((a) => a.id));
       removeApps([...apps.keys()].filter((appId) => !kept.has(appId)));

@@ -29,7 +29,8 @@ for (const dataBytes of [100, 1000]) {
   for (let i = 0; i < EVENTS; i++) {
     // A flat string of its own per event, as one decoded from a shard message is.
     const own = Buffer.from(`${data.slice(0, -8)}${String(i).padStart(7, '0')}}`).toString();
-    last = store.append('bench-app', `history-room-${i % CHANNELS}`, 'new-message', own, undefined, bounds).written;
+    const kept = store.append('bench-app', `history-room-${i % CHANNELS}`, 'new-message', own, undefined, bounds);
+    last = kept.written.then(kept.answered);
   }
   await last;
   gc();

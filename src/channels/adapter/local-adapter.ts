@@ -31,6 +31,7 @@ import { MembershipBatches } from './membership-batches.js';
 import { deliverToTopic, tellWatchers } from './topic-delivery.js';
 import type { TopicFanout } from '../../http/topic-fanout.js';
 import { CacheJoinWatch } from './cache-join-watch.js';
+import { HistoryAppends } from './history-appends.js';
 import type { SocketRegistry } from '../socket-registry.js';
 import type { HistoryRead } from '../messages.js';
 import { keptEvent } from '../frames.js';
@@ -46,6 +47,8 @@ export class LocalChannelAdapter implements ChannelAdapter {
   private readonly cacheJoins = new CacheJoinWatch();
   /** Joins and leaves, batched per shard; leaves never dropped; reconcile (membership-batches.ts). */
   private readonly memberships: MembershipBatches;
+  /** History events, batched per shard per turn (history-appends.ts). */
+  private readonly historyAppends: HistoryAppends;
 
   constructor(
     private readonly topics: TopicFanout,
@@ -56,6 +59,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
       frontEndOn: (shard) => this.frontEndOn(shard),
       removed: (removal) => this.announceRemoval(removal),
     });
+    this.historyAppends = new HistoryAppends(shards);
     shards.onShardRestart((shard) => this.restoreShard(shard));
   }
 
@@ -156,8 +160,8 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   async publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string): Promise<void> {
-    const req = { type: 'channels.historyAppend' as const, appId, channel, event, data };
-    const { serial } = await this.shards.request(this.shardOf(appId, channel), userId === undefined ? req : { ...req, userId });
+    const append = { appId, channel, event, data };
+    const serial = await this.historyAppends.append(this.shardOf(appId, channel), userId === undefined ? append : { ...append, userId });
     // In the turn the answer arrived: the shard answers appends in serial order, and a recovering
     // join's answer holds exactly the events answered before it (history-store.ts).
     const frame = serial === null ? frameWithoutSerial(event, channel, data, userId) : keptEvent(event, channel, data, serial, userId);

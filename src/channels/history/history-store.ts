@@ -7,8 +7,8 @@
  * (`channels/history`, key `[appId, channel, serial]`, value `[event, data, publishedAt, userId?]`),
  * read back when the shard starts: kept events survive a restart. Writes are lmdb-js
  * asynchronous writes, committed with the turn's other writes, in order. An appended event is
- * answered (and so sent) only once committed, and reads leave out events not committed yet:
- * a recovering join read between an append and its commit leaves that event to the live
+ * answered (and so sent) only once committed, and reads leave out events not answered yet: a
+ * recovering join read before an event's answer went out leaves that event to the live
  * delivery, whose answer comes after the join's; and a serial that went out is never given
  * again after a crash.
  *
@@ -48,7 +48,7 @@ type Value = [event: string, data: string, publishedAt: number, userId?: string]
 interface Stored extends KeptEvent {
   sequence: number;
   bytes: number;
-  /** Its write committed (reads leave out the others). */
+  /** Committed and answered (reads leave out the others). */
   committed: boolean;
 }
 
@@ -92,10 +92,18 @@ export class HistoryStore {
   }
 
   /**
-   * Gives the event the channel's next serial and keeps it within the bounds. Answers the serial
-   * and its write, which resolves once committed (durable) and rejects when it failed.
+   * Gives the event the channel's next serial and keeps it within the bounds. Answers the serial,
+   * its write (resolves once committed, durable; rejects when it failed) and `answered`, to call
+   * when its answer goes out: reads include the event from then on, not before.
    */
-  append(appId: string, channel: string, event: string, data: string, userId: string | undefined, bounds: HistoryBounds): { serial: string; written: Promise<void> } {
+  append(
+    appId: string,
+    channel: string,
+    event: string,
+    data: string,
+    userId: string | undefined,
+    bounds: HistoryBounds,
+  ): { serial: string; written: Promise<void>; answered: () => void } {
     const now = this.now();
     let app = this.apps.get(appId);
     if (!app) this.apps.set(appId, (app = { channels: new Map(), bytes: 0, order: [], orderHead: 0 }));
@@ -108,20 +116,24 @@ export class HistoryStore {
     if (bytes > bounds.maxBytes) {
       // Not kept: the older ones go too, so that what is kept stays an unbroken run.
       while (ch.head < ch.events.length) this.evictOldest(appId, app, ch);
-      return { serial, written: Promise.resolve() };
+      return { serial, written: Promise.resolve(), answered: () => undefined };
     }
     const stored: Stored = { serial, event, data, publishedAt: now, sequence, bytes, committed: false };
     if (userId !== undefined) stored.userId = userId;
     ch.events.push(stored);
     app.order.push({ channel: ch, sequence });
     app.bytes += bytes;
-    const written = this.db.put([appId, channel, serial], userId === undefined ? [event, data, now] : [event, data, now, userId]).then(() => {
-      stored.committed = true;
-    });
+    const written = this.db.put([appId, channel, serial], userId === undefined ? [event, data, now] : [event, data, now, userId]).then(() => undefined);
     this.expire(appId, app, ch, bounds, now);
     while (ch.events.length - ch.head > bounds.maxEvents) this.evictOldest(appId, app, ch);
     this.evictForBytes(appId, app, bounds.maxBytes);
-    return { serial, written };
+    return {
+      serial,
+      written,
+      answered: () => {
+        stored.committed = true;
+      },
+    };
   }
 
   /**

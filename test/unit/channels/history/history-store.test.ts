@@ -15,8 +15,9 @@ const datas = (read: { events: { data: string }[] }): string[] => read.events.ma
 
 /** Appends and waits for the commit (reads leave out events not committed yet); answers the serial. */
 async function keep(store: HistoryStore, channel: string, data: string, bounds: HistoryBounds, userId?: string): Promise<string> {
-  const { serial, written } = store.append('app', channel, 'e', data, userId, bounds);
+  const { serial, written, answered } = store.append('app', channel, 'e', data, userId, bounds);
   await written;
+  answered();
   return serial;
 }
 
@@ -80,12 +81,14 @@ describe('HistoryStore', () => {
     expect(without.read('app', 'h', undefined, 10, BOUNDS).events).toEqual([]);
   });
 
-  it('leaves out of reads an event not committed yet', async () => {
+  it('leaves out of reads an event not answered yet (committed, and its answer going out)', async () => {
     const store = new HistoryStore(openRoot(), () => BOUNDS, clock().now);
     const first = await keep(store, 'h', 'a', BOUNDS);
-    const { written } = store.append('app', 'h', 'e', 'b', undefined, BOUNDS);
+    const { written, answered } = store.append('app', 'h', 'e', 'b', undefined, BOUNDS);
     expect(store.read('app', 'h', first, 10, BOUNDS)).toEqual({ complete: true, events: [] });
     await written;
+    expect(store.read('app', 'h', first, 10, BOUNDS)).toEqual({ complete: true, events: [] });
+    answered();
     expect(datas(store.read('app', 'h', first, 10, BOUNDS))).toEqual(['b']);
   });
 
