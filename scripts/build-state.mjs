@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
-const INPUTS = ['src', 'bench', 'dashboard', 'tsconfig.json', 'tsconfig.build.json'];
+const INPUTS = ['src', 'bench', 'dashboard', 'tsconfig.json', 'tsconfig.build.json', 'tsconfig.client.json'];
 /** What a run writes under the inputs, never read by the build: benchmark results and caches. */
 const OUTPUTS = new Set(['bench/results', 'bench/.cache']);
 export const STAMP = join('dist', 'build-stamp.json');

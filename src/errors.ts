@@ -60,6 +60,7 @@ export const ERROR_CATALOGUE = {
   INVALID_CHANNEL_NAME: { status: 400, kind: 'Bad Request', message: 'Invalid channel name' },
   INVALID_SOCKET_ID: { status: 400, kind: 'Bad Request', message: 'Invalid socket_id' },
   EVENT_DATA_TOO_LARGE: { status: 413, kind: 'Payload Too Large', message: 'Event data larger than the limit' },
+  HISTORY_NOT_ENABLED: { status: 404, kind: 'Not Found', message: 'This channel keeps no history: name it in the app\'s apps[].history.channels' },
   INFO_NOT_APPLICABLE: { status: 400, kind: 'Bad Request', message: 'Requested info attribute is not available for this channel' },
   NOT_PRESENCE_CHANNEL: { status: 400, kind: 'Bad Request', message: 'Channel is not a presence channel' },
   APP_RATE_LIMITED: { status: 429, kind: 'Too Many Requests', message: 'Application is over its maxHttpRequestsPerSecond' },

@@ -6,6 +6,7 @@
  */
 import type { ShardLayout } from './shards/shard-layout.js';
 import { occupancyLayout } from './channels/state/occupancy-layout.js';
+import { historyLayout } from './channels/history/history-layout.js';
 import { deviceLayout } from './push/shard/devices/device-layout.js';
 import { reportLayout } from './push/shard/reports/report-layout.js';
 import { publishLayout } from './push/shard/publishes/publish-layout.js';
@@ -13,4 +14,4 @@ import { namespaceLayout } from './push/shard/namespace-layout.js';
 import { outboxLayout } from './webhooks/outbox-layout.js';
 import { tenantLayout } from './tenants/tenant-layout.js';
 
-export const SHARD_LAYOUTS: readonly ShardLayout[] = [deviceLayout, reportLayout, publishLayout, namespaceLayout, outboxLayout, occupancyLayout, tenantLayout];
+export const SHARD_LAYOUTS: readonly ShardLayout[] = [deviceLayout, reportLayout, publishLayout, namespaceLayout, outboxLayout, occupancyLayout, historyLayout, tenantLayout];

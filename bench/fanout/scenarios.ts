@@ -379,12 +379,16 @@ async function triggerScenario(ctx: ScenarioContext, sockets: number, plan: Chan
   ];
 }
 
-/** The broadcast load: C1 triggers to one public channel all `subscribers` sockets are on. */
-export function broadcastLoad(subscribers: number, moderateRate: number): { plan: ChannelPlan; shape: TriggerShape } {
+/**
+ * The broadcast load: C1 triggers to one public channel all `subscribers` sockets are on
+ * (`bench-history-broadcast`, a channel whose events are kept with a serial, with `history`).
+ */
+export function broadcastLoad(subscribers: number, moderateRate: number, history = false): { plan: ChannelPlan; shape: TriggerShape } {
+  const channel = history ? 'bench-history-broadcast' : 'bench-broadcast';
   return {
-    plan: { kind: 'one', channel: 'bench-broadcast' },
+    plan: { kind: 'one', channel },
     shape: {
-      fire: (trigger) => trigger.trigger('bench-broadcast'),
+      fire: (trigger) => trigger.trigger(channel),
       deliveriesPerUnit: subscribers,
       eventsPerUnit: 1,
       subscribers,
@@ -414,13 +418,15 @@ export function unicastLoad(channels: number, moderateRate: number, channelOf = 
   };
 }
 
-function broadcast(name: string, size: (s: Sizes) => number, moderateDeliveriesPerSec: number): Scenario {
+function broadcast(name: string, size: (s: Sizes) => number, moderateDeliveriesPerSec: number, history = false): Scenario {
   return {
     name,
-    description: 'one public channel, N subscribers; C1 triggers to it (broadcast)',
+    description: history
+      ? 'one public history channel (apps[].history: events kept with a serial), N subscribers; C1 triggers to it'
+      : 'one public channel, N subscribers; C1 triggers to it (broadcast)',
     run: (ctx) => {
       const subscribers = size(ctx.sizes);
-      const load = broadcastLoad(subscribers, Math.max(1, Math.round(moderateDeliveriesPerSec / subscribers)));
+      const load = broadcastLoad(subscribers, Math.max(1, Math.round(moderateDeliveriesPerSec / subscribers)), history);
       return triggerScenario(ctx, subscribers, load.plan, load.shape);
     },
   };
@@ -857,6 +863,8 @@ export const SCENARIOS: Scenario[] = [
   idleMemory,
   broadcast('broadcast-1k', (s) => s.broadcastSmall, 100_000),
   broadcast('broadcast-10k', (s) => s.broadcastLarge, 100_000),
+  broadcast('broadcast-1k-history', (s) => s.broadcastSmall, 100_000, true),
+  broadcast('broadcast-10k-history', (s) => s.broadcastLarge, 100_000, true),
   unicast,
   batch,
   presenceStorm,

@@ -82,7 +82,8 @@ function herald(dir: string, watchDashboard: boolean, extraConfig: Record<string
   writeFileSync(
     configPath,
     JSON.stringify({
-      apps: [{ ...BENCH_APP, maxPresenceMembers: 20_000, activityTimeout: 120 }],
+      // bench-history-* channels keep their events (broadcast-1k-history); a cluster keeps no history yet.
+      apps: [{ ...BENCH_APP, maxPresenceMembers: 20_000, activityTimeout: 120, ...(extraConfig.cluster ? {} : { history: { channels: ['bench-history-*'], maxEvents: 100, ttlSeconds: 300 } }) }],
       ...(watchDashboard ? { admin: { token: BENCH_ADMIN_TOKEN } } : {}),
       ...extraConfig,
     }),

@@ -139,6 +139,24 @@ export function channelEvent(event: string, channel: string, data: string, userI
   return userId === undefined ? JSON.stringify({ event, channel, data }) : JSON.stringify({ event, channel, data, user_id: userId });
 }
 
+/**
+ * An event of a history channel: `channelEvent` plus a top-level `serial` (pusher clients
+ * ignore fields they do not know).
+ */
+export function keptEvent(event: string, channel: string, data: string, serial: string, userId?: string): string {
+  return userId === undefined ? JSON.stringify({ event, channel, data, serial }) : JSON.stringify({ event, channel, data, user_id: userId, serial });
+}
+
+/** Ends a recovering subscriber's replay: `missed` events were replayed, live events follow. */
+export function recovered(channel: string, missed: number): string {
+  return JSON.stringify({ event: 'herald:recovered', channel, data: JSON.stringify({ missed }) });
+}
+
+/** Tells a recovering subscriber that what it missed cannot be replayed (reason: history_evicted, ...). */
+export function recoveryFailed(channel: string, reason: string): string {
+  return JSON.stringify({ event: 'herald:recovery_failed', channel, data: JSON.stringify({ reason }) });
+}
+
 export function signinSuccess(userData: string): string {
   return JSON.stringify({ event: 'pusher:signin_success', data: JSON.stringify({ user_data: userData }) });
 }

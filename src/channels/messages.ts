@@ -13,6 +13,8 @@ export interface ChannelShardApi {
       socketId: string;
       /** Presence channels only. */
       member?: { userId: string; userInfo?: unknown };
+      /** A recovering client's last serial: the answer carries `recovery`. */
+      since?: string;
     };
     res: {
       subscriptionCount: number;
@@ -27,6 +29,8 @@ export interface ChannelShardApi {
       presence?: string;
       /** Cache channels: the cached event, or null (a cache miss). */
       cached?: { event: string; data: string } | null;
+      /** With `since`: the kept events after it, read with the join (nothing published between the two). */
+      recovery?: HistoryRecovery;
     };
   };
   /** Removes a subscription; a socket that was not subscribed changes nothing. */
@@ -96,11 +100,64 @@ export interface ChannelShardApi {
     req: { appId: string; channel: string; event: string; data: string };
     res: {};
   };
+  /**
+   * Events on history channels, as one message (the main thread gathers those of one event-loop
+   * turn per shard): the owning shard gives each its channel's next serial and keeps it, in
+   * order; answered once all are committed (durable), so frames go out in serial order and
+   * never with a serial a crash could give again. Each answers its serial (null: the app keeps
+   * no history for the channel now, changed by a reload meanwhile; the event goes out without
+   * one) or its own error.
+   */
+  'channels.historyAppends': {
+    req: { appends: HistoryAppend[] };
+    res: { results: ({ ok: true; serial: string | null } | { ok: false; code: string; message: string })[] };
+  };
+  /** A history channel's kept events (the history API): after `since`, or the last `limit`. */
+  'channels.history': {
+    req: { appId: string; channel: string; since?: string; limit: number };
+    res: HistoryRead;
+  };
   /** A client event was relayed: only sent when the app has a webhook wanting client_event. */
   'channels.clientEvent': {
     req: { appId: string; channel: string; event: string; data: string; socketId: string; userId?: string };
     res: {};
   };
+}
+
+/** An event for a history channel's owner to keep (channels.historyAppend). */
+export interface HistoryAppend {
+  appId: string;
+  channel: string;
+  event: string;
+  data: string;
+  /** Presence client events: the sender's user id. */
+  userId?: string;
+}
+
+/** A kept event of a history channel. */
+export interface KeptEvent {
+  /** `<generation>-<sequence>`, zero-padded: string order is publish order (history/serial.ts). */
+  serial: string;
+  event: string;
+  data: string;
+  /** Epoch ms at which the owning shard took it. */
+  publishedAt: number;
+  /** Presence client events: the sender's user id. */
+  userId?: string;
+}
+
+/** Kept events after a serial (or the last ones), and whether nothing else is missing. */
+export interface HistoryRead {
+  events: KeptEvent[];
+  /** False when events after `since` were evicted, or `limit` cut the answer. */
+  complete: boolean;
+}
+
+/** What a recovering join answers: the kept events after its `since`, or why there are none to trust. */
+export interface HistoryRecovery {
+  events: KeptEvent[];
+  /** Null: every event after `since` is in `events`. */
+  failed: null | 'history_evicted' | 'not_a_history_channel' | 'invalid_serial';
 }
 
 /** One join or leave of a channels.memberships batch. */

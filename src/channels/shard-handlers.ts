@@ -28,6 +28,10 @@ import { ChannelStore, type JoinOutcome, type LeaveOutcome } from './state/chann
 import { Reconciler } from './state/reconciler.js';
 import { subscriptionDigest } from './state/subscription-digest.js';
 import { OccupancyJournal } from './state/occupancy-journal.js';
+import { HistoryStore, type HistoryBounds } from './history/history-store.js';
+import { keepsHistory } from './history/patterns.js';
+import { parseSerial } from './history/serial.js';
+import type { HistoryAppend, HistoryRecovery } from './messages.js';
 
 type SubscribeReq = ChannelShardApi['channels.subscribe']['req'];
 type SubscribeRes = ChannelShardApi['channels.subscribe']['res'];
@@ -37,6 +41,8 @@ type RestoredSubscription = ChannelShardApi['channels.restore']['req']['subscrip
 
 /** How often expired cache entries are dropped (ms); reads check expiry themselves. */
 const CACHE_PRUNE_INTERVAL_MS = 60_000;
+/** How often expired history events are dropped (ms); reads check expiry themselves. */
+const HISTORY_PRUNE_INTERVAL_MS = 5_000;
 /**
  * How long after start a restore may still cancel the vacated events emitted for recorded
  * channels (ms, after the page-reload debounce). Restores follow a worker restart within ms.
@@ -49,6 +55,30 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
   const prune = setInterval(() => store.pruneCache(), CACHE_PRUNE_INTERVAL_MS);
   prune.unref();
   const journal = new OccupancyJournal(ctx.root);
+  /** An app's history bounds on this shard; null when it keeps no history. Its bytes are shared evenly by the shards. */
+  const historyBounds = (appId: string): HistoryBounds | null => {
+    const app = apps.get(appId);
+    if (!app?.history) return null;
+    return { maxEvents: app.history.maxEvents, ttlSeconds: app.history.ttlSeconds, maxBytes: Math.floor(app.maxHistoryBytes / ctx.shardCount) };
+  };
+  const history = new HistoryStore(ctx.root, historyBounds);
+  const historyPrune = setInterval(() => history.prune(historyBounds), HISTORY_PRUNE_INTERVAL_MS);
+  historyPrune.unref();
+  /** Keeps one event of a history channel: its serial (null: the app keeps no history for it now) and its write. */
+  const appendHistory = (req: HistoryAppend): { serial: string | null; written: Promise<void>; answered: () => void } => {
+    const app = appFor(req.appId);
+    const bounds = historyBounds(req.appId);
+    if (!bounds || !keepsHistory(app, req.channel)) return { serial: null, written: Promise.resolve(), answered: () => undefined };
+    return history.append(req.appId, req.channel, req.event, req.data, req.userId, bounds);
+  };
+  /** The kept events after a recovering client's serial, read in the turn its join is recorded. */
+  const recoveryAfter = (app: AppConfig, channel: string, since: string): HistoryRecovery => {
+    const bounds = historyBounds(app.id);
+    if (!bounds || !keepsHistory(app, channel)) return { events: [], failed: 'not_a_history_channel' };
+    if (parseSerial(since) === null) return { events: [], failed: 'invalid_serial' };
+    const read = history.read(app.id, channel, since, bounds.maxEvents, bounds);
+    return read.complete ? { events: read.events, failed: null } : { events: [], failed: 'history_evicted' };
+  };
 
   const appFor = (appId: string): AppConfig => {
     const app = apps.get(appId);
@@ -83,6 +113,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
       apps.delete(appId);
       const hooked = app !== undefined && app.webhooks.length > 0;
       const occupied = store.removeApp(appId);
+      history.removeApp(appId);
       for (const { channel, members } of occupied) {
         for (const userId of members) {
           journal.memberRemoved(appId, channel, userId);
@@ -122,6 +153,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
       res.cached = cached ? { event: cached.event, data: cached.data } : null;
       if (!cached) emit(app, { name: 'cache_miss', channel: req.channel });
     }
+    if (req.since !== undefined) res.recovery = recoveryAfter(app, req.channel, req.since);
     return res;
   };
 
@@ -231,6 +263,39 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
         return {};
       },
 
+      'channels.historyAppends': async (req) => {
+        // Answered once committed: commits resolve in order, so the answers keep serial order.
+        const taken = req.appends.map((append) => {
+          try {
+            return appendHistory(append);
+          } catch (err) {
+            return { failed: err };
+          }
+        });
+        const results = await Promise.all(
+          taken.map(async (t): Promise<ChannelShardApi['channels.historyAppends']['res']['results'][number]> => {
+            try {
+              if ('failed' in t) throw t.failed;
+              await t.written;
+              return { ok: true, serial: t.serial };
+            } catch (err) {
+              if (err instanceof HeraldError) return { ok: false, code: err.code, message: err.message };
+              log.error('channel history append failed', { shard: ctx.shardIndex, error: String((err as Error)?.stack ?? err) });
+              return { ok: false, code: 'INTERNAL', message: 'Internal error in storage shard' };
+            }
+          }),
+        );
+        // Readable from now on: the answer goes out in this turn, before any later request is taken.
+        for (const t of taken) if (!('failed' in t)) t.answered();
+        return { results };
+      },
+
+      'channels.history': (req) => {
+        const bounds = historyBounds(req.appId);
+        if (!bounds) return { events: [], complete: true };
+        return history.read(req.appId, req.channel, req.since, req.limit, bounds);
+      },
+
       'channels.clientEvent': (req) => {
         const event: ChannelEventBody = { name: 'client_event', channel: req.channel, event: req.event, data: req.data, socket_id: req.socketId };
         if (req.userId !== undefined) event.user_id = req.userId;
@@ -238,6 +303,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
         return {};
       },
     },
+    storageWrites: ['channels.historyAppends'],
     reload: (config) => {
       const kept = new Set(config.apps.map((a) => a.id));
       removeApps([...apps.keys()].filter((appId) => !kept.has(appId)));
@@ -250,6 +316,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
     },
     close: async () => {
       clearInterval(prune);
+      clearInterval(historyPrune);
       clearTimeout(forgetRecovered);
     },
   };

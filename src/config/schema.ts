@@ -51,6 +51,30 @@ const channelWebhookSchema = z.strictObject({
   filter: z.strictObject({ channelNamePrefix: z.string().regex(NAME_CHARS).optional() }).optional(),
 });
 
+/**
+ * A glob naming channels: `*` stands for any run of characters (none included); every other
+ * character is itself. At least one character that is not `*`, and only channel-name characters.
+ */
+const channelPattern = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[A-Za-z0-9_\-=@,.;*#]+$/, 'must be a channel name pattern: channel-name characters and * (any run of characters)')
+  .refine((p) => /[^*]/.test(p), 'must name more than * alone: list prefixes such as history-*');
+
+/**
+ * Channel history (`apps[].history`): the channels whose events are kept, each with a serial,
+ * for the history API and the recovery of a re-subscribing client. Null: no history.
+ */
+const historySchema = z.strictObject({
+  /** Glob patterns (`*`: any run of characters) naming the channels whose events are kept. */
+  channels: z.array(channelPattern).min(1).max(100),
+  /** Events kept per channel (the newest). */
+  maxEvents: z.number().int().min(1).max(10_000).default(100),
+  /** Seconds an event is kept. */
+  ttlSeconds: z.number().int().min(1).max(7 * 24 * 3600).default(300),
+});
+
 /** One channel app (`apps[]`); also the admin API's validation of an app (src/tenants). */
 export const appSchema = z.strictObject({
   id: identifier(200),
@@ -83,6 +107,13 @@ export const appSchema = z.strictObject({
    * evenly by the shards; beyond it the oldest written are evicted first.
    */
   maxCacheBytes: z.number().int().positive().default(64 * 1024 * 1024),
+  /** Channel history (channels, maxEvents, ttlSeconds); null: no channel keeps its events. */
+  history: historySchema.nullable().default(null),
+  /**
+   * Bytes of kept history events the app keeps (channel name + event name + data, UTF-8),
+   * shared evenly by the shards; beyond it the oldest kept are evicted first.
+   */
+  maxHistoryBytes: z.number().int().positive().default(64 * 1024 * 1024),
   /** Channel API requests (C1-C6) per second, all nodes together, before 429; null = unlimited. */
   maxHttpRequestsPerSecond: z.number().int().positive().nullable().default(null),
   /** Events triggered per second through C1/C2 (a batch counts its events), before 429; null = unlimited. */
@@ -472,6 +503,9 @@ const adminSchema = z.strictObject({
   token: z.string().min(16).nullable().default(null),
 });
 
+/** Why a cluster refuses channel history (config file and admin API alike). */
+export const HISTORY_IN_CLUSTER = 'apps[].history is not available in a cluster yet: set it to null (or leave it out) on clustered nodes';
+
 export const configSchema = z.strictObject({
   host: z.string().min(1).default('0.0.0.0'),
   port: z.number().int().min(0).max(65535).default(6001),
@@ -529,7 +563,14 @@ export const configSchema = z.strictObject({
   push: z.array(pushInstanceSchema).default([]),
   cluster: clusterSchema.optional(),
   outbound: outboundSchema.default(outboundSchema.parse({})),
+}).superRefine((config, ctx) => {
+  if (config.cluster === undefined) return;
+  config.apps.forEach((app, i) => {
+    if (app.history !== null) ctx.addIssue({ code: 'custom', path: ['apps', i, 'history'], message: HISTORY_IN_CLUSTER });
+  });
 });
+
+export type HistoryConfig = z.infer<typeof historySchema>;
 
 export type HeraldConfig = z.infer<typeof configSchema> & { shards: number };
 export type AppConfig = z.infer<typeof appSchema>;

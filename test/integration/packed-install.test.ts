@@ -64,4 +64,12 @@ describe('the packed install', () => {
       expect((await res.arrayBuffer()).byteLength, asset).toBeGreaterThan(0);
     }
   });
+
+  it('exports ./recovery: a dependency-free ES module with its types', () => {
+    const script = `import { withRecovery } from '${pkg.name}/recovery'; console.log(typeof withRecovery);`;
+    expect(execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: project, encoding: 'utf8' }).trim()).toBe('function');
+    const module = readFileSync(join(installed, 'dist/src/client/recovery.js'), 'utf8');
+    expect(module).not.toMatch(/^\s*import\s/m);
+    expect(existsSync(join(installed, 'dist/src/client/recovery.d.ts'))).toBe(true);
+  });
 });

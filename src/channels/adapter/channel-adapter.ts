@@ -26,6 +26,7 @@ import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../../config/schema.js';
 import type { PresenceSnapshot } from '../frames.js';
 import type { RateCounter } from '../rate-limits/rate-counter.js';
+import type { HistoryRead, HistoryRecovery } from '../messages.js';
 
 /** Charges triggered messages to an app's daily quota; throws (or rejects with) APP_OVER_QUOTA. */
 export interface MessageCharger {
@@ -47,6 +48,8 @@ export interface SubscribeRequest {
   socketId: string;
   /** Presence channels only. */
   member?: PresenceMember;
+  /** A recovering client's last serial: the result carries `recovery`. */
+  since?: string;
 }
 
 /** A cache channel's cached event: name and data as last published. */
@@ -74,6 +77,11 @@ export interface SubscribeResult {
   subscriptionCount: number;
   /** Cache channels only: the cached event as the join read it, or null on a miss (see attach). */
   cached?: CachedEvent | null;
+  /**
+   * With `since`: the kept events after it, read with the join, so that the events with a later
+   * serial are exactly those the socket gets live once attached in the turn the join resolved.
+   */
+  recovery?: HistoryRecovery;
 }
 
 /** A relayed client event, for the client_event webhook. */
@@ -225,6 +233,20 @@ export interface ChannelStateStore {
   occupiedChannelCounts(appIds: readonly string[]): Promise<OccupiedChannelCounts>;
 }
 
+/** Channel history: the events of history channels (apps[].history), kept with a serial each. */
+export interface ChannelHistory {
+  /**
+   * Publishes an event on a history channel: the channel's owner gives it the next serial and
+   * keeps it, then its frame (with a top-level `"serial"`) goes out through publish(). Frames
+   * go out in serial order, which is the order of the calls, once the event is stored durably
+   * (it survives kill -9). Resolves once the frame went out; rejects (nothing sent) when the
+   * owner could not keep it. Local: the owning shard (its LMDB environment).
+   */
+  publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string): Promise<void>;
+  /** A history channel's kept events after `since` (a serial), or its last `limit`. Local: the owning shard. */
+  history(appId: string, channel: string, since: string | undefined, limit: number): Promise<HistoryRead>;
+}
+
 /** Signed-in users: presence channels' members, watchlists, terminating a user's connections. */
 export interface UserPresence {
   /**
@@ -334,7 +356,7 @@ export interface ClusterCapability {
  * The whole adapter. `C` is the cluster capability as its implementation offers it (the
  * composition root knows the Redis adapter's, which also serves the admin area and metrics).
  */
-export interface ChannelAdapter<C extends ClusterCapability = ClusterCapability> extends ChannelDelivery, ChannelStateStore, UserPresence, NodeLifecycle {
+export interface ChannelAdapter<C extends ClusterCapability = ClusterCapability> extends ChannelDelivery, ChannelStateStore, ChannelHistory, UserPresence, NodeLifecycle {
   /** What a cluster adds; null on a single node. Read it once: it does not change. */
   readonly cluster: C | null;
 }

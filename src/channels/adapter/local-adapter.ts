@@ -26,13 +26,16 @@ import type {
   SubscribeResult,
   UnsubscribeResult,
 } from './channel-adapter.js';
-import { memberRemoved, subscriptionCount, type PresenceSnapshot, topicFor, watchTopicFor } from '../frames.js';
+import { channelEvent as frameWithoutSerial, memberRemoved, subscriptionCount, type PresenceSnapshot, topicFor, watchTopicFor } from '../frames.js';
 import type { ReconcileRemoval, ReconciledSubscription } from '../messages.js';
 import { MembershipBatches } from './membership-batches.js';
 import { deliverToTopic, tellWatchers } from './topic-delivery.js';
 import type { TopicFanout } from '../../http/topic-fanout.js';
 import { CacheJoinWatch } from './cache-join-watch.js';
+import { HistoryAppends } from './history-appends.js';
 import type { SocketRegistry } from '../socket-registry.js';
+import type { HistoryRead } from '../messages.js';
+import { keptEvent } from '../frames.js';
 
 /** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
 const RESTORE_BATCH = 1000;
@@ -45,6 +48,8 @@ export class LocalChannelAdapter implements ChannelAdapter {
   private readonly cacheJoins = new CacheJoinWatch();
   /** Joins and leaves, batched per shard; leaves never dropped; reconcile (membership-batches.ts). */
   private readonly memberships: MembershipBatches;
+  /** History events, batched per shard per turn (history-appends.ts). */
+  private readonly historyAppends: HistoryAppends;
 
   constructor(
     private readonly topics: TopicFanout,
@@ -55,6 +60,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
       frontEndOn: (shard) => this.frontEndOn(shard),
       removed: (removal) => this.announceRemoval(removal),
     });
+    this.historyAppends = new HistoryAppends(shards);
     shards.onShardRestart((shard) => this.restoreShard(shard));
   }
 
@@ -154,6 +160,20 @@ export class LocalChannelAdapter implements ChannelAdapter {
     this.shards.send(this.shardOf(appId, channel), { type: 'channels.storeCache', appId, channel, event, data });
   }
 
+  async publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string): Promise<void> {
+    const append = { appId, channel, event, data };
+    const serial = await this.historyAppends.append(this.shardOf(appId, channel), userId === undefined ? append : { ...append, userId });
+    // In the turn the answer arrived: the shard answers appends in serial order, and a recovering
+    // join's answer holds exactly the events answered before it (history-store.ts).
+    const frame = serial === null ? frameWithoutSerial(event, channel, data, userId) : keptEvent(event, channel, data, serial, userId);
+    this.publish(appId, channel, frame, exceptSocketId);
+  }
+
+  history(appId: string, channel: string, since: string | undefined, limit: number): Promise<HistoryRead> {
+    const req = { type: 'channels.history' as const, appId, channel, limit };
+    return this.shards.request(this.shardOf(appId, channel), since === undefined ? req : { ...req, since });
+  }
+
   clientEvent(e: RelayedClientEvent): void {
     this.shards.send(this.shardOf(e.appId, e.channel), { type: 'channels.clientEvent', ...e });
   }
@@ -167,7 +187,8 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   private async join(req: SubscribeRequest, wanted: (() => boolean) | undefined): Promise<SubscribeResult | null> {
-    const message = { appId: req.appId, channel: req.channel, socketId: req.socketId };
+    const message: { appId: string; channel: string; socketId: string; since?: string } = { appId: req.appId, channel: req.channel, socketId: req.socketId };
+    if (req.since !== undefined) message.since = req.since;
     const res = await this.memberships.join(
       this.shardOf(req.appId, req.channel),
       req.member ? { ...message, member: { userId: req.member.userId, userInfo: req.member.userInfo ?? null } } : message,
@@ -180,6 +201,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
       out.memberAdded = res.memberAdded ?? false;
     }
     if (res.cached !== undefined) out.cached = res.cached;
+    if (res.recovery !== undefined) out.recovery = res.recovery;
     return out;
   }
 

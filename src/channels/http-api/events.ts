@@ -9,6 +9,8 @@ import { appCounters } from '../../metrics/node-counters.js';
 import type { AppConfig } from '../../config/schema.js';
 import type { Reply } from '../../http/uws-http.js';
 import { HeraldError } from '../../errors.js';
+import { log } from '../../log.js';
+import { keepsHistory } from '../history/patterns.js';
 import type { ChannelAdapter, MessageCharger } from '../adapter/channel-adapter.js';
 import {
   isCacheChannel,
@@ -92,20 +94,34 @@ export function validateEvent(app: AppConfig, fields: EventFields, where: string
  * Hands an event to the adapter: one frame per channel, built once, `data` exactly as
  * triggered; the socket_id's connection is left out. Cache channels also keep it. A
  * `#server-to-user-<id>` frame goes out the same way: the user's signed-in connections
- * subscribed to that channel's topic (ws/protocol.ts).
+ * subscribed to that channel's topic (ws/protocol.ts). History channels (apps[].history) go
+ * through the channel's owner, which gives each event its serial: the answer is then a
+ * promise that resolves once every such frame went out (a caller may ignore it: its failure is
+ * handled), undefined when no channel keeps history (the hot path stays synchronous).
  */
-export function publishEvent(adapter: ChannelAdapter, appId: string, event: ValidEvent): void {
+export function publishEvent(adapter: ChannelAdapter, app: Pick<AppConfig, 'id' | 'history'>, event: ValidEvent): Promise<unknown> | undefined {
+  const appId = app.id;
   // Several channels share the JSON of name and data (up to 10 KB): encoded once, the same
   // bytes as JSON.stringify({ event, channel, data }) per channel.
   appCounters(appId).eventsTriggered += event.channels.length;
   const shared = event.channels.length > 1;
   const head = shared ? `{"event":${JSON.stringify(event.name)},"channel":` : '';
   const tail = shared ? `,"data":${JSON.stringify(event.data)}}` : '';
+  let kept: Promise<void>[] | undefined;
   for (const channel of event.channels) {
+    if (app.history !== null && keepsHistory(app, channel)) {
+      (kept ??= []).push(adapter.publishKept(appId, channel, event.name, event.data, event.socketId));
+      if (isCacheChannel(channel)) adapter.storeCachedEvent(appId, channel, event.name, event.data);
+      continue;
+    }
     const frame = shared ? head + JSON.stringify(channel) + tail : JSON.stringify({ event: event.name, channel, data: event.data });
     adapter.publish(appId, channel, frame, event.socketId);
     if (isCacheChannel(channel)) adapter.storeCachedEvent(appId, channel, event.name, event.data);
   }
+  if (!kept) return undefined;
+  const all = Promise.all(kept);
+  all.catch((err: unknown) => log.warn('history event not published', { appId, error: String(err) }));
+  return all;
 }
 
 /**
@@ -153,9 +169,9 @@ export function triggerEvent(
   const event = validateEvent(app, { name: params.name, data: params.data, channels, socket_id: params.socket_id, info: params.info }, '', params.channels !== undefined ? channelsLabel : channelLabel);
   adapter.cluster?.checkAvailable();
   return afterCharge(limits?.events(app, 1), () => afterCharge(quota.charge(app, messageCost(event.channels.length, event.info.size > 0)), () => {
-    publishEvent(adapter, app.id, event);
+    const kept = publishEvent(adapter, app, event);
     debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
-    const relayed = adapter.cluster?.relayed();
+    const relayed = kept ?? adapter.cluster?.relayed();
     if (event.info.size === 0) return relayed ? relayed.then(emptyOk) : emptyOk();
     return Promise.all([relayed, ...event.channels.map((c) => triggerInfo(adapter, app, c, event.info))]).then(([, ...attributes]) => {
       const out: Record<string, Record<string, number>> = {};
@@ -207,11 +223,13 @@ export function triggerBatch(
   }
   adapter.cluster?.checkAvailable();
   return afterCharge(limits?.events(app, events.length), () => afterCharge(quota.charge(app, cost), () => {
+    let kept: Promise<unknown>[] | undefined;
     for (const event of events) {
-      publishEvent(adapter, app.id, event);
+      const published = publishEvent(adapter, app, event);
+      if (published) (kept ??= []).push(published);
       debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
     }
-    const relayed = adapter.cluster?.relayed();
+    const relayed = kept ? Promise.all(kept) : adapter.cluster?.relayed();
     if (!withInfo) return relayed ? relayed.then(emptyOk) : emptyOk();
     // Events asking the same thing of the same channel share one lookup.
     const lookups = new Map<string, Promise<Record<string, number>>>();

@@ -16,6 +16,7 @@ import type { ChannelApiRequest } from './request.js';
 import { triggerBatch, triggerEvent } from './events.js';
 import { channelInfo, listChannels, presenceUsers } from './channels.js';
 import { terminateUserConnections } from './users.js';
+import { channelHistory } from './history.js';
 import { AppRateLimits } from '../rate-limits/app-rate-limits.js';
 import { ListingGate } from './listing-gate.js';
 import { LocalRateCounter } from '../rate-limits/local-rate-counter.js';
@@ -65,6 +66,7 @@ export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey'
     ['get', '/apps/:appId/channels', read, (r) => listChannels(ctx.channels, r, listings)],
     ['get', '/apps/:appId/channels/:channelName', read, (r) => channelInfo(ctx.channels, r)],
     ['get', '/apps/:appId/channels/:channelName/users', read, (r) => presenceUsers(ctx.channels, r)],
+    ['get', '/apps/:appId/channels/:channelName/history', read, (r) => channelHistory(ctx.channels, r)],
     ['post', '/apps/:appId/users/:userId/terminate_connections', write, (r) => terminateUserConnections(ctx.channels, r)],
   ];
   const routes: Route[] = api.map(([method, pattern, options, handler]) => ({ method, pattern, options, handler: signedHandler(ctx, handler, limits) }));

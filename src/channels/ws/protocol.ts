@@ -13,6 +13,7 @@ import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import { channelSignatureInput, userSignatureInput, verifyAuth } from '../auth.js';
 import { MAX_USER_ID_LENGTH, channelType, isValidChannelName, isValidUserId, requiresAuth } from '../names.js';
 import * as frames from '../frames.js';
+import { keepsHistory } from '../history/patterns.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
 import type { Subscriptions } from './subscriptions.js';
 import type { DebugTap } from '../../admin/tap.js';
@@ -131,14 +132,17 @@ export class ProtocolHandler {
         return refuse(new HeraldError('SUBSCRIPTION_AUTH_FAILED', `Invalid signature for ${channel}: check the secret of app ${app.id} (apps[].secret) in your auth endpoint; expected HMAC-SHA256 of '${input}' with the app secret, as '<key>:<hex>'`));
       }
     }
-    if (!presence) return this.deps.subscriptions.subscribe(state, channel);
+    // A recovering client's last serial (apps[].history): anything but a string is no serial.
+    const rawSince = data!.since;
+    const since = rawSince === undefined || rawSince === null ? undefined : typeof rawSince === 'string' ? rawSince : '';
+    if (!presence) return this.deps.subscriptions.subscribe(state, channel, undefined, since);
     const member = parseMember(channelData as string);
     if (member instanceof HeraldError) return refuse(member);
     const infoBytes = member.userInfo === null ? 0 : Buffer.byteLength(JSON.stringify(member.userInfo), 'utf8');
     if (infoBytes > app.maxPresenceUserInfoBytes) {
       return refuse(new HeraldError('PRESENCE_USER_INFO_TOO_LARGE', `user_info is ${infoBytes} bytes; the limit is ${app.maxPresenceUserInfoBytes} bytes`));
     }
-    this.deps.subscriptions.subscribe(state, channel, member);
+    this.deps.subscriptions.subscribe(state, channel, member, since);
   }
 
   /** `#server-to-user-<id>`: pusher-js subscribes after sign-in; only that user may. */
@@ -200,8 +204,15 @@ export class ProtocolHandler {
       return this.fail(ws, new HeraldError('EVENT_DATA_TOO_LARGE', `Client event data is ${bytes} bytes; the limit is ${app.maxEventDataBytes} bytes`));
     }
     const userId = kind === 'presence' ? m.joinedAs?.userId : undefined;
-    // Encoded once; everyone on the channel but the sender.
-    this.deps.adapter.publish(app.id, channel, frames.channelEvent(event, channel, data, userId), state.socketId);
+    if (app.history !== null && keepsHistory(app, channel)) {
+      // Kept with the channel's next serial by its owner, then sent to everyone but the sender.
+      this.deps.adapter.publishKept(app.id, channel, event, data, state.socketId, userId).catch((err: unknown) => {
+        log.warn('history client event not published', { appId: app.id, channel, error: String(err) });
+      });
+    } else {
+      // Encoded once; everyone on the channel but the sender.
+      this.deps.adapter.publish(app.id, channel, frames.channelEvent(event, channel, data, userId), state.socketId);
+    }
     if (channelType(channel).cache) this.deps.adapter.storeCachedEvent(app.id, channel, event, data);
     this.deps.debug.clientEvent(app.id, channel, event, data, state.socketId, userId);
     if (this.clientEventWebhookApps.has(app.id)) {

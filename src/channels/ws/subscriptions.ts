@@ -9,7 +9,7 @@
  */
 import { HeraldError } from '../../errors.js';
 import { log } from '../../log.js';
-import type { ChannelAdapter, FrontEndSubscription, LostChannels, SubscribeResult } from '../adapter/channel-adapter.js';
+import type { ChannelAdapter, FrontEndSubscription, LostChannels, SubscribeRequest, SubscribeResult } from '../adapter/channel-adapter.js';
 import { countsSubscriptions } from '../names.js';
 import * as frames from '../frames.js';
 import { Membership, type SocketState } from '../socket-registry.js';
@@ -58,8 +58,18 @@ export class Subscriptions {
     }
   }
 
-  /** The client asked to subscribe (already authorised). A repeated subscribe is ignored. */
-  subscribe(state: SocketState, channel: string, member?: { userId: string; userInfo: unknown }): void {
+  /**
+   * The last serial of each subscription that asked to recover (`since`), until its join is
+   * answered: kept beside the memberships, since few have one.
+   */
+  private readonly recovering = new WeakMap<Membership, string>();
+
+  /**
+   * The client asked to subscribe (already authorised). A repeated subscribe is ignored. With
+   * `since` (a recovering client's last serial), subscription_succeeded is followed by the
+   * channel's kept events after it, or herald:recovery_failed, before any live event.
+   */
+  subscribe(state: SocketState, channel: string, member?: { userId: string; userInfo: unknown }, since?: string): void {
     let m = state.channels.get(channel);
     if (m?.wanted) return;
     if (!m) {
@@ -68,6 +78,8 @@ export class Subscriptions {
     }
     m.wanted = true;
     m.request = member;
+    if (since === undefined) this.recovering.delete(m);
+    else this.recovering.set(m, since);
     this.reconcile(state, channel, m);
   }
 
@@ -115,9 +127,14 @@ export class Subscriptions {
   private join(state: SocketState, channel: string, m: Membership): void {
     m.busy = true;
     const member = m.request;
-    const req = member
+    const req: SubscribeRequest = member
       ? { appId: state.app.id, channel, socketId: state.socketId, member: { userId: member.userId, userInfo: member.userInfo } }
       : { appId: state.app.id, channel, socketId: state.socketId };
+    const since = this.recovering.get(m);
+    if (since !== undefined) {
+      req.since = since;
+      this.recovering.delete(m);
+    }
     const stillWanted = (): boolean => m.wanted && !state.closed;
     this.adapter.subscribe(req, stillWanted).then(
       (res) => {
@@ -156,6 +173,13 @@ export class Subscriptions {
     const appId = state.app.id;
     ws.cork(() => {
       ws.send(frames.subscriptionSucceeded(channel, res.presenceJson ?? res.presence));
+      const recovery = res.recovery;
+      if (recovery) {
+        // What the client missed, read with the join: live events (later serials) follow from attach.
+        if (recovery.failed !== null) ws.send(frames.recoveryFailed(channel, recovery.failed));
+        for (const e of recovery.events) ws.send(frames.keptEvent(e.event, channel, e.data, e.serial, e.userId));
+        if (recovery.failed === null) ws.send(frames.recovered(channel, recovery.events.length));
+      }
       // Attached now, in the turn the join answered: later events reach it live (see ChannelAdapter.attach).
       const cached = this.adapter.attach(ws, appId, channel, res);
       m.delivered = true;

@@ -12,16 +12,16 @@
  * user's first connection anywhere signs in and `offline` when the last one leaves, a reaped
  * node's users included. Watchlist events travel on a hidden per-app channel (`#watch`).
  */
-import type { AppConfig, ClusterConfig, HeraldConfig } from '../../../config/schema.js';
+import { HISTORY_IN_CLUSTER, type AppConfig, type ClusterConfig, type HeraldConfig } from '../../../config/schema.js';
 import { HeraldError } from '../../../errors.js';
 import { log, RateLimitedLog } from '../../../log.js';
 import type { ShardRequester } from '../../../shards/requester.js';
 import { channelShardFor } from '../../../shards/hash.js';
 import type { ChannelEventBody } from '../../../webhooks/emitter.js';
 import type { WebhookShardApi } from '../../../webhooks/messages.js';
-import type { ChannelShardApi } from '../../messages.js';
+import type { ChannelShardApi, HistoryRead } from '../../messages.js';
 import { SERVER_TO_USER_PREFIX, channelType, countsSubscriptions, serverToUserId } from '../../names.js';
-import { memberAdded, memberRemoved, snapshotOf, subscriptionCount, topicFor as topicOf, watchTopicFor } from '../../frames.js';
+import { channelEvent, memberAdded, memberRemoved, snapshotOf, subscriptionCount, topicFor as topicOf, watchTopicFor } from '../../frames.js';
 import type { SocketRegistry } from '../../socket-registry.js';
 import type {
   CachedEvent,
@@ -452,6 +452,19 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
     if (!app) return;
     this.cacheJoins.stored(appId, channel, event, data);
     this.node.state.storeCachedEvent(appId, channel, event, data, app.cacheTtlSeconds, app.maxCacheBytes).catch((err: unknown) => this.busFailed(err));
+  }
+
+  /**
+   * A cluster keeps no channel history yet (the config and the admin API refuse apps[].history
+   * there): an event reaching this goes out as on any channel, without a serial.
+   */
+  publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string): Promise<void> {
+    this.publish(appId, channel, channelEvent(event, channel, data, userId), exceptSocketId);
+    return Promise.resolve();
+  }
+
+  history(): Promise<HistoryRead> {
+    return Promise.reject(new HeraldError('HISTORY_NOT_ENABLED', HISTORY_IN_CLUSTER));
   }
 
   clientEvent(e: RelayedClientEvent): void {

@@ -157,8 +157,8 @@ describe('channel API frames', () => {
     } as unknown as ChannelAdapter;
     const data = JSON.stringify({ text: 'quote " backslash \\ newline \n snowman ☃ lone \ud800', n: 1 });
     const channels = ['a', 'cache-b', 'private-encrypted-cache-c', '#server-to-user-ü'];
-    publishEvent(adapter, 'app', { name: 'ev "x"', data, channels, socketId: '1.2', info: new Set() });
-    publishEvent(adapter, 'app', { name: 'solo', data, channels: ['presence-cache-d'], info: new Set() });
+    publishEvent(adapter, { id: 'app', history: null }, { name: 'ev "x"', data, channels, socketId: '1.2', info: new Set() });
+    publishEvent(adapter, { id: 'app', history: null }, { name: 'solo', data, channels: ['presence-cache-d'], info: new Set() });
     expect(published).toEqual([
       ...channels.map((channel) => [channel, JSON.stringify({ event: 'ev "x"', channel, data }), '1.2']),
       ['presence-cache-d', JSON.stringify({ event: 'solo', channel: 'presence-cache-d', data }), undefined],
