@@ -6,6 +6,7 @@
  * subscriptions and disconnects.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { adminRequest, type AdminRequest } from '../helpers/admin-client.js';
 import { ClientPool } from '../helpers/channel-clients.js';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { until } from '../helpers/wait.js';
@@ -43,12 +44,8 @@ afterAll(async () => {
   await herald?.dispose();
 });
 
-function admin(path: string, init: { method?: string; body?: unknown } = {}): Promise<Response> {
-  return fetch(`${herald.baseUrl}/admin/v1${path}`, {
-    method: init.method ?? 'GET',
-    headers: { authorization: `Bearer ${TOKEN}`, ...(init.body !== undefined && { 'content-type': 'application/json' }) },
-    ...(init.body !== undefined && { body: JSON.stringify(init.body) }),
-  });
+function admin(path: string, init: AdminRequest = {}): Promise<Response> {
+  return adminRequest(herald.baseUrl, TOKEN, path, init);
 }
 
 /** One overview answer: its parsed body and its size in bytes. */

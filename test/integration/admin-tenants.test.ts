@@ -7,6 +7,7 @@
  * same way serves the Beams SDK with its secret key.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { adminRequest, type AdminRequest } from '../helpers/admin-client.js';
 import { ClientPool, refusal, rawConnection } from '../helpers/channel-clients.js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -32,12 +33,8 @@ afterAll(async () => {
   await herald?.dispose();
 });
 
-function admin(path: string, init: { method?: string; body?: unknown } = {}): Promise<Response> {
-  return fetch(`${herald.baseUrl}/admin/v1${path}`, {
-    method: init.method ?? 'GET',
-    headers: { authorization: `Bearer ${TOKEN}`, ...(init.body !== undefined && { 'content-type': 'application/json' }) },
-    ...(init.body !== undefined && { body: JSON.stringify(init.body) }),
-  });
+function admin(path: string, init: AdminRequest = {}): Promise<Response> {
+  return adminRequest(herald.baseUrl, TOKEN, path, init);
 }
 
 async function createApp(fields: Record<string, unknown>): Promise<{ id: string; key: string; secret: string }> {

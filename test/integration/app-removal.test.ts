@@ -7,6 +7,7 @@
  * cached event), as the channel HTTP API and a new member see it.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { adminRequest, type AdminRequest } from '../helpers/admin-client.js';
 import { closedWith4001, occupy, removalHook, removalWebhooks, startsEmpty } from '../helpers/app-removal.js';
 import { ClientPool } from '../helpers/channel-clients.js';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
@@ -45,12 +46,8 @@ function pool(creds: { id: string; key: string; secret: string }): ClientPool {
   return p;
 }
 
-function admin(path: string, init: { method?: string; body?: unknown } = {}): Promise<Response> {
-  return fetch(`${herald.baseUrl}/admin/v1${path}`, {
-    method: init.method ?? 'GET',
-    headers: { authorization: `Bearer ${TOKEN}`, ...(init.body !== undefined && { 'content-type': 'application/json' }) },
-    ...(init.body !== undefined && { body: JSON.stringify(init.body) }),
-  });
+function admin(path: string, init: AdminRequest = {}): Promise<Response> {
+  return adminRequest(herald.baseUrl, TOKEN, path, init);
 }
 
 async function createApp(fields: Record<string, unknown>): Promise<{ id: string; key: string; secret: string }> {
