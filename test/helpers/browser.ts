@@ -35,3 +35,25 @@ export function collectErrors(page: Page): string[] {
   });
   return errors;
 }
+
+/** Words of visible elements matching `selector` that the layout split over two lines ("Disabl / e"). */
+export async function wordsBrokenIn(page: Page, selector: string): Promise<string[]> {
+  // Evaluated in the page (a string: this file is compiled without the DOM types).
+  return (await page.evaluate(`(() => {
+    const broken = [];
+    for (const el of document.querySelectorAll(${JSON.stringify(selector)})) {
+      if (el.offsetParent === null) continue;
+      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        for (const m of n.data.matchAll(/\\S+/g)) {
+          const range = document.createRange();
+          range.setStart(n, m.index);
+          range.setEnd(n, m.index + m[0].length);
+          const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+          if (lines.size > 1) broken.push(m[0]);
+        }
+      }
+    }
+    return broken;
+  })()`)) as string[];
+}

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { DEFAULT_APP, DEFAULT_PUSH, HeraldProcess, REPO_ROOT, startHerald } from '../helpers/herald-process.js';
-import { CHROMIUM_PATH, chromiumAvailable, collectErrors, launchChromium } from '../helpers/browser.js';
+import { CHROMIUM_PATH, chromiumAvailable, collectErrors, launchChromium, wordsBrokenIn } from '../helpers/browser.js';
 import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { beamsSdk, channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
 import { flushedBy, until } from '../helpers/wait.js';
@@ -55,28 +55,6 @@ async function noHorizontalScroll(page: Page): Promise<void> {
   // Evaluated in the page (a string: this file is compiled without the DOM types).
   const overflow = (await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth')) as number;
   expect(overflow).toBeLessThanOrEqual(0);
-}
-
-/** Words of visible elements matching `selector` that the layout split over two lines ("Connec- / tions"). */
-async function wordsBrokenIn(page: Page, selector: string): Promise<string[]> {
-  // Evaluated in the page (a string: this file is compiled without the DOM types).
-  return (await page.evaluate(`(() => {
-    const broken = [];
-    for (const el of document.querySelectorAll(${JSON.stringify(selector)})) {
-      if (el.offsetParent === null) continue;
-      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
-      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-        for (const m of n.data.matchAll(/\\S+/g)) {
-          const range = document.createRange();
-          range.setStart(n, m.index);
-          range.setEnd(n, m.index + m[0].length);
-          const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
-          if (lines.size > 1) broken.push(m[0]);
-        }
-      }
-    }
-    return broken;
-  })()`)) as string[];
 }
 
 /**

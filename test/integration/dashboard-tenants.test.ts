@@ -10,7 +10,7 @@ import type { Browser, Page } from 'playwright-core';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT, startHerald, type HeraldProcess } from '../helpers/herald-process.js';
-import { CHROMIUM_PATH, chromiumAvailable, collectErrors, launchChromium } from '../helpers/browser.js';
+import { CHROMIUM_PATH, chromiumAvailable, collectErrors, launchChromium, wordsBrokenIn } from '../helpers/browser.js';
 import { ClientPool, refusal } from '../helpers/channel-clients.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 import { until } from '../helpers/wait.js';
@@ -27,28 +27,6 @@ function admin(path: string, init: { method?: string; body?: unknown } = {}): Pr
     headers: { authorization: `Bearer ${TOKEN}`, ...(init.body !== undefined && { 'content-type': 'application/json' }) },
     ...(init.body !== undefined && { body: JSON.stringify(init.body) }),
   });
-}
-
-/** Words of visible elements matching `selector` that the layout split over two lines ("Disabl / e"). */
-async function wordsBrokenIn(page: Page, selector: string): Promise<string[]> {
-  // Evaluated in the page (a string: this file is compiled without the DOM types).
-  return (await page.evaluate(`(() => {
-    const broken = [];
-    for (const el of document.querySelectorAll(${JSON.stringify(selector)})) {
-      if (el.offsetParent === null) continue;
-      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
-      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-        for (const m of n.data.matchAll(/\\S+/g)) {
-          const range = document.createRange();
-          range.setStart(n, m.index);
-          range.setEnd(n, m.index + m[0].length);
-          const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
-          if (lines.size > 1) broken.push(m[0]);
-        }
-      }
-    }
-    return broken;
-  })()`)) as string[];
 }
 
 /** Whether the element's top edge lies inside the viewport (to within a pixel: scrolling rounds). */
