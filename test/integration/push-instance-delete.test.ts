@@ -185,6 +185,9 @@ describe('deleting a push instance removes its records (one node, LMDB)', () => 
     expect((await admin(herald, `/push/${INSTANCE}`, { method: 'DELETE' })).status).toBe(204);
     // Killed right after the answer: the purge is under way or not begun.
     await herald.kill9();
+    // On a port of its own: the killed server's keep-alive connections (hundreds of device
+    // requests) linger on the old port in FIN_WAIT until the kernel times them out.
+    herald.port = 0;
     await herald.start();
 
     const newKey = await createInstance(herald);
