@@ -466,15 +466,7 @@ function AppEditor(props: { app: TenantApp; onSaved: (text: string) => void; onD
             <FieldName name={field} />
           </label>
         ))}
-        <button type="submit">Save</button>
-        <button type="button" class="ghost" onClick={props.onDone}>
-          Cancel
-        </button>
-        {error && (
-          <p class="error" role="alert">
-            {error}
-          </p>
-        )}
+        <EditorActions onDone={props.onDone} error={error} />
       </form>
     </section>
   );
@@ -551,16 +543,25 @@ function PushEditor(props: { instance: TenantPush; onSaved: (text: string) => vo
           {field('webPrivate', 'VAPID private key')}
           {field('webSubject', 'VAPID subject (mailto: or https: URL)')}
         </fieldset>
-        <button type="submit">Save</button>
-        <button type="button" class="ghost" onClick={props.onDone}>
-          Cancel
-        </button>
-        {error && (
-          <p class="error" role="alert">
-            {error}
-          </p>
-        )}
+        <EditorActions onDone={props.onDone} error={error} />
       </form>
     </section>
+  );
+}
+
+/** An editor's Save and Cancel buttons and the error of its last save. */
+function EditorActions(props: { onDone: () => void; error: string | null }) {
+  return (
+    <>
+      <button type="submit">Save</button>
+      <button type="button" class="ghost" onClick={props.onDone}>
+        Cancel
+      </button>
+      {props.error && (
+        <p class="error" role="alert">
+          {props.error}
+        </p>
+      )}
+    </>
   );
 }
