@@ -136,6 +136,20 @@ async function recordsOf(dataDir: string, instanceId: string): Promise<{ byNames
   return { byNamespace, purges };
 }
 
+
+/**
+ * Once the purge is done, stops the server and reads its shards: no purge left, and only the
+ * new instance's records, under one namespace that is not the old one (the instance id).
+ */
+async function expectOnlyTheNewNamespace(herald: HeraldProcess, what: string): Promise<void> {
+  await until(async () => (await purgesPending(herald)) === 0, what, 30_000);
+  await herald.stop();
+  const { byNamespace, purges } = await recordsOf(herald.dataDir, INSTANCE);
+  expect(purges).toBe(0);
+  expect(Object.keys(byNamespace)).toHaveLength(1);
+  expect(byNamespace[INSTANCE]).toBeUndefined();
+}
+
 describe('deleting a push instance removes its records (one node, LMDB)', () => {
   it('an instance created again with the same id sees none of the old devices, interests or users, and the purge leaves nothing', async () => {
     const herald = await startHerald({ shards: SHARDS, config: { admin: { token: TOKEN }, push: [] }, env: { NODE_EXTRA_CA_CERTS: TEST_CA_FILE } });
@@ -168,13 +182,7 @@ describe('deleting a push instance removes its records (one node, LMDB)', () => 
     const reached = await publishToOldTargets(herald, newKey, newToken);
     expect(reached).toEqual([newToken]);
 
-    await until(async () => (await purgesPending(herald)) === 0, 'the purge finished', 30_000);
-    await herald.stop();
-    const { byNamespace, purges } = await recordsOf(herald.dataDir, INSTANCE);
-    expect(purges).toBe(0);
-    // Only the new instance's records are left: one namespace, not the old one.
-    expect(Object.keys(byNamespace)).toHaveLength(1);
-    expect(byNamespace[INSTANCE]).toBeUndefined();
+    await expectOnlyTheNewNamespace(herald, 'the purge finished');
   }, 180_000);
 
   it('a deletion answered survives kill -9 at once: after the restart the old devices stay gone and the purge finishes', async () => {
@@ -198,12 +206,7 @@ describe('deleting a push instance removes its records (one node, LMDB)', () => 
     expect((await api.replaceInterests('fcm', newId, ['news'])).status).toBe(200);
     expect(await publishToOldTargets(herald, newKey, newToken)).toEqual([newToken]);
 
-    await until(async () => (await purgesPending(herald)) === 0, 'the purge finished after the restart', 30_000);
-    await herald.stop();
-    const { byNamespace, purges } = await recordsOf(herald.dataDir, INSTANCE);
-    expect(purges).toBe(0);
-    expect(Object.keys(byNamespace)).toHaveLength(1);
-    expect(byNamespace[INSTANCE]).toBeUndefined();
+    await expectOnlyTheNewNamespace(herald, 'the purge finished after the restart');
   }, 180_000);
 
   it('a push instance removed from the config file on reload: the same id added back sees none of its devices', async () => {
