@@ -51,7 +51,6 @@ import { publishApiRoutes } from './push/http/publishes/routes.js';
 import { reportingApiRoutes } from './push/http/reports/routes.js';
 import { DebugHub } from './admin/debug-hub.js';
 import { createAdminArea, type AdminArea } from './admin/admin-area.js';
-import { tapSubscriptions } from './admin/subscription-tap.js';
 import { IdOrderedMap } from './tenants/id-ordered-map.js';
 import { TenantRegistry } from './tenants/tenant-registry.js';
 import { retirePushInstance } from './push/clients/instances.js';
@@ -125,7 +124,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   await stopOnFailure(shards, adapter, () => startTenants(tenants, ctx, shards, cluster));
 
   // The dashboard's subscription tap sits on the adapter, where subscriptions are recorded.
-  tapSubscriptions(ctx.channels, debug);
+  ctx.channels.tapSubscriptions(debug);
   const ws = registerWebSocket({ config: ctx.config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
   const token = config.admin.token;
   // In a cluster, requests of a session that reach another node are relayed to the session's node.

@@ -24,6 +24,7 @@
  */
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../../config/schema.js';
+import type { DebugTap } from '../../debug-tap/tap.js';
 import type { PresenceSnapshot } from '../frames.js';
 import type { RateCounter } from '../rate-limits/rate-counter.js';
 import type { HistoryRead, HistoryRecovery } from '../messages.js';
@@ -114,6 +115,9 @@ export interface FrontEndSubscription {
   leaving?: boolean;
 }
 
+/** What tapSubscriptions hands the recorded subscriptions to: the debug tap's part of it. */
+export type SubscriptionTap = Pick<DebugTap, 'watching' | 'subscription'>;
+
 /** Tells which channels lost their state (see ChannelAdapter.onStateLost). */
 export type LostChannels = (appId: string, channel: string) => boolean;
 
@@ -202,6 +206,14 @@ export interface ChannelStateStore {
    * backoff through an outage; after one, the re-registration has already left it out.
    */
   unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult>;
+  /**
+   * Hands each subscribe and unsubscribe made through this adapter to `tap` (the dashboard's
+   * debug console) once recorded, with the channel's new subscriber count, while `tap` watches
+   * the app; a join dropped (null) or refused is not handed. Set once, by the composition root.
+   * Local: once the owning shard answered. Cluster: once Redis answered; the subscriptions made
+   * through other nodes are their nodes' to tell.
+   */
+  tapSubscriptions(tap: SubscriptionTap): void;
   /**
    * Records the last event of a cache channel. Fire-and-forget, at most once: local, to the
    * owning shard; cluster, to Redis (lost during an outage, counted as a relay failure).

@@ -20,7 +20,7 @@ import { log, RateLimitedLog } from '../../log.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import * as frames from '../frames.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
-import type { DebugTap } from '../../admin/tap.js';
+import type { DebugTap } from '../../debug-tap/tap.js';
 import type { AppRateLimits } from '../rate-limits/app-rate-limits.js';
 import type { WebSocket } from 'uWebSockets.js';
 

@@ -20,7 +20,7 @@ import { endWithError, type SocketRegistry, type SocketState, type SocketUserDat
 import { SmallMap } from '../small-map.js';
 import { Subscriptions } from './subscriptions.js';
 import { Sweeper } from './sweeper.js';
-import type { DebugTap } from '../../admin/tap.js';
+import type { DebugTap } from '../../debug-tap/tap.js';
 import { AppRateLimits } from '../rate-limits/app-rate-limits.js';
 import { LocalRateCounter } from '../rate-limits/local-rate-counter.js';
 import { Admission } from './admission.js';

@@ -16,7 +16,7 @@ import * as frames from '../frames.js';
 import { keepsHistory } from '../history/patterns.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
 import type { Subscriptions } from './subscriptions.js';
-import type { DebugTap } from '../../admin/tap.js';
+import type { DebugTap } from '../../debug-tap/tap.js';
 import { graceSecret } from '../../config/secret-grace.js';
 
 /** Channels one connection may hold (joined or in flight): bounds per-socket state and channel state traffic. */

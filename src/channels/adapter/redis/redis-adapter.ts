@@ -38,8 +38,10 @@ import type {
   RelayedClientEvent,
   SubscribeRequest,
   SubscribeResult,
+  SubscriptionTap,
   UnsubscribeResult,
 } from '../channel-adapter.js';
+import { TapPoint } from '../tap-point.js';
 import type { ClusterFigures } from '../../../metrics/prometheus.js';
 import { overQuota } from '../../quota.js';
 import { deliverToTopic, tellWatchers } from '../topic-delivery.js';
@@ -170,6 +172,8 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   private lastRelay: Promise<boolean> = Promise.resolve(true);
   /** Subscriptions waiting for the cluster to be available again (joinOnceAvailable). */
   private readonly availability = new AvailabilityWait(() => this.available);
+  /** The debug console's subscriptions (tap-point.ts). */
+  private readonly tapPoint = new TapPoint();
 
   private constructor(private readonly deps: RedisAdapterDeps) {
     this.topics = deps.topics;
@@ -474,8 +478,11 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
   subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
   subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
-    if (wanted && !wanted()) return Promise.resolve(null);
-    return this.joinOnceAvailable(req, wanted);
+    return this.tapPoint.joined(req, wanted && !wanted() ? Promise.resolve(null) : this.joinOnceAvailable(req, wanted));
+  }
+
+  tapSubscriptions(tap: SubscriptionTap): void {
+    this.tapPoint.set(tap);
   }
 
   /**
@@ -560,7 +567,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
     this.leavesInFlight++;
     const leaving = this.leaveApplied(app, appId, channel, socketId, debounceMs, 0);
     leaving.then(this.leaveSettled, this.leaveSettled);
-    return leaving;
+    return this.tapPoint.left(appId, channel, socketId, leaving);
   }
 
   /** One leave in flight settled (a shared callback: a leave storm holds tens of thousands). */
