@@ -10,7 +10,7 @@
  * listeners are told so (a `sampling` notice) to say it on the page.
  */
 import { BroadcastChannel } from 'node:worker_threads';
-import { log } from '../log.js';
+import { describeError, log } from '../log.js';
 import type { PublishJob } from '../push/messages/publishes.js';
 import { dataPreview, type DebugEvent, type DebugTap } from '../debug-tap/tap.js';
 import { shardTapChannelNames, type ShardTapMessage, type WatchMessage } from '../debug-tap/shard-tap.js';
@@ -197,7 +197,7 @@ export class DebugHub implements DebugTap {
       try {
         listener(message);
       } catch (err) {
-        log.error('debug stream listener failed', { error: String((err as Error)?.stack ?? err) });
+        log.error('debug stream listener failed', { error: describeError(err) });
       }
     }
   }

@@ -19,7 +19,7 @@
  */
 import type { AppConfig } from '../config/schema.js';
 import { HeraldError } from '../errors.js';
-import { log } from '../log.js';
+import { describeError, log } from '../log.js';
 import type { ShardArea, ShardContext } from '../shards/context.js';
 import type { ChannelEventBody, WebhookEmitter } from '../webhooks/emitter.js';
 import { channelType, countsSubscriptions } from './names.js';
@@ -184,7 +184,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
       return { ok: true, value: 'join' in op ? subscribe(op.join) : unsubscribe(op.leave) };
     } catch (err) {
       if (err instanceof HeraldError) return { ok: false, code: err.code, message: err.message };
-      log.error('channel membership op failed', { shard: ctx.shardIndex, error: String((err as Error)?.stack ?? err) });
+      log.error('channel membership op failed', { shard: ctx.shardIndex, error: describeError(err) });
       return { ok: false, code: 'INTERNAL', message: 'Internal error in storage shard' };
     }
   };
@@ -280,7 +280,7 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
               return { ok: true, serial: t.serial };
             } catch (err) {
               if (err instanceof HeraldError) return { ok: false, code: err.code, message: err.message };
-              log.error('channel history append failed', { shard: ctx.shardIndex, error: String((err as Error)?.stack ?? err) });
+              log.error('channel history append failed', { shard: ctx.shardIndex, error: describeError(err) });
               return { ok: false, code: 'INTERNAL', message: 'Internal error in storage shard' };
             }
           }),

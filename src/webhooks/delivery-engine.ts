@@ -12,7 +12,7 @@
 import type { HeraldConfig } from '../config/schema.js';
 import { shardTapEvent, shardWatching } from '../debug-tap/shard-tap.js';
 import type { DebugEvent } from '../debug-tap/tap.js';
-import { log } from '../log.js';
+import { describeError, log } from '../log.js';
 import { DeliveryQueue, readyAt } from './delivery-queue.js';
 import { WebhookSender, redactUrl, retryDelayMs, type DeliveryResult, type WebhookRequest } from './http-sender.js';
 import type { OutboxEntry, WebhookTarget } from './outbox-store.js';
@@ -244,7 +244,7 @@ export class DeliveryEngine {
         if (this.#state === 'closed') return;
         this.settle(queue, batch, result);
       })
-      .catch((err: unknown) => log.error('webhook delivery bug', { error: String((err as Error)?.stack ?? err) }))
+      .catch((err: unknown) => log.error('webhook delivery bug', { error: describeError(err) }))
       .finally(() => {
         this.requests.delete(done);
         slots.active--;

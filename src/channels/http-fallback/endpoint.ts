@@ -30,7 +30,7 @@
 import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig } from '../../config/schema.js';
 import { CLOSE_CODES, HeraldError, channelErrorBody } from '../../errors.js';
-import { log } from '../../log.js';
+import { describeError as describe, log } from '../../log.js';
 import { PREFLIGHT_MAX_AGE_SECONDS } from '../../http/cors.js';
 import { statusLine } from '../../http/uws-http.js';
 import { errorFrame } from '../frames.js';
@@ -83,10 +83,6 @@ const CORS_HEADERS: readonly (readonly [string, string])[] = [
   ['access-control-allow-origin', '*'],
   ['cache-control', 'no-store'],
 ];
-
-function describe(err: unknown): string {
-  return String((err as Error)?.stack ?? err);
-}
 
 /** A session's key in the table and the directory, and what its request carried. */
 interface SessionIds {

@@ -16,7 +16,7 @@
 import type { HeraldConfig } from '../../config/schema.js';
 import type { ServerState } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
-import { log, RateLimitedLog } from '../../log.js';
+import { describeError as describe, log, RateLimitedLog } from '../../log.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import * as frames from '../frames.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
@@ -48,10 +48,6 @@ const refusedLog = new RateLimitedLog('debug', 10_000);
 
 const SHUTTING_DOWN: Refusal = { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' };
 const CLUSTER_UNAVAILABLE: Refusal = { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Cluster state unavailable: reconnect shortly' };
-
-function describe(err: unknown): string {
-  return String((err as Error)?.stack ?? err);
-}
 
 function overQuota(max: number): Refusal {
   return { code: CLOSE_CODES.OVER_CONNECTION_QUOTA, message: `Application is over its connection quota of ${max}` };

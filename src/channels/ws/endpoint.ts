@@ -11,7 +11,7 @@ import type { HttpRequest, HttpResponse, WebSocket, WebSocketBehavior, us_socket
 import type { AppConfig, HeraldConfig } from '../../config/schema.js';
 import type { ServerState } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
-import { log } from '../../log.js';
+import { describeError as describe, log } from '../../log.js';
 import { appCounters, countDisconnect } from '../../metrics/node-counters.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import { parseHandshake } from './handshake.js';
@@ -68,10 +68,6 @@ export interface WebSocketEndpoint {
 }
 
 type Ws = WebSocket<SocketUserData>;
-
-function describe(err: unknown): string {
-  return String((err as Error)?.stack ?? err);
-}
 
 function markActive(ws: Ws): void {
   const state = ws.getUserData().state;

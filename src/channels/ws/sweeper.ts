@@ -10,7 +10,7 @@
  */
 import type { WebSocket } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
-import { log } from '../../log.js';
+import { describeError, log } from '../../log.js';
 import { PING_FRAME } from '../frames.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
 
@@ -35,7 +35,7 @@ export class Sweeper {
       try {
         this.sweep(Date.now());
       } catch (err) {
-        log.error('websocket sweep failed', { error: String((err as Error)?.stack ?? err) });
+        log.error('websocket sweep failed', { error: describeError(err) });
       }
     }, opts.intervalMs);
     this.timer.unref();

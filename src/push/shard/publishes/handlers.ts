@@ -16,7 +16,7 @@
  */
 import { isCurrentNamespace } from '../deps.js';
 import { HeraldError } from '../../../errors.js';
-import { log } from '../../../log.js';
+import { describeError, log } from '../../../log.js';
 import type { ShardArea } from '../../../shards/context.js';
 import type { PushAreaDeps } from '../deps.js';
 import { broadcastChannelBus, PublishCoordinator } from './coordinator.js';
@@ -127,7 +127,7 @@ export function createPublishArea(deps: PushAreaDeps): ShardArea<PublishShardApi
       (err: unknown) => {
         runs.delete(job.publishId);
         removePending(job);
-        log.error('publish run failed', { shard: ctx.shardIndex, publishId: job.publishId, error: String((err as Error)?.stack ?? err) });
+        log.error('publish run failed', { shard: ctx.shardIndex, publishId: job.publishId, error: describeError(err) });
       },
     );
     runs.set(job.publishId, { run, done });

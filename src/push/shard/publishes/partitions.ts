@@ -25,7 +25,7 @@
 import { instanceOfNamespace } from '../../store/namespaces.js';
 import { isCurrentNamespace } from '../deps.js';
 import { HeraldError } from '../../../errors.js';
-import { log, RateLimitedLog } from '../../../log.js';
+import { describeError, log, RateLimitedLog } from '../../../log.js';
 import type { ShardArea } from '../../../shards/context.js';
 import { shardForKey } from '../../../shards/hash.js';
 import type { PushAreaDeps } from '../deps.js';
@@ -131,7 +131,7 @@ export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPubl
       },
       (err: unknown) => {
         runs.delete(key);
-        log.error('publish partition run failed', { shard: ctx.shardIndex, publishId: job.publishId, partition, error: String((err as Error)?.stack ?? err) });
+        log.error('publish partition run failed', { shard: ctx.shardIndex, publishId: job.publishId, partition, error: describeError(err) });
       },
     );
     runs.set(key, { run, publishId: job.publishId, partition, done });
