@@ -2,8 +2,10 @@
  * The shape docs/architecture.md describes, checked on the source: the shard layer imports no
  * area, route modules never see the shard pool, and no code under src/channels/ws sends to a
  * uWS topic itself (every frame for a channel goes through the channel adapter; its corks batch
- * one socket's own frames). The sandbox gateway (src/sandbox) stands apart: it imports nothing of
- * the server, and only the CLI loads it.
+ * one socket's own frames). The cluster (src/cluster) sits below the areas that share state
+ * through it, and nothing outside src/channels but the composition root reaches into the Redis
+ * channel adapter. The sandbox gateway (src/sandbox) stands apart: it imports nothing of the
+ * server, and only the CLI loads it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -77,6 +79,28 @@ describe('architecture', () => {
       .filter((file) => !file.startsWith(join(SRC, 'channels/adapter')))
       .filter((file) => /instanceof (Redis|Local)ChannelAdapter/.test(readFileSync(file, 'utf8')))
       .map(rel);
+    expect(offending).toEqual([]);
+  });
+
+  it('outside src/channels only the composition root imports the Redis channel adapter: the cluster itself is src/cluster', () => {
+    // The composition root builds the adapter; the areas that keep state in Redis (tenants,
+    // webhooks) use the cluster's connection and membership, and keep their keys beside their stores.
+    const offending = sources(SRC)
+      .filter((file) => !file.startsWith(join(SRC, 'channels')) && file !== join(SRC, 'server.ts'))
+      .flatMap((file) =>
+        importsOf(file)
+          .filter((spec) => /(^|\/)channels\/adapter\/redis\//.test(spec))
+          .map((spec) => `${rel(file)} imports ${spec}`),
+      );
+    expect(offending).toEqual([]);
+  });
+
+  it('src/cluster imports no area', () => {
+    const offending = sources(join(SRC, 'cluster')).flatMap((file) =>
+      importsOf(file)
+        .filter((spec) => /\/(channels|push|webhooks|tenants|admin)\//.test(spec))
+        .map((spec) => `${rel(file)} imports ${spec}`),
+    );
     expect(offending).toEqual([]);
   });
 

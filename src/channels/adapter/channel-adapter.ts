@@ -28,6 +28,7 @@ import type { DebugTap } from '../../debug-tap/tap.js';
 import type { PresenceSnapshot } from '../frames.js';
 import type { RateCounter } from '../rate-limits/rate-counter.js';
 import type { HistoryRead, HistoryRecovery } from '../messages.js';
+import type { ClusterFigures } from '../../metrics/prometheus.js';
 
 /** Charges triggered messages to an app's daily quota; throws (or rejects with) APP_OVER_QUOTA. */
 export interface MessageCharger {
@@ -362,13 +363,12 @@ export interface ClusterCapability {
   readonly messageQuota: MessageCharger;
   /** The per-app rate limits, counted in Redis across nodes; CLUSTER_UNAVAILABLE during an outage. */
   readonly rateCounter: RateCounter;
+  /** This node's figures as a member of the cluster, for /metrics and the admin overview. */
+  readonly figures: ClusterFigures;
 }
 
-/**
- * The whole adapter. `C` is the cluster capability as its implementation offers it (the
- * composition root knows the Redis adapter's, which also serves the admin area and metrics).
- */
-export interface ChannelAdapter<C extends ClusterCapability = ClusterCapability> extends ChannelDelivery, ChannelStateStore, ChannelHistory, UserPresence, NodeLifecycle {
+/** The whole adapter. */
+export interface ChannelAdapter extends ChannelDelivery, ChannelStateStore, ChannelHistory, UserPresence, NodeLifecycle {
   /** What a cluster adds; null on a single node. Read it once: it does not change. */
-  readonly cluster: C | null;
+  readonly cluster: ClusterCapability | null;
 }

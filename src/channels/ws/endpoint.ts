@@ -47,12 +47,6 @@ export interface WebSocketEndpoint {
   /** Open connections per app id. */
   connectionCounts(): Map<string, number>;
   /**
-   * Applies a reloaded app list (SIGHUP): every connection takes its app's new config (secret,
-   * limits); those of an app that is gone (or whose key changed) are closed with 4001, those of
-   * a disabled app with 4003, each with its pusher:error. Returns how many were closed.
-   */
-  applyApps(apps: readonly AppConfig[]): number;
-  /**
    * Opens a connection on a socket that is not a uWS WebSocket (an HTTP fallback session,
    * channels/http-fallback) as an upgrade to `/app/<rawKey>?<query>` would (the key as in the path): the same checks,
    * refusals and connection_established. The socket then calls `behavior`'s message, drain,
@@ -60,7 +54,7 @@ export interface WebSocketEndpoint {
    */
   connectSession(socket: WebSocket<SocketUserData>, rawKey: string, query: string): void;
   /**
-   * Applies one app changed at run time (admin API), visiting only its connections: closed with
+   * Applies one app changed at run time (admin API, reload), visiting only its connections: closed with
    * 4001 when `next` is undefined (deleted) or has another key, 4003 when disabled, else given
    * `next`. Returns how many were closed.
    */
@@ -324,13 +318,6 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       const gone = next ? 'App key changed: reconnect with the new key' : 'App deleted';
       let closed = 0;
       for (const state of [...registry.socketsOf(appId)]) if (takeApp(state, next, gone)) closed++;
-      return closed;
-    },
-    applyApps: (apps) => {
-      protocol.reload(apps);
-      const byId = new Map(apps.map((a) => [a.id, a]));
-      let closed = 0;
-      for (const state of [...registry.all()]) if (takeApp(state, byId.get(state.app.id), 'App key not in this cluster (removed by a configuration reload)')) closed++;
       return closed;
     },
   };
