@@ -54,12 +54,6 @@ export interface WebSocketEndpoint {
   /** Open connections per app id. */
   connectionCounts(): Map<string, number>;
   /**
-   * Applies a reloaded app list (SIGHUP): every connection takes its app's new config (secret,
-   * limits); those of an app that is gone (or whose key changed) are closed with 4001, those of
-   * a disabled app with 4003, each with its pusher:error. Returns how many were closed.
-   */
-  applyApps(apps: readonly AppConfig[]): number;
-  /**
    * What happens to a connection, for sockets that are not uWS WebSockets (HTTP fallback
    * sessions, channels/http-fallback): `connect` opens one as an upgrade to `/app/<rawKey>`
    * would, and the socket then calls message, activity, drain and close like uWS does.
@@ -178,13 +172,6 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       const gone = next ? 'App key changed: reconnect with the new key' : 'App deleted';
       let closed = 0;
       for (const state of [...registry.socketsOf(appId)]) if (takeApp(state, next, gone)) closed++;
-      return closed;
-    },
-    applyApps: (apps) => {
-      protocol.reload(apps);
-      const byId = new Map(apps.map((a) => [a.id, a]));
-      let closed = 0;
-      for (const state of [...registry.all()]) if (takeApp(state, byId.get(state.app.id), 'App key not in this cluster (removed by a configuration reload)')) closed++;
       return closed;
     },
   };

@@ -39,15 +39,10 @@ const authFailureLog = new RateLimitedLog('debug', 10_000);
 
 export class ProtocolHandler {
   /** App ids with a webhook that wants client_event: only those cost a message to the webhook outbox per client event. */
-  private clientEventWebhookApps = new Set<string>();
+  private readonly clientEventWebhookApps: Set<string>;
 
   constructor(private readonly deps: ProtocolDeps) {
-    this.reload(deps.config.apps);
-  }
-
-  /** Takes a reloaded app list (SIGHUP): which apps want client_event webhooks. */
-  reload(apps: readonly AppConfig[]): void {
-    this.clientEventWebhookApps = new Set(apps.filter((a) => wantsClientEvents(a)).map((a) => a.id));
+    this.clientEventWebhookApps = new Set(deps.config.apps.filter((a) => wantsClientEvents(a)).map((a) => a.id));
   }
 
   /** Takes one changed app (admin API); `next` undefined: removed. One entry changes, whatever the count of the others. */
