@@ -9,7 +9,7 @@
  * - `xhr_send`: the client's messages, a JSON array of strings (each one WebSocket message).
  *
  * The first stream or poll of an unknown session opens it (`o`) and connects it like a
- * WebSocket upgrade to `/app/<key>` (ws/endpoint.ts): the session is a connection in the
+ * WebSocket upgrade to `/app/<key>` (ws/socket-events.ts): the session is a connection in the
  * registry, with the same protocol handler, sweep (pings, 4201, 4100), quotas, webhooks and
  * metrics; channel frames reach it through the adapter's topic delivery (topics.ts).
  * A session is bound to the client address that opened it (net/client-address.ts: the
