@@ -2,10 +2,11 @@
  * The shape docs/architecture.md describes, checked on the source: the shard layer imports no
  * area, route modules never see the shard pool, and no code under src/channels/ws sends to a
  * uWS topic itself (every frame for a channel goes through the channel adapter; its corks batch
- * one socket's own frames). The cluster (src/cluster) sits below the areas that share state
- * through it, and nothing outside src/channels but the composition root reaches into the Redis
- * channel adapter. The sandbox gateway (src/sandbox) stands apart: it imports nothing of the
- * server, and only the CLI loads it.
+ * one socket's own frames), and WebSockets and HTTP fallback sessions share one socket
+ * interface. The cluster (src/cluster) sits below the areas that share state through it, and
+ * nothing outside src/channels but the composition root reaches into the Redis channel adapter.
+ * The sandbox gateway (src/sandbox) stands apart: it imports nothing of the server, and only the
+ * CLI loads it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -159,5 +160,15 @@ describe('architecture', () => {
     );
     expect(corks.length).toBeGreaterThan(0);
     expect(corks.filter((cork) => !/: (ws|res)\.cork$/.test(cork))).toEqual([]);
+  });
+
+  it('WebSockets and HTTP fallback sessions meet as ClientSockets (socket-registry.ts), never through a cast', () => {
+    // A session is not a uWS WebSocket: what the endpoint, the registry and the adapter use of a
+    // socket is ClientSocket, which both implement; the fallback drives a session through the
+    // endpoint's SocketEvents, not its uWS behaviour.
+    const folders = ['channels/ws', 'channels/http-fallback', 'channels/adapter'];
+    const casts = folders.flatMap((folder) => sources(join(SRC, folder))).filter((file) => /as unknown as (Ws|WebSocket|SessionSocket|ClientSocket|ChannelSocket)\b/.test(readFileSync(file, 'utf8')));
+    const behaviour = sources(join(SRC, 'channels/http-fallback')).filter((file) => /\.behavior\b/.test(readFileSync(file, 'utf8')));
+    expect([...casts, ...behaviour].map(rel)).toEqual([]);
   });
 });

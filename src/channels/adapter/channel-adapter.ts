@@ -22,10 +22,10 @@
  * channel; cluster: by one Redis script per change). The channel webhooks follow the same
  * decisions: the adapter in use emits them.
  */
-import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../../config/schema.js';
 import type { DebugTap } from '../../debug-tap/tap.js';
 import type { PresenceSnapshot } from '../frames.js';
+import type { ClientSocket } from '../socket-registry.js';
 import type { RateCounter } from '../rate-limits/rate-counter.js';
 import type { HistoryRead, HistoryRecovery } from '../messages.js';
 import type { ClusterFigures } from '../../metrics/prometheus.js';
@@ -35,8 +35,8 @@ export interface MessageCharger {
   charge(app: Pick<AppConfig, 'id' | 'messageQuota'>, messages: number): void | Promise<void>;
 }
 
-/** A connection as the adapter sees it: the uWS socket, whatever it carries. */
-export type ChannelSocket = WebSocket<unknown>;
+/** A connection as the adapter sees it: a uWS WebSocket or an HTTP fallback session (socket-registry.ts). */
+export type ChannelSocket = ClientSocket;
 
 /** A presence member as stored: user id and the user_info object it subscribed with. */
 export interface PresenceMember {
