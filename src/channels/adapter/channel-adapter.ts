@@ -366,7 +366,7 @@ export interface ClusterCapability {
 
 /**
  * The whole adapter. `C` is the cluster capability as its implementation offers it (the
- * composition root knows the Redis adapter's, which also serves the admin area and metrics).
+ * composition root knows the Redis adapter's, which also serves the admin API and metrics).
  */
 export interface ChannelAdapter<C extends ClusterCapability = ClusterCapability> extends ChannelDelivery, ChannelStateStore, ChannelHistory, UserPresence, NodeLifecycle {
   /** What a cluster adds; null on a single node. Read it once: it does not change. */
