@@ -32,7 +32,9 @@ export type ControlMessage =
   /** An HTTP fallback session's request relayed to or answered by the node holding it (channels/http-fallback). */
   | { type: 'fallback'; data: unknown }
   /** An app or push instance changed through the admin API of the origin node (src/tenants). */
-  | { type: 'tenantChanged'; kind: 'app' | 'push'; id: string };
+  | { type: 'tenantChanged'; kind: 'app' | 'push'; id: string }
+  /** A recovering join's mark, published to this node's topic by its history read (history-seam.ts). */
+  | { type: 'historyMark'; token: string };
 
 export interface DeliveryHandlers {
   /** A frame published on another node for a channel this node watches. */
