@@ -211,11 +211,11 @@ describe.skipIf(ONE_PROCESS)('channel history in a cluster', () => {
     } finally {
       redis.disconnect();
     }
-    expect((await adminRequest(cluster.b.baseUrl, TOKEN, '/apps', { method: 'POST', body: made })).status).toBe(201);
+    expect((await adminRequest(cluster.a.baseUrl, TOKEN, '/apps', { method: 'POST', body: made })).status).toBe(201);
     await until(async () => {
       const path = `/apps/${made.id}/channels/history-0/history`;
-      const res = await fetch(`${cluster.a.baseUrl}${path}?${signedQuery(made, 'GET', path)}`);
+      const res = await fetch(`${cluster.b.baseUrl}${path}?${signedQuery(made, 'GET', path)}`);
       return res.status === 200 && ((await res.json()) as HistoryBody).events.length === 0;
-    }, 'the app made again on node A, with no history');
+    }, 'the app made again, with no history on node B');
   }, 60_000);
 });

@@ -13,6 +13,12 @@
  */
 import type { KeptEvent } from '../../messages.js';
 
+/**
+ * How long a seam stays open after its mark at most (ms): its join answers in the same turn,
+ * so this only ends one whose socket was never attached nor left (nothing else would).
+ */
+const SEAM_OPEN_AFTER_MARK_MS = 10_000;
+
 interface Seam {
   key: string;
   socketId: string;
@@ -21,6 +27,8 @@ interface Seam {
   /** The events after the mark, then (adopt) the read's events before them. */
   events: KeptEvent[];
   onMark: () => void;
+  /** Closes it SEAM_OPEN_AFTER_MARK_MS after the mark. */
+  timer?: NodeJS.Timeout;
 }
 
 export interface OpenSeam {
@@ -70,6 +78,8 @@ export class RecoverySeams {
     const seam = this.byToken.get(token);
     if (!seam || seam.marked) return;
     seam.marked = true;
+    seam.timer = setTimeout(() => this.closeToken(token), SEAM_OPEN_AFTER_MARK_MS);
+    seam.timer.unref();
     seam.onMark();
   }
 
@@ -95,6 +105,7 @@ export class RecoverySeams {
     const seam = this.byToken.get(token);
     if (!seam) return;
     this.byToken.delete(token);
+    clearTimeout(seam.timer);
     const socketKey = `${seam.key}\u0000${seam.socketId}`;
     if (this.bySocket.get(socketKey) === token) this.bySocket.delete(socketKey);
     const set = this.byChannel.get(seam.key);

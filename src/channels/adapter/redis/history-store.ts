@@ -64,14 +64,15 @@ local function serialOf(id)
 end
 local function streamKey(appId, channel) return P .. 'hist:s:' .. appId .. ':' .. channel end
 local function firstEntry(s) return redis.call('XRANGE', s, '-', '+', 'COUNT', 1)[1] end
--- Drops the channel's oldest kept event (false when it keeps none).
+-- Drops the channel's oldest kept event: its bytes, false when it keeps none.
 local function dropOldest(appId, channel)
   local s = streamKey(appId, channel)
   local first = firstEntry(s)
   if not first then return false end
+  local b = tonumber(fields(first).b)
   redis.call('XDEL', s, first[1])
-  redis.call('DECRBY', P .. 'hist:b:' .. appId, tonumber(fields(first).b))
-  return true
+  redis.call('DECRBY', P .. 'hist:b:' .. appId, b)
+  return b
 end
 -- Scores the channel in its app's order by its oldest kept event (out of it when none).
 local function rescore(appId, channel)
@@ -84,7 +85,7 @@ local function rescore(appId, channel)
     redis.call('DEL', s)
   end
 end
--- Drops the channel's events older than ttlMs.
+-- Drops the channel's events older than ttlMs; answers how many.
 local function expire(appId, channel, ttlMs)
   local s = streamKey(appId, channel)
   local n = 0
@@ -95,6 +96,7 @@ local function expire(appId, channel, ttlMs)
     n = n + 1
   end
   if n > 0 then rescore(appId, channel) end
+  return n
 end
 `;
 
@@ -124,7 +126,7 @@ else
   seq = redis.call('HINCRBY', m, 's', 1)
 end
 local serial = string.format('%013d-%012d', gen, seq)
-expire(appId, channel, ttl)
+local dropped = expire(appId, channel, ttl)
 if bytes > maxBytes then
   -- Not kept: the older ones go too, so that what is kept stays an unbroken run.
   while dropOldest(appId, channel) do end
@@ -137,17 +139,21 @@ else
     redis.call('XADD', s, id, 'e', event, 'd', data, 't', now, 'b', bytes, 'u', userId)
   end
   local used = redis.call('INCRBY', b, bytes)
-  if redis.call('ZSCORE', o, channel) == false then redis.call('ZADD', o, now, channel) end
-  while redis.call('XLEN', s) > maxEvents do dropOldest(appId, channel) end
-  used = tonumber(redis.call('GET', b) or '0')
+  -- Scored by its oldest event's time; a channel kept already keeps its score unless that one goes.
+  redis.call('ZADD', o, 'NX', now, channel)
+  local over = redis.call('XLEN', s) - maxEvents
+  for _ = 1, over do
+    used = used - dropOldest(appId, channel)
+    dropped = dropped + 1
+  end
   while used > maxBytes do
     local oldest = redis.call('ZRANGE', o, 0, 0)[1]
     if not oldest then break end
-    if not dropOldest(appId, oldest) then redis.call('ZREM', o, oldest) end
+    local gone = dropOldest(appId, oldest)
+    if gone then used = used - gone end
     rescore(appId, oldest)
-    used = tonumber(redis.call('GET', b) or '0')
   end
-  rescore(appId, channel)
+  if dropped > 0 then rescore(appId, channel) end
 end
 redis.call('ZADD', c, now, channel)
 redis.call('PEXPIRE', m, keep)
