@@ -3,19 +3,21 @@
  * answers the same from either node, with serials strictly increasing across the nodes; a
  * pusher-js client with the recovery plugin that drops from node A and comes back through
  * node B gets the events published meanwhile once, in order, then live ones, also under a
- * steady publish rate through both nodes; an event answered 200 survives kill -9 of the node
+ * steady publish rate through both nodes; client events are kept through either node and
+ * reach the other subscribers on both nodes once; an event answered 200 survives kill -9 of the node
  * that took it; an evicted history answers herald:recovery_failed; maxHistoryBytes bounds the
  * app's events across the nodes; deleting the app drops its history from Redis.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { withRecovery } from '../../src/client/recovery.js';
 import { adminRequest } from '../helpers/admin-client.js';
+import { ClientPool } from '../helpers/channel-clients.js';
 import { DroppingProxy } from '../helpers/dropping-proxy.js';
 import { heraldClusterBed, ONE_PROCESS, type HeraldCluster } from '../helpers/herald-cluster.js';
 import type { HeraldProcess } from '../helpers/herald-process.js';
 import { channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
 import { signedQuery } from '../helpers/signed-request.js';
-import { until } from '../helpers/wait.js';
+import { flushedBy, until } from '../helpers/wait.js';
 
 const TOKEN = 'cluster-history-token-0123456789';
 const APP = { id: 'chist-app', key: 'chist-key', secret: 'chist-secret' };
@@ -23,7 +25,7 @@ const SMALL = { id: 'chist-small', key: 'chist-small-key', secret: 'chist-small-
 /** maxHistoryBytes 400: ten events of 40 bytes (`history-b-N`, `n`, 28 bytes of data). */
 const BYTES = { id: 'chist-bytes', key: 'chist-bytes-key', secret: 'chist-bytes-secret' };
 const APPS = [
-  { ...APP, history: { channels: ['history-*'], maxEvents: 1000, ttlSeconds: 300 } },
+  { ...APP, clientEvents: true, history: { channels: ['history-*', 'private-history-*'], maxEvents: 1000, ttlSeconds: 300 } },
   { ...SMALL, history: { channels: ['history-*'], maxEvents: 3, ttlSeconds: 300 } },
   { ...BYTES, history: { channels: ['history-*'], maxEvents: 1000, ttlSeconds: 300 }, maxHistoryBytes: 400 },
 ];
@@ -149,6 +151,30 @@ describe.skipIf(ONE_PROCESS)('channel history in a cluster', () => {
     await until(() => numbered(seen).length === sent, () => `${sent} events, got ${numbered(seen).length}`);
     expect(numbered(seen)).toEqual(Array.from({ length: sent }, (_, i) => i));
   }, 90_000);
+
+  it('keeps client events through either node, each sent to the other subscribers on both nodes once, not to its sender', async () => {
+    const cluster = await bed.start({ apps: APPS });
+    const pool = new ClientPool(APP);
+    try {
+      const [onA, alsoOnA, onB] = await Promise.all([pool.connect(cluster.a), pool.connect(cluster.a), pool.connect(cluster.b)]);
+      const channel = 'private-history-chat';
+      const [fromA, seenA, seenB] = await Promise.all([onA.subscribe(channel), alsoOnA.subscribe(channel), onB.subscribe(channel)]);
+      fromA.channel.trigger('client-said', { n: 1 });
+      await until(() => seenB.data('client-said').length === 1 && seenA.data('client-said').length === 1, 'the client event on both nodes');
+      seenB.channel.trigger('client-said', { n: 2 });
+      await until(() => fromA.data('client-said').length === 1 && seenA.data('client-said').length === 2, 'the reply on node A');
+      const kept = await historyOf(cluster.a, APP, channel);
+      expect(kept.events.map((e) => [e.event, JSON.parse(e.data)])).toEqual([['client-said', { n: 1 }], ['client-said', { n: 2 }]]);
+      expect(await historyOf(cluster.b, APP, channel)).toEqual(kept);
+      // Once each, the sender left out (it does not get its own event).
+      await flushedBy(() => channelsSdk(cluster.b.port, APP).trigger(channel, 'end', 0), () => [fromA, seenA, seenB].every((r) => r.data('end').length === 1), 'a later event on all three');
+      expect(fromA.data('client-said')).toEqual([{ n: 2 }]);
+      expect(seenA.data('client-said')).toEqual([{ n: 1 }, { n: 2 }]);
+      expect(seenB.data('client-said')).toEqual([{ n: 1 }]);
+    } finally {
+      pool.disconnectAll();
+    }
+  }, 60_000);
 
   it('loses no event answered 200 when the node that took it is killed (kill -9)', async () => {
     const cluster = await bed.start({ apps: APPS });
