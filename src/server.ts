@@ -305,11 +305,12 @@ async function applyReload(
 
 /**
  * After an app's removal (its shards dropped its state, its sockets here are closed): in a
- * cluster, its cached events in Redis go too. A failure (Redis away) is logged: they expire
- * after the app's cacheTtlSeconds.
+ * cluster, its cached events and kept history events in Redis go too. A failure (Redis away)
+ * is logged: the cached events expire after the app's cacheTtlSeconds, the history keys within
+ * max(1 h, ttlSeconds) + ttlSeconds of the app's last event.
  */
 async function forgetRemovedApp(capability: ClusterCapability | null, appId: string): Promise<void> {
-  await capability?.forgetApp(appId).catch((err: unknown) => log.warn('app removed: its cached events not dropped from Redis (they expire with their TTL)', { appId, error: String(err) }));
+  await capability?.forgetApp(appId).catch((err: unknown) => log.warn('app removed: its cached and history events not dropped from Redis (they expire with their TTL)', { appId, error: String(err) }));
 }
 
 /**

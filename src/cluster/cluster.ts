@@ -61,7 +61,9 @@ export type ControlMessage =
   /** An HTTP fallback session's request relayed to or answered by the node holding it (channels/http-fallback). */
   | { type: 'fallback'; data: unknown }
   /** An app or push instance changed through the admin API of the origin node (src/tenants). */
-  | { type: 'tenantChanged'; kind: 'app' | 'push'; id: string };
+  | { type: 'tenantChanged'; kind: 'app' | 'push'; id: string }
+  /** A recovering join's mark, published to this node's own channel by its history read (channels/adapter/redis/history-seam.ts). */
+  | { type: 'historyMark'; token: string };
 
 /** Hears a control message from another node (or from this one, when sent to 'all'). */
 export type ControlListener = (message: ControlMessage, origin: string) => void;

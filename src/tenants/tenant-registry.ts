@@ -11,7 +11,7 @@
  * admin API refuses to create one (409) or to change or delete a config-file entry (409).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { appSchema, HISTORY_IN_CLUSTER, pushInstanceSchema, type AppConfig, type HeraldConfig, type PushInstanceConfig } from '../config/schema.js';
+import { appSchema, pushInstanceSchema, type AppConfig, type HeraldConfig, type PushInstanceConfig } from '../config/schema.js';
 import { HeraldError } from '../errors.js';
 import type { SecretGrace } from '../config/secret-grace.js';
 import { log } from '../log.js';
@@ -136,7 +136,6 @@ export class TenantRegistry implements TenantHolder {
   async createApp(body: Record<string, unknown>): Promise<AppConfig> {
     refuseFilePaths(body, 'apps[]');
     const config = parseTenant(appSchema, { ...body, secret: body.secret ?? newSecret() }, 'apps[]') as AppConfig;
-    this.checkHistoryAllowed(config);
     if (this.deps.running.appsById.has(config.id) || this.records.has(recordKey('app', config.id))) {
       throw new HeraldError('ADMIN_CONFLICT', `An app with id ${config.id} exists`);
     }
@@ -167,7 +166,6 @@ export class TenantRegistry implements TenantHolder {
     if (patch.id !== undefined && patch.id !== appId) throw new HeraldError('ADMIN_INVALID_TENANT', 'apps[].id cannot change; create a new app instead');
     refuseFilePaths(patch, 'apps[]');
     const config = parseTenant(appSchema, { ...record.config, ...patch }, 'apps[]') as AppConfig;
-    this.checkHistoryAllowed(config);
     if (config.key !== record.config.key) this.checkKeyFree(config.key, appId);
     await this.commit({ ...record, config, updatedAtMs: Date.now() });
     return config;
@@ -254,11 +252,6 @@ export class TenantRegistry implements TenantHolder {
     const previous = this.records.get(key);
     if (previous?.kind === 'app' && this.recordAppIdsByKey.get(previous.config.key) === previous.config.id) this.recordAppIdsByKey.delete(previous.config.key);
     this.records.delete(key);
-  }
-
-  /** A cluster keeps no channel history yet: an app asking for it is refused, as the config file refuses it. */
-  private checkHistoryAllowed(config: AppConfig): void {
-    if (config.history !== null && this.deps.config().cluster !== undefined) throw new HeraldError('ADMIN_INVALID_TENANT', HISTORY_IN_CLUSTER);
   }
 
   private checkPushAllowed(): void {
