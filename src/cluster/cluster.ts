@@ -4,9 +4,9 @@
  * messages between nodes (`<prefix>ctl` to every node, `<prefix>ctl:<nodeId>` to one, as JSON).
  * The composition root builds it once from the `cluster` config and hands it to the areas that
  * share state through Redis: the channel adapter (channels/adapter/redis, which starts and
- * closes it with the node), the tenant store, the HTTP fallback's session directory, and the
- * admin overview. Liveness (heartbeats, reaping, re-registration) is the channel adapter's: a
- * session is what its channel subscriptions are recorded under (channels/adapter/redis/node-liveness.ts).
+ * closes it with the node, and runs the node's liveness, liveness.ts, on the channel state it
+ * records under the session), the tenant store, the HTTP fallback's session directory, and the
+ * admin overview.
  */
 import type { Redis, RedisOptions } from 'ioredis';
 import type { ClusterConfig } from '../config/schema.js';

@@ -2,9 +2,10 @@
  * The cluster channel adapter: channel state shared by every node in Redis (channel-state.ts:
  * one Lua script per change, so each transition is decided once for the cluster), frames to
  * this node's sockets through uWS topics and to the other nodes through Redis pub/sub
- * (delivery-bus.ts: a node receives only the channels it has subscribers on), liveness and
- * re-registration (node-liveness.ts). Channel webhooks decided in Redis go to the outbox of
- * the shard owning the channel on the node that decided them, already debounced (the reload
+ * (delivery-bus.ts: a node receives only the channels it has subscribers on), the reaping and
+ * re-registration of what a node records under its session (session-records.ts, driven by the
+ * node's liveness, src/cluster/liveness.ts). Channel webhooks decided in Redis go to the outbox
+ * of the shard owning the channel on the node that decided them, already debounced (the reload
  * debounce is a hold in Redis that a re-join on any node cancels).
  *
  * Signed-in users are shared the same way: each node records its online users as members of a
