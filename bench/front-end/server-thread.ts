@@ -13,7 +13,7 @@ import { LIBUS_LISTEN_DEFAULT, type ListenWithOptions } from '../../src/http/uws
 import type { ServerCommand, ServerReply, ServerThreadData } from './messages.js';
 import { threadCpuUs } from './thread-cpu.js';
 
-/** The descriptor methods of uWS.js >= 20.33 (untyped there); absent from older builds. */
+/** The acceptor's descriptor methods: in the 20.57 build (not in its index.d.ts), not in 20.30. */
 export interface DescriptorApp {
   getDescriptor?: () => number;
   addChildAppDescriptor?: (descriptor: number) => unknown;

@@ -7,8 +7,8 @@
  *      (SO_REUSEPORT); the kernel spreads connections over the listen sockets by a hash of the
  *      4-tuple.
  *    - `acceptor`: one App on the main thread listens and hands every accepted socket to the
- *      threads' Apps (addChildAppDescriptor(getDescriptor()), round robin). uWS.js has it from
- *      20.33 on; a build without it is reported as such, not measured.
+ *      threads' Apps (addChildAppDescriptor(getDescriptor()), round robin). The 20.57 build has
+ *      it, the 20.30 one does not; a build without it is reported as such, not measured.
  *    K WebSocket connections are opened from separate load processes (load-process.ts); the
  *    table gives the connections each thread got, max/min, and the connect rate.
  * 2. Broadcast: every connection is subscribed to topic `t` on its thread's App; each round
@@ -231,12 +231,13 @@ async function runAccept(mode: AcceptMode, threads: number): Promise<AcceptResul
   const closed = loads.map((l) => new Promise((resolve) => l.child.once('exit', resolve)));
   for (const l of loads) l.send({ type: 'close' });
   await Promise.all(closed);
-  const exited = servers.map((s) => new Promise((resolve) => s.worker.once('exit', resolve)));
-  for (const s of servers) s.send({ type: 'close' });
+  // The acceptor stops handing sockets over before the Apps it hands them to close.
   if (acceptor) {
     if (acceptorSocket) uws.us_listen_socket_close(acceptorSocket);
     for (const r of ready) if (r.type === 'ready') descriptors!.removeChildAppDescriptor?.(r.descriptor!);
   }
+  const exited = servers.map((s) => new Promise((resolve) => s.worker.once('exit', resolve)));
+  for (const s of servers) s.send({ type: 'close' });
   await Promise.all(exited);
 
   return {
