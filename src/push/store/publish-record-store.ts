@@ -17,7 +17,7 @@
  * - sweep deletes publishes finished before the cutoff with everything recorded of them.
  */
 import { pack } from 'msgpackr';
-import type { ScanPosition } from '../shard/devices/device-store.js';
+import type { ScanPosition } from './device-store.js';
 import { emptyGatewayCounts, emptyUserBits, userIndexOf } from '../publish-results.js';
 import type { GatewayCounts, PublishJob, PublishKind, PublishShardStats, PublishState, UserOutcomes } from '../messages/publishes.js';
 import type { Platform } from '../platform.js';

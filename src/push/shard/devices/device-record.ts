@@ -19,6 +19,7 @@
  */
 import { Packr } from 'msgpackr';
 import type { Platform } from '../../platform.js';
+import type { ScanDevice } from '../../store/device-store.js';
 
 /** A device as stored; id and instance id live in the key. Optional fields are omitted, never undefined. */
 export interface DeviceRecord {
@@ -35,19 +36,6 @@ export interface DeviceRecord {
   createdAt: number;
   /** How many interests the device is subscribed to. */
   interestCount: number;
-}
-
-/**
- * A device as a publish's fan-out sees it: what a gateway send needs, without the metadata and
- * creation time. Absent optional fields are undefined (every object has the same shape).
- */
-export interface ScanDevice {
-  id: string;
-  instanceId: string;
-  platform: Platform;
-  token: string;
-  bundleIdentifier: string | undefined;
-  userId: string | undefined;
 }
 
 /**

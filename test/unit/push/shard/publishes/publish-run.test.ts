@@ -1,5 +1,5 @@
 /**
- * PublishRun over a real DeviceStore and PublishStore (temp LMDB) and the real gateway clients
+ * PublishRun over a real LmdbDevices and PublishStore (temp LMDB) and the real gateway clients
  * against the fake gateways: audience, payloads, dead tokens, retries, counts, and a stop in
  * the middle followed by a resume from the stored checkpoint.
  */
@@ -15,7 +15,7 @@ import { PublishRun, type PublishRunDeps } from '../../../../../src/push/shard/p
 import { initialProgress } from '../../../../../src/push/store/publish-record-store.js';
 import { SendLimiter } from '../../../../../src/push/shard/publishes/send-limiter.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
-import { DeviceStore } from '../../../../../src/push/shard/devices/device-store.js';
+import { LmdbDevices } from '../../../../../src/push/shard/devices/lmdb-devices.js';
 import { openShardDatabase } from '../../../../../src/shards/storage.js';
 import { startFakeGateways, type FakeGateways } from '../../../../helpers/fake-gateways.js';
 import { until } from '../../../../helpers/wait.js';
@@ -27,7 +27,7 @@ let fakes: FakeGateways;
 let instance: PushInstanceConfig;
 let dir: string;
 let root: RootDatabase;
-let devices: DeviceStore;
+let devices: LmdbDevices;
 let publishes: PublishStore;
 let registries: GatewayRegistry[];
 let jobSeq = 0;
@@ -45,7 +45,7 @@ afterAll(async () => {
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'herald-publish-run-'));
   root = openShardDatabase(join(dir, 'shard-0'));
-  devices = new DeviceStore(root);
+  devices = new LmdbDevices(root);
   publishes = new PublishStore(root);
   registries = [];
   fakes.resetBehaviour();
