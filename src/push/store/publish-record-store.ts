@@ -1,5 +1,5 @@
 /**
- * Publish records as both stores keep them (the shard's LMDB, push/shard/publishes/publish-store.ts;
+ * Publish records as both stores keep them (the shard's LMDB, push/shard/publishes/lmdb-publish-store.ts;
  * the cluster's PostgreSQL, postgres/postgres-publish-store.ts): the record types, and
  * PublishRecordStore, what the fan-out, statistics, usage and reporting need of either.
  *

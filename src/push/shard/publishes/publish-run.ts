@@ -284,6 +284,11 @@ export class PublishRun {
     return this.leaseLost ? 'lost' : 'stopped';
   }
 
+  /** Cluster: the partition of the publish this run sends; undefined for a shard's own part (LMDB). */
+  get partition(): number | undefined {
+    return this.scope?.partition.index;
+  }
+
   /** The lease was found lost outside a checkpoint (its renewal): stop, store nothing more. */
   loseLease(): void {
     this.leaseLost = true;

@@ -1,5 +1,5 @@
 /**
- * PublishRun over a real LmdbDevices and PublishStore (temp LMDB) and the real gateway clients
+ * PublishRun over a real LmdbDevices and LmdbPublishStore (temp LMDB) and the real gateway clients
  * against the fake gateways: audience, payloads, dead tokens, retries, counts, and a stop in
  * the middle followed by a resume from the stored checkpoint.
  */
@@ -10,7 +10,7 @@ import type { RootDatabase } from 'lmdb';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { configSchema, type PushInstanceConfig } from '../../../../../src/config/schema.js';
 import { GatewayRegistry } from '../../../../../src/push/shard/publishes/gateway-registry.js';
-import { PublishStore } from '../../../../../src/push/shard/publishes/publish-store.js';
+import { LmdbPublishStore } from '../../../../../src/push/shard/publishes/lmdb-publish-store.js';
 import { PublishRun, type PublishRunDeps } from '../../../../../src/push/shard/publishes/publish-run.js';
 import { initialProgress } from '../../../../../src/push/store/publish-record-store.js';
 import { SendLimiter } from '../../../../../src/push/shard/publishes/send-limiter.js';
@@ -28,7 +28,7 @@ let instance: PushInstanceConfig;
 let dir: string;
 let root: RootDatabase;
 let devices: LmdbDevices;
-let publishes: PublishStore;
+let publishes: LmdbPublishStore;
 let registries: GatewayRegistry[];
 let jobSeq = 0;
 
@@ -46,7 +46,7 @@ beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'herald-publish-run-'));
   root = openShardDatabase(join(dir, 'shard-0'));
   devices = new LmdbDevices(root);
-  publishes = new PublishStore(root);
+  publishes = new LmdbPublishStore(root);
   registries = [];
   fakes.resetBehaviour();
   fakes.setDelay(0);
