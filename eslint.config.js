@@ -1,4 +1,7 @@
-// Lint: the recommended JS and TypeScript rules, plus the few habits of STYLE.md a linter can check.
+// Lint: the recommended JS and TypeScript rules, plus: an unused variable or argument is an error
+// unless its name starts with `_`; an empty object type (`{}`, an empty interface) is allowed; no
+// console outside tests, benches and scripts (the server logs through src/log.ts), which may also
+// use non-null assertions.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 

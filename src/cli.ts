@@ -21,7 +21,7 @@ import { DataDirError } from './shards/data-dir.js';
 import { reshard } from './reshard.js';
 import { UwsLoadError } from './http/uws-native.js';
 import { ClusterStartError, ListenError, startHerald, type RunningHerald } from './server.js';
-import { log, setLogLevel } from './log.js';
+import { describeError, log, setLogLevel } from './log.js';
 
 const USAGE =
   'usage: herald [--config <file>] | --help | --version\n' +
@@ -338,7 +338,7 @@ async function main(): Promise<void> {
   // A rejected promise nobody awaited is a bug; log it rather than let Node end the process
   // and every connection with it.
   process.on('unhandledRejection', (reason: unknown) => {
-    log.error('unhandled promise rejection', { error: String((reason as Error)?.stack ?? reason) });
+    log.error('unhandled promise rejection', { error: describeError(reason) });
   });
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
@@ -377,7 +377,7 @@ function reloader(herald: RunningHerald, configPath: string | undefined): () => 
       }
       log.info('config reloaded', { changed: report.changed, closedConnections: report.closedConnections });
     } catch (err) {
-      log.error('config reload refused: keeping the running config', { error: err instanceof ConfigError ? err.message : String((err as Error)?.stack ?? err) });
+      log.error('config reload refused: keeping the running config', { error: err instanceof ConfigError ? err.message : describeError(err) });
     }
   };
   const run = (): void => {
@@ -404,7 +404,7 @@ main().catch((err: unknown) => {
   if (err instanceof ConfigError || err instanceof DataDirError || err instanceof ListenError || err instanceof ClusterStartError || err instanceof UwsLoadError) {
     process.stderr.write(`herald: ${err.message}\n`);
   } else {
-    process.stderr.write(`herald: failed to start: ${String((err as Error)?.stack ?? err)}\n`);
+    process.stderr.write(`herald: failed to start: ${describeError(err)}\n`);
   }
   process.exit(1);
 });

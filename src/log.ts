@@ -57,6 +57,11 @@ export function logLevelEnabled(level: LogLevel): boolean {
 
 type Fields = Record<string, unknown>;
 
+/** A thrown value as a log field or message: an error's stack (its first line is the message), anything else as text. */
+export function describeError(err: unknown): string {
+  return String((err as Error)?.stack ?? err);
+}
+
 /**
  * `name=value` whose name ends in token, secret, password or signature (`token=`,
  * `access_token=`, `auth_signature=`), `=` also URL-encoded (`%3D`). The value runs to the next
@@ -77,7 +82,7 @@ function maskValue(value: unknown, depth: number): unknown {
   if (typeof value === 'string') return maskSecretParams(value);
   if (depth >= MASK_DEPTH || value === null || typeof value !== 'object') return value;
   if (value instanceof Error) {
-    const text = String(value.stack ?? value);
+    const text = describeError(value);
     return HAS_SECRET_PARAM.test(text) ? maskSecretParams(text) : value;
   }
   if (Array.isArray(value)) {

@@ -8,7 +8,7 @@ import type { AppConfig, HeraldConfig, PushInstanceConfig } from './config/schem
 import type { CoreShardApi } from './shards/messages.js';
 import type { ShardRequester } from './shards/requester.js';
 import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
-import type { DebugTap } from './admin/tap.js';
+import type { DebugTap } from './debug-tap/tap.js';
 import type { DevicesClient } from './push/clients/devices.js';
 import type { PublishesClient } from './push/clients/publishes.js';
 import type { ReportsClient } from './push/clients/reports.js';

@@ -9,7 +9,7 @@ import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { us_listen_socket } from 'uWebSockets.js';
-import type { AppConfig, HeraldConfig, PushInstanceConfig } from './config/schema.js';
+import type { AppConfig, HeraldConfig } from './config/schema.js';
 import { loadUws, type UwsModule } from './http/uws-native.js';
 import { registerRoutes, type Route } from './http/router.js';
 import { LIBUS_LISTEN_DEFAULT, LIBUS_LISTEN_EXCLUSIVE_PORT, type ListenWithOptions } from './http/uws-listen.js';
@@ -29,18 +29,19 @@ import { HeraldError, CLOSE_CODES } from './errors.js';
 import { log } from './log.js';
 import type { ServerContext, ServerState } from './server-context.js';
 import type { HeraldShardApi } from './shard-api.js';
-import type { ShardRequestOf } from './shards/messages.js';
-import type { ChannelAdapter } from './channels/adapter/channel-adapter.js';
+import type { ChannelAdapter, ClusterCapability } from './channels/adapter/channel-adapter.js';
 import { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
 import type { TopicFanout } from './http/topic-fanout.js';
-import { RedisChannelAdapter, type RedisCluster } from './channels/adapter/redis/redis-adapter.js';
-import { randomNodeId } from './channels/adapter/redis/node-session.js';
-import { describeRedis } from './channels/adapter/redis/connection.js';
+import { RedisChannelAdapter } from './channels/adapter/redis/redis-adapter.js';
+import { Cluster } from './cluster/cluster.js';
+import { randomNodeId } from './cluster/node-session.js';
+import { describeRedis } from './cluster/connection.js';
 import { hostname } from 'node:os';
 import { registerWebSocket, type WebSocketEndpoint } from './channels/ws/endpoint.js';
 import { SocketRegistry } from './channels/socket-registry.js';
 import { SessionTopics } from './channels/http-fallback/topics.js';
 import { createHttpFallback, type HttpFallback } from './channels/http-fallback/endpoint.js';
+import { clusterSessionDirectory } from './channels/http-fallback/cluster-directory.js';
 import { DevicesClient } from './push/clients/devices.js';
 import { PublishesClient } from './push/clients/publishes.js';
 import { ReportsClient } from './push/clients/reports.js';
@@ -51,13 +52,11 @@ import { publishApiRoutes } from './push/http/publishes/routes.js';
 import { reportingApiRoutes } from './push/http/reports/routes.js';
 import { DebugHub } from './admin/debug-hub.js';
 import { createAdminArea, type AdminArea } from './admin/admin-area.js';
-import { tapSubscriptions } from './admin/subscription-tap.js';
-import { IdOrderedMap } from './tenants/id-ordered-map.js';
+import { RunningTenants } from './tenants/running-tenants.js';
 import { TenantRegistry } from './tenants/tenant-registry.js';
 import { retirePushInstance } from './push/clients/instances.js';
 import { LmdbTenantStore } from './tenants/lmdb-tenant-store.js';
 import { RedisTenantStore } from './tenants/redis-tenant-store.js';
-import { TENANT_PAGE_SIZE } from './tenants/tenant-store.js';
 
 export interface RunningHerald {
   readonly port: number;
@@ -100,15 +99,23 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
 
   const state: ServerState = { ready: false, draining: false };
   const registry = new SocketRegistry();
-  const appsById = new IdOrderedMap(config.apps.map((a) => [a.id, a]));
+  const running = new RunningTenants(config, {
+    shards,
+    config: () => ctx.config,
+    configChanged: (next) => {
+      ctx.config = next;
+      shards.setWorkerConfig(next);
+    },
+  });
   // Topic delivery reaches HTTP fallback sessions too (channels/http-fallback/topics.ts).
   const topics = new SessionTopics(main);
-  const adapter = await stopOnFailure(shards, undefined, () => createChannelAdapter(config, topics, shards, registry, () => ctx.config, appsById));
+  // With a `cluster` block, the cluster is this node's membership, shared by every area that keeps state in Redis.
+  const { adapter, cluster } = await stopOnFailure(shards, undefined, () => createChannelAdapter(config, topics, shards, registry, () => ctx.config, running.appsById));
   const ctx: ServerContext = {
     config,
-    appsById,
-    appsByKey: new Map(config.apps.map((a) => [a.key, a])),
-    pushInstances: new IdOrderedMap(config.push.map((p) => [p.instanceId, p])),
+    appsById: running.appsById,
+    appsByKey: running.appsByKey,
+    pushInstances: running.pushInstances,
     installSecret,
     state,
     debug,
@@ -120,20 +127,21 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     webhooks: new WebhooksClient(shards),
   };
   // What a cluster adds (null on a single node): shared tenants, fallback relay, overview, figures.
-  const cluster = adapter.cluster;
-  const tenants = tenantRegistry(ctx, shards, cluster, (appId, next) => ws.applyApp(appId, next));
-  await stopOnFailure(shards, adapter, () => startTenants(tenants, ctx, shards, cluster));
+  const capability = adapter.cluster;
+  const tenants = tenantRegistry(ctx, shards, running, cluster, capability);
+  await stopOnFailure(shards, adapter, () => startTenants(tenants, ctx, running, cluster));
 
   // The dashboard's subscription tap sits on the adapter, where subscriptions are recorded.
-  tapSubscriptions(ctx.channels, debug);
+  ctx.channels.tapSubscriptions(debug);
   const ws = registerWebSocket({ config: ctx.config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
+  running.attach(ws);
   const token = config.admin.token;
   // In a cluster, requests of a session that reach another node are relayed to the session's node.
-  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: cluster?.sessionDirectory() });
+  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: cluster ? clusterSessionDirectory(cluster) : undefined });
   const admin =
     token === null
       ? undefined
-      : createAdminArea({ ctx, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt, tenants, ...(cluster && { cluster: () => cluster.overview() }) });
+      : createAdminArea({ ctx, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt, tenants, ...(cluster && capability && { cluster: () => cluster.overview(capability.figures) }) });
   const metrics = new HeraldMetrics({
     core: ctx.core,
     webhooks: ctx.webhooks,
@@ -141,7 +149,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     connections: () => ws.connectionCounts(),
     configured: () => ({ apps: ctx.appsById.values(), instanceIds: ctx.pushInstances.keys() }),
     build: { version: heraldVersion(), uws: uwsBuild },
-    ...(cluster && { cluster: () => cluster.figures, clusterNodes: async () => (await cluster.overview()).nodes?.length ?? null }),
+    ...(cluster && capability && { cluster: () => capability.figures, clusterNodes: async () => (await cluster.members().catch(() => null))?.nodes.length ?? null }),
   });
 
   // With a separate metrics listener, /metrics is served there only (it need not be public).
@@ -184,7 +192,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter, ctx.webhooks, fallback);
     return stopping;
   };
-  const reload = async (file: Readonly<HeraldConfig>): Promise<ReloadReport> => applyReload(tenants.merge(file), { ctx, main, shards, ws, cluster });
+  const reload = async (file: Readonly<HeraldConfig>): Promise<ReloadReport> => applyReload(tenants.merge(file), { ctx, main, shards, running, capability });
   return { port, host: config.host, secure: main.secure, metricsPort, reload, stop };
 }
 
@@ -219,26 +227,17 @@ async function stopOnFailure<T>(shards: ShardPool<HeraldShardApi>, adapter: Chan
 function tenantRegistry(
   ctx: ServerContext,
   shards: ShardPool<HeraldShardApi>,
-  cluster: RedisCluster | null,
-  appChanged: (appId: string, next: AppConfig | undefined) => void,
+  running: RunningTenants,
+  cluster: Cluster | null,
+  capability: ClusterCapability | null,
 ): TenantRegistry {
-  const shared = cluster ? new RedisTenantStore(cluster.node) : null;
+  const shared = cluster ? new RedisTenantStore(cluster) : null;
   return new TenantRegistry({
     store: shared ?? new LmdbTenantStore(shards),
     shared,
-    shards,
-    appsById: ctx.appsById as IdOrderedMap<AppConfig>,
-    appsByKey: ctx.appsByKey as Map<string, AppConfig>,
-    pushInstances: ctx.pushInstances as IdOrderedMap<PushInstanceConfig>,
+    running,
     config: () => ctx.config,
-    effects: {
-      appChanged,
-      configChanged: (next) => {
-        ctx.config = next;
-        shards.setWorkerConfig(next);
-      },
-      appDeleted: (appId) => forgetRemovedApp(cluster, appId),
-    },
+    effects: { appDeleted: (appId) => forgetRemovedApp(capability, appId) },
     pushAllowed: !ctx.config.cluster || Boolean(ctx.config.cluster.postgresUrl),
     retirePush: (instanceId) => retirePushInstance(shards, instanceId),
   });
@@ -274,15 +273,12 @@ function routeTable(ctx: ServerContext, metrics: HeraldMetrics, admin: AdminArea
  */
 async function applyReload(
   merged: Readonly<HeraldConfig>,
-  running: { ctx: ServerContext; main: MainApp; shards: ShardPool<HeraldShardApi>; ws: WebSocketEndpoint; cluster: RedisCluster | null },
+  live: { ctx: ServerContext; main: MainApp; shards: ShardPool<HeraldShardApi>; running: RunningTenants; capability: ClusterCapability | null },
 ): Promise<ReloadReport> {
-  const { ctx, main, shards, ws, cluster } = running;
+  const { ctx, main, shards, running, capability } = live;
   const plan = planReload(ctx.config, merged);
   const { effective, tenants } = plan;
   if (effective.tls) main.reloadCertificates(effective.tls);
-  // Shards before the main thread: a request the main thread lets through for a new app must
-  // find the app on its shard. A shard that misses it gets the config when it restarts.
-  shards.setWorkerConfig(effective);
   // Push instances gone from the file: their records are retired (and purged) on every shard.
   const retired = await Promise.allSettled(tenants.removedPush.map((id) => retirePushInstance(shards, id)));
   for (const r of retired) {
@@ -291,37 +287,20 @@ async function applyReload(
   // Only apps or push instances changed: the shards take the changed entries (core.tenants),
   // as for an admin API change; else each shard's runtime hands the whole config to every area.
   const onlyTenants = plan.changed.every((setting) => setting === 'apps' || setting === 'push');
-  const answers = onlyTenants
-    ? await Promise.allSettled(tenantPages(tenants).map((page) => shards.broadcast({ type: 'core.tenants', ...page })))
+  const reloaded = onlyTenants
+    ? []
     : await Promise.allSettled(Array.from({ length: ctx.core.shardCount }, (_, i) => ctx.core.request(i, { type: 'core.reload', config: effective as HeraldConfig })));
+  // The shards before this thread: a request this thread lets through for a new app must find
+  // the app on its shard. A shard that misses it gets the config when it restarts.
+  const { closed, taken } = running.apply(tenants, { config: effective, shardsUpToDate: !onlyTenants });
+  const answers = [...reloaded, ...(await Promise.allSettled([taken]))];
   for (const a of answers) {
     if (a.status === 'rejected') log.error('reload: a shard did not take the new config', { error: String(a.reason) });
   }
-  ctx.config = effective;
   setLogLevel(effective.logLevel);
-  // This thread: the map entries and the sockets of the changed apps only.
-  const appsById = ctx.appsById as IdOrderedMap<AppConfig>;
-  const appsByKey = ctx.appsByKey as Map<string, AppConfig>;
-  let closedConnections = 0;
-  for (const id of tenants.removedApps) {
-    const previous = appsById.get(id);
-    appsById.delete(id);
-    if (previous && appsByKey.get(previous.key) === previous) appsByKey.delete(previous.key);
-    closedConnections += ws.applyApp(id, undefined);
-  }
-  if (cluster) await Promise.all(tenants.removedApps.map((id) => forgetRemovedApp(cluster, id)));
-  for (const app of tenants.apps) {
-    const previous = appsById.get(app.id);
-    if (previous && appsByKey.get(previous.key) === previous) appsByKey.delete(previous.key);
-    appsById.set(app.id, app);
-    appsByKey.set(app.key, app);
-  }
-  for (const app of tenants.apps) closedConnections += ws.applyApp(app.id, app);
-  const pushInstances = ctx.pushInstances as IdOrderedMap<PushInstanceConfig>;
-  for (const id of tenants.removedPush) pushInstances.delete(id);
-  for (const instance of tenants.push) pushInstances.set(instance.instanceId, instance);
+  await Promise.all(tenants.removedApps.map((id) => forgetRemovedApp(capability, id)));
   if (plan.changed.includes('push')) logMissingCredentials(effective);
-  return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections };
+  return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections: closed };
 }
 
 /**
@@ -329,47 +308,26 @@ async function applyReload(
  * cluster, its cached events in Redis go too. A failure (Redis away) is logged: they expire
  * after the app's cacheTtlSeconds.
  */
-async function forgetRemovedApp(cluster: RedisCluster | null, appId: string): Promise<void> {
-  await cluster?.forgetApp(appId).catch((err: unknown) => log.warn('app removed: its cached events not dropped from Redis (they expire with their TTL)', { appId, error: String(err) }));
+async function forgetRemovedApp(capability: ClusterCapability | null, appId: string): Promise<void> {
+  await capability?.forgetApp(appId).catch((err: unknown) => log.warn('app removed: its cached events not dropped from Redis (they expire with their TTL)', { appId, error: String(err) }));
 }
 
 /**
  * Reads the stored tenants and runs with them: the maps and the running config get those the
- * config file does not shadow, the shards get them in one message each. In a cluster, another
- * node's change notice is applied from then on.
+ * config file does not shadow, the shards get them in `core.tenants` pages. In a cluster,
+ * another node's change notice is applied from then on.
  */
-async function startTenants(tenants: TenantRegistry, ctx: ServerContext, shards: ShardPool<HeraldShardApi>, cluster: RedisCluster | null): Promise<void> {
-  const running = await tenants.load(ctx.config);
+async function startTenants(tenants: TenantRegistry, ctx: ServerContext, running: RunningTenants, cluster: Cluster | null): Promise<void> {
+  const loaded = await tenants.load(ctx.config);
   const fileApps = new Set(ctx.config.apps.map((a) => a.id));
   const filePush = new Set(ctx.config.push.map((p) => p.instanceId));
-  const apps = running.apps.filter((a) => !fileApps.has(a.id));
-  const push = running.push.filter((p) => !filePush.has(p.instanceId));
-  for (const app of apps) {
-    (ctx.appsById as IdOrderedMap<AppConfig>).set(app.id, app);
-    (ctx.appsByKey as Map<string, AppConfig>).set(app.key, app);
-  }
-  for (const instance of push) (ctx.pushInstances as IdOrderedMap<PushInstanceConfig>).set(instance.instanceId, instance);
-  ctx.config = running;
-  shards.setWorkerConfig(running);
-  for (const page of tenantPages({ apps, push })) await shards.broadcast({ type: 'core.tenants', ...page });
-  if (cluster) cluster.onTenantChanged = () => tenants.changedElsewhere();
+  const apps = loaded.apps.filter((a) => !fileApps.has(a.id));
+  const push = loaded.push.filter((p) => !filePush.has(p.instanceId));
+  await running.apply({ apps, push }, { config: loaded }).taken;
+  cluster?.onControl((message, origin) => {
+    if (message.type === 'tenantChanged' && origin !== cluster.nodeId) tenants.changedElsewhere();
+  });
   tenants.follow();
-}
-
-/**
- * A change of apps and push instances as `core.tenants` messages of at most TENANT_PAGE_SIZE
- * entries each: one message of 10,000 apps would grow the pack buffers of both threads by megabytes.
- */
-function tenantPages(change: { apps?: AppConfig[]; removedApps?: string[]; push?: PushInstanceConfig[]; removedPush?: string[] }): Omit<ShardRequestOf<HeraldShardApi, 'core.tenants'>, 'type'>[] {
-  const pages: Omit<ShardRequestOf<HeraldShardApi, 'core.tenants'>, 'type'>[] = [];
-  const add = <K extends 'apps' | 'removedApps' | 'push' | 'removedPush'>(field: K, entries: NonNullable<(typeof change)[K]>) => {
-    for (let i = 0; i < entries.length; i += TENANT_PAGE_SIZE) pages.push({ [field]: entries.slice(i, i + TENANT_PAGE_SIZE) });
-  };
-  add('removedApps', change.removedApps ?? []);
-  add('apps', change.apps ?? []);
-  add('removedPush', change.removedPush ?? []);
-  add('push', change.push ?? []);
-  return pages;
 }
 
 /** Says, per push instance, which platforms it has no credentials for (their devices fail). */
@@ -390,7 +348,10 @@ export class ClusterStartError extends Error {
   override readonly name = 'ClusterStartError';
 }
 
-/** The Redis adapter with a `cluster` block; otherwise the local adapter (this process's shards and uWS topics). */
+/**
+ * With a `cluster` block, the node's cluster (built here, once) and the Redis adapter on it,
+ * which joins it; otherwise the local adapter (this process's shards and uWS topics).
+ */
 async function createChannelAdapter(
   config: Readonly<HeraldConfig>,
   topics: TopicFanout,
@@ -398,20 +359,20 @@ async function createChannelAdapter(
   registry: SocketRegistry,
   running: () => Readonly<HeraldConfig>,
   apps: ReadonlyMap<string, AppConfig>,
-): Promise<ChannelAdapter<RedisCluster>> {
+): Promise<{ adapter: ChannelAdapter; cluster: Cluster | null }> {
   if (config.cluster) {
-    const nodeId = config.cluster.nodeId ?? randomNodeId(hostname());
     try {
-      const adapter = await RedisChannelAdapter.start({ topics, registry, shards, cluster: config.cluster, config: running, apps, nodeId });
-      log.info('cluster: node joined', { nodeId, redis: describeRedis(config.cluster), keyPrefix: config.cluster.keyPrefix });
-      return adapter;
+      const cluster = new Cluster(config.cluster, { nodeId: config.cluster.nodeId ?? randomNodeId(hostname()) });
+      const adapter = await RedisChannelAdapter.start({ topics, registry, shards, cluster, subscriptionWaitMs: config.cluster.subscriptionWaitMs, config: running, apps });
+      log.info('cluster: node joined', { nodeId: cluster.nodeId, redis: describeRedis(config.cluster), keyPrefix: config.cluster.keyPrefix });
+      return { adapter, cluster };
     } catch (err) {
       throw new ClusterStartError(
         `cluster: cannot join through ${describeRedis(config.cluster)}: ${(err as Error).message}; check cluster.redisUrl (or HERALD_REDIS_URL) and that Redis runs there`,
       );
     }
   }
-  return new LocalChannelAdapter(topics, shards, registry);
+  return { adapter: new LocalChannelAdapter(topics, shards, registry), cluster: null };
 }
 
 /**

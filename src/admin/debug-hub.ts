@@ -5,15 +5,15 @@
  *
  * Taps are off by default: an app is watched only while at least one stream asks for it, and
  * the shards hear which apps are watched (webhook attempts of those apps come back over a
- * BroadcastChannel, see webhooks/shard-tap.ts). Under load each watched app passes at most
+ * BroadcastChannel, see debug-tap/shard-tap.ts). Under load each watched app passes at most
  * `maxEventsPerSecond` events a second: the next second shows one event in `every`, and the
  * listeners are told so (a `sampling` notice) to say it on the page.
  */
 import { BroadcastChannel } from 'node:worker_threads';
-import { log } from '../log.js';
+import { describeError, log } from '../log.js';
 import type { PublishJob } from '../push/messages/publishes.js';
-import { dataPreview, type DebugEvent, type DebugTap } from './tap.js';
-import { shardTapChannelNames, type ShardTapMessage, type WatchMessage } from '../webhooks/shard-tap.js';
+import { dataPreview, type DebugEvent, type DebugTap } from '../debug-tap/tap.js';
+import { shardTapChannelNames, type ShardTapMessage, type WatchMessage } from '../debug-tap/shard-tap.js';
 
 /** Events per second per watched app passed on in full; above it the console is sampled. */
 export const DEFAULT_MAX_EVENTS_PER_SECOND = 200;
@@ -197,7 +197,7 @@ export class DebugHub implements DebugTap {
       try {
         listener(message);
       } catch (err) {
-        log.error('debug stream listener failed', { error: String((err as Error)?.stack ?? err) });
+        log.error('debug stream listener failed', { error: describeError(err) });
       }
     }
   }

@@ -11,7 +11,7 @@ import { errorReply, type Handler, type Reply, type RequestContext, type RouteOp
 import type { ServerContext } from '../server-context.js';
 import { publishEvent, validateEvent } from '../channels/http-api/events.js';
 import { isPresenceChannel } from '../channels/names.js';
-import type { ClusterOverview } from '../channels/adapter/redis/redis-adapter.js';
+import type { ClusterOverview } from '../cluster/cluster.js';
 import { parseJsonObject } from '../push/http/common.js';
 import { PLATFORMS, type Platform } from '../push/platform.js';
 import type { GatewayCounts, PublishJob } from '../push/messages/publishes.js';

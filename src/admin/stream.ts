@@ -11,7 +11,7 @@
  */
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { HeraldError } from '../errors.js';
-import { log } from '../log.js';
+import { describeError, log } from '../log.js';
 import { statusLine } from '../http/uws-http.js';
 import { adminErrorReply, type AdminDeps } from './routes.js';
 import type { DebugMessage } from './debug-hub.js';
@@ -33,7 +33,7 @@ export function adminStreams(deps: AdminDeps): StreamRegistry {
     try {
       startStream(res, req, deps, open);
     } catch (err) {
-      log.error('admin stream failed', { error: String((err as Error)?.stack ?? err) });
+      log.error('admin stream failed', { error: describeError(err) });
       try {
         res.cork(() => res.writeStatus('500 Internal Server Error').end('', true));
       } catch {

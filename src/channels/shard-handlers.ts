@@ -21,7 +21,7 @@
  */
 import type { AppConfig } from '../config/schema.js';
 import { HeraldError } from '../errors.js';
-import { log } from '../log.js';
+import { describeError, log } from '../log.js';
 import type { ShardArea, ShardContext } from '../shards/context.js';
 import type { ChannelEventBody, WebhookEmitter } from '../webhooks/emitter.js';
 import { channelType, countsSubscriptions } from './names.js';
@@ -186,7 +186,7 @@ class ChannelArea {
       return { ok: true, value: 'join' in op ? this.subscribe(op.join) : this.unsubscribe(op.leave) };
     } catch (err) {
       if (err instanceof HeraldError) return { ok: false, code: err.code, message: err.message };
-      log.error('channel membership op failed', { shard: this.ctx.shardIndex, error: String((err as Error)?.stack ?? err) });
+      log.error('channel membership op failed', { shard: this.ctx.shardIndex, error: describeError(err) });
       return { ok: false, code: 'INTERNAL', message: 'Internal error in storage shard' };
     }
   }

@@ -1,9 +1,10 @@
 /**
  * Main-thread per-connection state and the registry of live connections: by socket id and,
  * for signed-in users, by user id, per app. Used for socket_id exclusion, C5
- * terminate_connections, connection quotas, watchlists and the sweep.
+ * terminate_connections, connection quotas, watchlists and the sweep. A connection's socket is
+ * a ClientSocket: a uWS WebSocket, or an HTTP fallback session standing in for one.
  */
-import type { WebSocket } from 'uWebSockets.js';
+import type { RecognizedString } from 'uWebSockets.js';
 import type { AppConfig } from '../config/schema.js';
 import { CLOSE_CODES } from '../errors.js';
 import { errorFrame } from './frames.js';
@@ -15,7 +16,7 @@ import type { SmallMap } from './small-map.js';
  * otherwise; null for errors that are not close codes, such as a 1009 close). `reason` is the
  * close frame's short text (at most 123 bytes; defaults to the message).
  */
-export function endWithError(ws: WebSocket<unknown>, closeCode: number, message: string, errorCode: number | null = closeCode, reason = message): void {
+export function endWithError(ws: ClientSocket, closeCode: number, message: string, errorCode: number | null = closeCode, reason = message): void {
   ws.cork(() => {
     ws.send(errorFrame(errorCode, message));
     ws.end(closeCode, closeReason(reason));
@@ -81,12 +82,35 @@ export class Membership {
   }
 }
 
+/**
+ * A client connection as the channel code sees it: uWS' WebSocket has these methods as they are,
+ * and an HTTP fallback session (http-fallback/session.ts) implements them over its queue, so the
+ * endpoint, the protocol handler, the sweep, the registry and the adapter serve both alike.
+ */
+export interface ClientSocket {
+  getUserData(): SocketUserData;
+  /** Sends (or queues) a frame: 1 sent, 0 queued under backpressure, 2 dropped (uWS' codes). */
+  send(message: string): number;
+  /** Runs `cb`; what it sends goes out in one write. */
+  cork(cb: () => void): unknown;
+  /** Closes with the close code and reason, after what was sent; the close handler runs. */
+  end(code?: number, reason?: string): void;
+  subscribe(topic: string): boolean;
+  unsubscribe(topic: string): boolean;
+  isSubscribed(topic: string): boolean;
+  getTopics(): string[];
+  /** Sends to every subscriber of the topic but this socket (a client event). */
+  publish(topic: RecognizedString, message: RecognizedString): boolean;
+  /** Bytes sent to it and not yet written out (the sweep's backpressure check). */
+  getBufferedAmount(): number;
+}
+
 export interface SocketState {
   readonly socketId: string;
   /** The app's config; replaced by a reload (SIGHUP) so new secrets and limits apply at once. */
   app: AppConfig;
   /** Set in open; never touched after `closed`. */
-  ws: WebSocket<SocketUserData> | null;
+  ws: ClientSocket | null;
   closed: boolean;
   /** Channel name → membership, for channels joined, joining or leaving. */
   readonly channels: SmallMap<Membership>;
@@ -113,12 +137,12 @@ export interface SocketUserData {
    */
   clientAddress: string;
   /**
-   * A slow consumer being let go (endpoint.ts): epoch ms by which it is closed whether or not
+   * A slow consumer being let go (ws/slow-consumers.ts): epoch ms by which it is closed whether or not
    * it read its backlog; 0 otherwise.
    */
   slowUntil?: number;
   /**
-   * A connection waiting for the adapter to admit it (cluster connection quota, endpoint.ts):
+   * A connection waiting for the adapter to admit it (cluster connection quota, ws/admission.ts):
    * not registered yet, receives nothing; `closed` is set if it closes meanwhile.
    */
   admitting?: SocketState | null;

@@ -5,7 +5,7 @@
  */
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { HeraldError } from '../errors.js';
-import { log, logLevelEnabled, RateLimitedLog } from '../log.js';
+import { describeError, log, logLevelEnabled, RateLimitedLog } from '../log.js';
 import { apiOfPattern, recordHttpRequest } from '../metrics/http-metrics.js';
 import { uwsHandler, type AnswerObserver, type Handler, type RouteOptions } from './uws-http.js';
 
@@ -79,7 +79,7 @@ function guarded(callback: (res: HttpResponse, req: HttpRequest) => void): (res:
     try {
       callback(res, req);
     } catch (err) {
-      log.error('http request callback failed', { error: String((err as Error)?.stack ?? err) });
+      log.error('http request callback failed', { error: describeError(err) });
       try {
         res.cork(() => res.writeStatus('500 Internal Server Error').end('', true));
       } catch {

@@ -23,8 +23,8 @@
  */
 import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { AppOptions, RecognizedString, TemplatedApp, WebSocket, WebSocketBehavior, us_listen_socket } from 'uWebSockets.js';
-import type { TopicFanout } from './topic-fanout.js';
+import type { AppOptions, RecognizedString, TemplatedApp, WebSocketBehavior, us_listen_socket } from 'uWebSockets.js';
+import type { PublishingSocket, TopicFanout } from './topic-fanout.js';
 import type { TlsConfig } from '../config/schema.js';
 import { ConfigError } from '../config/load.js';
 import { checkTlsFiles } from '../config/key-material.js';
@@ -172,7 +172,7 @@ export class MainApp implements TopicFanout {
     return n;
   }
 
-  publishFrom(ws: WebSocket<unknown>, topic: RecognizedString, message: RecognizedString): void {
+  publishFrom(ws: PublishingSocket, topic: RecognizedString, message: RecognizedString): void {
     // A socket's publish reaches its own app's subscribers only.
     ws.publish(topic, message);
     const apps = this.apps;

@@ -2,7 +2,13 @@
  * The publish target of channel delivery (channels/adapter/topic-delivery.ts), implemented by
  * the HTTP layer's MainApp (tls.ts): here so that both may import it.
  */
-import type { RecognizedString, WebSocket } from 'uWebSockets.js';
+import type { RecognizedString } from 'uWebSockets.js';
+
+/** A socket that publishes from itself: uWS' WebSocket, or an HTTP fallback session standing in for one. */
+export interface PublishingSocket {
+  /** Sends to every subscriber of the topic but this socket. */
+  publish(topic: RecognizedString, message: RecognizedString): boolean;
+}
 
 /**
  * Where frames go: the uWS topics of every app of this process whose WebSocket connections may
@@ -14,5 +20,5 @@ export interface TopicFanout {
   /** Subscribers of the topic, over every app. */
   numSubscribers(topic: RecognizedString): number;
   /** Publishes from `ws` (subscribed to the topic): every subscriber but `ws` gets it. */
-  publishFrom(ws: WebSocket<unknown>, topic: RecognizedString, message: RecognizedString): void;
+  publishFrom(ws: PublishingSocket, topic: RecognizedString, message: RecognizedString): void;
 }

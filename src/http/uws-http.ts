@@ -11,7 +11,7 @@
  */
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { HeraldError, channelErrorBody, pushErrorBody, type ErrorCode } from '../errors.js';
-import { log } from '../log.js';
+import { describeError, log } from '../log.js';
 
 /** Which error body shape a route answers with. */
 export type ErrorStyle = 'channel' | 'push' | 'plain';
@@ -300,7 +300,7 @@ export function errorReply(err: unknown, style: ErrorStyle, path: string): Reply
   if (err instanceof HeraldError) {
     herr = err;
   } else {
-    log.error('unhandled error in request handler', { path, error: String((err as Error)?.stack ?? err) });
+    log.error('unhandled error in request handler', { path, error: describeError(err) });
     herr = new HeraldError('INTERNAL');
   }
   const body = style === 'push' ? pushErrorBody(herr) : channelErrorBody(herr);

@@ -17,7 +17,7 @@
 import { closeSync, fsyncSync, openSync, rmSync, statSync, statfsSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { HeraldError } from '../errors.js';
-import { log } from '../log.js';
+import { describeError, log } from '../log.js';
 import type { DiskFullFigures } from './shard-metrics.js';
 
 /** Size of each shard's reserve file (`<dataDir>/shard-<n>/space-reserve`), bytes. */
@@ -209,6 +209,6 @@ export async function storageWriteFailed(err: unknown): Promise<boolean> {
 /** Logs a failed background write at error level, unless it was a full disk (logged once per episode). */
 export function logWriteFailure(err: unknown, message: string, fields: Record<string, unknown> = {}): void {
   void storageWriteFailed(err).then((full) => {
-    if (!full) log.error(message, { ...fields, error: String((err as Error)?.stack ?? err) });
+    if (!full) log.error(message, { ...fields, error: describeError(err) });
   });
 }

@@ -15,7 +15,7 @@
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { HeraldError, ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
-import { log } from '../log.js';
+import { describeError, log } from '../log.js';
 import { ShardCodec } from './codec.js';
 import type { CoreShardApi, ShardEnvelope, ShardReply, ShardRequestOf, ShardRequestType, ShardResponseOf, ShardWorkerData } from './messages.js';
 import type { ShardRequester, ShardRestartListener } from './requester.js';
@@ -306,7 +306,7 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
       try {
         listener(shard);
       } catch (err) {
-        log.error('shard restart listener failed', { shard, error: String((err as Error)?.stack ?? err) });
+        log.error('shard restart listener failed', { shard, error: describeError(err) });
       }
     }
   }

@@ -8,7 +8,7 @@ import { threadId, workerData } from 'node:worker_threads';
 import { join } from 'node:path';
 import { HeraldError } from '../errors.js';
 import type { HeraldConfig } from '../config/schema.js';
-import { log, setLogLevel } from '../log.js';
+import { describeError, log, setLogLevel } from '../log.js';
 import { shardMetrics } from './shard-counters.js';
 import { ShardCodec } from './codec.js';
 import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
@@ -129,7 +129,7 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
         const full = diskFull.error();
         reply = { ok: false, code: full.code, message: full.message, boot: threadId };
       } else {
-        log.error('shard handler failed', { shard: ctx.shardIndex, type, error: String((err as Error)?.stack ?? err) });
+        log.error('shard handler failed', { shard: ctx.shardIndex, type, error: describeError(err) });
         reply = { ok: false, code: 'INTERNAL', message: 'Internal error in storage shard', boot: threadId };
       }
     }

@@ -7,8 +7,8 @@
  * that missed the notice catches up from the log (tenant-sync.ts). Durable as far as the Redis
  * deployment is (AOF, replicas: docs/scaling.md).
  */
-import type { ClusterNode } from '../channels/adapter/redis/cluster-node.js';
-import { whenAvailable } from '../channels/adapter/redis/connection.js';
+import type { Cluster } from '../cluster/cluster.js';
+import { whenAvailable } from '../cluster/connection.js';
 import type { TenantKind, TenantRecord } from './tenant-record.js';
 import { tenantId } from './tenant-record.js';
 import { TENANT_PAGE_SIZE, type SharedTenantStore, type TenantChangeEntry } from './tenant-store.js';
@@ -25,14 +25,14 @@ return version
 `;
 
 export class RedisTenantStore implements SharedTenantStore {
-  constructor(private readonly node: ClusterNode) {}
+  constructor(private readonly cluster: Cluster) {}
 
   private key(name: string): string {
-    return `${this.node.keys.prefix}tenants:${name}`;
+    return `${this.cluster.keys.prefix}tenants:${name}`;
   }
 
   private get redis() {
-    return this.node.connections.commands;
+    return this.cluster.connections.commands;
   }
 
   async *pages(): AsyncIterable<TenantRecord[]> {
@@ -66,7 +66,7 @@ export class RedisTenantStore implements SharedTenantStore {
   }
 
   async notify(kind: TenantKind, id: string): Promise<void> {
-    await this.node.bus.sendControl('all', { type: 'tenantChanged', kind, id });
+    await this.cluster.sendControl('all', { type: 'tenantChanged', kind, id });
   }
 
   async version(): Promise<number> {
@@ -85,8 +85,8 @@ export class RedisTenantStore implements SharedTenantStore {
   }
 
   onResubscribed(listener: () => void): () => void {
-    // The delivery bus subscribes again on the subscriber's 'ready' (delivery-bus.ts resubscribe).
-    const subscriber = this.node.connections.subscriber;
+    // The cluster subscribes to its control channels again on the subscriber's 'ready' (cluster.ts resubscribe).
+    const subscriber = this.cluster.connections.subscriber;
     subscriber.on('ready', listener);
     return () => subscriber.off('ready', listener);
   }

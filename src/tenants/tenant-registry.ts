@@ -1,10 +1,11 @@
 /**
  * Apps and push instances at run time (main thread): the config file's `apps`/`push` (the
  * seed) merged with the tenant store's records, and the admin API's changes applied live, one
- * tenant at a time: the id and key maps get one entry set or removed (lookups stay one Map
- * get), the shards get only the changed entry (`core.tenants`), and only that app's sockets are
- * visited (closed 4001 when deleted or its key changed, 4003 when disabled, else they take the
- * new limits and secret). No other tenant is touched.
+ * tenant at a time through the running tenants (running-tenants.ts): the id and key maps get one
+ * entry set or removed (lookups stay one Map get), the shards get only the changed entry
+ * (`core.tenants`), and only that app's sockets are visited (closed 4001 when deleted or its key
+ * changed, 4003 when disabled, else they take the new limits and secret). No other tenant is
+ * touched.
  *
  * The seed wins: a record whose id (or key) a config-file entry has is not served, and the
  * admin API refuses to create one (409) or to change or delete a config-file entry (409).
@@ -14,9 +15,8 @@ import { appSchema, HISTORY_IN_CLUSTER, pushInstanceSchema, type AppConfig, type
 import { HeraldError } from '../errors.js';
 import type { SecretGrace } from '../config/secret-grace.js';
 import { log } from '../log.js';
-import type { CoreShardApi, ShardRequestOf } from '../shards/messages.js';
-import type { ShardRequester } from '../shards/requester.js';
-import { configWithTenants } from '../shards/tenant-lists.js';
+import type { TenantChange } from '../shards/context.js';
+import type { RunningTenants } from './running-tenants.js';
 import type { AppRecord, PushRecord, TenantKind, TenantRecord } from './tenant-record.js';
 import type { SharedTenantStore, TenantStore } from './tenant-store.js';
 import { TenantSync, type TenantHolder } from './tenant-sync.js';
@@ -25,12 +25,8 @@ import { checkPushKeyMaterial, refuseFilePaths, withoutKeyFiles } from './tenant
 /** Longest grace period of a rotated secret (seconds): 7 days. */
 export const MAX_GRACE_SECONDS = 7 * 24 * 3600;
 
-/** The live side a change reaches besides the maps: sockets and the shards. */
+/** What a change reaches beyond the running tenants. */
 export interface TenantEffects {
-  /** The app's sockets: closed (`next` undefined: 4001; key changed: 4001; disabled: 4003) or given `next`. */
-  appChanged(appId: string, next: AppConfig | undefined): void;
-  /** Keeps the running config (and a restarted shard's) in step. */
-  configChanged(config: Readonly<HeraldConfig>): void;
   /**
    * An app deleted through this node, once removed here: drops what it keeps in state shared by
    * the nodes (a cluster's cached events in Redis; nothing on one node, whose shards drop the
@@ -43,10 +39,8 @@ export interface TenantRegistryDeps {
   store: TenantStore;
   /** The same store when the nodes of a cluster share it (changes announced and caught up); null on one node. */
   shared: SharedTenantStore | null;
-  shards: ShardRequester<CoreShardApi>;
-  appsById: Map<string, AppConfig>;
-  appsByKey: Map<string, AppConfig>;
-  pushInstances: Map<string, PushInstanceConfig>;
+  /** The running apps and push instances: a change is applied there. */
+  running: RunningTenants;
   /** The running config (apps and push included). */
   config: () => Readonly<HeraldConfig>;
   effects: TenantEffects;
@@ -143,7 +137,7 @@ export class TenantRegistry implements TenantHolder {
     refuseFilePaths(body, 'apps[]');
     const config = parseTenant(appSchema, { ...body, secret: body.secret ?? newSecret() }, 'apps[]') as AppConfig;
     this.checkHistoryAllowed(config);
-    if (this.deps.appsById.has(config.id) || this.records.has(recordKey('app', config.id))) {
+    if (this.deps.running.appsById.has(config.id) || this.records.has(recordKey('app', config.id))) {
       throw new HeraldError('ADMIN_CONFLICT', `An app with id ${config.id} exists`);
     }
     this.checkKeyFree(config.key, undefined);
@@ -160,7 +154,7 @@ export class TenantRegistry implements TenantHolder {
     refuseFilePaths(body, 'push[]');
     const config = parseTenant(pushInstanceSchema, { ...body, instanceId: body.instanceId ?? randomUUID(), secretKey: body.secretKey ?? newSecret() }, 'push[]') as PushInstanceConfig;
     checkPushKeyMaterial(config, body);
-    if (this.deps.pushInstances.has(config.instanceId) || this.records.has(recordKey('push', config.instanceId))) {
+    if (this.deps.running.pushInstances.has(config.instanceId) || this.records.has(recordKey('push', config.instanceId))) {
       throw new HeraldError('ADMIN_CONFLICT', `A push instance with id ${config.instanceId} exists`);
     }
     await this.commit({ kind: 'push', config, updatedAtMs: Date.now() });
@@ -239,7 +233,7 @@ export class TenantRegistry implements TenantHolder {
   }
 
   private checkKeyFree(key: string, ownId: string | undefined): void {
-    const holder = this.deps.appsByKey.get(key);
+    const holder = this.deps.running.appsByKey.get(key);
     if ((holder && holder.id !== ownId) || this.seedAppKeys.has(key)) throw new HeraldError('ADMIN_CONFLICT', `Another app has the key ${key}`);
     const recordHolder = this.recordAppIdsByKey.get(key);
     if (recordHolder !== undefined && recordHolder !== ownId) throw new HeraldError('ADMIN_CONFLICT', `Another app has the key ${key}`);
@@ -330,48 +324,23 @@ export class TenantRegistry implements TenantHolder {
 
   private applyRecord(record: TenantRecord): void {
     if (this.shadowed(record)) return;
-    if (record.kind === 'app') {
-      const next = running(record);
-      const previous = this.deps.appsById.get(next.id);
-      if (previous && previous.key !== next.key && this.deps.appsByKey.get(previous.key) === previous) this.deps.appsByKey.delete(previous.key);
-      this.deps.appsById.set(next.id, next);
-      this.deps.appsByKey.set(next.key, next);
-      this.patchConfig({ apps: [next] });
-      this.deps.effects.appChanged(next.id, next);
-    } else {
-      const next = running(record);
-      this.deps.pushInstances.set(next.instanceId, next);
-      this.patchConfig({ push: [next] });
-    }
+    this.apply(record.kind === 'app' ? { apps: [running(record)] } : { push: [running(record)] });
   }
 
   private applyRemoval(kind: TenantKind, id: string): void {
     if (this.source(kind, id) === 'config') return;
     if (kind === 'app') {
-      const previous = this.deps.appsById.get(id);
-      if (!previous) return;
-      this.deps.appsById.delete(id);
-      if (this.deps.appsByKey.get(previous.key) === previous) this.deps.appsByKey.delete(previous.key);
-      this.patchConfig({ removedApps: [id] });
-      this.deps.effects.appChanged(id, undefined);
-    } else {
-      if (!this.deps.pushInstances.delete(id)) return;
-      this.patchConfig({ removedPush: [id] });
+      if (this.deps.running.appsById.has(id)) this.apply({ removedApps: [id] });
+    } else if (this.deps.running.pushInstances.has(id)) {
+      this.apply({ removedPush: [id] });
     }
   }
 
-  /**
-   * The running config (its lists views of the maps, which hold the change already) and every
-   * shard take the changed entries only.
-   */
-  private patchConfig(change: Omit<ShardRequestOf<CoreShardApi, 'core.tenants'>, 'type'>): void {
-    this.deps.effects.configChanged(configWithTenants(this.deps.config(), { apps: this.deps.appsById, push: this.deps.pushInstances }));
-    for (let shard = 0; shard < this.deps.shards.shardCount; shard++) {
-      this.deps.shards.request(shard, { type: 'core.tenants', ...change }).catch((err: unknown) => {
-        // A shard that missed it takes the running config when its worker restarts.
-        log.error('tenants: a shard did not take the change', { shard, error: String(err) });
-      });
-    }
+  private apply(change: TenantChange): void {
+    this.deps.running.apply(change).taken.catch((err: unknown) => {
+      // A shard that missed it takes the running config when its worker restarts.
+      log.error('tenants: a shard did not take the change', { error: String(err) });
+    });
   }
 }
 

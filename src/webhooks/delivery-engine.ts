@@ -10,13 +10,14 @@
  * entry is delivered, rescheduled or dead-lettered.
  */
 import type { HeraldConfig } from '../config/schema.js';
-import { log } from '../log.js';
+import { shardTapEvent, shardWatching } from '../debug-tap/shard-tap.js';
+import type { DebugEvent } from '../debug-tap/tap.js';
+import { describeError, log } from '../log.js';
 import { DeliveryQueue, readyAt } from './delivery-queue.js';
 import { WebhookSender, redactUrl, retryDelayMs, type DeliveryResult, type WebhookRequest } from './http-sender.js';
 import type { OutboxEntry, WebhookTarget } from './outbox-store.js';
 import { channelRequest, publishRequest, pushRequest } from './requests.js';
 import type { WebhookTargets } from './targets.js';
-import { tapWebhookAttempt } from './shard-tap.js';
 
 /** Events per channel webhook request; a larger backlog goes out in several requests. */
 export const MAX_EVENTS_PER_REQUEST = 100;
@@ -243,7 +244,7 @@ export class DeliveryEngine {
         if (this.#state === 'closed') return;
         this.settle(queue, batch, result);
       })
-      .catch((err: unknown) => log.error('webhook delivery bug', { error: String((err as Error)?.stack ?? err) }))
+      .catch((err: unknown) => log.error('webhook delivery bug', { error: describeError(err) }))
       .finally(() => {
         this.requests.delete(done);
         slots.active--;
@@ -321,4 +322,18 @@ export function queueKey(target: WebhookTarget): string {
     case 'publish':
       return JSON.stringify(['publish', target.url]);
   }
+}
+
+/** A channel webhook request finished (delivered or failed): shown when its app is watched. */
+function tapWebhookAttempt(target: WebhookTarget, batch: readonly OutboxEntry[], result: DeliveryResult): void {
+  if (target.kind !== 'channel' || !shardWatching(target.appId)) return;
+  const event: DebugEvent = {
+    kind: 'webhook',
+    url: redactUrl(target.url),
+    events: batch.map((entry) => String(entry.event?.name ?? '?')),
+    ok: result.ok,
+  };
+  if (result.status !== undefined) event.status = result.status;
+  if (!result.ok) event.error = result.error;
+  shardTapEvent(target.appId, event);
 }

@@ -1,10 +1,14 @@
 /**
  * How other areas inside a shard worker hand events to the webhook outbox. Both methods are
- * synchronous fire-and-forget: the event is queued for a durable LMDB write in the same tick
- * (committed within a few ms, see docs/webhooks.md "Delivery guarantees") and delivered in
- * the background with retries. Callers never await anything and never see delivery errors.
- * The outbox write is issued inside the call, so it commits no later than any LMDB write the
- * caller issues afterwards in the same shard: await your own later write to know both are on disk.
+ * synchronous fire-and-forget: callers never await anything and never see delivery errors.
+ *
+ * Two implementations pass one contract test suite (test/unit/webhooks/webhook-emitter-contract.ts):
+ * - the local one (outbox.ts, one node): the shard's LMDB outbox;
+ * - the cluster one (shared-outbox.ts): a Redis stream every node's shards share and deliver from.
+ * Each method below states its guarantee for both. On both, an event is delivered at least once
+ * to each receiver that wants it, with one id (the same at every receiver and on every retry),
+ * in the order of the calls per receiver, batched, retried with backoff and dead-lettered after
+ * `maxAttempts` (docs/webhooks.md "Delivery guarantees" and "In a cluster").
  */
 
 /** A channel event exactly as it goes into the webhook body (`events[]`), before Herald adds its `id`. */
@@ -56,8 +60,25 @@ export interface ChannelEventOptions {
 }
 
 export interface WebhookEmitter {
-  /** Records a channel event durably in this shard's outbox (debounced, batched, retried). */
+  /**
+   * Records a channel event for each receiver of the app whose `events` list and channel-name
+   * filter want it (an app without webhooks: nothing). Local: written to this shard's LMDB
+   * outbox in the same tick, committed within a few ms; the write is issued inside the call,
+   * so it commits no later than any LMDB write the caller issues afterwards in the same shard
+   * (await your own later write to know both are on disk). channel_vacated and member_removed
+   * are held for the reload debounce (a re-occupy or re-add within it cancels both) unless
+   * `debounced` or `retired`. Cluster: appended to the shared Redis stream, where any node's
+   * shard delivers it; nothing is held here (the channel adapter applied the reload debounce in
+   * Redis before, so `debounced` changes nothing). While Redis is away the write waits in this
+   * process's memory and is retried: lost if the node dies before Redis is back.
+   */
   channelEvent(e: ChannelWebhookEvent, options?: ChannelEventOptions): void;
-  /** Records a push webhook durably in this shard's outbox (retried; one event per request). */
+  /**
+   * Records a push webhook: an instance webhook for each of the instance's receivers, signed
+   * for each, the same bytes on every attempt; a per-publish `url` (http or https only, or it
+   * is dropped with a warning) gets the payload as is, unsigned. One event per request. Local:
+   * written to this shard's LMDB outbox as channelEvent. Cluster: appended to the shared Redis
+   * stream as channelEvent (the same wait while Redis is away).
+   */
   pushEvent(e: PushWebhookEvent): void;
 }

@@ -4,7 +4,7 @@
  * dir holds none of them). It is the shard's WebhookEmitter in cluster mode; one node runs the
  * LMDB outbox (outbox.ts) instead.
  *
- * - A Redis stream (`<prefix>webhooks`, keys.ts) holds every webhook not yet delivered, one
+ * - A Redis stream (`<prefix>webhooks`, shared-outbox-keys.ts) holds every webhook not yet delivered, one
  *   message per event and receiver, with its event id fixed when it is written: a retry, by this
  *   node or another, sends the same id. The reload debounce's held leaves are released into it
  *   by a script any node runs (scripts.ts heraldReleaseHeld), one message per event for the
@@ -22,8 +22,8 @@ import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
 import type { ClusterConfig, HeraldConfig } from '../config/schema.js';
 import type { TenantChange } from '../shards/context.js';
-import { createRedisConnections, replyTimeoutMs, type RedisConnections } from '../channels/adapter/redis/connection.js';
-import { RedisKeys } from '../channels/adapter/redis/keys.js';
+import { createRedisConnections, replyTimeoutMs, type RedisConnections } from '../cluster/connection.js';
+import { SharedOutboxKeys } from './shared-outbox-keys.js';
 import { log } from '../log.js';
 import type { ChannelEventBody, ChannelEventOptions, ChannelWebhookEvent, PushWebhookEvent, WebhookEmitter } from './emitter.js';
 import type { WebhookStats } from './messages.js';
@@ -66,7 +66,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   private readonly connections: RedisConnections;
   private readonly redis: Redis;
   private readonly reader: Redis;
-  private readonly keys: RedisKeys;
+  private readonly keys: SharedOutboxKeys;
   private readonly consumer: string;
   private targets: WebhookTargets;
   private readonly shardIndex: number;
@@ -93,7 +93,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
     this.connections = createRedisConnections(opts.cluster, { nodeId: `${node}-webhooks-s${opts.shardIndex}`, replyTimeoutMs: replyTimeoutMs(opts.cluster.nodeTimeoutMs) });
     this.redis = this.connections.commands;
     this.reader = this.connections.subscriber;
-    this.keys = new RedisKeys(opts.cluster.keyPrefix);
+    this.keys = new SharedOutboxKeys(opts.cluster.keyPrefix);
     this.targets = new WebhookTargets(opts.config, retiredKeepMs(opts.config.webhookDelivery));
     this.shardIndex = opts.shardIndex;
     this.claimIdleMs = opts.cluster.nodeTimeoutMs;

@@ -1,12 +1,12 @@
 /**
- * Simulated cluster nodes for the Redis building-block tests: each is a real ClusterNode (its
- * own connections and session on the test's redis-server) plus the little local state a Herald
+ * Simulated cluster nodes for the Redis building-block tests: each is a real ClusterNode on a
+ * Cluster of its own (its own connections and session on the test's redis-server) plus the little local state a Herald
  * node keeps (its sockets and subscriptions), and records of what it was told to report or
  * deliver.
  */
 import type { ChannelTransition, ClusterMember, NodeSnapshot } from '../../src/channels/adapter/redis/channel-state.js';
 import { ClusterNode } from '../../src/channels/adapter/redis/cluster-node.js';
-import type { ControlMessage } from '../../src/channels/adapter/redis/delivery-bus.js';
+import { Cluster, type ControlMessage } from '../../src/cluster/cluster.js';
 import { afterEach } from 'vitest';
 import { fileRedisServer } from './file-redis.js';
 import type { RedisServer } from './redis-server.js';
@@ -33,10 +33,14 @@ export class SimulatedNode {
   readonly subscriptions = new Map<string, NodeSnapshot['subscriptions'][number]>();
 
   constructor(options: SimulatedNodeOptions) {
+    const cluster = new Cluster({ redisUrl: options.redisUrl, keyPrefix: options.keyPrefix ?? 'test:', nodeTimeoutMs: options.nodeTimeoutMs ?? 10_000 }, { nodeId: options.nodeId });
+    cluster.onControl((message, origin) => {
+      this.controls.push({ message, origin });
+      this.arrivals.push(`control:${message.type}`);
+    });
     this.node = new ClusterNode(
-      { redisUrl: options.redisUrl, keyPrefix: options.keyPrefix ?? 'test:', nodeTimeoutMs: options.nodeTimeoutMs ?? 10_000 },
+      cluster,
       {
-        nodeId: options.nodeId,
         snapshot: () => ({
           sockets: [...this.sockets].map(([socketId, appId]) => ({ appId, socketId })),
           subscriptions: [...this.subscriptions.values()],
@@ -45,10 +49,6 @@ export class SimulatedNode {
         onFrame: (appId, channel, frame, except) => {
           this.frames.push({ appId, channel, frame, except });
           this.arrivals.push(`frame:${frame}`);
-        },
-        onControl: (message, origin) => {
-          this.controls.push({ message, origin });
-          this.arrivals.push(`control:${message.type}`);
         },
         ...(options.heartbeatIntervalMs !== undefined && { heartbeatIntervalMs: options.heartbeatIntervalMs }),
         ...(options.reapIntervalMs !== undefined && { reapIntervalMs: options.reapIntervalMs }),

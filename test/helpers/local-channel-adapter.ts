@@ -117,7 +117,7 @@ export async function startAdapterHarness<A extends ChannelAdapter>(
     open: (ws) => {
       const data = ws.getUserData();
       const state = data.state!;
-      state.ws = ws as unknown as UwsSocket<SocketUserData>;
+      state.ws = ws;
       registry.add(state);
       if (data.signIn) registry.addUser(state, data.signIn);
       opened.get(state.socketId)?.(ws);
@@ -157,7 +157,7 @@ export async function startAdapterHarness<A extends ChannelAdapter>(
         client.once('error', reject);
       });
       const socket = await server;
-      return { socketId, socket: socket as unknown as ContractConnection['socket'], state: socket.getUserData().state!, frames, closed };
+      return { socketId, socket, state: socket.getUserData().state!, frames, closed };
     },
     async close() {
       for (const client of clients) client.terminate();

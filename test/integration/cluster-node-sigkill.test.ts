@@ -21,11 +21,13 @@ let victim: ChildProcess | undefined;
 /** The victim: a ClusterNode in its own process, holding a socket, a presence member and a channel. */
 function victimScript(redisUrl: string): string {
   const module = pathToFileURL(join(REPO_ROOT, 'dist/src/channels/adapter/redis/cluster-node.js')).href;
+  const clusterModule = pathToFileURL(join(REPO_ROOT, 'dist/src/cluster/cluster.js')).href;
   return `
     const { ClusterNode } = await import(${JSON.stringify(module)});
+    const { Cluster } = await import(${JSON.stringify(clusterModule)});
     const node = new ClusterNode(
-      { redisUrl: ${JSON.stringify(redisUrl)}, keyPrefix: ${JSON.stringify(PREFIX)}, nodeTimeoutMs: 500 },
-      { nodeId: 'victim', snapshot: () => ({ sockets: [], subscriptions: [] }), onTransitions() {}, onFrame() {}, onControl() {} },
+      new Cluster({ redisUrl: ${JSON.stringify(redisUrl)}, keyPrefix: ${JSON.stringify(PREFIX)}, nodeTimeoutMs: 500 }, { nodeId: 'victim' }),
+      { snapshot: () => ({ sockets: [], subscriptions: [] }), onTransitions() {}, onFrame() {} },
     );
     await node.start();
     await node.state.connect('app', 'v.1', null);

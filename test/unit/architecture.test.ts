@@ -2,8 +2,11 @@
  * The shape docs/architecture.md describes, checked on the source: the shard layer imports no
  * area, route modules never see the shard pool, and no code under src/channels/ws sends to a
  * uWS topic itself (every frame for a channel goes through the channel adapter; its corks batch
- * one socket's own frames). The sandbox gateway (src/sandbox) stands apart: it imports nothing of
- * the server, and only the CLI loads it.
+ * one socket's own frames), and WebSockets and HTTP fallback sessions share one socket
+ * interface. The cluster (src/cluster) sits below the areas that share state through it, and
+ * nothing outside src/channels but the composition root reaches into the Redis channel adapter.
+ * The sandbox gateway (src/sandbox) stands apart: it imports nothing of the server, and only the
+ * CLI loads it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -80,14 +83,46 @@ describe('architecture', () => {
     expect(offending).toEqual([]);
   });
 
-  it('outside src/admin and the composition root, only the debug tap interface of admin is imported', () => {
+  it('outside src/channels only the composition root imports the Redis channel adapter: the cluster itself is src/cluster', () => {
+    // The composition root builds the adapter; the areas that keep state in Redis (tenants,
+    // webhooks) use the cluster's connection and membership, and keep their keys beside their stores.
+    const offending = sources(SRC)
+      .filter((file) => !file.startsWith(join(SRC, 'channels')) && file !== join(SRC, 'server.ts'))
+      .flatMap((file) =>
+        importsOf(file)
+          .filter((spec) => /(^|\/)channels\/adapter\/redis\//.test(spec))
+          .map((spec) => `${rel(file)} imports ${spec}`),
+      );
+    expect(offending).toEqual([]);
+  });
+
+  it('src/cluster imports no area', () => {
+    const offending = sources(join(SRC, 'cluster')).flatMap((file) =>
+      importsOf(file)
+        .filter((spec) => /\/(channels|push|webhooks|tenants|admin)\//.test(spec))
+        .map((spec) => `${rel(file)} imports ${spec}`),
+    );
+    expect(offending).toEqual([]);
+  });
+
+  it('nothing outside src/admin and the composition root imports admin', () => {
     const offending = sources(SRC)
       .filter((file) => !file.startsWith(join(SRC, 'admin')) && file !== join(SRC, 'server.ts'))
       .flatMap((file) =>
         importsOf(file)
-          .filter((spec) => /(^|\/)admin\//.test(spec) && !spec.endsWith('admin/tap.js'))
+          .filter((spec) => /(^|\/)admin\//.test(spec))
           .map((spec) => `${rel(file)} imports ${spec}`),
       );
+    expect(offending).toEqual([]);
+  });
+
+  it('the debug tap (src/debug-tap) sits below every area: it imports none but type-only messages', () => {
+    // The areas report to it and the admin area implements it (admin/debug-hub.ts).
+    const offending = sources(join(SRC, 'debug-tap')).flatMap((file) =>
+      [...readFileSync(file, 'utf8').matchAll(/^import (type )?[^;]*?from '(\.\.\/[^']+)'/gm)]
+        .filter((m) => !(m[1] && /^\.\.\/\w+\/messages\//.test(m[2]!)))
+        .map((m) => `${rel(file)} imports ${m[2]}`),
+    );
     expect(offending).toEqual([]);
   });
 
@@ -125,5 +160,15 @@ describe('architecture', () => {
     );
     expect(corks.length).toBeGreaterThan(0);
     expect(corks.filter((cork) => !/: (ws|res)\.cork$/.test(cork))).toEqual([]);
+  });
+
+  it('WebSockets and HTTP fallback sessions meet as ClientSockets (socket-registry.ts), never through a cast', () => {
+    // A session is not a uWS WebSocket: what the endpoint, the registry and the adapter use of a
+    // socket is ClientSocket, which both implement; the fallback drives a session through the
+    // endpoint's SocketEvents, not its uWS behaviour.
+    const folders = ['channels/ws', 'channels/http-fallback', 'channels/adapter'];
+    const casts = folders.flatMap((folder) => sources(join(SRC, folder))).filter((file) => /as unknown as (Ws|WebSocket|SessionSocket|ClientSocket|ChannelSocket)\b/.test(readFileSync(file, 'utf8')));
+    const behaviour = sources(join(SRC, 'channels/http-fallback')).filter((file) => /\.behavior\b/.test(readFileSync(file, 'utf8')));
+    expect([...casts, ...behaviour].map(rel)).toEqual([]);
   });
 });

@@ -35,7 +35,7 @@ function denying(denials: RegExp[]): string[] {
 
 /** The HTTP fallback routes the endpoint registers, as pusher-js names their transports. */
 function servedFallbackTransports(): string[] {
-  const source = read('src/channels/http-fallback/endpoint.ts');
+  const source = read('src/channels/http-fallback/routes.ts');
   const routes = new Set([...source.matchAll(/app\.post\(`\$\{base\}\/(\w+)`/g)].map((m) => m[1]!));
   const served: string[] = [];
   if (routes.has('xhr_streaming')) served.push('xhr_streaming');

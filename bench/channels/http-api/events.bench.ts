@@ -39,7 +39,7 @@ export const suite: MicroSuite = {
       storeCachedEvent: notUsed, clientEvent: notUsed, subscribe: notUsed, unsubscribe: notUsed, channelInfo: notUsed,
       listChannels: notUsed, occupiedChannelCounts: notUsed, presenceUserIds: notUsed, terminateUserConnections: notUsed,
       attach: notUsed, detach: notUsed, userPresence: notUsed, watch: notUsed, connectionCount: notUsed,
-      onStateLost: notUsed, close: notUsed, publishKept: notUsed, history: notUsed, cluster: null,
+      onStateLost: notUsed, close: notUsed, publishKept: notUsed, history: notUsed, tapSubscriptions: notUsed, cluster: null,
     };
     const quota = new MessageQuota();
     const data = JSON.stringify({ message: 'hello world', from: 'user-42' });

@@ -22,19 +22,21 @@
  * channel; cluster: by one Redis script per change). The channel webhooks follow the same
  * decisions: the adapter in use emits them.
  */
-import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../../config/schema.js';
+import type { DebugTap } from '../../debug-tap/tap.js';
 import type { PresenceSnapshot } from '../frames.js';
+import type { ClientSocket } from '../socket-registry.js';
 import type { RateCounter } from '../rate-limits/rate-counter.js';
 import type { HistoryRead, HistoryRecovery } from '../messages.js';
+import type { ClusterFigures } from '../../metrics/prometheus.js';
 
 /** Charges triggered messages to an app's daily quota; throws (or rejects with) APP_OVER_QUOTA. */
 export interface MessageCharger {
   charge(app: Pick<AppConfig, 'id' | 'messageQuota'>, messages: number): void | Promise<void>;
 }
 
-/** A connection as the adapter sees it: the uWS socket, whatever it carries. */
-export type ChannelSocket = WebSocket<unknown>;
+/** A connection as the adapter sees it: a uWS WebSocket or an HTTP fallback session (socket-registry.ts). */
+export type ChannelSocket = ClientSocket;
 
 /** A presence member as stored: user id and the user_info object it subscribed with. */
 export interface PresenceMember {
@@ -113,6 +115,9 @@ export interface FrontEndSubscription {
   /** The front end no longer wants it: its leave is queued or in flight. */
   leaving?: boolean;
 }
+
+/** What tapSubscriptions hands the recorded subscriptions to: the debug tap's part of it. */
+export type SubscriptionTap = Pick<DebugTap, 'watching' | 'subscription'>;
 
 /** Tells which channels lost their state (see ChannelAdapter.onStateLost). */
 export type LostChannels = (appId: string, channel: string) => boolean;
@@ -202,6 +207,14 @@ export interface ChannelStateStore {
    * backoff through an outage; after one, the re-registration has already left it out.
    */
   unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult>;
+  /**
+   * Hands each subscribe and unsubscribe made through this adapter to `tap` (the dashboard's
+   * debug console) once recorded, with the channel's new subscriber count, while `tap` watches
+   * the app; a join dropped (null) or refused is not handed. Set once, by the composition root.
+   * Local: once the owning shard answered. Cluster: once Redis answered; the subscriptions made
+   * through other nodes are their nodes' to tell.
+   */
+  tapSubscriptions(tap: SubscriptionTap): void;
   /**
    * Records the last event of a cache channel. Fire-and-forget, at most once: local, to the
    * owning shard; cluster, to Redis (lost during an outage, counted as a relay failure).
@@ -350,13 +363,12 @@ export interface ClusterCapability {
   readonly messageQuota: MessageCharger;
   /** The per-app rate limits, counted in Redis across nodes; CLUSTER_UNAVAILABLE during an outage. */
   readonly rateCounter: RateCounter;
+  /** This node's figures as a member of the cluster, for /metrics and the admin overview. */
+  readonly figures: ClusterFigures;
 }
 
-/**
- * The whole adapter. `C` is the cluster capability as its implementation offers it (the
- * composition root knows the Redis adapter's, which also serves the admin area and metrics).
- */
-export interface ChannelAdapter<C extends ClusterCapability = ClusterCapability> extends ChannelDelivery, ChannelStateStore, ChannelHistory, UserPresence, NodeLifecycle {
+/** The whole adapter. */
+export interface ChannelAdapter extends ChannelDelivery, ChannelStateStore, ChannelHistory, UserPresence, NodeLifecycle {
   /** What a cluster adds; null on a single node. Read it once: it does not change. */
-  readonly cluster: C | null;
+  readonly cluster: ClusterCapability | null;
 }

@@ -24,8 +24,10 @@ import type {
   RelayedClientEvent,
   SubscribeRequest,
   SubscribeResult,
+  SubscriptionTap,
   UnsubscribeResult,
 } from './channel-adapter.js';
+import { TapPoint } from './tap-point.js';
 import { channelEvent as frameWithoutSerial, memberRemoved, subscriptionCount, type PresenceSnapshot, topicFor, watchTopicFor } from '../frames.js';
 import type { ReconcileRemoval, ReconciledSubscription } from '../messages.js';
 import { MembershipBatches } from './membership-batches.js';
@@ -50,6 +52,8 @@ export class LocalChannelAdapter implements ChannelAdapter {
   private readonly memberships: MembershipBatches;
   /** History events, batched per shard per turn (history-appends.ts). */
   private readonly historyAppends: HistoryAppends;
+  /** The debug console's subscriptions (tap-point.ts). */
+  private readonly tapPoint = new TapPoint();
 
   constructor(
     private readonly topics: TopicFanout,
@@ -182,8 +186,12 @@ export class LocalChannelAdapter implements ChannelAdapter {
   subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
   subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
     // Cache channels: what is stored while the join is in flight wins over its read (cache-join-watch.ts).
-    if (channelType(req.channel).cache) return this.cacheJoins.around(req.appId, req.channel, () => this.join(req, wanted));
-    return this.join(req, wanted);
+    const joining = channelType(req.channel).cache ? this.cacheJoins.around(req.appId, req.channel, () => this.join(req, wanted)) : this.join(req, wanted);
+    return this.tapPoint.joined(req, joining);
+  }
+
+  tapSubscriptions(tap: SubscriptionTap): void {
+    this.tapPoint.set(tap);
   }
 
   private async join(req: SubscribeRequest, wanted: (() => boolean) | undefined): Promise<SubscribeResult | null> {
@@ -205,7 +213,11 @@ export class LocalChannelAdapter implements ChannelAdapter {
     return out;
   }
 
-  async unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
+  unsubscribe(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
+    return this.tapPoint.left(appId, channel, socketId, this.leave(appId, channel, socketId));
+  }
+
+  private async leave(appId: string, channel: string, socketId: string): Promise<UnsubscribeResult> {
     const res = await this.memberships.leave(this.shardOf(appId, channel), { appId, channel, socketId });
     const out: UnsubscribeResult = { subscriptionCount: res.subscriptionCount, vacated: res.vacated };
     if (res.memberRemoved !== undefined) out.memberRemoved = res.memberRemoved;

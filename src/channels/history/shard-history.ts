@@ -7,7 +7,7 @@
 import type { RootDatabase } from 'lmdb';
 import type { AppConfig } from '../../config/schema.js';
 import { HeraldError } from '../../errors.js';
-import { log } from '../../log.js';
+import { describeError, log } from '../../log.js';
 import type { ChannelShardApi, HistoryAppend, HistoryRead, HistoryRecovery } from '../messages.js';
 import { HistoryStore, type HistoryBounds } from './history-store.js';
 import { keepsHistory } from './patterns.js';
@@ -62,7 +62,7 @@ export class ShardHistory {
           return { ok: true, serial: t.serial };
         } catch (err) {
           if (err instanceof HeraldError) return { ok: false, code: err.code, message: err.message };
-          log.error('channel history append failed', { shard: this.shard.shardIndex, error: String((err as Error)?.stack ?? err) });
+          log.error('channel history append failed', { shard: this.shard.shardIndex, error: describeError(err) });
           return { ok: false, code: 'INTERNAL', message: 'Internal error in storage shard' };
         }
       }),

@@ -24,7 +24,7 @@ import {
 import { parseBatchEventParams, parseBatchParams, parseInfo, parseTriggerParams, postParams, type InfoAttribute } from './params.js';
 import { messageCost } from '../quota.js';
 import type { ChannelApiRequest } from './request.js';
-import type { DebugTap } from '../../admin/tap.js';
+import type { DebugTap } from '../../debug-tap/tap.js';
 import type { AppRateLimits } from '../rate-limits/app-rate-limits.js';
 
 /** The events rate limit a trigger is counted against (maxEventsPerSecond). */

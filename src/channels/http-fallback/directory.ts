@@ -5,7 +5,7 @@
  * reaches another node is relayed to that node, and a poll's answer relayed back. Ids are the
  * session's key (its bound address and path): the node receiving a request computes it from
  * the request, so a relayed request reaches only a session of the address that sent it.
- * The cluster adapter (Redis) implements it; a single node has none.
+ * A cluster implements it on its Redis (cluster-directory.ts); a single node has none.
  */
 export interface SessionDirectory {
   readonly nodeId: string;

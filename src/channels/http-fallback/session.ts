@@ -1,15 +1,16 @@
 /**
  * One HTTP fallback session (pusher-js' xhr_streaming and xhr_polling transports): to the
- * WebSocket endpoint, the registry, the sweep and the channel adapter it is a WebSocket. It
- * has the methods of uWS' WebSocket they use (send, cork, end, topics, buffered amount) and
- * queues what is sent to it until a stream or poll (its receiver) takes it.
+ * WebSocket endpoint, the registry, the sweep and the channel adapter it is a connection like a
+ * WebSocket, a ClientSocket (socket-registry.ts: send, cork, end, topics, publish, buffered
+ * amount), and it queues what is sent to it until a stream or poll (its receiver) takes it.
  *
  * Framing, one line per message, as pusher-js reads it: `o` (open), `h` (heartbeat),
  * `a[<frame>,…]` (frames, each a JSON string), `c[<code>,"<reason>"]` (close).
  */
-import type { SocketUserData } from '../socket-registry.js';
+import type { RecognizedString } from 'uWebSockets.js';
+import type { ClientSocket, SocketUserData } from '../socket-registry.js';
 
-/** What a session needs from the place that holds the sessions (endpoint.ts). */
+/** What a session needs from the place that holds the sessions (session-table.ts). */
 export interface SessionHost {
   /** Sends `session`'s queue to its receiver soon (once per event-loop turn for every session). */
   schedule(session: SessionSocket): void;
@@ -20,6 +21,8 @@ export interface SessionHost {
   /** Topic membership (the sessions' side of topic delivery, topics.ts). */
   subscribe(session: SessionSocket, topic: string): boolean;
   unsubscribe(session: SessionSocket, topic: string): boolean;
+  /** Sends to every subscriber of the topic but `session` (a client event). */
+  publish(session: SessionSocket, topic: RecognizedString, message: RecognizedString): boolean;
   /** Bytes queued past which frames are dropped (the socket's hard cap: twice the slow-consumer limit). */
   readonly hardCapBytes: number;
 }
@@ -42,7 +45,7 @@ export interface Receiver {
   readonly openedMs: number;
 }
 
-export class SessionSocket {
+export class SessionSocket implements ClientSocket {
   private readonly userData: SocketUserData;
   /** Topics it is on (channels and watchlist users). */
   readonly topics = new Set<string>();
@@ -123,6 +126,10 @@ export class SessionSocket {
 
   unsubscribe(topic: string): boolean {
     return this.host.unsubscribe(this, topic);
+  }
+
+  publish(topic: RecognizedString, message: RecognizedString): boolean {
+    return this.host.publish(this, topic, message);
   }
 
   isSubscribed(topic: string): boolean {

@@ -6,8 +6,8 @@
  * A publish costs one map lookup more when no session is on the topic; with sessions, the
  * frame is JSON-encoded once for all of them.
  */
-import type { RecognizedString, WebSocket } from 'uWebSockets.js';
-import type { TopicFanout } from '../../http/topic-fanout.js';
+import type { RecognizedString } from 'uWebSockets.js';
+import type { PublishingSocket, TopicFanout } from '../../http/topic-fanout.js';
 import { SessionSocket } from './session.js';
 
 export class SessionTopics implements TopicFanout {
@@ -50,10 +50,10 @@ export class SessionTopics implements TopicFanout {
     return n + (this.members.get(topic)?.size ?? 0);
   }
 
-  publishFrom(ws: WebSocket<unknown>, topic: RecognizedString, message: RecognizedString): void {
-    if ((ws as unknown) instanceof SessionSocket) {
+  publishFrom(ws: PublishingSocket, topic: RecognizedString, message: RecognizedString): void {
+    if (ws instanceof SessionSocket) {
       this.inner.publish(topic, message);
-      this.deliver(topic, message, ws as unknown as SessionSocket);
+      this.deliver(topic, message, ws);
       return;
     }
     this.inner.publishFrom(ws, topic, message);

@@ -1,7 +1,7 @@
 /**
  * Whether a new WebSocket connection gets in, and its connection_established. The steps, in
  * order, each of which may refuse it (pusher:error with the close code, then the close):
- * 1. the handshake (app key, protocol version: decided at the upgrade, endpoint.ts);
+ * 1. the handshake (app key, protocol version: decided at the upgrade, socket-events.ts);
  * 2. this node: shutting down (4200), at its `maxConnections` (4100);
  * 3. the app's connection quota when this node counts it alone (4004);
  * 4. the app's new-connection rate limits (4301), counted in memory or, in a cluster, in Redis;
@@ -10,21 +10,18 @@
  *
  * While a step waits for Redis (4 in a cluster, 5) the connection is parked: off the registry
  * (`userData.state` null), its state in `userData.admitting`, so that a close meanwhile only
- * marks it closed (endpoint.ts) and the answer, finding it closed, drops it. Redis failing to
+ * marks it closed (socket-events.ts) and the answer, finding it closed, drops it. Redis failing to
  * answer refuses it with 4200 (the client reconnects shortly).
  */
 import type { HeraldConfig } from '../../config/schema.js';
 import type { ServerState } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
-import { log, RateLimitedLog } from '../../log.js';
+import { describeError as describe, log, RateLimitedLog } from '../../log.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
 import * as frames from '../frames.js';
-import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
-import type { DebugTap } from '../../admin/tap.js';
+import { endWithError, type SocketRegistry, type SocketState, type ClientSocket } from '../socket-registry.js';
+import type { DebugTap } from '../../debug-tap/tap.js';
 import type { AppRateLimits } from '../rate-limits/app-rate-limits.js';
-import type { WebSocket } from 'uWebSockets.js';
-
-type Ws = WebSocket<SocketUserData>;
 
 /** Why a connection is refused: its close code and the message of its pusher:error. */
 export interface Refusal {
@@ -49,9 +46,6 @@ const refusedLog = new RateLimitedLog('debug', 10_000);
 const SHUTTING_DOWN: Refusal = { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Server shutting down' };
 const CLUSTER_UNAVAILABLE: Refusal = { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Cluster state unavailable: reconnect shortly' };
 
-function describe(err: unknown): string {
-  return String((err as Error)?.stack ?? err);
-}
 
 function overQuota(max: number): Refusal {
   return { code: CLOSE_CODES.OVER_CONNECTION_QUOTA, message: `Application is over its connection quota of ${max}` };
@@ -67,7 +61,7 @@ export class Admission {
   }
 
   /** A connection opened (uWS open, or an HTTP fallback session): runs the steps above. */
-  open(ws: Ws): void {
+  open(ws: ClientSocket): void {
     const { state, reject } = ws.getUserData();
     const refusal = reject ?? (state ? this.nodeRefusal(state) : null);
     if (refusal || !state) {
@@ -100,7 +94,7 @@ export class Admission {
   }
 
   /** Step 4: the new-connection rate limits, answered at once (memory) or by Redis (cluster). */
-  private checkConnectionRate(ws: Ws, state: SocketState): void {
+  private checkConnectionRate(ws: ClientSocket, state: SocketState): void {
     const limited = this.deps.rateLimits.newConnection(state.app, () => ws.getUserData().clientAddress);
     if (limited === null) {
       this.admit(ws, state);
@@ -115,7 +109,7 @@ export class Admission {
   }
 
   /** Step 5 (cluster only): the app's connection quota counted across nodes; then accept. */
-  private admit(ws: Ws, state: SocketState): void {
+  private admit(ws: ClientSocket, state: SocketState): void {
     const cluster = this.deps.adapter.cluster;
     if (!cluster) {
       this.accept(ws, state);
@@ -146,7 +140,7 @@ export class Admission {
    * meanwhile (`closedMeanwhile` runs instead), it is unparked and `then` runs with the answer;
    * a failure refuses it with 4200, logging `messages.failure`.
    */
-  private parkUntil<T>(ws: Ws, state: SocketState, pending: Promise<T>, messages: { failure: string; failed: string }, then: (answer: T) => void, closedMeanwhile?: () => void): void {
+  private parkUntil<T>(ws: ClientSocket, state: SocketState, pending: Promise<T>, messages: { failure: string; failed: string }, then: (answer: T) => void, closedMeanwhile?: () => void): void {
     const userData = ws.getUserData();
     userData.state = null;
     userData.admitting = state;
@@ -171,7 +165,7 @@ export class Admission {
       .catch((err: unknown) => log.error(messages.failed, { error: describe(err) }));
   }
 
-  private refuse(ws: Ws, state: SocketState | null, refusal: Refusal | null): void {
+  private refuse(ws: ClientSocket, state: SocketState | null, refusal: Refusal | null): void {
     const { code, message } = refusal ?? { code: CLOSE_CODES.GENERIC_RECONNECT, message: 'Refused' };
     refusedLog.write(String(code), 'websocket connection refused', { code, reason: message, ...(state ? { appId: state.app.id } : {}) });
     ws.getUserData().state = null;
@@ -179,7 +173,7 @@ export class Admission {
   }
 
   /** Registered, and told connection_established. */
-  private accept(ws: Ws, state: SocketState): void {
+  private accept(ws: ClientSocket, state: SocketState): void {
     state.ws = ws;
     this.deps.registry.add(state);
     ws.send(frames.connectionEstablished(state.socketId, state.app.activityTimeout));

@@ -5,7 +5,6 @@
  * and an oversized message (1009) close it.
  */
 import { log, RateLimitedLog } from '../../log.js';
-import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig } from '../../config/schema.js';
 import { CLOSE_CODES, HeraldError } from '../../errors.js';
 import { isObject } from '../../json.js';
@@ -14,17 +13,15 @@ import { channelSignatureInput, userSignatureInput, verifyAuth } from '../auth.j
 import { MAX_USER_ID_LENGTH, channelType, isValidChannelName, isValidUserId, requiresAuth } from '../names.js';
 import * as frames from '../frames.js';
 import { keepsHistory } from '../history/patterns.js';
-import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
+import { endWithError, type SocketRegistry, type SocketState, type ClientSocket } from '../socket-registry.js';
 import type { Subscriptions } from './subscriptions.js';
-import type { DebugTap } from '../../admin/tap.js';
+import type { DebugTap } from '../../debug-tap/tap.js';
 import { graceSecret } from '../../config/secret-grace.js';
 
 /** Channels one connection may hold (joined or in flight): bounds per-socket state and channel state traffic. */
 export const MAX_CHANNELS_PER_CONNECTION = 1000;
 /** Most user ids in a sign-in watchlist. */
 export const MAX_WATCHLIST_LENGTH = 100;
-
-type Ws = WebSocket<SocketUserData>;
 
 export interface ProtocolDeps {
   readonly config: Readonly<HeraldConfig>;
@@ -42,15 +39,10 @@ const authFailureLog = new RateLimitedLog('debug', 10_000);
 
 export class ProtocolHandler {
   /** App ids with a webhook that wants client_event: only those cost a message to the webhook outbox per client event. */
-  private clientEventWebhookApps = new Set<string>();
+  private readonly clientEventWebhookApps: Set<string>;
 
   constructor(private readonly deps: ProtocolDeps) {
-    this.reload(deps.config.apps);
-  }
-
-  /** Takes a reloaded app list (SIGHUP): which apps want client_event webhooks. */
-  reload(apps: readonly AppConfig[]): void {
-    this.clientEventWebhookApps = new Set(apps.filter((a) => wantsClientEvents(a)).map((a) => a.id));
+    this.clientEventWebhookApps = new Set(deps.config.apps.filter((a) => wantsClientEvents(a)).map((a) => a.id));
   }
 
   /** Takes one changed app (admin API); `next` undefined: removed. One entry changes, whatever the count of the others. */
@@ -60,7 +52,7 @@ export class ProtocolHandler {
   }
 
   /** One frame from the client. `raw` is only valid during this call. */
-  handle(state: SocketState, ws: Ws, raw: ArrayBuffer, isBinary: boolean): void {
+  handle(state: SocketState, ws: ClientSocket, raw: ArrayBuffer, isBinary: boolean): void {
     state.lastSeenMs = Date.now();
     state.pingSentMs = 0;
     const limit = this.deps.config.maxWebSocketFrameBytes;
@@ -97,11 +89,11 @@ export class ProtocolHandler {
     }
   }
 
-  private fail(ws: Ws, err: HeraldError): void {
+  private fail(ws: ClientSocket, err: HeraldError): void {
     ws.send(frames.nonFatalErrorFrame(err));
   }
 
-  private subscribe(state: SocketState, ws: Ws, data: Record<string, unknown> | null): void {
+  private subscribe(state: SocketState, ws: ClientSocket, data: Record<string, unknown> | null): void {
     const channel = data?.channel;
     if (typeof channel !== 'string') return this.fail(ws, new HeraldError('WS_INVALID_MESSAGE', 'pusher:subscribe needs data.channel'));
     if (channel.startsWith(frames.SERVER_TO_USER_PREFIX)) return this.subscribeUserChannel(state, ws, channel);
@@ -146,7 +138,7 @@ export class ProtocolHandler {
   }
 
   /** `#server-to-user-<id>`: pusher-js subscribes after sign-in; only that user may. */
-  private subscribeUserChannel(state: SocketState, ws: Ws, channel: string): void {
+  private subscribeUserChannel(state: SocketState, ws: ClientSocket, channel: string): void {
     if (state.userId === null || channel !== frames.SERVER_TO_USER_PREFIX + state.userId) {
       ws.send(frames.subscriptionError(channel, new HeraldError('SUBSCRIPTION_AUTH_FAILED', 'Sign in as this user before subscribing to its channel')));
       return;
@@ -165,7 +157,7 @@ export class ProtocolHandler {
     });
   }
 
-  private unsubscribe(state: SocketState, ws: Ws, data: Record<string, unknown> | null): void {
+  private unsubscribe(state: SocketState, ws: ClientSocket, data: Record<string, unknown> | null): void {
     const channel = data?.channel;
     if (typeof channel !== 'string') return this.fail(ws, new HeraldError('WS_INVALID_MESSAGE', 'pusher:unsubscribe needs data.channel'));
     if (channel.startsWith(frames.SERVER_TO_USER_PREFIX)) {
@@ -175,7 +167,7 @@ export class ProtocolHandler {
     this.deps.subscriptions.unsubscribe(state, channel);
   }
 
-  private clientEvent(state: SocketState, ws: Ws, event: string, channel: unknown, rawData: unknown): void {
+  private clientEvent(state: SocketState, ws: ClientSocket, event: string, channel: unknown, rawData: unknown): void {
     const app = state.app;
     const now = Date.now();
     if (now - state.clientEventWindowMs >= 1000) {
@@ -220,7 +212,7 @@ export class ProtocolHandler {
     }
   }
 
-  private signin(state: SocketState, ws: Ws, data: Record<string, unknown> | null): void {
+  private signin(state: SocketState, ws: ClientSocket, data: Record<string, unknown> | null): void {
     const app = state.app;
     if (!app.userAuthentication && !app.requireUserAuthentication) return this.fail(ws, new HeraldError('SIGNIN_DISABLED', `User authentication is not enabled for app ${app.id}: set its userAuthentication to true (${WHERE_TO_CHANGE})`));
     if (state.userId !== null) return this.fail(ws, new HeraldError('SIGNIN_FAILED', `Already signed in as ${state.userId}`));
@@ -268,7 +260,7 @@ export class ProtocolHandler {
 }
 
 /** The first watchlist events after sign-in: which watched users are online, which offline. */
-function sendInitialWatchlist(ws: Ws, watched: readonly string[], onlineIds: readonly string[]): void {
+function sendInitialWatchlist(ws: ClientSocket, watched: readonly string[], onlineIds: readonly string[]): void {
   const onlineNow = new Set(onlineIds);
   const online = watched.filter((id) => onlineNow.has(id));
   const offline = watched.filter((id) => !onlineNow.has(id));

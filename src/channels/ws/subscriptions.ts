@@ -8,7 +8,7 @@
  * per shard, drops a queued join the client no longer wants, and never drops a leave.
  */
 import { HeraldError } from '../../errors.js';
-import { log } from '../../log.js';
+import { describeError, log } from '../../log.js';
 import type { ChannelAdapter, FrontEndSubscription, LostChannels, SubscribeRequest, SubscribeResult } from '../adapter/channel-adapter.js';
 import { countsSubscriptions } from '../names.js';
 import * as frames from '../frames.js';
@@ -214,7 +214,7 @@ export class Subscriptions {
    * since an unhandled rejection would end the process.
    */
   private bookkeepingFailed(state: SocketState, channel: string, step: 'join' | 'leave', err: unknown): void {
-    log.error(`channel ${step} bookkeeping failed`, { appId: state.app.id, channel, error: String((err as Error)?.stack ?? err) });
+    log.error(`channel ${step} bookkeeping failed`, { appId: state.app.id, channel, error: describeError(err) });
   }
 
   private leave(state: SocketState, channel: string, m: Membership): void {

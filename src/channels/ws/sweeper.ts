@@ -2,24 +2,23 @@
  * One timer for every connection (not one per socket): pings clients silent for their app's
  * activity timeout, closes those that do not answer within the pong timeout (4201), closes those
  * of an app with requireUserAuthentication not signed in within its timeout (4009), and hands
- * consumers whose send buffer passed maxSocketBackpressureBytes to `onSlow` (4100, endpoint.ts).
+ * consumers whose send buffer passed maxSocketBackpressureBytes to `onSlow` (4100, slow-consumers.ts).
  *
  * Why a sweep for backpressure: broadcasts go through uWS topics, so no JS code sees the
  * individual sends. uWS itself stops queuing for a socket at twice the limit (messages to it
  * are dropped from then on), so memory stays bounded between sweeps.
  */
-import type { WebSocket } from 'uWebSockets.js';
 import { CLOSE_CODES } from '../../errors.js';
-import { log } from '../../log.js';
+import { describeError, log } from '../../log.js';
 import { PING_FRAME } from '../frames.js';
-import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
+import { endWithError, type SocketRegistry, type SocketState, type ClientSocket } from '../socket-registry.js';
 
 export interface SweepOptions {
   intervalMs: number;
   pongTimeoutMs: number;
   maxBackpressureBytes: number;
   /** A live connection whose send buffer is over maxBackpressureBytes. */
-  onSlow: (state: SocketState, ws: WebSocket<SocketUserData>) => void;
+  onSlow: (state: SocketState, ws: ClientSocket) => void;
   /** Runs at the end of every sweep (epoch ms). */
   onTick?: (now: number) => void;
 }
@@ -35,7 +34,7 @@ export class Sweeper {
       try {
         this.sweep(Date.now());
       } catch (err) {
-        log.error('websocket sweep failed', { error: String((err as Error)?.stack ?? err) });
+        log.error('websocket sweep failed', { error: describeError(err) });
       }
     }, opts.intervalMs);
     this.timer.unref();

@@ -9,6 +9,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { Redis } from 'ioredis';
 import { ClusterNode } from '../../../../src/channels/adapter/redis/cluster-node.js';
+import { Cluster } from '../../../../src/cluster/cluster.js';
 import type { MicroSuite } from '../../../micro-suite.js';
 
 async function freePort(): Promise<number> {
@@ -24,8 +25,8 @@ async function freePort(): Promise<number> {
 
 function node(url: string, nodeId: string, onFrame: () => void = () => {}): ClusterNode {
   return new ClusterNode(
-    { redisUrl: url, keyPrefix: 'bench:', nodeTimeoutMs: 10_000 },
-    { nodeId, snapshot: () => ({ sockets: [], subscriptions: [] }), onTransitions: () => {}, onFrame, onControl: () => {} },
+    new Cluster({ redisUrl: url, keyPrefix: 'bench:', nodeTimeoutMs: 10_000 }, { nodeId }),
+    { snapshot: () => ({ sockets: [], subscriptions: [] }), onTransitions: () => {}, onFrame },
   );
 }
 

@@ -15,9 +15,9 @@
  */
 import type { Redis } from 'ioredis';
 import { HeraldError } from '../../../errors.js';
-import { whenAvailable, RedisUnavailableError } from './connection.js';
+import { whenAvailable, RedisUnavailableError } from '../../../cluster/connection.js';
 import type { RedisKeys } from './keys.js';
-import type { NodeSession } from './node-session.js';
+import type { NodeSession } from '../../../cluster/node-session.js';
 import { cacheEntryBytes } from '../../state/channel-store.js';
 import { defineScripts, runScript } from './scripts.js';
 import { StateBatcher, type StateOpArgs } from './state-batch.js';

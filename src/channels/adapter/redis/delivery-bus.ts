@@ -9,8 +9,8 @@
  * delivers to its own sockets itself, so it drops its own messages; `exceptSocketId` is
  * honoured by whichever node holds that socket.
  *
- * Control messages (terminate a user's connections, ...) go to every node (`<prefix>ctl`) or
- * to one node (`<prefix>ctl:<nodeId>`), as JSON.
+ * Control messages between nodes travel on the same subscriber connection, on the cluster's own
+ * channels (src/cluster/cluster.ts).
  *
  * Commands issued in one event-loop turn go out in one write (auto-pipelined publishes,
  * one SUBSCRIBE / UNSUBSCRIBE per turn for all channels watched or dropped in it). watch()
@@ -22,23 +22,12 @@
  */
 import type { Redis } from 'ioredis';
 import { log } from '../../../log.js';
-import { whenAvailable } from './connection.js';
+import { whenAvailable } from '../../../cluster/connection.js';
 import type { RedisKeys } from './keys.js';
-
-/** Messages between nodes other than channel frames. */
-export type ControlMessage =
-  /** Close every connection of this user of the app (C5, terminate_connections). */
-  | { type: 'terminateUser'; appId: string; userId: string }
-  /** An HTTP fallback session's request relayed to or answered by the node holding it (channels/http-fallback). */
-  | { type: 'fallback'; data: unknown }
-  /** An app or push instance changed through the admin API of the origin node (src/tenants). */
-  | { type: 'tenantChanged'; kind: 'app' | 'push'; id: string };
 
 export interface DeliveryHandlers {
   /** A frame published on another node for a channel this node watches. */
   onFrame(appId: string, channel: string, frame: string, exceptSocketId: string | undefined): void;
-  /** A control message from another node (or from this one, when sent to 'all'). */
-  onControl(message: ControlMessage, origin: string): void;
 }
 
 export class DeliveryBus {
@@ -54,7 +43,6 @@ export class DeliveryBus {
   private readonly sentIn = new Map<string, number>();
   private flushes = 0;
   private flushScheduled = false;
-  private readonly controlTopics: string[];
   private readonly onReady = () => this.resubscribe();
   private readonly onClose = () => {
     this.subscribed = false;
@@ -73,17 +61,15 @@ export class DeliveryBus {
     private readonly keys: RedisKeys,
     private readonly nodeId: string,
     private readonly handlers: DeliveryHandlers,
-  ) {
-    this.controlTopics = [keys.controlAll(), keys.controlNode(nodeId)];
-  }
+  ) {}
 
-  /** Starts listening (control channels and anything already watched). */
+  /** Starts listening (to anything already watched). */
   async start(): Promise<void> {
     this.subscriber.on('message', this.onMessage);
     this.subscriber.on('ready', this.onReady);
     this.subscriber.on('close', this.onClose);
     const topics = [...this.watched.keys()];
-    await whenAvailable(() => this.subscriber.subscribe(...this.controlTopics, ...topics));
+    if (topics.length > 0) await whenAvailable(() => this.subscriber.subscribe(...topics));
     this.subscribed = true;
     this.confirm(topics);
   }
@@ -102,7 +88,8 @@ export class DeliveryBus {
     this.subscriber.off('close', this.onClose);
     this.subscribed = false;
     this.release([...this.waiting.keys()]);
-    if (this.subscriber.status === 'ready') await this.subscriber.unsubscribe().catch(() => {});
+    const topics = [...this.watched.keys()];
+    if (topics.length > 0 && this.subscriber.status === 'ready') await this.subscriber.unsubscribe(...topics).catch(() => {});
   }
 
   /**
@@ -154,12 +141,6 @@ export class DeliveryBus {
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): Promise<number> {
     const envelope = `${this.nodeId}\n${exceptSocketId ?? ''}\n${frame}`;
     return whenAvailable(() => this.commands.publish(this.keys.channelTopic(appId, channel), envelope));
-  }
-
-  /** Sends a control message to every node ('all', this one included) or to one node id. */
-  sendControl(target: 'all' | string, message: ControlMessage): Promise<number> {
-    const topic = target === 'all' ? this.keys.controlAll() : this.keys.controlNode(target);
-    return whenAvailable(() => this.commands.publish(topic, JSON.stringify({ origin: this.nodeId, message })));
   }
 
   private schedule(topic: string, subscribe: boolean): void {
@@ -214,7 +195,11 @@ export class DeliveryBus {
 
   private resubscribe(): void {
     const watched = [...this.watched.keys()];
-    this.subscriber.subscribe(...this.controlTopics, ...watched).then(() => {
+    if (watched.length === 0) {
+      this.subscribed = true;
+      return;
+    }
+    this.subscriber.subscribe(...watched).then(() => {
       this.subscribed = true;
       this.confirm(watched);
     }, (err: unknown) => {
@@ -225,11 +210,6 @@ export class DeliveryBus {
   private dispatch(topic: string, message: string): void {
     try {
       const first = message.indexOf('\n');
-      if (this.controlTopics.includes(topic)) {
-        const { origin, message: control } = JSON.parse(message) as { origin: string; message: ControlMessage };
-        this.handlers.onControl(control, origin);
-        return;
-      }
       const target = this.keys.parseChannelTopic(topic);
       const second = message.indexOf('\n', first + 1);
       if (!target || first < 0 || second < 0) return;

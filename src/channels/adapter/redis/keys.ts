@@ -1,12 +1,14 @@
 /**
- * Every Redis key and pub/sub channel name Herald uses, in one place, each starting with the
- * cluster's `keyPrefix` (docs/scaling.md lists them). Lua scripts build the per-channel and
- * per-session keys themselves from the same pieces (scripts.ts), so the layout below and the
- * scripts must change together.
+ * The Redis keys and pub/sub channel names of shared channel state, each starting with the
+ * cluster's `keyPrefix`, beside the cluster's own (src/cluster/keys.ts, which these extend;
+ * docs/scaling.md lists them all). Lua scripts build the per-channel and per-session keys
+ * themselves from the same pieces (scripts.ts), so the layout below and the scripts must change
+ * together.
  *
  * A channel is identified by `<appId>:<channel>`: channel names cannot contain `:`, so the last
  * `:` splits the pair whatever the app id holds. Session ids are generated (no `:` either).
  */
+import { ClusterKeys } from '../../../cluster/keys.js';
 
 /** `<appId>:<channel>`, the channel part of per-channel keys. */
 export function channelId(appId: string, channel: string): string {
@@ -19,9 +21,7 @@ export function splitChannelId(id: string): { appId: string; channel: string } {
   return { appId: id.slice(0, at), channel: id.slice(at + 1) };
 }
 
-export class RedisKeys {
-  constructor(readonly prefix: string) {}
-
+export class RedisKeys extends ClusterKeys {
   /** STRING: subscriptions (connections) on the channel, cluster-wide; absent = vacant. */
   subscriptionCount(appId: string, channel: string): string {
     return `${this.prefix}subs:${channelId(appId, channel)}`;
@@ -86,50 +86,9 @@ export class RedisKeys {
     return `${this.prefix}nsockets:${session}`;
   }
 
-  /** ZSET session id → expiry (Redis server time, ms) of its last heartbeat. */
-  nodes(): string {
-    return `${this.prefix}nodes`;
-  }
-
-  /** HASH dead session id → `<claimant session>|<claim expiry ms>`: reaps in progress. */
-  reaping(): string {
-    return `${this.prefix}reaping`;
-  }
-
-  /**
-   * STRING (an hour's TTL) set when another node claims a dead session: the session's node, if
-   * it was only stalled, learns on re-registering that its members were announced as removed.
-   */
-  reapedSession(session: string): string {
-    return `${this.prefix}reaped:${session}`;
-  }
-
   /** STRING: messages charged to the app on one UTC day (day = days since the epoch). */
   quota(appId: string, day: number): string {
     return `${this.prefix}quota:${day}:${appId}`;
-  }
-
-  /**
-   * STREAM of the cluster's webhook outbox (field `m`: one JSON message, webhooks/shared-outbox.ts),
-   * read by every node's shards through the consumer group `delivery`; an entry is deleted once
-   * delivered or dead-lettered.
-   */
-  webhookOutbox(): string {
-    return `${this.prefix}webhooks`;
-  }
-
-  /** STREAM of dead-lettered webhooks (capped to about MAX_DEAD_LETTERS). */
-  webhookDeadLetters(): string {
-    return `${this.prefix}webhooks:dead`;
-  }
-
-  /**
-   * ZSET of webhooks held by the page-reload debounce, by due time (Redis time, ms): member
-   * `c|<cid>|<token>` (channel_vacated) or `m|<cid>|<token>|<userId>` (member_removed). Any node
-   * releases due ones into webhookOutbox unless a join cancelled their hold.
-   */
-  webhookHeld(): string {
-    return `${this.prefix}webhooks:held`;
   }
 
   /** Pub/sub channel of one Herald channel's frames. */
@@ -142,15 +101,5 @@ export class RedisKeys {
     const head = `${this.prefix}msg:`;
     if (!topic.startsWith(head)) return null;
     return splitChannelId(topic.slice(head.length));
-  }
-
-  /** Pub/sub channel every node listens on (control messages for all nodes). */
-  controlAll(): string {
-    return `${this.prefix}ctl`;
-  }
-
-  /** Pub/sub channel of one node (control messages for that node only), by node id. */
-  controlNode(nodeId: string): string {
-    return `${this.prefix}ctl:${nodeId}`;
   }
 }

@@ -21,9 +21,9 @@
 import type { Redis } from 'ioredis';
 import { log } from '../../../log.js';
 import type { ChannelTransition, NodeSnapshot, NodeSubscription, RedisChannelState, Registration } from './channel-state.js';
-import { whenAvailable } from './connection.js';
+import { whenAvailable } from '../../../cluster/connection.js';
 import type { RedisKeys } from './keys.js';
-import type { NodeSession } from './node-session.js';
+import type { NodeSession } from '../../../cluster/node-session.js';
 import { defineScripts, runScript } from './scripts.js';
 
 /** Channels a reap handles per script call: bounds how long one call holds Redis. */

@@ -12,7 +12,7 @@
  * user's first connection anywhere signs in and `offline` when the last one leaves, a reaped
  * node's users included. Watchlist events travel on a hidden per-app channel (`#watch`).
  */
-import { HISTORY_IN_CLUSTER, type AppConfig, type ClusterConfig, type HeraldConfig } from '../../../config/schema.js';
+import { HISTORY_IN_CLUSTER, type AppConfig, type HeraldConfig } from '../../../config/schema.js';
 import { HeraldError } from '../../../errors.js';
 import { log, RateLimitedLog } from '../../../log.js';
 import type { ShardRequester } from '../../../shards/requester.js';
@@ -38,20 +38,21 @@ import type {
   RelayedClientEvent,
   SubscribeRequest,
   SubscribeResult,
+  SubscriptionTap,
   UnsubscribeResult,
 } from '../channel-adapter.js';
+import { TapPoint } from '../tap-point.js';
 import type { ClusterFigures } from '../../../metrics/prometheus.js';
 import { overQuota } from '../../quota.js';
 import { deliverToTopic, tellWatchers } from '../topic-delivery.js';
 import type { TopicFanout } from '../../../http/topic-fanout.js';
-import type { SessionDirectory } from '../../http-fallback/directory.js';
 import { CacheJoinWatch } from '../cache-join-watch.js';
 import type { RateCounter } from '../../rate-limits/rate-counter.js';
 import type { ChannelTransition, NodeSnapshot } from './channel-state.js';
-import { ClusterNode, type ClusterMember } from './cluster-node.js';
+import type { Cluster, ControlMessage } from '../../../cluster/cluster.js';
+import { ClusterNode } from './cluster-node.js';
 import { AvailabilityWait } from './availability-wait.js';
-import { describeRedis, RedisUnavailableError } from './connection.js';
-import type { ControlMessage } from './delivery-bus.js';
+import { RedisUnavailableError } from '../../../cluster/connection.js';
 import { HIDDEN_CHANNELS, runScript } from './scripts.js';
 
 /** Hidden channel whose members are the signed-in users, one subscription per node and user. */
@@ -90,57 +91,29 @@ const HELD_SWEEP_MS = 200;
 /** Held webhooks released per script call. */
 const HELD_RELEASE_BATCH = 200;
 
-/** GET /admin/v1/overview's `cluster` (docs/admin-api.md). */
-export interface ClusterOverview extends ClusterFigures {
-  nodeId: string;
-  /** Where Redis is, without any password (connection.ts describeRedis). */
-  redis: string;
-  keyPrefix: string;
-  nodeTimeoutMs: number;
-  /** The registered sessions, by node id; null while Redis cannot be read. */
-  nodes: ClusterMember[] | null;
-  /** Dead sessions being reaped; null while Redis cannot be read. */
-  reaping: number | null;
-}
-
 export interface RedisAdapterDeps {
   /** The uWS topics frames go to (the main app's, http/tls.ts). */
   topics: TopicFanout;
   registry: SocketRegistry;
   shards: ShardRequester<ChannelShardApi & WebhookShardApi>;
-  cluster: ClusterConfig;
+  /** This node's cluster membership (not started yet): the adapter's node starts and closes it. */
+  cluster: Cluster;
+  /** How long a subscription waits for the cluster to be available again (ms); cluster.subscriptionWaitMs. */
+  subscriptionWaitMs: number;
   /** The running config (replaced by a reload): apps, webhook debounce. */
   config: () => Readonly<HeraldConfig>;
   /** The running apps by id (updated in place by a reload). */
   apps: ReadonlyMap<string, AppConfig>;
-  nodeId: string;
 }
 
 type Shards = ShardRequester<ChannelShardApi & WebhookShardApi>;
 
-/**
- * The cluster capability as the Redis adapter offers it: beside what the front end and the
- * HTTP API use (ClusterCapability), what the composition root hands to the other areas (the
- * Redis node for the tenant store, the fallback's session directory, the admin overview and
- * the metrics figures, and another node's tenant change).
- */
-export interface RedisCluster extends ClusterCapability {
-  readonly node: ClusterNode;
-  /** Hears another node's admin API change of an app or push instance (set by the tenant registry). */
-  onTenantChanged: ((kind: 'app' | 'push', id: string) => void) | undefined;
-  sessionDirectory(): SessionDirectory;
-  overview(): Promise<ClusterOverview>;
-  readonly figures: ClusterFigures;
-}
-
-export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisCluster {
+export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   /** The adapter is its own cluster capability (its members are on this class). */
-  readonly cluster: RedisCluster = this;
+  readonly cluster: ClusterCapability = this;
   readonly node: ClusterNode;
   readonly messageQuota: MessageCharger;
   readonly rateCounter: RateCounter;
-  /** Hears another node's admin API change of an app or push instance (set by the tenant registry). */
-  onTenantChanged: ((kind: 'app' | 'push', id: string) => void) | undefined;
   private readonly topics: TopicFanout;
   private readonly registry: SocketRegistry;
   private readonly shards: Shards;
@@ -170,18 +143,19 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   private lastRelay: Promise<boolean> = Promise.resolve(true);
   /** Subscriptions waiting for the cluster to be available again (joinOnceAvailable). */
   private readonly availability = new AvailabilityWait(() => this.available);
+  /** The debug console's subscriptions (tap-point.ts). */
+  private readonly tapPoint = new TapPoint();
 
   private constructor(private readonly deps: RedisAdapterDeps) {
     this.topics = deps.topics;
     this.registry = deps.registry;
     this.shards = deps.shards;
     this.node = new ClusterNode(deps.cluster, {
-      nodeId: deps.nodeId,
       snapshot: () => this.snapshot(),
       onTransitions: (transitions) => this.reportTransitions(transitions),
       onFrame: (appId, channel, frame, except) => this.fromOtherNode(appId, channel, frame, except),
-      onControl: (message, origin) => this.control(message, origin),
     });
+    deps.cluster.onControl((message, origin) => this.control(message, origin));
     const state = this.node.state;
     this.messageQuota = {
       charge: async (app, messages) => {
@@ -388,61 +362,13 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
 
   async terminateUserConnections(appId: string, userId: string): Promise<number> {
     const closed = this.registry.terminateUser(appId, userId);
-    await this.call(() => this.node.bus.sendControl('all', { type: 'terminateUser', appId, userId }));
+    await this.call(() => this.node.cluster.sendControl('all', { type: 'terminateUser', appId, userId }));
     return closed;
   }
 
   private control(message: ControlMessage, origin: string): void {
     if (origin === this.node.nodeId) return;
     if (message.type === 'terminateUser') this.registry.terminateUser(message.appId, message.userId);
-    else if (message.type === 'fallback') this.fallbackHandler?.(message.data, origin);
-    else if (message.type === 'tenantChanged') this.onTenantChanged?.(message.kind, message.id);
-  }
-
-  private fallbackHandler: ((data: unknown, origin: string) => void) | undefined;
-
-  /**
-   * Where HTTP fallback sessions live in the cluster (channels/http-fallback): a key per session
-   * naming its node (`<prefix>fb:<session>`, with a time to live the holder renews), and
-   * messages to one node over the control channel. A lookup or record Redis cannot answer
-   * rejects (the fallback answers "retry"). The node remembers what it claimed, and records it
-   * again whenever the command connection is ready after a drop (Redis may be back empty).
-   */
-  sessionDirectory(): SessionDirectory {
-    const redis = this.node.connections.commands;
-    const nodeId = this.node.nodeId;
-    const key = (id: string): string => `${this.node.keys.prefix}fb:${id}`;
-    /** Sessions this node holds: id → the life (ms) of its record. */
-    const held = new Map<string, number>();
-    redis.on('ready', () => {
-      for (const [id, ttlMs] of held) redis.set(key(id), nodeId, 'PX', ttlMs).catch(() => {});
-    });
-    return {
-      nodeId,
-      owner: (id) => redis.get(key(id)),
-      claim: (id, ttlMs) => {
-        const renewal = held.has(id);
-        held.set(id, ttlMs);
-        return redis.set(key(id), nodeId, 'PX', ttlMs).then(
-          () => undefined,
-          (err: unknown) => {
-            // A new session not recorded is not opened; one held already is recorded again later.
-            if (!renewal) held.delete(id);
-            throw err;
-          },
-        );
-      },
-      release: (id) => {
-        held.delete(id);
-        redis.del(key(id)).catch(() => {});
-      },
-      send: (node, data) => {
-        this.node.bus.sendControl(node, { type: 'fallback', data }).catch(() => {});
-      },
-      onMessage: (handler) => {
-        this.fallbackHandler = handler;
-      },
-    };
   }
 
   // --- channel state --------------------------------------------------------------------
@@ -474,8 +400,11 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   subscribe(req: SubscribeRequest): Promise<SubscribeResult>;
   subscribe(req: SubscribeRequest, wanted: () => boolean): Promise<SubscribeResult | null>;
   subscribe(req: SubscribeRequest, wanted?: () => boolean): Promise<SubscribeResult | null> {
-    if (wanted && !wanted()) return Promise.resolve(null);
-    return this.joinOnceAvailable(req, wanted);
+    return this.tapPoint.joined(req, wanted && !wanted() ? Promise.resolve(null) : this.joinOnceAvailable(req, wanted));
+  }
+
+  tapSubscriptions(tap: SubscriptionTap): void {
+    this.tapPoint.set(tap);
   }
 
   /**
@@ -486,7 +415,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
    * wants the channel after a wait (nothing recorded: a refused join changed nothing).
    */
   private async joinOnceAvailable(req: SubscribeRequest, wanted: (() => boolean) | undefined): Promise<SubscribeResult | null> {
-    const deadline = Date.now() + this.deps.cluster.subscriptionWaitMs;
+    const deadline = Date.now() + this.deps.subscriptionWaitMs;
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0 || !this.available) {
         // After a refused attempt, a pause: the node may not have noticed the outage yet.
@@ -560,7 +489,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
     this.leavesInFlight++;
     const leaving = this.leaveApplied(app, appId, channel, socketId, debounceMs, 0);
     leaving.then(this.leaveSettled, this.leaveSettled);
-    return leaving;
+    return this.tapPoint.left(appId, channel, socketId, leaving);
   }
 
   /** One leave in flight settled (a shared callback: a leave storm holds tens of thousands). */
@@ -718,7 +647,7 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
   }
 
   private get available(): boolean {
-    return this.node.liveness.available && this.node.bus.listening;
+    return this.node.liveness.available && this.node.bus.listening && this.node.cluster.listening;
   }
 
   /** Runs a Redis call; an outage becomes CLUSTER_UNAVAILABLE (a 503 the SDKs retry). */
@@ -729,24 +658,6 @@ export class RedisChannelAdapter implements ChannelAdapter<RedisCluster>, RedisC
       if (err instanceof RedisUnavailableError) throw new HeraldError('CLUSTER_UNAVAILABLE');
       throw err;
     }
-  }
-
-  /**
-   * The cluster as this node sees it, for the admin overview: always answers, also during an
-   * outage (then `available` is false and `members` null).
-   */
-  async overview(): Promise<ClusterOverview> {
-    const members = await this.node.members().catch(() => null);
-    const { config } = this.node;
-    return {
-      nodeId: this.node.nodeId,
-      redis: describeRedis(config),
-      keyPrefix: config.keyPrefix,
-      nodeTimeoutMs: config.nodeTimeoutMs,
-      ...this.figures,
-      nodes: members?.nodes ?? null,
-      reaping: members?.reaping ?? null,
-    };
   }
 
   /** This node's cluster figures for /metrics. */

@@ -5,8 +5,9 @@
  * cluster, that reports the transition (channel_occupied, member_added, ...).
  *
  * Every script takes the key prefix as ARGV[1] and builds its keys from it, following the
- * layout of keys.ts (the reaper's keys depend on data it reads, so they cannot be declared up
- * front). That is fine on a single Redis primary (with replicas or Sentinel); Redis Cluster,
+ * layout of keys.ts (and of src/cluster/keys.ts and webhooks/shared-outbox-keys.ts, which they
+ * write too; the reaper's keys depend on data it reads, so they cannot be declared up front).
+ * That is fine on a single Redis primary (with replicas or Sentinel); Redis Cluster,
  * which needs declared keys on one slot, is not supported (docs/scaling.md).
  *
  * Times come from Redis (`TIME`), not from the nodes, so clock skew between nodes cannot make a
@@ -65,7 +66,7 @@ local function leaveOne(session, appId, channel, socketId)
   end
   return {vacated, removed, count}
 end
--- A webhook held by the reload debounce, as a member of webhooks:held (keys.ts webhookHeld).
+-- A webhook held by the reload debounce, as a member of webhooks:held (webhooks/shared-outbox-keys.ts webhookHeld).
 local function heldMember(kind, cid, token, userId)
   if kind == 'c' then return 'c|' .. cid .. '|' .. token end
   return 'm|' .. cid .. '|' .. token .. '|' .. userId

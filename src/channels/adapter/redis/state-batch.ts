@@ -26,7 +26,7 @@
  * tens of thousands of them at once until Redis has worked through them.
  */
 import type { Redis } from 'ioredis';
-import { asUnavailable } from './connection.js';
+import { asUnavailable } from '../../../cluster/connection.js';
 import { runScript } from './scripts.js';
 
 /** Changes per script call at most: bounds how long one call holds Redis (~20–40 µs per change). */

@@ -18,7 +18,7 @@
  *                                       v1.PublishToUsersAttempt in the webhook outbox (src/webhooks/)
  */
 import { HeraldError } from '../../../errors.js';
-import { log } from '../../../log.js';
+import { describeError, log } from '../../../log.js';
 import type { HeraldConfig } from '../../../config/schema.js';
 import type { ShardArea } from '../../../shards/context.js';
 import { isCurrentNamespace, type PushAreaDeps } from '../deps.js';
@@ -186,7 +186,7 @@ class PublishArea {
       },
       (err) => {
         this.pending.release(job);
-        log.error('publish run failed', { shard: this.deps.ctx.shardIndex, publishId: job.publishId, error: String((err as Error)?.stack ?? err) });
+        log.error('publish run failed', { shard: this.deps.ctx.shardIndex, publishId: job.publishId, error: describeError(err) });
       },
     );
   }

@@ -4,7 +4,7 @@
  * the nodes; runs each as a PublishRun over the partition's devices, resuming a taken-over one
  * from its last checkpoint; and renews their leases between checkpoints.
  */
-import { log, RateLimitedLog } from '../../../log.js';
+import { describeError, log, RateLimitedLog } from '../../../log.js';
 import type { PostgresPublishStore } from '../../store/postgres/postgres-publish-store.js';
 import { initialPartRecord } from '../../store/postgres/postgres-publish-store.js';
 import { PublishRun, type PublishRunDeps } from './publish-run.js';
@@ -93,7 +93,7 @@ export class PartitionClaims {
         if (outcome === 'finished') await this.deps.partitionFinished(job.publishId);
         this.wake();
       },
-      (err) => log.error('publish partition run failed', { shard: runDeps.shardIndex, publishId: job.publishId, partition, error: String((err as Error)?.stack ?? err) }),
+      (err) => log.error('publish partition run failed', { shard: runDeps.shardIndex, publishId: job.publishId, partition, error: describeError(err) }),
     );
     return true;
   }

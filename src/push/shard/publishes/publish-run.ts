@@ -19,7 +19,7 @@
  */
 import { instanceOfNamespace } from '../../store/namespaces.js';
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
-import { log } from '../../../log.js';
+import { describeError, log } from '../../../log.js';
 import { logWriteFailure } from '../../../shards/disk-full.js';
 import { PLATFORMS, type Platform } from '../../platform.js';
 import { CLOSED_OUTCOME } from '../../gateways/retry.js';
@@ -255,7 +255,7 @@ export class PublishRun {
             this.settle(slot);
           })
           .catch((err: unknown) => {
-            log.error('publish send failed unexpectedly', { publishId: this.job.publishId, error: String((err as Error)?.stack ?? err) });
+            log.error('publish send failed unexpectedly', { publishId: this.job.publishId, error: describeError(err) });
             slot.value.outcome = 'failed';
             slot.value.reason = 'internal error';
             this.settle(slot);

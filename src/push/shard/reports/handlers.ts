@@ -8,7 +8,7 @@
  * every publish of the instance when it is accepted, until the publish retention sweeps it).
  * That bounds what a stranger can write to one record per (real publish, real device, kind).
  */
-import { log } from '../../../log.js';
+import { describeError, log } from '../../../log.js';
 import type { ShardArea } from '../../../shards/context.js';
 import type { PushAreaDeps } from '../deps.js';
 import type { PushInstanceWebhookKind } from '../../../webhooks/emitter.js';
@@ -79,7 +79,7 @@ export function createReportArea(deps: PushAreaDeps, publishes: LmdbPublishStore
     if (pruning) return;
     pruning = removeReportsOfGonePublishes(reports, publishes, () => closing, (publishId) => knownPublishes.forget(publishId))
       .then(() => undefined)
-      .catch((err: unknown) => log.error('report pruning failed', { shard: ctx.shardIndex, error: String((err as Error)?.stack ?? err) }))
+      .catch((err: unknown) => log.error('report pruning failed', { shard: ctx.shardIndex, error: describeError(err) }))
       .finally(() => {
         pruning = undefined;
       });

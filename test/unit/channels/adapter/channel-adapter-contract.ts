@@ -5,7 +5,10 @@
  * the connections receive. Run against the local adapter (local-adapter.test.ts); a Redis
  * adapter will run the same suite.
  */
+import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DebugHub } from '../../../../src/admin/debug-hub.js';
+import type { DebugEvent } from '../../../../src/debug-tap/tap.js';
 import type { ChannelAdapter, ChannelSocket } from '../../../../src/channels/adapter/channel-adapter.js';
 import { until } from '../../../helpers/wait.js';
 
@@ -53,6 +56,29 @@ export function channelAdapterContract(name: string, make: () => Promise<Adapter
       expect(await h.adapter.unsubscribe(app, 'room', a.socketId)).toMatchObject({ vacated: false, subscriptionCount: 1 });
       expect(await h.adapter.unsubscribe(app, 'room', b.socketId)).toMatchObject({ vacated: true, subscriptionCount: 0 });
       expect(await h.adapter.channelInfo(app, 'room', {})).toEqual({ occupied: false });
+    });
+
+    it('hands the subscriptions made through it to the debug tap while the app is watched, with the counts', async () => {
+      const hub = new DebugHub({ dataDir: `contract-tap-${randomUUID()}` });
+      try {
+        h.adapter.tapSubscriptions(hub);
+        const [a, b] = [await h.connect(app), await h.connect(app)];
+        await h.adapter.subscribe({ appId: app, channel: 'unwatched', socketId: a.socketId });
+        const seen: DebugEvent[] = [];
+        hub.watch(app, (message) => {
+          if (message.type === 'event') seen.push(message.event);
+        });
+        await h.adapter.subscribe({ appId: app, channel: 'room', socketId: a.socketId });
+        await h.adapter.subscribe({ appId: app, channel: 'room', socketId: b.socketId }, () => true);
+        await h.adapter.unsubscribe(app, 'room', a.socketId);
+        expect(seen).toEqual([
+          { kind: 'subscription', action: 'subscribed', channel: 'room', socketId: a.socketId, subscriptionCount: 1 },
+          { kind: 'subscription', action: 'subscribed', channel: 'room', socketId: b.socketId, subscriptionCount: 2 },
+          { kind: 'subscription', action: 'unsubscribed', channel: 'room', socketId: a.socketId, subscriptionCount: 1 },
+        ]);
+      } finally {
+        hub.close();
+      }
     });
 
     it('adds a presence member on its first connection only and removes it with its last', async () => {

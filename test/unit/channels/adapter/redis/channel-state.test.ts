@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
 import { runScript } from '../../../../../src/channels/adapter/redis/scripts.js';
+import { SharedOutboxKeys } from '../../../../../src/webhooks/shared-outbox-keys.js';
 import { sleep, until } from '../../../../helpers/wait.js';
 
 const bed = clusterTestBed('t');
@@ -110,7 +111,7 @@ describe('RedisChannelState', () => {
     await sleep(400);
     expect(await release()).toBe(2);
     expect(await release()).toBe(0);
-    const messages = (await redis.xrange(b.node.keys.webhookOutbox(), '-', '+')).map(([, fields]) => JSON.parse(fields[1]!) as { appId: string; events: Record<string, unknown>[] });
+    const messages = (await redis.xrange(new SharedOutboxKeys(b.node.keys.prefix).webhookOutbox(), '-', '+')).map(([, fields]) => JSON.parse(fields[1]!) as { appId: string; events: Record<string, unknown>[] });
     const events = messages.flatMap((m) => m.events.map((e): Record<string, unknown> => ({ appId: m.appId, ...e })));
     expect(events.map(({ id: _id, ...e }) => e).sort((x, y) => String(x.name).localeCompare(String(y.name)))).toEqual([
       { appId: 'app', name: 'channel_vacated', channel: 'presence-held' },

@@ -62,7 +62,7 @@ describe('DeliveryBus', () => {
     await until(() => b.frames.length === 1, 'first frame on b', 10_000);
     // One turn: 50 publishes, then a control message, which must reach the other node after them.
     const sent = Array.from({ length: 50 }, (_, i) => a.node.bus.publish('app', 'burst', `f${i}`));
-    const control = a.node.bus.sendControl('b', { type: 'terminateUser', appId: 'app', userId: 'u' });
+    const control = a.node.cluster.sendControl('b', { type: 'terminateUser', appId: 'app', userId: 'u' });
     expect(await Promise.all(sent)).toEqual(Array(50).fill(1));
     expect(await control).toBe(1);
     await until(() => b.controls.length === 1, 'control on b', 10_000);
@@ -72,10 +72,10 @@ describe('DeliveryBus', () => {
   it('sends control messages to every node or to one node', async () => {
     const [a, b, c] = await started('a', 'b', 'c');
     const terminate = { type: 'terminateUser' as const, appId: 'app', userId: 'mallory' };
-    expect(await a.node.bus.sendControl('all', terminate)).toBe(3);
+    expect(await a.node.cluster.sendControl('all', terminate)).toBe(3);
     await until(() => [a, b, c].every((n) => n.controls.length === 1), 'control on every node', 10_000);
     expect(c.controls[0]).toEqual({ message: terminate, origin: 'a' });
-    expect(await a.node.bus.sendControl('c', terminate)).toBe(1);
+    expect(await a.node.cluster.sendControl('c', terminate)).toBe(1);
     await until(() => c.controls.length === 2, 'control on c', 10_000);
     expect(b.controls).toHaveLength(1);
   });

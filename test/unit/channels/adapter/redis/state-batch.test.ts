@@ -8,6 +8,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisChannelAdapter } from '../../../../../src/channels/adapter/redis/redis-adapter.js';
+import { Cluster } from '../../../../../src/cluster/cluster.js';
 import { MAX_BATCH_OPS, MAX_BATCHES_IN_FLIGHT } from '../../../../../src/channels/adapter/redis/state-batch.js';
 import { parseConfig } from '../../../../../src/config/load.js';
 import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
@@ -154,7 +155,7 @@ describe('batched state changes through the Redis adapter', () => {
         const cluster = parseConfig({ cluster: { redisUrl: bed.redis.url, keyPrefix: prefix, nodeTimeoutMs: 60_000 } }).cluster!;
         const apps = new Map(config.apps.map((a) => [a.id, a]));
         const noDebounce = { ...config, webhookDelivery: { ...config.webhookDelivery, pageReloadDebounceMs: 0 } };
-        return RedisChannelAdapter.start({ topics, registry, shards, cluster, config: () => noDebounce, apps, nodeId: 'batch-webhooks' });
+        return RedisChannelAdapter.start({ topics, registry, shards, cluster: new Cluster(cluster, { nodeId: 'batch-webhooks' }), subscriptionWaitMs: cluster.subscriptionWaitMs, config: () => noDebounce, apps });
       },
       { webhooks: [{ url: receiver.url('/batch'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }] },
     );

@@ -10,11 +10,11 @@ import {
   replyTimeoutMs,
   RedisUnavailableError,
   whenAvailable,
-} from '../../../../../src/channels/adapter/redis/connection.js';
-import { freePort, RedisServer } from '../../../../helpers/redis-server.js';
-import { sleep, until } from '../../../../helpers/wait.js';
+} from '../../../src/cluster/connection.js';
+import { freePort, RedisServer } from '../../helpers/redis-server.js';
+import { sleep, until } from '../../helpers/wait.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../../fixtures');
+const FIXTURES = join(import.meta.dirname, '../../fixtures');
 let secured: RedisServer;
 let tls: RedisServer;
 let tlsPort = 0;

@@ -10,9 +10,9 @@ import {
   parseHostPort,
   RedisUnavailableError,
   whenAvailable,
-} from '../../../../../src/channels/adapter/redis/connection.js';
-import { parseConfig } from '../../../../../src/config/load.js';
-import { MASTER_NAME, RedisSentinelSet } from '../../../../helpers/redis-sentinel.js';
+} from '../../../src/cluster/connection.js';
+import { parseConfig } from '../../../src/config/load.js';
+import { MASTER_NAME, RedisSentinelSet } from '../../helpers/redis-sentinel.js';
 
 const SENTINEL_PASSWORD = 'sentinel-s3cret';
 let set: RedisSentinelSet;

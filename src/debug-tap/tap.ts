@@ -4,8 +4,9 @@
  *
  * Cost: every call first asks whether a dashboard watches the app (one Set lookup on a usually
  * empty set); nothing is built or copied otherwise. Events of a watched app are sampled under
- * load (see debug-hub.ts). The admin area owns the implementation; the rest of the server sees
- * only this interface, handed to it in the ServerContext.
+ * load (see admin/debug-hub.ts). The admin area owns the implementation; the rest of the server
+ * sees only this interface, handed to it in the ServerContext (the channel adapter gets it
+ * through `tapSubscriptions`). It sits below every area and imports none but type-only messages.
  */
 import type { PublishJob } from '../push/messages/publishes.js';
 

@@ -16,8 +16,8 @@
  * still reachable) also reconnects.
  */
 import { Redis, type RedisOptions } from 'ioredis';
-import type { ClusterConfig } from '../../../config/schema.js';
-import { log } from '../../../log.js';
+import type { ClusterConfig } from '../config/schema.js';
+import { log } from '../log.js';
 
 /** First reconnect delay (ms); doubled per failed attempt up to RECONNECT_MAX_MS, ±50% jitter. */
 export const RECONNECT_BASE_MS = 50;

@@ -1,16 +1,14 @@
 /**
- * The shard workers' end of the debug tap: webhook attempts of watched apps, sent to the main
- * thread's DebugHub over a BroadcastChannel (no shard request, no main-thread round trip).
+ * The shard workers' end of the debug tap: events of watched apps that happen on a shard (a
+ * webhook attempt), sent to the main thread's DebugHub over a BroadcastChannel (no shard
+ * request, no main-thread round trip).
  *
  * The main thread posts the list of watched apps on the `watch` channel whenever it changes;
  * a worker says `hello` when it starts so that a replaced worker learns the current list. In
  * the main thread (unit tests of the outbox) this module does nothing.
  */
 import { BroadcastChannel, isMainThread, workerData } from 'node:worker_threads';
-import type { DeliveryResult } from './http-sender.js';
-import { redactUrl } from './http-sender.js';
-import type { OutboxEntry, WebhookTarget } from './outbox-store.js';
-import type { DebugEvent } from '../admin/tap.js';
+import type { DebugEvent } from './tap.js';
 
 /** main → shards: the apps a dashboard watches now. */
 export interface WatchMessage {
@@ -41,17 +39,13 @@ if (!isMainThread && typeof (workerData as { dataDir?: unknown })?.dataDir === '
   toMain.postMessage(hello);
 }
 
-/** A channel webhook request finished (delivered or failed): shown when its app is watched. */
-export function tapWebhookAttempt(target: WebhookTarget, batch: readonly OutboxEntry[], result: DeliveryResult): void {
-  if (watched.size === 0 || target.kind !== 'channel' || !watched.has(target.appId) || !toMain) return;
-  const event: DebugEvent = {
-    kind: 'webhook',
-    url: redactUrl(target.url),
-    events: batch.map((entry) => String(entry.event?.name ?? '?')),
-    ok: result.ok,
-  };
-  if (result.status !== undefined) event.status = result.status;
-  if (!result.ok) event.error = result.error;
-  const message: ShardTapMessage = { type: 'event', appId: target.appId, event };
-  toMain.postMessage(message);
+/** True while a dashboard watches the app (always false in the main thread): only then is an event worth building. */
+export function shardWatching(appId: string): boolean {
+  return watched.size !== 0 && watched.has(appId) && toMain !== undefined;
+}
+
+/** Sends an event of a watched app to the main thread's DebugHub (which drops it if the app is no longer watched). */
+export function shardTapEvent(appId: string, event: DebugEvent): void {
+  const message: ShardTapMessage = { type: 'event', appId, event };
+  toMain?.postMessage(message);
 }
