@@ -35,6 +35,7 @@ import { PartitionClaims } from './partition-claims.js';
 import { PublishRuns } from './publish-runs.js';
 import { queueClosing, queueStarted } from './publish-webhooks.js';
 import { RecentIds } from './recent-ids.js';
+import { publishShardArea, type PublishArea } from './publish-area.js';
 import type { PublishJob, PublishShardApi, PublishShardStats } from '../../messages/publishes.js';
 
 /** Claims are tried at least this often (ms), besides the notifications. */
@@ -54,20 +55,11 @@ const LATE_CANCEL_ATTEMPTS = 15;
 /** Builds the publish area of one shard of a cluster node over the cluster's PostgreSQL. */
 export function createClusterPublishArea(deps: PushAreaDeps, store: PostgresPublishStore, devices: PushDeviceStore): ShardArea<PublishShardApi> {
   const area = new ClusterPublishArea(deps, store, devices);
-  return {
-    handlers: {
-      'publish.start': ({ job }) => area.start(job),
-      'publish.cancel': ({ publishId }) => area.cancel(publishId),
-      'publish.stats': ({ instanceId, publishId }) => area.stats(instanceId, publishId),
-      'publish.usage': ({ instanceId }) => area.usage(instanceId),
-    },
-    reload: (config) => area.reload(config),
-    close: () => area.close(),
-  };
+  return publishShardArea(area);
 }
 
 /** One shard's part in a cluster's publishes: those it is home to, and the partitions it claims. */
-class ClusterPublishArea {
+class ClusterPublishArea implements PublishArea {
   private readonly deps: PushAreaDeps;
   private readonly store: PostgresPublishStore;
   private readonly runs: PublishRuns;

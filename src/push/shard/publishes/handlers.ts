@@ -29,6 +29,7 @@ import { PublishRetention } from './publish-retention.js';
 import { PublishRun, reportOf, type PublishRunDeps } from './publish-run.js';
 import { PublishRuns } from './publish-runs.js';
 import { RecentIds } from './recent-ids.js';
+import { publishShardArea, type PublishArea } from './publish-area.js';
 import { userIndexOf } from '../../publish-results.js';
 import { initialProgress, statsOf, usageMonth, type ProgressRecord, type ShardReport } from '../../store/publish-record-store.js';
 import type { PublishJob, PublishShardApi, PublishShardStats } from '../../messages/publishes.js';
@@ -38,21 +39,12 @@ const CANCELLED_REMEMBERED = 1024;
 
 /** Builds the publish area of one shard over its LMDB publish records and resumes its unfinished publishes. */
 export function createPublishArea(deps: PushAreaDeps, publishes: LmdbPublishStore): ShardArea<PublishShardApi> {
-  const area = new PublishArea(deps, publishes);
-  return {
-    handlers: {
-      'publish.start': ({ job }) => area.start(job),
-      'publish.cancel': ({ publishId }) => area.cancel(publishId),
-      'publish.stats': ({ instanceId, publishId }) => area.stats(instanceId, publishId),
-      'publish.usage': ({ instanceId }) => area.usage(instanceId),
-    },
-    reload: (config) => area.reload(config),
-    close: () => area.close(),
-  };
+  const area = new NodePublishArea(deps, publishes);
+  return publishShardArea(area);
 }
 
 /** One shard's publishes on one node: its part of each, run here, coordinated with the other shards. */
-class PublishArea {
+class NodePublishArea implements PublishArea {
   private readonly deps: PushAreaDeps;
   private readonly publishes: LmdbPublishStore;
   private readonly runs: PublishRuns;
