@@ -19,24 +19,14 @@
  */
 import { Packr } from 'msgpackr';
 import type { Platform } from '../../platform.js';
-import type { ScanDevice } from '../../store/device-store.js';
+import type { Device, ScanDevice } from '../../store/device-store.js';
 
-/** A device as stored; id and instance id live in the key. Optional fields are omitted, never undefined. */
-export interface DeviceRecord {
-  platform: Platform;
-  /** Gateway token: APNs device token, FCM registration token or web push subscription. */
-  token: string;
-  /** APNs topic (the app's bundle id); absent when never supplied. */
-  bundleIdentifier?: string;
-  /** SDK and OS versions the SDK reported (apnsMetadata / fcmMetadata). */
-  metadata?: Record<string, string>;
-  /** The user the device is associated with (D10/D11); absent until associated. */
-  userId?: string;
-  /** First registration, milliseconds since the Unix epoch. */
-  createdAt: number;
-  /** How many interests the device is subscribed to. */
-  interestCount: number;
-}
+/**
+ * A device as stored: the store's Device without its id and instance id, which live in the
+ * key. Optional fields are omitted, never undefined. The codec below writes each field itself,
+ * so a field added to Device reaches the disk only once the codec writes it.
+ */
+export type DeviceRecord = Omit<Device, 'id' | 'instanceId'>;
 
 /**
  * A ScanDevice decoded from its LMDB record, with the device's interest count: the LMDB interest
