@@ -17,6 +17,7 @@ import { removeReportsOfGonePublishes } from './prune.js';
 import type { DeliveryReport, ReportKind, ReportShardApi } from '../../messages/reports.js';
 import type { PostgresPublishStore } from '../../store/postgres/postgres-publish-store.js';
 import type { PublishRecordStore } from '../../store/publish-record-store.js';
+import type { PushDeviceStore } from '../../store/device-store.js';
 import type { LmdbPublishStore } from '../publishes/lmdb-publish-store.js';
 import { shardForKey } from '../../../shards/hash.js';
 import { instanceOfNamespace } from '../../store/namespaces.js';
@@ -34,15 +35,34 @@ const WEBHOOK_KIND: Record<ReportKind, PushInstanceWebhookKind> = {
   open: 'v1.UserNotificationOpen',
 };
 
-/** The instance of each publish a report names, as the publish records know it; positive answers cached. */
-class KnownPublishes {
+/**
+ * Whether a report counts: its device is registered in the instance and its publish is the
+ * instance's in the publish records (positive answers cached). Reports carry no credentials,
+ * so this bounds what a stranger can write.
+ */
+class ReportCheck {
   /** publishId → instanceId of publishes seen, oldest first. */
   private readonly known = new Map<string, string>();
 
-  constructor(private readonly publishes: Pick<PublishRecordStore, 'instanceOf'>) {}
+  constructor(
+    private readonly devices: Pick<PushDeviceStore, 'get'>,
+    private readonly publishes: Pick<PublishRecordStore, 'instanceOf'>,
+  ) {}
 
-  /** The publish's instance; undefined when the records do not hold it. */
-  async instanceOf(publishId: string): Promise<string | undefined> {
+  /** The outcome refusing the report, or whether its webhook may name its user (the device belongs to that user). */
+  async check(report: DeliveryReport): Promise<{ refused: 'unknown-device' | 'unknown-publish' } | { namesUser: boolean }> {
+    const device = await this.devices.get(report.instanceId, report.deviceId);
+    if (!device) return { refused: 'unknown-device' };
+    if ((await this.instanceOf(report.publishId)) !== report.instanceId) return { refused: 'unknown-publish' };
+    return { namesUser: report.userId !== undefined && report.userId === device.userId };
+  }
+
+  /** The publish's records are gone. */
+  forget(publishId: string): void {
+    this.known.delete(publishId);
+  }
+
+  private async instanceOf(publishId: string): Promise<string | undefined> {
     const cached = this.known.get(publishId);
     if (cached !== undefined) return cached;
     const instanceId = await this.publishes.instanceOf(publishId);
@@ -50,11 +70,6 @@ class KnownPublishes {
     this.known.set(publishId, instanceId);
     if (this.known.size > KNOWN_PUBLISH_CACHE) this.known.delete(this.known.keys().next().value!);
     return instanceId;
-  }
-
-  /** The publish's records are gone. */
-  forget(publishId: string): void {
-    this.known.delete(publishId);
   }
 }
 
@@ -69,15 +84,15 @@ function queueUserWebhook(webhooks: WebhookEmitter, report: DeliveryReport): voi
 
 /** The reporting handlers of one shard over its LMDB environment; close() stops the background prune. */
 export function createReportArea(deps: PushAreaDeps, publishes: LmdbPublishStore): ShardArea<ReportShardApi> {
-  const { ctx, store: devices, webhooks } = deps;
+  const { ctx, webhooks } = deps;
   const reports = new ReportStore(ctx.root);
-  const knownPublishes = new KnownPublishes(deps.publishes);
+  const reportCheck = new ReportCheck(deps.store, deps.publishes);
 
   let closing = false;
   let pruning: Promise<void> | undefined;
   const prune = (): void => {
     if (pruning) return;
-    pruning = removeReportsOfGonePublishes(reports, publishes, () => closing, (publishId) => knownPublishes.forget(publishId))
+    pruning = removeReportsOfGonePublishes(reports, publishes, () => closing, (publishId) => reportCheck.forget(publishId))
       .then(() => undefined)
       .catch((err: unknown) => log.error('report pruning failed', { shard: ctx.shardIndex, error: describeError(err) }))
       .finally(() => {
@@ -93,9 +108,8 @@ export function createReportArea(deps: PushAreaDeps, publishes: LmdbPublishStore
   return {
     handlers: {
       'report.record': async ({ report }) => {
-        const device = await devices.get(report.instanceId, report.deviceId);
-        if (!device) return { outcome: 'unknown-device' };
-        if ((await knownPublishes.instanceOf(report.publishId)) !== report.instanceId) return { outcome: 'unknown-publish' };
+        const checked = await reportCheck.check(report);
+        if ('refused' in checked) return { outcome: checked.refused };
         // Duplicates (SDK retries are common) are answered from a read: no write, no webhook.
         if (reports.has(report.instanceId, report.publishId, report.kind, report.deviceId)) return { outcome: 'duplicate' };
         // A webhook names a user only when the device belongs to that user, so a report cannot
@@ -103,7 +117,7 @@ export function createReportArea(deps: PushAreaDeps, publishes: LmdbPublishStore
         // record's write is issued, and the outbox write commits no later (LMDB commits in
         // order): a recorded report always has its webhook, even across a crash. At least
         // once: two copies of one report racing here may both queue it.
-        if (report.userId !== undefined && report.userId === device.userId) queueUserWebhook(webhooks, report);
+        if (checked.namesUser) queueUserWebhook(webhooks, report);
         return { outcome: await reports.record(report) };
       },
 
@@ -125,19 +139,17 @@ export function createReportArea(deps: PushAreaDeps, publishes: LmdbPublishStore
  * id) only, since every shard would read the same rows and the main thread sums the shards.
  */
 export function createClusterReportArea(deps: PushAreaDeps, publishes: PostgresPublishStore): ShardArea<ReportShardApi> {
-  const { ctx, store: devices, webhooks } = deps;
-  const knownPublishes = new KnownPublishes(deps.publishes);
+  const { ctx, webhooks } = deps;
+  const reportCheck = new ReportCheck(deps.store, deps.publishes);
   return {
     handlers: {
       'report.record': async ({ report }) => {
-        const device = await devices.get(report.instanceId, report.deviceId);
-        if (!device) return { outcome: 'unknown-device' };
-        if ((await knownPublishes.instanceOf(report.publishId)) !== report.instanceId) return { outcome: 'unknown-publish' };
+        const checked = await reportCheck.check(report);
+        if ('refused' in checked) return { outcome: checked.refused };
         // The webhook is queued inside the report's transaction: a recorded report has its webhook (at least once).
-        const names = report.userId !== undefined && report.userId === device.userId;
         return {
           outcome: await publishes.recordReport(report, () => {
-            if (names) queueUserWebhook(webhooks, report);
+            if (checked.namesUser) queueUserWebhook(webhooks, report);
           }),
         };
       },
