@@ -24,6 +24,31 @@ function summed(f: ShardFigures | null, pick: (m: ShardMetrics) => number | unde
   return f ? f.metrics.reduce((sum, m) => sum + (pick(m) ?? 0), 0) : 0;
 }
 
+/** A gauge set at each scrape to `value` of the shard figures (0 without them). */
+function figureGauge(registry: Registry, figures: () => Promise<ShardFigures | null>, name: string, help: string, value: (f: ShardFigures | null) => number): void {
+  new Gauge({
+    name,
+    help,
+    registers: [registry],
+    async collect() {
+      this.set(value(await figures()));
+    },
+  });
+}
+
+/** A counter read at each scrape as `value` of the shard figures (0 without them): the shards count, this node sums. */
+function figureCounter(registry: Registry, figures: () => Promise<ShardFigures | null>, name: string, help: string, value: (f: ShardFigures | null) => number): void {
+  new Counter({
+    name,
+    help,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      this.inc(value(await figures()));
+    },
+  });
+}
+
 /**
  * Registers the series read from the shards in `registry`: `figures` answers the scrape's shard
  * figures, `instanceIds` the configured push instances (their series exist at 0).
@@ -56,34 +81,27 @@ function registerPushFigures(registry: Registry, figures: () => Promise<ShardFig
       }
     },
   });
-  new Gauge({
-    name: 'herald_push_publish_records_bytes',
-    help: 'Bytes the records of finished publishes hold on this node (counted against pushDelivery.retentionBytes; the oldest go first past it)',
-    registers: [registry],
-    async collect() {
-      const f = await figures();
-      this.set(summed(f, (m) => m.publishRecordBytes));
-    },
-  });
-  new Gauge({
-    name: 'herald_push_purges_pending',
-    help: 'Deleted push instances whose records (devices, interests, users, publishes, reports) are still being removed in the background, summed over the shards that purge them',
-    registers: [registry],
-    async collect() {
-      const f = await figures();
-      this.set(summed(f, (m) => m.pushPurgesPending));
-    },
-  });
-  new Counter({
-    name: 'herald_push_publish_resends_total',
-    help: 'Notifications this node sent again because the partition holding them was reclaimed from a node whose lease expired (cluster), before their outcome was checkpointed',
-    registers: [registry],
-    async collect() {
-      this.reset();
-      const f = await figures();
-      this.inc(summed(f, (m) => m.publishResends));
-    },
-  });
+  figureGauge(
+    registry,
+    figures,
+    'herald_push_publish_records_bytes',
+    'Bytes the records of finished publishes hold on this node (counted against pushDelivery.retentionBytes; the oldest go first past it)',
+    (f) => summed(f, (m) => m.publishRecordBytes),
+  );
+  figureGauge(
+    registry,
+    figures,
+    'herald_push_purges_pending',
+    'Deleted push instances whose records (devices, interests, users, publishes, reports) are still being removed in the background, summed over the shards that purge them',
+    (f) => summed(f, (m) => m.pushPurgesPending),
+  );
+  figureCounter(
+    registry,
+    figures,
+    'herald_push_publish_resends_total',
+    'Notifications this node sent again because the partition holding them was reclaimed from a node whose lease expired (cluster), before their outcome was checkpointed',
+    (f) => summed(f, (m) => m.publishResends),
+  );
 }
 
 /** Connections not made because their address is not public, by client and reason. */
@@ -120,35 +138,27 @@ function registerWebhookFigures(registry: Registry, figures: () => Promise<Shard
       this.inc({ result: 'failed' }, f ? f.webhooks.failedAttempts : 0);
     },
   });
-  new Counter({
-    name: 'herald_webhook_events_delivered_total',
-    help: 'Webhook events delivered (their request answered 2xx)',
-    registers: [registry],
-    async collect() {
-      this.reset();
-      const f = await figures();
-      this.inc(f ? f.webhooks.sent : 0);
-    },
-  });
-  new Counter({
-    name: 'herald_webhook_dead_letters_total',
-    help: 'Webhook events given up on after their last failed attempt (or whose receiver left the config); kept in the dead letters',
-    registers: [registry],
-    async collect() {
-      this.reset();
-      const f = await figures();
-      this.inc(f ? f.webhooks.deadLettered : 0);
-    },
-  });
-  new Gauge({
-    name: 'herald_webhook_pending',
-    help: 'Webhook events waiting to be delivered',
-    registers: [registry],
-    async collect() {
-      const f = await figures();
-      this.set(f ? f.webhooks.pending : 0);
-    },
-  });
+  figureCounter(
+    registry,
+    figures,
+    'herald_webhook_events_delivered_total',
+    'Webhook events delivered (their request answered 2xx)',
+    (f) => (f ? f.webhooks.sent : 0),
+  );
+  figureCounter(
+    registry,
+    figures,
+    'herald_webhook_dead_letters_total',
+    'Webhook events given up on after their last failed attempt (or whose receiver left the config); kept in the dead letters',
+    (f) => (f ? f.webhooks.deadLettered : 0),
+  );
+  figureGauge(
+    registry,
+    figures,
+    'herald_webhook_pending',
+    'Webhook events waiting to be delivered',
+    (f) => (f ? f.webhooks.pending : 0),
+  );
 }
 
 /** Storage, per shard and data dir: disk full now, full episodes, writes refused. */
