@@ -8,10 +8,10 @@
  *   `maxPendingBytesPerInstance` of the instance's unfinished publishes, cluster-wide), queues
  *   STARTED and notifies every node (PostgreSQL NOTIFY); the other shards answer at once.
  * - Each shard claims at most RUNNING_PER_SHARD partitions at a time (partition-claims.ts), on
- *   a notification and on a 1 s poll, so a large publish spreads over every node; a claimed partition runs as a
- *   PublishRun over the partition's devices (every device of it, through a device store over
- *   the whole cluster, `devices`, not the shard's own scope), checkpointing into its row (which renews its
- *   lease; a timer renews it between checkpoints).
+ *   a notification and on a 1 s poll, so a large publish spreads over every node; a claimed
+ *   partition runs as a PublishRun over the partition's devices (every device of it, through a
+ *   device store over the whole cluster, `devices`, not the shard's own scope), checkpointing
+ *   into its row (which renews its lease; a timer renews it between checkpoints).
  * - A node that dies stops renewing: once `publishLeaseMs` has passed, another node claims the
  *   partition and resumes it from its last checkpoint. Devices the dead node sent after that
  *   checkpoint are sent again: at least once, the repeats counted (at most) in
