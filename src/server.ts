@@ -51,7 +51,7 @@ import { deviceApiRoutes } from './push/http/devices/routes.js';
 import { publishApiRoutes } from './push/http/publishes/routes.js';
 import { reportingApiRoutes } from './push/http/reports/routes.js';
 import { DebugHub } from './admin/debug-hub.js';
-import { createAdminArea, type AdminArea } from './admin/admin-area.js';
+import { createAdminEndpoints, type AdminEndpoints } from './admin/admin-endpoints.js';
 import { RunningTenants } from './tenants/running-tenants.js';
 import { TenantRegistry } from './tenants/tenant-registry.js';
 import { retirePushInstance } from './push/clients/instances.js';
@@ -141,7 +141,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const admin =
     token === null
       ? undefined
-      : createAdminArea({ ctx, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt, tenants, ...(cluster && capability && { cluster: () => cluster.overview(capability.figures) }) });
+      : createAdminEndpoints({ ctx, hub: debug, token, connectionCount: (appId) => ws.connectionCount(appId), startedAt, tenants, ...(cluster && capability && { cluster: () => cluster.overview(capability.figures) }) });
   const metrics = new HeraldMetrics({
     core: ctx.core,
     webhooks: ctx.webhooks,
@@ -255,7 +255,7 @@ function tenantRegistry(
  *   anything else: 404                           notFoundRoutes below (added by the caller, last)
  * WebSocket upgrades (/app/<key>; any other path closes with 4005): channels/ws/endpoint.ts.
  */
-function routeTable(ctx: ServerContext, metrics: HeraldMetrics, admin: AdminArea | undefined, metricsListener: boolean): Route[] {
+function routeTable(ctx: ServerContext, metrics: HeraldMetrics, admin: AdminEndpoints | undefined, metricsListener: boolean): Route[] {
   return [
     ...systemRoutes(ctx),
     ...(metricsListener ? [] : metricsRoutes(ctx, metrics)),
@@ -305,11 +305,12 @@ async function applyReload(
 
 /**
  * After an app's removal (its shards dropped its state, its sockets here are closed): in a
- * cluster, its cached events in Redis go too. A failure (Redis away) is logged: they expire
- * after the app's cacheTtlSeconds.
+ * cluster, its cached events and kept history events in Redis go too. A failure (Redis away)
+ * is logged: the cached events expire after the app's cacheTtlSeconds, the history keys within
+ * max(1 h, ttlSeconds) + ttlSeconds of the app's last event.
  */
 async function forgetRemovedApp(capability: ClusterCapability | null, appId: string): Promise<void> {
-  await capability?.forgetApp(appId).catch((err: unknown) => log.warn('app removed: its cached events not dropped from Redis (they expire with their TTL)', { appId, error: String(err) }));
+  await capability?.forgetApp(appId).catch((err: unknown) => log.warn('app removed: its cached and history events not dropped from Redis (they expire with their TTL)', { appId, error: String(err) }));
 }
 
 /**
@@ -476,7 +477,7 @@ async function shutdown(
   shards: ShardPool<HeraldShardApi>,
   state: ServerState,
   timeoutMs: number,
-  admin: AdminArea | undefined,
+  admin: AdminEndpoints | undefined,
   adapter: ChannelAdapter,
   webhooks: WebhooksClient,
   fallback: HttpFallback,

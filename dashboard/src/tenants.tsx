@@ -175,21 +175,21 @@ interface NoticeText {
   copy?: string;
 }
 
-/** Copies text: the Clipboard API, or a selected text area where that is missing or refused. */
+/** Copies text: the Clipboard API, or a selected textarea where that is missing or refused. */
 async function copyText(text: string): Promise<boolean> {
   try {
     await navigator.clipboard.writeText(text);
     return true;
   } catch {
-    const area = document.createElement('textarea');
-    area.value = text;
-    area.setAttribute('readonly', '');
-    area.style.position = 'fixed';
-    area.style.opacity = '0';
-    document.body.appendChild(area);
-    area.select();
+    const field = document.createElement('textarea');
+    field.value = text;
+    field.setAttribute('readonly', '');
+    field.style.position = 'fixed';
+    field.style.opacity = '0';
+    document.body.appendChild(field);
+    field.select();
     const copied = document.execCommand('copy');
-    area.remove();
+    field.remove();
     return copied;
   }
 }

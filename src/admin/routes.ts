@@ -39,7 +39,7 @@ export const OVERVIEW_MAX_PAGE = 200;
 /** Largest admin request body, bytes. */
 const BODY_LIMIT = 64 * 1024;
 
-/** What the admin area uses of the server: registries and the per-area clients, never the shard pool. */
+/** What the admin API uses of the server: registries and the per-area clients, never the shard pool. */
 export type AdminContext = Pick<
   ServerContext,
   'appsById' | 'pushInstances' | 'state' | 'debug' | 'core' | 'channels' | 'devices' | 'publishes' | 'reports' | 'webhooks'

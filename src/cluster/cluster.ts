@@ -4,9 +4,9 @@
  * messages between nodes (`<prefix>ctl` to every node, `<prefix>ctl:<nodeId>` to one, as JSON).
  * The composition root builds it once from the `cluster` config and hands it to the areas that
  * share state through Redis: the channel adapter (channels/adapter/redis, which starts and
- * closes it with the node), the tenant store, the HTTP fallback's session directory, and the
- * admin overview. Liveness (heartbeats, reaping, re-registration) is the channel adapter's: a
- * session is what its channel subscriptions are recorded under (channels/adapter/redis/node-liveness.ts).
+ * closes it with the node, and runs the node's liveness, liveness.ts, on the channel state it
+ * records under the session), the tenant store, the HTTP fallback's session directory, and the
+ * admin overview.
  */
 import type { Redis, RedisOptions } from 'ioredis';
 import type { ClusterConfig } from '../config/schema.js';
@@ -61,7 +61,9 @@ export type ControlMessage =
   /** An HTTP fallback session's request relayed to or answered by the node holding it (channels/http-fallback). */
   | { type: 'fallback'; data: unknown }
   /** An app or push instance changed through the admin API of the origin node (src/tenants). */
-  | { type: 'tenantChanged'; kind: 'app' | 'push'; id: string };
+  | { type: 'tenantChanged'; kind: 'app' | 'push'; id: string }
+  /** A recovering join's mark, published to this node's own channel by its history read (channels/adapter/redis/history-seam.ts). */
+  | { type: 'historyMark'; token: string };
 
 /** Hears a control message from another node (or from this one, when sent to 'all'). */
 export type ControlListener = (message: ControlMessage, origin: string) => void;

@@ -6,7 +6,7 @@
  *   offline queue and no resend after a reconnect: while Redis is away a command fails at once
  *   with RedisUnavailableError rather than waiting or running late, because the node's answer
  *   (a 503 to the HTTP API) must not depend on a write that may or may not happen later. The
- *   node re-registers what it holds when the connection is back (node-liveness.ts).
+ *   node re-registers what it holds when the connection is back (liveness.ts).
  * - `subscriber`: pub/sub only (a subscribed Redis connection cannot run other commands).
  *
  * Both reconnect forever with capped exponential backoff and jitter. With `cluster.sentinel`

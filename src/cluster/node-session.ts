@@ -32,7 +32,7 @@ export class NodeSession {
     return previous;
   }
 
-  /** A script found the session gone (reaped): listeners (node-liveness) re-register the node. */
+  /** A script found the session gone (reaped): listeners (liveness.ts) re-register the node. */
   reportGone(): void {
     for (const listener of this.goneListeners) listener();
   }

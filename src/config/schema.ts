@@ -503,9 +503,6 @@ const adminSchema = z.strictObject({
   token: z.string().min(16).nullable().default(null),
 });
 
-/** Why a cluster refuses channel history (config file and admin API alike). */
-export const HISTORY_IN_CLUSTER = 'apps[].history is not available in a cluster yet: set it to null (or leave it out) on clustered nodes';
-
 export const configSchema = z.strictObject({
   host: z.string().min(1).default('0.0.0.0'),
   port: z.number().int().min(0).max(65535).default(6001),
@@ -563,11 +560,6 @@ export const configSchema = z.strictObject({
   push: z.array(pushInstanceSchema).default([]),
   cluster: clusterSchema.optional(),
   outbound: outboundSchema.default(outboundSchema.parse({})),
-}).superRefine((config, ctx) => {
-  if (config.cluster === undefined) return;
-  config.apps.forEach((app, i) => {
-    if (app.history !== null) ctx.addIssue({ code: 'custom', path: ['apps', i, 'history'], message: HISTORY_IN_CLUSTER });
-  });
 });
 
 export type HistoryConfig = z.infer<typeof historySchema>;

@@ -1,10 +1,10 @@
 /**
- * The debug tap: the few points where the channel front end tells the admin area what happened
+ * The debug tap: the few points where the channel front end tells the debug hub what happened
  * (connections, subscriptions, events, publishes). The dashboard's debug console shows them.
  *
  * Cost: every call first asks whether a dashboard watches the app (one Set lookup on a usually
  * empty set); nothing is built or copied otherwise. Events of a watched app are sampled under
- * load (see admin/debug-hub.ts). The admin area owns the implementation; the rest of the server
+ * load (see admin/debug-hub.ts). The debug hub is the implementation; the rest of the server
  * sees only this interface, handed to it in the ServerContext (the channel adapter gets it
  * through `tapSubscriptions`). It sits below every area and imports none but type-only messages.
  */

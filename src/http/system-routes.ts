@@ -1,7 +1,7 @@
 /**
  * GET / (200 `OK`, the liveness check soketi answers, for health checks moved from it), GET
  * /ready and GET /health (all three answered while draining); with HERALD_TEST_HOOKS=1 only, the
- * test routes POST /debug/shards/:shard/crash and /hold (never registered otherwise).
+ * test routes POST /debug/shards/:shard/crash and /stall (never registered otherwise).
  */
 import { HeraldError } from '../errors.js';
 import type { ServerContext } from '../server-context.js';
@@ -10,7 +10,7 @@ import type { RequestContext } from './uws-http.js';
 
 export function systemRoutes(ctx: Pick<ServerContext, 'state' | 'core' | 'config'>): Route[] {
   const options = { errorStyle: 'plain' as const, bodyLimit: 0 };
-  const testRoutes: Route[] = process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(ctx), holdRoute(ctx)] : [];
+  const testRoutes: Route[] = process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(ctx), stallRoute(ctx)] : [];
   return [
     ...testRoutes,
     {
@@ -48,8 +48,8 @@ export function systemRoutes(ctx: Pick<ServerContext, 'state' | 'core' | 'config
 }
 
 /**
- * Test hook: makes shard `:shard` crash (`core.crash`). `?hold_ms=` blocks the worker that long
- * first, so requests sent meanwhile are held by the dying worker. The answer is the crash as
+ * Test hook: makes shard `:shard` crash (`core.crash`). `?stall_ms=` blocks the worker that long
+ * first, so requests sent meanwhile pile up on the dying worker. The answer is the crash as
  * a client sees it: 500 SHARD_UNAVAILABLE, as soon as the worker is gone.
  */
 function crashRoute(ctx: Pick<ServerContext, 'core'>): Route {
@@ -58,37 +58,37 @@ function crashRoute(ctx: Pick<ServerContext, 'core'>): Route {
     pattern: '/debug/shards/:shard/crash',
     options: { errorStyle: 'plain', bodyLimit: 0 },
     handler: async (req) => {
-      const { shard, holdMs } = testHookParams(ctx, req);
-      await ctx.core.request(shard, { type: 'core.crash', holdMs });
+      const { shard, stallMs } = testHookParams(ctx, req);
+      await ctx.core.request(shard, { type: 'core.crash', stallMs });
       return { status: 200, body: { crashed: false } };
     },
   };
 }
 
 /**
- * Test hook: blocks shard `:shard`'s thread for `?hold_ms=` (`core.hold`), as a stalled shard
+ * Test hook: blocks shard `:shard`'s thread for `?stall_ms=` (`core.stall`), as a stalled shard
  * would, then lets it go on; answers once the shard is free again. Requests sent to the shard
  * meanwhile wait in its queue, in order.
  */
-function holdRoute(ctx: Pick<ServerContext, 'core' | 'config'>): Route {
+function stallRoute(ctx: Pick<ServerContext, 'core' | 'config'>): Route {
   return {
     method: 'post',
-    pattern: '/debug/shards/:shard/hold',
+    pattern: '/debug/shards/:shard/stall',
     options: { errorStyle: 'plain', bodyLimit: 0 },
     handler: async (req) => {
-      const { shard, holdMs } = testHookParams(ctx, req);
-      const res = await ctx.core.request(shard, { type: 'core.hold', holdMs }, holdMs + ctx.config.shardRequestTimeoutMs);
+      const { shard, stallMs } = testHookParams(ctx, req);
+      const res = await ctx.core.request(shard, { type: 'core.stall', stallMs }, stallMs + ctx.config.shardRequestTimeoutMs);
       return { status: 200, body: res };
     },
   };
 }
 
-function testHookParams(ctx: Pick<ServerContext, 'core'>, req: RequestContext): { shard: number; holdMs: number } {
+function testHookParams(ctx: Pick<ServerContext, 'core'>, req: RequestContext): { shard: number; stallMs: number } {
   const shard = Number(req.params.shard);
   if (!Number.isInteger(shard) || shard < 0 || shard >= ctx.core.shardCount) {
     throw new HeraldError('INVALID_PARAMETERS', `shard must be an integer in [0, ${ctx.core.shardCount})`);
   }
-  const holdMs = Number(new URLSearchParams(req.query).get('hold_ms') ?? 0);
-  if (!Number.isFinite(holdMs) || holdMs < 0 || holdMs > 10_000) throw new HeraldError('INVALID_PARAMETERS', 'hold_ms must be in [0, 10000]');
-  return { shard, holdMs };
+  const stallMs = Number(new URLSearchParams(req.query).get('stall_ms') ?? 0);
+  if (!Number.isFinite(stallMs) || stallMs < 0 || stallMs > 10_000) throw new HeraldError('INVALID_PARAMETERS', 'stall_ms must be in [0, 10000]');
+  return { shard, stallMs };
 }

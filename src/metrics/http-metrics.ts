@@ -38,7 +38,7 @@ interface DurationSeries {
  */
 class DurationHistogram {
   readonly name = 'herald_http_request_duration_seconds';
-  readonly help = 'Time from a request arriving to its answer, by API area';
+  readonly help = 'Time from a request arriving to its answer, by API';
   readonly type = 'histogram';
   readonly aggregator = 'sum';
   private readonly series = new Map<HttpApi, DurationSeries>();
@@ -94,7 +94,7 @@ export function recordHttpRequest(api: HttpApi, status: number, startMs: number)
 export function registerHttpMetrics(registry: Registry): void {
   new Counter({
     name: 'herald_http_requests_total',
-    help: 'HTTP requests answered, by API area and status',
+    help: 'HTTP requests answered, by API and status',
     labelNames: ['api', 'status'],
     registers: [registry],
     collect() {

@@ -23,15 +23,15 @@ export interface CoreShardApi {
   'core.close': { req: {}; res: { closed: true } };
   /**
    * Test hook, honoured only with test hooks on (HERALD_TEST_HOOKS=1; ROUTE_NOT_FOUND
-   * otherwise): the worker blocks its thread for `holdMs` (requests sent meanwhile pile up
+   * otherwise): the worker blocks its thread for `stallMs` (requests sent meanwhile pile up
    * on it), then exits abruptly, as a crashed worker would. It never answers.
    */
-  'core.crash': { req: { holdMs?: number }; res: never };
+  'core.crash': { req: { stallMs?: number }; res: never };
   /**
    * Test hook, honoured only with test hooks on like core.crash: the worker blocks its
-   * thread for `holdMs` (at most 10 000; requests sent meanwhile wait), then answers and goes on.
+   * thread for `stallMs` (at most 10 000; requests sent meanwhile wait), then answers and goes on.
    */
-  'core.hold': { req: { holdMs: number }; res: { heldMs: number } };
+  'core.stall': { req: { stallMs: number }; res: { stalledMs: number } };
 }
 
 /** The request types of a shard API. */
@@ -71,6 +71,6 @@ export interface ShardWorkerData {
   config: unknown;
   /** Per-installation secret (hex) from the data dir, for ids that must be unguessable. */
   installSecret: string;
-  /** Test-only requests (core.crash, core.hold, debug reads) are answered. */
+  /** Test-only requests (core.crash, core.stall, debug reads) are answered. */
   testHooks: boolean;
 }

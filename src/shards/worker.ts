@@ -18,8 +18,8 @@ import { installDiskFullGuard, isWriteSpaceError, logWriteFailure, type DiskFull
 import { configWithTenants, tenantMapsOf } from './tenant-lists.js';
 
 const codec = new ShardCodec();
-/** Longest block the test hooks (core.crash, core.hold) accept, ms. */
-const MAX_TEST_HOLD_MS = 10_000;
+/** Longest block the test hooks (core.crash, core.stall) accept, ms. */
+const MAX_TEST_STALL_MS = 10_000;
 
 /** Builds the areas of one shard; called once per worker, with its context. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -85,12 +85,12 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
       requireTestHooks(ctx, 'core.crash');
       // Block the thread (requests sent meanwhile pile up unanswered), then die without
       // answering or closing anything: what an uncaught failure in a shard looks like.
-      blockThread((req as { holdMs?: number }).holdMs);
+      blockThread((req as { stallMs?: number }).stallMs);
       process.exit(1);
     },
-    'core.hold': (req) => {
-      requireTestHooks(ctx, 'core.hold');
-      return { heldMs: blockThread((req as { holdMs?: number }).holdMs) };
+    'core.stall': (req) => {
+      requireTestHooks(ctx, 'core.stall');
+      return { stalledMs: blockThread((req as { stallMs?: number }).stallMs) };
     },
     'core.close': async () => {
       closing ??= (async () => {
@@ -164,11 +164,11 @@ function takeStorageFailures(guard: DiskFullGuard): void {
   /* eslint-enable no-console */
 }
 
-/** Blocks this thread for `holdMs` (clamped to [0, MAX_TEST_HOLD_MS]); returns the ms blocked. */
-function blockThread(holdMs: unknown): number {
-  const hold = Math.min(Math.max(Number(holdMs) || 0, 0), MAX_TEST_HOLD_MS);
-  if (hold > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, hold);
-  return hold;
+/** Blocks this thread for `stallMs` (clamped to [0, MAX_TEST_STALL_MS]); returns the ms blocked. */
+function blockThread(stallMs: unknown): number {
+  const stall = Math.min(Math.max(Number(stallMs) || 0, 0), MAX_TEST_STALL_MS);
+  if (stall > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, stall);
+  return stall;
 }
 
 

@@ -11,7 +11,7 @@
  * admin API refuses to create one (409) or to change or delete a config-file entry (409).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { appSchema, HISTORY_IN_CLUSTER, pushInstanceSchema, type AppConfig, type HeraldConfig, type PushInstanceConfig } from '../config/schema.js';
+import { appSchema, pushInstanceSchema, type AppConfig, type HeraldConfig, type PushInstanceConfig } from '../config/schema.js';
 import { HeraldError } from '../errors.js';
 import type { SecretGrace } from '../config/secret-grace.js';
 import { log } from '../log.js';
@@ -60,7 +60,7 @@ export interface TenantRegistryDeps {
 export type TenantSource = 'config' | 'api';
 
 export class TenantRegistry implements TenantHolder {
-  /** Stored records by `<kind>\0<id>` (those the seed shadows included); changed only through hold() and drop(). */
+  /** Stored records by `<kind>\0<id>` (those the seed shadows included); changed only through keep() and drop(). */
   private readonly records = new Map<string, TenantRecord>();
   /** The app id of each stored app record by its key (a key check is one lookup, whatever the count). */
   private readonly recordAppIdsByKey = new Map<string, string>();
@@ -83,7 +83,7 @@ export class TenantRegistry implements TenantHolder {
     this.seed(fileConfig);
     await this.sync?.begin();
     for await (const page of this.deps.store.pages()) {
-      for (const record of page) this.hold(record);
+      for (const record of page) this.keep(record);
     }
     return this.merge(fileConfig);
   }
@@ -136,7 +136,6 @@ export class TenantRegistry implements TenantHolder {
   async createApp(body: Record<string, unknown>): Promise<AppConfig> {
     refuseFilePaths(body, 'apps[]');
     const config = parseTenant(appSchema, { ...body, secret: body.secret ?? newSecret() }, 'apps[]') as AppConfig;
-    this.checkHistoryAllowed(config);
     if (this.deps.running.appsById.has(config.id) || this.records.has(recordKey('app', config.id))) {
       throw new HeraldError('ADMIN_CONFLICT', `An app with id ${config.id} exists`);
     }
@@ -167,7 +166,6 @@ export class TenantRegistry implements TenantHolder {
     if (patch.id !== undefined && patch.id !== appId) throw new HeraldError('ADMIN_INVALID_TENANT', 'apps[].id cannot change; create a new app instead');
     refuseFilePaths(patch, 'apps[]');
     const config = parseTenant(appSchema, { ...record.config, ...patch }, 'apps[]') as AppConfig;
-    this.checkHistoryAllowed(config);
     if (config.key !== record.config.key) this.checkKeyFree(config.key, appId);
     await this.commit({ ...record, config, updatedAtMs: Date.now() });
     return config;
@@ -239,8 +237,8 @@ export class TenantRegistry implements TenantHolder {
     if (recordHolder !== undefined && recordHolder !== ownId) throw new HeraldError('ADMIN_CONFLICT', `Another app has the key ${key}`);
   }
 
-  /** Holds a stored record (replacing the one of its id). */
-  private hold(record: TenantRecord): void {
+  /** Keeps a stored record (replacing the one of its id). */
+  private keep(record: TenantRecord): void {
     const key = recordKey(record.kind, idOf(record));
     const previous = this.records.get(key);
     if (previous?.kind === 'app' && this.recordAppIdsByKey.get(previous.config.key) === previous.config.id) this.recordAppIdsByKey.delete(previous.config.key);
@@ -256,11 +254,6 @@ export class TenantRegistry implements TenantHolder {
     this.records.delete(key);
   }
 
-  /** A cluster keeps no channel history yet: an app asking for it is refused, as the config file refuses it. */
-  private checkHistoryAllowed(config: AppConfig): void {
-    if (config.history !== null && this.deps.config().cluster !== undefined) throw new HeraldError('ADMIN_INVALID_TENANT', HISTORY_IN_CLUSTER);
-  }
-
   private checkPushAllowed(): void {
     if (!this.deps.pushAllowed) {
       throw new HeraldError('ADMIN_CONFLICT', 'Push instances in a cluster need the shared push store: set cluster.postgresUrl (or HERALD_POSTGRES_URL) on every node');
@@ -270,7 +263,7 @@ export class TenantRegistry implements TenantHolder {
   /** Stores the record, applies it here, then tells the other nodes. */
   private async commit(record: TenantRecord): Promise<void> {
     await this.deps.store.put(record);
-    this.hold(record);
+    this.keep(record);
     this.applyRecord(record);
     await this.notify(record.kind, idOf(record));
   }
@@ -284,7 +277,7 @@ export class TenantRegistry implements TenantHolder {
 
   /**
    * Another node changed these tenants: reads each from the shared store and applies those that
-   * differ from what is held (a change already applied is not applied again).
+   * differ from what is kept (a change already applied is not applied again).
    */
   async refresh(tenants: readonly { kind: TenantKind; id: string }[]): Promise<void> {
     const stored = await Promise.all(tenants.map(({ kind, id }) => this.deps.store.get(kind, id)));
@@ -292,7 +285,7 @@ export class TenantRegistry implements TenantHolder {
   }
 
   /**
-   * Makes the held records those of the store, every one of them (the store lost its change
+   * Makes the kept records those of the store, every one of them (the store lost its change
    * log, a Redis restarted empty): applies those that differ, removes those no longer stored.
    */
   async resync(): Promise<void> {
@@ -308,15 +301,15 @@ export class TenantRegistry implements TenantHolder {
     }
   }
 
-  /** Holds and applies `record` (undefined: removed) unless it is what is held already. */
+  /** Keeps and applies `record` (undefined: removed) unless it is what is kept already. */
   private take(kind: TenantKind, id: string, record: TenantRecord | undefined): void {
     const key = recordKey(kind, id);
-    const held = this.records.get(key);
+    const kept = this.records.get(key);
     if (record) {
-      if (held && JSON.stringify(held) === JSON.stringify(record)) return;
-      this.hold(record);
+      if (kept && JSON.stringify(kept) === JSON.stringify(record)) return;
+      this.keep(record);
       this.applyRecord(record);
-    } else if (held) {
+    } else if (kept) {
       this.drop(kind, id);
       this.applyRemoval(kind, id);
     }

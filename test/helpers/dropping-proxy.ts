@@ -3,7 +3,8 @@
  * destroys every connection it carries and holds new ones unanswered (what they send waits,
  * nothing reaches the node), as a network that went away does; `restore()` passes the held
  * connections on and lets the next ones through. Bytes pass as they are (WebSocket, HTTP
- * fallback alike).
+ * fallback alike). `upstreamPort` may change while cut: connections carried from then on go
+ * to the new port (a client that drops from one node and comes back through another).
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
 
@@ -16,7 +17,7 @@ export class DroppingProxy {
   private readonly sockets = new Set<Socket>();
   private isCut = false;
 
-  constructor(private readonly upstreamPort: number) {}
+  constructor(public upstreamPort: number) {}
 
   async start(): Promise<this> {
     this.server = createServer((client) => this.carry(client));

@@ -41,7 +41,7 @@ export interface LocalHarness extends AdapterHarness {
   adapter: LocalChannelAdapter;
   /** The open connections (what the WebSocket endpoint's registry holds). */
   registry: SocketRegistry;
-  /** The shards, typed with every request (test hooks on: core.hold works). */
+  /** The shards, typed with every request (test hooks on: core.stall works). */
   shards: ShardPool<HeraldShardApi>;
   connect(appId: string, userId?: string): Promise<LocalConnection>;
 }

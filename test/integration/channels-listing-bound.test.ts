@@ -17,7 +17,7 @@ const BUSY = { id: 'busy-app', key: 'busy-key', secret: 'busy-secret' };
 const QUIET = { id: 'quiet-app', key: 'quiet-key', secret: 'quiet-secret' };
 const CHANNELS = ['gamma', 'alpha', 'beta-channel'];
 /** How long the shard is stalled while the listings arrive (ms). */
-const HOLD_MS = 5000;
+const STALL_MS = 5000;
 /** Listings of BUSY beyond what is built and what may wait. */
 const REFUSED = 3;
 
@@ -47,8 +47,8 @@ async function listing(app: ChannelsCreds): Promise<{ status: number; retryAfter
 
 describe('concurrent channel listings', () => {
   it('builds a bounded number at once, queues a bounded number per app, and refuses the rest of that app with 503', async () => {
-    const stall = fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=${HOLD_MS}`, { method: 'POST' });
-    // time: 300 ms of the 5 s stall for the hold to reach the shard before the listings (nothing outside the stalled shard tells when it began).
+    const stall = fetch(`${herald.baseUrl}/debug/shards/0/stall?stall_ms=${STALL_MS}`, { method: 'POST' });
+    // time: 300 ms of the 5 s stall for the stall to reach the shard before the listings (nothing outside the stalled shard tells when it began).
     await sleep(300);
     const busy = Array.from({ length: LISTINGS_BUILDING + LISTINGS_WAITING_PER_APP + REFUSED }, () => listing(BUSY));
     const quiet = listing(QUIET);

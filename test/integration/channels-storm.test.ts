@@ -7,7 +7,7 @@
  * subscription_error. A handful of sockets toggling subscribe/unsubscribe over 1,000 channels
  * leaves no ghost for other users and never makes GET /channels fail.
  *
- * One shard, stalled (the test hook `POST /debug/shards/0/hold`) while each storm arrives, so
+ * One shard, stalled (the test hook `POST /debug/shards/0/stall`) while each storm arrives, so
  * the overload is reached whatever the speed of the machine: before the fix each join and leave
  * was its own shard request, and those finding the shard's queue full were refused (leaves
  * dropped for good after three tries, joins answered with subscription_error).
@@ -37,7 +37,7 @@ const BURST_CLIENTS = 6000;
 /** Upper bounds on waits (never asserted as durations; the machine may be loaded). */
 const CONVERGE_MS = 45_000;
 /** How long the shard is stalled while a storm arrives (ms). */
-const HOLD_MS = 4000;
+const STALL_MS = 4000;
 
 interface ClientSpec {
   channels: string[];
@@ -100,16 +100,16 @@ async function onChildren(cmd: string, specs: ClientSpec[], extra: Record<string
 }
 
 /**
- * Stalls the shard for HOLD_MS (its thread blocks; requests pile up in its queue). Resolves
+ * Stalls the shard for STALL_MS (its thread blocks; requests pile up in its queue). Resolves
  * once the stall has (almost certainly) begun; the returned promise settles when it ends.
  */
 async function stallShard(): Promise<{ ended: Promise<void> }> {
-  const ended = fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=${HOLD_MS}`, { method: 'POST' }).then(async (res) => {
+  const ended = fetch(`${herald.baseUrl}/debug/shards/0/stall?stall_ms=${STALL_MS}`, { method: 'POST' }).then(async (res) => {
     expect(res.status).toBe(200);
     await res.arrayBuffer();
   });
   // Nothing outside the stalled shard tells when the stall began (the metrics ask the shard too).
-  // time: 300 ms of the 4 s stall for the hold request to reach the shard before the storm.
+  // time: 300 ms of the 4 s stall for the stall request to reach the shard before the storm.
   await sleep(300);
   return { ended };
 }

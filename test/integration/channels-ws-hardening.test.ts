@@ -3,7 +3,7 @@
  * user ids that are not well-formed UTF-16 (they must be refused, never take the process down),
  * and an event triggered on a cache channel while a subscription to it is in flight (the new
  * subscriber must get that event as the latest, not an older one). Uses the test-only
- * `POST /debug/shards/:n/hold` (HERALD_TEST_HOOKS=1) to make the race deterministic.
+ * `POST /debug/shards/:n/stall` (HERALD_TEST_HOOKS=1) to make the race deterministic.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import PusherServer from 'pusher';
@@ -142,10 +142,10 @@ describe('a cache channel event racing a subscription', () => {
     await until(async () => (await cached(channel)) !== null, 'score 1 cached on the shard');
 
     // The channel's shard stalls; the subscribe's join waits behind the stall.
-    const held = fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=700`, { method: 'POST' });
+    const stalled = fetch(`${herald.baseUrl}/debug/shards/0/stall?stall_ms=700`, { method: 'POST' });
     // The stall must have begun before the subscribe, and nothing says so from outside (the
     // metrics and admin views ask the stalled shard too).
-    // time: 100 ms of the 700 ms stall for the hold request to reach the shard.
+    // time: 100 ms of the 700 ms stall for the stall request to reach the shard.
     await sleep(100);
     const raw = await RawClient.connect();
     raw.send({ event: 'pusher:subscribe', data: { channel } });
@@ -154,7 +154,7 @@ describe('a cache channel event racing a subscription', () => {
     // Published while the join is queued: the socket is not on the topic yet, and the shard
     // reads its cache (score 1) before it stores this one.
     await sdk().trigger(channel, 'score', { n: 2 });
-    expect((await held).status).toBe(200);
+    expect((await stalled).status).toBe(200);
 
     await raw.next('pusher_internal:subscription_succeeded');
     // A second score (live) would come before the pong.

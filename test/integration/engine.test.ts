@@ -160,9 +160,9 @@ describe('engine: shutdown', () => {
     try {
       expect((await send(agent, herald.port, 'GET', '/ready')).status).toBe(200);
       // A request in flight keeps the drain open for a while.
-      const held = fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=1500`, { method: 'POST' }).catch(() => undefined);
-      // Nothing outside the held shard tells when the hold began (the metrics ask the shard too).
-      // time: 100 ms of the 1.5 s hold for its request to be in flight before the SIGTERM.
+      const stalled = fetch(`${herald.baseUrl}/debug/shards/0/stall?stall_ms=1500`, { method: 'POST' }).catch(() => undefined);
+      // Nothing outside the stalled shard tells when the stall began (the metrics ask the shard too).
+      // time: 100 ms of the 1.5 s stall for its request to be in flight before the SIGTERM.
       await sleep(100);
       const exit = exited(herald);
       herald.child!.kill('SIGTERM');
@@ -176,7 +176,7 @@ describe('engine: shutdown', () => {
       expect(device.body).toEqual({ error: 'Service Unavailable', description: expect.any(String) });
       expect(await send(agent, herald.port, 'GET', '/ready')).toEqual({ status: 503, body: { ready: false, draining: true } });
 
-      await held;
+      await stalled;
       expect(await exit).toBe(0);
     } finally {
       agent.destroy();
@@ -187,9 +187,9 @@ describe('engine: shutdown', () => {
     const herald = await startHerald({ env: { HERALD_TEST_HOOKS: '1' }, config: { shutdownTimeoutSeconds: 2 } });
     running.push(herald);
     // Shard 0 blocks for 9 s: its storage close cannot be answered in time.
-    void fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=9000`, { method: 'POST' }).catch(() => undefined);
-    // Nothing outside the held shard tells when the hold began (the metrics ask the shard too).
-    // time: 100 ms for the hold's request to reach the shard before the SIGTERM.
+    void fetch(`${herald.baseUrl}/debug/shards/0/stall?stall_ms=9000`, { method: 'POST' }).catch(() => undefined);
+    // Nothing outside the stalled shard tells when the stall began (the metrics ask the shard too).
+    // time: 100 ms for the stall's request to reach the shard before the SIGTERM.
     await sleep(100);
     const exit = exited(herald);
     const started = Date.now();

@@ -2,7 +2,7 @@
  * HTTP/1.1 pipelining and half-closed connections behind an answer that waits on a shard
  * (src/http/uws-http.ts pauses the connection's reads until it is written). Raw sockets: no
  * HTTP client pipelines or half-closes on purpose. The waiting answer is made slow for sure by
- * holding the shard (test hook), so the later writes arrive while it is pending.
+ * stalling the shard (test hook), so the later writes arrive while it is pending.
  */
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -30,13 +30,13 @@ function channelInfoRequest(channel: string): string {
 const get = (path: string): string => `GET ${path} HTTP/1.1\r\nHost: localhost\r\n\r\n`;
 
 /**
- * Holds shard 0 for `ms` (on its own connection); resolves once the hold has (almost certainly)
- * begun, with the hold's answer to await at the end.
+ * Stalls shard 0 for `ms` (on its own connection); resolves once the stall has (almost certainly)
+ * begun, with the stall's answer to await at the end.
  */
-async function holdShard(ms: number): Promise<{ released: Promise<Response> }> {
-  const released = fetch(`${herald.baseUrl}/debug/shards/0/hold?hold_ms=${ms}`, { method: 'POST' });
-  // Nothing outside the held shard tells when the hold began (the metrics ask the shard too).
-  // time: 150 ms of the hold for its request to reach the shard.
+async function stallShard(ms: number): Promise<{ released: Promise<Response> }> {
+  const released = fetch(`${herald.baseUrl}/debug/shards/0/stall?stall_ms=${ms}`, { method: 'POST' });
+  // Nothing outside the stalled shard tells when the stall began (the metrics ask the shard too).
+  // time: 150 ms of the stall for its request to reach the shard.
   await sleep(150);
   return { released };
 }
@@ -89,12 +89,12 @@ async function open(): Promise<Socket> {
 
 describe('HTTP pipelining behind an answer that waits on a shard', () => {
   it('answers requests pipelined behind it, in order', async () => {
-    const held = await holdShard(1500);
+    const stalled = await stallShard(1500);
     const socket = await open();
     try {
       const reading = readAnswers(socket, 4);
       socket.write(channelInfoRequest('presence-pipelined'));
-      // time: 300 ms into the 1.5 s hold the first request is read and waiting on the shard.
+      // time: 300 ms into the 1.5 s stall the first request is read and waiting on the shard.
       await sleep(300);
       // Written while the first answer is pending: one write, three requests, the last of
       // which waits on the shard too.
@@ -110,17 +110,17 @@ describe('HTTP pipelining behind an answer that waits on a shard', () => {
       expect((await again).answers.map((a) => a.status)).toEqual([200]);
     } finally {
       socket.destroy();
-      await held.released;
+      await stalled.released;
     }
   });
 
   it('answers a request whose client half-closed (FIN) while the answer was pending', async () => {
-    const held = await holdShard(1000);
+    const stalled = await stallShard(1000);
     const socket = await open();
     try {
       const reading = readAnswers(socket, 1);
       socket.write(channelInfoRequest('presence-half-closed'));
-      // time: 300 ms into the 1 s hold the request is read and waiting on the shard.
+      // time: 300 ms into the 1 s stall the request is read and waiting on the shard.
       await sleep(300);
       socket.end();
       const { answers } = await reading;
@@ -128,7 +128,7 @@ describe('HTTP pipelining behind an answer that waits on a shard', () => {
       expect(JSON.parse(answers[0]!.body)).toEqual({ occupied: false, user_count: 0 });
     } finally {
       socket.destroy();
-      await held.released;
+      await stalled.released;
     }
   });
 

@@ -235,9 +235,9 @@ describe('a publish that a shard failed to store', () => {
       fakes.fcm.delayMs = 300;
 
       // Shard 1 blocks for 1.5 s, then dies: the publish's start, sent meanwhile, dies with it.
-      const crash = fetch(`${crashing.baseUrl}/debug/shards/1/crash?hold_ms=1500`, { method: 'POST' });
+      const crash = fetch(`${crashing.baseUrl}/debug/shards/1/crash?stall_ms=1500`, { method: 'POST' });
       // The crash request has to reach shard 1 before the publish does; the server gives no signal
-      // that a shard is held (the 1.5 s hold leaves the publish most of it).
+      // that a shard is stalled (the 1.5 s stall leaves the publish most of it).
       // time: a head start for the crash request, not a wait for an event (none to wait for).
       await sleep(200);
       const hookPath = '/cancelled-publish';

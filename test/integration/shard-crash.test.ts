@@ -21,7 +21,7 @@ const CRASHED = 0;
 /** Far above what a crash may take: an answer near it would mean a hang, not a clean failure. */
 const REQUEST_TIMEOUT_MS = 20_000;
 /** How long the dying worker blocks before it exits, holding what is sent to it meanwhile. */
-const HOLD_MS = 800;
+const STALL_MS = 800;
 
 /** The first name `prefix-<n>` that lives on the crashed shard. */
 function channelOnCrashedShard(prefix: string): string {
@@ -151,10 +151,10 @@ describe('a crashed shard worker', () => {
     };
     expect(await channelState()).toEqual(expected);
 
-    // The crash: the worker blocks for HOLD_MS, then exits. Requests sent meanwhile are held by it.
+    // The crash: the worker blocks for STALL_MS, then exits. Requests sent meanwhile are held by it.
     const started = Date.now();
-    const crash = call(herald.baseUrl, 'POST', `/debug/shards/${CRASHED}/crash?hold_ms=${HOLD_MS}`, { noContentType: true });
-    // time: the crash request reaches the worker, which then blocks for HOLD_MS: the next two are sent within the hold.
+    const crash = call(herald.baseUrl, 'POST', `/debug/shards/${CRASHED}/crash?stall_ms=${STALL_MS}`, { noContentType: true });
+    // time: the crash request reaches the worker, which then blocks for STALL_MS: the next two are sent within the stall.
     await sleep(150);
     const heldInfo = channelGet(`/channels/${PRESENCE}`, { info: 'user_count' });
     const heldDevice = api.get('fcm', onCrashed.id);
@@ -166,9 +166,9 @@ describe('a crashed shard worker', () => {
     const device = await heldDevice;
     expect(device.status).toBe(500);
     expect(device.body).toEqual({ error: expect.any(String), description: expect.any(String) });
-    // Quick: the hold plus a little, nowhere near the request timeout.
-    expect(crashMs).toBeLessThan(HOLD_MS + 2000);
-    expect(Date.now() - started).toBeLessThan(HOLD_MS + 3000);
+    // Quick: the stall plus a little, nowhere near the request timeout.
+    expect(crashMs).toBeLessThan(STALL_MS + 2000);
+    expect(Date.now() - started).toBeLessThan(STALL_MS + 3000);
 
     // The process lives on and the shard is back.
     expect(herald.child?.exitCode).toBeNull();
@@ -176,7 +176,7 @@ describe('a crashed shard worker', () => {
     expect(health.status).toBe(200);
     expect(health.body.shards.map((s: { shard: number }) => s.shard)).toEqual([0, 1]);
     // The crashed shard's worker is new: its uptime is shorter than the time since the crash began.
-    expect(health.body.shards[CRASHED].uptimeMs).toBeLessThan(Date.now() - started - HOLD_MS / 2);
+    expect(health.body.shards[CRASHED].uptimeMs).toBeLessThan(Date.now() - started - STALL_MS / 2);
 
     // Acknowledged writes survived, on both shards.
     for (const d of devices) {
@@ -216,7 +216,7 @@ describe('a crashed shard worker', () => {
 
   it('refuses bad crash requests without crashing anything', async () => {
     expect((await call(herald.baseUrl, 'POST', '/debug/shards/9/crash', { noContentType: true })).status).toBe(400);
-    expect((await call(herald.baseUrl, 'POST', `/debug/shards/${CRASHED}/crash?hold_ms=-1`, { noContentType: true })).status).toBe(400);
+    expect((await call(herald.baseUrl, 'POST', `/debug/shards/${CRASHED}/crash?stall_ms=-1`, { noContentType: true })).status).toBe(400);
     expect((await call(herald.baseUrl, 'GET', '/health')).status).toBe(200);
   });
 

@@ -55,7 +55,7 @@ describe('architecture', () => {
     // src/push/web-subscription.ts).
     const rules: [string, RegExp][] = [
       ['channels/adapter', /\/ws\/|\/http-api\//], // the adapter sits below the WebSocket endpoint and the HTTP API
-      ['http', /\/(channels|push|webhooks|admin|shards)\//], // the HTTP layer imports no area
+      ['http', /\/(channels|push|webhooks|admin|shards)\//], // the HTTP layer imports no area, nor admin or the shard layer
       ['push/http', /\/(gateways|shard)\/|shard-handlers/], // main-thread push code never imports shard-side modules
       ['push/clients', /\/(gateways|shard)\/|shard-handlers/],
     ];
@@ -129,7 +129,7 @@ describe('architecture', () => {
   });
 
   it('the debug tap (src/debug-tap) sits below every area: it imports none but type-only messages', () => {
-    // The areas report to it and the admin area implements it (admin/debug-hub.ts).
+    // The areas report to it and admin implements it (admin/debug-hub.ts).
     const offending = sources(join(SRC, 'debug-tap')).flatMap((file) =>
       [...readFileSync(file, 'utf8').matchAll(/^import (type )?[^;]*?from '(\.\.\/[^']+)'/gm)]
         .filter((m) => !(m[1] && /^\.\.\/\w+\/messages\//.test(m[2]!)))

@@ -82,6 +82,8 @@ export interface SubscribeResult {
   /**
    * With `since`: the kept events after it, read with the join, so that the events with a later
    * serial are exactly those the socket gets live once attached in the turn the join resolved.
+   * Cluster: the events the node receives between the read and attach() are added to the list
+   * until attach() (redis/history-seam.ts): send it in the turn of attach(), right before it.
    */
   recovery?: HistoryRecovery;
 }
@@ -253,10 +255,16 @@ export interface ChannelHistory {
    * keeps it, then its frame (with a top-level `"serial"`) goes out through publish(). Frames
    * go out in serial order, which is the order of the calls, once the event is stored durably
    * (it survives kill -9). Resolves once the frame went out; rejects (nothing sent) when the
-   * owner could not keep it. Local: the owning shard (its LMDB environment).
+   * owner could not keep it. Local: the owning shard (its LMDB environment). Cluster: one Redis
+   * script gives the serial, keeps the event and publishes its frame to every node (this one
+   * included), so serial order is delivery order on every node; CLUSTER_UNAVAILABLE during an
+   * outage.
    */
   publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string): Promise<void>;
-  /** A history channel's kept events after `since` (a serial), or its last `limit`. Local: the owning shard. */
+  /**
+   * A history channel's kept events after `since` (a serial), or its last `limit`. Local: the
+   * owning shard. Cluster: read from Redis; CLUSTER_UNAVAILABLE during an outage.
+   */
   history(appId: string, channel: string, since: string | undefined, limit: number): Promise<HistoryRead>;
 }
 
@@ -354,9 +362,10 @@ export interface ClusterCapability {
   /**
    * An app was removed through this node (deleted through the admin API, or gone from its config
    * file on a reload): drops what the app keeps in Redis beside its subscriptions (those go
-   * with its sockets' leaves, on every node): its cache channels' events, so that an app created
-   * later with the same id finds none. Rejects with CLUSTER_UNAVAILABLE during an outage. (One
-   * node: each shard drops the app's cached events when it takes the removal.)
+   * with its sockets' leaves, on every node): its cache channels' events and its channels' kept
+   * history, so that an app created later with the same id finds none. Rejects with
+   * CLUSTER_UNAVAILABLE during an outage. (One node: each shard drops the app's cached and kept
+   * events when it takes the removal.)
    */
   forgetApp(appId: string): Promise<void>;
   /** The daily message quota, counted in Redis across nodes; CLUSTER_UNAVAILABLE during an outage. */

@@ -4,7 +4,9 @@
  * within a generation; a generation is the time (epoch ms) its channel's count started, after
  * the shard had nothing kept for the channel (first event, or every event evicted and the
  * shard restarted). A restarted shard resumes a channel with kept events in its generation, and
- * starts a later one otherwise: serials never go backwards.
+ * starts a later one otherwise: serials never go backwards. In a cluster Redis gives both, in
+ * the script that keeps the event (channels/adapter/redis/history-store.ts): the generation is
+ * Redis' time when the channel's record started.
  */
 
 /** Digits of the generation (epoch ms: 13 digits until the year 2286). */

@@ -30,7 +30,7 @@ export function pathTemplate(pattern: string, methods: readonly string[]): PathT
   return { segments: pattern.split('/').slice(1), methods: methods.map((m) => (m === 'del' ? 'delete' : m)) };
 }
 
-/** The fallback handler over the templates of one API area. */
+/** The fallback handler over the templates of one API. */
 export function pathFallback(templates: readonly PathTemplate[], options: { cors: boolean }) {
   return (req: RequestContext): Reply => {
     if (options.cors && req.method === 'options') return corsPreflightReply();

@@ -26,9 +26,8 @@ describe('config: apps[].history and apps[].maxHistoryBytes', () => {
     expect(() => parseConfig({ apps: [{ ...APP, maxHistoryBytes: -1 }] })).toThrow(/apps\.0\.maxHistoryBytes/);
   });
 
-  it('is refused in a cluster, by name', () => {
+  it('is accepted in a cluster (kept in Redis there)', () => {
     const config = { cluster: { redisUrl: 'redis://127.0.0.1:1' }, apps: [APP, { ...APP, id: 'h2', key: 'h2', history: { channels: ['h-*'] } }] };
-    expect(() => parseConfig(config)).toThrow(/apps\.1\.history.*apps\[\]\.history is not available in a cluster yet/s);
-    expect(parseConfig({ ...config, apps: [APP] }).apps).toHaveLength(1);
+    expect(parseConfig(config).apps[1]!.history).toEqual({ channels: ['h-*'], maxEvents: 100, ttlSeconds: 300 });
   });
 });

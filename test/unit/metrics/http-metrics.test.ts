@@ -18,7 +18,7 @@ describe('herald_http_request_duration_seconds', () => {
     const reference = new Registry();
     const histogram = new Histogram({
       name: 'herald_http_request_duration_seconds',
-      help: 'Time from a request arriving to its answer, by API area',
+      help: 'Time from a request arriving to its answer, by API',
       labelNames: ['api'],
       buckets: [...DURATION_BUCKETS],
       registers: [reference],

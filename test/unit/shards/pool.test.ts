@@ -151,14 +151,14 @@ describe('a crashed shard worker', () => {
 
         const started = Date.now();
         // The worker blocks for 300 ms then exits: the pings sent meanwhile are held by it.
-        const crash = outcome(pool.request(0, { type: 'core.crash', holdMs: 300 }));
+        const crash = outcome(pool.request(0, { type: 'core.crash', stallMs: 300 }));
         // time: the crash request reaches the worker, which then blocks for 300 ms.
         await sleep(50);
         const held = Array.from({ length: 50 }, () => outcome(pool.request(0, { type: 'core.ping' })));
         const other = Array.from({ length: 10 }, () => outcome(pool.request(1, { type: 'core.ping' })));
         expect(await crash).toBe('SHARD_UNAVAILABLE');
         expect(await Promise.all(held)).toEqual(held.map(() => 'SHARD_UNAVAILABLE'));
-        // Promptly: the hold plus a little, far from the 30 s request timeout.
+        // Promptly: the stall plus a little, far from the 30 s request timeout.
         expect(Date.now() - started).toBeLessThan(3000);
         expect(await Promise.all(other)).toEqual(other.map(() => 'ok')); // the other shard is untouched
         expect(restarts).toEqual([0]);
@@ -205,14 +205,14 @@ describe('a stalled shard', () => {
     await withTestHooks('1', async () => {
       const pool = await newPool(1);
       try {
-        const hold = pool.request(0, { type: 'core.hold', holdMs: 600 }, 5000);
-        // time: the hold reaches the worker, which then blocks.
+        const stall = pool.request(0, { type: 'core.stall', stallMs: 600 }, 5000);
+        // time: the stall reaches the worker, which then blocks.
         await sleep(50); // the worker is blocked now
         const late = Array.from({ length: 20 }, (_, i) =>
           outcome(pool.request(0, { type: 'channels.subscribe', appId: APP_ID, channel: `late-${i}`, socketId: `1.${i}` }, 100)),
         );
         expect(await Promise.all(late)).toEqual(late.map(() => 'SHARD_UNAVAILABLE'));
-        expect(await hold).toEqual({ heldMs: 600 });
+        expect(await stall).toEqual({ stalledMs: 600 });
         // The shard reached the 20 subscribes after their deadline: it recorded none of them.
         expect((await pool.request(0, { type: 'channels.list', appId: APP_ID, withUserCount: false })).names).toEqual([]);
         // A request that is on time still runs.
@@ -228,16 +228,16 @@ describe('a stalled shard', () => {
     await withTestHooks('1', async () => {
       const pool = await newPool(1, 30_000, 10);
       try {
-        const hold = pool.request(0, { type: 'core.hold', holdMs: 500 });
-        // time: the hold reaches the worker, which then blocks.
+        const stall = pool.request(0, { type: 'core.stall', stallMs: 500 });
+        // time: the stall reaches the worker, which then blocks.
         await sleep(50);
         // 1024 go to the blocked worker (Piscina's per-worker window), 10 wait in the queue.
         const accepted = Array.from({ length: 1023 + 10 }, () => outcome(pool.request(0, { type: 'core.ping' })));
         const started = Date.now();
         const refused = await Promise.all(Array.from({ length: 5 }, () => outcome(pool.request(0, { type: 'core.ping' }))));
         expect(refused).toEqual(refused.map(() => 'SHARD_UNAVAILABLE'));
-        expect(Date.now() - started).toBeLessThan(300); // not after the hold: at once
-        await hold;
+        expect(Date.now() - started).toBeLessThan(300); // not after the stall: at once
+        await stall;
         expect((await Promise.all(accepted)).filter((o) => o !== 'ok')).toEqual([]);
         expect(await outcome(pool.request(0, { type: 'core.ping' }))).toBe('ok');
       } finally {
@@ -249,14 +249,14 @@ describe('a stalled shard', () => {
   it('keeps close() within its budget when a shard is stuck', async () => {
     await withTestHooks('1', async () => {
       const pool = await newPool(2);
-      const hold = outcome(pool.request(0, { type: 'core.hold', holdMs: 8000 }, 20_000));
-      // time: the hold reaches the worker, which then blocks.
+      const stall = outcome(pool.request(0, { type: 'core.stall', stallMs: 8000 }, 20_000));
+      // time: the stall reaches the worker, which then blocks.
       await sleep(50);
       const started = Date.now();
       await pool.close(1000);
       // Drain and storage close together within the budget (plus stopping the workers).
       expect(Date.now() - started).toBeLessThan(2500);
-      expect(await hold).toBe('SHARD_UNAVAILABLE');
+      expect(await stall).toBe('SHARD_UNAVAILABLE');
     });
   }, 30_000);
 });

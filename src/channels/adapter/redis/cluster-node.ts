@@ -1,17 +1,18 @@
 /**
  * Assembles one node's channel parts on its cluster membership (src/cluster: connections,
- * session, control messages): shared channel state, liveness (heartbeat, reaper,
- * re-registration) and the delivery bus. The RedisChannelAdapter (redis-adapter.ts) is built on
- * this; tests use it to run several simulated nodes on one Redis. The node starts and closes its
- * cluster with itself.
+ * session, liveness, control messages): shared channel state, the records the liveness reaps
+ * and re-registers (session-records.ts) and the delivery bus. The RedisChannelAdapter
+ * (redis-adapter.ts) is built on this; tests use it to run several simulated nodes on one Redis.
+ * The node starts and closes its cluster with itself.
  */
 import type { Cluster } from '../../../cluster/cluster.js';
 import type { RedisConnections } from '../../../cluster/connection.js';
+import { NodeLiveness } from '../../../cluster/liveness.js';
 import type { NodeSession } from '../../../cluster/node-session.js';
 import { RedisChannelState, type ChannelTransition, type NodeSnapshot } from './channel-state.js';
 import { DeliveryBus, type DeliveryHandlers } from './delivery-bus.js';
 import { RedisKeys } from './keys.js';
-import { NodeLiveness } from './node-liveness.js';
+import { ChannelSessionRecords } from './session-records.js';
 
 export interface ClusterNodeOptions extends DeliveryHandlers {
   /** What the node has locally (sockets, subscriptions), read at re-registration. */
@@ -41,9 +42,9 @@ export class ClusterNode {
     this.session = cluster.session;
     const { commands, subscriber } = this.connections;
     this.state = new RedisChannelState(commands, this.keys, this.session);
-    const liveness = { nodeTimeoutMs: cluster.config.nodeTimeoutMs, snapshot: options.snapshot, onTransitions: options.onTransitions };
-    this.liveness = new NodeLiveness(commands, this.keys, this.session, this.state, {
-      ...liveness,
+    const records = new ChannelSessionRecords(commands, this.keys, this.state, { snapshot: options.snapshot, onTransitions: options.onTransitions });
+    this.liveness = new NodeLiveness(commands, this.keys, this.session, records, {
+      nodeTimeoutMs: cluster.config.nodeTimeoutMs,
       ...(options.heartbeatIntervalMs !== undefined && { heartbeatIntervalMs: options.heartbeatIntervalMs }),
       ...(options.reapIntervalMs !== undefined && { reapIntervalMs: options.reapIntervalMs }),
     });

@@ -2,9 +2,10 @@
  * The cluster channel adapter: channel state shared by every node in Redis (channel-state.ts:
  * one Lua script per change, so each transition is decided once for the cluster), frames to
  * this node's sockets through uWS topics and to the other nodes through Redis pub/sub
- * (delivery-bus.ts: a node receives only the channels it has subscribers on), liveness and
- * re-registration (node-liveness.ts). Channel webhooks decided in Redis go to the outbox of
- * the shard owning the channel on the node that decided them, already debounced (the reload
+ * (delivery-bus.ts: a node receives only the channels it has subscribers on), the reaping and
+ * re-registration of what a node records under its session (session-records.ts, driven by the
+ * node's liveness, src/cluster/liveness.ts). Channel webhooks decided in Redis go to the outbox
+ * of the shard owning the channel on the node that decided them, already debounced (the reload
  * debounce is a hold in Redis that a re-join on any node cancels).
  *
  * Signed-in users are shared the same way: each node records its online users as members of a
@@ -12,16 +13,18 @@
  * user's first connection anywhere signs in and `offline` when the last one leaves, a reaped
  * node's users included. Watchlist events travel on a hidden per-app channel (`#watch`).
  */
-import { HISTORY_IN_CLUSTER, type AppConfig, type HeraldConfig } from '../../../config/schema.js';
+import type { AppConfig, HeraldConfig } from '../../../config/schema.js';
 import { HeraldError } from '../../../errors.js';
 import { log, RateLimitedLog } from '../../../log.js';
 import type { ShardRequester } from '../../../shards/requester.js';
 import { channelShardFor } from '../../../shards/hash.js';
 import type { ChannelEventBody } from '../../../webhooks/emitter.js';
 import type { WebhookShardApi } from '../../../webhooks/messages.js';
-import type { ChannelShardApi, HistoryRead } from '../../messages.js';
+import type { ChannelShardApi, HistoryRead, HistoryRecovery } from '../../messages.js';
 import { SERVER_TO_USER_PREFIX, channelType, countsSubscriptions, serverToUserId } from '../../names.js';
-import { channelEvent, memberAdded, memberRemoved, snapshotOf, subscriptionCount, topicFor as topicOf, watchTopicFor } from '../../frames.js';
+import { channelEvent, keptEvent, memberAdded, memberRemoved, snapshotOf, subscriptionCount, topicFor as topicOf, watchTopicFor } from '../../frames.js';
+import { keepsHistory } from '../../history/patterns.js';
+import { parseSerial } from '../../history/serial.js';
 import type { SocketRegistry } from '../../socket-registry.js';
 import type {
   CachedEvent,
@@ -54,6 +57,8 @@ import { ClusterNode } from './cluster-node.js';
 import { AvailabilityWait } from './availability-wait.js';
 import { RedisUnavailableError } from '../../../cluster/connection.js';
 import { HIDDEN_CHANNELS, runScript } from './scripts.js';
+import { RedisHistory, type ClusterHistoryBounds } from './history-store.js';
+import { RecoverySeams } from './history-seam.js';
 
 /** Hidden channel whose members are the signed-in users, one subscription per node and user. */
 export const ONLINE_CHANNEL = '#online';
@@ -90,6 +95,9 @@ const JOIN_RETRY_PAUSE_MS = 50;
 const HELD_SWEEP_MS = 200;
 /** Held webhooks released per script call. */
 const HELD_RELEASE_BATCH = 200;
+
+/** How often a node drops expired history events of every app from Redis (ms); reads check expiry themselves. */
+const HISTORY_PRUNE_MS = 5_000;
 
 export interface RedisAdapterDeps {
   /** The uWS topics frames go to (the main app's, http/tls.ts). */
@@ -145,6 +153,11 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   private readonly availability = new AvailabilityWait(() => this.available);
   /** The debug console's subscriptions (tap-point.ts). */
   private readonly tapPoint = new TapPoint();
+  /** Channel history, shared by every node (history-store.ts). */
+  private readonly keptEvents: RedisHistory;
+  /** Recovering joins between their read and their attach (history-seam.ts). */
+  private readonly seams = new RecoverySeams();
+  private historyPrune: NodeJS.Timeout | undefined;
 
   private constructor(private readonly deps: RedisAdapterDeps) {
     this.topics = deps.topics;
@@ -165,6 +178,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       },
     };
     this.rateCounter = { take: (key, cost, limit) => this.call(() => state.takeRate(key, cost, limit)) };
+    this.keptEvents = new RedisHistory(this.node.connections.commands, this.node.keys.prefix);
   }
 
   /** Connects to Redis, registers the node, and starts heartbeats, reaper and delivery. */
@@ -178,6 +192,8 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     }
     adapter.heldSweep = setInterval(() => void adapter.releaseDueHolds(), HELD_SWEEP_MS);
     adapter.heldSweep.unref();
+    adapter.historyPrune = setInterval(() => void adapter.pruneHistory(), HISTORY_PRUNE_MS);
+    adapter.historyPrune.unref();
     return adapter;
   }
 
@@ -249,6 +265,8 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       tellWatchers(this.topics, appId, userId, online);
       return;
     }
+    // A recovering join between its mark and its attach keeps the history frames it would miss.
+    this.seams.frame(appId, channel, frame, exceptSocketId);
     deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
   }
 
@@ -268,6 +286,8 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       }
       if (serverToUserId(channel) !== null) this.userChannels.set(`${appId}\u0000${state.socketId}`, channel);
     }
+    // The recovery's events were sent with the answer, in this turn: live delivery takes over.
+    if (state) this.seams.closeFor(appId, channel, state.socketId);
     return this.cacheJoins.replay(joined);
   }
 
@@ -278,6 +298,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   }
 
   private dropAttachment(appId: string, channel: string, socketId: string): void {
+    this.seams.closeFor(appId, channel, socketId);
     const key = attachKey(appId, channel, socketId);
     if (this.attached.delete(key) || this.joining.delete(key)) this.node.bus.unwatch(appId, busName(channel));
   }
@@ -367,6 +388,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   }
 
   private control(message: ControlMessage, origin: string): void {
+    if (message.type === 'historyMark') return this.seams.mark(message.token);
     if (origin === this.node.nodeId) return;
     if (message.type === 'terminateUser') this.registry.terminateUser(message.appId, message.userId);
   }
@@ -381,16 +403,67 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   }
 
   /**
-   * A cluster keeps no channel history yet (the config and the admin API refuse apps[].history
-   * there): an event reaching this goes out as on any channel, without a serial.
+   * Keeps the event in Redis with the channel's next serial and publishes its frame to every
+   * node in the same script (history-store.ts): each node, this one included, delivers it from
+   * its subscriber connection, so frames reach every node's sockets in serial order. Resolves
+   * once Redis has it (a node dying after that loses nothing); rejects with
+   * CLUSTER_UNAVAILABLE during an outage, nothing kept or sent.
    */
-  publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string): Promise<void> {
-    this.publish(appId, channel, channelEvent(event, channel, data, userId), exceptSocketId);
-    return Promise.resolve();
+  async publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string): Promise<void> {
+    const app = this.deps.apps.get(appId);
+    const bounds = app ? historyBounds(app) : null;
+    if (!app || !bounds || !keepsHistory(app, channel)) {
+      // No history for it now (changed by a reload meanwhile): it goes out as on any channel.
+      this.publish(appId, channel, channelEvent(event, channel, data, userId), exceptSocketId);
+      return;
+    }
+    // The frame up to its serial's opening quote; the script adds the serial and `"}`.
+    const frameHead = keptEvent(event, channel, data, '', userId).slice(0, -2);
+    const kept = { appId, channel, event, data, ...(userId !== undefined && { userId }), ...(exceptSocketId !== undefined && { exceptSocketId }) };
+    await this.call(() => this.keptEvents.append(kept, bounds, this.node.keys.channelTopic(appId, busName(channel)), frameHead));
   }
 
-  history(): Promise<HistoryRead> {
-    return Promise.reject(new HeraldError('HISTORY_NOT_ENABLED', HISTORY_IN_CLUSTER));
+  async history(appId: string, channel: string, since: string | undefined, limit: number): Promise<HistoryRead> {
+    this.checkAvailable();
+    const app = this.deps.apps.get(appId);
+    const bounds = app ? historyBounds(app) : null;
+    if (!bounds) return { events: [], complete: true };
+    return this.call(() => this.keptEvents.read(appId, channel, since, limit, bounds.ttlSeconds));
+  }
+
+  /**
+   * A recovering join's kept events after `since`, read once this node listens to the channel,
+   * with a mark that tells which frames the read saw (history-seam.ts): the answer holds the
+   * events after `since` up to the moment the socket is attached, each once.
+   */
+  private async recover(app: AppConfig, channel: string, socketId: string, since: string): Promise<HistoryRecovery> {
+    const bounds = historyBounds(app);
+    if (!bounds || !keepsHistory(app, channel)) return { events: [], failed: 'not_a_history_channel' };
+    if (parseSerial(since) === null) return { events: [], failed: 'invalid_serial' };
+    const seam = this.seams.open(app.id, channel, socketId);
+    try {
+      const mark = { topic: this.node.keys.controlNode(this.node.nodeId), message: JSON.stringify({ origin: this.node.nodeId, message: { type: 'historyMark', token: seam.token } }) };
+      const read = await this.call(() => this.keptEvents.read(app.id, channel, since, bounds.maxEvents, bounds.ttlSeconds, mark));
+      // The mark follows the read's frames on the subscriber connection; it is lost only with
+      // that connection (then the join is refused as during any outage, and made again).
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), this.deps.cluster.config.nodeTimeoutMs)));
+      const isLate = await Promise.race([seam.marked.then(() => false), late]);
+      clearTimeout(timer);
+      if (isLate || !this.node.bus.listening) throw new HeraldError('CLUSTER_UNAVAILABLE');
+      return read.complete ? { events: seam.adopt(read.events), failed: null } : { events: seam.adopt([]), failed: 'history_evicted' };
+    } catch (err) {
+      seam.close();
+      throw err;
+    }
+  }
+
+  /** Drops expired history events of the apps keeping history (any node may; each script is atomic). */
+  private async pruneHistory(): Promise<void> {
+    if (this.closed || !this.node.liveness.available) return;
+    const apps: { appId: string; ttlSeconds: number }[] = [];
+    for (const app of this.deps.apps.values()) if (app.history !== null) apps.push({ appId: app.id, ttlSeconds: app.history.ttlSeconds });
+    await this.keptEvents.prune(apps).catch((err: unknown) => log.debug('cluster: history prune failed', { error: String(err) }));
   }
 
   clientEvent(e: RelayedClientEvent): void {
@@ -445,6 +518,8 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     try {
       const out = await this.joinState(req, app);
       await listening;
+      // Read once this node listens: what is published after the read reaches it.
+      if (req.since !== undefined) out.recovery = await this.recover(app, channel, socketId, req.since);
       return out;
     } catch (err) {
       if (this.joining.delete(attachKey(appId, channel, socketId))) this.node.bus.unwatch(appId, busName(channel));
@@ -603,9 +678,10 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     }
   }
 
-  /** Drops a removed app's cached events from Redis; see ClusterCapability.forgetApp. */
-  forgetApp(appId: string): Promise<void> {
-    return this.call(() => this.node.state.forgetCachedEvents(appId));
+  /** Drops a removed app's cached events and kept history events from Redis; see ClusterCapability.forgetApp. */
+  async forgetApp(appId: string): Promise<void> {
+    await this.call(() => this.node.state.forgetCachedEvents(appId));
+    await this.call(() => this.keptEvents.forget(appId));
   }
 
   // --- reads (C3, C4, C6), from shared state --------------------------------------------
@@ -701,9 +777,16 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     // Held leave webhooks stay in Redis: the other nodes release them when due (or the next
     // node to start, when this was the last one).
     clearInterval(this.heldSweep);
+    clearInterval(this.historyPrune);
     // Removes this node's session at once and reports its transitions (webhooks once).
     await this.node.stop(true);
   }
+}
+
+/** An app's history bounds in the cluster (maxHistoryBytes counted once for all nodes); null without history. */
+function historyBounds(app: AppConfig): ClusterHistoryBounds | null {
+  if (app.history === null) return null;
+  return { maxEvents: app.history.maxEvents, ttlSeconds: app.history.ttlSeconds, maxBytes: app.maxHistoryBytes };
 }
 
 function attachKey(appId: string, channel: string, socketId: string): string {

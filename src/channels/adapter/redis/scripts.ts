@@ -408,72 +408,11 @@ return 0
 `;
 
 /**
- * ARGV: prefix, session, timeoutMs, mode ('start'|'beat'). 'start' registers the session;
- * 'beat' extends it only if it is still registered. Returns 1, or 0 when the session is gone
- * (reaped: the node must re-register under a new session).
- */
-const HEARTBEAT = `
-local session, timeout = ARGV[2], tonumber(ARGV[3])
-if ARGV[4] ~= 'start' and not sessionAlive(session) then return 0 end
-redis.call('ZADD', P .. 'nodes', nowMs() + timeout, session)
-return 1
-`;
-
-/**
- * ARGV: prefix, me, timeoutMs, max. Claims up to `max` sessions whose heartbeat expired, and
- * reaps whose claimant stopped renewing its claim. Atomic: one claimant per dead session.
- * Returns the claimed session ids.
- */
-const CLAIM_DEAD = `
-local me, timeout, max = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local now = nowMs()
-local claim = me .. '|' .. (now + timeout)
-local claimed = {}
-for _, s in ipairs(redis.call('ZRANGEBYSCORE', P .. 'nodes', '-inf', now, 'LIMIT', 0, max)) do
-  if s ~= me then
-    redis.call('ZREM', P .. 'nodes', s)
-    redis.call('HSET', P .. 'reaping', s, claim)
-    -- Tells the session's node, should it wake, that the others saw its members leave.
-    redis.call('SET', P .. 'reaped:' .. s, me, 'PX', 3600000)
-    claimed[#claimed + 1] = s
-  end
-end
-local reaping = redis.call('HGETALL', P .. 'reaping')
-for i = 1, #reaping, 2 do
-  local s, v = reaping[i], reaping[i + 1]
-  local holder, expiry = string.match(v, '^(.*)|(%d+)$')
-  if holder ~= me and tonumber(expiry) < now and #claimed < max then
-    redis.call('HSET', P .. 'reaping', s, claim)
-    claimed[#claimed + 1] = s
-  end
-end
-return claimed
-`;
-
-/**
- * ARGV: prefix, me, target, timeoutMs. Claims one given session for reaping (a node retiring
- * its own previous session after re-registering). Returns 1 when claimed, 0 when another live
- * claimant has it or there is nothing of it to reap.
- */
-const CLAIM_SESSION = `
-local me, target, timeout = ARGV[2], ARGV[3], tonumber(ARGV[4])
-local now = nowMs()
-local current = redis.call('HGET', P .. 'reaping', target)
-if current then
-  local holder, expiry = string.match(current, '^(.*)|(%d+)$')
-  if holder ~= me and tonumber(expiry) >= now then return 0 end
-elseif not sessionAlive(target) and redis.call('EXISTS', P .. 'nchans:' .. target) == 0 and redis.call('EXISTS', P .. 'nsockets:' .. target) == 0 then
-  return 0
-end
-redis.call('ZREM', P .. 'nodes', target)
-redis.call('HSET', P .. 'reaping', target, me .. '|' .. (now + timeout))
-return 1
-`;
-
-/**
  * ARGV: prefix, me, dead, timeoutMs, batch. Removes up to `batch` channels' worth of the dead
- * session's subscriptions (then its sockets), renewing the claim. SPOP hands each channel to
- * exactly one call, so every transition is reported once. Returns JSON
+ * session's subscriptions (then its sockets), renewing the claim `me` holds on it (the
+ * liveness' claim, src/cluster/liveness-scripts.ts) in the same atomic step, and ends the claim
+ * with the last step. SPOP hands each channel to exactly one call, so every transition is
+ * reported once. Returns JSON
  * {lost?, done, channels: [{appId, channel, removed: [userId], vacated, count, sockets}]}.
  */
 const REAP_BATCH = `
@@ -557,9 +496,6 @@ const STATE_SCRIPTS = {
   heraldCacheForget: CACHE_FORGET,
   heraldChargeQuota: CHARGE_QUOTA,
   heraldRateTake: RATE_TAKE,
-  heraldHeartbeat: HEARTBEAT,
-  heraldClaimDead: CLAIM_DEAD,
-  heraldClaimSession: CLAIM_SESSION,
   heraldReapBatch: REAP_BATCH,
   heraldReleaseHeld: RELEASE_HELD,
 } as const;

@@ -50,7 +50,7 @@ export function publishApiRoutes(ctx: Pick<ServerContext, 'pushInstances' | 'pub
   const users = pushRouteOptions({ bodyLimit: P2_BODY_LIMIT, bodyTooLarge: 'PUBLISH_BODY_TOO_LARGE' });
   // uWS matches no empty segment to a parameter: `/instances//publishes/...` lands in the
   // fallback, which answers 400 "instance id missing from path" (and 404/405 otherwise). The
-  // statistics route (reporting area) is listed so that its empty-instance paths answer alike.
+  // statistics route (reporting API) is listed so that its empty-instance paths answer alike.
   const templates = [
     pathTemplate(`${PREFIX}/interests`, ['post']),
     pathTemplate(PREFIX, ['post']),

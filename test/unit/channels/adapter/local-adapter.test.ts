@@ -34,12 +34,12 @@ describe('local adapter: reconcile', () => {
     // A ghost: recorded on the shard behind the front end's back (as a lost leave leaves one).
     await h.shards.request(shard, { type: 'channels.subscribe', appId: HARNESS_APP, channel, socketId: '77.77', member: { userId: 'ghost', userInfo: null } });
     // The shard stalls past the request timeout: bob's leave fails, is retried, and the shard is reconciled.
-    const hold = h.shards.request(shard, { type: 'core.hold', holdMs: 2_500 }, 10_000);
+    const stall = h.shards.request(shard, { type: 'core.stall', stallMs: 2_500 }, 10_000);
     frontEnd.splice(1, 1);
     h.adapter.detach(bob.socket, HARNESS_APP, channel);
     // Resolves once applied: by the retried leave or, when the reconcile came first, as a no-op.
     await h.adapter.unsubscribe(HARNESS_APP, channel, bob.socketId);
-    await hold;
+    await stall;
     await until(() => ada.frames.some((f) => f.includes('pusher_internal:member_removed') && f.includes('ghost')), 'ghost removed', 20_000);
     expect(await h.adapter.presenceUserIds(HARNESS_APP, channel)).toEqual(['ada']);
     expect(await h.adapter.channelInfo(HARNESS_APP, channel, { subscriptionCount: true })).toEqual({ occupied: true, subscriptionCount: 1 });

@@ -1,7 +1,7 @@
 /**
  * The join/leave state machine (src/channels/ws/subscriptions.ts) over a real local adapter:
- * shard workers and uWS sockets (test/helpers/local-channel-adapter.ts). A held shard
- * (core.hold) keeps a join or leave in flight while the client changes its mind, so the races
+ * shard workers and uWS sockets (test/helpers/local-channel-adapter.ts). A stalled shard
+ * (core.stall) keeps a join or leave in flight while the client changes its mind, so the races
  * the state machine exists for happen on purpose.
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -22,8 +22,8 @@ async function start(app: Parameters<typeof startLocalAdapter>[0] = {}): Promise
 }
 
 /** Blocks the shard owning the channel for `ms` (requests sent meanwhile wait behind it). */
-function holdShardOf(harness: LocalHarness, channel: string, ms: number): Promise<unknown> {
-  return harness.shards.request(channelShardFor(HARNESS_APP, channel, harness.shards.shardCount), { type: 'core.hold', holdMs: ms });
+function stallShardOf(harness: LocalHarness, channel: string, ms: number): Promise<unknown> {
+  return harness.shards.request(channelShardFor(HARNESS_APP, channel, harness.shards.shardCount), { type: 'core.stall', stallMs: ms });
 }
 
 /** The socket closed, as the WebSocket endpoint handles it. */
@@ -56,12 +56,12 @@ describe('Subscriptions (join/leave state machine)', () => {
     const [watcher, leaver] = [await h.connect(HARNESS_APP), await h.connect(HARNESS_APP)];
     subs.subscribe(watcher.state, 'presence-lab', { userId: 'bob', userInfo: null });
     await until(() => events(watcher).includes('pusher_internal:subscription_succeeded'), 'watcher joined');
-    const held = holdShardOf(h, 'presence-lab', 300);
+    const stalled = stallShardOf(h, 'presence-lab', 300);
     subs.subscribe(leaver.state, 'presence-lab', { userId: 'ada', userInfo: null });
     // The adapter sends its queued joins on the next turn: from then on this one is in flight.
     await nextTurn();
     closeSocket(subs, leaver);
-    await held;
+    await stalled;
     await until(() => events(watcher).includes('pusher_internal:member_removed'), 'member_removed');
     expect(events(watcher).slice(1)).toEqual(['pusher_internal:member_added', 'pusher_internal:member_removed']);
     expect(await h.adapter.presenceUserIds(HARNESS_APP, 'presence-lab')).toEqual(['bob']);
@@ -92,10 +92,10 @@ describe('Subscriptions (join/leave state machine)', () => {
     const a = await h.connect(HARNESS_APP);
     subs.subscribe(a.state, 'room');
     await until(() => events(a).length === 1, 'joined');
-    const held = holdShardOf(h, 'room', 300);
+    const stalled = stallShardOf(h, 'room', 300);
     subs.unsubscribe(a.state, 'room');
     subs.subscribe(a.state, 'room');
-    await held;
+    await stalled;
     await until(() => events(a).length === 2, 'joined again');
     expect(events(a)).toEqual(['pusher_internal:subscription_succeeded', 'pusher_internal:subscription_succeeded']);
     expect(a.state.channels.get('room')).toMatchObject({ wanted: true, joined: true, delivered: true, busy: false });

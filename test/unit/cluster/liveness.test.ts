@@ -3,13 +3,14 @@
  * heartbeating is reaped by the survivors with each transition reported by exactly one of them,
  * a reaped node that comes back re-registers without ghosts, and a Redis restart (empty) is
  * healed by re-registration, with pub/sub delivery resuming by itself and the leaves of the gap
- * reported once.
+ * reported once. The nodes are the channel adapter's (ClusterNode): the liveness reaps and
+ * re-registers the channel state they record under their sessions.
  */
 import { describe, expect, it } from 'vitest';
-import type { ChannelTransition } from '../../../../../src/channels/adapter/redis/channel-state.js';
-import { runScript } from '../../../../../src/channels/adapter/redis/scripts.js';
-import { clusterTestBed, SimulatedNode, type SimulatedNodeOptions } from '../../../../helpers/cluster-nodes.js';
-import { sleep, until } from '../../../../helpers/wait.js';
+import type { ChannelTransition } from '../../../src/channels/adapter/redis/channel-state.js';
+import { defineLivenessScripts, runLivenessScript } from '../../../src/cluster/liveness-scripts.js';
+import { clusterTestBed, SimulatedNode, type SimulatedNodeOptions } from '../../helpers/cluster-nodes.js';
+import { sleep, until } from '../../helpers/wait.js';
 
 const bed = clusterTestBed('r');
 
@@ -90,9 +91,8 @@ describe('NodeLiveness', () => {
     await sleep(500);
     // A claimant that claims and then dies before reaping anything.
     const client = bed.redis.client();
-    const { defineScripts } = await import('../../../../../src/channels/adapter/redis/scripts.js');
-    defineScripts(client);
-    expect(await runScript<string[]>(client, 'heraldClaimDead', [prefix, 'ghost.claimant', 400, 16])).toEqual([d.node.session.current]);
+    defineLivenessScripts(client);
+    expect(await runLivenessScript<string[]>(client, 'heraldClaimDead', [prefix, 'ghost.claimant', 400, 16])).toEqual([d.node.session.current]);
     await client.quit();
     expect(await a.node.liveness.reapOnce()).toBe(0); // claim still live
     // time: past the claim's 400 ms expiry.

@@ -1,5 +1,5 @@
 /**
- * The admin area's composition: token check, JSON routes, the live stream and the dashboard
+ * The admin endpoints, put together: token check, JSON routes, the live stream and the dashboard
  * page, built only when `admin.token` is set (otherwise none of it exists: 404).
  */
 import type { TemplatedApp } from 'uWebSockets.js';
@@ -9,7 +9,7 @@ import { adminRoutes, type AdminDeps } from './routes.js';
 import { dashboardRoutes } from './static.js';
 import { adminStreams } from './stream.js';
 
-export interface AdminArea {
+export interface AdminEndpoints {
   routes: Route[];
   /** Registers the live stream's route on an app (the main one, and each one a TLS reload makes). */
   registerStream(app: TemplatedApp): void;
@@ -21,7 +21,7 @@ export interface AdminArea {
  * Built by the composition root (server.ts), which hands it the debug hub it built and
  * registers the live stream (a streamed response the route table does not serve) on its app.
  */
-export function createAdminArea(deps: Omit<AdminDeps, 'auth'> & { token: string }): AdminArea {
+export function createAdminEndpoints(deps: Omit<AdminDeps, 'auth'> & { token: string }): AdminEndpoints {
   const { token, ...rest } = deps;
   const full: AdminDeps = { ...rest, auth: new AdminAuth(token) };
   const streams = adminStreams(full);

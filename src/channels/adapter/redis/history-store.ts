@@ -1,0 +1,326 @@
+/**
+ * Channel history in a cluster: the kept events of every history channel, in Redis, shared by
+ * all nodes. Each change is one Lua script, so that every node sees one sequence per channel.
+ *
+ * Keys (beside the adapter's, under the same prefix; `<cid>` is `<appId>:<channel>`):
+ * - `hist:s:<cid>`: a stream of the channel's kept events, oldest first; entry id
+ *   `<generation>-<sequence>` (the serial's parts, history/serial.ts), fields e (event),
+ *   d (data), t (publishedAt, Redis ms), b (bytes counted), u (user id, presence client events);
+ * - `hist:m:<cid>`: the channel's generation and last sequence given (g, s), kept for
+ *   max(1 h, ttlSeconds) after its last event, so that a client whose last serial is the
+ *   channel's last still recovers once every event has expired;
+ * - `hist:b:<appId>`: the bytes of the app's kept events (channel name + event name + data,
+ *   UTF-8, as the cache counts), the whole of maxHistoryBytes for the cluster;
+ * - `hist:o:<appId>`: the app's channels with kept events, scored by their oldest one's time
+ *   (the byte bound evicts the app's oldest first; the prune finds expired ones);
+ * - `hist:c:<appId>`: the app's channels with a generation, scored by their last event's time
+ *   (the prune forgets quiet ones, an app removal all).
+ *
+ * The append script gives the serial (the channel's next sequence), keeps the event within the
+ * bounds and publishes its frame to the channel's pub/sub topic, in one step: the serial order
+ * is the order frames reach every node. A read can publish a mark to one node's control topic
+ * in the same step (history-seam.ts): events before the mark are in the read, those after it
+ * are not.
+ */
+import type { Redis } from 'ioredis';
+import { cacheEntryBytes } from '../../state/channel-store.js';
+import { parseSerial } from '../../history/serial.js';
+import type { HistoryRead, KeptEvent } from '../../messages.js';
+import { whenAvailable } from '../../../cluster/connection.js';
+
+/** The envelope origin of history frames: every node delivers them, the publishing one included. */
+export const HISTORY_ORIGIN = '*';
+
+/** How long a channel whose events all went stays known (as history-store.ts on a shard), ms. */
+const EMPTY_CHANNEL_KEPT_MS = 60 * 60 * 1000;
+/** Channels a prune looks at per app and call. */
+const PRUNE_BATCH = 100;
+/** Channels an app removal drops per script call. */
+const FORGET_BATCH = 200;
+
+/** An app's history bounds for the whole cluster. */
+export interface ClusterHistoryBounds {
+  maxEvents: number;
+  ttlSeconds: number;
+  /** maxHistoryBytes, counted once for every node. */
+  maxBytes: number;
+}
+
+const COMMON = `
+local P = ARGV[1]
+local function nowMs()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local now = nowMs()
+local function fields(entry)
+  local f, kv = {}, entry[2]
+  for i = 1, #kv, 2 do f[kv[i]] = kv[i + 1] end
+  return f
+end
+local function serialOf(id)
+  local g, s = string.match(id, '^(%d+)-(%d+)$')
+  return string.format('%013d-%012d', tonumber(g), tonumber(s))
+end
+local function streamKey(appId, channel) return P .. 'hist:s:' .. appId .. ':' .. channel end
+local function firstEntry(s) return redis.call('XRANGE', s, '-', '+', 'COUNT', 1)[1] end
+-- Drops the channel's oldest kept event: its bytes, false when it keeps none.
+local function dropOldest(appId, channel)
+  local s = streamKey(appId, channel)
+  local first = firstEntry(s)
+  if not first then return false end
+  local b = tonumber(fields(first).b)
+  redis.call('XDEL', s, first[1])
+  redis.call('DECRBY', P .. 'hist:b:' .. appId, b)
+  return b
+end
+-- Scores the channel in its app's order by its oldest kept event (out of it when none).
+local function rescore(appId, channel)
+  local s = streamKey(appId, channel)
+  local first = firstEntry(s)
+  if first then
+    redis.call('ZADD', P .. 'hist:o:' .. appId, tonumber(fields(first).t), channel)
+  else
+    redis.call('ZREM', P .. 'hist:o:' .. appId, channel)
+    redis.call('DEL', s)
+  end
+end
+-- Drops the channel's events older than ttlMs; answers how many.
+local function expire(appId, channel, ttlMs)
+  local s = streamKey(appId, channel)
+  local n = 0
+  while true do
+    local first = firstEntry(s)
+    if not first or tonumber(fields(first).t) > now - ttlMs then break end
+    dropOldest(appId, channel)
+    n = n + 1
+  end
+  if n > 0 then rescore(appId, channel) end
+  return n
+end
+`;
+
+/**
+ * ARGV: prefix, appId, channel, event, data, userId ('' none), bytes, maxEvents, ttlMs,
+ * maxBytes, keepMs, topic, envelope head (origin and except socket, each ended by a newline),
+ * frame head (the frame up to its serial's opening quote). Returns the serial.
+ */
+const APPEND = `
+local appId, channel, event, data, userId = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local bytes, maxEvents, ttl, maxBytes, keep = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local s, m = streamKey(appId, channel), P .. 'hist:m:' .. appId .. ':' .. channel
+local b, o, c = P .. 'hist:b:' .. appId, P .. 'hist:o:' .. appId, P .. 'hist:c:' .. appId
+local gen = tonumber(redis.call('HGET', m, 'g') or '0')
+local seq
+if gen == 0 then
+  -- A new generation, after any the stream still holds: serials never go backwards.
+  gen = now
+  local last = redis.call('XREVRANGE', s, '+', '-', 'COUNT', 1)[1]
+  if last then
+    local lg = tonumber(string.match(last[1], '^(%d+)-'))
+    if lg >= gen then gen = lg + 1 end
+  end
+  seq = 1
+  redis.call('HSET', m, 'g', gen, 's', 1)
+else
+  seq = redis.call('HINCRBY', m, 's', 1)
+end
+local serial = string.format('%013d-%012d', gen, seq)
+local dropped = expire(appId, channel, ttl)
+if bytes > maxBytes then
+  -- Not kept: the older ones go too, so that what is kept stays an unbroken run.
+  while dropOldest(appId, channel) do end
+  rescore(appId, channel)
+else
+  local id = string.format('%d-%d', gen, seq)
+  if userId == '' then
+    redis.call('XADD', s, id, 'e', event, 'd', data, 't', now, 'b', bytes)
+  else
+    redis.call('XADD', s, id, 'e', event, 'd', data, 't', now, 'b', bytes, 'u', userId)
+  end
+  local used = redis.call('INCRBY', b, bytes)
+  -- Scored by its oldest event's time; a channel kept already keeps its score unless that one goes.
+  redis.call('ZADD', o, 'NX', now, channel)
+  local over = redis.call('XLEN', s) - maxEvents
+  for _ = 1, over do
+    used = used - dropOldest(appId, channel)
+    dropped = dropped + 1
+  end
+  while used > maxBytes do
+    local oldest = redis.call('ZRANGE', o, 0, 0)[1]
+    if not oldest then break end
+    local gone = dropOldest(appId, oldest)
+    if gone then used = used - gone end
+    rescore(appId, oldest)
+  end
+  if dropped > 0 then rescore(appId, channel) end
+end
+redis.call('ZADD', c, now, channel)
+redis.call('PEXPIRE', m, keep)
+for _, k in ipairs({s, b, o, c}) do redis.call('PEXPIRE', k, keep + ttl + 60000) end
+redis.call('PUBLISH', ARGV[12], ARGV[13] .. ARGV[14] .. serial .. '"}')
+return serial
+`;
+
+/**
+ * ARGV: prefix, appId, channel, since ('' none), since as a stream id, limit, ttlMs, mark topic
+ * ('' none), mark message. Returns {complete, serial, event, data, publishedAt, userId, ...}.
+ */
+const READ = `
+local appId, channel, since, sinceId = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local limit, ttl = tonumber(ARGV[6]), tonumber(ARGV[7])
+local s, m = streamKey(appId, channel), P .. 'hist:m:' .. appId .. ':' .. channel
+expire(appId, channel, ttl)
+local rows, complete
+if since == '' then
+  rows = redis.call('XREVRANGE', s, '+', '-', 'COUNT', limit + 1)
+  complete = #rows <= limit
+  local ordered = {}
+  for i = math.min(#rows, limit), 1, -1 do ordered[#ordered + 1] = rows[i] end
+  rows = ordered
+else
+  rows = redis.call('XRANGE', s, '(' .. sinceId, '+', 'COUNT', limit + 1)
+  local reaches
+  local first = firstEntry(s)
+  if first then
+    local g, q = string.match(first[1], '^(%d+)-(%d+)$')
+    reaches = since >= serialOf(first[1]) or since == string.format('%013d-%012d', tonumber(g), tonumber(q) - 1)
+  else
+    local g, q = redis.call('HGET', m, 'g'), redis.call('HGET', m, 's')
+    reaches = g ~= false and since >= string.format('%013d-%012d', tonumber(g), tonumber(q))
+  end
+  complete = reaches and #rows <= limit
+  if #rows > limit then rows[#rows] = nil end
+end
+if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[9]) end
+local out = {complete and 1 or 0}
+for _, row in ipairs(rows) do
+  local f = fields(row)
+  out[#out + 1] = serialOf(row[1])
+  out[#out + 1] = f.e
+  out[#out + 1] = f.d
+  out[#out + 1] = f.t
+  out[#out + 1] = f.u or ''
+end
+return out
+`;
+
+/**
+ * ARGV: prefix, then per app: appId, ttlMs, keepMs. Drops expired events (up to a batch of
+ * channels per app) and forgets channels quiet for longer than keepMs.
+ */
+const PRUNE = `
+for i = 2, #ARGV, 3 do
+  local appId, ttl, keep = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local o, c = P .. 'hist:o:' .. appId, P .. 'hist:c:' .. appId
+  for _, channel in ipairs(redis.call('ZRANGEBYSCORE', o, '-inf', now - ttl, 'LIMIT', 0, ${PRUNE_BATCH})) do expire(appId, channel, ttl) end
+  for _, channel in ipairs(redis.call('ZRANGEBYSCORE', c, '-inf', now - keep, 'LIMIT', 0, ${PRUNE_BATCH})) do
+    while dropOldest(appId, channel) do end
+    rescore(appId, channel)
+    redis.call('DEL', P .. 'hist:m:' .. appId .. ':' .. channel)
+    redis.call('ZREM', c, channel)
+  end
+end
+return 0
+`;
+
+/** ARGV: prefix, appId, max. Drops up to \`max\` of the app's channels; returns how many are left. */
+const FORGET = `
+local appId, max = ARGV[2], tonumber(ARGV[3])
+local o, c = P .. 'hist:o:' .. appId, P .. 'hist:c:' .. appId
+for _, key in ipairs({o, c}) do
+  for _, channel in ipairs(redis.call('ZRANGE', key, 0, max - 1)) do
+    redis.call('DEL', streamKey(appId, channel), P .. 'hist:m:' .. appId .. ':' .. channel)
+    redis.call('ZREM', o, channel)
+    redis.call('ZREM', c, channel)
+  end
+end
+local left = redis.call('ZCARD', o) + redis.call('ZCARD', c)
+if left == 0 then redis.call('DEL', P .. 'hist:b:' .. appId) end
+return left
+`;
+
+const SCRIPTS = {
+  heraldHistoryAppend: APPEND,
+  heraldHistoryRead: READ,
+  heraldHistoryPrune: PRUNE,
+  heraldHistoryForget: FORGET,
+} as const;
+
+type Runner = Record<keyof typeof SCRIPTS, (...args: (string | number)[]) => Promise<unknown>>;
+
+/** A read's mark: published to `topic` in the step that reads (history-seam.ts). */
+export interface HistoryMark {
+  topic: string;
+  message: string;
+}
+
+export class RedisHistory {
+  private readonly run: Runner;
+
+  constructor(
+    redis: Redis,
+    private readonly prefix: string,
+  ) {
+    if (!(redis as unknown as Partial<Runner>).heraldHistoryAppend) {
+      for (const [name, body] of Object.entries(SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 0, lua: COMMON + body });
+    }
+    this.run = redis as unknown as Runner;
+  }
+
+  /**
+   * Keeps an event with the channel's next serial and publishes its frame (`frameHead` +
+   * serial + `"}`) to `topic`, from every node's point of view at once. Resolves with the
+   * serial once Redis has both; RedisUnavailableError during an outage (nothing kept or sent).
+   */
+  async append(
+    e: { appId: string; channel: string; event: string; data: string; userId?: string; exceptSocketId?: string },
+    bounds: ClusterHistoryBounds,
+    topic: string,
+    frameHead: string,
+  ): Promise<string> {
+    const envelopeHead = `${HISTORY_ORIGIN}\n${e.exceptSocketId ?? ''}\n`;
+    const args = [
+      this.prefix, e.appId, e.channel, e.event, e.data, e.userId ?? '', cacheEntryBytes(e.channel, e.event, e.data),
+      bounds.maxEvents, bounds.ttlSeconds * 1000, bounds.maxBytes, keepMs(bounds.ttlSeconds), topic, envelopeHead, frameHead,
+    ];
+    return (await whenAvailable(() => this.run.heraldHistoryAppend(...args))) as string;
+  }
+
+  /**
+   * The kept events after `since` (a serial, parseSerial), at most `limit`, or the last `limit`
+   * without it; with `mark`, publishes it in the same step.
+   */
+  async read(appId: string, channel: string, since: string | undefined, limit: number, ttlSeconds: number, mark?: HistoryMark): Promise<HistoryRead> {
+    const parts = since === undefined ? null : parseSerial(since);
+    const sinceId = parts ? `${parts.generation}-${parts.sequence}` : '';
+    const args = [this.prefix, appId, channel, since ?? '', sinceId, limit, ttlSeconds * 1000, mark?.topic ?? '', mark?.message ?? ''];
+    const reply = (await whenAvailable(() => this.run.heraldHistoryRead(...args))) as (number | string)[];
+    const events: KeptEvent[] = [];
+    for (let i = 1; i + 4 < reply.length; i += 5) {
+      const e: KeptEvent = { serial: String(reply[i]), event: String(reply[i + 1]), data: String(reply[i + 2]), publishedAt: Number(reply[i + 3]) };
+      if (reply[i + 4] !== '') e.userId = String(reply[i + 4]);
+      events.push(e);
+    }
+    return { events, complete: reply[0] === 1 };
+  }
+
+  /** Drops expired events and forgets quiet channels of these apps (every node runs it, on a timer). */
+  async prune(apps: readonly { appId: string; ttlSeconds: number }[]): Promise<void> {
+    if (apps.length === 0) return;
+    const args: (string | number)[] = [this.prefix];
+    for (const a of apps) args.push(a.appId, a.ttlSeconds * 1000, keepMs(a.ttlSeconds));
+    await whenAvailable(() => this.run.heraldHistoryPrune(...args));
+  }
+
+  /** Drops everything an app kept (it was removed): an app created later with its id starts empty. */
+  async forget(appId: string): Promise<void> {
+    let left = 1;
+    while (left > 0) left = (await whenAvailable(() => this.run.heraldHistoryForget(this.prefix, appId, FORGET_BATCH))) as number;
+  }
+}
+
+/** How long a channel's generation outlives its last event, ms. */
+function keepMs(ttlSeconds: number): number {
+  return Math.max(EMPTY_CHANNEL_KEPT_MS, ttlSeconds * 1000);
+}

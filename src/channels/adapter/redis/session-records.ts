@@ -1,0 +1,177 @@
+/**
+ * The channel state a node records under its session (subscriptions, presence members,
+ * sockets), as the node's liveness (src/cluster/liveness.ts) reaps and re-registers it.
+ *
+ * - Reaping: the liveness claims a dead session (exactly one claimant per session); its records
+ *   are then removed in batches (SPOP: each channel once), each batch renewing the claim in the
+ *   same atomic script. The claimant reports the transitions (member_removed, channel_vacated,
+ *   subscription_count) through `onTransitions`, so they are reported once per cluster.
+ * - Re-registration: when the node takes a new session, it records its snapshot (what it has
+ *   locally: NodeSnapshot, idempotent) under it, then retires and reaps its previous session.
+ *   Only real differences come out as transitions: users and channels that left during the
+ *   outage, or everything when Redis came back empty. When Redis lost the previous session,
+ *   what ended meanwhile (from the node's own record) is put back under it for the reaper
+ *   (restoreLeft).
+ */
+import type { Redis } from 'ioredis';
+import { log } from '../../../log.js';
+import { whenAvailable } from '../../../cluster/connection.js';
+import type { SessionRecords, SessionSwitch } from '../../../cluster/liveness.js';
+import type { ChannelTransition, NodeSnapshot, NodeSubscription, RedisChannelState, Registration } from './channel-state.js';
+import type { RedisKeys } from './keys.js';
+import { defineScripts, runScript } from './scripts.js';
+
+/** Channels a reap handles per script call: bounds how long one call holds Redis. */
+export const REAP_BATCH_CHANNELS = 100;
+const NOTHING_REGISTERED: Registration = { transitions: [], channels: [] };
+
+export interface ChannelRecordsOptions {
+  /** What this node has locally right now (read synchronously at re-registration). */
+  snapshot: () => NodeSnapshot;
+  /** Transitions this node must report; no other node reports the same ones. */
+  onTransitions: (transitions: ChannelTransition[]) => void;
+}
+
+interface ReapedChannel {
+  appId: string;
+  channel: string;
+  removed: string[] | Record<string, never>;
+  vacated: boolean;
+  count: number;
+  sockets: number;
+}
+
+interface ReapReply {
+  lost?: boolean;
+  done: boolean;
+  channels: ReapedChannel[] | Record<string, never>;
+}
+
+export class ChannelSessionRecords implements SessionRecords {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: RedisKeys,
+    private readonly state: RedisChannelState,
+    private readonly options: ChannelRecordsOptions,
+  ) {
+    defineScripts(redis);
+  }
+
+  flush(): void {
+    this.state.flushChanges();
+  }
+
+  keysOf(session: string): string[] {
+    return [this.keys.sessionChannels(session), this.keys.sessionSockets(session)];
+  }
+
+  /** Reports the transitions batch by batch: a large dead node's first channels need not wait for its last. */
+  reap(dead: string, claimant: string, leaseMs: number): Promise<boolean> {
+    return this.reapEntries(dead, claimant, leaseMs, (batch) => this.emit(mergeTransitions(NOTHING_REGISTERED, batch)));
+  }
+
+  async reregister(change: SessionSwitch): Promise<void> {
+    const { previous, current: me } = change;
+    // Issued in the turn of the new session's first heartbeat: every join or leave the node
+    // issues later runs after the snapshot's (scripts.ts).
+    const snapshot = this.options.snapshot();
+    const registration = this.state.register(snapshot);
+    // What ended since the node last registered (read with the snapshot): in Redis under the
+    // previous session, or lost with it when Redis came back without it.
+    const left = this.state.leftSince(snapshot);
+    const [, registered] = await whenAvailable(() => Promise.all([change.started, registration]));
+    const fate = await change.fateOfPrevious();
+    // Members re-added are announced to the channels' sockets only when the others saw them
+    // leave (a survivor reaped the previous session); after Redis came back empty nobody did.
+    if (fate !== 'reaped') {
+      for (const t of registered.transitions) if (t.type === 'member_added') delete t.userInfo;
+    }
+    const reaped: ReapedChannel[] = [];
+    try {
+      // Joins in flight across the switch record themselves under the new session too (channel-state.ts):
+      // let them land before the previous session's records are reaped.
+      await this.state.settled();
+      change.registered();
+      if (fate === 'lost') {
+        if (left.length > 0) await this.restoreLeft(change, left);
+      } else if (await change.claimPrevious()) {
+        await this.reapEntries(previous, me, change.leaseMs, (batch) => reaped.push(...batch));
+      }
+      // Reported from here on by the reap of the previous session (this node's or another's).
+      this.state.forget(left);
+      log.info('cluster: node re-registered', { session: me, previous });
+    } finally {
+      // What the registration did is reported even if reaping the previous session failed
+      // (its claim then lapses and a survivor reaps it).
+      this.emit(mergeTransitions(registered, reaped));
+    }
+  }
+
+  /**
+   * Redis lost the previous session while subscriptions of it ended (members left, channels
+   * emptied during a restart without persistence): nobody would ever report those leaves. They
+   * are recorded again under the previous session, alive for nodeTimeoutMs, and left to the
+   * reaper: by the time it claims the session every live node has re-registered what it holds
+   * (a node reaps nobody for nodeTimeoutMs after a reconnect), so its reap reports exactly the
+   * users and channels that are gone from the whole cluster, once, as after a node's death.
+   */
+  private async restoreLeft(change: SessionSwitch, left: NodeSubscription[]): Promise<void> {
+    const alive = change.revivePrevious();
+    const restored = this.state.restore(change.previous, left);
+    await whenAvailable(() => Promise.all([alive, restored]));
+    log.info('cluster: Redis came back without this node\'s records; the subscriptions that ended meanwhile are reported once every node has re-registered', {
+      previous: change.previous,
+      subscriptions: left.length,
+    });
+  }
+
+  /**
+   * Reaps a session `me` has claimed, batch by batch, handing each batch's channels to
+   * `onBatch`. Returns true when the session is gone, false when the claim was lost to another node.
+   */
+  private async reapEntries(dead: string, me: string, leaseMs: number, onBatch: (channels: ReapedChannel[]) => void): Promise<boolean> {
+    for (;;) {
+      const json = await whenAvailable(() =>
+        runScript<string>(this.redis, 'heraldReapBatch', [this.keys.prefix, me, dead, leaseMs, REAP_BATCH_CHANNELS]),
+      );
+      const reply = JSON.parse(json) as ReapReply;
+      if (Array.isArray(reply.channels) && reply.channels.length > 0) onBatch(reply.channels);
+      if (reply.lost) return false;
+      if (reply.done) return true;
+    }
+  }
+
+  private emit(transitions: ChannelTransition[]): void {
+    if (transitions.length === 0) return;
+    try {
+      this.options.onTransitions(transitions);
+    } catch (err) {
+      log.error('cluster: transition listener failed', { error: String(err) });
+    }
+  }
+}
+
+/**
+ * The transitions of a registration followed by a reap of the previous session, net: a channel
+ * whose subscriptions were registered again and reaped in equal numbers reports no count change.
+ */
+export function mergeTransitions(registered: Registration, reaped: ReapedChannel[]): ChannelTransition[] {
+  const out: ChannelTransition[] = [...registered.transitions];
+  const counts = new Map<string, { appId: string; channel: string; net: number; count: number; vacated: boolean }>();
+  for (const c of registered.channels) counts.set(`${c.appId}:${c.channel}`, { appId: c.appId, channel: c.channel, net: c.added, count: c.subscriptionCount, vacated: false });
+  for (const c of reaped) {
+    const removed = Array.isArray(c.removed) ? c.removed : [];
+    for (const userId of removed) out.push({ type: 'member_removed', appId: c.appId, channel: c.channel, userId });
+    const id = `${c.appId}:${c.channel}`;
+    const entry = counts.get(id) ?? { appId: c.appId, channel: c.channel, net: 0, count: 0, vacated: false };
+    entry.net -= c.sockets;
+    entry.count = c.count;
+    entry.vacated ||= c.vacated;
+    counts.set(id, entry);
+  }
+  for (const { appId, channel, net, count, vacated } of counts.values()) {
+    if (vacated) out.push({ type: 'channel_vacated', appId, channel });
+    else if (net !== 0) out.push({ type: 'subscription_count', appId, channel, subscriptionCount: count });
+  }
+  return out;
+}

@@ -1,0 +1,113 @@
+/**
+ * The Lua scripts of a node's liveness (liveness.ts): heartbeats and the claims on dead sessions,
+ * on the cluster's own keys (keys.ts). Each runs atomically in Redis, so two survivors racing to
+ * claim one dead session see each other's writes whole: exactly one wins it. The reap that
+ * follows a claim belongs to the area whose records it removes (SessionRecords.reap); it renews
+ * the claim in its own scripts, in the same atomic step as each removal.
+ *
+ * Every script takes the key prefix as ARGV[1] and builds its keys from it. Times come from
+ * Redis (`TIME`), not from the nodes, so clock skew between nodes cannot make a live node look dead.
+ */
+import type { Redis } from 'ioredis';
+
+const COMMON = `
+local P = ARGV[1]
+local function nowMs()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function sessionAlive(session)
+  return redis.call('ZSCORE', P .. 'nodes', session) ~= false
+end
+`;
+
+/**
+ * ARGV: prefix, session, timeoutMs, mode ('start'|'beat'). 'start' registers the session;
+ * 'beat' extends it only if it is still registered. Returns 1, or 0 when the session is gone
+ * (reaped: the node must re-register under a new session).
+ */
+const HEARTBEAT = `
+local session, timeout = ARGV[2], tonumber(ARGV[3])
+if ARGV[4] ~= 'start' and not sessionAlive(session) then return 0 end
+redis.call('ZADD', P .. 'nodes', nowMs() + timeout, session)
+return 1
+`;
+
+/**
+ * ARGV: prefix, me, timeoutMs, max. Claims up to `max` sessions whose heartbeat expired, and
+ * reaps whose claimant stopped renewing its claim. Atomic: one claimant per dead session.
+ * Returns the claimed session ids.
+ */
+const CLAIM_DEAD = `
+local me, timeout, max = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = nowMs()
+local claim = me .. '|' .. (now + timeout)
+local claimed = {}
+for _, s in ipairs(redis.call('ZRANGEBYSCORE', P .. 'nodes', '-inf', now, 'LIMIT', 0, max)) do
+  if s ~= me then
+    redis.call('ZREM', P .. 'nodes', s)
+    redis.call('HSET', P .. 'reaping', s, claim)
+    -- Tells the session's node, should it wake, that the others saw its members leave.
+    redis.call('SET', P .. 'reaped:' .. s, me, 'PX', 3600000)
+    claimed[#claimed + 1] = s
+  end
+end
+local reaping = redis.call('HGETALL', P .. 'reaping')
+for i = 1, #reaping, 2 do
+  local s, v = reaping[i], reaping[i + 1]
+  local holder, expiry = string.match(v, '^(.*)|(%d+)$')
+  if holder ~= me and tonumber(expiry) < now and #claimed < max then
+    redis.call('HSET', P .. 'reaping', s, claim)
+    claimed[#claimed + 1] = s
+  end
+end
+return claimed
+`;
+
+/**
+ * ARGV: prefix, me, target, timeoutMs, then the keys that hold the target's records
+ * (SessionRecords.keysOf). Claims one given session for reaping (a node retiring its own
+ * previous session after re-registering, or its current one at a graceful stop). Returns 1 when
+ * claimed, 0 when another live claimant has it or there is nothing of it to reap.
+ */
+const CLAIM_SESSION = `
+local me, target, timeout = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local now = nowMs()
+local current = redis.call('HGET', P .. 'reaping', target)
+local function hasRecords()
+  for i = 5, #ARGV do
+    if redis.call('EXISTS', ARGV[i]) == 1 then return true end
+  end
+  return false
+end
+if current then
+  local holder, expiry = string.match(current, '^(.*)|(%d+)$')
+  if holder ~= me and tonumber(expiry) >= now then return 0 end
+elseif not sessionAlive(target) and not hasRecords() then
+  return 0
+end
+redis.call('ZREM', P .. 'nodes', target)
+redis.call('HSET', P .. 'reaping', target, me .. '|' .. (now + timeout))
+return 1
+`;
+
+const LIVENESS_SCRIPTS = {
+  heraldHeartbeat: HEARTBEAT,
+  heraldClaimDead: CLAIM_DEAD,
+  heraldClaimSession: CLAIM_SESSION,
+} as const;
+
+export type LivenessScriptName = keyof typeof LIVENESS_SCRIPTS;
+
+/** Registers the liveness scripts on a connection (idempotent): EVALSHA, loaded on first use per socket. */
+export function defineLivenessScripts(redis: Redis): void {
+  if ((redis as unknown as { heraldHeartbeat?: unknown }).heraldHeartbeat) return;
+  for (const [name, body] of Object.entries(LIVENESS_SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 0, lua: COMMON + body });
+}
+
+type Runner = Record<LivenessScriptName, (...args: (string | number)[]) => Promise<unknown>>;
+
+/** Runs a script defined by defineLivenessScripts (auto-pipelined with the other commands of the turn). */
+export function runLivenessScript<T>(redis: Redis, name: LivenessScriptName, args: (string | number)[]): Promise<T> {
+  return (redis as unknown as Runner)[name](...args) as Promise<T>;
+}
