@@ -7,7 +7,7 @@
  *    the shards' LMDB environments with Herald's own store code, cached under bench/.cache
  *    (bench/push/seed.ts).
  * 2. Recipient set: every shard's part of an audience walked in parallel, one thread per shard,
- *    with DeviceStore.scanInterestSteps, as a publish's fan-out does (bench/push/scan.ts).
+ *    with LmdbDevices.scanInterestSteps, as a publish's fan-out does (bench/push/scan.ts).
  * 3. Hand-off, per audience (`small`, `big`, `all` unless interests are named): a fresh built
  *    Herald warms up with a publish to about 10,000 devices, then publishes to the audience through its
  *    publish API to a minimal fake APNs/FCM gateway (HTTP/2 + TLS, bench/push/fake-gateway.ts),

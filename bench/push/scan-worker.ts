@@ -1,14 +1,14 @@
 /**
  * Worker-thread entry of the recipient-set timing (bench/push/scan.ts): opens ONE shard's
  * LMDB environment the way a Herald shard does and, on each request, walks an audience with
- * DeviceStore.scanInterestSteps, the generator a publish's fan-out pulls its devices from.
+ * LmdbDevices.scanInterestSteps, the generator a publish's fan-out pulls its devices from.
  *
  * Mode `index` walks only the interest index (device ids, no device records): not something
  * Herald does, but the floor under the scan, read with the store's key layout (keys.ts)
  * from the same named database.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { DeviceStore, openShardStore } from '../../src/push/shard/devices/device-store.js';
+import { LmdbDevices, openShardStore } from '../../src/push/shard/devices/lmdb-devices.js';
 import { lastKeyPart, prefixRange } from '../../src/push/keys.js';
 import { BENCH_INSTANCE } from './dataset.js';
 
@@ -34,8 +34,8 @@ export type ScanWorkerMessage =
 
 const data = workerData as ScanWorkerData;
 const root = openShardStore(data.shardPath);
-const store = new DeviceStore(root);
-// The interest index as DeviceStore opens it (same name and encodings).
+const store = new LmdbDevices(root);
+// The interest index as LmdbDevices opens it (same name and encodings).
 const interestIndex = root.openDB<Uint8Array, Uint8Array>('push/interests', { keyEncoding: 'binary', encoding: 'binary' });
 
 function walk(request: ScanRequest): { devices: number; tokenBytes: number } {

@@ -2,7 +2,7 @@
  * Time to compute a publish's recipient set: one worker thread per shard, each over its own
  * shard's LMDB environment (as Herald's shards are), all started together; the figure is the
  * wall time until the last shard has walked its part of the audience with
- * DeviceStore.scanInterestSteps (what the fan-out pulls). No gateway, no bookkeeping: the
+ * LmdbDevices.scanInterestSteps (what the fan-out pulls). No gateway, no bookkeeping: the
  * lower bound of a publish's duration, and what the "≤ 1 s for 1,000,000 devices" target is
  * about.
  */

@@ -1,6 +1,6 @@
 /**
  * The seeder's write path: stores new devices with their interests exactly as Herald's
- * `DeviceStore.register` followed by `DeviceStore.replaceInterests` would (same records, same
+ * `LmdbDevices.register` followed by `LmdbDevices.replaceInterests` would (same records, same
  * index keys, through device-record.ts and keys.ts), but as plain puts in the caller's
  * transaction. The store's methods each run a child transaction that first reads the device
  * (record, then its interests) and writes the record twice; for a million new devices those

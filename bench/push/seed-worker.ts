@@ -2,7 +2,7 @@
  * Worker-thread entry of the seeder (bench/push/seed.ts): fills ONE shard's LMDB environment
  * with that shard's devices of the dataset, with the ids and tokens Herald's device API would
  * give them (checkGatewayToken, deviceIdFor with the data dir's installation secret,
- * deviceShardFor) and the stored bytes of DeviceStore.register + replaceInterests, written
+ * deviceShardFor) and the stored bytes of LmdbDevices.register + replaceInterests, written
  * through the bench's bulk path (seed-bulk.ts: same encoders, no per-device child transactions).
  *
  * Speed: thousands of devices per outer `transactionSync`, one synced commit each, written in
@@ -11,7 +11,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { deviceIdFor } from '../../src/push/http/devices/device-id.js';
 import { checkGatewayToken } from '../../src/push/http/devices/gateway-token.js';
-import { DeviceStore, openShardStore } from '../../src/push/shard/devices/device-store.js';
+import { LmdbDevices, openShardStore } from '../../src/push/shard/devices/lmdb-devices.js';
 import { deviceShardFor } from '../../src/shards/hash.js';
 import { BulkDeviceWriter, type NewDevice } from './seed-bulk.js';
 import { benchDevice, BENCH_INSTANCE } from './dataset.js';
@@ -35,7 +35,7 @@ export type SeedWorkerMessage =
 const data = workerData as SeedWorkerData;
 const root = openShardStore(data.shardPath);
 const writer = new BulkDeviceWriter(root);
-const store = new DeviceStore(root);
+const store = new LmdbDevices(root);
 const instanceId = BENCH_INSTANCE.instanceId;
 
 const mine: NewDevice[] = [];

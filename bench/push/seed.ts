@@ -27,7 +27,7 @@ const SEED_BATCH = 10_000;
 
 /** Files whose content decides the seeded bytes; a change reseeds. */
 const SOURCES = [
-  'src/push/shard/devices/device-store.ts',
+  'src/push/shard/devices/lmdb-devices.ts',
   'src/push/shard/devices/device-record.ts',
   'src/push/shard/devices/device-databases.ts',
   'src/push/interest-name.ts',

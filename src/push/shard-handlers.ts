@@ -1,8 +1,8 @@
 /**
  * Shard side of the push area: devices (records, interests, users), publish fan-out and
- * delivery reports. One device store per shard (its LMDB environment, or the cluster's
- * PostgreSQL: push/store/factory.ts) and one PublishStore over the shard's LMDB environment,
- * shared by the three sub-areas.
+ * delivery reports. One device store and one publish record store per shard (its LMDB
+ * environment, or the cluster's PostgreSQL: push/store/factory.ts), shared by the three
+ * sub-areas; which publish and report areas run is picked here once, by the publish store.
  *
  * Every request reaches the sub-areas with its instance id replaced by the instance's current
  * namespace (push/store/namespaces.ts), so everything they store is keyed by it: a deleted
@@ -11,16 +11,17 @@
  */
 import { mergeHandlers, type AnyHandler, type ShardArea, type ShardContext } from '../shards/context.js';
 import type { PushShardApi } from './messages/index.js';
-import type { PublishShardStats } from './messages/publishes.js';
+import type { PublishShardApi, PublishShardStats } from './messages/publishes.js';
+import type { ReportShardApi } from './messages/reports.js';
 import type { WebhookEmitter } from '../webhooks/emitter.js';
-import { createDeviceStore, createFanOutDeviceStore, createNamespaces, createSharedPublishStore } from './store/factory.js';
+import { createDeviceStore, createFanOutDeviceStore, createNamespaces, createPublishRecordStore } from './store/factory.js';
 import { instanceOfNamespace, type PushNamespaces } from './store/namespaces.js';
 import { NamespacePurge } from './shard/purge.js';
-import { createClusterPublishArea } from './shard/publishes/partitions.js';
-import { PublishStore } from './shard/publishes/publish-store.js';
+import { createClusterPublishArea } from './shard/publishes/cluster-handlers.js';
 import { createDeviceArea } from './shard/devices/handlers.js';
 import { createPublishArea } from './shard/publishes/handlers.js';
-import { createReportArea } from './shard/reports/handlers.js';
+import { createClusterReportArea, createReportArea } from './shard/reports/handlers.js';
+import type { PushDeviceStore } from './store/device-store.js';
 import type { PushAreaDeps } from './shard/deps.js';
 
 /** Requests that add records; refused while the disk is full (deletes and reads go on). */
@@ -37,8 +38,9 @@ const STORAGE_WRITES: readonly (keyof PushShardApi & string)[] = [
 
 /** Builds the push area of one shard (its stores opened once, then its three sub-areas). */
 export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): ShardArea<PushShardApi> {
-  const shared = createSharedPublishStore(ctx);
-  const publishes = new PublishStore(ctx.root);
+  const publishes = createPublishRecordStore(ctx);
+  /** A cluster's PostgreSQL: every node reads and writes the same records. */
+  const shared = publishes.kind === 'postgres';
   const namespaces = createNamespaces(ctx, publishes);
   const retireListeners: ((namespace: string) => Promise<void>)[] = [];
   const deps: PushAreaDeps = {
@@ -46,13 +48,22 @@ export function createPushArea(ctx: ShardContext, webhooks: WebhookEmitter): Sha
     store: createDeviceStore(ctx),
     publishes,
     webhooks,
-    ...(shared ? { shared } : {}),
     namespaces,
     onRetire: (listener) => retireListeners.push(listener),
   };
-  const fanOut = shared ? createFanOutDeviceStore(ctx) : undefined;
-  const publishArea = shared && fanOut ? createClusterPublishArea(deps, shared, fanOut) : createPublishArea(deps);
-  const areas = [createDeviceArea(deps), publishArea, createReportArea(deps)];
+  const deviceArea = createDeviceArea(deps);
+  let fanOut: PushDeviceStore | undefined;
+  let publishArea: ShardArea<PublishShardApi>;
+  let reportArea: ShardArea<ReportShardApi>;
+  if (publishes.kind === 'postgres') {
+    fanOut = createFanOutDeviceStore(ctx);
+    publishArea = createClusterPublishArea(deps, publishes, fanOut);
+    reportArea = createClusterReportArea(deps, publishes);
+  } else {
+    publishArea = createPublishArea(deps, publishes);
+    reportArea = createReportArea(deps, publishes);
+  }
+  const areas = [deviceArea, publishArea, reportArea];
   // In a cluster the nodes share the records: one shard per node purges (the nodes share the work).
   const purge = !shared || ctx.shardIndex === 0 ? new NamespacePurge(namespaces, ctx.shardIndex) : undefined;
   purge?.wake();

@@ -5,6 +5,7 @@
  * one socket's own frames), and WebSockets and HTTP fallback sessions share one socket
  * interface. The cluster (src/cluster) sits below the areas that share state through it, and
  * nothing outside src/channels but the composition root reaches into the Redis channel adapter.
+ * The push store interfaces (src/push/store) own their types; the implementations import them.
  * The sandbox gateway (src/sandbox) stands apart: it imports nothing of the server, and only the
  * CLI loads it.
  */
@@ -100,6 +101,17 @@ describe('architecture', () => {
     const offending = sources(join(SRC, 'cluster')).flatMap((file) =>
       importsOf(file)
         .filter((spec) => /\/(channels|push|webhooks|tenants|admin)\//.test(spec))
+        .map((spec) => `${rel(file)} imports ${spec}`),
+    );
+    expect(offending).toEqual([]);
+  });
+
+  it('the push store interfaces own their types: they import no implementation (push/shard, postgres/, lmdb-*)', () => {
+    // The LMDB and PostgreSQL stores import the interface, never the other way round.
+    const interfaces = ['device-store.ts', 'publish-record-store.ts', 'namespaces.ts'].map((name) => join(SRC, 'push/store', name));
+    const offending = interfaces.flatMap((file) =>
+      importsOf(file)
+        .filter((spec) => /\/shard\/|postgres\/|lmdb-/.test(spec))
         .map((spec) => `${rel(file)} imports ${spec}`),
     );
     expect(offending).toEqual([]);

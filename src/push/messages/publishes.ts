@@ -1,7 +1,7 @@
 /**
  * Main ↔ shard messages of push publish (type-only), including what the statistics endpoint
  * (reporting area) reads through `publish.stats`. What a shard stores has its own types, in
- * push/shard/publishes/publish-store.ts, converted at the store's boundary.
+ * push/shard/publishes/lmdb-publish-store.ts, converted at the store's boundary.
  */
 import type { Platform } from '../platform.js';
 
@@ -72,7 +72,7 @@ export interface UserOutcomes {
 
 /**
  * One shard's part of one publish, as `publish.stats` answers it (built from the stored
- * ProgressRecord, push/shard/publishes/publish-store.ts, by statsOf).
+ * ProgressRecord, push/shard/publishes/lmdb-publish-store.ts, by statsOf).
  *
  * - Counts are exact: a device counts once even when a crash made it be sent twice (counts
  *   are committed together with the scan checkpoint they belong to).

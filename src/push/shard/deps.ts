@@ -3,20 +3,19 @@ import type { ShardContext } from '../../shards/context.js';
 import type { WebhookEmitter } from '../../webhooks/emitter.js';
 import type { PushDeviceStore } from '../store/device-store.js';
 import { instanceOfNamespace, type PushNamespaces } from '../store/namespaces.js';
-import type { PublishStore } from './publishes/publish-store.js';
-import type { PostgresPublishStore } from '../store/postgres/postgres-publish-store.js';
+import type { PublishRecordStore } from '../store/publish-record-store.js';
 
 export interface PushAreaDeps {
   ctx: ShardContext;
   /** The shard's devices: its LMDB environment, or the cluster's PostgreSQL (push/store/). */
   store: PushDeviceStore;
-  /** The shard's publish records: written by the publish area, read by reporting (known publishes, pruning). */
-  publishes: PublishStore;
   /**
-   * A cluster with `cluster.postgresUrl`: the publish records every node shares (publishes,
-   * partitions, usage, delivery reports). Then `publishes` holds nothing.
+   * The shard's publish records: its LMDB environment, or the cluster's PostgreSQL
+   * (push/store/factory.ts). What only one of them does (an LMDB coordinator's records, a
+   * cluster's partition leases) reaches the area written for it, picked once in
+   * push/shard-handlers.ts.
    */
-  shared?: PostgresPublishStore;
+  publishes: PublishRecordStore;
   webhooks: WebhookEmitter;
   /** Where each instance's records are kept now (requests arrive with their instance id replaced by it). */
   namespaces?: PushNamespaces;

@@ -2,8 +2,9 @@
  * The push device store of one shard, as the shard's handlers and publish fan-out use it: one
  * interface, two implementations (a factory picks one per shard, push/store/factory.ts):
  *
- * - `LmdbDeviceStore` (lmdb-device-store.ts): the shard's own LMDB environment, the single-node
- *   default. A shard holds only the devices the main thread routes to it (deviceShardFor).
+ * - `LmdbDeviceStore` (lmdb-device-store.ts, over push/shard/devices/lmdb-devices.ts): the
+ *   shard's own LMDB environment, the single-node default. A shard holds only the devices the
+ *   main thread routes to it (deviceShardFor).
  * - `PostgresDeviceStore` (postgres/postgres-device-store.ts): one PostgreSQL shared by every
  *   shard of every node of a cluster. Point operations reach any device, whatever shard asks;
  *   the per-shard questions (scans, counts, a user's devices) answer for the devices that
@@ -21,33 +22,140 @@
  */
 import type { Platform } from '../platform.js';
 import type { SetUserOutcome } from '../messages/devices.js';
-import type {
-  AddInterestResult,
-  Device,
-  InterestPage,
-  RegisterResult,
-  RemoveInterestResult,
-  ReplaceInterestsResult,
-  ScanPartition,
-  ScanPosition,
-  ScanStep,
-  SetUserResult,
-  StoreCounts,
-} from '../shard/devices/device-store.js';
+import { fnv1a32 } from '../../shards/hash.js';
 
-export type {
-  AddInterestResult,
-  Device,
-  InterestPage,
-  RegisterResult,
-  RemoveInterestResult,
-  ReplaceInterestsResult,
-  ScanPartition,
-  ScanPosition,
-  ScanStep,
-  SetUserResult,
-  StoreCounts,
-} from '../shard/devices/device-store.js';
+/** A registered device as the device API and the publisher see it. Optional fields are omitted, never undefined. */
+export interface Device {
+  id: string;
+  instanceId: string;
+  platform: Platform;
+  /** Gateway token: APNs device token, FCM registration token or web push subscription. */
+  token: string;
+  /** APNs topic (the app's bundle id); absent when never supplied. */
+  bundleIdentifier?: string;
+  /** SDK and OS versions the SDK reported (apnsMetadata / fcmMetadata). */
+  metadata?: Record<string, string>;
+  /** The user the device is associated with (D10/D11); absent until associated. */
+  userId?: string;
+  /** First registration, milliseconds since the Unix epoch. */
+  createdAt: number;
+  /** How many interests the device is subscribed to. */
+  interestCount: number;
+}
+
+/** What register() reports: the device's interests survive a re-registration (its user does not). */
+export interface RegisterResult {
+  id: string;
+  /** The device's current interests, sorted by name; empty for a new device. */
+  initialInterestSet: string[];
+  created: boolean;
+}
+
+export type SetUserResult = 'ok' | 'not-found' | 'already-associated';
+
+/** One page of a device's interests (D12). */
+export interface InterestPage {
+  interests: string[];
+  /** Present only when more interests follow. */
+  nextCursor?: string;
+}
+
+export type ReplaceInterestsResult = 'ok' | 'not-found';
+/** `too-many`: the device already has MAX_INTERESTS_PER_DEVICE interests; nothing changed. */
+export type AddInterestResult = 'added' | 'unchanged' | 'not-found' | 'too-many';
+export type RemoveInterestResult = 'removed' | 'unchanged' | 'not-found';
+
+/** Per-instance totals on this shard, for stats and tests. */
+export interface StoreCounts {
+  devices: number;
+  /** (device, interest) pairs. */
+  subscriptions: number;
+  devicesWithUser: number;
+}
+
+/**
+ * A device as a publish's fan-out sees it: what a gateway send needs, without the metadata and
+ * creation time. Absent optional fields are undefined (every object has the same shape).
+ */
+export interface ScanDevice {
+  id: string;
+  instanceId: string;
+  platform: Platform;
+  token: string;
+  bundleIdentifier: string | undefined;
+  userId: string | undefined;
+}
+
+/**
+ * How far a publish fan-out got, so an interrupted one resumes after a restart without
+ * skipping or repeating devices. `listIndex` indexes the list after normaliseScanList();
+ * the scan continues strictly after `afterDeviceId` (null: from the start of that entry).
+ * Plain JSON-safe data; persist it as is.
+ */
+export interface ScanPosition {
+  readonly listIndex: number;
+  readonly afterDeviceId: string | null;
+}
+
+/** One device of a fan-out, with the position to resume from once it has been handled. */
+export interface ScannedDevice {
+  device: ScanDevice;
+  position: ScanPosition;
+}
+
+/**
+ * Yielded by a step scan after a bounded stretch of index entries in a row was passed over
+ * without a device (de-duplicated, or stale), so that one `next()` never walks an unbounded
+ * stretch: the caller should let other work run before pulling again. `position` is where the
+ * scan stands (resuming from it skips nothing that was not yet handled).
+ */
+export interface ScanProgress {
+  device: null;
+  position: ScanPosition;
+  /** Index entries passed over since the last device or progress step. */
+  skipped: number;
+}
+
+/** What the step scans yield: a device to handle, or a progress step. */
+export type ScanStep = ScannedDevice | ScanProgress;
+
+/**
+ * The order in which the scans walk their list: sorted and de-duplicated, so a ScanPosition
+ * means the same thing after a restart.
+ */
+export function normaliseScanList(names: readonly string[]): string[] {
+  return [...new Set(names)].sort();
+}
+
+/**
+ * One of `count` partitions of a fan-out: the devices whose fnv1a32(device id) falls in the
+ * `index`-th of `count` equal ranges of the 32-bit hash (partitionBounds). Ranges of the hash,
+ * not `hash % count`, so a partition spreads evenly over the shards (which take `hash % shards`).
+ * A scan given a partition yields only that partition's devices of what it would yield
+ * without; positions mean the same with and without.
+ */
+export interface ScanPartition {
+  readonly index: number;
+  readonly count: number;
+}
+
+/** The hashes of a partition: `low <= fnv1a32(id) < high`; the whole range without one. RangeError for a bad partition. */
+export function partitionBounds(partition: ScanPartition | undefined): { low: number; high: number } {
+  if (partition === undefined) return { low: 0, high: 2 ** 32 };
+  const { index, count } = partition;
+  if (!Number.isSafeInteger(count) || count < 1 || !Number.isSafeInteger(index) || index < 0 || index >= count) {
+    throw new RangeError(`scan partition must have 0 <= index < count, got ${index} of ${count}`);
+  }
+  return { low: Math.ceil((index * 2 ** 32) / count), high: Math.ceil(((index + 1) * 2 ** 32) / count) };
+}
+
+/** Whether `deviceId` is in `partition` (always, without one). */
+export function inScanPartition(deviceId: string, partition: ScanPartition | undefined): boolean {
+  if (partition === undefined) return true;
+  const { low, high } = partitionBounds(partition);
+  const hash = fnv1a32(deviceId);
+  return hash >= low && hash < high;
+}
 
 /**
  * A fan-out scan: LMDB answers `next()` synchronously (a plain generator, no promise per

@@ -1,6 +1,6 @@
 /**
- * Which push device store a shard uses: PostgreSQL when the cluster has `cluster.postgresUrl`
- * (every node shares it), else the shard's own LMDB environment.
+ * Which push stores a shard uses (devices, publish records, namespaces): PostgreSQL when the
+ * cluster has `cluster.postgresUrl` (every node shares it), else the shard's own LMDB environment.
  */
 import type { ShardContext } from '../../shards/context.js';
 import type { PushDeviceStore } from './device-store.js';
@@ -8,17 +8,17 @@ import { LmdbDeviceStore } from './lmdb-device-store.js';
 import { LmdbNamespaces } from './lmdb-namespaces.js';
 import type { PushNamespaces } from './namespaces.js';
 import { PostgresNamespaces } from './postgres/postgres-namespaces.js';
-import type { PublishStore } from '../shard/publishes/publish-store.js';
+import { LmdbPublishStore } from '../shard/publishes/lmdb-publish-store.js';
 import { PostgresDeviceStore } from './postgres/postgres-device-store.js';
 import { leaseOwner, PostgresPublishStore } from './postgres/postgres-publish-store.js';
 
 /**
- * The publish records every node shares, in a cluster with `cluster.postgresUrl`; undefined on
- * one node (each shard keeps its parts in its LMDB, push/shard/publishes/publish-store.ts).
+ * The shard's publish records: the cluster's PostgreSQL with `cluster.postgresUrl` (every node
+ * shares them), else the shard's own LMDB environment (push/shard/publishes/lmdb-publish-store.ts).
  */
-export function createSharedPublishStore(ctx: ShardContext): PostgresPublishStore | undefined {
+export function createPublishRecordStore(ctx: ShardContext): LmdbPublishStore | PostgresPublishStore {
   const cluster = ctx.config.cluster;
-  if (!cluster?.postgresUrl) return undefined;
+  if (!cluster?.postgresUrl) return new LmdbPublishStore(ctx.root);
   return new PostgresPublishStore({
     url: cluster.postgresUrl,
     owner: leaseOwner(cluster.nodeId, ctx.shardIndex),
@@ -31,12 +31,12 @@ export function createSharedPublishStore(ctx: ShardContext): PostgresPublishStor
 /**
  * The device store a cluster shard's publish fan-out scans partitions through: the cluster's
  * PostgreSQL over every device (not this shard's scope), since any shard of any node may claim
- * any partition; undefined on one node. Two connections: its scans and dead-token deletes.
+ * any partition. A cluster with `cluster.postgresUrl` only. Two connections: its scans and
+ * dead-token deletes.
  */
-export function createFanOutDeviceStore(ctx: ShardContext): PushDeviceStore | undefined {
-  const cluster = ctx.config.cluster;
-  if (!cluster?.postgresUrl) return undefined;
-  return new PostgresDeviceStore({ url: cluster.postgresUrl, shardIndex: 0, shardCount: 1, poolSize: 2, timeouts: cluster.postgresTimeouts });
+export function createFanOutDeviceStore(ctx: ShardContext): PushDeviceStore {
+  const cluster = ctx.config.cluster!;
+  return new PostgresDeviceStore({ url: cluster.postgresUrl!, shardIndex: 0, shardCount: 1, poolSize: 2, timeouts: cluster.postgresTimeouts });
 }
 
 export function createDeviceStore(ctx: ShardContext): PushDeviceStore {
@@ -47,9 +47,10 @@ export function createDeviceStore(ctx: ShardContext): PushDeviceStore {
   return new LmdbDeviceStore(ctx.root);
 }
 
-/** The namespaces of instances (store/namespaces.ts), kept where the device store keeps its records. */
-export function createNamespaces(ctx: ShardContext, publishes: PublishStore): PushNamespaces {
-  const url = ctx.config.cluster?.postgresUrl;
-  if (url) return new PostgresNamespaces({ url, shardIndex: ctx.shardIndex, timeouts: ctx.config.cluster?.postgresTimeouts });
-  return new LmdbNamespaces(ctx.root, publishes);
+/** The namespaces of instances (store/namespaces.ts), kept where the publish records are (an LMDB retirement purges them). */
+export function createNamespaces(ctx: ShardContext, publishes: LmdbPublishStore | PostgresPublishStore): PushNamespaces {
+  if (publishes.kind === 'lmdb') return new LmdbNamespaces(ctx.root, publishes);
+  // A PostgreSQL publish store: the cluster has `cluster.postgresUrl`.
+  const cluster = ctx.config.cluster!;
+  return new PostgresNamespaces({ url: cluster.postgresUrl!, shardIndex: ctx.shardIndex, timeouts: cluster.postgresTimeouts });
 }

@@ -1,11 +1,11 @@
 /**
  * The push device store over the shard's own LMDB environment (the single-node default): the
- * DeviceStore of push/shard/devices behind the PushDeviceStore interface. Its reads are
+ * LmdbDevices of push/shard/devices behind the PushDeviceStore interface. Its reads are
  * synchronous, answered as settled promises; its scans stay plain generators (no promise per
  * device on the fan-out's hot path).
  */
 import type { RootDatabase } from 'lmdb';
-import { DeviceStore } from '../shard/devices/device-store.js';
+import { LmdbDevices } from '../shard/devices/lmdb-devices.js';
 import type { Platform } from '../platform.js';
 import type { SetUserOutcome } from '../messages/devices.js';
 import type { PushDeviceStore, ScanPartition, ScanPosition, ScanSteps } from './device-store.js';
@@ -13,11 +13,11 @@ import type { PushDeviceStore, ScanPartition, ScanPosition, ScanSteps } from './
 export class LmdbDeviceStore implements PushDeviceStore {
   readonly kind = 'lmdb';
   /** The LMDB store itself (resharding and tests read it directly). */
-  readonly lmdb: DeviceStore;
+  readonly lmdb: LmdbDevices;
   private userQueue: Promise<unknown> = Promise.resolve();
 
   constructor(root: RootDatabase) {
-    this.lmdb = new DeviceStore(root);
+    this.lmdb = new LmdbDevices(root);
   }
 
   ready(): Promise<void> {

@@ -14,7 +14,7 @@ import type { Database, RootDatabase } from 'lmdb';
 import { decodeKey, encodeKey, prefixRange } from '../keys.js';
 import { DEVICE_DATABASE_NAMES } from '../shard/devices/device-databases.js';
 import { REPORT_COUNTS_DATABASE, REPORTS_DATABASE } from '../shard/reports/report-store.js';
-import type { PublishStore } from '../shard/publishes/publish-store.js';
+import type { LmdbPublishStore } from '../shard/publishes/lmdb-publish-store.js';
 import type { PushNamespaces } from './namespaces.js';
 
 /** The database's name (also declared to the reshard, push/shard/namespace-layout.ts). */
@@ -30,7 +30,7 @@ export class LmdbNamespaces implements PushNamespaces {
 
   constructor(
     private readonly root: RootDatabase,
-    private readonly publishes: PublishStore,
+    private readonly publishes: LmdbPublishStore,
   ) {
     this.db = root.openDB<unknown, Uint8Array>(NAMESPACE_DATABASE, { keyEncoding: 'binary', encoding: 'msgpack' });
     this.keyed = KEYED_BY_NAMESPACE.map((name) => root.openDB<unknown, Uint8Array>(name, { keyEncoding: 'binary', encoding: 'binary' }));

@@ -1,5 +1,5 @@
 /**
- * Publish records as both stores keep them (the shard's LMDB, push/shard/publishes/publish-store.ts;
+ * Publish records as both stores keep them (the shard's LMDB, push/shard/publishes/lmdb-publish-store.ts;
  * the cluster's PostgreSQL, postgres/postgres-publish-store.ts): the record types, and
  * PublishRecordStore, what the fan-out, statistics, usage and reporting need of either.
  *
@@ -17,7 +17,7 @@
  * - sweep deletes publishes finished before the cutoff with everything recorded of them.
  */
 import { pack } from 'msgpackr';
-import type { ScanPosition } from '../shard/devices/device-store.js';
+import type { ScanPosition } from './device-store.js';
 import { emptyGatewayCounts, emptyUserBits, userIndexOf } from '../publish-results.js';
 import type { GatewayCounts, PublishJob, PublishKind, PublishShardStats, PublishState, UserOutcomes } from '../messages/publishes.js';
 import type { Platform } from '../platform.js';

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { benchDevice } from '../../../bench/push/dataset.js';
 import { BulkDeviceWriter, type NewDevice } from '../../../bench/push/seed-bulk.js';
 import { deviceIdFor } from '../../../src/push/http/devices/device-id.js';
-import { DeviceStore, openShardStore } from '../../../src/push/shard/devices/device-store.js';
+import { LmdbDevices, openShardStore } from '../../../src/push/shard/devices/lmdb-devices.js';
 
 const INSTANCE = 'bench-instance';
 const SECRET = '00'.repeat(32);
@@ -57,13 +57,13 @@ async function dump(path: string): Promise<Map<string, [string, string][]>> {
 }
 
 describe('seeder bulk path', () => {
-  it('stores exactly what DeviceStore.register and replaceInterests store', async () => {
+  it('stores exactly what LmdbDevices.register and replaceInterests store', async () => {
     vi.useFakeTimers({ toFake: ['Date'], now: CREATED_AT });
     const list = devices();
 
     const viaStore = tempShard();
     const storeRoot = openShardStore(viaStore);
-    const store = new DeviceStore(storeRoot);
+    const store = new LmdbDevices(storeRoot);
     // As the seeder did before: the store's own child transactions, nested in batches.
     for (let start = 0; start < list.length; start += 500) {
       storeRoot.transactionSync(() => {
@@ -80,7 +80,7 @@ describe('seeder bulk path', () => {
     const bulkRoot = openShardStore(viaBulk);
     const writer = new BulkDeviceWriter(bulkRoot);
     for (let start = 0; start < list.length; start += 500) writer.writeNew(INSTANCE, list.slice(start, start + 500));
-    expect(new DeviceStore(bulkRoot).checkConsistency()).toEqual([]);
+    expect(new LmdbDevices(bulkRoot).checkConsistency()).toEqual([]);
     await bulkRoot.close();
 
     const expected = await dump(viaStore);
@@ -97,7 +97,7 @@ describe('seeder bulk path', () => {
     const [first, second] = devices();
     writer.writeNew(INSTANCE, [first!]);
     expect(() => writer.writeNew(INSTANCE, [second!, first!])).toThrow(/exists already/);
-    expect(new DeviceStore(root).counts(INSTANCE).devices).toBe(1);
+    expect(new LmdbDevices(root).counts(INSTANCE).devices).toBe(1);
     await root.close();
   });
 });

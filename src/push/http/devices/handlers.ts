@@ -1,35 +1,27 @@
 /**
  * Main-thread handlers of the device API (D1-D15), the web VAPID key and user deletion. Each
- * validates the request, computes or checks the device id, and forwards one request to the
- * shard that owns the device (or a broadcast, for per-user work). Nothing here touches storage
- * or loops over devices. Answers to writes come after the shard's synced commit.
+ * validates the request (paths: device-path.ts; body fields: fields.ts), computes or checks the
+ * device id, and forwards one request to the shard that owns the device (or a broadcast, for
+ * per-user work). Nothing here touches storage or loops over devices. Answers to writes come
+ * after the shard's synced commit.
  */
 import { HeraldError } from '../../../errors.js';
 import type { Reply, RequestContext } from '../../../http/uws-http.js';
 import type { ServerContext } from '../../../server-context.js';
 import type { PushInstanceConfig } from '../../../config/schema.js';
-import { isPlatform, type Platform } from '../../platform.js';
+import type { Platform } from '../../platform.js';
 import {
   okReply, parseJsonObject, quote, readAuthorization, requireInstance, requireJsonContentType, requireSecretKey, instanceSecretEquals,
 } from '../common.js';
 import { acceptedIssuers, isValidUserId, verifyUserToken, MAX_PUSH_USER_ID_LENGTH } from '../jwt.js';
-import { deviceIdFor, isDeviceIdOf } from './device-id.js';
+import { deviceIdFor } from './device-id.js';
+import { deviceKey as key, deviceNotFound, deviceTarget as target, interestFromPath, requirePlatform } from './device-path.js';
 import { checkGatewayToken } from './gateway-token.js';
 import type { SubscriptionRules } from '../../web-subscription.js';
-import { parseInterestLimit, parseInterestSet, parseMetadata, requireInterestName } from './fields.js';
+import { parseInterestLimit, parseInterestSet, parseMetadata } from './fields.js';
 
 /** Most devices one user may hold; one more is a 422 USER_DEVICE_LIMIT (the Beams limit). */
 export const MAX_DEVICES_PER_USER = 100;
-
-/** How a handler treats a path device id that Herald could not have issued. */
-type BadIdPolicy = 'not-found' | 'invalid';
-
-/** The parts of a device path, checked. */
-interface DeviceTarget {
-  instance: PushInstanceConfig;
-  platform: Platform;
-  deviceId: string;
-}
 
 const PLATFORM_NAMES: Record<Platform, string> = { apns: 'iOS (APNs)', fcm: 'Android (FCM)', web: 'web push' };
 
@@ -51,230 +43,229 @@ export interface DeviceApiHandlers {
 /** What the device handlers use. */
 export type DeviceApiContext = Pick<ServerContext, 'config' | 'pushInstances' | 'installSecret' | 'devices'>;
 
+/** The device API's handlers over `ctx`, one function each below. */
 export function deviceApiHandlers(ctx: DeviceApiContext): DeviceApiHandlers {
-  function requirePlatform(name: string | undefined): Platform {
-    if (!name) throw new HeraldError('PLATFORM_NOT_FOUND', 'Device platform missing from path: use apns, fcm or web');
-    if (!isPlatform(name)) throw new HeraldError('PLATFORM_NOT_FOUND', `Unknown device platform ${quote(name)}: use apns, fcm or web`);
-    return name;
-  }
-
-  /**
-   * Instance, platform and device id of a device path. An id Herald could not have issued for
-   * this platform is "device not found" (404) or "device id not valid" (400), as each endpoint
-   * answers it on Beams (`badId` says which); `null` means the caller handles it (idempotent delete).
-   */
-  function target(req: RequestContext, badId: BadIdPolicy): DeviceTarget;
-  function target(req: RequestContext, badId: 'absent'): DeviceTarget | null;
-  function target(req: RequestContext, badId: BadIdPolicy | 'absent'): DeviceTarget | null {
-    const instance = requireInstance(ctx, req.params['instanceId']);
-    const platform = requirePlatform(req.params['platform']);
-    const deviceId = req.params['deviceId'];
-    if (!deviceId) throw new HeraldError('DEVICE_ID_MISSING');
-    if (!isDeviceIdOf(deviceId, platform)) {
-      if (badId === 'absent') return null;
-      if (badId === 'invalid') {
-        throw new HeraldError('DEVICE_ID_INVALID', `Device id ${quote(deviceId)} is not a valid ${platform} device id`);
-      }
-      throw deviceNotFound(deviceId, platform);
-    }
-    return { instance, platform, deviceId };
-  }
-
-  function deviceNotFound(deviceId: string, platform: Platform): HeraldError {
-    return new HeraldError('DEVICE_NOT_FOUND', `Could not find the ${platform} device ${quote(deviceId)}`);
-  }
-
-  const key = (t: DeviceTarget) => ({ instanceId: t.instance.instanceId, deviceId: t.deviceId });
-
   return {
-    /** D1/D2 (and web): `{id, initialInterestSet}`; the same token always answers the same device. */
-    async register(req) {
-      const instance = requireInstance(ctx, req.params['instanceId']);
-      const platform = requirePlatform(req.params['platform']);
-      requireJsonContentType(req.headers);
-      requireRegistrationCredentials(req, instance);
-      const body = parseJsonObject(req.body);
-      const rawToken = body['token'];
-      if (rawToken === undefined || rawToken === null || rawToken === '') {
-        throw new HeraldError('DEVICE_TOKEN_MISSING', `${PLATFORM_NAMES[platform]} device token missing: the body needs a token field`);
-      }
-      if (typeof rawToken !== 'string') throw new HeraldError('DEVICE_FIELD_INVALID', `token (the device token) must be a string, got ${typeof rawToken}`);
-      const bundleIdentifier = body['bundleIdentifier'];
-      if (platform === 'apns' && (bundleIdentifier === undefined || bundleIdentifier === null || bundleIdentifier === '')) {
-        throw new HeraldError('BUNDLE_ID_MISSING', 'Bundle identifier missing: the body needs a bundleIdentifier field');
-      }
-      if (bundleIdentifier !== undefined && bundleIdentifier !== null && typeof bundleIdentifier !== 'string') {
-        throw new HeraldError('DEVICE_FIELD_INVALID', `bundleIdentifier must be a string, got ${typeof bundleIdentifier}`);
-      }
-      const metadata = body['metadata'] === undefined || body['metadata'] === null ? undefined : parseMetadata(platform, body['metadata']);
-      const checked = checkGatewayToken(platform, rawToken, webTokenRules(instance, ctx.config.outbound.allowPrivateAddresses));
-      if (!checked.ok) throw new HeraldError('DEVICE_TOKEN_INVALID', `Incorrect device token: ${checked.reason}`);
-
-      const deviceId = deviceIdFor(ctx.installSecret, instance.instanceId, platform, checked.token);
-      const result = await ctx.devices.request({
-        type: 'device.register',
-        instanceId: instance.instanceId,
-        deviceId,
-        platform,
-        token: checked.token,
-        ...(typeof bundleIdentifier === 'string' && bundleIdentifier !== '' ? { bundleIdentifier } : {}),
-        ...(metadata ? { metadata } : {}),
-      });
-      return okReply({ id: result.id, initialInterestSet: result.initialInterestSet });
-    },
-
-    /** D3/D4: `{id, userId, metadata}`; userId is "" until a user is associated (the field is required). */
-    async get(req) {
-      const t = target(req, 'not-found');
-      requireJsonContentType(req.headers, { allowMissing: true });
-      const { device } = await ctx.devices.request({ type: 'device.get', ...key(t) });
-      if (!device) throw deviceNotFound(t.deviceId, t.platform);
-      return okReply({ id: device.id, userId: device.userId ?? '', ...(device.metadata ? { metadata: device.metadata } : {}) });
-    },
-
-    /** D5/D6: idempotent, 200 whether or not the device existed. */
-    async remove(req) {
-      const t = target(req, 'absent');
-      if (t) await ctx.devices.request({ type: 'device.delete', ...key(t) });
-      return okReply();
-    },
-
-    /** D7/D8: replaces the metadata with the platform's string fields of the body. */
-    async setMetadata(req) {
-      const t = target(req, 'not-found');
-      requireJsonContentType(req.headers);
-      const metadata = parseMetadata(t.platform, parseJsonObject(req.body), 'Request body (the metadata)');
-      const { found } = await ctx.devices.request({ type: 'device.setMetadata', ...key(t), metadata });
-      if (!found) throw deviceNotFound(t.deviceId, t.platform);
-      return okReply();
-    },
-
-    /** D9: replaces the gateway token; the device keeps its id. */
-    async setToken(req) {
-      const t = target(req, 'not-found');
-      requireJsonContentType(req.headers);
-      const body = parseJsonObject(req.body);
-      const rawToken = body['token'];
-      if (rawToken === undefined || rawToken === null || rawToken === '') {
-        throw new HeraldError('DEVICE_TOKEN_MISSING', 'The token field (the new device token) is missing');
-      }
-      if (typeof rawToken !== 'string') throw new HeraldError('DEVICE_FIELD_INVALID', `token (the device token) must be a string, got ${typeof rawToken}`);
-      const checked = checkGatewayToken(t.platform, rawToken, webTokenRules(t.instance, ctx.config.outbound.allowPrivateAddresses));
-      if (!checked.ok) throw new HeraldError('DEVICE_TOKEN_MALFORMED', `Malformed device token: ${checked.reason}`);
-      const { found } = await ctx.devices.request({ type: 'device.setToken', ...key(t), token: checked.token });
-      if (!found) throw deviceNotFound(t.deviceId, t.platform);
-      return okReply();
-    },
-
-    /**
-     * D10/D11 (and web): associates the user of the Bearer user token. The per-user limit spans
-     * shards: the user's devices are counted on every shard in parallel, then the owning shard
-     * re-counts its own and associates under a per-shard lock. Two associations of one user
-     * racing on different shards can still both pass, going over the limit by at most the
-     * number of shards minus one.
-     */
-    async setUser(req) {
-      const t = target(req, 'invalid');
-      requireJsonContentType(req.headers, { allowMissing: true });
-      const auth = readAuthorization(req.headers);
-      if (auth.kind === 'missing') {
-        throw new HeraldError('USER_TOKEN_MISSING', 'Authorization token missing: send Authorization: Bearer <user token>');
-      }
-      if (auth.kind !== 'bearer') {
-        throw new HeraldError('USER_TOKEN_MALFORMED', 'Authorization token malformed: the header must be Bearer <user token>');
-      }
-      const userId = await verifyUserToken(auth.token, t.instance.secretKey, acceptedIssuers(t.instance.instanceId, ctx.config.pushDomain));
-      const devicesOnOtherShards = await ctx.devices.countUserDevicesElsewhere(t.instance.instanceId, userId, t.deviceId);
-      const { outcome } = await ctx.devices.request({
-        type: 'device.setUser',
-        ...key(t),
-        userId,
-        devicesOnOtherShards,
-        maxDevicesPerUser: MAX_DEVICES_PER_USER,
-      });
-      switch (outcome) {
-        case 'ok':
-          return okReply();
-        case 'not-found':
-          throw deviceNotFound(t.deviceId, t.platform);
-        case 'already-associated':
-          throw new HeraldError('USER_ALREADY_ASSOCIATED', 'A different user id is already associated with this device');
-        case 'limit':
-          throw new HeraldError('USER_DEVICE_LIMIT', `User already has the maximum of ${MAX_DEVICES_PER_USER} devices`);
-      }
-    },
-
-    /** D12: `{interests, responseMetadata: {nextCursor}?}`, sorted by name. */
-    async listInterests(req) {
-      const t = target(req, 'not-found');
-      const query = new URLSearchParams(req.query);
-      const limit = parseInterestLimit(query.get('limit'));
-      const cursor = query.get('cursor');
-      const page = await ctx.devices.request({
-        type: 'device.listInterests',
-        ...key(t),
-        limit,
-        ...(cursor !== null ? { cursor } : {}),
-      });
-      if (page.outcome !== 'ok') {
-        if (page.outcome === 'not-found') throw deviceNotFound(t.deviceId, t.platform);
-        throw new HeraldError('INVALID_CURSOR', `cursor ${quote(cursor)} is not valid: pass the nextCursor of a previous page`);
-      }
-      return okReply({
-        interests: page.interests,
-        ...(page.nextCursor !== undefined ? { responseMetadata: { nextCursor: page.nextCursor } } : {}),
-      });
-    },
-
-    /** D13: replaces every interest (at most 5000, each validated). */
-    async replaceInterests(req) {
-      const t = target(req, 'not-found');
-      const interests = parseInterestSet(parseJsonObject(req.body));
-      const { outcome } = await ctx.devices.request({ type: 'device.replaceInterests', ...key(t), interests });
-      if (outcome === 'not-found') throw deviceNotFound(t.deviceId, t.platform);
-      return okReply();
-    },
-
-    /** D14: subscribing twice is fine. A missing device is 404, so the iOS SDK re-registers it. */
-    async addInterest(req) {
-      const t = target(req, 'invalid');
-      const interest = interestFromPath(req);
-      const { outcome } = await ctx.devices.request({ type: 'device.addInterest', ...key(t), interest });
-      if (outcome === 'not-found') throw deviceNotFound(t.deviceId, t.platform);
-      if (outcome === 'too-many') {
-        throw new HeraldError('TOO_MANY_INTERESTS', 'The device already has the maximum of 5000 interests');
-      }
-      return okReply();
-    },
-
-    /** D15: idempotent for the interest; a missing device is 404, as for D14. */
-    async removeInterest(req) {
-      const t = target(req, 'invalid');
-      const interest = interestFromPath(req);
-      const { outcome } = await ctx.devices.request({ type: 'device.removeInterest', ...key(t), interest });
-      if (outcome === 'not-found') throw deviceNotFound(t.deviceId, t.platform);
-      return okReply();
-    },
-
-    /** `{vapidPublicKey}` for the web SDK; 404 when the instance has no web push config. */
-    vapidPublicKey(req) {
-      const instance = requireInstance(ctx, req.params['instanceId']);
-      if (!instance.web) throw new HeraldError('WEB_PUSH_NOT_CONFIGURED');
-      return okReply({ vapidPublicKey: instance.web.vapidPublicKey });
-    },
-
-    /** Deletes a user's devices on every shard (secret key required); 200 also when the user had none. */
-    async deleteUser(req) {
-      const instance = requireInstance(ctx, req.params['instanceId']);
-      requireSecretKey(req.headers, instance);
-      const userId = req.params['userId'] ?? '';
-      if (!isValidUserId(userId)) {
-        throw new HeraldError('USER_ID_INVALID', `User id must have 1 to ${MAX_PUSH_USER_ID_LENGTH} characters, got ${(userId as string).length}`);
-      }
-      await ctx.devices.deleteUser(instance.instanceId, userId);
-      return okReply();
-    },
+    register: (req) => register(ctx, req),
+    get: (req) => getDevice(ctx, req),
+    remove: (req) => removeDevice(ctx, req),
+    setMetadata: (req) => setMetadata(ctx, req),
+    setToken: (req) => setToken(ctx, req),
+    setUser: (req) => setUser(ctx, req),
+    listInterests: (req) => listInterests(ctx, req),
+    replaceInterests: (req) => replaceInterests(ctx, req),
+    addInterest: (req) => addInterest(ctx, req),
+    removeInterest: (req) => removeInterest(ctx, req),
+    vapidPublicKey: (req) => vapidPublicKey(ctx, req),
+    deleteUser: (req) => deleteUser(ctx, req),
   };
+}
+
+/** D1/D2 (and web): `{id, initialInterestSet}`; the same token always answers the same device. */
+async function register(ctx: DeviceApiContext, req: RequestContext): Promise<Reply> {
+  const instance = requireInstance(ctx, req.params['instanceId']);
+  const platform = requirePlatform(req.params['platform']);
+  requireJsonContentType(req.headers);
+  requireRegistrationCredentials(req, instance);
+  const body = parseJsonObject(req.body);
+  const rawToken = tokenField(body, `${PLATFORM_NAMES[platform]} device token missing: the body needs a token field`);
+  const bundleIdentifier = body['bundleIdentifier'];
+  if (platform === 'apns' && (bundleIdentifier === undefined || bundleIdentifier === null || bundleIdentifier === '')) {
+    throw new HeraldError('BUNDLE_ID_MISSING', 'Bundle identifier missing: the body needs a bundleIdentifier field');
+  }
+  if (bundleIdentifier !== undefined && bundleIdentifier !== null && typeof bundleIdentifier !== 'string') {
+    throw new HeraldError('DEVICE_FIELD_INVALID', `bundleIdentifier must be a string, got ${typeof bundleIdentifier}`);
+  }
+  const metadata = body['metadata'] === undefined || body['metadata'] === null ? undefined : parseMetadata(platform, body['metadata']);
+  const token = gatewayToken(ctx, instance, platform, rawToken, 'DEVICE_TOKEN_INVALID', 'Incorrect device token');
+
+  const deviceId = deviceIdFor(ctx.installSecret, instance.instanceId, platform, token);
+  const result = await ctx.devices.request({
+    type: 'device.register',
+    instanceId: instance.instanceId,
+    deviceId,
+    platform,
+    token,
+    ...(typeof bundleIdentifier === 'string' && bundleIdentifier !== '' ? { bundleIdentifier } : {}),
+    ...(metadata ? { metadata } : {}),
+  });
+  return okReply({ id: result.id, initialInterestSet: result.initialInterestSet });
+}
+
+/** D3/D4: `{id, userId, metadata}`; userId is "" until a user is associated (the field is required). */
+async function getDevice(ctx: DeviceApiContext, req: RequestContext): Promise<Reply> {
+  const t = target(ctx, req, 'not-found');
+  requireJsonContentType(req.headers, { allowMissing: true });
+  const { device } = await ctx.devices.request({ type: 'device.get', ...key(t) });
+  if (!device) throw deviceNotFound(t);
+  return okReply({ id: device.id, userId: device.userId ?? '', ...(device.metadata ? { metadata: device.metadata } : {}) });
+}
+
+/** D5/D6: idempotent, 200 whether or not the device existed. */
+async function removeDevice(ctx: DeviceApiContext, req: RequestContext): Promise<Reply> {
+  const t = target(ctx, req, 'absent');
+  if (t) await ctx.devices.request({ type: 'device.delete', ...key(t) });
+  return okReply();
+}
+
+/** D7/D8: replaces the metadata with the platform's string fields of the body. */
+async function setMetadata(ctx: DeviceApiContext, req: RequestContext): Promise<Reply> {
+  const t = target(ctx, req, 'not-found');
+  requireJsonContentType(req.headers);
+  const metadata = parseMetadata(t.platform, parseJsonObject(req.body), 'Request body (the metadata)');
+  const { found } = await ctx.devices.request({ type: 'device.setMetadata', ...key(t), metadata });
+  if (!found) throw deviceNotFound(t);
+  return okReply();
+}
+
+/** D9: replaces the gateway token; the device keeps its id. */
+async function setToken(ctx: DeviceApiContext, req: RequestContext): Promise<Reply> {
+  const t = target(ctx, req, 'not-found');
+  requireJsonContentType(req.headers);
+  const rawToken = tokenField(parseJsonObject(req.body), 'The token field (the new device token) is missing');
+  const token = gatewayToken(ctx, t.instance, t.platform, rawToken, 'DEVICE_TOKEN_MALFORMED', 'Malformed device token');
+  const { found } = await ctx.devices.request({ type: 'device.setToken', ...key(t), token });
+  if (!found) throw deviceNotFound(t);
+  return okReply();
+}
+
+/**
+ * D10/D11 (and web): associates the user of the Bearer user token. The per-user limit spans
+ * shards: the user's devices are counted on every shard in parallel, then the owning shard
+ * re-counts its own and associates under a per-shard lock. Two associations of one user
+ * racing on different shards can still both pass, going over the limit by at most the
+ * number of shards minus one.
+ */
+async function setUser(ctx: DeviceApiContext, req: RequestContext): Promise<Reply> {
+  const t = target(ctx, req, 'invalid');
+  requireJsonContentType(req.headers, { allowMissing: true });
+  const userId = await bearerUserId(ctx, req, t.instance);
+  const devicesOnOtherShards = await ctx.devices.countUserDevicesElsewhere(t.instance.instanceId, userId, t.deviceId);
+  const { outcome } = await ctx.devices.request({
+    type: 'device.setUser',
+    ...key(t),
+    userId,
+    devicesOnOtherShards,
+    maxDevicesPerUser: MAX_DEVICES_PER_USER,
+  });
+  switch (outcome) {
+    case 'ok':
+      return okReply();
+    case 'not-found':
+      throw deviceNotFound(t);
+    case 'already-associated':
+      throw new HeraldError('USER_ALREADY_ASSOCIATED', 'A different user id is already associated with this device');
+    case 'limit':
+      throw new HeraldError('USER_DEVICE_LIMIT', `User already has the maximum of ${MAX_DEVICES_PER_USER} devices`);
+  }
+}
+
+/** D12: `{interests, responseMetadata: {nextCursor}?}`, sorted by name. */
+async function listInterests(ctx: DeviceApiContext, req: RequestContext): Promise<Reply> {
+  const t = target(ctx, req, 'not-found');
+  const query = new URLSearchParams(req.query);
+  const limit = parseInterestLimit(query.get('limit'));
+  const cursor = query.get('cursor');
+  const page = await ctx.devices.request({
+    type: 'device.listInterests',
+    ...key(t),
+    limit,
+    ...(cursor !== null ? { cursor } : {}),
+  });
+  if (page.outcome !== 'ok') {
+    if (page.outcome === 'not-found') throw deviceNotFound(t);
+    throw new HeraldError('INVALID_CURSOR', `cursor ${quote(cursor)} is not valid: pass the nextCursor of a previous page`);
+  }
+  return okReply({
+    interests: page.interests,
+    ...(page.nextCursor !== undefined ? { responseMetadata: { nextCursor: page.nextCursor } } : {}),
+  });
+}
+
+/** D13: replaces every interest (at most 5000, each validated). */
+async function replaceInterests(ctx: DeviceApiContext, req: RequestContext): Promise<Reply> {
+  const t = target(ctx, req, 'not-found');
+  const interests = parseInterestSet(parseJsonObject(req.body));
+  const { outcome } = await ctx.devices.request({ type: 'device.replaceInterests', ...key(t), interests });
+  if (outcome === 'not-found') throw deviceNotFound(t);
+  return okReply();
+}
+
+/** D14: subscribing twice is fine. A missing device is 404, so the iOS SDK re-registers it. */
+async function addInterest(ctx: DeviceApiContext, req: RequestContext): Promise<Reply> {
+  const t = target(ctx, req, 'invalid');
+  const interest = interestFromPath(req);
+  const { outcome } = await ctx.devices.request({ type: 'device.addInterest', ...key(t), interest });
+  if (outcome === 'not-found') throw deviceNotFound(t);
+  if (outcome === 'too-many') {
+    throw new HeraldError('TOO_MANY_INTERESTS', 'The device already has the maximum of 5000 interests');
+  }
+  return okReply();
+}
+
+/** D15: idempotent for the interest; a missing device is 404, as for D14. */
+async function removeInterest(ctx: DeviceApiContext, req: RequestContext): Promise<Reply> {
+  const t = target(ctx, req, 'invalid');
+  const interest = interestFromPath(req);
+  const { outcome } = await ctx.devices.request({ type: 'device.removeInterest', ...key(t), interest });
+  if (outcome === 'not-found') throw deviceNotFound(t);
+  return okReply();
+}
+
+/** `{vapidPublicKey}` for the web SDK; 404 when the instance has no web push config. */
+function vapidPublicKey(ctx: DeviceApiContext, req: RequestContext): Reply {
+  const instance = requireInstance(ctx, req.params['instanceId']);
+  if (!instance.web) throw new HeraldError('WEB_PUSH_NOT_CONFIGURED');
+  return okReply({ vapidPublicKey: instance.web.vapidPublicKey });
+}
+
+/** Deletes a user's devices on every shard (secret key required); 200 also when the user had none. */
+async function deleteUser(ctx: DeviceApiContext, req: RequestContext): Promise<Reply> {
+  const instance = requireInstance(ctx, req.params['instanceId']);
+  requireSecretKey(req.headers, instance);
+  const userId = req.params['userId'] ?? '';
+  if (!isValidUserId(userId)) {
+    throw new HeraldError('USER_ID_INVALID', `User id must have 1 to ${MAX_PUSH_USER_ID_LENGTH} characters, got ${(userId as string).length}`);
+  }
+  await ctx.devices.deleteUser(instance.instanceId, userId);
+  return okReply();
+}
+
+/**
+ * The `token` field of a body, unchecked: 400 DEVICE_TOKEN_MISSING (`missing`) when absent,
+ * null or empty, DEVICE_FIELD_INVALID when not a string.
+ */
+function tokenField(body: Record<string, unknown>, missing: string): string {
+  const raw = body['token'];
+  if (raw === undefined || raw === null || raw === '') throw new HeraldError('DEVICE_TOKEN_MISSING', missing);
+  if (typeof raw !== 'string') throw new HeraldError('DEVICE_FIELD_INVALID', `token (the device token) must be a string, got ${typeof raw}`);
+  return raw;
+}
+
+/** A device token as its gateway takes it (gateway-token.ts); `code` with `prefix` and the reason when it is not one. */
+function gatewayToken(
+  ctx: Pick<DeviceApiContext, 'config'>,
+  instance: PushInstanceConfig,
+  platform: Platform,
+  raw: string,
+  code: 'DEVICE_TOKEN_INVALID' | 'DEVICE_TOKEN_MALFORMED',
+  prefix: string,
+): string {
+  const checked = checkGatewayToken(platform, raw, webTokenRules(instance, ctx.config.outbound.allowPrivateAddresses));
+  if (!checked.ok) throw new HeraldError(code, `${prefix}: ${checked.reason}`);
+  return checked.token;
+}
+
+/** The user id of the request's Bearer user token, verified against the instance's secret key (401 otherwise). */
+async function bearerUserId(ctx: Pick<DeviceApiContext, 'config'>, req: RequestContext, instance: PushInstanceConfig): Promise<string> {
+  const auth = readAuthorization(req.headers);
+  if (auth.kind === 'missing') {
+    throw new HeraldError('USER_TOKEN_MISSING', 'Authorization token missing: send Authorization: Bearer <user token>');
+  }
+  if (auth.kind !== 'bearer') {
+    throw new HeraldError('USER_TOKEN_MALFORMED', 'Authorization token malformed: the header must be Bearer <user token>');
+  }
+  return verifyUserToken(auth.token, instance.secretKey, acceptedIssuers(instance.instanceId, ctx.config.pushDomain));
 }
 
 /**
@@ -293,10 +284,4 @@ function requireRegistrationCredentials(req: RequestContext, instance: PushInsta
 /** The instance's rules for web tokens: private endpoint hosts only as `outbound.allowPrivateAddresses` or `push[].web.allowPrivateEndpoints` allow. */
 function webTokenRules(instance: PushInstanceConfig, allowPrivateAddresses: readonly string[]): SubscriptionRules {
   return { allowPrivateEndpoints: instance.web?.allowPrivateEndpoints ?? false, allowPrivateAddresses };
-}
-
-function interestFromPath(req: RequestContext): string {
-  const name = req.params['interest'];
-  if (!name) throw new HeraldError('INTEREST_NAME_MISSING');
-  return requireInterestName(name);
 }

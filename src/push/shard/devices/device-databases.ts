@@ -1,5 +1,5 @@
 /**
- * The four named databases of one shard's push devices (layout: device-store.ts), opened once
+ * The four named databases of one shard's push devices (layout: lmdb-devices.ts), opened once
  * and shared by the store (writes, point reads), its fan-out walk (device-scan.ts) and its
  * cross-check (device-consistency.ts).
  */

@@ -19,36 +19,14 @@
  */
 import { Packr } from 'msgpackr';
 import type { Platform } from '../../platform.js';
-
-/** A device as stored; id and instance id live in the key. Optional fields are omitted, never undefined. */
-export interface DeviceRecord {
-  platform: Platform;
-  /** Gateway token: APNs device token, FCM registration token or web push subscription. */
-  token: string;
-  /** APNs topic (the app's bundle id); absent when never supplied. */
-  bundleIdentifier?: string;
-  /** SDK and OS versions the SDK reported (apnsMetadata / fcmMetadata). */
-  metadata?: Record<string, string>;
-  /** The user the device is associated with (D10/D11); absent until associated. */
-  userId?: string;
-  /** First registration, milliseconds since the Unix epoch. */
-  createdAt: number;
-  /** How many interests the device is subscribed to. */
-  interestCount: number;
-}
+import type { Device, ScanDevice } from '../../store/device-store.js';
 
 /**
- * A device as a publish's fan-out sees it: what a gateway send needs, without the metadata and
- * creation time. Absent optional fields are undefined (every object has the same shape).
+ * A device as stored: the store's Device without its id and instance id, which live in the
+ * key. Optional fields are omitted, never undefined. The codec below writes each field itself,
+ * so a field added to Device reaches the disk only once the codec writes it.
  */
-export interface ScanDevice {
-  id: string;
-  instanceId: string;
-  platform: Platform;
-  token: string;
-  bundleIdentifier: string | undefined;
-  userId: string | undefined;
-}
+export type DeviceRecord = Omit<Device, 'id' | 'instanceId'>;
 
 /**
  * A ScanDevice decoded from its LMDB record, with the device's interest count: the LMDB interest

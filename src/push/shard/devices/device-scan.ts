@@ -4,87 +4,17 @@
  * ScanPosition, never holding a cursor or read transaction between yields.
  */
 import type { Database, RangeIterable, RootDatabase } from 'lmdb';
-import { decodeScanDevice, type RecordScanDevice, type ScanDevice } from './device-record.js';
+import { decodeScanDevice, type RecordScanDevice } from './device-record.js';
+import { normaliseScanList, partitionBounds, type ScanPartition, type ScanPosition, type ScanStep, type ScannedDevice } from '../../store/device-store.js';
 import { DEVICE_DATABASE_NAMES, type DeviceDatabases } from './device-databases.js';
 import { fnv1a32 } from '../../../shards/hash.js';
 import { encodeKey, joinKeys, keyAfter, keyPartBetween, lastKeyPart, prefixRange, writeKeyPart } from '../../keys.js';
-
-/**
- * How far a publish fan-out got, so an interrupted one resumes after a restart without
- * skipping or repeating devices. `listIndex` indexes the list after normaliseScanList();
- * the scan continues strictly after `afterDeviceId` (null: from the start of that entry).
- * Plain JSON-safe data; persist it as is.
- */
-export interface ScanPosition {
-  readonly listIndex: number;
-  readonly afterDeviceId: string | null;
-}
-
-/** One device of a fan-out, with the position to resume from once it has been handled. */
-export interface ScannedDevice {
-  device: ScanDevice;
-  position: ScanPosition;
-}
-
-/**
- * Yielded by the step scans after SCAN_BATCH index entries in a row were passed over without
- * a device (de-duplicated, or stale), so that one `next()` never walks an unbounded stretch:
- * the caller should let other work run before pulling again. `position` is where the scan
- * stands (resuming from it skips nothing that was not yet handled).
- */
-export interface ScanProgress {
-  device: null;
-  position: ScanPosition;
-  /** Index entries passed over since the last device or progress step. */
-  skipped: number;
-}
-
-/** What the step scans yield: a device to handle, or a progress step. */
-export type ScanStep = ScannedDevice | ScanProgress;
 
 /**
  * Index keys read per cursor during a fan-out (the cursor is closed between batches), and the
  * most index entries a step scan passes over without yielding.
  */
 export const SCAN_BATCH = 256;
-
-/**
- * The order in which scanInterests()/scanUsers() walk their list: sorted and de-duplicated,
- * so a ScanPosition means the same thing after a restart.
- */
-export function normaliseScanList(names: readonly string[]): string[] {
-  return [...new Set(names)].sort();
-}
-
-/**
- * One of `count` partitions of a fan-out: the devices whose fnv1a32(device id) falls in the
- * `index`-th of `count` equal ranges of the 32-bit hash (partitionBounds). Ranges of the hash,
- * not `hash % count`, so a partition spreads evenly over the shards (which take `hash % shards`).
- * A scan given a partition yields only that partition's devices of what it would yield
- * without; positions mean the same with and without.
- */
-export interface ScanPartition {
-  readonly index: number;
-  readonly count: number;
-}
-
-/** The hashes of a partition: `low <= fnv1a32(id) < high`; the whole range without one. RangeError for a bad partition. */
-export function partitionBounds(partition: ScanPartition | undefined): { low: number; high: number } {
-  if (partition === undefined) return { low: 0, high: 2 ** 32 };
-  const { index, count } = partition;
-  if (!Number.isSafeInteger(count) || count < 1 || !Number.isSafeInteger(index) || index < 0 || index >= count) {
-    throw new RangeError(`scan partition must have 0 <= index < count, got ${index} of ${count}`);
-  }
-  return { low: Math.ceil((index * 2 ** 32) / count), high: Math.ceil(((index + 1) * 2 ** 32) / count) };
-}
-
-/** Whether `deviceId` is in `partition` (always, without one). */
-export function inScanPartition(deviceId: string, partition: ScanPartition | undefined): boolean {
-  if (partition === undefined) return true;
-  const { low, high } = partitionBounds(partition);
-  const hash = fnv1a32(deviceId);
-  return hash >= low && hash < high;
-}
 
 function checkScanPosition(position: ScanPosition | undefined): void {
   if (position === undefined) return;
@@ -169,7 +99,7 @@ class EarlierInterests {
   }
 }
 
-/** The step scans of one shard's device databases (DeviceStore.scanInterestSteps / scanUserSteps). */
+/** The step scans of one shard's device databases (LmdbDevices.scanInterestSteps / scanUserSteps). */
 export class DeviceScan {
   /** The two fan-out indexes read through DEVICE_ID_VIEW. */
   private readonly interestDeviceIds: DeviceIdIndex;

@@ -15,15 +15,14 @@
  *   start) or finalized with the webhooks stored;
  * - a coordinator that starts asks every shard to re-post what it has not had acknowledged.
  */
-import { instanceOfNamespace } from '../../store/namespaces.js';
 import { BroadcastChannel } from 'node:worker_threads';
 import { log } from '../../../log.js';
 import { logWriteFailure } from '../../../shards/disk-full.js';
 import { shardForKey } from '../../../shards/hash.js';
 import type { WebhookEmitter } from '../../../webhooks/emitter.js';
-import { PLATFORMS, type Platform } from '../../platform.js';
-import type { CoordinatorRecord, PublishStore, ShardReport } from './publish-store.js';
-import { addGatewayCounts, emptyGatewayCounts, userAttemptOutcome, webhookResults } from '../../publish-results.js';
+import type { LmdbPublishStore } from './lmdb-publish-store.js';
+import type { CoordinatorRecord, ShardReport } from '../../store/publish-record-store.js';
+import { queueClosing, queueStarted } from './publish-webhooks.js';
 import type { PublishJob } from '../../messages/publishes.js';
 
 /** What shards say to each other about publishes. */
@@ -59,7 +58,7 @@ const RESEND_MAX_MS = 60_000;
 export interface PublishCoordinatorDeps {
   shardIndex: number;
   shardCount: number;
-  publishes: PublishStore;
+  publishes: LmdbPublishStore;
   webhooks: WebhookEmitter;
   bus: PublishBus;
 }
@@ -86,13 +85,7 @@ export class PublishCoordinator {
 
   /** Coordinator, once the job is stored: queue STARTED. */
   started(job: PublishJob): void {
-    if (!job.webhookUrl) return;
-    this.deps.webhooks.pushEvent({
-      instanceId: instanceOfNamespace(job.instanceId),
-      kind: 'publish.STARTED',
-      url: job.webhookUrl,
-      payload: { publishId: job.publishId, status: 'STARTED', results: webhookResults(platformsOf(job), emptyGatewayCounts()) },
-    });
+    queueStarted(this.deps.webhooks, job);
   }
 
   /** This shard's part is finished and stored: tell the coordinator until it acknowledges. */
@@ -194,29 +187,8 @@ export class PublishCoordinator {
       await this.deps.publishes.markFinalized(publishId);
       return;
     }
-    const gateways = emptyGatewayCounts();
-    for (const part of parts) addGatewayCounts(gateways, part.gateways);
-    if (job.webhookUrl) {
-      this.deps.webhooks.pushEvent({
-        instanceId: instanceOfNamespace(job.instanceId),
-        kind: 'publish.FINISHED',
-        url: job.webhookUrl,
-        payload: { publishId, status: 'FINISHED', results: webhookResults(platformsOf(job), gateways) },
-      });
-    }
-    if (job.kind === 'users') {
-      const outcome = userAttemptOutcome(job.targets, parts.map((p) => p.users ?? {}));
-      this.deps.webhooks.pushEvent({
-        instanceId: instanceOfNamespace(job.instanceId),
-        kind: 'v1.PublishToUsersAttempt',
-        payload: { instance_id: instanceOfNamespace(job.instanceId), publish_id: publishId, ...outcome },
-      });
-    }
-    // Same turn as the pushEvent calls: their outbox writes commit no later than this one.
+    queueClosing(this.deps.webhooks, job, parts);
+    // Same turn as queuing the webhooks: their outbox writes commit no later than this one.
     await this.deps.publishes.markFinalized(publishId);
   }
-}
-
-function platformsOf(job: PublishJob): Platform[] {
-  return PLATFORMS.filter((platform) => job.payloads[platform] !== undefined);
 }

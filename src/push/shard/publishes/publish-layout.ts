@@ -9,7 +9,8 @@ import { decodeKey, encodeKey } from '../../keys.js';
 import { addGatewayCounts, emptyGatewayCounts, emptyUserBits, orUserBits, userBitsOf, userIndexOf } from '../../publish-results.js';
 import { shardForKey } from '../../../shards/hash.js';
 import { ReshardError, type NewShards, type OldShards, type ShardLayout } from '../../../shards/shard-layout.js';
-import { PUBLISH_DATABASE, type CoordinatorRecord, type ProgressRecord, type ShardReport } from './publish-store.js';
+import { PUBLISH_DATABASE } from './lmdb-publish-store.js';
+import type { CoordinatorRecord, ProgressRecord, ShardReport } from '../../store/publish-record-store.js';
 
 export const publishLayout: ShardLayout = {
   databases: [{ name: PUBLISH_DATABASE, encoding: 'binary-keys' }],

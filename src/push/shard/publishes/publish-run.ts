@@ -23,13 +23,11 @@ import { describeError, log } from '../../../log.js';
 import { logWriteFailure } from '../../../shards/disk-full.js';
 import { PLATFORMS, type Platform } from '../../platform.js';
 import { CLOSED_OUTCOME } from '../../gateways/retry.js';
-import type { ScanPosition } from '../devices/device-store.js';
-import type { PushDeviceStore } from '../../store/device-store.js';
+import type { PushDeviceStore, ScanPartition, ScanPosition } from '../../store/device-store.js';
 import { CompletionWindow } from './completion-window.js';
 import type { GatewayRegistry } from './gateway-registry.js';
 import { gatewayPayload } from './payload.js';
 import { LeaseLostError, statsOf, usageMonth, type ProgressRecord, type PublishRecordStore, type ShardReport } from '../../store/publish-record-store.js';
-import type { ScanPartition } from '../../store/device-store.js';
 import { addErrorReason, emptyUserBits, failureReasonKey, orUserBits, setUserBit, userIndexOf } from '../../publish-results.js';
 import { countNotification, countPublishResends } from '../../../shards/shard-counters.js';
 import { RateLimitedLog } from '../../../log.js';
@@ -284,6 +282,11 @@ export class PublishRun {
     this.requestCheckpoint();
     await this.writesDone();
     return this.leaseLost ? 'lost' : 'stopped';
+  }
+
+  /** Cluster: the partition of the publish this run sends; undefined for a shard's own part (LMDB). */
+  get partition(): number | undefined {
+    return this.scope?.partition.index;
   }
 
   /** The lease was found lost outside a checkpoint (its renewal): stop, store nothing more. */

@@ -16,8 +16,12 @@ import { ReportStore } from './report-store.js';
 import { removeReportsOfGonePublishes } from './prune.js';
 import type { DeliveryReport, ReportKind, ReportShardApi } from '../../messages/reports.js';
 import type { PostgresPublishStore } from '../../store/postgres/postgres-publish-store.js';
+import type { PublishRecordStore } from '../../store/publish-record-store.js';
+import type { PushDeviceStore } from '../../store/device-store.js';
+import type { LmdbPublishStore } from '../publishes/lmdb-publish-store.js';
 import { shardForKey } from '../../../shards/hash.js';
 import { instanceOfNamespace } from '../../store/namespaces.js';
+import type { WebhookEmitter } from '../../../webhooks/emitter.js';
 
 /** How often a shard removes the reports of publishes it no longer keeps (ms). */
 const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
@@ -31,29 +35,64 @@ const WEBHOOK_KIND: Record<ReportKind, PushInstanceWebhookKind> = {
   open: 'v1.UserNotificationOpen',
 };
 
-/** The reporting handlers of one shard, over its LMDB environment; close() stops the background prune. */
-export function createReportArea(deps: PushAreaDeps): ShardArea<ReportShardApi> {
-  const { ctx, store: devices, publishes, webhooks, shared } = deps;
-  if (shared) return createSharedReportArea(deps, shared);
-  const reports = new ReportStore(ctx.root);
-  /** publishId → instanceId of publishes seen on this shard, oldest first. Positive answers only. */
-  const knownPublishes = new Map<string, string>();
+/**
+ * Whether a report counts: its device is registered in the instance and its publish is the
+ * instance's in the publish records (positive answers cached). Reports carry no credentials,
+ * so this bounds what a stranger can write.
+ */
+class ReportCheck {
+  /** publishId → instanceId of publishes seen, oldest first. */
+  private readonly known = new Map<string, string>();
 
-  function publishInstance(publishId: string): string | undefined {
-    const cached = knownPublishes.get(publishId);
+  constructor(
+    private readonly devices: Pick<PushDeviceStore, 'get'>,
+    private readonly publishes: Pick<PublishRecordStore, 'instanceOf'>,
+  ) {}
+
+  /** The outcome refusing the report, or whether its webhook may name its user (the device belongs to that user). */
+  async check(report: DeliveryReport): Promise<{ refused: 'unknown-device' | 'unknown-publish' } | { namesUser: boolean }> {
+    const device = await this.devices.get(report.instanceId, report.deviceId);
+    if (!device) return { refused: 'unknown-device' };
+    if ((await this.instanceOf(report.publishId)) !== report.instanceId) return { refused: 'unknown-publish' };
+    return { namesUser: report.userId !== undefined && report.userId === device.userId };
+  }
+
+  /** The publish's records are gone. */
+  forget(publishId: string): void {
+    this.known.delete(publishId);
+  }
+
+  private async instanceOf(publishId: string): Promise<string | undefined> {
+    const cached = this.known.get(publishId);
     if (cached !== undefined) return cached;
-    const instanceId = publishes.progress(publishId)?.instanceId;
+    const instanceId = await this.publishes.instanceOf(publishId);
     if (instanceId === undefined) return undefined;
-    knownPublishes.set(publishId, instanceId);
-    if (knownPublishes.size > KNOWN_PUBLISH_CACHE) knownPublishes.delete(knownPublishes.keys().next().value!);
+    this.known.set(publishId, instanceId);
+    if (this.known.size > KNOWN_PUBLISH_CACHE) this.known.delete(this.known.keys().next().value!);
     return instanceId;
   }
+}
+
+/** Queues the user webhook of a report (acknowledgement or open). */
+function queueUserWebhook(webhooks: WebhookEmitter, report: DeliveryReport): void {
+  webhooks.pushEvent({
+    instanceId: instanceOfNamespace(report.instanceId),
+    kind: WEBHOOK_KIND[report.kind],
+    payload: { instance_id: instanceOfNamespace(report.instanceId), publish_id: report.publishId, user_id: report.userId },
+  });
+}
+
+/** The reporting handlers of one shard over its LMDB environment; close() stops the background prune. */
+export function createReportArea(deps: PushAreaDeps, publishes: LmdbPublishStore): ShardArea<ReportShardApi> {
+  const { ctx, webhooks } = deps;
+  const reports = new ReportStore(ctx.root);
+  const reportCheck = new ReportCheck(deps.store, deps.publishes);
 
   let closing = false;
   let pruning: Promise<void> | undefined;
   const prune = (): void => {
     if (pruning) return;
-    pruning = removeReportsOfGonePublishes(reports, publishes, () => closing, (publishId) => knownPublishes.delete(publishId))
+    pruning = removeReportsOfGonePublishes(reports, publishes, () => closing, (publishId) => reportCheck.forget(publishId))
       .then(() => undefined)
       .catch((err: unknown) => log.error('report pruning failed', { shard: ctx.shardIndex, error: describeError(err) }))
       .finally(() => {
@@ -66,20 +105,11 @@ export function createReportArea(deps: PushAreaDeps): ShardArea<ReportShardApi> 
     interval = setInterval(prune, PRUNE_INTERVAL_MS);
   }, FIRST_PRUNE_DELAY_MS);
 
-  function emitUserWebhook(report: DeliveryReport): void {
-    webhooks.pushEvent({
-      instanceId: instanceOfNamespace(report.instanceId),
-      kind: WEBHOOK_KIND[report.kind],
-      payload: { instance_id: instanceOfNamespace(report.instanceId), publish_id: report.publishId, user_id: report.userId },
-    });
-  }
-
   return {
     handlers: {
       'report.record': async ({ report }) => {
-        const device = await devices.get(report.instanceId, report.deviceId);
-        if (!device) return { outcome: 'unknown-device' };
-        if (publishInstance(report.publishId) !== report.instanceId) return { outcome: 'unknown-publish' };
+        const checked = await reportCheck.check(report);
+        if ('refused' in checked) return { outcome: checked.refused };
         // Duplicates (SDK retries are common) are answered from a read: no write, no webhook.
         if (reports.has(report.instanceId, report.publishId, report.kind, report.deviceId)) return { outcome: 'duplicate' };
         // A webhook names a user only when the device belongs to that user, so a report cannot
@@ -87,7 +117,7 @@ export function createReportArea(deps: PushAreaDeps): ShardArea<ReportShardApi> 
         // record's write is issued, and the outbox write commits no later (LMDB commits in
         // order): a recorded report always has its webhook, even across a crash. At least
         // once: two copies of one report racing here may both queue it.
-        if (report.userId !== undefined && report.userId === device.userId) emitUserWebhook(report);
+        if (checked.namesUser) queueUserWebhook(webhooks, report);
         return { outcome: await reports.record(report) };
       },
 
@@ -108,41 +138,23 @@ export function createReportArea(deps: PushAreaDeps): ShardArea<ReportShardApi> 
  * and counts them. The counts of a publish are answered by its home shard (shardForKey of the
  * id) only, since every shard would read the same rows and the main thread sums the shards.
  */
-function createSharedReportArea(deps: PushAreaDeps, shared: PostgresPublishStore): ShardArea<ReportShardApi> {
-  const { ctx, store: devices, webhooks } = deps;
-  /** publishId → instanceId of publishes seen, oldest first. Positive answers only. */
-  const knownPublishes = new Map<string, string>();
-  async function publishInstance(publishId: string): Promise<string | undefined> {
-    const cached = knownPublishes.get(publishId);
-    if (cached !== undefined) return cached;
-    const instanceId = await shared.instanceOf(publishId);
-    if (instanceId === undefined) return undefined;
-    knownPublishes.set(publishId, instanceId);
-    if (knownPublishes.size > KNOWN_PUBLISH_CACHE) knownPublishes.delete(knownPublishes.keys().next().value!);
-    return instanceId;
-  }
+export function createClusterReportArea(deps: PushAreaDeps, publishes: PostgresPublishStore): ShardArea<ReportShardApi> {
+  const { ctx, webhooks } = deps;
+  const reportCheck = new ReportCheck(deps.store, deps.publishes);
   return {
     handlers: {
       'report.record': async ({ report }) => {
-        const device = await devices.get(report.instanceId, report.deviceId);
-        if (!device) return { outcome: 'unknown-device' };
-        if ((await publishInstance(report.publishId)) !== report.instanceId) return { outcome: 'unknown-publish' };
+        const checked = await reportCheck.check(report);
+        if ('refused' in checked) return { outcome: checked.refused };
         // The webhook is queued inside the report's transaction: a recorded report has its webhook (at least once).
-        const names = report.userId !== undefined && report.userId === device.userId;
         return {
-          outcome: await shared.recordReport(report, () => {
-            if (names) {
-              webhooks.pushEvent({
-                instanceId: instanceOfNamespace(report.instanceId),
-                kind: WEBHOOK_KIND[report.kind],
-                payload: { instance_id: instanceOfNamespace(report.instanceId), publish_id: report.publishId, user_id: report.userId },
-              });
-            }
+          outcome: await publishes.recordReport(report, () => {
+            if (checked.namesUser) queueUserWebhook(webhooks, report);
           }),
         };
       },
       'report.counts': async ({ instanceId, publishId }) =>
-        shardForKey(publishId, ctx.shardCount) === ctx.shardIndex ? shared.reportCounts(instanceId, publishId) : { delivered: 0, opened: 0 },
+        shardForKey(publishId, ctx.shardCount) === ctx.shardIndex ? publishes.reportCounts(instanceId, publishId) : { delivered: 0, opened: 0 },
     },
   };
 }

@@ -4,7 +4,7 @@
  * swept it). Reports of a swept publish serve nothing: the statistics endpoint answers 404 for
  * it, and new reports for it are ignored.
  */
-import type { PublishStore } from '../publishes/publish-store.js';
+import type { LmdbPublishStore } from '../publishes/lmdb-publish-store.js';
 import type { ReportStore } from './report-store.js';
 
 /** Publishes checked per event-loop turn, so a shard with many publishes keeps answering requests. */
@@ -17,7 +17,7 @@ const CHECKS_PER_TURN = 500;
  */
 export async function removeReportsOfGonePublishes(
   reports: ReportStore,
-  publishes: PublishStore,
+  publishes: LmdbPublishStore,
   shouldStop: () => boolean = () => false,
   onRemoved: (publishId: string) => void = () => undefined,
 ): Promise<number> {

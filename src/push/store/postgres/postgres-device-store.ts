@@ -27,21 +27,23 @@ import { MAX_INTERESTS_PER_DEVICE } from '../../interest-name.js';
 import type { Platform } from '../../platform.js';
 import type { SetUserOutcome } from '../../messages/devices.js';
 import { decodeInterestCursor, encodeInterestCursor } from '../../shard/devices/cursor.js';
-import { normaliseScanList, partitionBounds, type ScanDevice } from '../../shard/devices/device-store.js';
-import type {
-  AddInterestResult,
-  Device,
-  InterestPage,
-  PushDeviceStore,
-  RegisterResult,
-  RemoveInterestResult,
-  ReplaceInterestsResult,
-  ScanPartition,
-  ScanPosition,
-  ScanStep,
-  ScanSteps,
-  SetUserResult,
-  StoreCounts,
+import {
+  normaliseScanList,
+  partitionBounds,
+  type ScanDevice,
+  type AddInterestResult,
+  type Device,
+  type InterestPage,
+  type PushDeviceStore,
+  type RegisterResult,
+  type RemoveInterestResult,
+  type ReplaceInterestsResult,
+  type ScanPartition,
+  type ScanPosition,
+  type ScanStep,
+  type ScanSteps,
+  type SetUserResult,
+  type StoreCounts,
 } from '../device-store.js';
 import { BatchedScanSteps, type ScanBatch } from './batched-scan-steps.js';
 import { SchemaReady, inTransaction, isUnavailable, shardPool, unavailable } from './connection.js';

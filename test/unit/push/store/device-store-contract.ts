@@ -7,8 +7,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { encodeInterestCursor } from '../../../../src/push/shard/devices/cursor.js';
-import { inScanPartition, partitionBounds, type ScanDevice } from '../../../../src/push/shard/devices/device-store.js';
-import type { PushDeviceStore, ScanPartition, ScanPosition, ScanSteps } from '../../../../src/push/store/device-store.js';
+import { inScanPartition, partitionBounds, type PushDeviceStore, type ScanDevice, type ScanPartition, type ScanPosition, type ScanSteps } from '../../../../src/push/store/device-store.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../../../src/push/interest-name.js';
 import { deviceShardFor, fnv1a32 } from '../../../../src/shards/hash.js';
 

@@ -3,14 +3,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { initialProgress } from '../../../../src/push/store/publish-record-store.js';
-import { PublishStore } from '../../../../src/push/shard/publishes/publish-store.js';
+import { LmdbPublishStore } from '../../../../src/push/shard/publishes/lmdb-publish-store.js';
 import { openShardDatabase } from '../../../../src/shards/storage.js';
 import { publishRecordStoreContract } from './publish-record-store-contract.js';
 
 publishRecordStoreContract('lmdb (a shard\'s own part)', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'herald-publish-contract-'));
   const root = openShardDatabase(join(dir, 'shard-0'));
-  const store = new PublishStore(root);
+  const store = new LmdbPublishStore(root);
   return {
     store,
     createPublish: async (job) => {

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import type { RootDatabase } from 'lmdb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PublishCoordinator, type PublishBus, type PublishBusMessage } from '../../../../../src/push/shard/publishes/coordinator.js';
-import { PublishStore, type ShardReport } from '../../../../../src/push/shard/publishes/publish-store.js';
+import { LmdbPublishStore } from '../../../../../src/push/shard/publishes/lmdb-publish-store.js';
+import type { ShardReport } from '../../../../../src/push/store/publish-record-store.js';
 import { initialProgress } from '../../../../../src/push/store/publish-record-store.js';
 import { emptyGatewayCounts, userBitsOf, userIndexOf } from '../../../../../src/push/publish-results.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
@@ -71,10 +72,10 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function openStore(shard: number): PublishStore {
+function openStore(shard: number): LmdbPublishStore {
   const root = openShardDatabase(join(dir, `shard-${shard}`));
   roots.push(root);
-  return new PublishStore(root);
+  return new LmdbPublishStore(root);
 }
 
 /** A publish id that shard `coordinator` coordinates (of 2). */

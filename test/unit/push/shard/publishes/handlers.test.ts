@@ -11,9 +11,9 @@ import type { RootDatabase } from 'lmdb';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { configSchema, type HeraldConfig } from '../../../../../src/config/schema.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
-import { PublishStore } from '../../../../../src/push/shard/publishes/publish-store.js';
+import { LmdbPublishStore } from '../../../../../src/push/shard/publishes/lmdb-publish-store.js';
 import { createPushArea } from '../../../../../src/push/shard-handlers.js';
-import { DeviceStore } from '../../../../../src/push/shard/devices/device-store.js';
+import { LmdbDevices } from '../../../../../src/push/shard/devices/lmdb-devices.js';
 import type { ShardArea, ShardContext } from '../../../../../src/shards/context.js';
 import type { PushShardApi } from '../../../../../src/push/messages/index.js';
 import { openShardDatabase } from '../../../../../src/shards/storage.js';
@@ -27,7 +27,7 @@ const BUNDLE = 'com.herald.cancel';
 /** Records each push event with whether its publish's job was already stored when it was queued. */
 class RecordingEmitter implements WebhookEmitter {
   readonly push: (PushWebhookEvent & { jobStored: boolean })[] = [];
-  publishes: PublishStore | undefined;
+  publishes: LmdbPublishStore | undefined;
   channelEvent(): void {}
   pushEvent(e: PushWebhookEvent): void {
     const publishId = String(e.payload['publishId'] ?? '');
@@ -70,14 +70,14 @@ function config(): Readonly<HeraldConfig> {
 }
 
 /** Opens the shard's environment (again, after a "restart") and builds its push area. */
-function openArea(emitter: RecordingEmitter): { area: ShardArea<PushShardApi>; devices: DeviceStore; publishes: PublishStore } {
+function openArea(emitter: RecordingEmitter): { area: ShardArea<PushShardApi>; devices: LmdbDevices; publishes: LmdbPublishStore } {
   const root = openShardDatabase(join(dir, 'shard-0'));
   roots.push(root);
   const ctx: ShardContext = { shardIndex: 0, shardCount: 1, dataDir: dir, config: config(), installSecret: '00'.repeat(32), root, testHooks: false };
   const area = createPushArea(ctx, emitter);
   areas.push(area);
-  emitter.publishes = new PublishStore(root);
-  return { area, devices: new DeviceStore(root), publishes: emitter.publishes };
+  emitter.publishes = new LmdbPublishStore(root);
+  return { area, devices: new LmdbDevices(root), publishes: emitter.publishes };
 }
 
 async function closeArea(area: ShardArea<PushShardApi>, root: RootDatabase): Promise<void> {
@@ -101,7 +101,7 @@ const sentFor = (publishId: string) =>
 const finishedOf = (emitter: RecordingEmitter, publishId: string) => emitter.push.filter((e) => e.kind === 'publish.FINISHED' && e.payload['publishId'] === publishId);
 
 /** The one device of the marker publishes, on the same gateway as the others. */
-async function registerMarkerDevice(devices: DeviceStore): Promise<void> {
+async function registerMarkerDevice(devices: LmdbDevices): Promise<void> {
   await devices.register(INSTANCE, 'marker', 'apns', apnsToken(9999), BUNDLE, undefined);
   await devices.addInterest(INSTANCE, 'marker', 'marker');
 }

@@ -1,5 +1,5 @@
 /**
- * PublishRun over a real DeviceStore and PublishStore (temp LMDB) and the real gateway clients
+ * PublishRun over a real LmdbDevices and LmdbPublishStore (temp LMDB) and the real gateway clients
  * against the fake gateways: audience, payloads, dead tokens, retries, counts, and a stop in
  * the middle followed by a resume from the stored checkpoint.
  */
@@ -10,12 +10,12 @@ import type { RootDatabase } from 'lmdb';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { configSchema, type PushInstanceConfig } from '../../../../../src/config/schema.js';
 import { GatewayRegistry } from '../../../../../src/push/shard/publishes/gateway-registry.js';
-import { PublishStore } from '../../../../../src/push/shard/publishes/publish-store.js';
+import { LmdbPublishStore } from '../../../../../src/push/shard/publishes/lmdb-publish-store.js';
 import { PublishRun, type PublishRunDeps } from '../../../../../src/push/shard/publishes/publish-run.js';
 import { initialProgress } from '../../../../../src/push/store/publish-record-store.js';
 import { SendLimiter } from '../../../../../src/push/shard/publishes/send-limiter.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
-import { DeviceStore } from '../../../../../src/push/shard/devices/device-store.js';
+import { LmdbDevices } from '../../../../../src/push/shard/devices/lmdb-devices.js';
 import { openShardDatabase } from '../../../../../src/shards/storage.js';
 import { startFakeGateways, type FakeGateways } from '../../../../helpers/fake-gateways.js';
 import { until } from '../../../../helpers/wait.js';
@@ -27,8 +27,8 @@ let fakes: FakeGateways;
 let instance: PushInstanceConfig;
 let dir: string;
 let root: RootDatabase;
-let devices: DeviceStore;
-let publishes: PublishStore;
+let devices: LmdbDevices;
+let publishes: LmdbPublishStore;
 let registries: GatewayRegistry[];
 let jobSeq = 0;
 
@@ -45,8 +45,8 @@ afterAll(async () => {
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'herald-publish-run-'));
   root = openShardDatabase(join(dir, 'shard-0'));
-  devices = new DeviceStore(root);
-  publishes = new PublishStore(root);
+  devices = new LmdbDevices(root);
+  publishes = new LmdbPublishStore(root);
   registries = [];
   fakes.resetBehaviour();
   fakes.setDelay(0);

@@ -11,7 +11,7 @@ import type { RootDatabase } from 'lmdb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { configSchema } from '../../../../../src/config/schema.js';
 import { initialProgress } from '../../../../../src/push/store/publish-record-store.js';
-import { PublishStore } from '../../../../../src/push/shard/publishes/publish-store.js';
+import { LmdbPublishStore } from '../../../../../src/push/shard/publishes/lmdb-publish-store.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { createReportArea } from '../../../../../src/push/shard/reports/handlers.js';
 import { ReportStore } from '../../../../../src/push/shard/reports/report-store.js';
@@ -45,7 +45,7 @@ beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'herald-report-area-'));
   root = openShardDatabase(join(dir, 'shard-0'));
   devices = new LmdbDeviceStore(root);
-  const publishes = new PublishStore(root);
+  const publishes = new LmdbPublishStore(root);
   emitter = new RecordingEmitter();
   const config = { ...configSchema.parse({ dataDir: dir, push: [{ instanceId: INSTANCE, secretKey: 'push-secret' }] }), shards: 1 };
   area = createReportArea({
@@ -53,7 +53,7 @@ beforeEach(async () => {
     store: devices,
     publishes,
     webhooks: emitter,
-  });
+  }, publishes);
   const job: PublishJob = { publishId: PUBLISH, instanceId: INSTANCE, kind: 'interests', targets: ['news'], payloads: { fcm: {} }, acceptedAt: Date.now() };
   await publishes.create(job, initialProgress(job), false);
   await devices.register(INSTANCE, 'fcm-alice', 'fcm', 'token-alice', undefined, undefined);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { RootDatabase } from 'lmdb';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openShardDatabase } from '../../../../../src/shards/storage.js';
-import { PublishStore } from '../../../../../src/push/shard/publishes/publish-store.js';
+import { LmdbPublishStore } from '../../../../../src/push/shard/publishes/lmdb-publish-store.js';
 import { initialProgress } from '../../../../../src/push/store/publish-record-store.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { ReportStore } from '../../../../../src/push/shard/reports/report-store.js';
@@ -23,13 +23,13 @@ afterEach(async () => {
   dir = undefined;
 });
 
-function stores(): { reports: ReportStore; publishes: PublishStore } {
+function stores(): { reports: ReportStore; publishes: LmdbPublishStore } {
   dir = mkdtempSync(join(tmpdir(), 'herald-report-prune-'));
   root = openShardDatabase(join(dir, 'shard-0'));
-  return { reports: new ReportStore(root), publishes: new PublishStore(root) };
+  return { reports: new ReportStore(root), publishes: new LmdbPublishStore(root) };
 }
 
-async function storePublish(publishes: PublishStore, instanceId: string, publishId: string, finishedAt: number): Promise<void> {
+async function storePublish(publishes: LmdbPublishStore, instanceId: string, publishId: string, finishedAt: number): Promise<void> {
   const job: PublishJob = { publishId, instanceId, kind: 'interests', targets: ['news'], payloads: { fcm: {} }, acceptedAt: finishedAt - 10 };
   const progress = initialProgress(job);
   await publishes.create(job, progress, false);

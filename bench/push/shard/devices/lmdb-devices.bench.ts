@@ -1,12 +1,12 @@
 /**
- * The push fan-out read path (src/push/shard/devices/device-store.ts `DeviceStore.scanInterests`):
+ * The push fan-out read path (src/push/shard/devices/lmdb-devices.ts `LmdbDevices.scanInterests`):
  * walking an interest's devices in a shard's LMDB store. Seeds a temp store first (100k
  * devices; 10k with --quick): every device has interest `all` and one of ten `group-<k>`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DeviceStore, openShardStore } from '../../../../src/push/shard/devices/device-store.js';
+import { LmdbDevices, openShardStore } from '../../../../src/push/shard/devices/lmdb-devices.js';
 import type { MicroSuite } from '../../../micro-suite.js';
 
 const INSTANCE = '8d1c0b3e-5a57-4d3c-9d0c-2f1e6c1b7a10';
@@ -21,14 +21,14 @@ function count(iterable: Iterable<unknown>): number {
 }
 
 export const suite: MicroSuite = {
-  source: 'src/push/shard/devices/device-store.ts',
+  source: 'src/push/shard/devices/lmdb-devices.ts',
   // A full scan of 100k devices takes ~0.4 s: 8 samples are enough.
   minIterations: 8,
   async setup(bench, { quick }) {
     const devices = quick ? 10_000 : 100_000;
     const dir = mkdtempSync(join(tmpdir(), 'herald-bench-store-'));
     const root = openShardStore(dir);
-    const store = new DeviceStore(root);
+    const store = new LmdbDevices(root);
     const seedStart = performance.now();
     for (let start = 0; start < devices; start += SEED_CHUNK) {
       const writes: Promise<unknown>[] = [];

@@ -36,11 +36,6 @@ import {
   type CoordinatorRecord, type ProgressRecord, type PublishRecordStore, type ShardReport, type StoredPublishJob, type UsageDelta,
 } from '../../store/publish-record-store.js';
 
-export {
-  initialProgress, jobOf, packedBytes, statsOf, storedJob, usageMonth,
-  type CoordinatorRecord, type ProgressRecord, type ShardReport, type StoredPublishJob, type UsageDelta,
-} from '../../store/publish-record-store.js';
-
 /** A stored progress record as this version reads it: user outcomes as bits (earlier versions stored id lists). */
 function progressOf(stored: ProgressRecord | undefined): ProgressRecord | undefined {
   const users = stored?.users;
@@ -64,7 +59,7 @@ function doneTime(ms: number): string {
 export const PUBLISH_DATABASE = 'push/publish';
 
 /** The publish records of one shard; every write resolves once durable. */
-export class PublishStore implements PublishRecordStore {
+export class LmdbPublishStore implements PublishRecordStore {
   readonly kind = 'lmdb';
   private readonly root: RootDatabase;
   private readonly db: Database<unknown, Uint8Array>;

@@ -7,7 +7,7 @@ import type { RootDatabase } from 'lmdb';
 import { describe, expect, it } from 'vitest';
 import { encodeKey } from '../../../../../src/push/keys.js';
 import { initialProgress } from '../../../../../src/push/store/publish-record-store.js';
-import { PublishStore } from '../../../../../src/push/shard/publishes/publish-store.js';
+import { LmdbPublishStore } from '../../../../../src/push/shard/publishes/lmdb-publish-store.js';
 import type { PublishJob } from '../../../../../src/push/messages/publishes.js';
 import { temporaryShardDatabases } from '../../../../helpers/shard-database.js';
 
@@ -33,14 +33,14 @@ const oldJobs: Record<string, unknown>[] = [
   { publishId: 'pubid-2', instanceId: A, kind: 'users', targets: ['user-ü'], payloads: { web: { notification: {} } }, acceptedAt: 1 },
 ];
 
-describe('PublishStore jobs', () => {
+describe('LmdbPublishStore jobs', () => {
   it('reads a job record written by earlier versions (the message object stored as is)', async () => {
     const root = openRoot();
     const raw = rawPublishDb(root);
     await root.childTransaction(() => {
       for (const job of oldJobs) raw.putSync(encodeKey(['job', job.publishId as string]), job);
     });
-    const store = new PublishStore(root);
+    const store = new LmdbPublishStore(root);
     for (const job of oldJobs) expect(store.job(job.publishId as string)).toStrictEqual(job);
     expect(store.job('pubid-unknown')).toBeUndefined();
   });
@@ -53,7 +53,7 @@ describe('PublishStore jobs', () => {
       await before.childTransaction(() => raw.putSync(key, old));
 
       const after = openRoot();
-      const store = new PublishStore(after);
+      const store = new LmdbPublishStore(after);
       // The message may carry the fields in another order: the stored order is the store's.
       const job = Object.fromEntries(Object.entries(old).reverse()) as unknown as PublishJob;
       expect(await store.create(job, initialProgress(job), false)).toBe(true);

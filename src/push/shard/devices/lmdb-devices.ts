@@ -30,48 +30,23 @@ import { decodeInterestCursor, encodeInterestCursor } from './cursor.js';
 import { decodeDeviceRecord, encodeDeviceRecord, type DeviceRecord } from './device-record.js';
 import { checkDeviceConsistency } from './device-consistency.js';
 import { interestsOf, openDeviceDatabases, readRecord, type DeviceDatabases, type IndexDatabase } from './device-databases.js';
-import { DeviceScan, devicesOnly, type ScanPartition, type ScanPosition, type ScanStep, type ScannedDevice } from './device-scan.js';
+import { DeviceScan, devicesOnly } from './device-scan.js';
+import type {
+  AddInterestResult,
+  Device,
+  InterestPage,
+  RegisterResult,
+  RemoveInterestResult,
+  ReplaceInterestsResult,
+  ScanPartition,
+  ScanPosition,
+  ScanStep,
+  ScannedDevice,
+  SetUserResult,
+  StoreCounts,
+} from '../../store/device-store.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../interest-name.js';
 import { encodeKey, keyAfter, lastKeyPart, prefixRange } from '../../keys.js';
-
-export type { ScanDevice } from './device-record.js';
-export { SCAN_BATCH, inScanPartition, normaliseScanList, partitionBounds, type ScanPartition, type ScanPosition, type ScanProgress, type ScanStep, type ScannedDevice } from './device-scan.js';
-
-/** A registered device as the device API and the publisher see it. */
-export interface Device extends DeviceRecord {
-  id: string;
-  instanceId: string;
-}
-
-/** What register() reports: the device's interests survive a re-registration (its user does not). */
-export interface RegisterResult {
-  id: string;
-  /** The device's current interests, sorted by name; empty for a new device. */
-  initialInterestSet: string[];
-  created: boolean;
-}
-
-export type SetUserResult = 'ok' | 'not-found' | 'already-associated';
-
-/** One page of a device's interests (D12). */
-export interface InterestPage {
-  interests: string[];
-  /** Present only when more interests follow. */
-  nextCursor?: string;
-}
-
-export type ReplaceInterestsResult = 'ok' | 'not-found';
-/** `too-many`: the device already has MAX_INTERESTS_PER_DEVICE interests; nothing changed. */
-export type AddInterestResult = 'added' | 'unchanged' | 'not-found' | 'too-many';
-export type RemoveInterestResult = 'removed' | 'unchanged' | 'not-found';
-
-/** Per-instance totals on this shard, for stats and tests. */
-export interface StoreCounts {
-  devices: number;
-  /** (device, interest) pairs. */
-  subscriptions: number;
-  devicesWithUser: number;
-}
 
 const EMPTY = Buffer.alloc(0);
 
@@ -99,9 +74,9 @@ function toDevice(instanceId: string, id: string, record: DeviceRecord): Device 
 
 /**
  * Devices, interests and user associations of one shard, over named databases of the shard's
- * LMDB environment. Every async method resolves only after its transaction is durable.
+ * LMDB environment (behind the PushDeviceStore interface: push/store/lmdb-device-store.ts). Every async method resolves only after its transaction is durable.
  */
-export class DeviceStore {
+export class LmdbDevices {
   private readonly root: RootDatabase;
   private readonly db: DeviceDatabases;
   /** Values are device-record.ts bytes (or msgpack, from before that format); read with record(). */

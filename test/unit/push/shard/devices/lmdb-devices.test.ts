@@ -8,15 +8,9 @@ import ts from 'typescript';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Platform } from '../../../../../src/push/platform.js';
 import { decodeInterestCursor, encodeInterestCursor } from '../../../../../src/push/shard/devices/cursor.js';
-import {
-  DeviceStore,
-  normaliseScanList,
-  openShardStore,
-  SCAN_BATCH,
-  type ScanPosition,
-  type ScannedDevice,
-  type ScanProgress,
-} from '../../../../../src/push/shard/devices/device-store.js';
+import { LmdbDevices, openShardStore } from '../../../../../src/push/shard/devices/lmdb-devices.js';
+import { SCAN_BATCH } from '../../../../../src/push/shard/devices/device-scan.js';
+import { normaliseScanList, type ScanPosition, type ScannedDevice, type ScanProgress } from '../../../../../src/push/store/device-store.js';
 import { isValidInterestName, MAX_INTERESTS_PER_DEVICE } from '../../../../../src/push/interest-name.js';
 import {
   decodeKey,
@@ -48,10 +42,10 @@ function tempDir(): string {
   return dir;
 }
 
-function openAt(path: string): { root: RootDatabase; store: DeviceStore } {
+function openAt(path: string): { root: RootDatabase; store: LmdbDevices } {
   const root = openShardStore(path);
   openRoots.add(root);
-  return { root, store: new DeviceStore(root) };
+  return { root, store: new LmdbDevices(root) };
 }
 
 async function closeRoot(root: RootDatabase): Promise<void> {
@@ -59,13 +53,13 @@ async function closeRoot(root: RootDatabase): Promise<void> {
   await root.close();
 }
 
-function freshStore(): { path: string; root: RootDatabase; store: DeviceStore } {
+function freshStore(): { path: string; root: RootDatabase; store: LmdbDevices } {
   const path = join(tempDir(), 'shard-0');
   return { path, ...openAt(path) };
 }
 
 /** Every interest of a device, following cursors page by page. */
-function allInterests(store: DeviceStore, instanceId: string, deviceId: string, limit = 100): string[] {
+function allInterests(store: LmdbDevices, instanceId: string, deviceId: string, limit = 100): string[] {
   const names: string[] = [];
   let cursor: string | undefined;
   for (;;) {
@@ -220,7 +214,7 @@ describe('interest names and cursors', () => {
   });
 });
 
-describe('DeviceStore', () => {
+describe('LmdbDevices', () => {
   it('registers, reads, re-registers and deletes a device', async () => {
     const { store } = freshStore();
     const before = Date.now();
@@ -463,7 +457,7 @@ describe('DeviceStore', () => {
     };
     const deviceIds = Array.from({ length: 700 }, (_, i) => `dev-${String(i).padStart(4, '0')}`);
 
-    async function populated(): Promise<DeviceStore> {
+    async function populated(): Promise<LmdbDevices> {
       const { store } = freshStore();
       await Promise.all(
         deviceIds.map(async (id, i) => {
@@ -666,7 +660,7 @@ describe('DeviceStore', () => {
     });
     await closeRoot(root);
 
-    const checkAll = (store: DeviceStore): void => {
+    const checkAll = (store: LmdbDevices): void => {
       expect(store.checkConsistency()).toEqual([]);
       expect(store.counts('inst')).toEqual({ devices: 3, subscriptions: 3, devicesWithUser: 1 });
       expect(store.get('inst', 'apns-2')).toEqual({ id: 'apns-2', instanceId: 'inst', ...legacy['apns-2'] });
@@ -805,7 +799,7 @@ describe('DeviceStore', () => {
       return run('setMetadata', store.setMetadata(instance, id, metadata), device !== undefined);
     }
 
-    function verify(store: DeviceStore): void {
+    function verify(store: LmdbDevices): void {
       expect(store.checkConsistency()).toEqual([]);
       for (const instance of instances) {
         const devices = devicesOf(instance);
@@ -901,13 +895,14 @@ describe('DeviceStore', () => {
 /**
  * Writes the store's sources as plain ESM under `codeDir` (typescript's transpileModule, no
  * type check) so a child `node` can import them; node_modules is linked in for `lmdb`.
- * Returns the file URL of the transpiled device-store.js.
+ * Returns the file URL of the transpiled lmdb-devices.js.
  */
 function transpileStoreForChild(codeDir: string): string {
   const sources = [
     ...readdirSync(join(projectRoot, 'src/push/shard/devices'))
       .filter((file) => file.endsWith('.ts'))
       .map((file) => `src/push/shard/devices/${file}`),
+    'src/push/store/device-store.ts',
     'src/push/keys.ts',
     'src/push/interest-name.ts',
     'src/shards/storage.ts',
@@ -923,5 +918,5 @@ function transpileStoreForChild(codeDir: string): string {
   }
   writeFileSync(join(codeDir, 'package.json'), '{ "type": "module" }\n');
   symlinkSync(join(projectRoot, 'node_modules'), join(codeDir, 'node_modules'), 'dir');
-  return pathToFileURL(join(codeDir, 'src/push/shard/devices/device-store.js')).href;
+  return pathToFileURL(join(codeDir, 'src/push/shard/devices/lmdb-devices.js')).href;
 }

@@ -1,0 +1,112 @@
+/**
+ * This node's own figures, counted on the main thread (node-counters.ts, the socket registry,
+ * the build): connections, channel traffic and refusals per app, publishes accepted per push
+ * instance, and herald_build_info. Each configured app and instance has its series from the
+ * start, at 0; those of tenants no longer configured are dropped at the next scrape.
+ */
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { AppConfig } from '../config/schema.js';
+import { allAppCounters, forgetTenantsExcept, pushPublishes, RATE_LIMIT_NAMES, type RateLimitName } from './node-counters.js';
+
+/** What the node's own series read. */
+export interface NodeMetricsSources {
+  /** Open WebSocket connections per app id. */
+  connections(): ReadonlyMap<string, number>;
+  /**
+   * The configured apps and push instances (after a reload and admin API changes too): their
+   * series exist from the start, at 0, and those of the ones gone are dropped.
+   */
+  configured(): { apps: Iterable<Pick<AppConfig, 'id' | RateLimitName>>; instanceIds: Iterable<string> };
+  /** What `herald_build_info` says: Herald's version and the uWebSockets.js build that loaded (uws-native.ts). */
+  build: { version: string; uws: string };
+}
+
+/** The configured tenants of one scrape, as sets; the counters of tenants no longer configured are dropped. */
+export function liveTenants(sources: NodeMetricsSources): { apps: Pick<AppConfig, 'id' | RateLimitName>[]; appIds: Set<string>; instanceIds: Set<string> } {
+  const { apps, instanceIds } = sources.configured();
+  const list = [...apps];
+  const live = { apps: list, appIds: new Set(list.map((a) => a.id)), instanceIds: new Set(instanceIds) };
+  forgetTenantsExcept(live.appIds, live.instanceIds);
+  return live;
+}
+
+/** Registers the node's own series in `registry`. */
+export function registerNodeMetrics(registry: Registry, sources: NodeMetricsSources): void {
+  new Gauge({
+    name: 'herald_connections',
+    help: 'Open WebSocket connections',
+    labelNames: ['app_id'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const { appIds } = liveTenants(sources);
+      for (const appId of appIds) this.set({ app_id: appId }, 0);
+      for (const [appId, n] of sources.connections()) if (appIds.has(appId)) this.set({ app_id: appId }, n);
+    },
+  });
+  new Gauge({
+    name: 'herald_build_info',
+    help: 'Always 1; the labels say which Herald version runs on which Node.js version with which uWebSockets.js module',
+    labelNames: ['version', 'node', 'uws'],
+    registers: [registry],
+    collect() {
+      this.set({ version: sources.build.version, node: process.version, uws: sources.build.uws }, 1);
+    },
+  });
+  const perApp = (name: string, help: string, pick: 'eventsTriggered' | 'wsMessagesSent' | 'wsMessagesReceived'): void => {
+    new Counter({
+      name,
+      help,
+      labelNames: ['app_id'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const appId of liveTenants(sources).appIds) this.inc({ app_id: appId }, 0);
+        for (const [appId, c] of allAppCounters()) if (c[pick] > 0) this.inc({ app_id: appId }, c[pick]);
+      },
+    });
+  };
+  perApp('herald_events_triggered_total', 'Events accepted by the channel HTTP API, one per event and channel', 'eventsTriggered');
+  perApp('herald_ws_messages_sent_total', 'Channel event frames delivered to sockets (a broadcast to 3 subscribers counts 3)', 'wsMessagesSent');
+  perApp('herald_ws_messages_received_total', 'WebSocket frames received from clients', 'wsMessagesReceived');
+  new Counter({
+    name: 'herald_rate_limited_total',
+    help: 'Requests (a refused batch counts once) and new connections refused by a per-app rate limit, by the limit\'s field name',
+    labelNames: ['app_id', 'limit'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      // At 0 for each limit an app has, so that rate() and alerts see the series before the first refusal.
+      for (const app of liveTenants(sources).apps) {
+        for (const limit of RATE_LIMIT_NAMES) if (app[limit] !== null) this.inc({ app_id: app.id, limit }, 0);
+      }
+      for (const [appId, c] of allAppCounters()) {
+        for (const [limit, n] of c.rateLimited) this.inc({ app_id: appId, limit }, n);
+      }
+    },
+  });
+  new Counter({
+    name: 'herald_ws_disconnects_total',
+    help: 'WebSocket connections closed, by close code',
+    labelNames: ['app_id', 'code'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      liveTenants(sources);
+      for (const [appId, c] of allAppCounters()) {
+        for (const [code, n] of c.disconnects) this.inc({ app_id: appId, code: String(code) }, n);
+      }
+    },
+  });
+  new Counter({
+    name: 'herald_push_publishes_total',
+    help: 'Push publishes accepted (publish API), per instance',
+    labelNames: ['instance_id'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const instanceId of liveTenants(sources).instanceIds) this.inc({ instance_id: instanceId }, 0);
+      for (const [instanceId, n] of pushPublishes) this.inc({ instance_id: instanceId }, n);
+    },
+  });
+}
