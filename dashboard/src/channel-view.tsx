@@ -87,7 +87,7 @@ function History(props: { view: ChannelView }) {
   return (
     <>
       <p class="hint">
-        The newest {SHOWN_EVENTS} kept events, newest first. The app keeps the last {formatNumber(history.maxEvents)} per channel for {formatNumber(history.ttlSeconds)} s.
+        Up to the last {SHOWN_EVENTS} kept events, newest first. The app keeps the last {formatNumber(history.maxEvents)} per channel for {formatNumber(history.ttlSeconds)} s.
         {!history.complete && ' Older kept events are not shown.'}
       </p>
       <ol class="kept">
