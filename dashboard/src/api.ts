@@ -178,6 +178,28 @@ export interface AppView {
   channelsTruncated: boolean;
 }
 
+/** A kept event as the channel page gets it: `data` cut to a preview when `dataTruncated`. */
+export interface KeptEventView {
+  serial: string;
+  event: string;
+  publishedAt: string;
+  data: string;
+  dataBytes: number;
+  dataTruncated: boolean;
+  userId?: string;
+}
+
+export interface ChannelView {
+  channel: string;
+  occupied: boolean;
+  subscriptionCount?: number;
+  userCount?: number;
+  /** The app's `apps[].history.channels`, null when it keeps no history. */
+  historyChannels: string[] | null;
+  /** null when the channel keeps no history. */
+  history: { maxEvents: number; ttlSeconds: number; complete: boolean; events: KeptEventView[] } | null;
+}
+
 export interface GatewayCounts {
   recipients: number;
   sent: number;

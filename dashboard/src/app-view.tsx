@@ -1,7 +1,7 @@
 /** App view: live connections, occupied channels, the debug console and the event creator. */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api, openStream, type AppView, type Stats } from './api';
-import { Link } from './router';
+import { Link, navigate } from './router';
 import { Secret, Stat, formatNumber, formatTime, usePoll } from './util';
 
 /** Entries the console keeps; older ones are dropped (the page stays light). */
@@ -179,11 +179,17 @@ function EventCreator(props: { appId: string }) {
   );
 }
 
+/** The channel page of a channel (channel-view.tsx). */
+function channelHref(appId: string, channel: string): string {
+  return `/dashboard/apps/${encodeURIComponent(appId)}/channels/${encodeURIComponent(channel)}`;
+}
+
 export function AppPage(props: { appId: string }) {
   const path = `/apps/${encodeURIComponent(props.appId)}`;
   const { data, error } = usePoll<AppView>(path, 2000);
   const [connections, setConnections] = useState<number | null>(null);
   const [filter, setFilter] = useState('');
+  const [openName, setOpenName] = useState('');
   const channels = (data?.channels ?? []).filter((c) => c.name.includes(filter.trim()));
   return (
     <div class="stack">
@@ -223,7 +229,9 @@ export function AppPage(props: { appId: string }) {
               {channels.map((c) => (
                 <tr key={c.name} data-channel={c.name}>
                   <td>
-                    <code>{c.name}</code>
+                    <Link href={channelHref(props.appId, c.name)}>
+                      <code>{c.name}</code>
+                    </Link>
                   </td>
                   <td>{c.userCount !== undefined ? `${formatNumber(c.userCount)} member(s)` : `${formatNumber(c.subscriptionCount)} subscriber(s)`}</td>
                 </tr>
@@ -238,6 +246,19 @@ export function AppPage(props: { appId: string }) {
             </tbody>
           </table>
           {data?.channelsTruncated && <p class="hint">Only the first channels are listed.</p>}
+          <form
+            class="inline-form open-channel"
+            onSubmit={(e) => {
+              e.preventDefault();
+              if (openName.trim() !== '') navigate(channelHref(props.appId, openName.trim()));
+            }}
+          >
+            <label class="inline">
+              Open a channel, occupied or not (its history)
+              <input value={openName} onInput={(e) => setOpenName((e.target as HTMLInputElement).value)} placeholder="history-room-1" />
+            </label>
+            <button type="submit">Open</button>
+          </form>
         </section>
         <EventCreator appId={props.appId} />
       </div>

@@ -6,6 +6,7 @@ import './style.css';
 import { ApiError, api, setUnauthorizedHandler, storeToken, storedToken } from './api';
 import { OverviewPage } from './overview';
 import { AppPage } from './app-view';
+import { ChannelPage } from './channel-view';
 import { PushPage } from './push-view';
 import { AppsPage, PushInstancesPage } from './tenants';
 import { Link, parseRoute, type Route } from './router';
@@ -121,6 +122,7 @@ function App() {
         {route.view === 'apps' && <AppsPage />}
         {route.view === 'push-instances' && <PushInstancesPage />}
         {route.view === 'app' && <AppPage key={route.appId} appId={route.appId} />}
+        {route.view === 'channel' && <ChannelPage key={`${route.appId}/${route.channel}`} appId={route.appId} channel={route.channel} />}
         {route.view === 'push' && <PushPage key={route.instanceId} instanceId={route.instanceId} />}
         {route.view === 'missing' && (
           <section class="card">

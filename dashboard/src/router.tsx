@@ -1,7 +1,7 @@
 /** Path-based routing: every view is a real URL the server answers with the page (deep links). */
 import type { ComponentChildren } from 'preact';
 
-export type Route = { view: 'overview' } | { view: 'apps' } | { view: 'push-instances' } | { view: 'app'; appId: string } | { view: 'push'; instanceId: string } | { view: 'missing' };
+export type Route = { view: 'overview' } | { view: 'apps' } | { view: 'push-instances' } | { view: 'app'; appId: string } | { view: 'channel'; appId: string; channel: string } | { view: 'push'; instanceId: string } | { view: 'missing' };
 
 export function parseRoute(pathname: string): Route {
   const parts = pathname.replace(/\/+$/, '').split('/').slice(2).map(decodeURIComponent);
@@ -9,6 +9,7 @@ export function parseRoute(pathname: string): Route {
   if (parts[0] === 'apps' && parts.length === 1) return { view: 'apps' };
   if (parts[0] === 'push' && parts.length === 1) return { view: 'push-instances' };
   if (parts[0] === 'apps' && parts.length === 2) return { view: 'app', appId: parts[1]! };
+  if (parts[0] === 'apps' && parts.length === 4 && parts[2] === 'channels') return { view: 'channel', appId: parts[1]!, channel: parts[3]! };
   if (parts[0] === 'push' && parts.length === 2) return { view: 'push', instanceId: parts[1]! };
   return { view: 'missing' };
 }

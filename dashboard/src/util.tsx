@@ -2,7 +2,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from './api';
 
-/** Fetches `path` now and every `everyMs`; `reload()` fetches again at once. */
+/** Fetches `path` now and every `everyMs` (0: only now); `reload()` fetches again at once. */
 export function usePoll<T>(path: string, everyMs: number): { data: T | null; error: string | null; reload: () => void } {
   const [data, setData] = useState<T | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -19,7 +19,7 @@ export function usePoll<T>(path: string, everyMs: number): { data: T | null; err
         (err: Error) => live && setError(err.message),
       );
     void load();
-    const timer = window.setInterval(load, everyMs);
+    const timer = everyMs > 0 ? window.setInterval(load, everyMs) : undefined;
     return () => {
       live = false;
       window.clearInterval(timer);

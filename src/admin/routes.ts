@@ -22,6 +22,7 @@ import type { DebugHub } from './debug-hub.js';
 import type { TenantRegistry } from '../tenants/tenant-registry.js';
 import { tenantRoutes, tenantViews } from './tenant-routes.js';
 import { maskSecret } from './mask-secret.js';
+import { channelView } from './channel-view.js';
 
 export { maskSecret };
 
@@ -344,6 +345,7 @@ export function adminRoutes(deps: AdminDeps): Route[] {
     ['get', '/admin/v1/overview', read, (rc) => overview(deps, rc)],
     ['get', '/admin/v1/apps/:appId', read, (rc) => appView(deps, rc)],
     ['get', '/admin/v1/apps/:appId/secret', read, (rc) => ({ status: 200, body: { secret: requireApp(ctx, rc.params.appId).secret } })],
+    ['get', '/admin/v1/apps/:appId/channels/:channel', read, (rc) => channelView(ctx, requireApp(ctx, rc.params.appId), rc)],
     ['post', '/admin/v1/apps/:appId/events', write, (rc) => sendEvent(deps, rc)],
     ['get', '/admin/v1/push/:instanceId', read, (rc) => pushView(deps, rc, countDevices)],
     ['get', '/admin/v1/push/:instanceId/secret', read, (rc) => ({ status: 200, body: { secretKey: requirePush(ctx, rc.params.instanceId).secretKey } })],
