@@ -34,6 +34,7 @@ import {
   type Device,
   type InterestPage,
   type PushDeviceStore,
+  type DeviceRegistration,
   type RegisterResult,
   type RemoveInterestResult,
   type ReplaceInterestsResult,
@@ -223,14 +224,8 @@ export class PostgresDeviceStore implements PushDeviceStore {
     return partition ? partitionBounds(partition) : this.scope;
   }
 
-  async register(
-    instanceId: string,
-    deviceId: string,
-    platform: Platform,
-    token: string,
-    bundleIdentifier: string | undefined,
-    metadata: Record<string, string> | undefined,
-  ): Promise<RegisterResult> {
+  register(registration: DeviceRegistration): Promise<RegisterResult> {
+    const { instanceId, deviceId, platform, token, bundleIdentifier, metadata } = registration;
     return this.registrations.register({ instanceId, deviceId, platform, token, bundleIdentifier, metadata, createdAt: Date.now() });
   }
 
