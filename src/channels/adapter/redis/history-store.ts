@@ -243,7 +243,6 @@ const SCRIPTS = new LuaScripts(COMMON, {
   heraldHistoryForget: FORGET,
 });
 
-
 /** A read's mark: published to `topic` in the step that reads (history-seam.ts). */
 export interface HistoryMark {
   topic: string;
