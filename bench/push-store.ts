@@ -53,7 +53,7 @@ async function registrationsPerSecond(store: PushDeviceStore): Promise<number> {
     Array.from({ length: IN_FLIGHT }, async () => {
       while (next < REGISTRATIONS) {
         const k = next++;
-        await store.register(INSTANCE, id('reg', k), 'fcm', `token-${k}`, undefined, { sdk: '1.0.0' });
+        await store.register({ instanceId: INSTANCE, deviceId: id('reg', k), platform: 'fcm', token: `token-${k}`, metadata: { sdk: '1.0.0' } });
       }
     }),
   );
@@ -87,7 +87,7 @@ async function seedLmdb(stores: LmdbDeviceStore[], from: number, to: number): Pr
   for (let k = from; k < to; k++) {
     const deviceId = id('set', k);
     const store = stores[deviceShardFor(deviceId, stores.length)]!;
-    pending.push(store.register(INSTANCE, deviceId, 'fcm', `token-${k}`, undefined, undefined).then(() => store.replaceInterests(INSTANCE, deviceId, ['all'])));
+    pending.push(store.register({ instanceId: INSTANCE, deviceId, platform: 'fcm', token: `token-${k}` }).then(() => store.replaceInterests(INSTANCE, deviceId, ['all'])));
     if (pending.length >= 10_000) await Promise.all(pending.splice(0));
   }
   await Promise.all(pending);

@@ -8,18 +8,9 @@
  * Every script takes the key prefix as ARGV[1] and builds its keys from it. Times come from
  * Redis (`TIME`), not from the nodes, so clock skew between nodes cannot make a live node look dead.
  */
-import type { Redis } from 'ioredis';
+import { LUA_PREFIX_AND_CLOCK, LUA_SESSION_ALIVE, LuaScripts } from './lua-scripts.js';
 
-const COMMON = `
-local P = ARGV[1]
-local function nowMs()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local function sessionAlive(session)
-  return redis.call('ZSCORE', P .. 'nodes', session) ~= false
-end
-`;
+const COMMON = LUA_PREFIX_AND_CLOCK + LUA_SESSION_ALIVE;
 
 /**
  * ARGV: prefix, session, timeoutMs, mode ('start'|'beat'). 'start' registers the session;
@@ -91,23 +82,9 @@ redis.call('HSET', P .. 'reaping', target, me .. '|' .. (now + timeout))
 return 1
 `;
 
-const LIVENESS_SCRIPTS = {
+/** The liveness scripts, registered on the connection NodeLiveness runs them on. */
+export const LIVENESS_SCRIPTS = new LuaScripts(COMMON, {
   heraldHeartbeat: HEARTBEAT,
   heraldClaimDead: CLAIM_DEAD,
   heraldClaimSession: CLAIM_SESSION,
-} as const;
-
-export type LivenessScriptName = keyof typeof LIVENESS_SCRIPTS;
-
-/** Registers the liveness scripts on a connection (idempotent): EVALSHA, loaded on first use per socket. */
-export function defineLivenessScripts(redis: Redis): void {
-  if ((redis as unknown as { heraldHeartbeat?: unknown }).heraldHeartbeat) return;
-  for (const [name, body] of Object.entries(LIVENESS_SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 0, lua: COMMON + body });
-}
-
-type Runner = Record<LivenessScriptName, (...args: (string | number)[]) => Promise<unknown>>;
-
-/** Runs a script defined by defineLivenessScripts (auto-pipelined with the other commands of the turn). */
-export function runLivenessScript<T>(redis: Redis, name: LivenessScriptName, args: (string | number)[]): Promise<T> {
-  return (redis as unknown as Runner)[name](...args) as Promise<T>;
-}
+});

@@ -22,7 +22,7 @@ import type { Redis } from 'ioredis';
 import { log } from '../log.js';
 import { whenAvailable } from './connection.js';
 import type { ClusterKeys } from './keys.js';
-import { defineLivenessScripts, runLivenessScript } from './liveness-scripts.js';
+import { LIVENESS_SCRIPTS } from './liveness-scripts.js';
 import type { NodeSession } from './node-session.js';
 
 /** Dead sessions claimed per reaper pass. */
@@ -120,7 +120,7 @@ export class NodeLiveness {
     private readonly records: SessionRecords,
     private readonly options: LivenessOptions,
   ) {
-    defineLivenessScripts(redis);
+    LIVENESS_SCRIPTS.define(redis);
     session.onGone(() => {
       if (!this.stopped) void this.reregister();
     });
@@ -191,7 +191,7 @@ export class NodeLiveness {
     try {
       const me = this.session.current;
       const claimed = await whenAvailable(() =>
-        runLivenessScript<string[]>(this.redis, 'heraldClaimDead', [this.keys.prefix, me, this.options.nodeTimeoutMs, CLAIM_PER_PASS]),
+        LIVENESS_SCRIPTS.run<string[]>(this.redis, 'heraldClaimDead', [this.keys.prefix, me, this.options.nodeTimeoutMs, CLAIM_PER_PASS]),
       );
       let reaped = 0;
       for (const dead of claimed) {
@@ -252,11 +252,11 @@ export class NodeLiveness {
   }
 
   private beat(mode: 'start' | 'beat', session = this.session.current): Promise<number> {
-    return runLivenessScript<number>(this.redis, 'heraldHeartbeat', [this.keys.prefix, session, this.options.nodeTimeoutMs, mode]);
+    return LIVENESS_SCRIPTS.run<number>(this.redis, 'heraldHeartbeat', [this.keys.prefix, session, this.options.nodeTimeoutMs, mode]);
   }
 
   private claimSession(me: string, target: string): Promise<number> {
-    return runLivenessScript<number>(this.redis, 'heraldClaimSession', [this.keys.prefix, me, target, this.options.nodeTimeoutMs, ...this.records.keysOf(target)]);
+    return LIVENESS_SCRIPTS.run<number>(this.redis, 'heraldClaimSession', [this.keys.prefix, me, target, this.options.nodeTimeoutMs, ...this.records.keysOf(target)]);
   }
 
   /** What became of this node's previous session while it was cut off (SessionFate). */

@@ -5,7 +5,7 @@
  * main thread and from shards.
  */
 import { PLATFORMS, type Platform } from './platform.js';
-import type { GatewayCounts, PublishKind, PublishShardStats, PublishState, UserOutcomes } from './messages/publishes.js';
+import type { GatewayCounts, PublishProgress, PublishShardStats, UserOutcomes } from './messages/publishes.js';
 
 /** Zero counts for every platform. */
 export function emptyGatewayCounts(): Record<Platform, GatewayCounts> {
@@ -124,20 +124,12 @@ export function userAttemptOutcome(targets: readonly string[], parts: readonly P
   return outcome;
 }
 
-/** One publish over every shard that has a record of it. */
-export interface MergedPublishStats {
-  publishId: string;
-  instanceId: string;
-  kind: PublishKind;
-  /** `finished` when every shard finished, `queued` when none started, else `sending`. */
-  state: PublishState;
-  acceptedAt: number;
-  /** Earliest shard start, or null. */
-  startedAt: number | null;
-  /** Latest shard finish once all finished, else null. */
-  finishedAt: number | null;
-  recipients: number;
-  gateways: Record<Platform, GatewayCounts>;
+/**
+ * One publish over every shard that has a record of it: `state` is `finished` when every shard
+ * finished, `queued` when none started, else `sending`; `startedAt` the earliest shard start,
+ * `finishedAt` the latest shard finish once all finished; counts summed.
+ */
+export interface MergedPublishStats extends PublishProgress {
   /** User publishes only. */
   users?: UserAttemptOutcome;
   /** Shards that had a record (normally every shard). */

@@ -10,21 +10,18 @@ import { readFileSync } from 'node:fs';
 import type { OutgoingHttpHeaders } from 'node:http2';
 import { importPKCS8, SignJWT, type CryptoKey } from 'jose';
 import { DeadTokenGuard } from './dead-token-guard.js';
-import type { ApnsConfig, GatewayClient, GatewayMessage, GatewayOutcome, RetryPolicy } from './gateway.js';
+import { DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS, type ApnsConfig, type GatewayClient, type GatewayClientOptions, type GatewayMessage, type GatewayOutcome, type RetryPolicy } from './gateway.js';
 import { GatewayPause } from './gateway-pause.js';
 import { Http2SessionPool } from './http2-pool.js';
 import {
   closingController, isRetryableStatus, parseRetryAfter, resolveRetryPolicy, transportFailure, withRetries, type AttemptResult,
 } from './retry.js';
 
-export interface ApnsClientOptions {
-  retry?: Partial<RetryPolicy>;
+export interface ApnsClientOptions extends GatewayClientOptions {
   /** HTTP/2 sessions kept open to APNs. Default 2. */
   poolSize?: number;
   /** Age in ms after which a new provider token is signed. Apple wants 20–60 min; default 30 min. */
   tokenRefreshMs?: number;
-  /** Deadline per request in ms. Default 10 000. */
-  requestTimeoutMs?: number;
   /** Clock in ms since the epoch; tests move it to exercise token refresh. Default Date.now. */
   now?: () => number;
 }
@@ -167,7 +164,7 @@ export class ApnsClient implements GatewayClient {
       origin: config.endpoint,
       ca: config.caFile ? readFileSync(config.caFile) : undefined,
       size: options.poolSize ?? 2,
-      requestTimeoutMs: options.requestTimeoutMs ?? 10_000,
+      requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS,
     });
   }
 

@@ -9,7 +9,7 @@ import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import { importPKCS8, SignJWT, type CryptoKey } from 'jose';
-import type { FcmConfig, GatewayClient, GatewayMessage, GatewayOutcome, RetryPolicy } from './gateway.js';
+import { DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS, type FcmConfig, type GatewayClient, type GatewayClientOptions, type GatewayMessage, type GatewayOutcome, type RetryPolicy } from './gateway.js';
 import { isObject } from '../../json.js';
 import { DeadTokenGuard } from './dead-token-guard.js';
 import { GatewayPause } from './gateway-pause.js';
@@ -19,12 +19,10 @@ import {
   type AttemptResult, type RetryableFailure,
 } from './retry.js';
 
-export interface FcmClientOptions {
-  retry?: Partial<RetryPolicy>;
+/** `requestTimeoutMs` bounds the access token fetch as well as each send. */
+export interface FcmClientOptions extends GatewayClientOptions {
   /** HTTP/2 sessions kept open to FCM. Default 2. */
   poolSize?: number;
-  /** Deadline per request (send and token fetch) in ms. Default 10 000. */
-  requestTimeoutMs?: number;
   /** Clock in ms since the epoch; tests move it to exercise token expiry. Default Date.now. */
   now?: () => number;
 }
@@ -254,7 +252,7 @@ export class FcmClient implements GatewayClient {
       throw new TypeError('FCM privateKey must be the service account RSA key (PEM PKCS8)');
     }
     const ca = config.caFile ? readFileSync(config.caFile) : undefined;
-    const timeoutMs = options.requestTimeoutMs ?? 10_000;
+    const timeoutMs = options.requestTimeoutMs ?? DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS;
     this.#now = options.now ?? Date.now;
     this.#retry = resolveRetryPolicy(options.retry);
     this.#path = `/v1/projects/${encodeURIComponent(config.projectId)}/messages:send`;

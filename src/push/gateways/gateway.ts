@@ -59,3 +59,13 @@ export interface RetryPolicy {
   /** Longest Retry-After (milliseconds) waited out rather than failing. Default 60 000. */
   maxPauseMs: number;
 }
+
+/** Deadline per gateway request when a client is given none (ms). */
+export const DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS = 10_000;
+
+/** What every gateway client is tuned with. */
+export interface GatewayClientOptions {
+  retry?: Partial<RetryPolicy>;
+  /** Deadline per request in ms. Default DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS. */
+  requestTimeoutMs?: number;
+}

@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import webpush from 'web-push';
 import { DeadTokenGuard } from './dead-token-guard.js';
-import type { GatewayClient, GatewayMessage, GatewayOutcome, RetryPolicy, WebPushConfig } from './gateway.js';
+import { DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS, type GatewayClient, type GatewayClientOptions, type GatewayMessage, type GatewayOutcome, type RetryPolicy, type WebPushConfig } from './gateway.js';
 import { GatewayPause } from './gateway-pause.js';
 import {
   closingController, isRetryableStatus, parseRetryAfter, resolveRetryPolicy, transportFailure, withRetries, type AttemptResult,
@@ -21,10 +21,7 @@ import { parseSubscriptionToken, type PushSubscriptionJson } from '../web-subscr
 import { OutboundAddressRefused, OutboundGuard } from '../../net/outbound-guard.js';
 import { countOutboundRefusal } from '../../shards/shard-counters.js';
 
-export interface WebPushClientOptions {
-  retry?: Partial<RetryPolicy>;
-  /** Deadline per request in ms. Default 10 000. */
-  requestTimeoutMs?: number;
+export interface WebPushClientOptions extends GatewayClientOptions {
   /** Keep-alive sockets per push service origin. Default 64. */
   maxSocketsPerOrigin?: number;
   /** Private addresses and CIDR ranges push services may be on (`outbound.allowPrivateAddresses`). */
@@ -65,7 +62,7 @@ export class WebPushClient implements GatewayClient {
     // Fail at start-up, not on every send, if the VAPID keys or subject are unusable.
     webpush.getVapidHeaders('https://push.example', this.#vapid.subject, this.#vapid.publicKey, this.#vapid.privateKey, 'aes128gcm');
     this.#retry = resolveRetryPolicy(options.retry);
-    this.#timeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS;
     this.#allowPrivateEndpoints = config.allowPrivateEndpoints ?? false;
     this.#allowPrivateAddresses = options.allowPrivateAddresses ?? [];
     this.#guard = new OutboundGuard({

@@ -71,16 +71,15 @@ export interface UserOutcomes {
 }
 
 /**
- * One shard's part of one publish, as `publish.stats` answers it (built from the stored
- * ProgressRecord, push/shard/publishes/lmdb-publish-store.ts, by statsOf).
+ * The progress of a publish, of one shard's part (PublishShardStats) or of the whole publish
+ * merged over them (MergedPublishStats, push/publish-results.ts).
  *
  * - Counts are exact: a device counts once even when a crash made it be sent twice (counts
  *   are committed together with the scan checkpoint they belong to).
  * - `state`: `queued` (stored, not started), `sending`, `finished`.
  * - Times are ms since the epoch; `startedAt`/`finishedAt` are null until they happen.
  */
-export interface PublishShardStats {
-  shard: number;
+export interface PublishProgress {
   publishId: string;
   instanceId: string;
   kind: PublishKind;
@@ -88,12 +87,20 @@ export interface PublishShardStats {
   acceptedAt: number;
   startedAt: number | null;
   finishedAt: number | null;
-  /** Last change of this record. */
-  updatedAt: number;
-  /** Devices addressed on this shard, over every gateway. */
+  /** Devices addressed, over every gateway. */
   recipients: number;
   /** Per platform; all three are always present (zeros when not addressed). */
   gateways: Record<Platform, GatewayCounts>;
+}
+
+/**
+ * One shard's part of one publish, as `publish.stats` answers it (built from the stored
+ * ProgressRecord, push/shard/publishes/lmdb-publish-store.ts, by statsOf).
+ */
+export interface PublishShardStats extends PublishProgress {
+  shard: number;
+  /** Last change of this record. */
+  updatedAt: number;
   /**
    * User publishes only: this part's outcome, and the requested users on the one part that
    * keeps them (the publish's coordinator): the ids are stored once per publish.

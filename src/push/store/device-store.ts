@@ -43,6 +43,16 @@ export interface Device {
   interestCount: number;
 }
 
+/** A registration (D1/D2): the device, its platform and token; bundle id and metadata when given. */
+export interface DeviceRegistration {
+  instanceId: string;
+  deviceId: string;
+  platform: Platform;
+  token: string;
+  bundleIdentifier?: string | undefined;
+  metadata?: Record<string, string> | undefined;
+}
+
 /** What register() reports: the device's interests survive a re-registration (its user does not). */
 export interface RegisterResult {
   id: string;
@@ -184,14 +194,7 @@ export interface PushDeviceStore {
    * and metadata when given; undefined keeps the stored ones). A re-registered device keeps its
    * interests and loses its user association.
    */
-  register(
-    instanceId: string,
-    deviceId: string,
-    platform: Platform,
-    token: string,
-    bundleIdentifier: string | undefined,
-    metadata: Record<string, string> | undefined,
-  ): Promise<RegisterResult>;
+  register(registration: DeviceRegistration): Promise<RegisterResult>;
   get(instanceId: string, deviceId: string): Promise<Device | undefined>;
   /** Removes the device with its interests and user association; false when it did not exist. */
   delete(instanceId: string, deviceId: string): Promise<boolean>;

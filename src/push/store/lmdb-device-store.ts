@@ -6,9 +6,8 @@
  */
 import type { RootDatabase } from 'lmdb';
 import { LmdbDevices } from '../shard/devices/lmdb-devices.js';
-import type { Platform } from '../platform.js';
 import type { SetUserOutcome } from '../messages/devices.js';
-import type { PushDeviceStore, ScanPartition, ScanPosition, ScanSteps } from './device-store.js';
+import type { DeviceRegistration, PushDeviceStore, ScanPartition, ScanPosition, ScanSteps } from './device-store.js';
 
 export class LmdbDeviceStore implements PushDeviceStore {
   readonly kind = 'lmdb';
@@ -28,8 +27,8 @@ export class LmdbDeviceStore implements PushDeviceStore {
     return Promise.resolve(candidate);
   }
 
-  register(instanceId: string, deviceId: string, platform: Platform, token: string, bundleIdentifier: string | undefined, metadata: Record<string, string> | undefined) {
-    return this.lmdb.register(instanceId, deviceId, platform, token, bundleIdentifier, metadata);
+  register(registration: DeviceRegistration) {
+    return this.lmdb.register(registration);
   }
 
   async get(instanceId: string, deviceId: string) {

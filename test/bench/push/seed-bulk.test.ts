@@ -68,7 +68,7 @@ describe('seeder bulk path', () => {
     for (let start = 0; start < list.length; start += 500) {
       storeRoot.transactionSync(() => {
         for (const device of list.slice(start, start + 500)) {
-          void store.register(INSTANCE, device.id, device.platform, device.token, device.bundleIdentifier, device.metadata);
+          void store.register({ instanceId: INSTANCE, deviceId: device.id, platform: device.platform, token: device.token, bundleIdentifier: device.bundleIdentifier, metadata: device.metadata });
           void store.replaceInterests(INSTANCE, device.id, device.interests);
         }
       });

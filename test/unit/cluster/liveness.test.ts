@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ChannelTransition } from '../../../src/channels/adapter/redis/channel-state.js';
-import { defineLivenessScripts, runLivenessScript } from '../../../src/cluster/liveness-scripts.js';
+import { LIVENESS_SCRIPTS } from '../../../src/cluster/liveness-scripts.js';
 import { clusterTestBed, SimulatedNode, type SimulatedNodeOptions } from '../../helpers/cluster-nodes.js';
 import { sleep, until } from '../../helpers/wait.js';
 
@@ -91,8 +91,8 @@ describe('NodeLiveness', () => {
     await sleep(500);
     // A claimant that claims and then dies before reaping anything.
     const client = bed.redis.client();
-    defineLivenessScripts(client);
-    expect(await runLivenessScript<string[]>(client, 'heraldClaimDead', [prefix, 'ghost.claimant', 400, 16])).toEqual([d.node.session.current]);
+    LIVENESS_SCRIPTS.define(client);
+    expect(await LIVENESS_SCRIPTS.run<string[]>(client, 'heraldClaimDead', [prefix, 'ghost.claimant', 400, 16])).toEqual([d.node.session.current]);
     await client.quit();
     expect(await a.node.liveness.reapOnce()).toBe(0); // claim still live
     // time: past the claim's 400 ms expiry.

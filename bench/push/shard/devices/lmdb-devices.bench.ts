@@ -34,7 +34,7 @@ export const suite: MicroSuite = {
       const writes: Promise<unknown>[] = [];
       for (let i = start; i < Math.min(devices, start + SEED_CHUNK); i++) {
         const id = `fcm-${i.toString(16).padStart(8, '0')}`;
-        writes.push(store.register(INSTANCE, id, 'fcm', `token-${i}-${'t'.repeat(140)}`, undefined, { sdkVersion: '2.0.0', androidVersion: '14' }));
+        writes.push(store.register({ instanceId: INSTANCE, deviceId: id, platform: 'fcm', token: `token-${i}-${'t'.repeat(140)}`, metadata: { sdkVersion: '2.0.0', androidVersion: '14' } }));
         writes.push(store.replaceInterests(INSTANCE, id, ['all', `group-${i % GROUPS}`]));
       }
       await Promise.all(writes);

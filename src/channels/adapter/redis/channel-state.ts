@@ -19,7 +19,7 @@ import { whenAvailable, RedisUnavailableError } from '../../../cluster/connectio
 import type { RedisKeys } from './keys.js';
 import type { NodeSession } from '../../../cluster/node-session.js';
 import { cacheEntryBytes } from '../../state/channel-store.js';
-import { defineScripts, runScript } from './scripts.js';
+import { STATE_SCRIPTS } from './scripts.js';
 import { StateBatcher, type StateOpArgs } from './state-batch.js';
 
 /** A presence member: user id and the user_info it subscribed with (any JSON value). */
@@ -135,7 +135,7 @@ export class RedisChannelState {
     private readonly keys: RedisKeys,
     private readonly session: NodeSession,
   ) {
-    defineScripts(redis);
+    STATE_SCRIPTS.define(redis);
     this.batch = new StateBatcher(redis, keys.prefix);
   }
 
@@ -276,7 +276,7 @@ export class RedisChannelState {
   /** C4: one channel's state from shared state. `cache` only when asked. */
   async channelInfo(appId: string, channel: string, want: { cache?: boolean } = {}): Promise<ClusterChannelInfo> {
     const [count, users, cached, pttl] = await this.direct(() =>
-      runScript<[number, number, string | null, number]>(this.redis, 'heraldInfo', [this.keys.prefix, appId, channel, want.cache ? '1' : '0']),
+      STATE_SCRIPTS.run<[number, number, string | null, number]>(this.redis, 'heraldInfo', [this.keys.prefix, appId, channel, want.cache ? '1' : '0']),
     );
     const out: ClusterChannelInfo = { occupied: count > 0, subscriptionCount: count, userCount: users };
     if (want.cache) out.cache = cached ? cacheEntry(cached, pttl) : null;
@@ -286,7 +286,7 @@ export class RedisChannelState {
   /** C3: the app's occupied channels, sorted by name, optionally by prefix, with presence user counts. */
   async listChannels(appId: string, prefix: string | undefined, withUserCount: boolean): Promise<{ channel: string; userCount: number }[]> {
     const flat = await this.direct(() =>
-      runScript<(string | number)[]>(this.redis, 'heraldList', [this.keys.prefix, appId, prefix ?? '', withUserCount ? '1' : '0']),
+      STATE_SCRIPTS.run<(string | number)[]>(this.redis, 'heraldList', [this.keys.prefix, appId, prefix ?? '', withUserCount ? '1' : '0']),
     );
     const out: { channel: string; userCount: number }[] = [];
     for (let i = 0; i < flat.length; i += 2) out.push({ channel: String(flat[i]), userCount: Number(flat[i + 1]) });
@@ -295,7 +295,7 @@ export class RedisChannelState {
 
   /** Occupied channels of every app, and of each of `appIds` (scripts.ts COUNTS). */
   async occupiedCounts(appIds: readonly string[]): Promise<{ total: number; byApp: number[] }> {
-    const [total, ...byApp] = await this.direct(() => runScript<number[]>(this.redis, 'heraldCounts', [this.keys.prefix, ...appIds]));
+    const [total, ...byApp] = await this.direct(() => STATE_SCRIPTS.run<number[]>(this.redis, 'heraldCounts', [this.keys.prefix, ...appIds]));
     return { total: total ?? 0, byApp };
   }
 
@@ -311,13 +311,13 @@ export class RedisChannelState {
    */
   async storeCachedEvent(appId: string, channel: string, event: string, data: string, ttlSeconds: number, maxBytes: number): Promise<boolean> {
     const args = [this.keys.prefix, appId, channel, JSON.stringify({ event, data }), ttlSeconds * 1000, maxBytes, cacheEntryBytes(channel, event, data)];
-    return (await this.direct(() => runScript<number>(this.redis, 'heraldCacheSet', args))) === 1;
+    return (await this.direct(() => STATE_SCRIPTS.run<number>(this.redis, 'heraldCacheSet', args))) === 1;
   }
 
   /** Drops every cached event of an app (removed: an app created later with its id finds none), CACHE_FORGET_BATCH per script call. */
   async forgetCachedEvents(appId: string): Promise<void> {
     let left = 1;
-    while (left > 0) left = await this.direct(() => runScript<number>(this.redis, 'heraldCacheForget', [this.keys.prefix, appId, CACHE_FORGET_BATCH]));
+    while (left > 0) left = await this.direct(() => STATE_SCRIPTS.run<number>(this.redis, 'heraldCacheForget', [this.keys.prefix, appId, CACHE_FORGET_BATCH]));
   }
 
   /** A cache channel's live last event with its whole seconds left, or null (batched: read after a join asked before it). */
@@ -369,13 +369,13 @@ export class RedisChannelState {
    * (accepted false, nothing charged) when it would pass `quota`.
    */
   async chargeQuota(appId: string, messages: number, quota: number): Promise<{ accepted: boolean; used: number }> {
-    const [accepted, used] = await this.direct(() => runScript<[number, number]>(this.redis, 'heraldChargeQuota', [this.keys.prefix, appId, messages, quota]));
+    const [accepted, used] = await this.direct(() => STATE_SCRIPTS.run<[number, number]>(this.redis, 'heraldChargeQuota', [this.keys.prefix, appId, messages, quota]));
     return { accepted: accepted === 1, used };
   }
 
   /** Takes `cost` units of a rate-limit key for this second, cluster-wide: 0, or ms until the window ends (refused). */
   async takeRate(key: string, cost: number, limit: number): Promise<number> {
-    return this.direct(() => runScript<number>(this.redis, 'heraldRateTake', [this.keys.prefix, key, cost, limit]));
+    return this.direct(() => STATE_SCRIPTS.run<number>(this.redis, 'heraldRateTake', [this.keys.prefix, key, cost, limit]));
   }
 
   /**

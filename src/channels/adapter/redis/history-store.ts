@@ -27,6 +27,7 @@ import { cacheEntryBytes } from '../../state/channel-store.js';
 import { parseSerial } from '../../history/serial.js';
 import type { HistoryRead, KeptEvent } from '../../messages.js';
 import { whenAvailable } from '../../../cluster/connection.js';
+import { LUA_PREFIX_AND_CLOCK, LuaScripts } from '../../../cluster/lua-scripts.js';
 
 /** The envelope origin of history frames: every node delivers them, the publishing one included. */
 export const HISTORY_ORIGIN = '*';
@@ -46,12 +47,7 @@ export interface ClusterHistoryBounds {
   maxBytes: number;
 }
 
-const COMMON = `
-local P = ARGV[1]
-local function nowMs()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+const COMMON = LUA_PREFIX_AND_CLOCK + `
 local now = nowMs()
 local function fields(entry)
   local f, kv = {}, entry[2]
@@ -240,14 +236,12 @@ if left == 0 then redis.call('DEL', P .. 'hist:b:' .. appId) end
 return left
 `;
 
-const SCRIPTS = {
+const SCRIPTS = new LuaScripts(COMMON, {
   heraldHistoryAppend: APPEND,
   heraldHistoryRead: READ,
   heraldHistoryPrune: PRUNE,
   heraldHistoryForget: FORGET,
-} as const;
-
-type Runner = Record<keyof typeof SCRIPTS, (...args: (string | number)[]) => Promise<unknown>>;
+});
 
 /** A read's mark: published to `topic` in the step that reads (history-seam.ts). */
 export interface HistoryMark {
@@ -256,16 +250,13 @@ export interface HistoryMark {
 }
 
 export class RedisHistory {
-  private readonly run: Runner;
+  private readonly run: ReturnType<typeof SCRIPTS.define>;
 
   constructor(
     redis: Redis,
     private readonly prefix: string,
   ) {
-    if (!(redis as unknown as Partial<Runner>).heraldHistoryAppend) {
-      for (const [name, body] of Object.entries(SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 0, lua: COMMON + body });
-    }
-    this.run = redis as unknown as Runner;
+    this.run = SCRIPTS.define(redis);
   }
 
   /**

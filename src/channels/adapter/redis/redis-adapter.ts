@@ -56,7 +56,7 @@ import type { Cluster, ControlMessage } from '../../../cluster/cluster.js';
 import { ClusterNode } from './cluster-node.js';
 import { AvailabilityWait } from './availability-wait.js';
 import { RedisUnavailableError } from '../../../cluster/connection.js';
-import { HIDDEN_CHANNELS, runScript } from './scripts.js';
+import { HIDDEN_CHANNELS, STATE_SCRIPTS } from './scripts.js';
 import { RedisHistory, type ClusterHistoryBounds } from './history-store.js';
 import { RecoverySeams } from './history-seam.js';
 
@@ -208,7 +208,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     let released = 0;
     try {
       for (;;) {
-        const n = await runScript<number>(this.node.connections.commands, 'heraldReleaseHeld', [this.node.keys.prefix, HELD_RELEASE_BATCH]);
+        const n = await STATE_SCRIPTS.run<number>(this.node.connections.commands, 'heraldReleaseHeld', [this.node.keys.prefix, HELD_RELEASE_BATCH]);
         released += n;
         if (n < HELD_RELEASE_BATCH) return released;
       }

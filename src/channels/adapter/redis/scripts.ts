@@ -14,7 +14,7 @@
  * live node look dead. A script reads one instant: nothing here waits for `TIME` to advance
  * within a script (from Redis 8 on, it returns the same time throughout one script).
  */
-import type { Redis } from 'ioredis';
+import { LUA_PREFIX_AND_CLOCK, LUA_SESSION_ALIVE, LuaScripts } from '../../../cluster/lua-scripts.js';
 
 /** How long (ms) a reload-debounce hold outlives its debounce, so a late holder can still release it. */
 export const HOLD_GRACE_MS = 60_000;
@@ -22,20 +22,12 @@ export const HOLD_GRACE_MS = 60_000;
 /** The adapter's own channels between nodes: occupied in Redis, never listed or counted as an app's. */
 export const HIDDEN_CHANNELS: readonly string[] = ['#online', '#watch'];
 
-const COMMON = `
-local P = ARGV[1]
+const COMMON = LUA_PREFIX_AND_CLOCK + LUA_SESSION_ALIVE + `
 local HOLD_GRACE_MS = ${HOLD_GRACE_MS}
-local function nowMs()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 local HIDDEN = {${HIDDEN_CHANNELS.map((c) => `['${c}'] = true`).join(', ')}}
 -- Keeps the count of occupied channels of every app (keys.ts occupiedTotal) as one becomes occupied or vacated.
 local function countOccupied(channel, by)
   if not HIDDEN[channel] then redis.call('INCRBY', P .. 'occupied', by) end
-end
-local function sessionAlive(session)
-  return redis.call('ZSCORE', P .. 'nodes', session) ~= false
 end
 -- Removes one subscription of a session: {vacated, removed user id or false, count after}, or nil.
 local function leaveOne(session, appId, channel, socketId)
@@ -487,7 +479,8 @@ end
 return n
 `;
 
-const STATE_SCRIPTS = {
+/** The channel state scripts, registered on every connection that runs them (ChannelState, SessionRecords). */
+export const STATE_SCRIPTS = new LuaScripts(COMMON, {
   heraldBatch: OPS + BATCH,
   heraldInfo: INFO,
   heraldList: LIST,
@@ -498,19 +491,4 @@ const STATE_SCRIPTS = {
   heraldRateTake: RATE_TAKE,
   heraldReapBatch: REAP_BATCH,
   heraldReleaseHeld: RELEASE_HELD,
-} as const;
-
-export type ScriptName = keyof typeof STATE_SCRIPTS;
-
-/** Registers every script on a connection (idempotent): EVALSHA, loaded on first use per socket. */
-export function defineScripts(redis: Redis): void {
-  if ((redis as unknown as { heraldBatch?: unknown }).heraldBatch) return;
-  for (const [name, body] of Object.entries(STATE_SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 0, lua: COMMON + body });
-}
-
-type Runner = Record<ScriptName, (...args: (string | number)[]) => Promise<unknown>>;
-
-/** Runs a script defined by defineScripts (auto-pipelined with the other commands of the turn). */
-export function runScript<T>(redis: Redis, name: ScriptName, args: (string | number)[]): Promise<T> {
-  return (redis as unknown as Runner)[name](...args) as Promise<T>;
-}
+});

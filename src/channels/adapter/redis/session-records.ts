@@ -19,7 +19,7 @@ import { whenAvailable } from '../../../cluster/connection.js';
 import type { SessionRecords, SessionSwitch } from '../../../cluster/liveness.js';
 import type { ChannelTransition, NodeSnapshot, NodeSubscription, RedisChannelState, Registration } from './channel-state.js';
 import type { RedisKeys } from './keys.js';
-import { defineScripts, runScript } from './scripts.js';
+import { STATE_SCRIPTS } from './scripts.js';
 
 /** Channels a reap handles per script call: bounds how long one call holds Redis. */
 export const REAP_BATCH_CHANNELS = 100;
@@ -54,7 +54,7 @@ export class ChannelSessionRecords implements SessionRecords {
     private readonly state: RedisChannelState,
     private readonly options: ChannelRecordsOptions,
   ) {
-    defineScripts(redis);
+    STATE_SCRIPTS.define(redis);
   }
 
   flush(): void {
@@ -132,7 +132,7 @@ export class ChannelSessionRecords implements SessionRecords {
   private async reapEntries(dead: string, me: string, leaseMs: number, onBatch: (channels: ReapedChannel[]) => void): Promise<boolean> {
     for (;;) {
       const json = await whenAvailable(() =>
-        runScript<string>(this.redis, 'heraldReapBatch', [this.keys.prefix, me, dead, leaseMs, REAP_BATCH_CHANNELS]),
+        STATE_SCRIPTS.run<string>(this.redis, 'heraldReapBatch', [this.keys.prefix, me, dead, leaseMs, REAP_BATCH_CHANNELS]),
       );
       const reply = JSON.parse(json) as ReapReply;
       if (Array.isArray(reply.channels) && reply.channels.length > 0) onBatch(reply.channels);

@@ -27,7 +27,7 @@
  */
 import type { Redis } from 'ioredis';
 import { asUnavailable } from '../../../cluster/connection.js';
-import { runScript } from './scripts.js';
+import { STATE_SCRIPTS } from './scripts.js';
 
 /** Changes per script call at most: bounds how long one call holds Redis (~20–40 µs per change). */
 export const MAX_BATCH_OPS = 256;
@@ -115,7 +115,7 @@ export class StateBatcher {
     const argv: (string | number)[] = [this.prefix];
     for (const { args } of batch) for (const a of args) argv.push(a);
     this.inFlight++;
-    runScript<unknown[]>(this.redis, 'heraldBatch', argv).then(
+    STATE_SCRIPTS.run<unknown[]>(this.redis, 'heraldBatch', argv).then(
       (replies) => {
         this.inFlight--;
         for (let i = 0; i < batch.length; i++) batch[i]!.resolve(replies[i]);

@@ -53,27 +53,23 @@ function atLeastOnePlatform(body: { apns?: unknown; fcm?: unknown; web?: unknown
   }
 }
 
+/**
+ * A publish's targets, field `<target>s`: 1 to `max` of `item`, each `<target> <itemName>`
+ * in the messages.
+ */
+const targetList = (item: z.ZodType<string>, target: string, itemName: string, max: number) =>
+  z
+    .array(item, { error: `${target}s must be an array of ${target} ${itemName}s` })
+    .min(1, { error: `${target}s must name at least 1 ${target}` })
+    .max(max, { error: `${target}s must name at most ${max} ${target}s` });
+
 /** P1 body. */
 export const interestsPublishSchema = z
-  .object({
-    interests: z
-      .array(interestName, { error: 'interests must be an array of interest names' })
-      .min(1, { error: 'interests must name at least 1 interest' })
-      .max(MAX_PUBLISH_INTERESTS, { error: `interests must name at most ${MAX_PUBLISH_INTERESTS} interests` }),
-    ...common,
-  })
+  .object({ interests: targetList(interestName, 'interest', 'name', MAX_PUBLISH_INTERESTS), ...common })
   .superRefine(atLeastOnePlatform);
 
 /** P2 body. */
-export const usersPublishSchema = z
-  .object({
-    users: z
-      .array(userId, { error: 'users must be an array of user ids' })
-      .min(1, { error: 'users must name at least 1 user' })
-      .max(MAX_PUBLISH_USERS, { error: `users must name at most ${MAX_PUBLISH_USERS} users` }),
-    ...common,
-  })
-  .superRefine(atLeastOnePlatform);
+export const usersPublishSchema = z.object({ users: targetList(userId, 'user', 'id', MAX_PUBLISH_USERS), ...common }).superRefine(atLeastOnePlatform);
 
 /** A validated publish request, either kind. */
 export interface PublishRequest {

@@ -36,37 +36,19 @@ export function checkDeviceConsistency(db: DeviceDatabases, instanceId?: string)
     }
   }
 
-  for (const key of db.interestIndex.getKeys(range)) {
-    const parts = decodeKey(key);
-    if (parts.length !== 3) {
-      problems.push(`interest index key has ${parts.length} parts: ${JSON.stringify(parts)}`);
-      continue;
-    }
-    const [instance, interest, deviceId] = parts as [string, string, string];
+  for (const [instance, interest, deviceId] of tripleKeys(db.interestIndex.getKeys(range), 'interest index', problems)) {
     if (!db.deviceInterests.doesExist(encodeKey([instance, deviceId, interest]))) {
       problems.push(`interest index ${instance}/${interest}/${deviceId}: no device-interest entry`);
     }
   }
 
-  for (const key of db.deviceInterests.getKeys(range)) {
-    const parts = decodeKey(key);
-    if (parts.length !== 3) {
-      problems.push(`device-interest key has ${parts.length} parts: ${JSON.stringify(parts)}`);
-      continue;
-    }
-    const [instance, deviceId, interest] = parts as [string, string, string];
+  for (const [instance, deviceId, interest] of tripleKeys(db.deviceInterests.getKeys(range), 'device-interest', problems)) {
     if (!db.devices.doesExist(encodeKey([instance, deviceId]))) {
       problems.push(`device-interest ${instance}/${deviceId}/${interest}: no such device`);
     }
   }
 
-  for (const key of db.userIndex.getKeys(range)) {
-    const parts = decodeKey(key);
-    if (parts.length !== 3) {
-      problems.push(`user index key has ${parts.length} parts: ${JSON.stringify(parts)}`);
-      continue;
-    }
-    const [instance, userId, deviceId] = parts as [string, string, string];
+  for (const [instance, userId, deviceId] of tripleKeys(db.userIndex.getKeys(range), 'user index', problems)) {
     const record = readRecord(db, encodeKey([instance, deviceId]));
     if (!record) problems.push(`user index ${instance}/${userId}/${deviceId}: no such device`);
     else if (record.userId !== userId) {
@@ -74,4 +56,13 @@ export function checkDeviceConsistency(db: DeviceDatabases, instanceId?: string)
     }
   }
   return problems;
+}
+
+/** The index keys decoded, each of three parts; a key of another length is a problem, reported and skipped. */
+function* tripleKeys(keys: Iterable<Uint8Array>, index: string, problems: string[]): Generator<[string, string, string]> {
+  for (const key of keys) {
+    const parts = decodeKey(key);
+    if (parts.length === 3) yield parts as [string, string, string];
+    else problems.push(`${index} key has ${parts.length} parts: ${JSON.stringify(parts)}`);
+  }
 }

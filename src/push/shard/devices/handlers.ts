@@ -11,7 +11,7 @@ export function createDeviceArea(deps: PushAreaDeps): ShardArea<DeviceShardApi> 
   return {
     handlers: {
       'device.register': async ({ instanceId, deviceId, platform, token, bundleIdentifier, metadata }) => {
-        const { id, initialInterestSet, created } = await store.register(instanceId, deviceId, platform, token, bundleIdentifier, metadata);
+        const { id, initialInterestSet, created } = await store.register({ instanceId, deviceId, platform, token, bundleIdentifier, metadata });
         return { id, initialInterestSet, created };
       },
 

@@ -35,6 +35,7 @@ import type {
   AddInterestResult,
   Device,
   InterestPage,
+  DeviceRegistration,
   RegisterResult,
   RemoveInterestResult,
   ReplaceInterestsResult,
@@ -102,14 +103,8 @@ export class LmdbDevices {
    * what a new app install or another person on the same device does, and they must not get
    * the previous user's notifications nor be refused their own association.
    */
-  register(
-    instanceId: string,
-    deviceId: string,
-    platform: Platform,
-    token: string,
-    bundleIdentifier: string | undefined,
-    metadata: Record<string, string> | undefined,
-  ): Promise<RegisterResult> {
+  register(registration: DeviceRegistration): Promise<RegisterResult> {
+    const { instanceId, deviceId, platform, token, bundleIdentifier, metadata } = registration;
     const key = encodeKey([instanceId, deviceId]);
     const now = Date.now();
     return this.root.childTransaction((): RegisterResult => {

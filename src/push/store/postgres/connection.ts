@@ -60,13 +60,19 @@ export function misconfigured(err: unknown): HeraldError | undefined {
   return new HeraldError('PUSH_STORE_UNAVAILABLE', `PostgreSQL refused Herald: ${String(message)} (SQLSTATE ${code}); check cluster.postgresUrl (or HERALD_POSTGRES_URL)`);
 }
 
-export interface ShardPoolOptions {
+/** What every PostgreSQL store of a shard is opened with. */
+export interface PostgresStoreOptions {
   url: string;
+  shardIndex: number;
+  /** Connections of the store's pool; POOL_SIZE when absent. */
   poolSize?: number;
+  /** `cluster.postgresTimeouts`; the defaults when absent. */
+  timeouts?: Readonly<PostgresTimeouts>;
+}
+
+export interface ShardPoolOptions extends PostgresStoreOptions {
   /** Names the connections in pg_stat_activity: `herald-<name>-<shard>`. */
   name: string;
-  shardIndex: number;
-  timeouts?: Readonly<PostgresTimeouts>;
 }
 
 /** The bounds of every connection of a store (see the file header). */
@@ -92,6 +98,21 @@ export function shardPool(options: ShardPoolOptions): pg.Pool {
   });
   pool.on('error', (err) => log.warn(`push store (${options.name}): an idle PostgreSQL connection failed`, { shard: options.shardIndex, error: err.message }));
   return pool;
+}
+
+/** A store's pool and the migrations it waits for, its connections named `name` (ShardPoolOptions). */
+export function storeConnections(options: PostgresStoreOptions, name: string): { pool: pg.Pool; schema: SchemaReady } {
+  const named: ShardPoolOptions = { url: options.url, poolSize: options.poolSize, name, shardIndex: options.shardIndex, timeouts: options.timeouts };
+  return { pool: shardPool(named), schema: new SchemaReady(named) };
+}
+
+/** Runs one call of a store, a failure of the database being away answered as PUSH_STORE_UNAVAILABLE. */
+export async function storeCall<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    throw isUnavailable(err) ? unavailable(err) : err;
+  }
 }
 
 /** A connection of its own (a store's LISTEN), with the bounds of the pools'. */

@@ -20,7 +20,6 @@
  * given a `partition` answers for that partition's range instead, whichever shard asks.
  */
 import pg from 'pg';
-import type { PostgresTimeouts } from '../../../config/schema.js';
 import { HeraldError } from '../../../errors.js';
 import { fnv1a32 } from '../../../shards/hash.js';
 import { MAX_INTERESTS_PER_DEVICE } from '../../interest-name.js';
@@ -33,6 +32,7 @@ import {
   type ScanDevice,
   type AddInterestResult,
   type Device,
+  type DeviceRegistration,
   type InterestPage,
   type PushDeviceStore,
   type RegisterResult,
@@ -46,7 +46,7 @@ import {
   type StoreCounts,
 } from '../device-store.js';
 import { BatchedScanSteps, type ScanBatch } from './batched-scan-steps.js';
-import { SchemaReady, inTransaction, isUnavailable, shardPool, unavailable } from './connection.js';
+import { inTransaction, storeCall, storeConnections, type PostgresStoreOptions, type SchemaReady } from './connection.js';
 import { RegistrationBatches, registrationParameters, type Registration, type RegistrationOutcome } from './registration-batches.js';
 
 /** Registration batches committed at once (of POOL_SIZE connections: the rest serve the other requests). */
@@ -124,6 +124,28 @@ function scanDevice(row: ScanRow, instanceId: string): ScanDevice {
 }
 
 /**
+ * Locks the device's row for an association with `userId` and says what it finds: `free` when
+ * the device has no user yet (the caller may associate it), else the answer as it stands.
+ */
+async function lockForAssociation(client: pg.PoolClient, instanceId: string, deviceId: string, userId: string): Promise<SetUserResult | 'free'> {
+  const { rows } = await client.query<{ user_id: string | null }>('SELECT user_id FROM herald_push_devices WHERE instance_id = $1 AND device_id = $2 FOR UPDATE', [
+    instanceId,
+    deviceId,
+  ]);
+  const row = rows[0];
+  if (!row) return 'not-found';
+  if (row.user_id === userId) return 'ok';
+  return row.user_id === null ? 'free' : 'already-associated';
+}
+
+/** Associates a device locked by lockForAssociation with `userId`, its subscriptions too. */
+async function associate(client: pg.PoolClient, instanceId: string, deviceId: string, userId: string): Promise<'ok'> {
+  await client.query('UPDATE herald_push_devices SET user_id = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, userId]);
+  await copyToSubscriptions(client, [instanceId], [deviceId]);
+  return 'ok';
+}
+
+/**
  * Makes the subscriptions of the devices `deviceIds` (of `instanceIds`, pairwise) carry their
  * devices' current values. Run after the write that changed the devices, in its transaction:
  * it holds the device rows' locks, which every subscription write takes first, and this
@@ -146,13 +168,8 @@ export function postgresShardOf(deviceId: string, shardCount: number): number {
   return Math.floor((fnv1a32(deviceId) * shardCount) / 2 ** 32);
 }
 
-export interface PostgresDeviceStoreOptions {
-  url: string;
-  shardIndex: number;
+export interface PostgresDeviceStoreOptions extends PostgresStoreOptions {
   shardCount: number;
-  poolSize?: number;
-  /** `cluster.postgresTimeouts`; the defaults when absent. */
-  timeouts?: Readonly<PostgresTimeouts>;
 }
 
 export class PostgresDeviceStore implements PushDeviceStore {
@@ -169,9 +186,7 @@ export class PostgresDeviceStore implements PushDeviceStore {
 
   constructor(options: PostgresDeviceStoreOptions) {
     this.scope = partitionBounds({ index: options.shardIndex, count: options.shardCount });
-    const pool = { url: options.url, poolSize: options.poolSize, name: 'devices', shardIndex: options.shardIndex, timeouts: options.timeouts };
-    this.pool = shardPool(pool);
-    this.schema = new SchemaReady(pool);
+    ({ pool: this.pool, schema: this.schema } = storeConnections(options, 'devices'));
   }
 
   /** Connects and applies the schema migrations once; after a failure, the next call tries again. */
@@ -187,11 +202,7 @@ export class PostgresDeviceStore implements PushDeviceStore {
 
   private async query<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
     await this.ready();
-    try {
-      return await this.pool.query<R>(text, values);
-    } catch (err) {
-      throw isUnavailable(err) ? unavailable(err) : err;
-    }
+    return storeCall(() => this.pool.query<R>(text, values));
   }
 
   /** Runs `work` in one transaction on one connection; rolled back when it throws. */
@@ -213,14 +224,8 @@ export class PostgresDeviceStore implements PushDeviceStore {
     return partition ? partitionBounds(partition) : this.scope;
   }
 
-  async register(
-    instanceId: string,
-    deviceId: string,
-    platform: Platform,
-    token: string,
-    bundleIdentifier: string | undefined,
-    metadata: Record<string, string> | undefined,
-  ): Promise<RegisterResult> {
+  register(registration: DeviceRegistration): Promise<RegisterResult> {
+    const { instanceId, deviceId, platform, token, bundleIdentifier, metadata } = registration;
     return this.registrations.register({ instanceId, deviceId, platform, token, bundleIdentifier, metadata, createdAt: Date.now() });
   }
 
@@ -316,17 +321,8 @@ export class PostgresDeviceStore implements PushDeviceStore {
 
   setUser(instanceId: string, deviceId: string, userId: string): Promise<SetUserResult> {
     return this.transaction(async (client) => {
-      const { rows } = await client.query<{ user_id: string | null }>(
-        'SELECT user_id FROM herald_push_devices WHERE instance_id = $1 AND device_id = $2 FOR UPDATE',
-        [instanceId, deviceId],
-      );
-      const row = rows[0];
-      if (!row) return 'not-found';
-      if (row.user_id === userId) return 'ok';
-      if (row.user_id !== null) return 'already-associated';
-      await client.query('UPDATE herald_push_devices SET user_id = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, userId]);
-      await copyToSubscriptions(client, [instanceId], [deviceId]);
-      return 'ok';
+      const found = await lockForAssociation(client, instanceId, deviceId, userId);
+      return found === 'free' ? associate(client, instanceId, deviceId, userId) : found;
     });
   }
 
@@ -335,22 +331,13 @@ export class PostgresDeviceStore implements PushDeviceStore {
       // Every node's association of this user waits here, so the count below cannot be overtaken.
       // (A hash collision between two users only makes them wait for each other.)
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))', [instanceId, userId]);
-      const { rows } = await client.query<{ user_id: string | null }>(
-        'SELECT user_id FROM herald_push_devices WHERE instance_id = $1 AND device_id = $2 FOR UPDATE',
-        [instanceId, deviceId],
-      );
-      const row = rows[0];
-      if (!row) return 'not-found';
-      if (row.user_id === userId) return 'ok';
-      if (row.user_id !== null) return 'already-associated';
+      const found = await lockForAssociation(client, instanceId, deviceId, userId);
+      if (found !== 'free') return found;
       const { rows: counted } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM herald_push_devices WHERE instance_id = $1 AND user_id = $2', [
         instanceId,
         userId,
       ]);
-      if (counted[0]!.n >= maxDevicesPerUser) return 'limit';
-      await client.query('UPDATE herald_push_devices SET user_id = $3 WHERE instance_id = $1 AND device_id = $2', [instanceId, deviceId, userId]);
-      await copyToSubscriptions(client, [instanceId], [deviceId]);
-      return 'ok';
+      return counted[0]!.n >= maxDevicesPerUser ? 'limit' : associate(client, instanceId, deviceId, userId);
     });
   }
 
@@ -545,11 +532,7 @@ export class PostgresDeviceStore implements PushDeviceStore {
   /** One batch of a scan, its rows as arrays in CandidateRow's column order (no object per row). */
   private async scanQuery(text: string, values: unknown[]): Promise<CandidateRow[]> {
     await this.ready();
-    try {
-      return (await this.pool.query<CandidateRow>({ text, values, rowMode: 'array' })).rows;
-    } catch (err) {
-      throw isUnavailable(err) ? unavailable(err) : err;
-    }
+    return (await storeCall(() => this.pool.query<CandidateRow>({ text, values, rowMode: 'array' }))).rows;
   }
 
   /**

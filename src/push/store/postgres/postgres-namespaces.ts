@@ -12,14 +12,13 @@
  */
 import type pg from 'pg';
 import type { PushNamespaces } from '../namespaces.js';
-import type { PostgresTimeouts } from '../../../config/schema.js';
-import { SchemaReady, inTransaction, isUnavailable, shardPool, unavailable } from './connection.js';
+import { inTransaction, storeCall, storeConnections, type PostgresStoreOptions, type SchemaReady } from './connection.js';
 
-export interface PostgresNamespacesOptions {
-  url: string;
-  shardIndex: number;
-  timeouts?: Readonly<PostgresTimeouts>;
-}
+/** The namespaces' pool is always of NAMESPACE_POOL_SIZE connections. */
+export type PostgresNamespacesOptions = Omit<PostgresStoreOptions, 'poolSize'>;
+
+/** Connections of the namespaces' pool (a few small reads and writes per instance removal). */
+const NAMESPACE_POOL_SIZE = 2;
 
 export class PostgresNamespaces implements PushNamespaces {
   private readonly pool: pg.Pool;
@@ -28,9 +27,7 @@ export class PostgresNamespaces implements PushNamespaces {
   private loaded: Promise<void> | undefined;
 
   constructor(options: PostgresNamespacesOptions) {
-    const pool = { url: options.url, poolSize: 2, name: 'namespaces', shardIndex: options.shardIndex, timeouts: options.timeouts };
-    this.pool = shardPool(pool);
-    this.schema = new SchemaReady(pool);
+    ({ pool: this.pool, schema: this.schema } = storeConnections({ ...options, poolSize: NAMESPACE_POOL_SIZE }, 'namespaces'));
   }
 
   ready(): Promise<void> {
@@ -122,11 +119,7 @@ export class PostgresNamespaces implements PushNamespaces {
     await this.pool.end();
   }
 
-  private async query<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.pool.query<R>(sql, params);
-    } catch (err) {
-      throw isUnavailable(err) ? unavailable(err) : err;
-    }
+  private query<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
+    return storeCall(() => this.pool.query<R>(sql, params));
   }
 }

@@ -34,7 +34,9 @@ import {
   initialProgress, jobOf, LeaseLostError, statsOf, storedJob,
   type ProgressRecord, type PublishRecordStore, type StoredPublishJob, type UsageDelta,
 } from '../publish-record-store.js';
-import { DEFAULT_POSTGRES_TIMEOUTS, SchemaReady, boundedClient, inTransaction, isUnavailable, shardPool, unavailable } from './connection.js';
+import {
+  DEFAULT_POSTGRES_TIMEOUTS, boundedClient, inTransaction, isUnavailable, storeCall, storeConnections, unavailable, type PostgresStoreOptions, type SchemaReady,
+} from './connection.js';
 
 /** The NOTIFY channel that wakes every node's claimers when a publish is stored. */
 export const PUBLISH_CHANNEL = 'herald_push_publish';
@@ -61,15 +63,10 @@ export function initialPartRecord(job: PublishJob, partition: number): ProgressR
   return { ...initialProgress(job), partition };
 }
 
-export interface PostgresPublishStoreOptions {
-  url: string;
+export interface PostgresPublishStoreOptions extends PostgresStoreOptions {
   /** Who holds the leases this store takes: unique per shard and process start. */
   owner: string;
   leaseMs: number;
-  shardIndex: number;
-  poolSize?: number;
-  /** `cluster.postgresTimeouts`; the defaults when absent. */
-  timeouts?: Readonly<PostgresTimeouts>;
 }
 
 export class PostgresPublishStore implements PublishRecordStore {
@@ -90,9 +87,7 @@ export class PostgresPublishStore implements PublishRecordStore {
     this.leaseMs = options.leaseMs;
     this.shardIndex = options.shardIndex;
     this.timeouts = options.timeouts;
-    const pool = { url: options.url, poolSize: options.poolSize, name: 'publish', shardIndex: options.shardIndex, timeouts: options.timeouts };
-    this.pool = shardPool(pool);
-    this.schema = new SchemaReady(pool);
+    ({ pool: this.pool, schema: this.schema } = storeConnections(options, 'publish'));
   }
 
   /** Connects and applies the schema migrations once; after a failure, the next call tries again. */
@@ -390,12 +385,8 @@ export class PostgresPublishStore implements PublishRecordStore {
     await this.pool.end();
   }
 
-  private async query<R extends pg.QueryResultRow>(sql: string, values: unknown[]): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.pool.query<R>(sql, values);
-    } catch (err) {
-      throw isUnavailable(err) ? unavailable(err) : err;
-    }
+  private query<R extends pg.QueryResultRow>(sql: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+    return storeCall(() => this.pool.query<R>(sql, values));
   }
 
   private transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {

@@ -8,19 +8,13 @@
  * `concurrency` batches are written at once on their own connections.
  */
 import { fnv1a32 } from '../../../shards/hash.js';
-import type { Platform } from '../../platform.js';
-import type { RegisterResult } from '../device-store.js';
+import type { DeviceRegistration, RegisterResult } from '../device-store.js';
 
 /** The most registrations one commit carries. */
 export const MAX_REGISTRATION_BATCH = 500;
 
-export interface Registration {
-  instanceId: string;
-  deviceId: string;
-  platform: Platform;
-  token: string;
-  bundleIdentifier: string | undefined;
-  metadata: Record<string, string> | undefined;
+/** A registration as a batch writes it: the time it was asked for is the device's `createdAt` when new. */
+export interface Registration extends DeviceRegistration {
   createdAt: number;
 }
 

@@ -70,7 +70,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       const { at } = await shards(1);
       const s = at('d1');
       expect(await s.get(I, 'd1')).toBeUndefined();
-      expect(await s.register(I, 'd1', 'apns', 'tok1', 'com.example', { sdk: '1', os: 'ios' })).toEqual({ id: 'd1', initialInterestSet: [], created: true });
+      expect(await s.register({ instanceId: I, deviceId: 'd1', platform: 'apns', token: 'tok1', bundleIdentifier: 'com.example', metadata: { sdk: '1', os: 'ios' } })).toEqual({ id: 'd1', initialInterestSet: [], created: true });
       const first = await s.get(I, 'd1');
       expect(first).toMatchObject({ id: 'd1', instanceId: I, platform: 'apns', token: 'tok1', bundleIdentifier: 'com.example', metadata: { sdk: '1', os: 'ios' }, interestCount: 0 });
       expect(Object.keys(first!.metadata!)).toEqual(['sdk', 'os']);
@@ -79,12 +79,12 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       await s.addInterest(I, 'd1', 'b');
       await s.addInterest(I, 'd1', 'a');
       expect(await s.setUser(I, 'd1', 'alice')).toBe('ok');
-      expect(await s.register(I, 'd1', 'apns', 'tok2', undefined, undefined)).toEqual({ id: 'd1', initialInterestSet: ['a', 'b'], created: false });
+      expect(await s.register({ instanceId: I, deviceId: 'd1', platform: 'apns', token: 'tok2' })).toEqual({ id: 'd1', initialInterestSet: ['a', 'b'], created: false });
       const again = await s.get(I, 'd1');
       expect(again).toMatchObject({ token: 'tok2', bundleIdentifier: 'com.example', metadata: { sdk: '1', os: 'ios' }, interestCount: 2, createdAt: first!.createdAt });
       expect(again!.userId).toBeUndefined();
       expect(await s.countUserDevices(I, 'alice')).toBe(0);
-      await s.register(I, 'd1', 'fcm', 'tok3', undefined, { sdk: '2' });
+      await s.register({ instanceId: I, deviceId: 'd1', platform: 'fcm', token: 'tok3', metadata: { sdk: '2' } });
       expect(await s.get(I, 'd1')).toMatchObject({ platform: 'fcm', token: 'tok3', metadata: { sdk: '2' } });
       expect(await s.checkConsistency(I)).toEqual([]);
     });
@@ -92,15 +92,15 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
     it('answers registrations in flight at once as it would one at a time, the same device twice included', async () => {
       const { at } = await shards(1);
       const s = at('old');
-      await s.register(I, 'old', 'fcm', 'tok0', undefined, undefined);
+      await s.register({ instanceId: I, deviceId: 'old', platform: 'fcm', token: 'tok0' });
       await s.replaceInterests(I, 'old', ['x', 'y']);
       const fresh = Array.from({ length: 40 }, (_, k) => `new-${k}`);
       const answers = await Promise.all([
-        s.register(I, 'twice', 'fcm', 'tok1', undefined, undefined),
-        ...fresh.map((id) => s.register(I, id, 'apns', `tok-${id}`, 'com.example', { n: id })),
-        s.register(I, 'old', 'fcm', 'tok2', undefined, undefined),
-        s.register(I, 'twice', 'web', 'tok3', undefined, undefined),
-        s.register(OTHER, 'old', 'fcm', 'tok4', undefined, undefined),
+        s.register({ instanceId: I, deviceId: 'twice', platform: 'fcm', token: 'tok1' }),
+        ...fresh.map((id) => s.register({ instanceId: I, deviceId: id, platform: 'apns', token: `tok-${id}`, bundleIdentifier: 'com.example', metadata: { n: id } })),
+        s.register({ instanceId: I, deviceId: 'old', platform: 'fcm', token: 'tok2' }),
+        s.register({ instanceId: I, deviceId: 'twice', platform: 'web', token: 'tok3' }),
+        s.register({ instanceId: OTHER, deviceId: 'old', platform: 'fcm', token: 'tok4' }),
       ]);
       expect(answers[0]).toEqual({ id: 'twice', initialInterestSet: [], created: true });
       for (const [k, id] of fresh.entries()) expect(answers[k + 1]).toEqual({ id, initialInterestSet: [], created: true });
@@ -116,7 +116,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
 
     it('keeps instances apart', async () => {
       const { at } = await shards(1);
-      await at('d1').register(I, 'd1', 'fcm', 'tok', undefined, undefined);
+      await at('d1').register({ instanceId: I, deviceId: 'd1', platform: 'fcm', token: 'tok' });
       expect(await at('d1').get(OTHER, 'd1')).toBeUndefined();
       expect(await at('d1').delete(OTHER, 'd1')).toBe(false);
       expect(await at('d1').addInterest(OTHER, 'd1', 'a')).toBe('not-found');
@@ -126,7 +126,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
     it('deletes a device with its interests and user; deleteIfToken only while the token matches', async () => {
       const { at } = await shards(1);
       const s = at('d1');
-      await s.register(I, 'd1', 'fcm', 'tok', undefined, undefined);
+      await s.register({ instanceId: I, deviceId: 'd1', platform: 'fcm', token: 'tok' });
       await s.addInterest(I, 'd1', 'news');
       await s.setUser(I, 'd1', 'bob');
       expect(await s.deleteIfToken(I, 'd1', 'other-token')).toBe(false);
@@ -136,7 +136,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       expect(await s.delete(I, 'd1')).toBe(false);
       expect(await s.countUserDevices(I, 'bob')).toBe(0);
       expect(await drain(s.scanInterestSteps(I, ['news']))).toEqual([]);
-      await s.register(I, 'd1', 'fcm', 'tok', undefined, undefined);
+      await s.register({ instanceId: I, deviceId: 'd1', platform: 'fcm', token: 'tok' });
       expect(await s.delete(I, 'd1')).toBe(true);
       expect(await s.checkConsistency()).toEqual([]);
     });
@@ -146,7 +146,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       const s = at('d1');
       expect(await s.setMetadata(I, 'd1', { a: '1' })).toBe(false);
       expect(await s.setToken(I, 'd1', 't')).toBe(false);
-      await s.register(I, 'd1', 'web', 'tok', undefined, { old: 'x' });
+      await s.register({ instanceId: I, deviceId: 'd1', platform: 'web', token: 'tok', metadata: { old: 'x' } });
       expect(await s.setMetadata(I, 'd1', { z: '1', a: '2' })).toBe(true);
       expect(await s.setToken(I, 'd1', 'new-token')).toBe(true);
       const device = await s.get(I, 'd1');
@@ -157,8 +157,8 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
     it('scans a device as it is now, whatever changed since it joined the interest: token, platform, bundle, user', async () => {
       const { at } = await shards(1);
       const s = at('d1');
-      await s.register(I, 'd1', 'apns', 'tok1', 'com.example', undefined);
-      await s.register(I, 'd2', 'web', 'tok-d2', undefined, undefined);
+      await s.register({ instanceId: I, deviceId: 'd1', platform: 'apns', token: 'tok1', bundleIdentifier: 'com.example' });
+      await s.register({ instanceId: I, deviceId: 'd2', platform: 'web', token: 'tok-d2' });
       await s.addInterest(I, 'd1', 'early');
       await s.addInterest(I, 'd2', 'early');
       const d2 = { id: 'd2', platform: 'web', token: 'tok-d2', bundleIdentifier: undefined, userId: undefined };
@@ -170,7 +170,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       expect(await s.setUser(I, 'd1', 'alice')).toBe('ok');
       expect(await scanned('early')).toEqual([{ ...d1, userId: 'alice' }, d2]);
       // Re-registered: new platform and token, bundle kept (none given), user dropped.
-      await s.register(I, 'd1', 'fcm', 'tok3', undefined, { sdk: '2' });
+      await s.register({ instanceId: I, deviceId: 'd1', platform: 'fcm', token: 'tok3', metadata: { sdk: '2' } });
       Object.assign(d1, { platform: 'fcm', token: 'tok3' });
       expect(await scanned('early')).toEqual([d1, d2]);
       expect(await s.setUserWithinLimit(I, 'd1', 'bob', 0, 10)).toBe('ok');
@@ -180,7 +180,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       expect(await s.replaceInterests(I, 'd1', ['early', 'late'])).toBe('ok');
       expect(await s.addInterest(I, 'd1', 'added')).toBe('added');
       for (const interest of ['late', 'added']) expect(await scanned(interest)).toEqual([d1]);
-      await s.register(I, 'd1', 'apns', 'tok4', 'com.other', undefined);
+      await s.register({ instanceId: I, deviceId: 'd1', platform: 'apns', token: 'tok4', bundleIdentifier: 'com.other' });
       Object.assign(d1, { platform: 'apns', token: 'tok4', bundleIdentifier: 'com.other', userId: undefined });
       for (const interest of ['early', 'late', 'added']) expect(await scanned(interest)).toEqual(interest === 'early' ? [d1, d2] : [d1]);
       expect(await sent(s.scanInterestSteps(I, ['added', 'early', 'late']))).toHaveLength(2);
@@ -193,7 +193,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       const { at } = await shards(1);
       const s = at('d1');
       expect(await s.setUser(I, 'd1', 'alice')).toBe('not-found');
-      await s.register(I, 'd1', 'fcm', 'tok', undefined, undefined);
+      await s.register({ instanceId: I, deviceId: 'd1', platform: 'fcm', token: 'tok' });
       expect(await s.setUser(I, 'd1', 'alice')).toBe('ok');
       expect(await s.setUser(I, 'd1', 'alice')).toBe('ok');
       expect(await s.setUser(I, 'd1', 'bob')).toBe('already-associated');
@@ -207,7 +207,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       const ids = Array.from({ length: 6 }, (_, k) => `lim-${k}`);
       const outcomes: string[] = [];
       for (const id of ids) {
-        await at(id).register(I, id, 'fcm', `tok-${id}`, undefined, undefined);
+        await at(id).register({ instanceId: I, deviceId: id, platform: 'fcm', token: `tok-${id}` });
         // As the main thread asks: the user's devices on every other shard, then the device's own shard decides.
         const own = deviceShardFor(id, n);
         const elsewhere = (await Promise.all(all.map((s, shard) => (shard === own ? 0 : s.countUserDevices(I, 'erin'))))).reduce((a, b) => a + b, 0);
@@ -225,7 +225,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       const s = at('d1');
       expect(await s.listInterests(I, 'd1', 10)).toBe('not-found');
       expect(await s.listInterests(I, 'nobody', 10, 'not a cursor!')).toBe('bad-cursor');
-      await s.register(I, 'd1', 'fcm', 'tok', undefined, undefined);
+      await s.register({ instanceId: I, deviceId: 'd1', platform: 'fcm', token: 'tok' });
       const names = ['b', 'B', 'a', '_x', '-y', '9', 'a.b', 'ab', '=@,;'];
       expect(await s.replaceInterests(I, 'd1', names)).toBe('ok');
       const sorted = [...names].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)));
@@ -255,7 +255,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       const s = at('d1');
       expect(await s.replaceInterests(I, 'd1', ['a'])).toBe('not-found');
       expect(await s.removeInterest(I, 'd1', 'a')).toBe('not-found');
-      await s.register(I, 'd1', 'fcm', 'tok', undefined, undefined);
+      await s.register({ instanceId: I, deviceId: 'd1', platform: 'fcm', token: 'tok' });
       expect(await s.addInterest(I, 'd1', 'a')).toBe('added');
       expect(await s.addInterest(I, 'd1', 'a')).toBe('unchanged');
       expect(await s.removeInterest(I, 'd1', 'b')).toBe('unchanged');
@@ -273,7 +273,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
     it(`holds at most ${MAX_INTERESTS_PER_DEVICE} interests: too-many on add, RangeError on a larger replace, nothing changed`, async () => {
       const { at } = await shards(1);
       const s = at('d1');
-      await s.register(I, 'd1', 'fcm', 'tok', undefined, undefined);
+      await s.register({ instanceId: I, deviceId: 'd1', platform: 'fcm', token: 'tok' });
       const full = Array.from({ length: MAX_INTERESTS_PER_DEVICE }, (_, k) => `i${k}`);
       expect(await s.replaceInterests(I, 'd1', full)).toBe('ok');
       expect(await s.addInterest(I, 'd1', 'one-more')).toBe('too-many');
@@ -288,13 +288,13 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       const { all, at, scope } = await shards(n);
       const ids = Array.from({ length: 60 }, (_, k) => `dev-${String(k).padStart(2, '0')}`);
       for (const [k, id] of ids.entries()) {
-        await at(id).register(I, id, k % 2 ? 'fcm' : 'apns', `tok-${id}`, k % 2 ? undefined : 'com.example', undefined);
+        await at(id).register({ instanceId: I, deviceId: id, platform: k % 2 ? 'fcm' : 'apns', token: `tok-${id}`, bundleIdentifier: k % 2 ? undefined : 'com.example' });
         // Every device in `a` or `b`, a third in both; the odd fifth also in `c`.
         const interests = k % 3 === 0 ? ['a', 'b'] : k % 3 === 1 ? ['a'] : ['b'];
         if (k % 5 === 0) interests.push('c');
         await at(id).replaceInterests(I, id, interests);
       }
-      await at('outsider').register(I, 'outsider', 'fcm', 'tok', undefined, undefined);
+      await at('outsider').register({ instanceId: I, deviceId: 'outsider', platform: 'fcm', token: 'tok' });
       await at('outsider').addInterest(I, 'outsider', 'z');
       const perShard = await Promise.all(all.map((s) => drain(s.scanInterestSteps(I, ['c', 'b', 'a', 'b']))));
       const union = perShard.flatMap((part) => part.map((d) => d.id));
@@ -325,7 +325,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       const { all, at } = await shards(n);
       const ids = Array.from({ length: 90 }, (_, k) => `part-${String(k).padStart(2, '0')}`);
       for (const [k, id] of ids.entries()) {
-        await at(id).register(I, id, 'fcm', `tok-${id}`, undefined, undefined);
+        await at(id).register({ instanceId: I, deviceId: id, platform: 'fcm', token: `tok-${id}` });
         await at(id).replaceInterests(I, id, k % 2 ? ['a'] : ['a', 'b']);
         await at(id).setUser(I, id, k % 3 ? 'ua' : 'ub');
       }
@@ -362,7 +362,7 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       const { all, at, scope } = await shards(n);
       const ids = Array.from({ length: 30 }, (_, k) => `u-dev-${k}`);
       for (const [k, id] of ids.entries()) {
-        await at(id).register(I, id, 'web', `tok-${id}`, undefined, undefined);
+        await at(id).register({ instanceId: I, deviceId: id, platform: 'web', token: `tok-${id}` });
         await at(id).setUser(I, id, k < 20 ? 'carol' : 'dave');
       }
       const counts = await Promise.all(all.map((s) => s.countUserDevices(I, 'carol')));
@@ -399,11 +399,11 @@ export function deviceStoreContract(name: string, open: (shardCount: number) => 
       const platforms = ['apns', 'fcm', 'web', 'fcm', 'fcm'] as const;
       for (const [k, platform] of platforms.entries()) {
         const id = `c-${k}`;
-        await at(id).register(I, id, platform, 'tok', undefined, undefined);
+        await at(id).register({ instanceId: I, deviceId: id, platform, token: 'tok' });
         await at(id).replaceInterests(I, id, ['x', 'y'].slice(0, k % 3));
         if (k < 2) await at(id).setUser(I, id, `user-${k}`);
       }
-      await at('elsewhere').register(OTHER, 'elsewhere', 'apns', 'tok', undefined, undefined);
+      await at('elsewhere').register({ instanceId: OTHER, deviceId: 'elsewhere', platform: 'apns', token: 'tok' });
       const counts = await Promise.all(all.map((s) => s.counts(I)));
       const total = counts.reduce((a, c) => ({ devices: a.devices + c.devices, subscriptions: a.subscriptions + c.subscriptions, devicesWithUser: a.devicesWithUser + c.devicesWithUser }));
       expect(total).toEqual({ devices: 5, subscriptions: 0 + 1 + 2 + 0 + 1, devicesWithUser: 2 });

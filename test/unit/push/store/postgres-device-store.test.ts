@@ -43,7 +43,7 @@ describe('postgres device store', () => {
     const nodeA = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
     const nodeB = new PostgresDeviceStore({ url, shardIndex: 1, shardCount: 2 });
     try {
-      await nodeA.register(I, 'shared', 'fcm', 'tok', undefined, { v: '1' });
+      await nodeA.register({ instanceId: I, deviceId: 'shared', platform: 'fcm', token: 'tok', metadata: { v: '1' } });
       expect(await nodeB.get(I, 'shared')).toMatchObject({ token: 'tok', metadata: { v: '1' } });
       expect(await nodeB.addInterest(I, 'shared', 'news')).toBe('added');
       expect(await nodeA.listInterests(I, 'shared', 10)).toEqual({ interests: ['news'] });
@@ -59,7 +59,7 @@ describe('postgres device store', () => {
     const url = await freshDatabase();
     const nodes = Array.from({ length: 4 }, () => new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 }));
     try {
-      for (let k = 0; k < 8; k++) await nodes[0]!.register(I, `race-${k}`, 'fcm', `tok-${k}`, undefined, undefined);
+      for (let k = 0; k < 8; k++) await nodes[0]!.register({ instanceId: I, deviceId: `race-${k}`, platform: 'fcm', token: `tok-${k}` });
       // Every node has counted 0 devices elsewhere; the limit is 3.
       const outcomes = await Promise.all(Array.from({ length: 8 }, (_, k) => nodes[k % 4]!.setUserWithinLimit(I, `race-${k}`, 'gina', 0, 3)));
       expect(outcomes.filter((o) => o === 'ok')).toHaveLength(3);
@@ -76,10 +76,10 @@ describe('postgres device store', () => {
     try {
       await store.ready();
       const answers = await Promise.allSettled([
-        ...Array.from({ length: 20 }, (_, k) => store.register(I, `ok-${k}`, 'fcm', `tok-${k}`, undefined, undefined)),
+        ...Array.from({ length: 20 }, (_, k) => store.register({ instanceId: I, deviceId: `ok-${k}`, platform: 'fcm', token: `tok-${k}` })),
         // A NUL character is not valid in a PostgreSQL text value.
-        store.register(I, 'bad', 'fcm', 'tok\u0000', undefined, undefined),
-        store.register(I, 'ok-last', 'fcm', 'tok', undefined, undefined),
+        store.register({ instanceId: I, deviceId: 'bad', platform: 'fcm', token: 'tok\u0000' }),
+        store.register({ instanceId: I, deviceId: 'ok-last', platform: 'fcm', token: 'tok' }),
       ]);
       expect(answers.filter((a) => a.status === 'fulfilled')).toHaveLength(21);
       expect(answers[20]!.status).toBe('rejected');
@@ -172,13 +172,13 @@ describe('postgres device store', () => {
     const nodeA = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
     const nodeB = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
     try {
-      await nodeA.register(I, 'busy', 'fcm', 'tok', undefined, undefined);
+      await nodeA.register({ instanceId: I, deviceId: 'busy', platform: 'fcm', token: 'tok' });
       for (let k = 0; k < 20; k++) {
         await Promise.all([
           nodeA.addInterest(I, 'busy', `a-${k}`),
           nodeB.setToken(I, 'busy', `tok-${k}`),
           nodeA.replaceInterests(I, 'busy', [`r-${k}`, ...Array.from({ length: k }, (_, j) => `a-${j}`)]),
-          k % 2 ? nodeB.setUser(I, 'busy', `user-${k}`) : nodeB.register(I, 'busy', 'apns', `reg-${k}`, 'com.example', undefined),
+          k % 2 ? nodeB.setUser(I, 'busy', `user-${k}`) : nodeB.register({ instanceId: I, deviceId: 'busy', platform: 'apns', token: `reg-${k}`, bundleIdentifier: 'com.example' }),
         ]);
         expect(await nodeA.checkConsistency(), `round ${k}`).toEqual([]);
       }
@@ -213,7 +213,7 @@ describe('postgres device store', () => {
     const url = await freshDatabase();
     const store = new PostgresDeviceStore({ url, shardIndex: 0, shardCount: 1 });
     try {
-      await store.register(I, 'before', 'fcm', 'tok', undefined, undefined);
+      await store.register({ instanceId: I, deviceId: 'before', platform: 'fcm', token: 'tok' });
       await postgres().stop();
       let failure: unknown;
       try {

@@ -35,7 +35,7 @@ async function drain(scan: ScanSteps, stopAfter = Infinity): Promise<{ ids: stri
 async function checkPartitions(store: PushDeviceStore): Promise<void> {
   const ids = Array.from({ length: 300 }, (_, k) => `dev-${String(k).padStart(3, '0')}`);
   for (const [k, id] of ids.entries()) {
-    await store.register(I, id, 'fcm', `tok-${k}`, undefined, undefined);
+    await store.register({ instanceId: I, deviceId: id, platform: 'fcm', token: `tok-${k}` });
     await store.replaceInterests(I, id, k % 2 === 0 ? ['a', 'b'] : ['b']);
     await store.setUser(I, id, `user-${k % 7}`);
   }

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { clusterTestBed, type SimulatedNode } from '../../../../helpers/cluster-nodes.js';
-import { runScript } from '../../../../../src/channels/adapter/redis/scripts.js';
+import { STATE_SCRIPTS } from '../../../../../src/channels/adapter/redis/scripts.js';
 import { SharedOutboxKeys } from '../../../../../src/webhooks/shared-outbox-keys.js';
 import { sleep, until } from '../../../../helpers/wait.js';
 
@@ -105,7 +105,7 @@ describe('RedisChannelState', () => {
     // The node that decided them dies; node B releases them once due.
     a.node.crash();
     const redis = b.node.connections.commands;
-    const release = () => runScript<number>(redis, 'heraldReleaseHeld', [b.node.keys.prefix, 100]);
+    const release = () => STATE_SCRIPTS.run<number>(redis, 'heraldReleaseHeld', [b.node.keys.prefix, 100]);
     expect(await release()).toBe(0);
     // time: past the 300 ms hold: the release is due.
     await sleep(400);

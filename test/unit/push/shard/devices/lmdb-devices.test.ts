@@ -218,7 +218,7 @@ describe('LmdbDevices', () => {
   it('registers, reads, re-registers and deletes a device', async () => {
     const { store } = freshStore();
     const before = Date.now();
-    const first = await store.register('inst', 'd1', 'apns', 'tok-1', 'com.example', { sdkVersion: '1', iosVersion: '17' });
+    const first = await store.register({ instanceId: 'inst', deviceId: 'd1', platform: 'apns', token: 'tok-1', bundleIdentifier: 'com.example', metadata: { sdkVersion: '1', iosVersion: '17' } });
     expect(first).toEqual({ id: 'd1', initialInterestSet: [], created: true });
     const device = store.get('inst', 'd1')!;
     expect(device).toEqual({
@@ -237,7 +237,7 @@ describe('LmdbDevices', () => {
     await store.replaceInterests('inst', 'd1', ['b', 'a']);
     expect(await store.setUser('inst', 'd1', 'alice')).toBe('ok');
 
-    const again = await store.register('inst', 'd1', 'apns', 'tok-2', undefined, undefined);
+    const again = await store.register({ instanceId: 'inst', deviceId: 'd1', platform: 'apns', token: 'tok-2' });
     expect(again).toEqual({ id: 'd1', initialInterestSet: ['a', 'b'], created: false });
     // Interests survive a re-registration; the user association does not.
     expect(store.get('inst', 'd1')).toEqual({ ...device, token: 'tok-2', interestCount: 2 });
@@ -252,7 +252,7 @@ describe('LmdbDevices', () => {
     expect(store.counts('inst')).toEqual({ devices: 0, subscriptions: 0, devicesWithUser: 0 });
     expect(store.checkConsistency()).toEqual([]);
 
-    const reborn = await store.register('inst', 'd1', 'fcm', 'tok-3', undefined, undefined);
+    const reborn = await store.register({ instanceId: 'inst', deviceId: 'd1', platform: 'fcm', token: 'tok-3' });
     expect(reborn).toEqual({ id: 'd1', initialInterestSet: [], created: true });
     expect(store.get('inst', 'd1')).not.toHaveProperty('bundleIdentifier');
     expect(store.get('inst', 'd1')).not.toHaveProperty('userId');
@@ -260,13 +260,13 @@ describe('LmdbDevices', () => {
 
   it('re-registering a device clears its user (record and user index) and keeps its interests', async () => {
     const { store } = freshStore();
-    await store.register('inst', 'shared-phone', 'fcm', 'tok', undefined, undefined);
+    await store.register({ instanceId: 'inst', deviceId: 'shared-phone', platform: 'fcm', token: 'tok' });
     await store.replaceInterests('inst', 'shared-phone', ['news']);
     expect(await store.setUser('inst', 'shared-phone', 'alice')).toBe('ok');
     expect(scannedIds(store.scanUsers('inst', ['alice']))).toEqual(['shared-phone']);
 
     // Another person signs in on the same phone: the app registers the same token again.
-    expect(await store.register('inst', 'shared-phone', 'fcm', 'tok', undefined, undefined)).toEqual({ id: 'shared-phone', initialInterestSet: ['news'], created: false });
+    expect(await store.register({ instanceId: 'inst', deviceId: 'shared-phone', platform: 'fcm', token: 'tok' })).toEqual({ id: 'shared-phone', initialInterestSet: ['news'], created: false });
     expect(store.get('inst', 'shared-phone')).not.toHaveProperty('userId');
     expect(store.countUserDevices('inst', 'alice')).toBe(0);
     expect(scannedIds(store.scanUsers('inst', ['alice']))).toEqual([]);
@@ -278,7 +278,7 @@ describe('LmdbDevices', () => {
 
   it('deleteIfToken deletes only while the device still has that token', async () => {
     const { store } = freshStore();
-    await store.register('inst', 'd1', 'apns', 'old-token', 'b', undefined);
+    await store.register({ instanceId: 'inst', deviceId: 'd1', platform: 'apns', token: 'old-token', bundleIdentifier: 'b' });
     await store.addInterest('inst', 'd1', 'news');
     await store.setUser('inst', 'd1', 'alice');
     await store.setToken('inst', 'd1', 'new-token');
@@ -293,7 +293,7 @@ describe('LmdbDevices', () => {
 
   it('sets metadata and token only on existing devices', async () => {
     const { store } = freshStore();
-    await store.register('inst', 'd1', 'fcm', 'old', undefined, { sdkVersion: '1' });
+    await store.register({ instanceId: 'inst', deviceId: 'd1', platform: 'fcm', token: 'old', metadata: { sdkVersion: '1' } });
     expect(await store.setMetadata('inst', 'd1', { sdkVersion: '2', androidVersion: '14' })).toBe(true);
     expect(await store.setToken('inst', 'd1', 'new')).toBe(true);
     expect(store.get('inst', 'd1')).toMatchObject({ token: 'new', metadata: { sdkVersion: '2', androidVersion: '14' } });
@@ -304,7 +304,7 @@ describe('LmdbDevices', () => {
 
   it('associates users, counts their devices and deletes them', async () => {
     const { store } = freshStore();
-    for (const id of ['d1', 'd2', 'd3', 'd4']) await store.register('inst', id, 'fcm', `t-${id}`, undefined, undefined);
+    for (const id of ['d1', 'd2', 'd3', 'd4']) await store.register({ instanceId: 'inst', deviceId: id, platform: 'fcm', token: `t-${id}` });
     await store.replaceInterests('inst', 'd1', ['news', 'sport']);
     expect(await store.setUser('inst', 'd1', 'alice')).toBe('ok');
     expect(await store.setUser('inst', 'd1', 'alice')).toBe('ok');
@@ -332,7 +332,7 @@ describe('LmdbDevices', () => {
 
   it('pages 250 interests 100 at a time', async () => {
     const { store } = freshStore();
-    await store.register('inst', 'd1', 'web', 'sub', undefined, undefined);
+    await store.register({ instanceId: 'inst', deviceId: 'd1', platform: 'web', token: 'sub' });
     const all = names(250);
     await store.replaceInterests('inst', 'd1', [...all].reverse());
 
@@ -355,7 +355,7 @@ describe('LmdbDevices', () => {
 
   it('keeps cursors correct while interests are added and removed between pages', async () => {
     const { store } = freshStore();
-    await store.register('inst', 'd1', 'fcm', 't', undefined, undefined);
+    await store.register({ instanceId: 'inst', deviceId: 'd1', platform: 'fcm', token: 't' });
     const current = new Set(names(250, 'n'));
     await store.replaceInterests('inst', 'd1', [...current]);
 
@@ -393,7 +393,7 @@ describe('LmdbDevices', () => {
 
   it('answers bad-cursor and not-found', async () => {
     const { store } = freshStore();
-    await store.register('inst', 'd1', 'fcm', 't', undefined, undefined);
+    await store.register({ instanceId: 'inst', deviceId: 'd1', platform: 'fcm', token: 't' });
     expect(store.listInterests('inst', 'd1', 100, 'garbage!')).toBe('bad-cursor');
     expect(store.listInterests('inst', 'd1', 100, Buffer.from('{"v":1}').toString('base64url'))).toBe('bad-cursor');
     expect(store.listInterests('inst', 'missing', 100)).toBe('not-found');
@@ -403,7 +403,7 @@ describe('LmdbDevices', () => {
 
   it('replaces 5000 interests in a fraction of a second and enforces the maximum', async () => {
     const { store } = freshStore();
-    await store.register('inst', 'd1', 'fcm', 't', undefined, undefined);
+    await store.register({ instanceId: 'inst', deviceId: 'd1', platform: 'fcm', token: 't' });
     const first = names(MAX_INTERESTS_PER_DEVICE, 'a');
     let started = performance.now();
     expect(await store.replaceInterests('inst', 'd1', first)).toBe('ok');
@@ -431,7 +431,7 @@ describe('LmdbDevices', () => {
 
   it('adds and removes interests idempotently', async () => {
     const { store } = freshStore();
-    await store.register('inst', 'd1', 'fcm', 't', undefined, undefined);
+    await store.register({ instanceId: 'inst', deviceId: 'd1', platform: 'fcm', token: 't' });
     expect(await store.addInterest('inst', 'd1', 'news')).toBe('added');
     expect(await store.addInterest('inst', 'd1', 'news')).toBe('unchanged');
     expect(store.get('inst', 'd1')?.interestCount).toBe(1);
@@ -461,14 +461,14 @@ describe('LmdbDevices', () => {
       const { store } = freshStore();
       await Promise.all(
         deviceIds.map(async (id, i) => {
-          await store.register('inst', id, 'fcm', `t-${i}`, undefined, undefined);
+          await store.register({ instanceId: 'inst', deviceId: id, platform: 'fcm', token: `t-${i}` });
           await store.replaceInterests('inst', id, interestsOf(i));
         }),
       );
       // The prefix `a` must not pick up `ab`, nor another instance's devices.
-      await store.register('inst', 'ab-only', 'fcm', 't', undefined, undefined);
+      await store.register({ instanceId: 'inst', deviceId: 'ab-only', platform: 'fcm', token: 't' });
       await store.addInterest('inst', 'ab-only', 'ab');
-      await store.register('inst2', 'dev-0000', 'fcm', 't', undefined, undefined);
+      await store.register({ instanceId: 'inst2', deviceId: 'dev-0000', platform: 'fcm', token: 't' });
       await store.replaceInterests('inst2', 'dev-0000', ['even', 'a', 'three']);
       return store;
     }
@@ -517,7 +517,7 @@ describe('LmdbDevices', () => {
       const owners = ['u1', 'u2', 'u', 'u10'];
       await Promise.all(
         Array.from({ length: 600 }, async (_, i) => {
-          await store.register('inst', `d${i}`, 'apns', 't', 'b', undefined);
+          await store.register({ instanceId: 'inst', deviceId: `d${i}`, platform: 'apns', token: 't', bundleIdentifier: 'b' });
           await store.setUser('inst', `d${i}`, owners[i % owners.length]!);
         }),
       );
@@ -538,8 +538,8 @@ describe('LmdbDevices', () => {
 
     it('scans named devices it holds, each once, passing over unknown ones, and resumes', async () => {
       const { store } = freshStore();
-      for (const id of ['a', 'b', 'c']) await store.register('inst', id, 'fcm', `t-${id}`, undefined, undefined);
-      await store.register('inst2', 'z', 'fcm', 't-z', undefined, undefined);
+      for (const id of ['a', 'b', 'c']) await store.register({ instanceId: 'inst', deviceId: id, platform: 'fcm', token: `t-${id}` });
+      await store.register({ instanceId: 'inst2', deviceId: 'z', platform: 'fcm', token: 't-z' });
       const devicesOf = (ids: string[], from?: ScanPosition) =>
         [...store.scanDeviceSteps('inst', ids, from)].filter((s): s is ScannedDevice => s.device !== null);
       const full = devicesOf(['c', 'nope', 'a', 'c', 'z']);
@@ -558,10 +558,10 @@ describe('LmdbDevices', () => {
       const { store } = freshStore();
       const both = Array.from({ length: 1000 }, (_, i) => `both-${String(i).padStart(4, '0')}`);
       await Promise.all(both.map(async (id) => {
-        await store.register('inst', id, 'fcm', `t-${id}`, undefined, undefined);
+        await store.register({ instanceId: 'inst', deviceId: id, platform: 'fcm', token: `t-${id}` });
         await store.replaceInterests('inst', id, ['a', 'b']);
       }));
-      await store.register('inst', 'zz-b-only', 'fcm', 't', undefined, undefined);
+      await store.register({ instanceId: 'inst', deviceId: 'zz-b-only', platform: 'fcm', token: 't' });
       await store.addInterest('inst', 'zz-b-only', 'b');
 
       const steps = [...store.scanInterestSteps('inst', ['b', 'a'])];
@@ -595,10 +595,10 @@ describe('LmdbDevices', () => {
 
   it('counts an instance\'s devices by platform (the dashboard\'s push view)', async () => {
     const { store } = freshStore();
-    await store.register('inst', 'a1', 'apns', 'ta1', 'com.x', undefined);
-    await store.register('inst', 'f1', 'fcm', 'tf1', undefined, undefined);
-    await store.register('inst', 'f2', 'fcm', 'tf2', undefined, undefined);
-    await store.register('inst2', 'w1', 'web', 'tw1', undefined, undefined);
+    await store.register({ instanceId: 'inst', deviceId: 'a1', platform: 'apns', token: 'ta1', bundleIdentifier: 'com.x' });
+    await store.register({ instanceId: 'inst', deviceId: 'f1', platform: 'fcm', token: 'tf1' });
+    await store.register({ instanceId: 'inst', deviceId: 'f2', platform: 'fcm', token: 'tf2' });
+    await store.register({ instanceId: 'inst2', deviceId: 'w1', platform: 'web', token: 'tw1' });
     expect(store.platformCounts('inst')).toEqual({ apns: 1, fcm: 2, web: 0 });
     expect(store.platformCounts('inst2')).toEqual({ apns: 0, fcm: 0, web: 1 });
     expect(store.platformCounts('in')).toEqual({ apns: 0, fcm: 0, web: 0 });
@@ -607,7 +607,7 @@ describe('LmdbDevices', () => {
   it('keeps instances apart, even when one id is a prefix of another', async () => {
     const { store } = freshStore();
     for (const instance of ['inst', 'inst2', 'in']) {
-      await store.register(instance, 'd1', 'fcm', `t-${instance}`, undefined, undefined);
+      await store.register({ instanceId: instance, deviceId: 'd1', platform: 'fcm', token: `t-${instance}` });
       await store.replaceInterests(instance, 'd1', [`only-${instance}`, 'shared']);
       await store.setUser(instance, 'd1', 'alice');
     }
@@ -689,7 +689,7 @@ describe('LmdbDevices', () => {
 
   it('reports index disagreements it is shown', async () => {
     const { root, store } = freshStore();
-    await store.register('inst', 'd1', 'fcm', 't', undefined, undefined);
+    await store.register({ instanceId: 'inst', deviceId: 'd1', platform: 'fcm', token: 't' });
     await store.replaceInterests('inst', 'd1', ['a', 'b']);
     // Corrupt on purpose: drop one interest-index entry and add an orphaned user entry.
     const interests = root.openDB<Uint8Array, Uint8Array>('push/interests', { keyEncoding: 'binary', encoding: 'binary' });
@@ -744,7 +744,7 @@ describe('LmdbDevices', () => {
         if (bundle !== undefined) next.bundleIdentifier = bundle;
         if (metadata !== undefined) next.metadata = metadata;
         devices.set(id, next);
-        return run('register', store.register(instance, id, platform, token, bundle, metadata), expected);
+        return run('register', store.register({ instanceId: instance, deviceId: id, platform, token, bundleIdentifier: bundle, metadata }), expected);
       }
       if (roll < 0.28) {
         devices.delete(id);

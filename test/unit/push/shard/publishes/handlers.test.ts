@@ -102,7 +102,7 @@ const finishedOf = (emitter: RecordingEmitter, publishId: string) => emitter.pus
 
 /** The one device of the marker publishes, on the same gateway as the others. */
 async function registerMarkerDevice(devices: LmdbDevices): Promise<void> {
-  await devices.register(INSTANCE, 'marker', 'apns', apnsToken(9999), BUNDLE, undefined);
+  await devices.register({ instanceId: INSTANCE, deviceId: 'marker', platform: 'apns', token: apnsToken(9999), bundleIdentifier: BUNDLE });
   await devices.addInterest(INSTANCE, 'marker', 'marker');
 }
 
@@ -134,7 +134,7 @@ describe('push area of a shard', () => {
     await registerMarkerDevice(devices);
     const total = 20;
     for (let i = 0; i < total; i++) {
-      await devices.register(INSTANCE, `c-${i}`, 'apns', apnsToken(7000 + i), BUNDLE, undefined);
+      await devices.register({ instanceId: INSTANCE, deviceId: `c-${i}`, platform: 'apns', token: apnsToken(7000 + i), bundleIdentifier: BUNDLE });
       await devices.addInterest(INSTANCE, `c-${i}`, 'cancel-me');
     }
     fakes.setDelay(100); // concurrency 1: one send per 100 ms, so the run takes 2 s
@@ -166,7 +166,7 @@ describe('push area of a shard', () => {
   it('publish.cancel arriving while the start is still being stored keeps the publish from running', async () => {
     const emitter = new RecordingEmitter();
     const { area, devices, publishes } = openArea(emitter);
-    await devices.register(INSTANCE, 'quick', 'apns', apnsToken(7100), BUNDLE, undefined);
+    await devices.register({ instanceId: INSTANCE, deviceId: 'quick', platform: 'apns', token: apnsToken(7100), bundleIdentifier: BUNDLE });
     await devices.addInterest(INSTANCE, 'quick', 'race');
     await registerMarkerDevice(devices);
     const j = job('race');

@@ -87,10 +87,10 @@ const PAYLOADS = {
 describe('PublishRun', () => {
   it('reaches every subscribed device once with its platform payload and data.pusher', async () => {
     const sub = fakes.web.createSubscription();
-    await devices.register(INSTANCE, 'ios-1', 'apns', apnsToken(1), BUNDLE, undefined);
-    await devices.register(INSTANCE, 'and-1', 'fcm', 'fcm-token-1', undefined, undefined);
-    await devices.register(INSTANCE, 'web-1', 'web', sub.token, undefined, undefined);
-    await devices.register(INSTANCE, 'ios-other', 'apns', apnsToken(2), BUNDLE, undefined);
+    await devices.register({ instanceId: INSTANCE, deviceId: 'ios-1', platform: 'apns', token: apnsToken(1), bundleIdentifier: BUNDLE });
+    await devices.register({ instanceId: INSTANCE, deviceId: 'and-1', platform: 'fcm', token: 'fcm-token-1' });
+    await devices.register({ instanceId: INSTANCE, deviceId: 'web-1', platform: 'web', token: sub.token });
+    await devices.register({ instanceId: INSTANCE, deviceId: 'ios-other', platform: 'apns', token: apnsToken(2), bundleIdentifier: BUNDLE });
     await devices.replaceInterests(INSTANCE, 'ios-1', ['a', 'b', 'c']);
     await devices.replaceInterests(INSTANCE, 'and-1', ['b']);
     await devices.replaceInterests(INSTANCE, 'web-1', ['c']);
@@ -133,8 +133,8 @@ describe('PublishRun', () => {
   });
 
   it('skips devices of platforms the publish has no payload for', async () => {
-    await devices.register(INSTANCE, 'ios-1', 'apns', apnsToken(3), BUNDLE, undefined);
-    await devices.register(INSTANCE, 'and-1', 'fcm', 'fcm-token-skip', undefined, undefined);
+    await devices.register({ instanceId: INSTANCE, deviceId: 'ios-1', platform: 'apns', token: apnsToken(3), bundleIdentifier: BUNDLE });
+    await devices.register({ instanceId: INSTANCE, deviceId: 'and-1', platform: 'fcm', token: 'fcm-token-skip' });
     await devices.addInterest(INSTANCE, 'ios-1', 'only');
     await devices.addInterest(INSTANCE, 'and-1', 'only');
     const fcmBefore = fakes.fcm.received.length;
@@ -148,18 +148,18 @@ describe('PublishRun', () => {
   it('deletes devices whose token is dead and retries 429/5xx', async () => {
     // Dead-token answers delete devices only once each client has had an accepted send (dead-token-guard.ts).
     const shared = deps();
-    await devices.register(INSTANCE, 'ios-live', 'apns', apnsToken(40), BUNDLE, undefined);
-    await devices.register(INSTANCE, 'and-live', 'fcm', 'fcm-live', undefined, undefined);
-    await devices.register(INSTANCE, 'web-live', 'web', fakes.web.createSubscription().token, undefined, undefined);
+    await devices.register({ instanceId: INSTANCE, deviceId: 'ios-live', platform: 'apns', token: apnsToken(40), bundleIdentifier: BUNDLE });
+    await devices.register({ instanceId: INSTANCE, deviceId: 'and-live', platform: 'fcm', token: 'fcm-live' });
+    await devices.register({ instanceId: INSTANCE, deviceId: 'web-live', platform: 'web', token: fakes.web.createSubscription().token });
     for (const id of ['ios-live', 'and-live', 'web-live']) await devices.addInterest(INSTANCE, id, 'warm-up');
     expect(await (await startJob(job('interests', ['warm-up'], PAYLOADS), shared)).result).toBe('finished');
 
     const deadWeb = fakes.web.createSubscription();
-    await devices.register(INSTANCE, 'ios-dead', 'apns', apnsToken(4), BUNDLE, undefined);
-    await devices.register(INSTANCE, 'and-dead', 'fcm', 'fcm-dead', undefined, undefined);
-    await devices.register(INSTANCE, 'web-dead', 'web', deadWeb.token, undefined, undefined);
-    await devices.register(INSTANCE, 'ios-retry', 'apns', apnsToken(5), BUNDLE, undefined);
-    await devices.register(INSTANCE, 'and-retry', 'fcm', 'fcm-retry', undefined, undefined);
+    await devices.register({ instanceId: INSTANCE, deviceId: 'ios-dead', platform: 'apns', token: apnsToken(4), bundleIdentifier: BUNDLE });
+    await devices.register({ instanceId: INSTANCE, deviceId: 'and-dead', platform: 'fcm', token: 'fcm-dead' });
+    await devices.register({ instanceId: INSTANCE, deviceId: 'web-dead', platform: 'web', token: deadWeb.token });
+    await devices.register({ instanceId: INSTANCE, deviceId: 'ios-retry', platform: 'apns', token: apnsToken(5), bundleIdentifier: BUNDLE });
+    await devices.register({ instanceId: INSTANCE, deviceId: 'and-retry', platform: 'fcm', token: 'fcm-retry' });
     for (const id of ['ios-dead', 'and-dead', 'web-dead', 'ios-retry', 'and-retry']) await devices.addInterest(INSTANCE, id, 'news');
     fakes.apns.deadTokens.add(apnsToken(4));
     fakes.fcm.deadTokens.add('fcm-dead');
@@ -183,9 +183,9 @@ describe('PublishRun', () => {
   });
 
   it('records the per-user outcome of a user publish', async () => {
-    await devices.register(INSTANCE, 'u1-phone', 'fcm', 'fcm-u1', undefined, undefined);
-    await devices.register(INSTANCE, 'u2-phone', 'apns', apnsToken(6), BUNDLE, undefined);
-    await devices.register(INSTANCE, 'u3-web', 'web', fakes.web.createSubscription().token, undefined, undefined);
+    await devices.register({ instanceId: INSTANCE, deviceId: 'u1-phone', platform: 'fcm', token: 'fcm-u1' });
+    await devices.register({ instanceId: INSTANCE, deviceId: 'u2-phone', platform: 'apns', token: apnsToken(6), bundleIdentifier: BUNDLE });
+    await devices.register({ instanceId: INSTANCE, deviceId: 'u3-web', platform: 'web', token: fakes.web.createSubscription().token });
     await devices.setUser(INSTANCE, 'u1-phone', 'alice');
     await devices.setUser(INSTANCE, 'u2-phone', 'bob');
     await devices.setUser(INSTANCE, 'u3-web', 'carol');
@@ -202,7 +202,7 @@ describe('PublishRun', () => {
   });
 
   it('keeps the devices a fresh client calls dead (no accepted send yet): failed, not removed', async () => {
-    await devices.register(INSTANCE, 'ios-suspect', 'apns', apnsToken(41), BUNDLE, undefined);
+    await devices.register({ instanceId: INSTANCE, deviceId: 'ios-suspect', platform: 'apns', token: apnsToken(41), bundleIdentifier: BUNDLE });
     await devices.addInterest(INSTANCE, 'ios-suspect', 'suspect');
     fakes.apns.failNext(apnsToken(41), 1, 400, { reason: 'BadDeviceToken' });
     const j = job('interests', ['suspect'], { apns: PAYLOADS.apns });
@@ -216,7 +216,7 @@ describe('PublishRun', () => {
 
   it('keeps no user ids in memory for an interest publish, only for a user publish', async () => {
     for (let i = 0; i < 20; i++) {
-      await devices.register(INSTANCE, `fan-${i}`, 'fcm', `fcm-fan-${i}`, undefined, undefined);
+      await devices.register({ instanceId: INSTANCE, deviceId: `fan-${i}`, platform: 'fcm', token: `fcm-fan-${i}` });
       await devices.addInterest(INSTANCE, `fan-${i}`, 'fans');
       await devices.setUser(INSTANCE, `fan-${i}`, `user-${i}`);
     }
@@ -241,7 +241,7 @@ describe('PublishRun', () => {
     const count = 1024;
     await Promise.all(Array.from({ length: count }, async (_, i) => {
       const id = `multi-${String(i).padStart(4, '0')}`;
-      await devices.register(INSTANCE, id, 'apns', apnsToken(5000 + i), BUNDLE, undefined);
+      await devices.register({ instanceId: INSTANCE, deviceId: id, platform: 'apns', token: apnsToken(5000 + i), bundleIdentifier: BUNDLE });
       await devices.replaceInterests(INSTANCE, id, ['a', 'b', 'c', 'd', 'e']);
     }));
     let ticks = 0;
@@ -269,7 +269,7 @@ describe('PublishRun', () => {
     const total = 40;
     for (let i = 0; i < total; i++) {
       const id = `dev-${String(i).padStart(2, '0')}`;
-      await devices.register(INSTANCE, id, 'apns', apnsToken(1000 + i), BUNDLE, undefined);
+      await devices.register({ instanceId: INSTANCE, deviceId: id, platform: 'apns', token: apnsToken(1000 + i), bundleIdentifier: BUNDLE });
       await devices.addInterest(INSTANCE, id, 'big');
     }
     fakes.setDelay(40);

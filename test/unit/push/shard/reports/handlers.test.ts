@@ -56,7 +56,7 @@ beforeEach(async () => {
   }, publishes);
   const job: PublishJob = { publishId: PUBLISH, instanceId: INSTANCE, kind: 'interests', targets: ['news'], payloads: { fcm: {} }, acceptedAt: Date.now() };
   await publishes.create(job, initialProgress(job), false);
-  await devices.register(INSTANCE, 'fcm-alice', 'fcm', 'token-alice', undefined, undefined);
+  await devices.register({ instanceId: INSTANCE, deviceId: 'fcm-alice', platform: 'fcm', token: 'token-alice' });
   await devices.setUser(INSTANCE, 'fcm-alice', 'alice');
 });
 
@@ -96,7 +96,7 @@ describe('report.record', () => {
 
   it('names no user it cannot vouch for, and ignores unknown devices and publishes', async () => {
     expect(await area.handlers['report.record']({ report: report({ userId: 'mallory' }) })).toEqual({ outcome: 'recorded' });
-    await devices.register(INSTANCE, 'fcm-nobody', 'fcm', 'token-nobody', undefined, undefined);
+    await devices.register({ instanceId: INSTANCE, deviceId: 'fcm-nobody', platform: 'fcm', token: 'token-nobody' });
     expect(await area.handlers['report.record']({ report: report({ deviceId: 'fcm-nobody' }) })).toEqual({ outcome: 'recorded' });
     expect(await area.handlers['report.record']({ report: report({ deviceId: 'fcm-unknown' }) })).toEqual({ outcome: 'unknown-device' });
     expect(await area.handlers['report.record']({ report: report({ kind: 'open', publishId: 'pubid-unknown' }) })).toEqual({ outcome: 'unknown-publish' });
