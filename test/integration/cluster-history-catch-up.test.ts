@@ -2,8 +2,8 @@
  * A node whose Redis subscriber connection alone drops (its command connection and its
  * sockets stay up) catches its history channels up once it listens again: a pusher-js client
  * with the recovery plugin on that node, never disconnected, gets the events published through
- * the other node meanwhile once, in order, then live ones; and `herald:recovery_failed` when
- * the history no longer reaches back. Two real nodes over a private redis-server; node A is
+ * the other node meanwhile once, in order, then live ones, also under a steady publish rate;
+ * and `herald:recovery_failed` when the history no longer reaches back. Two real nodes over a private redis-server; node A is
  * paused (SIGSTOP) while its subscriber connection is killed and node B publishes, so that the
  * events surely fall in the gap.
  */
@@ -91,6 +91,34 @@ describe.skipIf(ONE_PROCESS)("history channels when a node's subscriber connecti
     // The node caught up, not the client: it never reconnected.
     expect(pusher.connection.socket_id).toBe(socketId);
     expect(pusher.connection.state).toBe('connected');
+  }, 60_000);
+
+  it('holds live events while it catches up under a steady publish rate: every event once, in order', async () => {
+    const cluster = await bed.start({ apps: APPS });
+    const viaB = channelsSdk(cluster.b.port, APP);
+    const { seen } = await subscriberOnA(cluster, APP.key, 'history-steady');
+    let sent = 0;
+    let publishing = true;
+    // One publisher: each trigger is answered before the next, so the order is known.
+    const publisher = (async () => {
+      while (publishing) {
+        expect((await viaB.trigger('history-steady', 'n', sent)).status).toBe(200);
+        sent++;
+      }
+    })();
+    await until(() => numbered(seen).length >= 10, 'events before the drop');
+    await dropSubscriberOfA(cluster, async () => {
+      const droppedAt = sent;
+      await until(() => sent >= droppedAt + 10, 'events while A is cut off');
+    });
+    const resumedAt = sent;
+    // Node A reconnects and catches up while these are published.
+    await until(() => sent >= resumedAt + 40, 'events after A resumed');
+    publishing = false;
+    await publisher;
+    await until(() => numbered(seen).length >= sent, () => `${sent} events, got ${numbered(seen).length}`, 20_000);
+    expect(numbered(seen)).toEqual(Array.from({ length: sent }, (_, i) => i));
+    expect(seen.filter(([e]) => e !== 'n')).toEqual([]);
   }, 60_000);
 
   it('sends herald:recovery_failed when the history no longer reaches back, then goes on live', async () => {

@@ -59,6 +59,8 @@ interface Watched {
   marked: boolean;
   /** History frames received after the mark, delivered once the read's events are. */
   after: Held[];
+  /** The baseline read in flight, shared by the joins that wait for it. */
+  baseline?: Promise<boolean> | undefined;
 }
 
 export class HistoryCatchUp {
@@ -76,11 +78,18 @@ export class HistoryCatchUp {
    * baseline is known (at once when it already is). Rejects when the read fails; false when
    * the mark did not arrive (the subscriber connection dropped: the join is made again).
    */
-  async watch(appId: string, channel: string): Promise<boolean> {
+  watch(appId: string, channel: string): Promise<boolean> {
     const key = keyOf(appId, channel);
     let w = this.channels.get(key);
     if (!w) this.channels.set(key, (w = { appId, channel, last: undefined, holding: false, round: 0, started: 0, marked: false, after: [] }));
-    if (w.last !== undefined) return true;
+    if (w.last !== undefined) return Promise.resolve(true);
+    const watched = w;
+    watched.baseline ??= this.takeBaseline(key, watched).finally(() => (watched.baseline = undefined));
+    return watched.baseline;
+  }
+
+  private async takeBaseline(key: string, w: Watched): Promise<boolean> {
+    const { appId, channel } = w;
     const { token, marked } = this.awaitMark();
     try {
       const point = await this.deps.point(appId, channel, this.deps.markFor(token));

@@ -8,7 +8,8 @@
  *   d (data), t (publishedAt, Redis ms), b (bytes counted), u (user id, presence client events);
  * - `hist:m:<cid>`: the channel's generation and last sequence given (g, s), kept for
  *   max(1 h, ttlSeconds) after its last event, so that a client whose last serial is the
- *   channel's last still recovers once every event has expired;
+ *   channel's last still recovers once every event has expired (started with sequence 0 by a
+ *   node's point read when the channel has none, history-catch-up.ts);
  * - `hist:b:<appId>`: the bytes of the app's kept events (channel name + event name + data,
  *   UTF-8, as the cache counts), the whole of maxHistoryBytes for the cluster;
  * - `hist:o:<appId>`: the app's channels with kept events, scored by their oldest one's time
@@ -208,12 +209,12 @@ return out
 `;
 
 /**
- * ARGV: prefix, appId, channel, keepMs, mark topic, mark message. Returns the channel's last
+ * ARGV: prefix, appId, channel, keepMs, ttlMs, mark topic, mark message. Returns the channel's last
  * serial given, after starting its generation (sequence 0, kept keepMs) when it has none: an
  * event published later gets a serial after it that a read from it reaches. Publishes the mark.
  */
 const POINT = `
-local appId, channel, keep = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local appId, channel, keep, ttl = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local s, m = streamKey(appId, channel), P .. 'hist:m:' .. appId .. ':' .. channel
 local gen, seq = tonumber(redis.call('HGET', m, 'g') or '0'), 0
 if gen == 0 then
@@ -226,11 +227,11 @@ if gen == 0 then
   redis.call('HSET', m, 'g', gen, 's', 0)
   redis.call('PEXPIRE', m, keep)
   redis.call('ZADD', P .. 'hist:c:' .. appId, now, channel)
-  redis.call('PEXPIRE', P .. 'hist:c:' .. appId, keep + 60000)
+  redis.call('PEXPIRE', P .. 'hist:c:' .. appId, keep + ttl + 60000)
 else
   seq = tonumber(redis.call('HGET', m, 's'))
 end
-redis.call('PUBLISH', ARGV[5], ARGV[6])
+redis.call('PUBLISH', ARGV[6], ARGV[7])
 return string.format('%013d-%012d', gen, seq)
 `;
 
@@ -341,7 +342,7 @@ export class RedisHistory {
    * generation when it has none, so that a read from the answer reaches every later event.
    */
   async point(appId: string, channel: string, ttlSeconds: number, mark: HistoryMark): Promise<string> {
-    return (await whenAvailable(() => this.run.heraldHistoryPoint(this.prefix, appId, channel, keepMs(ttlSeconds), mark.topic, mark.message))) as string;
+    return (await whenAvailable(() => this.run.heraldHistoryPoint(this.prefix, appId, channel, keepMs(ttlSeconds), ttlSeconds * 1000, mark.topic, mark.message))) as string;
   }
 
   /** Drops expired events and forgets quiet channels of these apps (every node runs it, on a timer). */
