@@ -61,6 +61,8 @@ interface Watched {
   after: Held[];
   /** The baseline read in flight, shared by the joins that wait for it. */
   baseline?: Promise<boolean> | undefined;
+  /** Joins waiting for the catch-up to end. */
+  waiting: (() => void)[];
 }
 
 export class HistoryCatchUp {
@@ -75,13 +77,16 @@ export class HistoryCatchUp {
 
   /**
    * A history channel got a subscriber here, this node listening to it: resolves once its
-   * baseline is known (at once when it already is). Rejects when the read fails; false when
-   * the mark did not arrive (the subscriber connection dropped: the join is made again).
+   * baseline is known (at once when it already is) and no catch-up is under way (its socket,
+   * attached after, gets none of the catch-up's events: its own join answered what it missed).
+   * Rejects when the read fails; false when the mark did not arrive or the catch-up did not end
+   * within markWaitMs (the subscriber connection dropped: the join is made again).
    */
   watch(appId: string, channel: string): Promise<boolean> {
     const key = keyOf(appId, channel);
     let w = this.channels.get(key);
-    if (!w) this.channels.set(key, (w = { appId, channel, last: undefined, holding: false, round: 0, started: 0, marked: false, after: [] }));
+    if (!w) this.channels.set(key, (w = { appId, channel, last: undefined, holding: false, round: 0, started: 0, marked: false, after: [], waiting: [] }));
+    if (w.holding) return this.caughtUp(w).then((ended) => ended && this.watch(appId, channel));
     if (w.last !== undefined) return Promise.resolve(true);
     const watched = w;
     watched.baseline ??= this.takeBaseline(key, watched).finally(() => (watched.baseline = undefined));
@@ -105,7 +110,10 @@ export class HistoryCatchUp {
 
   /** The channel's last subscriber here left. */
   forget(appId: string, channel: string): void {
-    this.channels.delete(keyOf(appId, channel));
+    const key = keyOf(appId, channel);
+    const w = this.channels.get(key);
+    this.channels.delete(key);
+    if (w) for (const wake of w.waiting.splice(0)) wake();
   }
 
   /** Whether a frame this node received for the channel goes to its sockets now (false: held or dropped). */
@@ -151,6 +159,7 @@ export class HistoryCatchUp {
   close(): void {
     this.closed = true;
     for (const arrived of this.marks.values()) arrived();
+    for (const w of this.channels.values()) for (const wake of w.waiting.splice(0)) wake();
   }
 
   private async catchUp(key: string, w: Watched, round: number): Promise<void> {
@@ -192,6 +201,18 @@ export class HistoryCatchUp {
     }
   }
 
+  /** True once the channel's catch-up ended, false after markWaitMs. */
+  private caughtUp(w: Watched): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), this.deps.markWaitMs);
+      timer.unref();
+      w.waiting.push(() => {
+        clearTimeout(timer);
+        resolve(!this.closed);
+      });
+    });
+  }
+
   /** Delivers what was held after the mark; live delivery takes over. */
   private release(w: Watched): void {
     for (const held of w.after) {
@@ -201,6 +222,7 @@ export class HistoryCatchUp {
     w.holding = false;
     w.marked = false;
     w.after = [];
+    for (const wake of w.waiting.splice(0)) wake();
   }
 
   /** A token whose mark resolves `marked` true (calling `onMark` first), or false after markWaitMs or on close. */
