@@ -18,7 +18,8 @@
  * on the channel reaches this node (a socket told it subscribed before that could miss an
  * event published through another node meanwhile). After a
  * reconnect the bus subscribes again to everything it watches; what was published while a
- * node was cut off is not replayed (pub/sub has no history).
+ * node was cut off is not replayed (pub/sub has no history; the adapter catches up history
+ * channels from Redis, history-catch-up.ts).
  */
 import type { Redis } from 'ioredis';
 import { log } from '../../../log.js';
@@ -28,6 +29,10 @@ import type { RedisKeys } from './keys.js';
 export interface DeliveryHandlers {
   /** A frame published on another node for a channel this node watches. */
   onFrame(appId: string, channel: string, frame: string, exceptSocketId: string | undefined): void;
+  /** The subscriber connection dropped: nothing is received until onListening. */
+  onDropped?(): void;
+  /** The subscriber connection is back and subscribed again to every watched channel. */
+  onListening?(): void;
 }
 
 export class DeliveryBus {
@@ -50,6 +55,7 @@ export class DeliveryBus {
     // Nothing is received until the connection is back: a join does not wait for that (the
     // node reports the outage); resubscribe() confirms every watched channel again.
     this.release([...this.waiting.keys()]);
+    this.handlers.onDropped?.();
   };
   /** The subscriber connection is up and subscribed to everything watched (see listening). */
   private subscribed = false;
@@ -129,6 +135,11 @@ export class DeliveryBus {
     this.schedule(topic, false);
   }
 
+  /** Whether a local socket still watches the channel. */
+  watches(appId: string, channel: string): boolean {
+    return this.watched.has(this.keys.channelTopic(appId, channel));
+  }
+
   /** Channels this node listens to (Redis channel names), for tests and metrics. */
   watchedCount(): number {
     return this.watched.size;
@@ -197,11 +208,13 @@ export class DeliveryBus {
     const watched = [...this.watched.keys()];
     if (watched.length === 0) {
       this.subscribed = true;
+      this.handlers.onListening?.();
       return;
     }
     this.subscriber.subscribe(...watched).then(() => {
       this.subscribed = true;
       this.confirm(watched);
+      this.handlers.onListening?.();
     }, (err: unknown) => {
       log.warn('cluster: re-subscribing after reconnect failed; retried on the next reconnect', { error: String(err) });
     });

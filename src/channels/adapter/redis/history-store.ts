@@ -8,7 +8,8 @@
  *   d (data), t (publishedAt, Redis ms), b (bytes counted), u (user id, presence client events);
  * - `hist:m:<cid>`: the channel's generation and last sequence given (g, s), kept for
  *   max(1 h, ttlSeconds) after its last event, so that a client whose last serial is the
- *   channel's last still recovers once every event has expired;
+ *   channel's last still recovers once every event has expired (started with sequence 0 by a
+ *   node's point read when the channel has none, history-catch-up.ts);
  * - `hist:b:<appId>`: the bytes of the app's kept events (channel name + event name + data,
  *   UTF-8, as the cache counts), the whole of maxHistoryBytes for the cluster;
  * - `hist:o:<appId>`: the app's channels with kept events, scored by their oldest one's time
@@ -160,7 +161,8 @@ return serial
 
 /**
  * ARGV: prefix, appId, channel, since ('' none), since as a stream id, limit, ttlMs, mark topic
- * ('' none), mark message. Returns {complete, serial, event, data, publishedAt, userId, ...}.
+ * ('' none), mark message. Returns {complete, last serial given ('' none), serial, event, data,
+ * publishedAt, userId, ...}.
  */
 const READ = `
 local appId, channel, since, sinceId = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -189,7 +191,8 @@ else
   if #rows > limit then rows[#rows] = nil end
 end
 if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[9]) end
-local out = {complete and 1 or 0}
+local g, q = redis.call('HGET', m, 'g'), redis.call('HGET', m, 's')
+local out = {complete and 1 or 0, g and string.format('%013d-%012d', tonumber(g), tonumber(q)) or ''}
 for _, row in ipairs(rows) do
   local f = fields(row)
   out[#out + 1] = serialOf(row[1])
@@ -199,6 +202,33 @@ for _, row in ipairs(rows) do
   out[#out + 1] = f.u or ''
 end
 return out
+`;
+
+/**
+ * ARGV: prefix, appId, channel, keepMs, ttlMs, mark topic, mark message. Returns the channel's last
+ * serial given, after starting its generation (sequence 0, kept keepMs) when it has none: an
+ * event published later gets a serial after it that a read from it reaches. Publishes the mark.
+ */
+const POINT = `
+local appId, channel, keep, ttl = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local s, m = streamKey(appId, channel), P .. 'hist:m:' .. appId .. ':' .. channel
+local gen, seq = tonumber(redis.call('HGET', m, 'g') or '0'), 0
+if gen == 0 then
+  gen = now
+  local last = redis.call('XREVRANGE', s, '+', '-', 'COUNT', 1)[1]
+  if last then
+    local lg = tonumber(string.match(last[1], '^(%d+)-'))
+    if lg >= gen then gen = lg + 1 end
+  end
+  redis.call('HSET', m, 'g', gen, 's', 0)
+  redis.call('PEXPIRE', m, keep)
+  redis.call('ZADD', P .. 'hist:c:' .. appId, now, channel)
+  redis.call('PEXPIRE', P .. 'hist:c:' .. appId, keep + ttl + 60000)
+else
+  seq = tonumber(redis.call('HGET', m, 's'))
+end
+redis.call('PUBLISH', ARGV[6], ARGV[7])
+return string.format('%013d-%012d', gen, seq)
 `;
 
 /**
@@ -239,6 +269,7 @@ return left
 const SCRIPTS = new LuaScripts(COMMON, {
   heraldHistoryAppend: APPEND,
   heraldHistoryRead: READ,
+  heraldHistoryPoint: POINT,
   heraldHistoryPrune: PRUNE,
   heraldHistoryForget: FORGET,
 });
@@ -280,20 +311,29 @@ export class RedisHistory {
 
   /**
    * The kept events after `since` (a serial, parseSerial), at most `limit`, or the last `limit`
-   * without it; with `mark`, publishes it in the same step.
+   * without it; with `mark`, publishes it in the same step. `lastGiven`: the channel's last
+   * serial given at that step ('' when it has no generation).
    */
-  async read(appId: string, channel: string, since: string | undefined, limit: number, ttlSeconds: number, mark?: HistoryMark): Promise<HistoryRead> {
+  async read(appId: string, channel: string, since: string | undefined, limit: number, ttlSeconds: number, mark?: HistoryMark): Promise<HistoryRead & { lastGiven: string }> {
     const parts = since === undefined ? null : parseSerial(since);
     const sinceId = parts ? `${parts.generation}-${parts.sequence}` : '';
     const args = [this.prefix, appId, channel, since ?? '', sinceId, limit, ttlSeconds * 1000, mark?.topic ?? '', mark?.message ?? ''];
     const reply = (await whenAvailable(() => this.run.heraldHistoryRead(...args))) as (number | string)[];
     const events: KeptEvent[] = [];
-    for (let i = 1; i + 4 < reply.length; i += 5) {
+    for (let i = 2; i + 4 < reply.length; i += 5) {
       const e: KeptEvent = { serial: String(reply[i]), event: String(reply[i + 1]), data: String(reply[i + 2]), publishedAt: Number(reply[i + 3]) };
       if (reply[i + 4] !== '') e.userId = String(reply[i + 4]);
       events.push(e);
     }
-    return { events, complete: reply[0] === 1 };
+    return { events, complete: reply[0] === 1, lastGiven: String(reply[1]) };
+  }
+
+  /**
+   * The channel's last serial given, publishing `mark` in the same step; starts the channel's
+   * generation when it has none, so that a read from the answer reaches every later event.
+   */
+  async point(appId: string, channel: string, ttlSeconds: number, mark: HistoryMark): Promise<string> {
+    return (await whenAvailable(() => this.run.heraldHistoryPoint(this.prefix, appId, channel, keepMs(ttlSeconds), ttlSeconds * 1000, mark.topic, mark.message))) as string;
   }
 
   /** Drops expired events and forgets quiet channels of these apps (every node runs it, on a timer). */

@@ -59,6 +59,7 @@ import { RedisUnavailableError } from '../../../cluster/connection.js';
 import { HIDDEN_CHANNELS, STATE_SCRIPTS } from './scripts.js';
 import { RedisHistory, type ClusterHistoryBounds } from './history-store.js';
 import { RecoverySeams } from './history-seam.js';
+import { HistoryCatchUp } from './history-catch-up.js';
 
 /** Hidden channel whose members are the signed-in users, one subscription per node and user. */
 export const ONLINE_CHANNEL = '#online';
@@ -157,6 +158,8 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   private readonly keptEvents: RedisHistory;
   /** Recovering joins between their read and their attach (history-seam.ts). */
   private readonly seams = new RecoverySeams();
+  /** History channels with subscribers here: what they missed while the subscriber connection was down (history-catch-up.ts). */
+  private readonly catchUp: HistoryCatchUp;
   private historyPrune: NodeJS.Timeout | undefined;
 
   private constructor(private readonly deps: RedisAdapterDeps) {
@@ -167,6 +170,8 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       snapshot: () => this.snapshot(),
       onTransitions: (transitions) => this.reportTransitions(transitions),
       onFrame: (appId, channel, frame, except) => this.fromOtherNode(appId, channel, frame, except),
+      onDropped: () => this.catchUp.dropped(),
+      onListening: () => this.catchUp.listening(),
     });
     deps.cluster.onControl((message, origin) => this.control(message, origin));
     const state = this.node.state;
@@ -179,6 +184,20 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     };
     this.rateCounter = { take: (key, cost, limit) => this.call(() => state.takeRate(key, cost, limit)) };
     this.keptEvents = new RedisHistory(this.node.connections.commands, this.node.keys.prefix);
+    this.catchUp = new HistoryCatchUp({
+      read: (appId, channel, since, mark) => {
+        const bounds = this.historyBoundsOf(appId, channel);
+        return bounds ? this.keptEvents.read(appId, channel, since, bounds.maxEvents, bounds.ttlSeconds, mark) : Promise.resolve(null);
+      },
+      point: (appId, channel, mark) => {
+        const bounds = this.historyBoundsOf(appId, channel);
+        return bounds ? this.keptEvents.point(appId, channel, bounds.ttlSeconds, mark) : Promise.resolve(null);
+      },
+      deliver: (appId, channel, frame, except) => deliverToTopic(this.topics, this.registry, appId, channel, frame, except),
+      markFor: (token) => this.markFor(token),
+      listening: () => this.node.bus.listening,
+      markWaitMs: deps.cluster.config.nodeTimeoutMs,
+    });
   }
 
   /** Connects to Redis, registers the node, and starts heartbeats, reaper and delivery. */
@@ -267,7 +286,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     }
     // A recovering join between its mark and its attach keeps the history frames it would miss.
     this.seams.frame(appId, channel, frame, exceptSocketId);
-    deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
+    if (this.catchUp.frame(appId, channel, frame, exceptSocketId)) deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
   }
 
   private busFailed(err: unknown): void {
@@ -300,7 +319,13 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   private dropAttachment(appId: string, channel: string, socketId: string): void {
     this.seams.closeFor(appId, channel, socketId);
     const key = attachKey(appId, channel, socketId);
-    if (this.attached.delete(key) || this.joining.delete(key)) this.node.bus.unwatch(appId, busName(channel));
+    if (this.attached.delete(key) || this.joining.delete(key)) this.unwatch(appId, channel);
+  }
+
+  /** Gives back one socket's bus watch of the channel. */
+  private unwatch(appId: string, channel: string): void {
+    this.node.bus.unwatch(appId, busName(channel));
+    if (!this.node.bus.watches(appId, busName(channel))) this.catchUp.forget(appId, channel);
   }
 
   // --- connections and users ------------------------------------------------------------
@@ -388,7 +413,10 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   }
 
   private control(message: ControlMessage, origin: string): void {
-    if (message.type === 'historyMark') return this.seams.mark(message.token);
+    if (message.type === 'historyMark') {
+      if (!this.catchUp.mark(message.token)) this.seams.mark(message.token);
+      return;
+    }
     if (origin === this.node.nodeId) return;
     if (message.type === 'terminateUser') this.registry.terminateUser(message.appId, message.userId);
   }
@@ -428,7 +456,19 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     const app = this.deps.apps.get(appId);
     const bounds = app ? historyBounds(app) : null;
     if (!bounds) return { events: [], complete: true };
-    return this.call(() => this.keptEvents.read(appId, channel, since, limit, bounds.ttlSeconds));
+    const { events, complete } = await this.call(() => this.keptEvents.read(appId, channel, since, limit, bounds.ttlSeconds));
+    return { events, complete };
+  }
+
+  /** The app's history bounds when it keeps the channel's history; null otherwise. */
+  private historyBoundsOf(appId: string, channel: string): ClusterHistoryBounds | null {
+    const app = this.deps.apps.get(appId);
+    return app && keepsHistory(app, channel) ? historyBounds(app) : null;
+  }
+
+  /** A history read's mark for `token`, published to this node's own control topic. */
+  private markFor(token: string): { topic: string; message: string } {
+    return { topic: this.node.keys.controlNode(this.node.nodeId), message: JSON.stringify({ origin: this.node.nodeId, message: { type: 'historyMark', token } }) };
   }
 
   /**
@@ -442,7 +482,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     if (parseSerial(since) === null) return { events: [], failed: 'invalid_serial' };
     const seam = this.seams.open(app.id, channel, socketId);
     try {
-      const mark = { topic: this.node.keys.controlNode(this.node.nodeId), message: JSON.stringify({ origin: this.node.nodeId, message: { type: 'historyMark', token: seam.token } }) };
+      const mark = this.markFor(seam.token);
       const read = await this.call(() => this.keptEvents.read(app.id, channel, since, bounds.maxEvents, bounds.ttlSeconds, mark));
       // The mark follows the read's frames on the subscriber connection; it is lost only with
       // that connection (then the join is refused as during any outage, and made again).
@@ -519,10 +559,14 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       const out = await this.joinState(req, app);
       await listening;
       // Read once this node listens: what is published after the read reaches it.
+      const baseline = this.historyBoundsOf(appId, channel) ? this.call(() => this.catchUp.watch(appId, channel)) : undefined;
+      baseline?.catch(() => {});
       if (req.since !== undefined) out.recovery = await this.recover(app, channel, socketId, req.since);
+      // What this node delivers on the channel is known from here: a drop of its subscriber connection is caught up.
+      if (baseline && !(await baseline)) throw new HeraldError('CLUSTER_UNAVAILABLE');
       return out;
     } catch (err) {
-      if (this.joining.delete(attachKey(appId, channel, socketId))) this.node.bus.unwatch(appId, busName(channel));
+      if (this.joining.delete(attachKey(appId, channel, socketId))) this.unwatch(appId, channel);
       throw err;
     }
   }
@@ -778,6 +822,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     // node to start, when this was the last one).
     clearInterval(this.heldSweep);
     clearInterval(this.historyPrune);
+    this.catchUp.close();
     // Removes this node's session at once and reports its transitions (webhooks once).
     await this.node.stop(true);
   }

@@ -3,7 +3,7 @@
  * by one per channel, complete only when nothing after `since` is missing, maxEvents,
  * ttlSeconds and maxHistoryBytes (counted exactly across channels, oldest first), a new
  * generation after the channel's record was lost, the prune and an app's removal; each append
- * publishes the frame with its serial.
+ * publishes the frame with its serial; a point read starts a generation a later read reaches.
  */
 import type { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -45,13 +45,33 @@ describe('RedisHistory', () => {
     expect(await append(history, 'history-b', 'x')).toMatch(/^\d{13}-000000000001$/);
 
     const after = await history.read('app', 'history-a', serials[1], 100, 300);
-    expect(after).toEqual({ complete: true, events: serials.slice(2).map((serial, i) => ({ serial, event: 'e', data: `d${i + 2}`, publishedAt: expect.any(Number) })) });
-    expect(await history.read('app', 'history-a', serials[4], 100, 300)).toEqual({ events: [], complete: true });
+    expect(after).toEqual({ complete: true, lastGiven: serials[4], events: serials.slice(2).map((serial, i) => ({ serial, event: 'e', data: `d${i + 2}`, publishedAt: expect.any(Number) })) });
+    expect(await history.read('app', 'history-a', serials[4], 100, 300)).toMatchObject({ events: [], complete: true });
     expect((await history.read('app', 'history-a', serials[1], 2, 300)).complete).toBe(false);
     const last2 = await history.read('app', 'history-a', undefined, 2, 300);
     expect(last2.events.map((e) => e.data)).toEqual(['d3', 'd4']);
     expect(last2.complete).toBe(false);
     expect((await history.read('app', 'history-none', serials[0], 100, 300)).complete).toBe(false);
+  });
+
+  it('answers the last serial given with its mark, starting a generation that a read from it reaches', async () => {
+    const { history } = store();
+    const sub = redisServer().client();
+    open.push(sub);
+    const marks: string[] = [];
+    sub.on('message', (_topic: string, message: string) => marks.push(message));
+    await sub.subscribe('mark');
+    const fresh = await history.point('app', 'history-p', 300, { topic: 'mark', message: 'm1' });
+    expect(fresh).toMatch(/^\d{13}-000000000000$/);
+    expect(await history.read('app', 'history-p', fresh, 100, 300)).toMatchObject({ events: [], complete: true, lastGiven: fresh });
+    const first = await append(history, 'history-p', 'a');
+    expect(first.split('-')[0]).toBe(fresh.split('-')[0]);
+    const read = await history.read('app', 'history-p', fresh, 100, 300);
+    expect(read).toMatchObject({ complete: true, lastGiven: first });
+    expect(read.events.map((e) => e.data)).toEqual(['a']);
+    expect(await history.point('app', 'history-p', 300, { topic: 'mark', message: 'm2' })).toBe(first);
+    await until(() => marks.length === 2, 'both marks');
+    expect(marks).toEqual(['m1', 'm2']);
   });
 
   it('publishes the frame with its serial and the except socket in the envelope', async () => {
@@ -98,7 +118,7 @@ describe('RedisHistory', () => {
     const first = await append(history, 'history-ttl', 'a', bounds);
     const last = await append(history, 'history-ttl', 'b', bounds);
     await until(async () => (await history.read('app', 'history-ttl', undefined, 100, 1)).events.length === 0, 'the events to expire', 5_000);
-    expect(await history.read('app', 'history-ttl', last, 100, 1)).toEqual({ events: [], complete: true });
+    expect(await history.read('app', 'history-ttl', last, 100, 1)).toMatchObject({ events: [], complete: true });
     expect((await history.read('app', 'history-ttl', first, 100, 1)).complete).toBe(false);
     expect(await redis.get(`${prefix}hist:b:app`)).toBe('0');
     expect(await redis.exists(`${prefix}hist:s:app:history-ttl`)).toBe(0);
