@@ -311,8 +311,9 @@ return out
  * oldest-written entries first; an entry larger than the bound is not stored (and the
  * channel's previous entry is gone). Expired entries no longer count. Per app: `cachesz:<appId>`
  * (channel → bytes), `cacheord:<appId>` (channel by expiry time: write order, the app's TTL
- * being one), `cachebytes:<appId>` (their sum), each expiring with the newest entry. Returns
- * 1 stored, 0 too large.
+ * being one; a write in the same millisecond as the newest scores just after it),
+ * `cachebytes:<appId>` (their sum), each expiring with the newest entry. Returns 1 stored, 0 too
+ * large.
  */
 const CACHE_SET = `
 local appId, channel, entry = ARGV[2], ARGV[3], ARGV[4]
@@ -342,7 +343,12 @@ while used + bytes > max do
 end
 redis.call('SET', key, entry, 'PX', ttl)
 redis.call('HSET', sizes, channel, bytes)
-redis.call('ZADD', order, now + ttl, channel)
+-- Scored by expiry, which is write order (one TTL per app); a write in the same millisecond as
+-- the newest entry scores just after it, so the oldest written is still evicted first.
+local score = now + ttl
+local newest = redis.call('ZRANGE', order, -1, -1, 'WITHSCORES')[2]
+if newest and tonumber(newest) >= score then score = tonumber(newest) + 0.001 end
+redis.call('ZADD', order, string.format('%.3f', score), channel)
 redis.call('INCRBY', total, bytes)
 redis.call('PEXPIRE', sizes, ttl)
 redis.call('PEXPIRE', order, ttl)
