@@ -300,7 +300,7 @@ export class DeliveryEngine {
         attempts,
         notBefore: now + retryDelayMs(attempts, this.delivery.retryBaseMs, () => jitter, result.retryAfterMs),
       };
-      // A retried leave is no longer held by the reload debounce.
+      // A retried leave is no longer held by the leave debounce.
       delete updated.holdKey;
       queue.add(updated);
       this.store.retrying(updated);

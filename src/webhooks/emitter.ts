@@ -23,7 +23,7 @@ export type ChannelEventBody =
 
 /**
  * One raw channel event, emitted in the order it happened on the shard owning the channel.
- * Send vacated/member_removed as they happen: the outbox applies the reload debounce.
+ * Send vacated/member_removed as they happen: the outbox applies the leave debounce.
  */
 export interface ChannelWebhookEvent {
   appId: string;
@@ -49,7 +49,7 @@ export type PushWebhookEvent =
 
 /** How a channel event is recorded. */
 export interface ChannelEventOptions {
-  /** The reload debounce was applied already (cluster mode): sent without a hold. */
+  /** The leave debounce was applied already (cluster mode): sent without a hold. */
   debounced?: boolean;
   /**
    * The app was removed and this is one of its last events (a member removed, a channel
@@ -66,9 +66,9 @@ export interface WebhookEmitter {
    * outbox in the same tick, committed within a few ms; the write is issued inside the call,
    * so it commits no later than any LMDB write the caller issues afterwards in the same shard
    * (await your own later write to know both are on disk). channel_vacated and member_removed
-   * are held for the reload debounce (a re-occupy or re-add within it cancels both) unless
+   * are held for the leave debounce (a re-occupy or re-add within it cancels both) unless
    * `debounced` or `retired`. Cluster: appended to the shared Redis stream, where any node's
-   * shard delivers it; nothing is held here (the channel adapter applied the reload debounce in
+   * shard delivers it; nothing is held here (the channel adapter applied the leave debounce in
    * Redis before, so `debounced` changes nothing). While Redis is away the write waits in this
    * process's memory and is retried: lost if the node dies before Redis is back.
    */

@@ -16,11 +16,11 @@ export interface WebhookStats {
   failedAttempts: number;
   /** Events given up after `webhookDelivery.maxAttempts` failed attempts (or whose receiver left the config). */
   deadLettered: number;
-  /** vacated/occupied (member removed/added) pairs dropped by the reload debounce. */
+  /** vacated/occupied (member removed/added) pairs dropped by the leave debounce. */
   suppressed: number;
   /** Events in the outbox, not yet delivered: waiting, held by the debounce, retrying or in flight. */
   pending: number;
-  /** Of `pending`, events held by the reload debounce. */
+  /** Of `pending`, events held by the leave debounce. */
   held: number;
   /** Requests currently open. */
   inFlight: number;
@@ -35,7 +35,7 @@ export interface WebhookShardApi {
   'webhooks.stats': { req: {}; res: WebhookStats };
   /**
    * Channel events decided elsewhere (a cluster's shared state in Redis, which also applied the
-   * reload debounce): recorded in this shard's outbox as they are, not debounced again.
+   * leave debounce): recorded in this shard's outbox as they are, not debounced again.
    * `retired`: the last events of a removed app, for the receivers it had (targets.ts).
    */
   'webhooks.channelEvents': { req: { appId: string; events: ChannelEventBody[]; retired?: boolean }; res: {} };

@@ -44,7 +44,7 @@ export interface OutboxEntry {
   notBefore: number;
   /** Failed attempts so far. */
   attempts: number;
-  /** Reload-debounce key while the entry is held (channel_vacated / member_removed). */
+  /** Leave-debounce key while the entry is held (channel_vacated / member_removed). */
   holdKey?: string;
 }
 

@@ -17,7 +17,7 @@ import type { ChannelEventOptions, ChannelWebhookEvent, PushWebhookEvent, Webhoo
 import type { WebhookStats } from './messages.js';
 import { CLOSE_GRACE_MS, DeliveryEngine, type DeliveryClock } from './delivery-engine.js';
 import { OutboxStore, type OutboxEntry, type WebhookTarget } from './outbox-store.js';
-import { ReloadDebounce, type HeldRef } from './reload-debounce.js';
+import { LeaveDebounce, type HeldRef } from './leave-debounce.js';
 import { newEventId, pushWebhookBody } from './requests.js';
 import { WebhookTargets, isDeliverableUrl, retiredKeepMs } from './targets.js';
 import type { TenantChange } from '../shards/context.js';
@@ -39,7 +39,7 @@ export class WebhookOutbox implements WebhookEmitter {
   private readonly delivery: HeraldConfig['webhookDelivery'];
   private readonly shardIndex: number;
   private readonly engine: DeliveryEngine;
-  private readonly debounce = new ReloadDebounce();
+  private readonly debounce = new LeaveDebounce();
 
   constructor(opts: WebhookOutboxOptions) {
     this.store = new OutboxStore(opts.root);
@@ -78,8 +78,8 @@ export class WebhookOutbox implements WebhookEmitter {
         case 'channel_occupied':
         case 'member_added': {
           const key = event.name === 'channel_occupied'
-            ? ReloadDebounce.channelKey(appId, event.channel)
-            : ReloadDebounce.memberKey(appId, event.channel, event.user_id);
+            ? LeaveDebounce.channelKey(appId, event.channel)
+            : LeaveDebounce.memberKey(appId, event.channel, event.user_id);
           const held = this.debounce.cancel(key, now);
           if (held) {
             this.dropHeld(held, now);
@@ -89,10 +89,10 @@ export class WebhookOutbox implements WebhookEmitter {
           break;
         }
         case 'channel_vacated':
-          holdKey = ReloadDebounce.channelKey(appId, event.channel);
+          holdKey = LeaveDebounce.channelKey(appId, event.channel);
           break;
         case 'member_removed':
-          holdKey = ReloadDebounce.memberKey(appId, event.channel, event.user_id);
+          holdKey = LeaveDebounce.memberKey(appId, event.channel, event.user_id);
           break;
         default:
           break;
@@ -180,7 +180,7 @@ export class WebhookOutbox implements WebhookEmitter {
   /**
    * For a node that stops (maybe for good, as when a cluster is scaled down): waits until every
    * event due has had its first delivery attempt finished, or `waitMs` passed. Resolves
-   * with how many had not. Events held by the reload debounce and retries stay for the next
+   * with how many had not. Events held by the leave debounce and retries stay for the next
    * start, as after any stop.
    */
   drain(waitMs: number): Promise<number> {

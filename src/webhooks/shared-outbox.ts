@@ -6,7 +6,7 @@
  *
  * - A Redis stream (`<prefix>webhooks`, shared-outbox-keys.ts) holds every webhook not yet delivered, one
  *   message per event and receiver, with its event id fixed when it is written: a retry, by this
- *   node or another, sends the same id. The reload debounce's held leaves are released into it
+ *   node or another, sends the same id. The leave debounce's held leaves are released into it
  *   by a script any node runs (scripts.ts heraldReleaseHeld), one message per event for the
  *   app's receivers.
  * - Every shard of every node reads it through one consumer group (`delivery`): each message
@@ -141,7 +141,7 @@ export class SharedWebhookOutbox implements WebhookEmitter {
   /**
    * Channel events decided together (a join's occupied, member_added and count), in order:
    * one stream message per receiver, so they reach it in that order. Decided in Redis with the
-   * reload debounce applied there (held leaves come from the stream when due). `retired`: a
+   * leave debounce applied there (held leaves come from the stream when due). `retired`: a
    * removed app's last events, for the receivers it had (targets.ts).
    */
   channelEvents(appId: string, events: readonly ChannelEventBody[], retired = false): void {

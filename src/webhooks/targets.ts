@@ -18,7 +18,7 @@ const RETIRED_MARGIN_MS = 60_000;
 
 /**
  * How long a removed app's receivers are kept (ms): the longest its last webhooks can take, from
- * the reload debounce and batch window through every attempt (each up to `timeoutMs`) and the
+ * the leave debounce and batch window through every attempt (each up to `timeoutMs`) and the
  * retry delays between them, plus a margin. Defaults: about 4 minutes.
  */
 export function retiredKeepMs(delivery: Readonly<HeraldConfig['webhookDelivery']>): number {

@@ -65,7 +65,7 @@ beforeAll(async () => {
     env: { HERALD_TEST_HOOKS: '1' },
     config: {
       apps: [{ ...APP, webhooks: [{ url: receiver.url() }] }],
-      webhookDelivery: { reloadDebounceMs: 500 },
+      webhookDelivery: { pageReloadDebounceMs: 500 },
       // Requests wait out the stall rather than time out: the storm is the test, not the timeout.
       shardRequestTimeoutMs: 30_000,
     },

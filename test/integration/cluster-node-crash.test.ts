@@ -20,10 +20,10 @@ const WAKE_BOUND_MS = NODE_TIMEOUT_MS + 12_000;
 const setup = clusterWebhookBed('crash', CREDS);
 const { bed, pool } = setup;
 
-function config(reloadDebounceMs = 300): { apps: Record<string, unknown>[]; config: Record<string, unknown> } {
+function config(pageReloadDebounceMs = 300): { apps: Record<string, unknown>[]; config: Record<string, unknown> } {
   return {
     apps: [{ ...CREDS, subscriptionCount: true, userAuthentication: true, webhooks: [{ url: setup.receiver.url('/crash'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }] }],
-    config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs, retryBaseMs: 50, maxAttempts: 30, timeoutMs: 2000 } },
+    config: { webhookDelivery: { batchWindowMs: 50, pageReloadDebounceMs, retryBaseMs: 50, maxAttempts: 30, timeoutMs: 2000 } },
   };
 }
 
@@ -180,8 +180,8 @@ describe.skipIf(ONE_PROCESS)('a node stalled (SIGSTOP) longer than nodeTimeoutMs
  * may not come back: a cluster scaled down), once: not again when B starts again.
  * Each test has its own tag: the webhook receiver is shared by the file.
  */
-async function stopNodeB(reloadDebounceMs: number, tag: string): Promise<void> {
-  const cluster = await bed.start({ ...config(reloadDebounceMs), nodeTimeoutMs: 30_000 });
+async function stopNodeB(pageReloadDebounceMs: number, tag: string): Promise<void> {
+  const cluster = await bed.start({ ...config(pageReloadDebounceMs), nodeTimeoutMs: 30_000 });
   const watcher = await pool.connect(cluster.a, { userId: 'watcher' });
   const room = await watcher.subscribe(`presence-${tag}`);
   const leaver = await pool.connect(cluster.b, { userId: 'leaver' });
@@ -201,9 +201,9 @@ async function stopNodeB(reloadDebounceMs: number, tag: string): Promise<void> {
   await until(() => leaveHooks().length >= 2, `leave webhooks ${decided.join(', ')} with B gone`, 10_000);
   expect(leaveHooks()).toEqual(decided);
   await cluster.b.restart();
-  // time: a reload debounce passes after B's restart (a held leave sent again would be released by then).
-  await sleep(reloadDebounceMs + 1000);
-  await setup.markersDelivered([cluster.a, cluster.b], `restarted-${reloadDebounceMs}`);
+  // time: a leave debounce passes after B's restart (a held leave sent again would be released by then).
+  await sleep(pageReloadDebounceMs + 1000);
+  await setup.markersDelivered([cluster.a, cluster.b], `restarted-${pageReloadDebounceMs}`);
   expect(leaveHooks()).toEqual([`channel_vacated:${tag}-only-b`, `member_removed:presence-${tag}:leaver`]);
 }
 
@@ -212,9 +212,9 @@ describe.skipIf(ONE_PROCESS)('a node stopped gracefully', () => {
     await stopNodeB(0, 'k2');
   });
 
-  // With a reload debounce the leaves of a stopping node's sockets are held in Redis, and the
+  // With a leave debounce the leaves of a stopping node's sockets are held in Redis, and the
   // other node releases them when their debounce is over.
-  it('with a reload debounce, its held leave webhooks are not lost either', async () => {
+  it('with a leave debounce, its held leave webhooks are not lost either', async () => {
     await stopNodeB(300, 'k5');
   });
 });

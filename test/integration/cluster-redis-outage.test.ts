@@ -54,7 +54,7 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
     const webhooks = [{ url: setup.receiver.url('/outage'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
     const cluster = await bed.start({
       apps: [{ ...APP, webhooks }, LIMITED],
-      config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50 } },
+      config: { webhookDelivery: { batchWindowMs: 50, pageReloadDebounceMs: 300, retryBaseMs: 50 } },
       cluster: { subscriptionWaitMs: 1000 },
     });
     const s1 = await pool.connect(cluster.a, { userId: 'ua' });
@@ -176,7 +176,7 @@ describe.skipIf(ONE_PROCESS)('Redis killed and restarted', () => {
 
   it('members and channels that left while Redis was away and came back empty are reported once for the cluster (member_removed, channel_vacated, frames)', async () => {
     const webhooks = [{ url: setup.receiver.url('/gap'), events: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
-    const cluster = await bed.start({ apps: [{ ...APP, webhooks }], config: { webhookDelivery: { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50 } } });
+    const cluster = await bed.start({ apps: [{ ...APP, webhooks }], config: { webhookDelivery: { batchWindowMs: 50, pageReloadDebounceMs: 300, retryBaseMs: 50 } } });
     // Node A: five users who leave during the gap (on presence-gap, and alone on presence-gone
     // and gap-news), one who stays, and one who leaves A but stays connected on B.
     const leavers = await Promise.all(['g1', 'g2', 'g3', 'g4', 'g5'].map((userId) => pool.connect(cluster.a, { userId })));

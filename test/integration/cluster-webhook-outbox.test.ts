@@ -27,7 +27,7 @@ describe.skipIf(ONE_PROCESS)('shared webhook outbox', () => {
     const cluster = await bed.start({
       nodes: 3,
       apps: [{ ...APP, webhooks }],
-      config: { webhookDelivery: { batchWindowMs: 20, reloadDebounceMs: 1500, retryBaseMs: 50, maxAttempts: 1000, timeoutMs: 2000 } },
+      config: { webhookDelivery: { batchWindowMs: 20, pageReloadDebounceMs: 1500, retryBaseMs: 50, maxAttempts: 1000, timeoutMs: 2000 } },
     });
     setup.receiver.failAll(503);
     const onA = await pool.connect(cluster.a, { userId: 'ua' });
@@ -40,7 +40,7 @@ describe.skipIf(ONE_PROCESS)('shared webhook outbox', () => {
     // A decides the vacate of its channel; its debounce ends and it is attempted (and refused).
     onA.unsubscribe('presence-ob-decided');
     await until(() => attempted('channel_vacated:presence-ob-decided') !== undefined, 'an attempt of the decided vacate', 15_000);
-    // B's leave is held by the reload debounce when B dies: node C already sees the channel empty.
+    // B's leave is held by the leave debounce when B dies: node C already sees the channel empty.
     onB.unsubscribe('presence-ob-held');
     const sdkC = pool.sdk(cluster.c);
     await until(async () => !((await (await sdkC.get({ path: '/channels/presence-ob-held' })).json()) as { occupied: boolean }).occupied, "node B's leave seen by node C");
@@ -75,7 +75,7 @@ describe.skipIf(ONE_PROCESS)('shared webhook outbox', () => {
     const cluster = await bed.start({
       apps: [{ ...APP, webhooks }],
       perNode: [undefined, { apps: [APP] }],
-      config: { webhookDelivery: { batchWindowMs: 20, reloadDebounceMs: 0, retryBaseMs: 50, maxAttempts: 3 } },
+      config: { webhookDelivery: { batchWindowMs: 20, pageReloadDebounceMs: 0, retryBaseMs: 50, maxAttempts: 3 } },
     });
     const client = await pool.connect(cluster.a, { userId: 'uk' });
     // One webhook message each, written by node A and read by either node's shard.

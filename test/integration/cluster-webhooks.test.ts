@@ -1,7 +1,7 @@
 /**
  * Channel webhooks in a cluster (issue 14): occupied / vacated / member_added / member_removed /
  * subscription_count are decided once in Redis and sent once per cluster, however the
- * subscribers are spread over the nodes; the reload debounce holds across nodes (a leave on one
+ * subscribers are spread over the nodes; the leave debounce holds across nodes (a leave on one
  * node and a join on another within it send nothing). A real local receiver records the posts
  * and the official `pusher` SDK checks their signatures.
  */
@@ -55,7 +55,7 @@ async function occupied(node: HeraldProcess, channel: string): Promise<boolean> 
 
 describe('channel webhooks, no debounce', () => {
   it('occupied, vacated, member_added, member_removed and subscription_count come once per cluster', async () => {
-    const cluster = await bed.start({ apps: apps(), config: { webhookDelivery: { ...DELIVERY, reloadDebounceMs: 0 } } });
+    const cluster = await bed.start({ apps: apps(), config: { webhookDelivery: { ...DELIVERY, pageReloadDebounceMs: 0 } } });
     const aliceA = await pool.connect(cluster.a, { userId: 'alice' });
     const aliceB = await pool.connect(cluster.b, { userId: 'alice' });
     const bobB = await pool.connect(cluster.b, { userId: 'bob' });
@@ -132,11 +132,11 @@ describe('channel webhooks, no debounce', () => {
   });
 });
 
-describe('channel webhooks, reload debounce across nodes', () => {
+describe('channel webhooks, leave debounce across nodes', () => {
   const DEBOUNCE_MS = 2000;
 
   it('a leave on node A and a join on node B within the debounce send neither vacated nor occupied', async () => {
-    const cluster = await bed.start({ apps: apps(), config: { webhookDelivery: { ...DELIVERY, reloadDebounceMs: DEBOUNCE_MS } } });
+    const cluster = await bed.start({ apps: apps(), config: { webhookDelivery: { ...DELIVERY, pageReloadDebounceMs: DEBOUNCE_MS } } });
     const first = await pool.connect(cluster.a, { userId: 'carol' });
     await first.subscribe('presence-c2-reload');
     await first.subscribe('c2-plain-reload');

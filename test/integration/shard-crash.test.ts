@@ -234,7 +234,7 @@ describe('a crashed shard worker', () => {
 
 describe('a crashed shard worker of an app with webhooks', () => {
   const HOOK_APP = { id: 'crash-hook-app', key: 'crash-hook-key', secret: 'crash-hook-secret' };
-  const RELOAD_DEBOUNCE_MS = 400;
+  const LEAVE_DEBOUNCE_MS = 400;
   let receiver: WebhookReceiver;
   let hooked: HeraldProcess;
   const hookClients: Pusher[] = [];
@@ -246,7 +246,7 @@ describe('a crashed shard worker of an app with webhooks', () => {
       env: { HERALD_TEST_HOOKS: '1' },
       config: {
         apps: [{ ...HOOK_APP, webhooks: [{ url: receiver.url('/hook') }] }],
-        webhookDelivery: { batchWindowMs: 20, reloadDebounceMs: RELOAD_DEBOUNCE_MS, retryBaseMs: 50 },
+        webhookDelivery: { batchWindowMs: 20, pageReloadDebounceMs: LEAVE_DEBOUNCE_MS, retryBaseMs: 50 },
       },
     });
   });
@@ -292,7 +292,7 @@ describe('a crashed shard worker of an app with webhooks', () => {
     // channel of that shard, held by the debounce after those and so sent after them.
     const marker = onCrashedShard('marker');
     await subscribe(pusher, marker);
-    await flushedBy(() => pusher.unsubscribe(marker), () => labels().includes(`channel_vacated:${marker}`), 'the marker channel_vacated', RELOAD_DEBOUNCE_MS + 5000);
+    await flushedBy(() => pusher.unsubscribe(marker), () => labels().includes(`channel_vacated:${marker}`), 'the marker channel_vacated', LEAVE_DEBOUNCE_MS + 5000);
     expect(labels().filter((l) => l.includes(presence) || l.includes(plain))).toEqual([
       `channel_occupied:${presence}`,
       `member_added:${presence}:stays`,

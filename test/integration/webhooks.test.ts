@@ -19,7 +19,7 @@ const SDK = new Pusher({ appId: APP.id, key: APP.key, secret: APP.secret, host: 
 /** Shards of the servers that do not run with one. */
 const SHARDS = 2;
 /** Small timings so the tests run in seconds. */
-const DELIVERY = { batchWindowMs: 50, reloadDebounceMs: 300, retryBaseMs: 50, maxAttempts: 30, timeoutMs: 2000 };
+const DELIVERY = { batchWindowMs: 50, pageReloadDebounceMs: 300, retryBaseMs: 50, maxAttempts: 30, timeoutMs: 2000 };
 
 type WebhookEvent = Record<string, unknown> & { name: string; channel: string; id: string };
 
@@ -65,7 +65,7 @@ async function subscribe(pusher: PusherClient, channel: string): Promise<Channel
 }
 
 /**
- * For "nothing (more) arrives" past the reload debounce: `pusher` occupies and leaves a channel
+ * For "nothing (more) arrives" past the leave debounce: `pusher` occupies and leaves a channel
  * of the same shard as `channel` (so of the same outbox queue); its channel_vacated is held by
  * the debounce after anything held before it, so it is delivered after whatever they release.
  */
@@ -132,7 +132,7 @@ describe('channel webhooks through the server', () => {
     expect(labels.filter((l) => l.includes('kinds-public') && !l.startsWith('subscription_count'))).toEqual(['channel_occupied:kinds-public', 'channel_vacated:kinds-public']);
   });
 
-  it('holds a vacated channel for reloadDebounceMs: a reload (leave and rejoin) sends nothing', async () => {
+  it('holds a vacated channel for pageReloadDebounceMs: a reload (leave and rejoin) sends nothing', async () => {
     const first = await connect(herald, clients, 'carol');
     await subscribe(first, 'presence-reload');
     await until(() => verifiedEvents(receiver).some((e) => label(e) === 'member_added:presence-reload:carol'), 'first join');
@@ -278,11 +278,11 @@ describe('channel webhooks: channels occupied at a kill -9', () => {
   let herald: HeraldProcess;
   const clients: PusherClient[] = [];
   /** Long enough for a restart and a reconnect to fall inside it. */
-  const RELOAD_DEBOUNCE_MS = 2500;
+  const LEAVE_DEBOUNCE_MS = 2500;
 
   beforeAll(async () => {
     receiver = await WebhookReceiver.start();
-    herald = await startHerald({ shards: SHARDS, config: heraldConfig(receiver, { reloadDebounceMs: RELOAD_DEBOUNCE_MS }) });
+    herald = await startHerald({ shards: SHARDS, config: heraldConfig(receiver, { pageReloadDebounceMs: LEAVE_DEBOUNCE_MS }) });
   });
   afterAll(async () => {
     for (const c of clients) c.disconnect();
@@ -308,15 +308,15 @@ describe('channel webhooks: channels occupied at a kill -9', () => {
     const restarted = Date.now();
     await herald.restart();
     const expected = ['member_removed:presence-gone:dana', 'channel_vacated:presence-gone', 'channel_vacated:gone-plain'];
-    await until(() => expected.every((l) => verifiedEvents(receiver).some((e) => label(e) === l)), expected.join(', '), RELOAD_DEBOUNCE_MS + 5000);
-    // Through the reload debounce, like any leave.
+    await until(() => expected.every((l) => verifiedEvents(receiver).some((e) => label(e) === l)), expected.join(', '), LEAVE_DEBOUNCE_MS + 5000);
+    // Through the leave debounce, like any leave.
     const firstVacated = receiver.requests.slice(before).find((r) => r.status === 200 && verified(r).some((e) => e.name === 'channel_vacated'));
-    expect(firstVacated!.receivedAt - restarted).toBeGreaterThanOrEqual(RELOAD_DEBOUNCE_MS - 200);
+    expect(firstVacated!.receivedAt - restarted).toBeGreaterThanOrEqual(LEAVE_DEBOUNCE_MS - 200);
     const presenceEvents = verifiedEvents(receiver).filter((e) => e.channel === 'presence-gone').map(label);
     expect(presenceEvents.slice(-2)).toEqual(['member_removed:presence-gone:dana', 'channel_vacated:presence-gone']);
   });
 
-  it('sends nothing when the client subscribes again within reloadDebounceMs', async () => {
+  it('sends nothing when the client subscribes again within pageReloadDebounceMs', async () => {
     await occupyThenKill('erin', 'presence-back', 'back-plain');
     const seen = verifiedEvents(receiver).length;
     await herald.restart();
@@ -327,8 +327,8 @@ describe('channel webhooks: channels occupied at a kill -9', () => {
     // The restarted shards held the leaves they found; had the joins not cancelled them, they would
     // go out before these markers' (held after them, on the same shards).
     await Promise.all([
-      debouncedMarker(receiver, again, 'presence-back', 'back-marker-a', RELOAD_DEBOUNCE_MS + 5000),
-      debouncedMarker(receiver, again, 'back-plain', 'back-marker-b', RELOAD_DEBOUNCE_MS + 5000),
+      debouncedMarker(receiver, again, 'presence-back', 'back-marker-a', LEAVE_DEBOUNCE_MS + 5000),
+      debouncedMarker(receiver, again, 'back-plain', 'back-marker-b', LEAVE_DEBOUNCE_MS + 5000),
     ]);
     // subscription_count follows every join and is not debounced: only occupancy events count here.
     const after = verifiedEvents(receiver)

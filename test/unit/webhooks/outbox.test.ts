@@ -51,7 +51,7 @@ function openOutbox(setup: Setup): { outbox: WebhookOutbox; root: RootDatabase; 
   const config = parseConfig({
     apps: [{ ...APP, webhooks: setup.webhooks ?? [] }],
     push: [{ instanceId: INSTANCE, secretKey: 'push-secret', webhooks: setup.pushWebhooks ?? [] }],
-    webhookDelivery: { batchWindowMs: 30, reloadDebounceMs: 300, maxAttempts: 5, timeoutMs: 2000, retryBaseMs: 50, concurrencyPerUrl: 4, ...setup.delivery },
+    webhookDelivery: { batchWindowMs: 30, pageReloadDebounceMs: 300, maxAttempts: 5, timeoutMs: 2000, retryBaseMs: 50, concurrencyPerUrl: 4, ...setup.delivery },
     // Per-publish webhookUrls reach public addresses only, unless allowed: the receivers here are on loopback.
     outbound: { allowPrivateAddresses: setup.allowPrivateAddresses ?? ['127.0.0.1'] },
   });
@@ -136,7 +136,7 @@ describe('channel webhooks: format and batching', () => {
         { url: all.url() },
         { url: some.url(), events: ['channel_occupied', 'channel_vacated'], filter: { channelNamePrefix: 'private-' } },
       ],
-      delivery: { reloadDebounceMs: 0 },
+      delivery: { pageReloadDebounceMs: 0 },
     });
     emit(outbox, { name: 'channel_occupied', channel: 'private-a' });
     emit(outbox, { name: 'channel_occupied', channel: 'public-b' });
@@ -277,8 +277,8 @@ describe('channel webhooks: retries, isolation and dead letters', () => {
   });
 });
 
-describe('channel webhooks: reload debounce', () => {
-  it('holds channel_vacated for reloadDebounceMs, then sends it', async () => {
+describe('channel webhooks: leave debounce', () => {
+  it('holds channel_vacated for pageReloadDebounceMs, then sends it', async () => {
     const r = await receiver();
     const clock = new ManualClock();
     const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], clock });
@@ -517,9 +517,9 @@ describe('drain: what a stopping node sends before it goes', () => {
   it('resolves once every due event had its first attempt; held events stay for the next start', async () => {
     const r = await receiver();
     r.setDelay(200);
-    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], delivery: { reloadDebounceMs: 5000 } });
+    const { outbox } = openOutbox({ webhooks: [{ url: r.url() }], delivery: { pageReloadDebounceMs: 5000 } });
     emit(outbox, { name: 'channel_occupied', channel: 'due' });
-    // Held by the reload debounce (5 s): not waited for.
+    // Held by the leave debounce (5 s): not waited for.
     emit(outbox, { name: 'channel_vacated', channel: 'held' });
     const started = Date.now();
     expect(await outbox.drain(5000)).toBe(0);

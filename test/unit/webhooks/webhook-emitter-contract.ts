@@ -3,7 +3,7 @@
  * what src/webhooks/emitter.ts promises on both a single node (the LMDB outbox) and a cluster
  * (the shared Redis outbox). `make` builds an outbox on a fresh store for a config; the suite
  * emits as the channel and push areas do and checks what real local receivers get. What only
- * one of them does (the LMDB outbox's reload debounce, its resume after a restart) is tested
+ * one of them does (the LMDB outbox's leave debounce, its resume after a restart) is tested
  * beside it (outbox.test.ts).
  */
 import { createHmac } from 'node:crypto';
@@ -53,8 +53,8 @@ export function webhookEmitterContract(name: string, make: (config: EmitterConfi
       const config = parseConfig({
         apps: [{ ...APP, webhooks: setup.webhooks ?? [] }],
         push: [{ instanceId: INSTANCE, secretKey: 'push-secret', webhooks: setup.pushWebhooks ?? [] }],
-        // A reload debounce of a minute: an event held by it would not arrive during a test.
-        webhookDelivery: { batchWindowMs: 30, reloadDebounceMs: 60_000, maxAttempts: 5, timeoutMs: 2000, retryBaseMs: 50, concurrencyPerUrl: 4, ...setup.delivery },
+        // A leave debounce of a minute: an event held by it would not arrive during a test.
+        webhookDelivery: { batchWindowMs: 30, pageReloadDebounceMs: 60_000, maxAttempts: 5, timeoutMs: 2000, retryBaseMs: 50, concurrencyPerUrl: 4, ...setup.delivery },
         // The receivers are on loopback.
         outbound: { allowPrivateAddresses: ['127.0.0.1'] },
       });
@@ -101,7 +101,7 @@ export function webhookEmitterContract(name: string, make: (config: EmitterConfi
       expect(some.deliveredEvents()[0]!.id).toBe(all.deliveredEvents()[0]!.id);
     });
 
-    it('sends an event emitted debounced or retired at once, whatever the reload debounce', async () => {
+    it('sends an event emitted debounced or retired at once, whatever the leave debounce', async () => {
       const r = await receiver();
       const h = await open({ webhooks: [{ url: r.url() }] });
       h.emitter.channelEvent({ appId: APP.id, event: { name: 'channel_vacated', channel: 'decided' } }, { debounced: true });

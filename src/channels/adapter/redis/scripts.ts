@@ -16,7 +16,7 @@
  */
 import { LUA_PREFIX_AND_CLOCK, LUA_SESSION_ALIVE, LuaScripts } from '../../../cluster/lua-scripts.js';
 
-/** How long (ms) a reload-debounce hold outlives its debounce, so a late holder can still release it. */
+/** How long (ms) a leave-debounce hold outlives its debounce, so a late holder can still release it. */
 export const HOLD_GRACE_MS = 60_000;
 
 /** The adapter's own channels between nodes: occupied in Redis, never listed or counted as an app's. */
@@ -58,7 +58,7 @@ local function leaveOne(session, appId, channel, socketId)
   end
   return {vacated, removed, count}
 end
--- A webhook held by the reload debounce, as a member of webhooks:held (webhooks/shared-outbox-keys.ts webhookHeld).
+-- A webhook held by the leave debounce, as a member of webhooks:held (webhooks/shared-outbox-keys.ts webhookHeld).
 local function heldMember(kind, cid, token, userId)
   if kind == 'c' then return 'c|' .. cid .. '|' .. token end
   return 'm|' .. cid .. '|' .. token .. '|' .. userId
@@ -73,7 +73,7 @@ end
  * memberAdded, count, members, resumedChannel, resumedMember}: status 1 joined, 0 already
  * subscribed (nothing changed), -1 presence channel full, -2 the session is not alive (reaped
  * or never started: the node must re-register under a new session). resumed*: the join
- * cancelled a live reload-debounce hold.
+ * cancelled a live leave-debounce hold.
  *
  * leaveOp: debounceMs (0: no holds). Returns {changed, vacated, removed?, count, userId, channel
  * hold token, member hold token}. With a debounce, a vacate or member removal leaves a hold
@@ -126,7 +126,7 @@ local function joinOne(session, appId, channel, socketId, presenceFlag, userId, 
     added = 1
     redis.call('HSET', infoKey, userId, userInfo)
   end
-  -- A hold left by a leave within the reload debounce: this join cancels it (its vacated or
+  -- A hold left by a leave within the leave debounce: this join cancels it (its vacated or
   -- member_removed is dropped by the holder, and this occupied / member_added is not reported).
   -- An expired hold is left alone: its holder is sending it.
   local resumedChannel, resumedMember = 0, 0

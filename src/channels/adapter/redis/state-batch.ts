@@ -1,6 +1,6 @@
 /**
  * A node's changes to shared channel state (connects, joins, leaves, disconnects, with the
- * reload-debounce hold releases and the cache reads of joins) sent to Redis in batches: the
+ * leave-debounce hold releases and the cache reads of joins) sent to Redis in batches: the
  * changes asked for in one event-loop turn go out as one `heraldBatch` script call
  * (scripts.ts), which applies them one after the other, in the order they were asked for, and
  * answers each with the reply its own script call would have had. At most

@@ -68,7 +68,7 @@ describe('RedisChannelState', () => {
     expect(await b.state.presenceUserIds('app', 'presence-room')).toEqual(['bob']);
   });
 
-  it('applies the reload debounce cluster-wide: a re-join on another node cancels the held vacate and removal', async () => {
+  it('applies the leave debounce cluster-wide: a re-join on another node cancels the held vacate and removal', async () => {
     const [a, b] = await twoNodes();
     await a.join('app', 'presence-reload', 'a.1', { userId: 'alice' });
     const left = await a.leave('app', 'presence-reload', 'a.1', 5000);
@@ -84,7 +84,7 @@ describe('RedisChannelState', () => {
 
     // No re-join within the debounce: the holder sends; a later join is a plain occupy.
     const gone = await b.leave('app', 'presence-reload', 'b.1', 300);
-    // time: past the 300 ms reload debounce.
+    // time: past the 300 ms leave debounce.
     await sleep(400);
     const later = await a.join('app', 'presence-reload', 'a.2', { userId: 'alice' });
     expect(later).toMatchObject({ occupied: true, memberAdded: true, cancelledVacate: false, cancelledMemberRemoval: false });

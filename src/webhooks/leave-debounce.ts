@@ -1,5 +1,5 @@
 /**
- * The reload debounce: channel_vacated and member_removed are held for `pageReloadDebounceMs`;
+ * The leave debounce: channel_vacated and member_removed are held for `pageReloadDebounceMs`;
  * a channel_occupied (member_added for the same user) inside that window cancels the held
  * event and is itself dropped, so a page reload produces no vacated+occupied pair.
  *
@@ -20,7 +20,7 @@ interface Hold {
   refs: HeldRef[];
 }
 
-export class ReloadDebounce {
+export class LeaveDebounce {
   private readonly holds = new Map<string, Hold>();
 
   /** Key of a channel's occupancy (vacated ↔ occupied). */

@@ -1,17 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { ReloadDebounce } from '../../../src/webhooks/reload-debounce.js';
+import { LeaveDebounce } from '../../../src/webhooks/leave-debounce.js';
 
 const ref = (seq: number) => ({ queueKey: 'q', seq });
 
-describe('ReloadDebounce', () => {
+describe('LeaveDebounce', () => {
   it('keeps channel and member keys apart', () => {
-    expect(ReloadDebounce.channelKey('a', 'presence-x')).not.toBe(ReloadDebounce.memberKey('a', 'presence-x', ''));
-    expect(ReloadDebounce.memberKey('a', 'c', 'u1')).not.toBe(ReloadDebounce.memberKey('a', 'c', 'u2'));
+    expect(LeaveDebounce.channelKey('a', 'presence-x')).not.toBe(LeaveDebounce.memberKey('a', 'presence-x', ''));
+    expect(LeaveDebounce.memberKey('a', 'c', 'u1')).not.toBe(LeaveDebounce.memberKey('a', 'c', 'u2'));
   });
 
   it('a re-occupy within the window cancels the held events; after it, nothing is cancelled', () => {
-    const d = new ReloadDebounce();
-    const key = ReloadDebounce.channelKey('app', 'room');
+    const d = new LeaveDebounce();
+    const key = LeaveDebounce.channelKey('app', 'room');
     d.hold(key, 1_000, [ref(1), ref(2)]);
     expect(d.heldEntries()).toBe(2);
     expect(d.cancel(key, 999)).toEqual([ref(1), ref(2)]);
@@ -22,8 +22,8 @@ describe('ReloadDebounce', () => {
   });
 
   it('a second hold of a key adds its entries and keeps the later release time', () => {
-    const d = new ReloadDebounce();
-    const key = ReloadDebounce.memberKey('app', 'presence-x', 'ada');
+    const d = new LeaveDebounce();
+    const key = LeaveDebounce.memberKey('app', 'presence-x', 'ada');
     d.hold(key, 1_000, [ref(1)]);
     d.hold(key, 900, [ref(2)]);
     d.hold(key, 1_500, [ref(3)]);
@@ -31,7 +31,7 @@ describe('ReloadDebounce', () => {
   });
 
   it('prunes released holds from the front, oldest first', () => {
-    const d = new ReloadDebounce();
+    const d = new LeaveDebounce();
     d.hold('a', 100, [ref(1)]);
     d.hold('b', 200, [ref(2)]);
     d.hold('c', 300, [ref(3)]);
@@ -42,7 +42,7 @@ describe('ReloadDebounce', () => {
   });
 
   it('holds with no entries still cancel (no receiver wanted the vacated event)', () => {
-    const d = new ReloadDebounce();
+    const d = new LeaveDebounce();
     d.hold('k', 1_000, []);
     expect(d.cancel('k', 10)).toEqual([]);
   });
