@@ -30,6 +30,11 @@ function admin(path: string, init: { method?: string; body?: unknown } = {}): Pr
 }
 
 /** Whether the element's top edge lies inside the viewport (to within a pixel: scrolling rounds). */
+/** The aria-label of the section holding the focused element (an editor opened in place focuses its first field in an effect). */
+async function focusedSection(page: Page): Promise<string | null> {
+  return (await page.evaluate('document.activeElement?.closest("section")?.getAttribute("aria-label") ?? null')) as string | null;
+}
+
 async function inViewport(page: Page, selector: string): Promise<boolean> {
   return (await page.evaluate(`(() => {
     const el = document.querySelector(${JSON.stringify(selector)});
@@ -203,14 +208,14 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard Apps page in
         // editor was 49 rows further down, below the list).
         await page.locator(`tr[data-app="${prefix}00"]`).getByRole('button', { name: 'Edit' }).click();
         await until(async () => inViewport(page, `section[aria-label="Edit ${prefix}00"]`), 'the first app\'s editor in the viewport');
-        expect(await page.evaluate('document.activeElement?.closest("section")?.getAttribute("aria-label") ?? null')).toBe(`Edit ${prefix}00`);
+        await until(async () => (await focusedSection(page)) === `Edit ${prefix}00`, 'the first app\'s editor focused');
         await page.getByRole('region', { name: `Edit ${prefix}00` }).getByRole('button', { name: 'Cancel' }).click();
         // The last app's, labelled for people.
         await last.getByRole('button', { name: 'Edit' }).click();
         const editor = page.getByRole('region', { name: `Edit ${prefix}49` });
         await editor.waitFor();
         await until(async () => inViewport(page, `section[aria-label="Edit ${prefix}49"]`), 'the editor in the viewport');
-        expect(await page.evaluate('document.activeElement?.closest("section")?.getAttribute("aria-label") ?? null')).toBe(`Edit ${prefix}49`);
+        await until(async () => (await focusedSection(page)) === `Edit ${prefix}49`, 'the last app\'s editor focused');
         await editor.getByLabel('HTTP requests per second').fill('5');
         await editor.getByRole('button', { name: 'Save' }).click();
         await until(
