@@ -17,6 +17,25 @@ import { graceSecret } from '../../config/secret-grace.js';
 export const MAX_TIMESTAMP_SKEW_SECONDS = 600;
 /** The only auth_version there is. */
 export const AUTH_VERSION = '1.0';
+/** auth_timestamp: whole seconds. */
+const TIMESTAMP = /^\d{1,15}$/;
+
+/**
+ * `s.toLowerCase()`, without a new string when nothing changes (query keys arrive lower-case:
+ * toLowerCase copies even then, ten times per request).
+ */
+function lowerCase(s: string): string {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if ((c >= 65 && c <= 90) || c > 127) return s.toLowerCase();
+  }
+  return s;
+}
+
+/** `method.toUpperCase()` for the methods uWS reports (lower-case), without a new string each time. */
+function upperCaseMethod(method: string): string {
+  return method === 'post' ? 'POST' : method === 'get' ? 'GET' : method.toUpperCase();
+}
 
 /** What authenticateRequest needs from a request. */
 export interface SignedRequest {
@@ -45,14 +64,14 @@ export function stringToSign(method: string, path: string, query: readonly Query
   let previous = '';
   for (let i = 0; i < query.length; i++) {
     const pair = query[i]!;
-    const key = pair[0].toLowerCase();
+    const key = lowerCase(pair[0]);
     if (key === 'auth_signature') continue;
-    if (key < previous) return `${method.toUpperCase()}\n${path}\n${sortedParams(query)}`;
+    if (key < previous) return `${upperCaseMethod(method)}\n${path}\n${sortedParams(query)}`;
     previous = key;
     params += first ? `${key}=${pair[1]}` : `&${key}=${pair[1]}`;
     first = false;
   }
-  return `${method.toUpperCase()}\n${path}\n${params}`;
+  return `${upperCaseMethod(method)}\n${path}\n${params}`;
 }
 
 function sortedParams(query: readonly QueryPair[]): string {
@@ -88,7 +107,7 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
   let bodyMd5: string | undefined;
   for (let i = 0; i < req.query.length; i++) {
     const pair = req.query[i]!;
-    switch (pair[0].toLowerCase()) {
+    switch (lowerCase(pair[0])) {
       case 'auth_key': key ??= pair[1]; break;
       case 'auth_timestamp': timestampText ??= pair[1]; break;
       case 'auth_version': version ??= pair[1]; break;
@@ -114,7 +133,7 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
     throw new HeraldError('AUTH_BAD_VERSION', `auth_version must be ${AUTH_VERSION}; got '${clip(version)}'`);
   }
   const nowSeconds = Math.floor(nowMs / 1000);
-  if (!/^\d{1,15}$/.test(timestampText)) {
+  if (!TIMESTAMP.test(timestampText)) {
     throw new HeraldError('AUTH_STALE_TIMESTAMP', `auth_timestamp must be whole seconds since 1970-01-01 UTC; got '${clip(timestampText)}' (server time ${nowSeconds})`);
   }
   const timestamp = Number(timestampText);
@@ -129,7 +148,7 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
     if (bodyMd5 === undefined) {
       throw new HeraldError('AUTH_BAD_BODY_MD5', `body_md5 is required for a non-empty body; expected the hex MD5 of the body, ${actual}`);
     }
-    if (!constantTimeEqual(actual, bodyMd5.toLowerCase())) {
+    if (!constantTimeEqual(actual, lowerCase(bodyMd5))) {
       throw new HeraldError('AUTH_BAD_BODY_MD5', `body_md5 does not match the body: expected ${actual} (hex MD5 of the ${req.body.length} body bytes), got '${clip(bodyMd5)}'`);
     }
   }
