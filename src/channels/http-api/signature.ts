@@ -105,15 +105,30 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
   let version: string | undefined;
   let given: string | undefined;
   let bodyMd5: string | undefined;
+  // The signed parameters are joined in the same pass (keys lower-cased once), as stringToSign
+  // does while they come sorted; `sorted` false leaves the string to stringToSign.
+  let params = '';
+  let first = true;
+  let previousName = '';
+  let sorted = true;
   for (let i = 0; i < req.query.length; i++) {
     const pair = req.query[i]!;
-    switch (lowerCase(pair[0])) {
+    const name = lowerCase(pair[0]);
+    switch (name) {
       case 'auth_key': key ??= pair[1]; break;
       case 'auth_timestamp': timestampText ??= pair[1]; break;
       case 'auth_version': version ??= pair[1]; break;
-      case 'auth_signature': given ??= pair[1]; break;
+      case 'auth_signature': given ??= pair[1]; continue;
       case 'body_md5': bodyMd5 ??= pair[1]; break;
     }
+    if (!sorted) continue;
+    if (name < previousName) {
+      sorted = false;
+      continue;
+    }
+    previousName = name;
+    params += first ? `${name}=${pair[1]}` : `&${name}=${pair[1]}`;
+    first = false;
   }
   if (!key || !timestampText || !version || !given) {
     const missing = [['auth_key', key], ['auth_timestamp', timestampText], ['auth_version', version], ['auth_signature', given]]
@@ -152,7 +167,7 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
       throw new HeraldError('AUTH_BAD_BODY_MD5', `body_md5 does not match the body: expected ${actual} (hex MD5 of the ${req.body.length} body bytes), got '${clip(bodyMd5)}'`);
     }
   }
-  const signed = stringToSign(req.method, req.path, req.query);
+  const signed = sorted ? `${upperCaseMethod(req.method)}\n${req.path}\n${params}` : stringToSign(req.method, req.path, req.query);
   if (constantTimeEqual(hmacSha256Hex(app.secret, signed), given)) return app;
   // Clients sign the path before escaping it; accept the decoded form too (e.g. a user id with a space).
   const decodedPath = safeDecodePath(req.path);

@@ -120,6 +120,10 @@ describe('channel API signatures against the pusher SDK', () => {
     const shouted = query.replace('auth_key=', 'AUTH_KEY=').replace('auth_signature=', 'Auth_Signature=').replace('body_md5=', 'Body_MD5=');
     expect(check('post', path, shouted, body)).toBe('app-id');
     expect(check('Post', path, shouted, body)).toBe('app-id');
+    // Signed sorted, sent in another order: sorted again before the check.
+    const pairs = query.split('&');
+    expect(check('POST', path, [...pairs.slice(2, -1), pairs[1], pairs[0], pairs.at(-1)].join('&'), body)).toBe('app-id');
+    expect(check('POST', path, [pairs.at(-1), ...pairs.slice(0, -1).reverse()].join('&'), body)).toBe('app-id');
     for (const method of ['get', 'post', 'put', 'Get', 'dElEtE']) {
       expect(stringToSign(method, '/p', parseQueryPairs('Ä=1&b=2'))).toBe(`${method.toUpperCase()}\n/p\nb=2&ä=1`);
     }
