@@ -9,7 +9,7 @@
 import type { AppConfig } from '../../config/schema.js';
 import { constantTimeEqual, hmacSha256Hex, md5Hex } from '../../crypto.js';
 import { HeraldError } from '../../errors.js';
-import type { QueryPair } from './params.js';
+import { lowerCased, type QueryPair } from './params.js';
 import { logUnknownAppKey } from '../unknown-key-log.js';
 import { graceSecret } from '../../config/secret-grace.js';
 
@@ -19,18 +19,6 @@ export const MAX_TIMESTAMP_SKEW_SECONDS = 600;
 export const AUTH_VERSION = '1.0';
 /** auth_timestamp: whole seconds. */
 const TIMESTAMP = /^\d{1,15}$/;
-
-/**
- * `s.toLowerCase()`, without a new string when nothing changes (query keys arrive lower-case:
- * toLowerCase copies even then, ten times per request).
- */
-function lowerCase(s: string): string {
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if ((c >= 65 && c <= 90) || c > 127) return s.toLowerCase();
-  }
-  return s;
-}
 
 /** `method.toUpperCase()` for the methods uWS reports (lower-case), without a new string each time. */
 function upperCaseMethod(method: string): string {
@@ -64,7 +52,7 @@ export function stringToSign(method: string, path: string, query: readonly Query
   let previous = '';
   for (let i = 0; i < query.length; i++) {
     const pair = query[i]!;
-    const key = lowerCase(pair[0]);
+    const key = lowerCased(pair[0]);
     if (key === 'auth_signature') continue;
     if (key < previous) return `${upperCaseMethod(method)}\n${path}\n${sortedParams(query)}`;
     previous = key;
@@ -113,7 +101,7 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
   let sorted = true;
   for (let i = 0; i < req.query.length; i++) {
     const pair = req.query[i]!;
-    const name = lowerCase(pair[0]);
+    const name = lowerCased(pair[0]);
     switch (name) {
       case 'auth_key': key ??= pair[1]; break;
       case 'auth_timestamp': timestampText ??= pair[1]; break;
@@ -163,7 +151,7 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
     if (bodyMd5 === undefined) {
       throw new HeraldError('AUTH_BAD_BODY_MD5', `body_md5 is required for a non-empty body; expected the hex MD5 of the body, ${actual}`);
     }
-    if (!constantTimeEqual(actual, lowerCase(bodyMd5))) {
+    if (!constantTimeEqual(actual, lowerCased(bodyMd5))) {
       throw new HeraldError('AUTH_BAD_BODY_MD5', `body_md5 does not match the body: expected ${actual} (hex MD5 of the ${req.body.length} body bytes), got '${clip(bodyMd5)}'`);
     }
   }
