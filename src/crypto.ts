@@ -63,6 +63,13 @@ function padsFor(algorithm: 'sha256' | 'sha1', key: string): HmacPads {
  */
 const innerScratch = Buffer.alloc(16 * 1024);
 let scratchPads: HmacPads | undefined;
+/** Views of the first n bytes of innerScratch, by n, made when first needed (n up to MAX_KEPT_VIEW_BYTES). */
+const innerViews: Uint8Array[] = [];
+const MAX_KEPT_VIEW_BYTES = 1024;
+
+function innerView(length: number): Uint8Array {
+  return new Uint8Array(innerScratch.buffer, innerScratch.byteOffset, length);
+}
 
 function hmacHex(algorithm: 'sha256' | 'sha1', key: string, data: string): string {
   if (oneShot === undefined) return createHmac(algorithm, key).update(data, 'utf8').digest('hex');
@@ -75,7 +82,8 @@ function hmacHex(algorithm: 'sha256' | 'sha1', key: string, data: string): strin
       scratchPads = pads;
     }
     const length = BLOCK_BYTES + innerScratch.write(data, BLOCK_BYTES, 'utf8');
-    input = new Uint8Array(innerScratch.buffer, innerScratch.byteOffset, length);
+    // A given route signs strings of the same length each time: one view per length, kept.
+    input = length <= MAX_KEPT_VIEW_BYTES ? (innerViews[length] ??= innerView(length)) : innerView(length);
   } else {
     const own = Buffer.allocUnsafe(BLOCK_BYTES + Buffer.byteLength(data, 'utf8'));
     pads.inner.copy(own, 0);

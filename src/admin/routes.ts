@@ -219,7 +219,7 @@ function sendEvent(deps: AdminDeps, rc: RequestContext): Reply {
   const channel = stringField(body, 'channel', 200);
   const name = stringField(body, 'event', 200);
   const data = typeof body.data === 'string' ? body.data : JSON.stringify(body.data ?? '');
-  const event = validateEvent(app, { name, data, channels: [channel] }, '', () => 'channel');
+  const event = validateEvent(app, { name, data, channels: [channel] }, 'channel');
   publishEvent(ctx.channels, app, event);
   ctx.debug.apiEvent(app.id, event.channels, event.name, event.data);
   return { status: 200, body: {} };

@@ -21,6 +21,9 @@ export function watchTopicFor(appId: string, userId: string): string {
   return `${topicPart(appId)}::watch:${topicPart(userId)}`;
 }
 
+/** Text that encodeURIComponent returns unchanged (most app ids and channel names): no copy is made of it. */
+const URI_UNRESERVED = /^[A-Za-z0-9\-_.!~*'()]*$/;
+
 /**
  * `encodeURIComponent`, except that it cannot throw: a lone surrogate (on which
  * encodeURIComponent throws URIError) becomes `%u<4 hex digits>`, a form encodeURIComponent
@@ -29,6 +32,7 @@ export function watchTopicFor(appId: string, userId: string): string {
  * the last line of defence.
  */
 export function topicPart(s: string): string {
+  if (URI_UNRESERVED.test(s)) return s;
   if (isWellFormed(s)) return encodeURIComponent(s);
   let out = '';
   let start = 0;

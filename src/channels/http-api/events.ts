@@ -56,16 +56,32 @@ interface EventFields {
 }
 
 /**
+ * Where an event stands in its request, for error messages: C1's `channels` array or its
+ * `channel`, or the index of a C2 batch's event. A value rather than the message text, so
+ * the text is built only when a rule fails.
+ */
+export type EventSource = 'channels' | 'channel' | number;
+
+function channelLabel(source: EventSource, i: number): string {
+  if (typeof source === 'number') return `batch[${source}].channel`;
+  return source === 'channels' ? `channels[${i}]` : 'channel';
+}
+
+function fieldPrefix(source: EventSource): string {
+  return typeof source === 'number' ? `batch[${source}].` : '';
+}
+
+/**
  * Applies the rules that shape alone does not: channel names (plus `#server-to-user-<user id>`,
  * the SDK's sendToUser), socket id, info attribute names and the app's data size limit (413).
- * `label(i)` names channel i in messages.
+ * `fields.channels` becomes the event's own when it names one channel (callers hand a fresh array).
  */
-export function validateEvent(app: AppConfig, fields: EventFields, where: string, label: (i: number) => string): ValidEvent {
+export function validateEvent(app: AppConfig, fields: EventFields, source: EventSource): ValidEvent {
   const channels = fields.channels;
   for (let i = 0; i < channels.length; i++) {
     const channel = channels[i]!;
     if (isValidTriggerChannel(channel)) continue;
-    const quoted = `${label(i)} '${channel.slice(0, 230)}'`;
+    const quoted = `${channelLabel(source, i)} '${channel.slice(0, 230)}'`;
     if (channel.startsWith(SERVER_TO_USER_PREFIX)) {
       throw new HeraldError('INVALID_CHANNEL_NAME', `${quoted} names no user: the user id after ${SERVER_TO_USER_PREFIX} must be 1 to ${MAX_USER_ID_LENGTH} characters`);
     }
@@ -75,17 +91,17 @@ export function validateEvent(app: AppConfig, fields: EventFields, where: string
     );
   }
   if (fields.socket_id !== undefined && !isValidSocketId(fields.socket_id)) {
-    throw new HeraldError('INVALID_SOCKET_ID', `${where}socket_id '${fields.socket_id.slice(0, 64)}' is not a socket id (<digits>.<digits>)`);
+    throw new HeraldError('INVALID_SOCKET_ID', `${fieldPrefix(source)}socket_id '${fields.socket_id.slice(0, 64)}' is not a socket id (<digits>.<digits>)`);
   }
-  const info = fields.info === undefined ? NO_INFO : parseInfo(fields.info, TRIGGER_INFO, `${where}info`);
+  const info = fields.info === undefined ? NO_INFO : parseInfo(fields.info, TRIGGER_INFO, `${fieldPrefix(source)}info`);
   // A UTF-16 unit is at most 3 UTF-8 bytes: short data cannot be over the limit, no need to count.
   if (fields.data.length * 3 > app.maxEventDataBytes) {
     const bytes = Buffer.byteLength(fields.data, 'utf8');
     if (bytes > app.maxEventDataBytes) {
-      throw new HeraldError('EVENT_DATA_TOO_LARGE', `${where}data is ${bytes} bytes; the limit is ${app.maxEventDataBytes} bytes`);
+      throw new HeraldError('EVENT_DATA_TOO_LARGE', `${fieldPrefix(source)}data is ${bytes} bytes; the limit is ${app.maxEventDataBytes} bytes`);
     }
   }
-  const event: ValidEvent = { name: fields.name, data: fields.data, channels: channels.length === 1 ? [channels[0]!] : [...new Set(channels)], info };
+  const event: ValidEvent = { name: fields.name, data: fields.data, channels: channels.length === 1 ? (channels as string[]) : [...new Set(channels)], info };
   if (fields.socket_id !== undefined) event.socketId = fields.socket_id;
   return event;
 }
@@ -148,9 +164,6 @@ export async function triggerInfo(
   return out;
 }
 
-const channelsLabel = (i: number): string => `channels[${i}]`;
-const channelLabel = (): string => 'channel';
-
 /** C1: one event to 1-100 channels; with `info`, the attributes of each unique channel. */
 export function triggerEvent(
   adapter: ChannelAdapter,
@@ -166,21 +179,33 @@ export function triggerEvent(
   }
   const channels = params.channels ?? (params.channel !== undefined ? [params.channel] : undefined);
   if (channels === undefined) throw new HeraldError('INVALID_PARAMETERS', 'channels (or channel) is required');
-  const event = validateEvent(app, { name: params.name, data: params.data, channels, socket_id: params.socket_id, info: params.info }, '', params.channels !== undefined ? channelsLabel : channelLabel);
+  const event = validateEvent(app, { name: params.name, data: params.data, channels, socket_id: params.socket_id, info: params.info }, params.channels !== undefined ? 'channels' : 'channel');
   adapter.cluster?.checkAvailable();
-  return afterCharge(limits?.events(app, 1), () => afterCharge(quota.charge(app, messageCost(event.channels.length, event.info.size > 0)), () => {
-    const kept = publishEvent(adapter, app, event);
-    debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
-    const relayed = kept ?? adapter.cluster?.relayed();
-    if (event.info.size === 0) return relayed ? relayed.then(emptyOk) : emptyOk();
-    return Promise.all([relayed, ...event.channels.map((c) => triggerInfo(adapter, app, c, event.info))]).then(([, ...attributes]) => {
-      const out: Record<string, Record<string, number>> = {};
-      event.channels.forEach((c, i) => {
-        out[c] = attributes[i]!;
-      });
-      return { status: 200, body: { channels: out } };
+  // No closure on one node's path: the rate limit and the quota answer at once there.
+  const limited = limits?.events(app, 1);
+  if (limited instanceof Promise) return limited.then(() => chargeEvent(adapter, quota, app, event, debug));
+  return chargeEvent(adapter, quota, app, event, debug);
+}
+
+function chargeEvent(adapter: ChannelAdapter, quota: MessageCharger, app: AppConfig, event: ValidEvent, debug: Pick<DebugTap, 'apiEvent'> | undefined): Reply | Promise<Reply> {
+  const charged = quota.charge(app, messageCost(event.channels.length, event.info.size > 0));
+  if (charged instanceof Promise) return charged.then(() => sendEvent(adapter, app, event, debug));
+  return sendEvent(adapter, app, event, debug);
+}
+
+/** Publishes a charged C1 event and answers: at once, or once relayed (cluster, history) and with the info asked for. */
+function sendEvent(adapter: ChannelAdapter, app: AppConfig, event: ValidEvent, debug: Pick<DebugTap, 'apiEvent'> | undefined): Reply | Promise<Reply> {
+  const kept = publishEvent(adapter, app, event);
+  debug?.apiEvent(app.id, event.channels, event.name, event.data, event.socketId);
+  const relayed = kept ?? adapter.cluster?.relayed();
+  if (event.info.size === 0) return relayed ? relayed.then(emptyOk) : emptyOk();
+  return Promise.all([relayed, ...event.channels.map((c) => triggerInfo(adapter, app, c, event.info))]).then(([, ...attributes]) => {
+    const out: Record<string, Record<string, number>> = {};
+    event.channels.forEach((c, i) => {
+      out[c] = attributes[i]!;
     });
-  }));
+    return { status: 200, body: { channels: out } };
+  });
 }
 
 /**
@@ -210,13 +235,7 @@ export function triggerBatch(
   let withInfo = false;
   for (let i = 0; i < batch.length; i++) {
     const fields = parseBatchEventParams(batch[i], i);
-    const where = `batch[${i}].`;
-    const event = validateEvent(
-      app,
-      { name: fields.name, data: fields.data, channels: [fields.channel], socket_id: fields.socket_id, info: fields.info },
-      where,
-      () => `${where}channel`,
-    );
+    const event = validateEvent(app, { name: fields.name, data: fields.data, channels: [fields.channel], socket_id: fields.socket_id, info: fields.info }, i);
     events[i] = event;
     cost += messageCost(1, event.info.size > 0);
     if (event.info.size > 0) withInfo = true;

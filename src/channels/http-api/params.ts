@@ -19,6 +19,34 @@ export const MAX_EVENT_NAME_LENGTH = 200;
 export const MAX_CHANNELS_PER_EVENT = 100;
 
 /**
+ * `s.toLowerCase()`, without a new string when nothing changes: query keys (and hex digests) arrive lower-case,
+ * and toLowerCase copies even then.
+ */
+export function lowerCased(s: string): string {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if ((c >= 65 && c <= 90) || c > 127) return s.toLowerCase();
+  }
+  return s;
+}
+
+/** The authentication keys, as the one string each that parseQueryPairs hands out for them. */
+const KNOWN_KEYS: readonly string[] = [...AUTH_PARAM_KEYS];
+
+/**
+ * The key `query[start, end)`: an authentication key as its constant (no copy, and compared
+ * and hashed as the same string every time), any other key decoded.
+ */
+function keyAt(query: string, start: number, end: number): string {
+  const length = end - start;
+  for (let i = 0; i < KNOWN_KEYS.length; i++) {
+    const known = KNOWN_KEYS[i]!;
+    if (known.length === length && query.startsWith(known, start)) return known;
+  }
+  return decodeComponent(query.slice(start, end));
+}
+
+/**
  * Splits a raw query string into decoded pairs. `+` reads as a space (form encoding, as the
  * SDKs that escape their query strings write it); a malformed escape is kept as written.
  */
@@ -31,11 +59,7 @@ export function parseQueryPairs(query: string): QueryPair[] {
     if (end === -1) end = length;
     if (end > start) {
       const eq = query.indexOf('=', start);
-      pairs.push(
-        eq === -1 || eq > end
-          ? [decodeComponent(query.slice(start, end)), '']
-          : [decodeComponent(query.slice(start, eq)), decodeComponent(query.slice(eq + 1, end))],
-      );
+      pairs.push(eq === -1 || eq > end ? [keyAt(query, start, end), ''] : [keyAt(query, start, eq), decodeComponent(query.slice(eq + 1, end))]);
     }
     start = end + 1;
   }
@@ -87,8 +111,8 @@ export function postParams(pairs: readonly QueryPair[], body: Buffer): Record<st
   const fromBody = parseJsonObjectBody(body);
   // The usual request carries only authentication in its query: the parsed body (a fresh
   // object) already is the answer, no copy needed.
-  for (const [key] of pairs) {
-    if (!AUTH_PARAM_KEYS.has(key.toLowerCase())) return { ...queryParams(pairs), ...fromBody };
+  for (let i = 0; i < pairs.length; i++) {
+    if (!AUTH_PARAM_KEYS.has(lowerCased(pairs[i]![0]))) return { ...queryParams(pairs), ...fromBody };
   }
   return fromBody;
 }

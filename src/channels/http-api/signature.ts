@@ -9,7 +9,7 @@
 import type { AppConfig } from '../../config/schema.js';
 import { constantTimeEqual, hmacSha256Hex, md5Hex } from '../../crypto.js';
 import { HeraldError } from '../../errors.js';
-import type { QueryPair } from './params.js';
+import { lowerCased, type QueryPair } from './params.js';
 import { logUnknownAppKey } from '../unknown-key-log.js';
 import { graceSecret } from '../../config/secret-grace.js';
 
@@ -17,6 +17,13 @@ import { graceSecret } from '../../config/secret-grace.js';
 export const MAX_TIMESTAMP_SKEW_SECONDS = 600;
 /** The only auth_version there is. */
 export const AUTH_VERSION = '1.0';
+/** auth_timestamp: whole seconds. */
+const TIMESTAMP = /^\d{1,15}$/;
+
+/** `method.toUpperCase()` for the methods uWS reports (lower-case), without a new string each time. */
+function upperCaseMethod(method: string): string {
+  return method === 'post' ? 'POST' : method === 'get' ? 'GET' : method.toUpperCase();
+}
 
 /** What authenticateRequest needs from a request. */
 export interface SignedRequest {
@@ -45,14 +52,14 @@ export function stringToSign(method: string, path: string, query: readonly Query
   let previous = '';
   for (let i = 0; i < query.length; i++) {
     const pair = query[i]!;
-    const key = pair[0].toLowerCase();
+    const key = lowerCased(pair[0]);
     if (key === 'auth_signature') continue;
-    if (key < previous) return `${method.toUpperCase()}\n${path}\n${sortedParams(query)}`;
+    if (key < previous) return `${upperCaseMethod(method)}\n${path}\n${sortedParams(query)}`;
     previous = key;
     params += first ? `${key}=${pair[1]}` : `&${key}=${pair[1]}`;
     first = false;
   }
-  return `${method.toUpperCase()}\n${path}\n${params}`;
+  return `${upperCaseMethod(method)}\n${path}\n${params}`;
 }
 
 function sortedParams(query: readonly QueryPair[]): string {
@@ -86,15 +93,30 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
   let version: string | undefined;
   let given: string | undefined;
   let bodyMd5: string | undefined;
+  // The signed parameters are joined in the same pass (keys lower-cased once), as stringToSign
+  // does while they come sorted; `sorted` false leaves the string to stringToSign.
+  let params = '';
+  let first = true;
+  let previousName = '';
+  let sorted = true;
   for (let i = 0; i < req.query.length; i++) {
     const pair = req.query[i]!;
-    switch (pair[0].toLowerCase()) {
+    const name = lowerCased(pair[0]);
+    switch (name) {
       case 'auth_key': key ??= pair[1]; break;
       case 'auth_timestamp': timestampText ??= pair[1]; break;
       case 'auth_version': version ??= pair[1]; break;
-      case 'auth_signature': given ??= pair[1]; break;
+      case 'auth_signature': given ??= pair[1]; continue;
       case 'body_md5': bodyMd5 ??= pair[1]; break;
     }
+    if (!sorted) continue;
+    if (name < previousName) {
+      sorted = false;
+      continue;
+    }
+    previousName = name;
+    params += first ? `${name}=${pair[1]}` : `&${name}=${pair[1]}`;
+    first = false;
   }
   if (!key || !timestampText || !version || !given) {
     const missing = [['auth_key', key], ['auth_timestamp', timestampText], ['auth_version', version], ['auth_signature', given]]
@@ -114,7 +136,7 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
     throw new HeraldError('AUTH_BAD_VERSION', `auth_version must be ${AUTH_VERSION}; got '${clip(version)}'`);
   }
   const nowSeconds = Math.floor(nowMs / 1000);
-  if (!/^\d{1,15}$/.test(timestampText)) {
+  if (!TIMESTAMP.test(timestampText)) {
     throw new HeraldError('AUTH_STALE_TIMESTAMP', `auth_timestamp must be whole seconds since 1970-01-01 UTC; got '${clip(timestampText)}' (server time ${nowSeconds})`);
   }
   const timestamp = Number(timestampText);
@@ -129,11 +151,11 @@ export function authenticateRequest(req: SignedRequest, appsByKey: ReadonlyMap<s
     if (bodyMd5 === undefined) {
       throw new HeraldError('AUTH_BAD_BODY_MD5', `body_md5 is required for a non-empty body; expected the hex MD5 of the body, ${actual}`);
     }
-    if (!constantTimeEqual(actual, bodyMd5.toLowerCase())) {
+    if (!constantTimeEqual(actual, lowerCased(bodyMd5))) {
       throw new HeraldError('AUTH_BAD_BODY_MD5', `body_md5 does not match the body: expected ${actual} (hex MD5 of the ${req.body.length} body bytes), got '${clip(bodyMd5)}'`);
     }
   }
-  const signed = stringToSign(req.method, req.path, req.query);
+  const signed = sorted ? `${upperCaseMethod(req.method)}\n${req.path}\n${params}` : stringToSign(req.method, req.path, req.query);
   if (constantTimeEqual(hmacSha256Hex(app.secret, signed), given)) return app;
   // Clients sign the path before escaping it; accept the decoded form too (e.g. a user id with a space).
   const decodedPath = safeDecodePath(req.path);

@@ -22,6 +22,12 @@ describe('topics', () => {
     expect(frames.topicPart('\ud83d\ude00 a/b')).toBe(encodeURIComponent('\ud83d\ude00 a/b'));
     for (const t of topics) expect(t).not.toMatch(/[/+#]/);
   });
+
+  it('gives every well-formed name what encodeURIComponent gives, those it leaves alone included', () => {
+    const names = ['bench-unicast-7', "A-z_0.9!~*'()", '', 'a=b', 'a@b,c;d', 'a b', 'a:b', '#server-to-user-x', 'ä', '\ud83d\ude00'];
+    for (let c = 0; c < 0x250; c++) names.push(`x${String.fromCharCode(c)}y`);
+    for (const name of names) expect(frames.topicPart(name), JSON.stringify(name)).toBe(encodeURIComponent(name));
+  });
 });
 
 describe('frames', () => {

@@ -113,6 +113,22 @@ describe('channel API signatures against the pusher SDK', () => {
     expect(err.message).not.toContain(/auth_signature=([0-9a-f]+)/.exec(query)![1]);
   });
 
+  it('reads authentication keys and the method in any case, lower-casing non-ASCII keys as toLowerCase does', () => {
+    const path = '/apps/app-id/events';
+    const body = '{"name":"ev","data":"{}","channel":"a"}';
+    const query = sdk.createSignedQueryString({ method: 'POST', path, body });
+    const shouted = query.replace('auth_key=', 'AUTH_KEY=').replace('auth_signature=', 'Auth_Signature=').replace('body_md5=', 'Body_MD5=');
+    expect(check('post', path, shouted, body)).toBe('app-id');
+    expect(check('Post', path, shouted, body)).toBe('app-id');
+    // Signed sorted, sent in another order: sorted again before the check.
+    const pairs = query.split('&');
+    expect(check('POST', path, [...pairs.slice(2, -1), pairs[1], pairs[0], pairs.at(-1)].join('&'), body)).toBe('app-id');
+    expect(check('POST', path, [pairs.at(-1), ...pairs.slice(0, -1).reverse()].join('&'), body)).toBe('app-id');
+    for (const method of ['get', 'post', 'put', 'Get', 'dElEtE']) {
+      expect(stringToSign(method, '/p', parseQueryPairs('Ä=1&b=2'))).toBe(`${method.toUpperCase()}\n/p\nb=2&ä=1`);
+    }
+  });
+
   it('compares equal-length strings only', () => {
     expect(constantTimeEqual('abcd', 'abcd')).toBe(true);
     expect(constantTimeEqual('abcd', 'abce')).toBe(false);
