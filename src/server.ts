@@ -30,9 +30,8 @@ import { log } from './log.js';
 import type { ServerContext, ServerState } from './server-context.js';
 import type { HeraldShardApi } from './shard-api.js';
 import type { ChannelAdapter, ClusterCapability } from './channels/adapter/channel-adapter.js';
-import { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
+import { openChannelAdapter } from './channels/adapter/open-adapter.js';
 import type { TopicFanout } from './http/topic-fanout.js';
-import { RedisChannelAdapter } from './channels/adapter/redis/redis-adapter.js';
 import { Cluster } from './cluster/cluster.js';
 import { randomNodeId } from './cluster/node-session.js';
 import { describeRedis } from './cluster/connection.js';
@@ -350,8 +349,8 @@ export class ClusterStartError extends Error {
 }
 
 /**
- * With a `cluster` block, the node's cluster (built here, once) and the Redis adapter on it,
- * which joins it; otherwise the local adapter (this process's shards and uWS topics).
+ * With a `cluster` block, the node's cluster (built here, once) and the channel adapter on it,
+ * which joins it; otherwise the adapter of one node (channels/adapter/open-adapter.ts).
  */
 async function createChannelAdapter(
   config: Readonly<HeraldConfig>,
@@ -364,7 +363,7 @@ async function createChannelAdapter(
   if (config.cluster) {
     try {
       const cluster = new Cluster(config.cluster, { nodeId: config.cluster.nodeId ?? randomNodeId(hostname()) });
-      const adapter = await RedisChannelAdapter.start({ topics, registry, shards, cluster, subscriptionWaitMs: config.cluster.subscriptionWaitMs, config: running, apps });
+      const adapter = await openChannelAdapter({ topics, registry, shards, cluster, subscriptionWaitMs: config.cluster.subscriptionWaitMs, config: running, apps });
       log.info('cluster: node joined', { nodeId: cluster.nodeId, redis: describeRedis(config.cluster), keyPrefix: config.cluster.keyPrefix });
       return { adapter, cluster };
     } catch (err) {
@@ -373,7 +372,8 @@ async function createChannelAdapter(
       );
     }
   }
-  return { adapter: new LocalChannelAdapter(topics, shards, registry), cluster: null };
+  const adapter = await openChannelAdapter({ topics, registry, shards, cluster: null, subscriptionWaitMs: 0, config: running, apps });
+  return { adapter, cluster: null };
 }
 
 /**
