@@ -4,6 +4,7 @@
  */
 import type { TemplatedApp } from 'uWebSockets.js';
 import type { Route } from '../http/router.js';
+import { clientAddressResolver } from '../net/client-address.js';
 import { AdminAuth } from './auth.js';
 import { adminRoutes, type AdminDeps } from './routes.js';
 import { dashboardRoutes } from './static.js';
@@ -21,9 +22,9 @@ export interface AdminEndpoints {
  * Built by the composition root (server.ts), which hands it the debug hub it built and
  * registers the live stream (a streamed response the route table does not serve) on its app.
  */
-export function createAdminEndpoints(deps: Omit<AdminDeps, 'auth'> & { token: string }): AdminEndpoints {
-  const { token, ...rest } = deps;
-  const full: AdminDeps = { ...rest, auth: new AdminAuth(token) };
+export function createAdminEndpoints(deps: Omit<AdminDeps, 'auth' | 'clientAddressOf'> & { token: string; trustedProxies: readonly string[] }): AdminEndpoints {
+  const { token, trustedProxies, ...rest } = deps;
+  const full: AdminDeps = { ...rest, auth: new AdminAuth(token), clientAddressOf: clientAddressResolver(trustedProxies) };
   const streams = adminStreams(full);
   return {
     routes: [...adminRoutes(full), ...dashboardRoutes()],

@@ -3,7 +3,8 @@
  * failed sign-ins limited twice over (a wrong token is a guess at a secret that opens every
  * app's live traffic):
  *
- * - per remote address: MAX_FAILURES within FAILURE_WINDOW_MS lock the address until its window
+ * - per client address (the forwarded one behind a proxy in `trustedProxies`: the caller resolves
+ *   it, net/client-address.ts): MAX_FAILURES within FAILURE_WINDOW_MS lock the address until its window
  *   ends, the right token included, so guessing cannot go on in the background;
  * - all addresses together: past GLOBAL_FREE_FAILURES in one burst (failures with no quiet
  *   FAILURE_WINDOW_MS between them, counted from the end of the last delay), each further failure locks sign-in for every address for a

@@ -17,6 +17,7 @@ import { PLATFORMS, type Platform } from '../push/platform.js';
 import type { GatewayCounts, PublishJob } from '../push/messages/publishes.js';
 import { newPublishJob, validatePublishRequest } from '../push/http/publishes/request-schema.js';
 import { isDeviceIdOf } from '../push/http/devices/device-id.js';
+import type { ClientAddressOf } from '../net/client-address.js';
 import { SignInRateLimited, type AdminAuth } from './auth.js';
 import type { DebugHub } from './debug-hub.js';
 import type { TenantRegistry } from '../tenants/tenant-registry.js';
@@ -50,6 +51,8 @@ export interface AdminDeps {
   ctx: AdminContext;
   hub: DebugHub;
   auth: AdminAuth;
+  /** The client's address as the sign-in limit counts it (`trustedProxies`: net/client-address.ts). */
+  clientAddressOf: ClientAddressOf;
   /** Live WebSocket connections of this node, of one app or all. */
   connectionCount(appId?: string): number;
   /** When the server started, ms since the epoch. */
@@ -68,10 +71,10 @@ export function adminErrorReply(err: unknown, path: string): Reply {
 }
 
 /** Wraps a handler with the token check; the auth errors are answered here (Retry-After). */
-export function authenticated(deps: Pick<AdminDeps, 'auth'>, handler: Handler): Handler {
+export function authenticated(deps: Pick<AdminDeps, 'auth' | 'clientAddressOf'>, handler: Handler): Handler {
   return async (rc: RequestContext): Promise<Reply> => {
     try {
-      deps.auth.check(rc.headers.authorization, rc.remoteAddress);
+      deps.auth.check(rc.headers.authorization, deps.clientAddressOf(rc.remoteAddress, rc.headers['x-forwarded-for'] ?? ''));
       return await handler(rc);
     } catch (err) {
       return adminErrorReply(err, rc.path);
@@ -337,8 +340,8 @@ async function testNotification(deps: AdminDeps, rc: RequestContext): Promise<Re
 
 export function adminRoutes(deps: AdminDeps): Route[] {
   const { ctx } = deps;
-  const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, headers: ['authorization'] };
-  const write: RouteOptions = { errorStyle: 'channel', bodyLimit: BODY_LIMIT, headers: ['authorization', 'content-length'] };
+  const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, headers: ['authorization', 'x-forwarded-for'] };
+  const write: RouteOptions = { errorStyle: 'channel', bodyLimit: BODY_LIMIT, headers: ['authorization', 'x-forwarded-for', 'content-length'] };
   const countDevices = deviceCounter(deps);
   const api: [Route['method'], string, RouteOptions, Handler][] = [
     ['get', '/admin/v1/session', read, () => ({ status: 200, body: { ok: true } })],

@@ -54,9 +54,10 @@ export function adminStreams(deps: AdminDeps): StreamRegistry {
 function startStream(res: HttpResponse, req: HttpRequest, deps: AdminDeps, open: Set<() => void>): void {
   // The request is read now: uWS invalidates it when this handler returns.
   const authorization = req.getHeader('authorization');
+  const forwardedFor = req.getHeader('x-forwarded-for');
   const appId = new URLSearchParams(req.getQuery() ?? '').get('app');
   const stream = new EventStream(res, open);
-  const address = Buffer.from(res.getRemoteAddressAsText()).toString();
+  const address = deps.clientAddressOf(Buffer.from(res.getRemoteAddressAsText()).toString(), forwardedFor);
   try {
     deps.auth.check(authorization, address);
     if (deps.ctx.state.draining) throw new HeraldError('NOT_READY');

@@ -92,8 +92,8 @@ export interface TenantRouteDeps {
 
 export function tenantRoutes(deps: TenantRouteDeps, tenants: TenantRegistry, authenticated: (handler: Handler) => Handler): Route[] {
   const { ctx } = deps;
-  const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, headers: ['authorization'] };
-  const write: RouteOptions = { errorStyle: 'channel', bodyLimit: BODY_LIMIT, headers: ['authorization', 'content-length'] };
+  const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, headers: ['authorization', 'x-forwarded-for'] };
+  const write: RouteOptions = { errorStyle: 'channel', bodyLimit: BODY_LIMIT, headers: ['authorization', 'x-forwarded-for', 'content-length'] };
   const app = (rc: RequestContext): AppConfig => {
     const found = ctx.appsById.get(rc.params.appId ?? '');
     if (!found) throw new HeraldError('ADMIN_NOT_FOUND', `No app with id ${(rc.params.appId ?? '').slice(0, 200)}`);
