@@ -29,7 +29,7 @@ import { HeraldError, CLOSE_CODES } from './errors.js';
 import { log } from './log.js';
 import type { ServerContext, ServerState } from './server-context.js';
 import type { HeraldShardApi } from './shard-api.js';
-import type { ChannelAdapter, ClusterCapability } from './channels/adapter/channel-adapter.js';
+import type { ChannelAdapter, ClusterCapability, MessageCharger } from './channels/adapter/channel-adapter.js';
 import { openChannelAdapter } from './channels/adapter/open-adapter.js';
 import type { TopicFanout } from './http/topic-fanout.js';
 import { Cluster } from './cluster/cluster.js';
@@ -45,7 +45,7 @@ import { DevicesClient } from './push/clients/devices.js';
 import { PublishesClient } from './push/clients/publishes.js';
 import { ReportsClient } from './push/clients/reports.js';
 import { WebhooksClient } from './webhooks/client.js';
-import { channelApiRoutes } from './channels/http-api/routes.js';
+import { channelApiRoutes, messageQuotaOf } from './channels/http-api/routes.js';
 import { deviceApiRoutes } from './push/http/devices/routes.js';
 import { publishApiRoutes } from './push/http/publishes/routes.js';
 import { reportingApiRoutes } from './push/http/reports/routes.js';
@@ -127,7 +127,8 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   };
   // What a cluster adds (null on a single node): shared tenants, fallback relay, overview, figures.
   const capability = adapter.cluster;
-  const tenants = tenantRegistry(ctx, shards, running, cluster, capability);
+  const quota = messageQuotaOf(adapter);
+  const tenants = tenantRegistry(ctx, shards, running, cluster, { capability, quota });
   await stopOnFailure(shards, adapter, () => startTenants(tenants, ctx, running, cluster));
 
   // The dashboard's subscription tap sits on the adapter, where subscriptions are recorded.
@@ -157,7 +158,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     metricsApp = uws.App();
     registerRoutes(metricsApp, [...metricsRoutes(ctx, metrics), ...notFoundRoutes()]);
   }
-  const allRoutes = [...routeTable(ctx, metrics, admin, config.metrics !== null), ...notFoundRoutes()];
+  const allRoutes = [...routeTable(ctx, quota, metrics, admin, config.metrics !== null), ...notFoundRoutes()];
   // On the app, and on each app a TLS certificate reload makes (see http/tls.ts).
   main.install((target) => {
     fallback.register(target);
@@ -191,7 +192,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter, ctx.webhooks, fallback);
     return stopping;
   };
-  const reload = async (file: Readonly<HeraldConfig>): Promise<ReloadReport> => applyReload(tenants.merge(file), { ctx, main, shards, running, capability });
+  const reload = async (file: Readonly<HeraldConfig>): Promise<ReloadReport> => applyReload(tenants.merge(file), { ctx, main, shards, running, forget: { capability, quota } });
   return { port, host: config.host, secure: main.secure, metricsPort, reload, stop };
 }
 
@@ -228,7 +229,7 @@ function tenantRegistry(
   shards: ShardPool<HeraldShardApi>,
   running: RunningTenants,
   cluster: Cluster | null,
-  capability: ClusterCapability | null,
+  forget: AppForgetting,
 ): TenantRegistry {
   const shared = cluster ? new RedisTenantStore(cluster) : null;
   return new TenantRegistry({
@@ -236,7 +237,7 @@ function tenantRegistry(
     shared,
     running,
     config: () => ctx.config,
-    effects: { appDeleted: (appId) => forgetRemovedApp(capability, appId) },
+    effects: { appDeleted: (appId) => forgetRemovedApp(forget, appId) },
     pushAllowed: !ctx.config.cluster || Boolean(ctx.config.cluster.postgresUrl),
     retirePush: (instanceId) => retirePushInstance(shards, instanceId),
   });
@@ -254,11 +255,11 @@ function tenantRegistry(
  *   anything else: 404                           notFoundRoutes below (added by the caller, last)
  * WebSocket upgrades (/app/<key>; any other path closes with 4005): channels/ws/endpoint.ts.
  */
-function routeTable(ctx: ServerContext, metrics: HeraldMetrics, admin: AdminEndpoints | undefined, metricsListener: boolean): Route[] {
+function routeTable(ctx: ServerContext, quota: MessageCharger, metrics: HeraldMetrics, admin: AdminEndpoints | undefined, metricsListener: boolean): Route[] {
   return [
     ...systemRoutes(ctx),
     ...(metricsListener ? [] : metricsRoutes(ctx, metrics)),
-    ...channelApiRoutes(ctx),
+    ...channelApiRoutes(ctx, quota),
     ...deviceApiRoutes(ctx),
     ...publishApiRoutes(ctx),
     ...reportingApiRoutes(ctx),
@@ -272,9 +273,9 @@ function routeTable(ctx: ServerContext, metrics: HeraldMetrics, admin: AdminEndp
  */
 async function applyReload(
   merged: Readonly<HeraldConfig>,
-  live: { ctx: ServerContext; main: MainApp; shards: ShardPool<HeraldShardApi>; running: RunningTenants; capability: ClusterCapability | null },
+  live: { ctx: ServerContext; main: MainApp; shards: ShardPool<HeraldShardApi>; running: RunningTenants; forget: AppForgetting },
 ): Promise<ReloadReport> {
-  const { ctx, main, shards, running, capability } = live;
+  const { ctx, main, shards, running, forget } = live;
   const plan = planReload(ctx.config, merged);
   const { effective, tenants } = plan;
   if (effective.tls) main.reloadCertificates(effective.tls);
@@ -297,18 +298,28 @@ async function applyReload(
     if (a.status === 'rejected') log.error('reload: a shard did not take the new config', { error: String(a.reason) });
   }
   setLogLevel(effective.logLevel);
-  await Promise.all(tenants.removedApps.map((id) => forgetRemovedApp(capability, id)));
+  await Promise.all(tenants.removedApps.map((id) => forgetRemovedApp(forget, id)));
   if (plan.changed.includes('push')) logMissingCredentials(effective);
   return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections: closed };
 }
 
+/** What a removed app leaves beside its shards' state: the cluster's records and the message quota's count. */
+interface AppForgetting {
+  capability: ClusterCapability | null;
+  quota: MessageCharger;
+}
+
 /**
- * After an app's removal (its shards dropped its state, its sockets here are closed): in a
- * cluster, its cached events and kept history events in Redis go too. A failure (Redis away)
- * is logged: the cached events expire after the app's cacheTtlSeconds, the history keys within
- * max(1 h, ttlSeconds) + ttlSeconds of the app's last event.
+ * After an app's removal (its shards dropped its state, its sockets here are closed): its
+ * message count of today goes (so an app created later with the same id has its whole quota)
+ * and, in a cluster, its cached events and kept history events in Redis. A failure (Redis
+ * away) is logged: the count expires after its day, the cached events after the app's
+ * cacheTtlSeconds, the history keys within max(1 h, ttlSeconds) + ttlSeconds of the app's last event.
  */
-async function forgetRemovedApp(capability: ClusterCapability | null, appId: string): Promise<void> {
+async function forgetRemovedApp({ capability, quota }: AppForgetting, appId: string): Promise<void> {
+  await Promise.resolve()
+    .then(() => quota.forget(appId))
+    .catch((err: unknown) => log.warn('app removed: its message count of today not dropped from Redis (it expires after its day)', { appId, error: String(err) }));
   await capability?.forgetApp(appId).catch((err: unknown) => log.warn('app removed: its cached and history events not dropped from Redis (they expire with their TTL)', { appId, error: String(err) }));
 }
 

@@ -1,7 +1,8 @@
 /**
  * The per-app daily message quota (app.messageQuota, messages per UTC day). The counters live
  * in memory on the main thread: charging a trigger must not wait on a shard. They reset at
- * 00:00 UTC and when the process restarts (and are per node when several nodes run).
+ * 00:00 UTC, when the process restarts and when the app is removed (and are per node when
+ * several nodes run).
  */
 import type { AppConfig } from '../config/schema.js';
 import { HeraldError } from '../errors.js';
@@ -42,6 +43,11 @@ export class MessageQuota {
     }
     if (entry.used + messages > app.messageQuota) throw overQuota(app.id, app.messageQuota, entry.used, messages, 'UTC');
     entry.used += messages;
+  }
+
+  /** The app was removed: an app created later with the same id starts at 0. */
+  forget(appId: string): void {
+    this.usage.delete(appId);
   }
 
   private today(): number {

@@ -4,9 +4,11 @@
  * socket of the app closes with 4001, every member is removed and every channel vacated with
  * their webhooks, delivered to the URL the app had and signed with its key although the app is
  * gone; and an app created again with the same id starts empty (no occupancy, member, count or
- * cached event), as the channel HTTP API and a new member see it.
+ * cached event), as the channel HTTP API and a new member see it, with its whole daily message
+ * quota (triggers through the pusher SDK).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import Pusher from 'pusher';
 import { adminRequest, type AdminRequest } from '../helpers/admin-client.js';
 import { closedWith4001, occupy, removalHook, removalWebhooks, startsEmpty } from '../helpers/app-removal.js';
 import { ClientPool } from '../helpers/channel-clients.js';
@@ -56,6 +58,17 @@ async function createApp(fields: Record<string, unknown>): Promise<{ id: string;
   return (await res.json()) as { id: string; key: string; secret: string };
 }
 
+/** Triggers one event on one channel (one message of the quota) with the pusher SDK; answers the HTTP status. */
+async function triggerStatus(creds: { id: string; key: string; secret: string }): Promise<number> {
+  const sdk = new Pusher({ appId: creds.id, key: creds.key, secret: creds.secret, host: '127.0.0.1', port: String(herald.port), useTLS: false });
+  try {
+    return (await sdk.trigger('quota-channel', 'counted', { n: 1 })).status;
+  } catch (err) {
+    if (err instanceof Pusher.RequestError && err.status !== undefined) return err.status;
+    throw err;
+  }
+}
+
 /** Writes the config, sends SIGHUP and waits for the reload's outcome line. */
 async function reload(config: Record<string, unknown>): Promise<void> {
   const reloads = (): number => herald.stderr.split('\n').filter((l) => l.includes('"msg":"config reloaded"')).length;
@@ -76,6 +89,16 @@ describe('a removed app leaves nothing behind', () => {
 
     const again = await createApp({ id: 'doomed', key: 'doomed-key-2', subscriptionCount: true, webhooks: [removalHook(receiver.url('/doomed-again'))] });
     await startsEmpty(pool(again), [herald]);
+  }, 60_000);
+
+  it('deleted through the admin API: the id re-created has its whole daily message quota', async () => {
+    const old = await createApp({ id: 'quota-app', key: 'quota-key', messageQuota: 5 });
+    for (let i = 0; i < 3; i++) expect(await triggerStatus(old), `old app trigger ${i}`).toBe(200);
+
+    expect((await admin('/apps/quota-app', { method: 'DELETE' })).status).toBe(204);
+    const again = await createApp({ id: 'quota-app', key: 'quota-key-2', messageQuota: 5 });
+    for (let i = 0; i < 5; i++) expect(await triggerStatus(again), `new app trigger ${i}`).toBe(200);
+    expect(await triggerStatus(again), 'past the quota').toBe(403);
   }, 60_000);
 
   it('removed from the config file on a reload: the same; added back, it starts empty', async () => {

@@ -4,9 +4,11 @@
  * webhook receiver: every socket of the app closes with 4001 on both nodes, every member is
  * removed and every channel vacated with their webhooks, each once, at the URL the app had and
  * signed with its key; and the app created again with the same id starts empty on both nodes
- * (no occupancy, member, count or cached event in Redis).
+ * (no occupancy, member, count or cached event in Redis), with its whole daily message quota
+ * (counted in Redis; triggers through the pusher SDK).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import Pusher from 'pusher';
 import { closedWith4001, occupy, removalHook, removalWebhooks, startsEmpty } from '../helpers/app-removal.js';
 import { ClientPool, servesKey } from '../helpers/channel-clients.js';
 import { heraldClusterBed, NODE_IDS, ONE_PROCESS, type HeraldCluster } from '../helpers/herald-cluster.js';
@@ -50,6 +52,17 @@ async function createApp(node: HeraldProcess, fields: Record<string, unknown>): 
   return (await res.json()) as { id: string; key: string; secret: string };
 }
 
+/** Triggers one event on one channel (one message of the quota) through `node` with the pusher SDK; answers the HTTP status. */
+async function triggerStatus(node: HeraldProcess, creds: { id: string; key: string; secret: string }): Promise<number> {
+  const sdk = new Pusher({ appId: creds.id, key: creds.key, secret: creds.secret, host: '127.0.0.1', port: String(node.port), useTLS: false });
+  try {
+    return (await sdk.trigger('quota-channel', 'counted', { n: 1 })).status;
+  } catch (err) {
+    if (err instanceof Pusher.RequestError && err.status !== undefined) return err.status;
+    throw err;
+  }
+}
+
 /** Every node reloads a config file whose apps are `apps`. */
 function reloadEverywhere(cluster: HeraldCluster, apps: Record<string, unknown>[]): void {
   cluster.nodes.forEach((node, i) => {
@@ -72,6 +85,19 @@ describe.skipIf(ONE_PROCESS)('a removed app in a cluster leaves nothing behind',
     const again = await createApp(cluster.a, { id: 'doomed', key: 'doomed-key-2', subscriptionCount: true });
     await servesKey(cluster.b, again.key);
     await startsEmpty(pool(again), [cluster.a, cluster.b]);
+  }, 120_000);
+
+  it('deleted through node A: the id re-created has its whole daily message quota on both nodes', async () => {
+    const cluster = await bed.start({ apps: [SEED], config: { admin: { token: TOKEN } } });
+    const old = await createApp(cluster.a, { id: 'quota-app', key: 'quota-key', messageQuota: 6 });
+    await servesKey(cluster.b, old.key);
+    for (const node of [cluster.a, cluster.b, cluster.b]) expect(await triggerStatus(node, old), 'old app trigger').toBe(200);
+
+    expect((await admin(cluster.a, '/apps/quota-app', { method: 'DELETE' })).status).toBe(204);
+    const again = await createApp(cluster.a, { id: 'quota-app', key: 'quota-key-2', messageQuota: 6 });
+    await servesKey(cluster.b, again.key);
+    for (const node of [cluster.a, cluster.b, cluster.a, cluster.b, cluster.a, cluster.b]) expect(await triggerStatus(node, again), 'new app trigger').toBe(200);
+    expect(await triggerStatus(cluster.a, again), 'past the quota').toBe(403);
   }, 120_000);
 
   it('removed from every node\'s config file on a reload: the same; added back, it starts empty on both', async () => {

@@ -6,7 +6,8 @@
  * instance (its devices, interests, users, publishes, usage and reports). The deletion is
  * durable before it is answered: a kill -9 right after it, mid-purge or not, brings nothing back.
  * The purge removes PURGE_BATCH (500) records per transaction: the devices here (300, each with
- * two interests and most with a user) are well over one batch per shard.
+ * two interests and most with a user) are well over one batch per shard. The purged publish
+ * records no longer count in herald_push_publish_records_bytes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
@@ -79,6 +80,12 @@ async function purgesPending(herald: HeraldProcess): Promise<number> {
   const metrics = parsePrometheus(text);
   expect([...metrics.keys()].some((k) => k.startsWith('herald_push_purges_pending')), 'herald_push_purges_pending in /metrics').toBe(true);
   return series(metrics, 'herald_push_purges_pending');
+}
+
+async function recordBytes(herald: HeraldProcess): Promise<number> {
+  const metrics = parsePrometheus(await (await fetch(`${herald.baseUrl}/metrics`)).text());
+  expect([...metrics.keys()].some((k) => k.startsWith('herald_push_publish_records_bytes')), 'herald_push_publish_records_bytes in /metrics').toBe(true);
+  return series(metrics, 'herald_push_publish_records_bytes');
 }
 
 /** Publishes to `news` and to `alice` with the new instance's key; answers every fcm token the two reached once both finished. */
@@ -208,6 +215,28 @@ describe('deleting a push instance removes its records (one node, LMDB)', () => 
 
     await expectOnlyTheNewNamespace(herald, 'the purge finished after the restart');
   }, 180_000);
+
+  it('the purge takes the deleted instance\'s finished publishes out of herald_push_publish_records_bytes', async () => {
+    const herald = await startHerald({ shards: SHARDS, config: { admin: { token: TOKEN }, push: [] }, env: { NODE_EXTRA_CA_CERTS: TEST_CA_FILE } });
+    started.push(herald);
+    const key = await createInstance(herald);
+    const api = new DeviceApi(herald.baseUrl, INSTANCE);
+    const id = await api.registerOk('fcm', fcmToken('bytes-0'));
+    expect((await api.replaceInterests('fcm', id, ['news'])).status).toBe(200);
+    const sdk = beamsSdk(herald.port, INSTANCE, key);
+    for (let i = 0; i < 3; i++) {
+      const { publishId } = await sdk.publishToInterests(['news'], { fcm: { notification: { title: `counted ${i}` } } });
+      await until(async () => {
+        const res = await fetch(`${herald.baseUrl}/publish_api/v1/instances/${INSTANCE}/publishes/${publishId}`, { headers: { authorization: `Bearer ${key}` } });
+        return res.status === 200 && ((await res.json()) as { state?: string }).state === 'finished';
+      }, `publish ${publishId} finished`, 30_000);
+    }
+    await until(async () => (await recordBytes(herald)) > 0, 'the finished publishes counted in herald_push_publish_records_bytes', 30_000);
+
+    expect((await admin(herald, `/push/${INSTANCE}`, { method: 'DELETE' })).status).toBe(204);
+    await until(async () => (await purgesPending(herald)) === 0, 'the purge finished', 30_000);
+    expect(await recordBytes(herald)).toBe(0);
+  }, 120_000);
 
   it('a push instance removed from the config file on reload: the same id added back sees none of its devices', async () => {
     const file = (push: unknown[]) => ({ admin: { token: TOKEN }, push });

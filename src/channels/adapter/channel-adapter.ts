@@ -33,6 +33,8 @@ import type { ClusterFigures } from '../../metrics/prometheus.js';
 /** Charges triggered messages to an app's daily quota; throws (or rejects with) APP_OVER_QUOTA. */
 export interface MessageCharger {
   charge(app: Pick<AppConfig, 'id' | 'messageQuota'>, messages: number): void | Promise<void>;
+  /** The app was removed: drops today's count, so that an app created later with the same id starts at 0. */
+  forget(appId: string): void | Promise<void>;
 }
 
 /** A connection as the adapter sees it: a uWS WebSocket or an HTTP fallback session (socket-registry.ts). */

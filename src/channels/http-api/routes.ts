@@ -12,6 +12,7 @@ import { CORS_ANY_ORIGIN, preflightReply } from '../../http/cors.js';
 import { parseQueryPairs } from './params.js';
 import { authenticateRequest } from './signature.js';
 import { MessageQuota } from '../quota.js';
+import type { ChannelAdapter, MessageCharger } from '../adapter/channel-adapter.js';
 import type { ChannelApiRequest } from './request.js';
 import { triggerBatch, triggerEvent } from './events.js';
 import { channelInfo, listChannels, presenceUsers } from './channels.js';
@@ -49,11 +50,15 @@ function preflight(rc: RequestContext): Reply {
   return preflightReply('GET, POST, OPTIONS', allowHeaders);
 }
 
-/** The C1-C6 routes plus an OPTIONS preflight per path. */
-export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey' | 'channels' | 'debug'>): Route[] {
-  // A cluster counts the quota and the rate limits across nodes; one node counts in memory.
+/** The daily message quota: counted across nodes in a cluster, in memory on one node. */
+export function messageQuotaOf(channels: ChannelAdapter): MessageCharger {
+  return channels.cluster?.messageQuota ?? new MessageQuota();
+}
+
+/** The C1-C6 routes plus an OPTIONS preflight per path; `quota` from messageQuotaOf. */
+export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey' | 'channels' | 'debug'>, quota: MessageCharger): Route[] {
+  // A cluster counts the rate limits across nodes; one node counts in memory.
   const cluster = ctx.channels.cluster;
-  const quota = cluster?.messageQuota ?? new MessageQuota();
   const limits = new AppRateLimits(cluster?.rateCounter ?? new LocalRateCounter());
   const listings = new ListingGate();
   // The API reads no request header (the signature is in the query): none is copied.

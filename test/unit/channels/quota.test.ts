@@ -40,4 +40,12 @@ describe('daily message quota', () => {
     expect(quota.usedToday('c')).toBe(0);
     expect(() => quota.charge({ id: 'a', messageQuota: 1 }, 1)).toThrow(/over its message quota/);
   });
+
+  it('forgets a removed app: the same id starts at 0', () => {
+    const quota = new MessageQuota();
+    quota.charge({ id: 'a', messageQuota: 2 }, 2);
+    quota.forget('a');
+    expect(quota.usedToday('a')).toBe(0);
+    quota.charge({ id: 'a', messageQuota: 2 }, 2);
+  });
 });

@@ -373,6 +373,11 @@ export class RedisChannelState {
     return { accepted: accepted === 1, used };
   }
 
+  /** Deletes the app's quota count for today (Redis' UTC day). */
+  async forgetQuota(appId: string): Promise<void> {
+    await this.direct(() => STATE_SCRIPTS.run<number>(this.redis, 'heraldForgetQuota', [this.keys.prefix, appId]));
+  }
+
   /** Takes `cost` units of a rate-limit key for this second, cluster-wide: 0, or ms until the window ends (refused). */
   async takeRate(key: string, cost: number, limit: number): Promise<number> {
     return this.direct(() => STATE_SCRIPTS.run<number>(this.redis, 'heraldRateTake', [this.keys.prefix, key, cost, limit]));

@@ -181,6 +181,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
         const { accepted, used } = await this.call(() => state.chargeQuota(app.id, messages, app.messageQuota!));
         if (!accepted) throw overQuota(app.id, app.messageQuota!, used, messages, 'UTC, all nodes');
       },
+      forget: (appId) => this.call(() => state.forgetQuota(appId)),
     };
     this.rateCounter = { take: (key, cost, limit) => this.call(() => state.takeRate(key, cost, limit)) };
     this.keptEvents = new RedisHistory(this.node.connections.commands, this.node.keys.prefix);

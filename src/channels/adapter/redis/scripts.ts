@@ -390,6 +390,12 @@ if used == n then redis.call('PEXPIREAT', key, (day + 2) * 86400000) end
 return {1, used}
 `;
 
+/** ARGV: prefix, appId. Deletes the app's counter of Redis' UTC day (a removed app's). */
+const FORGET_QUOTA = `
+local day = math.floor(nowMs() / 86400000)
+return redis.call('DEL', P .. 'quota:' .. day .. ':' .. ARGV[2])
+`;
+
 /**
  * ARGV: prefix, key, cost, limit. A fixed one-second window of Redis' clock, shared by every
  * node. Returns 0 when `cost` was taken, else the ms until the window ends (nothing taken).
@@ -494,6 +500,7 @@ export const STATE_SCRIPTS = new LuaScripts(COMMON, {
   heraldCacheSet: CACHE_SET,
   heraldCacheForget: CACHE_FORGET,
   heraldChargeQuota: CHARGE_QUOTA,
+  heraldForgetQuota: FORGET_QUOTA,
   heraldRateTake: RATE_TAKE,
   heraldReapBatch: REAP_BATCH,
   heraldReleaseHeld: RELEASE_HELD,

@@ -63,6 +63,8 @@ export class LmdbPublishStore implements PublishRecordStore {
   readonly kind = 'lmdb';
   private readonly root: RootDatabase;
   private readonly db: Database<unknown, Uint8Array>;
+  /** Told the bytes of finished publishes' records removeInstance deleted (PublishRetention). */
+  private retainedRemoved: (bytes: number) => void = () => {};
 
   constructor(root: RootDatabase) {
     this.root = root;
@@ -95,6 +97,11 @@ export class LmdbPublishStore implements PublishRecordStore {
       total += typeof value === 'number' ? value : this.recordBytes(decodeKey(key)[2]!);
     }
     return total;
+  }
+
+  /** `listener` is told the bytes of finished publishes' records that removeInstance deletes. */
+  onRetainedRemoved(listener: (bytes: number) => void): void {
+    this.retainedRemoved = listener;
   }
 
   coordinator(publishId: string): CoordinatorRecord | undefined {
@@ -256,7 +263,8 @@ export class LmdbPublishStore implements PublishRecordStore {
 
   /**
    * Deletes the records of at most `limit` publishes of `instanceId` (a retired namespace), with
-   * their retention entries, and its usage counts; resolves to how many records went (0: none left).
+   * their retention entries, and its usage counts; resolves to how many records went (0: none
+   * left). The bytes the finished ones counted go to the onRetainedRemoved listener.
    */
   removeInstance(instanceId: string, limit: number): Promise<number> {
     const ids: { id: string; finishedAt: number | null }[] = [];
@@ -267,14 +275,24 @@ export class LmdbPublishStore implements PublishRecordStore {
     }
     const usage = Array.from(this.db.getKeys({ ...prefixRange(['usage', instanceId]), limit }));
     if (ids.length === 0 && usage.length === 0) return Promise.resolve(0);
-    return this.root.childTransaction(() => {
-      for (const { id, finishedAt } of ids) {
-        for (const kind of ['job', 'progress', 'open', 'coord', 'coord-open', 'targets']) this.db.removeSync(encodeKey([kind, id]));
-        if (finishedAt !== null) this.db.removeSync(encodeKey(['done', doneTime(finishedAt), id]));
-      }
-      for (const key of usage) this.db.removeSync(key);
-      return ids.length + usage.length;
-    });
+    let freed = 0;
+    return this.root
+      .childTransaction(() => {
+        for (const { id, finishedAt } of ids) {
+          const done = finishedAt === null ? null : encodeKey(['done', doneTime(finishedAt), id]);
+          // Counted only while still in the retention index (a trim may have taken it meanwhile).
+          const counted = done && this.db.get(done);
+          if (counted !== undefined && counted !== null) freed += typeof counted === 'number' ? counted : this.recordBytes(id);
+          for (const kind of ['job', 'progress', 'open', 'coord', 'coord-open', 'targets']) this.db.removeSync(encodeKey([kind, id]));
+          if (done) this.db.removeSync(done);
+        }
+        for (const key of usage) this.db.removeSync(key);
+        return ids.length + usage.length;
+      })
+      .then((removed) => {
+        if (freed > 0) this.retainedRemoved(freed);
+        return removed;
+      });
   }
 
   /** Resolves once every write issued so far is on disk. */

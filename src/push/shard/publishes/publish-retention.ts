@@ -34,6 +34,11 @@ export class PublishRetention {
     this.retentionDays = config.pushDelivery.retentionDays;
     this.retained = publishes.retainedBytes();
     setPublishRecordBytes(this.retained);
+    // A deleted push instance's records, purged in the background, no longer count.
+    publishes.onRetainedRemoved((bytes) => {
+      this.retained = Math.max(0, this.retained - bytes);
+      setPublishRecordBytes(this.retained);
+    });
     const tick = (): void => {
       this.sweep();
       this.sweepTimer = setTimeout(tick, SWEEP_EVERY_MS).unref();
