@@ -60,6 +60,18 @@ local function serialOf(id)
   return string.format('%013d-%012d', tonumber(g), tonumber(s))
 end
 local function streamKey(appId, channel) return P .. 'hist:s:' .. appId .. ':' .. channel end
+local function metaKey(appId, channel) return P .. 'hist:m:' .. appId .. ':' .. channel end
+-- A new generation for a channel without one: now, or after any the stream still holds, so
+-- that serials never go backwards.
+local function newGeneration(s)
+  local gen = now
+  local last = redis.call('XREVRANGE', s, '+', '-', 'COUNT', 1)[1]
+  if last then
+    local lg = tonumber(string.match(last[1], '^(%d+)-'))
+    if lg >= gen then gen = lg + 1 end
+  end
+  return gen
+end
 local function firstEntry(s) return redis.call('XRANGE', s, '-', '+', 'COUNT', 1)[1] end
 -- Drops the channel's oldest kept event: its bytes, false when it keeps none.
 local function dropOldest(appId, channel)
@@ -105,18 +117,12 @@ end
 const APPEND = `
 local appId, channel, event, data, userId = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local bytes, maxEvents, ttl, maxBytes, keep = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local s, m = streamKey(appId, channel), P .. 'hist:m:' .. appId .. ':' .. channel
+local s, m = streamKey(appId, channel), metaKey(appId, channel)
 local b, o, c = P .. 'hist:b:' .. appId, P .. 'hist:o:' .. appId, P .. 'hist:c:' .. appId
 local gen = tonumber(redis.call('HGET', m, 'g') or '0')
 local seq
 if gen == 0 then
-  -- A new generation, after any the stream still holds: serials never go backwards.
-  gen = now
-  local last = redis.call('XREVRANGE', s, '+', '-', 'COUNT', 1)[1]
-  if last then
-    local lg = tonumber(string.match(last[1], '^(%d+)-'))
-    if lg >= gen then gen = lg + 1 end
-  end
+  gen = newGeneration(s)
   seq = 1
   redis.call('HSET', m, 'g', gen, 's', 1)
 else
@@ -167,7 +173,7 @@ return serial
 const READ = `
 local appId, channel, since, sinceId = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local limit, ttl = tonumber(ARGV[6]), tonumber(ARGV[7])
-local s, m = streamKey(appId, channel), P .. 'hist:m:' .. appId .. ':' .. channel
+local s, m = streamKey(appId, channel), metaKey(appId, channel)
 expire(appId, channel, ttl)
 local rows, complete
 if since == '' then
@@ -211,15 +217,10 @@ return out
  */
 const POINT = `
 local appId, channel, keep, ttl = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local s, m = streamKey(appId, channel), P .. 'hist:m:' .. appId .. ':' .. channel
+local s, m = streamKey(appId, channel), metaKey(appId, channel)
 local gen, seq = tonumber(redis.call('HGET', m, 'g') or '0'), 0
 if gen == 0 then
-  gen = now
-  local last = redis.call('XREVRANGE', s, '+', '-', 'COUNT', 1)[1]
-  if last then
-    local lg = tonumber(string.match(last[1], '^(%d+)-'))
-    if lg >= gen then gen = lg + 1 end
-  end
+  gen = newGeneration(s)
   redis.call('HSET', m, 'g', gen, 's', 0)
   redis.call('PEXPIRE', m, keep)
   redis.call('ZADD', P .. 'hist:c:' .. appId, now, channel)
@@ -243,7 +244,7 @@ for i = 2, #ARGV, 3 do
   for _, channel in ipairs(redis.call('ZRANGEBYSCORE', c, '-inf', now - keep, 'LIMIT', 0, ${PRUNE_BATCH})) do
     while dropOldest(appId, channel) do end
     rescore(appId, channel)
-    redis.call('DEL', P .. 'hist:m:' .. appId .. ':' .. channel)
+    redis.call('DEL', metaKey(appId, channel))
     redis.call('ZREM', c, channel)
   end
 end
@@ -256,7 +257,7 @@ local appId, max = ARGV[2], tonumber(ARGV[3])
 local o, c = P .. 'hist:o:' .. appId, P .. 'hist:c:' .. appId
 for _, key in ipairs({o, c}) do
   for _, channel in ipairs(redis.call('ZRANGE', key, 0, max - 1)) do
-    redis.call('DEL', streamKey(appId, channel), P .. 'hist:m:' .. appId .. ':' .. channel)
+    redis.call('DEL', streamKey(appId, channel), metaKey(appId, channel))
     redis.call('ZREM', o, channel)
     redis.call('ZREM', c, channel)
   end
