@@ -9,6 +9,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { withRecovery } from '../../src/client/recovery.js';
+import { numbered, record } from '../helpers/channel-record.js';
 import { heraldClusterBed, ONE_PROCESS, type HeraldCluster } from '../helpers/herald-cluster.js';
 import { channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
 import { sleep, until } from '../helpers/wait.js';
@@ -26,17 +27,6 @@ const clients: PusherJsClient[] = [];
 afterEach(() => {
   for (const c of clients.splice(0)) c.disconnect();
 });
-
-/** Everything the application code sees on a channel: events with their data, in order. */
-function record(channel: { bind_global(cb: (event: string, data: unknown) => void): unknown }): [string, unknown][] {
-  const seen: [string, unknown][] = [];
-  channel.bind_global((event, data) => {
-    if (event !== 'pusher:subscription_succeeded') seen.push([event, data]);
-  });
-  return seen;
-}
-
-const numbered = (seen: [string, unknown][]): unknown[] => seen.filter(([e]) => e === 'n').map(([, d]) => d);
 
 /** A recovering pusher-js client on node A subscribed to `name`, with what it sees. */
 async function subscriberOnA(cluster: HeraldCluster, key: string, name: string): Promise<{ pusher: PusherJsClient; seen: [string, unknown][] }> {

@@ -10,6 +10,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { withRecovery } from '../../src/client/recovery.js';
+import { numbered, record } from '../helpers/channel-record.js';
 import { adminRequest } from '../helpers/admin-client.js';
 import { ClientPool } from '../helpers/channel-clients.js';
 import { DroppingProxy } from '../helpers/dropping-proxy.js';
@@ -60,16 +61,6 @@ async function recoveringClientOf(node: HeraldProcess, key: string): Promise<{ p
   return { pusher, proxy };
 }
 
-/** Everything the application code sees on a channel: events with their data, in order. */
-function record(channel: { bind_global(cb: (event: string, data: unknown) => void): unknown }): [string, unknown][] {
-  const seen: [string, unknown][] = [];
-  channel.bind_global((event, data) => {
-    if (event !== 'pusher:subscription_succeeded') seen.push([event, data]);
-  });
-  return seen;
-}
-
-const numbered = (seen: [string, unknown][]): unknown[] => seen.filter(([e]) => e === 'n').map(([, d]) => d);
 const subscribed = (channel: unknown) => () => (channel as { subscribed: boolean }).subscribed;
 
 /** Cuts the client off node A and lets it come back through node B (held until `restore`). */

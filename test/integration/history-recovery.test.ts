@@ -9,6 +9,7 @@ import Echo from 'laravel-echo';
 import PusherJs from 'pusher-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withRecovery } from '../../src/client/recovery.js';
+import { numbered, record } from '../helpers/channel-record.js';
 import { DroppingProxy } from '../helpers/dropping-proxy.js';
 import { HeraldProcess, appConfig, startHerald } from '../helpers/herald-process.js';
 import { channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
@@ -47,22 +48,11 @@ function recoveringClient(key: string, transport?: 'xhr_streaming' | 'xhr_pollin
   return pusher;
 }
 
-/** Everything the application code sees on a channel: events with their data, in order. */
-function record(channel: { bind_global(cb: (event: string, data: unknown) => void): unknown }): [string, unknown][] {
-  const seen: [string, unknown][] = [];
-  channel.bind_global((event, data) => {
-    if (event !== 'pusher:subscription_succeeded') seen.push([event, data]);
-  });
-  return seen;
-}
-
 /** Cuts the client off and resolves once pusher-js knows it lost the connection. */
 async function cutOff(pusher: PusherJsClient): Promise<void> {
   proxy.cut();
   await until(() => pusher.connection.state !== 'connected', 'pusher-js to notice the cut');
 }
-
-const numbered = (seen: [string, unknown][], event = 'n'): unknown[] => seen.filter(([e]) => e === event).map(([, d]) => d);
 
 describe('withRecovery (pusher-js over WebSocket)', () => {
   it('delivers the events published while away once, in order, after the reconnect, then live ones', async () => {
