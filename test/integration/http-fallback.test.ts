@@ -3,12 +3,16 @@
  * what a browser test cannot drive: the bounds (a session that never polls is let go with
  * 4100, frames past the hard cap are dropped, 10,000 bogus session ids leave nothing behind,
  * oversized and malformed sends), CORS, and that a session is a connection like any other
- * (maxConnections quota, terminate_connections).
+ * (maxConnections quota, terminate_connections) whose socket id carries the front-end thread, as
+ * a WebSocket's does.
  */
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_APP, HeraldProcess, startHerald } from '../helpers/herald-process.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
+import { rawConnection } from '../helpers/channel-clients.js';
+import { isValidSocketId } from '../../src/channels/names.js';
+import { threadOf } from '../../src/channels/socket-id.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
 import { FALLBACK_QUERY, connectSession, poll, pollUntil, send, sessionBase as baseOf } from '../helpers/fallback-session.js';
 import { until } from '../helpers/wait.js';
@@ -191,6 +195,21 @@ describe('HTTP fallback sessions', () => {
     const badRes = await fetch(`${bad}/xhr_send`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"event":"pusher:ping"}' });
     expect(badRes.status).toBe(400);
     expect(((await badRes.json()) as { code: string }).code).toBe('FALLBACK_BAD_PAYLOAD');
+  });
+
+  it('gives sessions and WebSockets socket ids of front-end thread 0', async () => {
+    // A random first number is a multiple of 64 one time in 64: ten ids all of thread 0 are no chance.
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push(await connect(sessionBase()));
+    for (let i = 0; i < 5; i++) {
+      const { ws, first } = await rawConnection(herald, DEFAULT_APP.key);
+      ids.push((first.data as { socket_id: string }).socket_id);
+      ws.close();
+    }
+    for (const id of ids) {
+      expect(isValidSocketId(id), id).toBe(true);
+      expect(threadOf(id), id).toBe(0);
+    }
   });
 
   it("counts sessions against an app's maxConnections (4004)", async () => {

@@ -42,6 +42,11 @@ export interface WebSocketDeps {
   readonly adapter: ChannelAdapter;
   /** The debug tap (connections opened and closed, client events). */
   readonly debug: DebugTap;
+  /**
+   * The front-end thread serving this endpoint (0 when absent): every socket id it hands out,
+   * HTTP fallback sessions' included (they connect through `events`), carries it (socket-id.ts).
+   */
+  readonly frontEndThread?: number | undefined;
 }
 
 export interface WebSocketEndpoint {
@@ -87,7 +92,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   const rateLimits = new AppRateLimits(adapter.cluster?.rateCounter ?? new LocalRateCounter());
   /** Whether a new connection gets in (node limits, quota, rate limits, the cluster's count). */
   const admission = new Admission({ config, state: ctx.state, registry, adapter, rateLimits, debug: ctx.debug, openSockets });
-  const events = new SocketEvents({ state: ctx.state, appsByKey: ctx.appsByKey, registry, admission, protocol, slowConsumers, leave });
+  const events = new SocketEvents({ state: ctx.state, appsByKey: ctx.appsByKey, registry, admission, protocol, slowConsumers, leave, frontEndThread: ctx.frontEndThread });
   const clientAddressOf = clientAddressResolver(config.trustedProxies);
 
   function upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {

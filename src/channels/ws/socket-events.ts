@@ -13,7 +13,6 @@
  * uWS ends the process on an exception thrown out of one of its callbacks: open, message and
  * drain confine a failure to their connection and log it; close's steps guard themselves.
  */
-import { randomInt } from 'node:crypto';
 import type { AppConfig } from '../../config/schema.js';
 import type { ServerState } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
@@ -21,6 +20,7 @@ import { describeError as describe, log } from '../../log.js';
 import { appCounters, countDisconnect } from '../../metrics/node-counters.js';
 import type { ClientSocket, SocketRegistry, SocketState, SocketUserData } from '../socket-registry.js';
 import { SmallMap } from '../small-map.js';
+import { newSocketId } from '../socket-id.js';
 import type { Admission } from './admission.js';
 import { parseHandshake } from './handshake.js';
 import type { Leave } from './leave.js';
@@ -35,6 +35,8 @@ export interface SocketEventsDeps {
   readonly protocol: ProtocolHandler;
   readonly slowConsumers: SlowConsumers;
   readonly leave: Leave;
+  /** The front-end thread serving these connections, carried in their socket ids (socket-id.ts); 0 when absent. */
+  readonly frontEndThread?: number | undefined;
 }
 
 
@@ -131,10 +133,10 @@ export class SocketEvents {
     this.deps.leave(state, code);
   }
 
-  /** A socket id no live connection of this process has. */
+  /** A socket id of this front-end thread that no live connection of it has. */
   private newSocketId(): string {
     for (;;) {
-      const id = `${randomInt(1, 2 ** 47)}.${randomInt(1, 2 ** 47)}`;
+      const id = newSocketId(this.deps.frontEndThread ?? 0);
       if (!this.deps.registry.hasSocketId(id)) return id;
     }
   }
