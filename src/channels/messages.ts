@@ -53,15 +53,30 @@ export interface ChannelShardApi {
    * it: every subscriber of this shard not listed is removed as a leave would (webhooks
    * included) and answered in `removed`; a listed one the shard lacks is recorded again
    * silently, as channels.restore does, unless it is `leaving` (its leave is on the way).
+   * With `frontEnd`, the list is that front-end thread's and only subscribers whose socket id
+   * carries it (socket-id.ts threadOf) are compared and removed; each front end's sessions are
+   * then kept apart from the others'.
    */
   'channels.reconcile': {
-    req: { session: number; subscriptions: ReconciledSubscription[]; last: boolean };
+    req: { session: number; subscriptions: ReconciledSubscription[]; last: boolean; frontEnd?: number };
     res: { removed: ReconcileRemoval[]; restored: number };
   };
-  /** A digest of every subscription this shard holds (state/subscription-digest.ts), for the periodic reconcile check. */
+  /**
+   * A digest of every subscription this shard holds (state/subscription-digest.ts), for the
+   * periodic reconcile check; with `frontEnd`, of those whose socket id carries that thread.
+   */
   'channels.digest': {
-    req: {};
+    req: { frontEnd?: number };
     res: { count: number; sum: number; xor: number };
+  };
+  /**
+   * A front-end thread is gone: every subscriber of this shard whose socket id carries it is
+   * removed as a leave would be (webhooks included), and answered in `removed` as a reconcile
+   * answers its removals, for the frames the channels' other sockets should see.
+   */
+  'channels.dropFrontEnd': {
+    req: { frontEnd: number };
+    res: { removed: ReconcileRemoval[] };
   };
   /** One channel's state (C4, and trigger `info`). */
   'channels.info': {
@@ -180,7 +195,7 @@ export interface ReconciledSubscription {
   leaving?: boolean;
 }
 
-/** A subscriber channels.reconcile removed, for the frames others should see. */
+/** A subscriber channels.reconcile or channels.dropFrontEnd removed, for the frames others should see. */
 export interface ReconcileRemoval {
   appId: string;
   channel: string;

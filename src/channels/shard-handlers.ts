@@ -28,7 +28,6 @@ import { channelType, countsSubscriptions } from './names.js';
 import type { ChannelShardApi, MembershipOp, MembershipOpResult, ReconcileRemoval } from './messages.js';
 import { ChannelStore, type LeaveOutcome } from './state/channel-store.js';
 import { Reconciler } from './state/reconciler.js';
-import { subscriptionDigest } from './state/subscription-digest.js';
 import { OccupancyRecovery } from './state/occupancy-recovery.js';
 import { ShardHistory } from './history/shard-history.js';
 
@@ -56,7 +55,8 @@ export function createChannelArea(ctx: ShardContext, webhooks: WebhookEmitter): 
       'channels.unsubscribe': (req) => area.unsubscribe(req),
       'channels.memberships': (req) => ({ results: req.ops.map((op) => area.applyMembership(op)) }),
       'channels.reconcile': (req) => area.reconciler.part(req),
-      'channels.digest': () => subscriptionDigest(store.subscriptions()),
+      'channels.digest': (req) => area.reconciler.digest(req.frontEnd),
+      'channels.dropFrontEnd': (req) => ({ removed: area.reconciler.drop(req.frontEnd) }),
       'channels.restore': (req) => ({ restored: area.restore(req.appId, req.subscriptions) }),
 
       'channels.info': (req) => {

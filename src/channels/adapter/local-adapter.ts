@@ -42,6 +42,15 @@ import { keptEvent } from '../frames.js';
 /** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
 const RESTORE_BATCH = 1000;
 
+export interface LocalChannelAdapterOptions {
+  /**
+   * The front-end thread this adapter serves: its reconciles cover only the subscribers whose
+   * socket id carries it (channels/socket-id.ts). Absent: the process has one front end and
+   * they cover every subscriber.
+   */
+  frontEnd?: number | undefined;
+}
+
 export class LocalChannelAdapter implements ChannelAdapter {
   /** A single node counts its quota and rate limits in memory and relays to nobody. */
   readonly cluster = null;
@@ -59,10 +68,12 @@ export class LocalChannelAdapter implements ChannelAdapter {
     private readonly topics: TopicFanout,
     private readonly shards: ShardRequester<ChannelShardApi>,
     private readonly registry: SocketRegistry,
+    options: LocalChannelAdapterOptions = {},
   ) {
     this.memberships = new MembershipBatches(shards, {
       frontEndOn: (shard) => this.frontEndOn(shard),
       removed: (removal) => this.announceRemoval(removal),
+      frontEnd: options.frontEnd,
     });
     this.historyAppends = new HistoryAppends(shards);
     shards.onShardRestart((shard) => this.restoreShard(shard));
@@ -85,6 +96,23 @@ export class LocalChannelAdapter implements ChannelAdapter {
       }
     }
     return out;
+  }
+
+  /**
+   * A front-end thread is gone: every shard removes its subscribers as leaves (webhooks
+   * included), and the channels' other sockets see them leave as after a reconcile. Each
+   * shard's removals go out as it answers; rejects when a shard could not be asked.
+   */
+  async dropFrontEnd(frontEnd: number): Promise<void> {
+    const drops = [];
+    for (let shard = 0; shard < this.shards.shardCount; shard++) {
+      drops.push(
+        this.shards.request(shard, { type: 'channels.dropFrontEnd', frontEnd }).then(({ removed }) => {
+          for (const removal of removed) this.announceRemoval(removal);
+        }),
+      );
+    }
+    await Promise.all(drops);
   }
 
   /** A reconcile removed a ghost subscriber: the channel's sockets see it leave (through publish, as every channel frame). */

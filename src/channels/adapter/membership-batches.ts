@@ -130,6 +130,12 @@ export interface MembershipBatchesOptions {
   frontEndOn(shard: number): ReconciledSubscription[] | null;
   /** Tells the sockets of a channel about a subscriber a reconcile removed. */
   removed(removal: ReconcileRemoval): void;
+  /**
+   * The front-end thread these batches are of: digests and reconciles then speak for its
+   * subscribers only (those whose socket id carries it), leaving other threads' alone.
+   * Absent: for every subscriber of the shard (one front end).
+   */
+  frontEnd?: number | undefined;
 }
 
 export class MembershipBatches {
@@ -288,6 +294,12 @@ export class MembershipBatches {
     lane.retryTimer.unref();
   }
 
+  /** A digest or reconcile request, naming this front-end thread when there is one. */
+  private ofFrontEnd<R extends object>(req: R): R & { frontEnd?: number } {
+    const { frontEnd } = this.opts;
+    return frontEnd === undefined ? req : { ...req, frontEnd };
+  }
+
   private async reconcile(shard: number): Promise<void> {
     const lane = this.lanes[shard]!;
     const kind = lane.reconcileDue;
@@ -298,7 +310,7 @@ export class MembershipBatches {
       const frontEnd = this.opts.frontEndOn(shard);
       if (frontEnd === null) return;
       if (kind === 'check') {
-        const theirs = await this.shards.request(shard, { type: 'channels.digest' });
+        const theirs = await this.shards.request(shard, this.ofFrontEnd({ type: 'channels.digest' as const }));
         const ours = subscriptionDigest(frontEnd.map((sub) => [sub.appId, sub.channel, sub.socketId]));
         if (theirs.count === ours.count && theirs.sum === ours.sum && theirs.xor === ours.xor) return;
         log.warn('channel state differs from the front end: reconciling', { shard, shardCount: theirs.count, heldCount: ours.count });
@@ -307,7 +319,7 @@ export class MembershipBatches {
       let restored = 0;
       for (let i = 0; i === 0 || i < frontEnd.length; i += RECONCILE_PART) {
         const last = i + RECONCILE_PART >= frontEnd.length;
-        const res = await this.shards.request(shard, { type: 'channels.reconcile', session, subscriptions: frontEnd.slice(i, i + RECONCILE_PART), last });
+        const res = await this.shards.request(shard, this.ofFrontEnd({ type: 'channels.reconcile' as const, session, subscriptions: frontEnd.slice(i, i + RECONCILE_PART), last }));
         removed = res.removed;
         restored = res.restored;
       }

@@ -2,8 +2,10 @@
  * The channel handlers of one shard (createChannelArea) over a real LMDB environment, with a
  * recording webhook emitter standing in for the outbox area: what each request answers, the
  * webhooks it emits in order, the silent restore, the occupancy record a restarted worker
- * reads back (member_removed then channel_vacated for what its predecessor left occupied), and
- * an app's removal (its state dropped with the webhooks of its last members and channels).
+ * reads back (member_removed then channel_vacated for what its predecessor left occupied), an
+ * app's removal (its state dropped with the webhooks of its last members and channels), and
+ * front-end threads: digest and reconcile of one thread's subscribers, and the drop of a thread
+ * that is gone.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +14,7 @@ import type { RootDatabase } from 'lmdb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createChannelArea } from '../../../src/channels/shard-handlers.js';
 import type { ChannelShardApi } from '../../../src/channels/messages.js';
+import { newSocketId } from '../../../src/channels/socket-id.js';
 import { configSchema } from '../../../src/config/schema.js';
 import type { ShardArea, ShardContext } from '../../../src/shards/context.js';
 import { openShardDatabase } from '../../../src/shards/storage.js';
@@ -163,6 +166,60 @@ describe('channel shard handlers', () => {
       { name: 'channel_vacated', channel: 'room' },
     ]);
     expect(await h()['channels.info']({ appId: HOOKED, channel: 'room', subscriptionCount: true })).toEqual({ occupied: true, subscriptionCount: 1 });
+  });
+
+  it('digests and reconciles one front-end thread\'s subscribers, leaving the other thread\'s alone', async () => {
+    const [zero, one, oneGhost] = [newSocketId(0), newSocketId(1), newSocketId(1)];
+    for (const socketId of [zero, one, oneGhost]) await h()['channels.subscribe']({ appId: HOOKED, channel: 'room', socketId });
+    await h()['channels.subscribe']({ appId: HOOKED, channel: 'presence-lab', socketId: zero, member: { userId: 'ada' } });
+    expect(await h()['channels.digest']({})).toMatchObject({ count: 4 });
+    expect(await h()['channels.digest']({ frontEnd: 0 })).toMatchObject({ count: 2 });
+    expect(await h()['channels.digest']({ frontEnd: 1 })).toMatchObject({ count: 2 });
+    emitter.channel.length = 0;
+    // Front end 1 holds `one` only: its ghost goes; front end 0's subscribers, not listed, stay.
+    const res = await h()['channels.reconcile']({ session: 1, last: true, frontEnd: 1, subscriptions: [{ appId: HOOKED, channel: 'room', socketId: one }] });
+    expect(res).toEqual({ removed: [{ appId: HOOKED, channel: 'room', subscriptionCount: 2 }], restored: 0 });
+    expect(events()).toEqual([{ name: 'subscription_count', channel: 'room', subscription_count: 2 }]);
+    expect(await h()['channels.users']({ appId: HOOKED, channel: 'presence-lab' })).toEqual({ userIds: ['ada'] });
+    expect(await h()['channels.digest']({ frontEnd: 0 })).toMatchObject({ count: 2 });
+  });
+
+  it('drops a front-end thread that is gone: its subscribers leave with their webhooks and frames, the other thread\'s stay', async () => {
+    const [zero, one, oneAgain] = [newSocketId(0), newSocketId(1), newSocketId(1)];
+    const join = (socketId: string, channel: string, userId?: string) =>
+      h()['channels.subscribe']({ appId: HOOKED, channel, socketId, ...(userId === undefined ? {} : { member: { userId } }) });
+    await join(zero, 'room');
+    await join(one, 'room');
+    await join(one, 'alone');
+    await join(zero, 'presence-lab', 'ada');
+    await join(one, 'presence-lab', 'bob');
+    await join(oneAgain, 'presence-lab', 'ada'); // ada's second connection: she stays a member
+    emitter.channel.length = 0;
+    const { removed } = await h()['channels.dropFrontEnd']({ frontEnd: 1 });
+    expect(removed).toHaveLength(4);
+    expect(removed).toEqual(
+      expect.arrayContaining([
+        { appId: HOOKED, channel: 'room', subscriptionCount: 1 },
+        { appId: HOOKED, channel: 'alone', subscriptionCount: 0 },
+        { appId: HOOKED, channel: 'presence-lab', memberRemoved: 'bob' },
+        { appId: HOOKED, channel: 'presence-lab' },
+      ]),
+    );
+    // What leaves emit, raw (the webhook area's leave debounce holds member_removed and channel_vacated).
+    expect(events()).toEqual(
+      expect.arrayContaining([
+        { name: 'subscription_count', channel: 'room', subscription_count: 1 },
+        { name: 'subscription_count', channel: 'alone', subscription_count: 0 },
+        { name: 'channel_vacated', channel: 'alone' },
+        { name: 'member_removed', channel: 'presence-lab', user_id: 'bob' },
+      ]),
+    );
+    expect(events()).toHaveLength(4);
+    expect(await h()['channels.users']({ appId: HOOKED, channel: 'presence-lab' })).toEqual({ userIds: ['ada'] });
+    expect(await h()['channels.info']({ appId: HOOKED, channel: 'alone' })).toEqual({ occupied: false });
+    expect(await h()['channels.digest']({ frontEnd: 1 })).toEqual({ count: 0, sum: 0, xor: 0 });
+    expect(await h()['channels.digest']({ frontEnd: 0 })).toMatchObject({ count: 2 });
+    expect(await h()['channels.dropFrontEnd']({ frontEnd: 1 })).toEqual({ removed: [] });
   });
 
   it('relays a client event to the client_event webhook with the sender', async () => {
