@@ -112,11 +112,11 @@ describe('local adapter: front-end threads', () => {
     expect(await h.adapter.presenceUserIds(HARNESS_APP, 'presence-room')).toEqual(['ada']);
     expect(await h.adapter.channelInfo(HARNESS_APP, 'news', { subscriptionCount: true })).toEqual({ occupied: true, subscriptionCount: 1 });
     expect(await h.adapter.channelInfo(HARNESS_APP, 'only-seven', {})).toEqual({ occupied: false });
-    const heldUntil = (name: string, match: (e: Record<string, unknown>) => boolean) =>
-      until(() => receiver!.delivered().find((r) => (JSON.parse(r.rawBody) as { events: Record<string, unknown>[] }).events.some((e) => e.name === name && match(e))), name, 15_000);
-    // member_removed and channel_vacated are held for pageReloadDebounceMs (3 s by default) first.
-    for (const req of [await heldUntil('member_removed', (e) => e.user_id === 'bob'), await heldUntil('channel_vacated', (e) => e.channel === 'only-seven')]) {
-      expect(req.receivedAt - droppedAt).toBeGreaterThanOrEqual(2_900);
-    }
+    const requestWith = (name: string, match: (e: Record<string, unknown>) => boolean) =>
+      receiver!.delivered().find((r) => (JSON.parse(r.rawBody) as { events: Record<string, unknown>[] }).events.some((e) => e.name === name && match(e)));
+    const memberRemoved = await until(() => requestWith('member_removed', (e) => e.user_id === 'bob'), 'member_removed webhook', 15_000);
+    const vacated = await until(() => requestWith('channel_vacated', (e) => e.channel === 'only-seven'), 'channel_vacated webhook', 15_000);
+    // Both were held for pageReloadDebounceMs (3 s by default) first.
+    for (const req of [memberRemoved, vacated]) expect(req.receivedAt - droppedAt).toBeGreaterThanOrEqual(2_900);
   }, 30_000);
 });
