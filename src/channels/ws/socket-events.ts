@@ -51,7 +51,7 @@ export class SocketEvents {
     if (!handshake.ok) return { state: null, reject: { code: handshake.code, message: handshake.message }, slowUntil: 0 };
     const now = Date.now();
     const state: SocketState = {
-      socketId: this.newSocketId(),
+      socketId: this.freshSocketId(),
       app: handshake.app,
       ws: null,
       closed: false,
@@ -134,7 +134,7 @@ export class SocketEvents {
   }
 
   /** A socket id of this front-end thread that no live connection of it has. */
-  private newSocketId(): string {
+  private freshSocketId(): string {
     for (;;) {
       const id = newSocketId(this.deps.frontEndThread ?? 0);
       if (!this.deps.registry.hasSocketId(id)) return id;
