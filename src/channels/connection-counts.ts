@@ -14,8 +14,10 @@ export type ConnectAnswer = 'ok' | 'node' | 'app';
 export interface ConnectionCounts {
   /**
    * Counts one connection of the app in, unless that would take the node past `nodeMax` or the
-   * app past `appMax` (null: no limit); a refusal counts nothing. Exact: the counts never pass a
-   * limit, however many threads connect at once (two racing at the limit may both be refused).
+   * app past `appMax` (null: no limit); a refusal counts nothing. Exact: the connections
+   * admitted never pass a limit, however many threads connect at once. Shared counts add first
+   * and take back on a refusal, so a connect racing a refused one may be refused one short of
+   * the limit, and `connectionCount` may read that much above it for the moment.
    */
   tryConnect(appId: string, appMax: number | null, nodeMax: number | null): ConnectAnswer;
   /** A connection `tryConnect` counted has closed. */

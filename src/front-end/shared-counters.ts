@@ -197,7 +197,10 @@ export class SharedCounters implements FrontEndCounters {
     return Atomics.load(this.connections, 1 + thread);
   }
 
-  /** Main: thread `thread` is gone; its connections come off every total (the node's and each app's). */
+  /**
+   * Main: thread `thread` is gone (it has exited: it writes its columns no more); its
+   * connections come off every total, the node's and each app's.
+   */
   dropThread(thread: number): void {
     if (!Number.isInteger(thread) || thread < 0 || thread >= this.init.threads) throw new Error(`SharedCounters: thread ${thread} is not in [0, ${this.init.threads})`);
     const c = this.connections;
