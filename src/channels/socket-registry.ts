@@ -146,6 +146,11 @@ export interface SocketUserData {
    * not registered yet, receives nothing; `closed` is set if it closes meanwhile.
    */
   admitting?: SocketState | null;
+  /**
+   * The app id this connection is counted against in the process' connection counts
+   * (ws/admission.ts, several front-end threads), until it closes; undefined when not counted.
+   */
+  countedApp?: string | undefined;
 }
 
 interface AppSockets {

@@ -21,6 +21,7 @@ import { channelHistory } from './history.js';
 import { AppRateLimits } from '../rate-limits/app-rate-limits.js';
 import { ListingGate } from './listing-gate.js';
 import { LocalRateCounter } from '../rate-limits/local-rate-counter.js';
+import type { RateCounter } from '../rate-limits/rate-counter.js';
 
 /** Headers a preflight allows when the browser does not list the ones it wants. */
 const DEFAULT_ALLOWED_HEADERS = 'content-type, x-pusher-library';
@@ -50,16 +51,22 @@ function preflight(rc: RequestContext): Reply {
   return preflightReply('GET, POST, OPTIONS', allowHeaders);
 }
 
-/** The daily message quota: counted across nodes in a cluster, in memory on one node. */
-export function messageQuotaOf(channels: ChannelAdapter): MessageCharger {
-  return channels.cluster?.messageQuota ?? new MessageQuota();
+/**
+ * The daily message quota: counted across nodes in a cluster; on one node in `local` when given
+ * (the quota every front-end thread of the process shares), else in this thread's memory.
+ */
+export function messageQuotaOf(channels: ChannelAdapter, local?: MessageCharger): MessageCharger {
+  return channels.cluster?.messageQuota ?? local ?? new MessageQuota();
 }
 
-/** The C1-C6 routes plus an OPTIONS preflight per path; `quota` from messageQuotaOf. */
-export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey' | 'channels' | 'debug'>, quota: MessageCharger): Route[] {
-  // A cluster counts the rate limits across nodes; one node counts in memory.
+/**
+ * The C1-C6 routes plus an OPTIONS preflight per path; `quota` from messageQuotaOf. The rate
+ * limits are counted across nodes in a cluster; on one node in `rateCounter` when given (the
+ * process' shared counter), else in this thread's memory.
+ */
+export function channelApiRoutes(ctx: Pick<ServerContext, 'config' | 'appsByKey' | 'channels' | 'debug'>, quota: MessageCharger, rateCounter?: RateCounter): Route[] {
   const cluster = ctx.channels.cluster;
-  const limits = new AppRateLimits(cluster?.rateCounter ?? new LocalRateCounter());
+  const limits = new AppRateLimits(cluster?.rateCounter ?? rateCounter ?? new LocalRateCounter());
   const listings = new ListingGate();
   // The API reads no request header (the signature is in the query): none is copied.
   const read: RouteOptions = { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN, headers: [] };

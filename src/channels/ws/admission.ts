@@ -4,6 +4,8 @@
  * 1. the handshake (app key, protocol version: decided at the upgrade, socket-events.ts);
  * 2. this node: shutting down (4200), at its `maxConnections` (4100);
  * 3. the app's connection quota when this node counts it alone (4004);
+ *    with `counts` (several front-end threads in one process) steps 2 and 3 are one
+ *    `tryConnect` on the process' counts, and the connection stays counted until it closes;
  * 4. the app's new-connection rate limits (4301), counted in memory or, in a cluster, in Redis;
  * 5. in a cluster, the app's connection quota counted across nodes (4004): `cluster.admit`.
  * Then it is registered and told connection_established.
@@ -22,6 +24,7 @@ import * as frames from '../frames.js';
 import { endWithError, type SocketRegistry, type SocketState, type ClientSocket } from '../socket-registry.js';
 import type { DebugTap } from '../../debug-tap/tap.js';
 import type { AppRateLimits } from '../rate-limits/app-rate-limits.js';
+import type { ConnectionCounts } from '../connection-counts.js';
 
 /** Why a connection is refused: its close code and the message of its pusher:error. */
 export interface Refusal {
@@ -38,6 +41,12 @@ export interface AdmissionDeps {
   readonly debug: DebugTap;
   /** Sockets this node holds (registered ones and slow consumers being let go). */
   readonly openSockets: () => number;
+  /**
+   * The process' connection counts, when several front-end threads share the node's and the
+   * apps' limits: admission counts each connection in them (instead of reading `openSockets`
+   * and the adapter's count) until it closes.
+   */
+  readonly counts?: ConnectionCounts;
 }
 
 /** Refused connections at debug level: one line per close code every 10 s (with a count). */
@@ -63,7 +72,7 @@ export class Admission {
   /** A connection opened (uWS open, or an HTTP fallback session): runs the steps above. */
   open(ws: ClientSocket): void {
     const { state, reject } = ws.getUserData();
-    const refusal = reject ?? (state ? this.nodeRefusal(state) : null);
+    const refusal = reject ?? (state ? this.nodeRefusal(state, ws) : null);
     if (refusal || !state) {
       this.refuse(ws, state, refusal);
       return;
@@ -71,26 +80,47 @@ export class Admission {
     this.checkConnectionRate(ws, state);
   }
 
-  /** A socket closed: once well below the node's limit, reaching it again is logged again. */
-  closed(): void {
+  /**
+   * A socket closed: it leaves the counts it was counted in; once well below the node's limit,
+   * reaching it again is logged again.
+   */
+  closed(ws: ClientSocket): void {
+    this.uncount(ws);
     if (this.maxConnections !== null && this.atLimitLogged && this.deps.openSockets() < this.maxConnections * 0.9) this.atLimitLogged = false;
   }
 
   /** Steps 2 and 3: what this node decides alone. */
-  private nodeRefusal(state: SocketState): Refusal | null {
-    const max = state.app.maxConnections;
+  private nodeRefusal(state: SocketState, ws: ClientSocket): Refusal | null {
+    // In a cluster the quota spans the nodes: step 5 decides it.
+    const max = this.deps.adapter.cluster ? null : state.app.maxConnections;
     const maxConnections = this.maxConnections;
     if (this.deps.state.draining) return SHUTTING_DOWN;
-    if (maxConnections !== null && this.deps.openSockets() >= maxConnections) {
-      if (!this.atLimitLogged) {
-        this.atLimitLogged = true;
-        log.warn('node connection limit reached: refusing new WebSocket connections with 4100', { maxConnections });
-      }
-      return { code: CLOSE_CODES.OVER_CAPACITY, message: `Server is at its connection limit (${maxConnections}): retry later` };
+    if (this.deps.counts) {
+      const answer = this.deps.counts.tryConnect(state.app.id, max, maxConnections);
+      if (answer === 'ok') ws.getUserData().countedApp = state.app.id;
+      return answer === 'ok' ? null : answer === 'node' ? this.atNodeLimit(maxConnections ?? 0) : overQuota(max ?? 0);
     }
-    // In a cluster the quota spans the nodes: step 5 decides it.
-    if (max !== null && !this.deps.adapter.cluster && this.deps.adapter.connectionCount(state.app.id) >= max) return overQuota(max);
+    if (maxConnections !== null && this.deps.openSockets() >= maxConnections) return this.atNodeLimit(maxConnections);
+    if (max !== null && this.deps.adapter.connectionCount(state.app.id) >= max) return overQuota(max);
     return null;
+  }
+
+  /** The node is at its maxConnections (4100), logged once per episode. */
+  private atNodeLimit(maxConnections: number): Refusal {
+    if (!this.atLimitLogged) {
+      this.atLimitLogged = true;
+      log.warn('node connection limit reached: refusing new WebSocket connections with 4100', { maxConnections });
+    }
+    return { code: CLOSE_CODES.OVER_CAPACITY, message: `Server is at its connection limit (${maxConnections}): retry later` };
+  }
+
+  /** The connection leaves the counts (`counts`) it was counted in, once. */
+  private uncount(ws: ClientSocket): void {
+    const userData = ws.getUserData();
+    const appId = userData.countedApp;
+    if (appId === undefined) return;
+    userData.countedApp = undefined;
+    this.deps.counts?.disconnected(appId);
   }
 
   /** Step 4: the new-connection rate limits, answered at once (memory) or by Redis (cluster). */
@@ -149,6 +179,7 @@ export class Admission {
         (answer) => {
           if (state.closed) {
             closedMeanwhile?.();
+            this.uncount(ws);
             return;
           }
           userData.admitting = null;
@@ -156,7 +187,10 @@ export class Admission {
           then(answer);
         },
         (err: unknown) => {
-          if (state.closed) return;
+          if (state.closed) {
+            this.uncount(ws);
+            return;
+          }
           userData.admitting = null;
           log.warn(messages.failure, { appId: state.app.id, error: String(err) });
           this.refuse(ws, state, CLUSTER_UNAVAILABLE);

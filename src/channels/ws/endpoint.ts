@@ -32,6 +32,7 @@ import { clientAddressResolver } from '../../net/client-address.js';
 import { leaving } from './leave.js';
 import { SlowConsumers } from './slow-consumers.js';
 import { SocketEvents } from './socket-events.js';
+import type { FrontEndCounters } from '../connection-counts.js';
 
 /** What the endpoint is built from (server.ts): the registry is shared with the local adapter. */
 export interface WebSocketDeps {
@@ -47,6 +48,13 @@ export interface WebSocketDeps {
    * HTTP fallback sessions' included (they connect through `events`), carries it (socket-id.ts).
    */
   readonly frontEndThread?: number | undefined;
+  /**
+   * The process' counters when several front-end threads serve it (front-end/shared-counters.ts):
+   * connections are admitted and counted in them, and the new-connection rate limits taken from
+   * their rate counter unless the cluster counts those. Without them: this thread's registry and
+   * an in-memory rate counter.
+   */
+  readonly counters?: FrontEndCounters;
 }
 
 export interface WebSocketEndpoint {
@@ -54,9 +62,9 @@ export interface WebSocketEndpoint {
   behavior: WebSocketBehavior<SocketUserData>;
   /** Closes every connection with the code (4200 on shutdown). */
   closeAll(code: number, reason: string): void;
-  /** Live connections, of one app or of all. */
+  /** Live connections, of one app or of all (of every thread with `counters`). */
   connectionCount(appId?: string): number;
-  /** Open connections per app id. */
+  /** Open connections per app id (of every thread with `counters`). */
   connectionCounts(): Map<string, number>;
   /**
    * What happens to a connection, for sockets that are not uWS WebSockets (HTTP fallback
@@ -86,12 +94,13 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     onSlow: (state, ws) => slowConsumers.letGo(state, ws),
     onTick: (now) => slowConsumers.expire(now),
   });
-  /** Sockets this node holds: registered ones plus slow consumers being let go (still open). */
-  const openSockets = (): number => registry.connectionCount() + slowConsumers.size;
+  const counters = ctx.counters;
+  /** Sockets this node holds: registered ones plus slow consumers being let go (still open); every thread's with counters. */
+  const openSockets = counters ? (): number => counters.connectionCount() : (): number => registry.connectionCount() + slowConsumers.size;
   /** maxNewConnectionsPerSecond(PerIp): across the cluster when the adapter counts them. */
-  const rateLimits = new AppRateLimits(adapter.cluster?.rateCounter ?? new LocalRateCounter());
+  const rateLimits = new AppRateLimits(adapter.cluster?.rateCounter ?? counters?.rateCounter ?? new LocalRateCounter());
   /** Whether a new connection gets in (node limits, quota, rate limits, the cluster's count). */
-  const admission = new Admission({ config, state: ctx.state, registry, adapter, rateLimits, debug: ctx.debug, openSockets });
+  const admission = new Admission({ config, state: ctx.state, registry, adapter, rateLimits, debug: ctx.debug, openSockets, ...(counters && { counts: counters }) });
   const events = new SocketEvents({ state: ctx.state, appsByKey: ctx.appsByKey, registry, admission, protocol, slowConsumers, leave, frontEndThread: ctx.frontEndThread });
   const clientAddressOf = clientAddressResolver(config.trustedProxies);
 
@@ -167,8 +176,8 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
       }
       slowConsumers.closeAll();
     },
-    connectionCount: (appId) => (appId === undefined ? openSockets() : registry.connectionCount(appId)),
-    connectionCounts: () => registry.connectionCounts(),
+    connectionCount: (appId) => (appId === undefined ? openSockets() : (counters ?? registry).connectionCount(appId)),
+    connectionCounts: () => (counters ?? registry).connectionCounts(),
     applyApp: (appId, next) => {
       protocol.reloadApp(appId, next);
       const gone = next ? 'App key changed: reconnect with the new key' : 'App deleted';

@@ -126,7 +126,7 @@ export class SocketEvents {
       return;
     }
     this.deps.slowConsumers.closed(ws);
-    this.deps.admission.closed();
+    this.deps.admission.closed(ws);
     const state = userData.state;
     if (!state || state.closed) return;
     countDisconnect(state.app.id, code);
