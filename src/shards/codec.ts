@@ -34,7 +34,7 @@ export class ShardCodec {
   private readonly packr = newPackr();
 
   /** The message as bytes in a buffer of exactly their length (safe to post to another thread). */
-  encode(value: unknown): Uint8Array {
+  encode(value: unknown): Uint8Array<ArrayBuffer> {
     const view = this.packr.pack(value);
     // A plain Uint8Array copy (Buffer#slice would be another view of the same buffer).
     const own = new Uint8Array(view.byteLength);

@@ -4,6 +4,7 @@
  * `messages.ts`, and the shard entry's API type (src/shard-api.ts) joins them. A request
  * `{type: K, ...Api[K]['req']}` answers `Api[K]['res']`.
  */
+import type { MessagePort } from 'node:worker_threads';
 import type { ShardMetrics } from './shard-metrics.js';
 import type { AppConfig, HeraldConfig, PushInstanceConfig } from '../config/schema.js';
 
@@ -19,6 +20,22 @@ export interface CoreShardApi {
    * its running config with these entries only and hands it to every area's reload hook.
    */
   'core.tenants': { req: { apps?: AppConfig[]; removedApps?: string[]; push?: PushInstanceConfig[]; removedPush?: string[] }; res: { applied: true } };
+  /**
+   * A front end's own line to this shard: `port` (transferred beside the envelope, see
+   * ShardPortTask) then carries that front end's envelopes, answered as Piscina tasks are, each
+   * reply tagged with its envelope's id (ShardPortReply). A second attach of the same front end
+   * replaces its port. `awaitRestoreOf` (given when the worker replaces one that died): the front
+   * ends whose restore comes first; each one's requests after its `core.restored` are held
+   * until every one of them has sent its own.
+   */
+  'core.attachFrontEnd': { req: { frontEnd: number; port: MessagePort; awaitRestoreOf?: number[] }; res: { attached: true } };
+  /** Closes a front end's port (its thread is gone); false if it had none. */
+  'core.detachFrontEnd': { req: { frontEnd: number }; res: { detached: boolean } };
+  /**
+   * Sent on a front end's port right after the requests that restore what it held in the shard
+   * (a PortShardRequester sends it itself after its restart listeners); see core.attachFrontEnd.
+   */
+  'core.restored': { req: {}; res: { restored: true } };
   /** Flush pending writes and close LMDB; the shard answers nothing else afterwards. */
   'core.close': { req: {}; res: { closed: true } };
   /**
@@ -61,6 +78,19 @@ export interface ShardEnvelope {
  * before means the shard's worker was replaced and its in-memory state is gone.
  */
 export type ShardReply = ({ ok: true; value: unknown } | { ok: false; code: string; message: string }) & { boot: number };
+
+/**
+ * A Piscina task that hands the worker a MessagePort: the encoded envelope, plus the port
+ * (in the task's transferList; msgpackr cannot carry it), which the worker puts back into the
+ * decoded request as its `port`. Every other task is the encoded envelope alone.
+ */
+export interface ShardPortTask {
+  envelope: Uint8Array;
+  port: MessagePort;
+}
+
+/** A reply on a front end's port: many requests share it, so each reply names its envelope's id. */
+export type ShardPortReply = ShardReply & { id: number };
 
 /** Passed to every worker at start-up. */
 export interface ShardWorkerData {

@@ -11,13 +11,20 @@
  * `exit` event), the next ones go to the new worker. Its in-memory state (channel members) is
  * gone, so the pool tells `onShardRestart` listeners, before any later request can reach the
  * new worker, and they re-send what they need.
+ *
+ * Front ends (worker threads) talk to the shards over ports of their own, not through this
+ * thread: `attachFrontEnd` hands each shard one end of a MessageChannel per front end. A
+ * replaced worker is given fresh ports for every attached front end, after the restart
+ * listeners' requests, and `onFrontEndPort` listeners forward them to their threads.
  */
 import { fileURLToPath } from 'node:url';
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import { HeraldError, ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
+import { HeraldError } from '../errors.js';
 import { describeError, log } from '../log.js';
 import { ShardCodec } from './codec.js';
-import type { CoreShardApi, ShardEnvelope, ShardReply, ShardRequestOf, ShardRequestType, ShardResponseOf, ShardWorkerData } from './messages.js';
+import type { CoreShardApi, ShardEnvelope, ShardPortTask, ShardReply, ShardRequestOf, ShardRequestType, ShardResponseOf, ShardWorkerData } from './messages.js';
+import { DEFAULT_MAX_QUEUE_PER_SHARD, QueueFullRefusal, replyValue, timedOut, workerStopped } from './replies.js';
 import type { ShardRequester, ShardRestartListener } from './requester.js';
 
 const codec = new ShardCodec();
@@ -30,11 +37,9 @@ const DEFAULT_CLOSE_TIMEOUT_MS = 15_000;
  */
 const STORAGE_CLOSE_RESERVE_MS = 5_000;
 /** Requests a shard's Piscina queue holds beyond the 1024 its worker takes at once. */
-export const DEFAULT_MAX_QUEUE_PER_SHARD = 10_000;
+export { DEFAULT_MAX_QUEUE_PER_SHARD };
 /** Requests a worker takes at once (Piscina concurrentTasksPerWorker). */
 const TASKS_PER_WORKER = 1024;
-/** At most one "queue full" warning per shard per this many ms. */
-const QUEUE_FULL_LOG_INTERVAL_MS = 1_000;
 /**
  * V8 young generation of a shard worker (MB; V8 splits it into 2 semi-spaces and a large-object
  * part, so 6 MB means 2 MB semi-spaces). Node's default lets it grow to 48 MB (16 MB semi-spaces)
@@ -62,6 +67,12 @@ export interface ShardPoolOptions {
 
 export type { ShardRestartListener } from './requester.js';
 
+/**
+ * Told the new port of an attached front end to a shard whose worker was replaced; the caller
+ * hands it to that front end's thread (PortShardRequester.replacePort there).
+ */
+export type FrontEndPortListener = (frontEnd: number, shard: number, port: MessagePort) => void;
+
 /** The shards of one process; `Api` is every request the worker entry's areas answer. */
 export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
   readonly shardCount: number;
@@ -81,8 +92,10 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
   /** Per shard: a loss was announced and the replacement's thread id is not known yet. */
   private readonly lossAnnounced: boolean[];
   private readonly restartListeners: ShardRestartListener[] = [];
-  /** Per shard: when the last "queue full" warning was logged (epoch ms). */
-  private readonly queueFullLoggedAt: number[];
+  private readonly queueFull: QueueFullRefusal;
+  /** Front ends with ports attached to every shard. */
+  private readonly frontEnds = new Set<number>();
+  private readonly frontEndPortListeners: FrontEndPortListener[] = [];
   /** close() has begun: new requests are refused. */
   private closing: Promise<void> | undefined;
 
@@ -94,7 +107,7 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
     this.boots = new Array<number>(opts.shardCount).fill(0);
     this.losses = new Array<number>(opts.shardCount).fill(0);
     this.lossAnnounced = new Array<boolean>(opts.shardCount).fill(false);
-    this.queueFullLoggedAt = new Array<number>(opts.shardCount).fill(0);
+    this.queueFull = new QueueFullRefusal(opts.shardCount);
     const filename = opts.workerFile.startsWith('file:') ? fileURLToPath(opts.workerFile) : opts.workerFile;
     this.pools = [];
     for (let shardIndex = 0; shardIndex < opts.shardCount; shardIndex++) {
@@ -141,6 +154,33 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
    */
   onShardRestart(listener: ShardRestartListener): void {
     this.restartListeners.push(listener);
+  }
+
+  /**
+   * Gives a front end a port to every shard: one MessageChannel per shard, one end attached to
+   * the shard's worker, the other answered (index = shard) for the caller to transfer to the
+   * front end's thread (see PortShardRequester). Attaching a front end again replaces its ports.
+   */
+  async attachFrontEnd(frontEnd: number): Promise<MessagePort[]> {
+    if (this.closing) throw new HeraldError('SHARD_UNAVAILABLE', 'Server is shutting down');
+    this.frontEnds.add(frontEnd);
+    return Promise.all(this.pools.map((_, shard) => this.attachPort(shard, frontEnd)));
+  }
+
+  /** Closes a front end's ports on every shard; it is no longer re-attached after a restart. */
+  async detachFrontEnd(frontEnd: number): Promise<void> {
+    this.frontEnds.delete(frontEnd);
+    const detach = { type: 'core.detachFrontEnd', frontEnd };
+    await Promise.all(this.pools.map((_, shard) => this.run(shard, detach, this.timeoutMs)));
+  }
+
+  /**
+   * Registers a listener given the new port of each attached front end to a shard whose worker
+   * was replaced. It runs after the onShardRestart listeners, each port already on its way to
+   * the new worker (requests posted on it wait there until the worker takes it).
+   */
+  onFrontEndPort(listener: FrontEndPortListener): void {
+    this.frontEndPortListeners.push(listener);
   }
 
   /** False once close() has begun: requests are refused from then on. */
@@ -208,7 +248,20 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
     await Promise.all(this.pools.map((p) => p.destroy()));
   }
 
-  private async run(shard: number, message: { type: string }, timeoutMs: number): Promise<never> {
+  /** Attaches a new port of the front end to the shard's worker; answers the other end. */
+  private attachPort(shard: number, frontEnd: number, awaitRestoreOf?: number[]): Promise<MessagePort> {
+    const { port1, port2 } = new MessageChannel();
+    const attach = { type: 'core.attachFrontEnd', frontEnd, ...(awaitRestoreOf ? { awaitRestoreOf } : {}) };
+    return this.run(shard, attach, this.timeoutMs, port1).then(
+      () => port2,
+      (err: unknown) => {
+        port2.close();
+        throw err;
+      },
+    );
+  }
+
+  private async run(shard: number, message: { type: string }, timeoutMs: number, port?: MessagePort): Promise<never> {
     const pool = this.pools[shard];
     if (!pool) throw new Error(`no shard ${shard}`);
     const id = this.nextId++;
@@ -217,30 +270,23 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
     const losses = this.losses[shard];
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new HeraldError('SHARD_UNAVAILABLE', `Shard ${shard} did not answer within ${timeoutMs} ms`)), timeoutMs);
+      timer = setTimeout(() => reject(timedOut(shard, timeoutMs)), timeoutMs);
     });
+    // A port cannot be msgpackr-encoded: it travels beside the envelope, transferred.
+    const task = port ? pool.run({ envelope: encoded, port } satisfies ShardPortTask, { transferList: [port] }) : pool.run(encoded);
     try {
-      const raw = (await Promise.race([this.track(shard, pool.run(encoded) as Promise<Uint8Array>), timeout])) as Uint8Array;
+      const raw = (await Promise.race([this.track(shard, task as Promise<Uint8Array>), timeout])) as Uint8Array;
       const reply = codec.decode(raw) as ShardReply;
       this.noteBoot(shard, reply.boot);
-      if (reply.ok) return reply.value as never;
-      if (reply.code in ERROR_CATALOGUE) throw new HeraldError(reply.code as ErrorCode, reply.message);
-      throw new HeraldError('INTERNAL', reply.message);
+      return replyValue(reply) as never;
     } catch (err) {
       if (err instanceof HeraldError) {
         if (err.code === 'SHARD_UNAVAILABLE') log.warn('shard request failed', { shard, id, type: message.type, error: err.message });
         throw err;
       }
-      if ((err as Error)?.message === QUEUE_AT_LIMIT) {
-        const now = Date.now();
-        if (now - this.queueFullLoggedAt[shard]! >= QUEUE_FULL_LOG_INTERVAL_MS) {
-          this.queueFullLoggedAt[shard] = now;
-          log.warn('shard queue full: requests refused until it drains', { shard, inFlight: this.inFlight[shard] });
-        }
-        throw new HeraldError('SHARD_UNAVAILABLE', `Shard ${shard} is overloaded: too many requests waiting`);
-      }
+      if ((err as Error)?.message === QUEUE_AT_LIMIT) throw this.queueFull.error(shard, this.inFlight[shard]!);
       // The worker died holding this request: workerLost() logged it once for all of them.
-      if (this.losses[shard] !== losses) throw new HeraldError('SHARD_UNAVAILABLE', `Shard ${shard} stopped while handling the request`);
+      if (this.losses[shard] !== losses) throw workerStopped(shard);
       // close() stopped a worker that had not finished (logged there).
       if (this.closing) throw new HeraldError('SHARD_UNAVAILABLE', `Shard ${shard} was stopped by the shutdown`);
       log.error('shard request failed', { shard, id, type: message.type, error: String(err) });
@@ -307,6 +353,34 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
         listener(shard);
       } catch (err) {
         log.error('shard restart listener failed', { shard, error: describeError(err) });
+      }
+    }
+    this.reattachFrontEnds(shard);
+  }
+
+  /**
+   * Gives the shard's new worker a fresh port for every attached front end (the old ones died
+   * with the old worker) and hands each to the onFrontEndPort listeners at once: requests the
+   * front end posts on it wait in the port until the worker has taken it. The worker holds each
+   * front end's requests after its `core.restored` until all of them have sent theirs.
+   */
+  private reattachFrontEnds(shard: number): void {
+    const frontEnds = [...this.frontEnds];
+    for (const frontEnd of frontEnds) {
+      const { port1, port2 } = new MessageChannel();
+      const attach = { type: 'core.attachFrontEnd', frontEnd, awaitRestoreOf: frontEnds };
+      this.run(shard, attach, this.timeoutMs, port1).catch((err: unknown) => {
+        // A new worker that dies too is replaced, and its replacement re-attaches every front end.
+        log.warn('front end port not attached to the new shard worker', { shard, frontEnd, error: String(err) });
+        // Its front end sees the port close (a no-op if the dead worker had taken it: closed with it).
+        port1.close();
+      });
+      for (const listener of this.frontEndPortListeners) {
+        try {
+          listener(frontEnd, shard, port2);
+        } catch (err) {
+          log.error('front end port listener failed', { shard, frontEnd, error: describeError(err) });
+        }
       }
     }
   }

@@ -2,16 +2,18 @@
  * The generic shard worker runtime (runs in a worker thread, never on the main thread). Opens
  * this shard's LMDB environment, builds the areas the entry file lists (src/shard-worker.ts),
  * refuses two areas answering the same request type, and answers msgpackr-encoded requests
- * from the main thread (see messages.ts). It imports no area: the entry file hands them in.
+ * from the main thread (Piscina tasks) and from front ends' attached ports (front-end-ports.ts),
+ * both through one `answer` (see messages.ts). It imports no area: the entry file hands them in.
  */
-import { threadId, workerData } from 'node:worker_threads';
+import { threadId, workerData, type MessagePort } from 'node:worker_threads';
 import { join } from 'node:path';
 import { HeraldError } from '../errors.js';
 import type { HeraldConfig } from '../config/schema.js';
 import { describeError, log, setLogLevel } from '../log.js';
 import { shardMetrics } from './shard-counters.js';
 import { ShardCodec } from './codec.js';
-import type { ShardEnvelope, ShardReply, ShardWorkerData } from './messages.js';
+import type { ShardEnvelope, ShardPortTask, ShardReply, ShardWorkerData } from './messages.js';
+import { FrontEndPorts } from './front-end-ports.js';
 import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext, type TenantChange } from './context.js';
 import { openShardDatabase } from './storage.js';
 import { installDiskFullGuard, isWriteSpaceError, logWriteFailure, type DiskFullGuard } from './disk-full.js';
@@ -27,10 +29,11 @@ export type ShardAreasFactory = (ctx: ShardContext) => ShardArea<any>[];
 
 /**
  * Starts this worker's shard with the areas `build` returns and answers the Piscina task entry
- * (the entry file's default export): one encoded request in, one encoded ShardReply out.
- * Throws at start-up when two areas (or an area and the core) answer the same request type.
+ * (the entry file's default export): one encoded request (a ShardPortTask when it hands over a
+ * port) in, one encoded ShardReply out. Throws at start-up when two areas (or an area and the
+ * core) answer the same request type.
  */
-export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Array) => Promise<Uint8Array> {
+export function createShardWorker(build: ShardAreasFactory): (task: Uint8Array | ShardPortTask) => Promise<Uint8Array> {
   const data = workerData as ShardWorkerData;
   const startedAt = Date.now();
   setLogLevel((data.config as HeraldConfig).logLevel);
@@ -52,6 +55,8 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
   const areas = build(ctx);
   const storageWrites = new Set<string>(areas.flatMap((a) => (a.storageWrites ?? []) as string[]));
   let closing: Promise<void> | undefined;
+  // `answer` (below) is hoisted; it reads the handlers only when a request arrives.
+  const frontEnds = new FrontEndPorts(codec, answer, ctx.shardIndex);
 
   const core: Record<string, AnyHandler> = {
     'core.ping': () => ({ shardIndex: ctx.shardIndex, pid: process.pid, uptimeMs: Date.now() - startedAt }),
@@ -81,6 +86,15 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
       }
       return { applied: true };
     },
+    'core.attachFrontEnd': (req) => {
+      const { frontEnd, port, awaitRestoreOf } = req as { frontEnd: number; port?: MessagePort; awaitRestoreOf?: number[] };
+      if (!port) throw new Error('core.attachFrontEnd came without a port (send it with ShardPool.attachFrontEnd)');
+      frontEnds.attach(frontEnd, port, awaitRestoreOf);
+      return { attached: true };
+    },
+    'core.detachFrontEnd': (req) => ({ detached: frontEnds.detach((req as { frontEnd: number }).frontEnd) }),
+    // The hold it ends is kept by FrontEndPorts, which sees it on its way here.
+    'core.restored': () => ({ restored: true }),
     'core.crash': (req) => {
       requireTestHooks(ctx, 'core.crash');
       // Block the thread (requests sent meanwhile pile up unanswered), then die without
@@ -109,8 +123,8 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
   };
   const handlers = mergeHandlers([core, ...areas.map((a) => a.handlers as Record<string, AnyHandler>)]);
 
-  return async function handle(encoded: Uint8Array): Promise<Uint8Array> {
-    const message = codec.decode(encoded) as ShardEnvelope;
+  /** One request's reply, whichever way it came (a Piscina task or a front end's port). */
+  async function answer(message: ShardEnvelope): Promise<ShardReply> {
     const type = message.request.type;
     let reply: ShardReply;
     try {
@@ -133,7 +147,14 @@ export function createShardWorker(build: ShardAreasFactory): (encoded: Uint8Arra
         reply = { ok: false, code: 'INTERNAL', message: 'Internal error in storage shard', boot: threadId };
       }
     }
-    return codec.encode(reply);
+    return reply;
+  }
+
+  return async function handle(task: Uint8Array | ShardPortTask): Promise<Uint8Array> {
+    if (task instanceof Uint8Array) return codec.encode(await answer(codec.decode(task) as ShardEnvelope));
+    const message = codec.decode(task.envelope) as ShardEnvelope;
+    // The port travelled beside the envelope (msgpackr cannot carry it): the request takes it back.
+    return codec.encode(await answer({ ...message, request: { ...message.request, port: task.port } as ShardEnvelope['request'] }));
   };
 }
 

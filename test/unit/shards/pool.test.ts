@@ -1,89 +1,17 @@
 /**
- * ShardPool with real shard workers: the compiled pool and worker (dist/src/shards, built
- * here when older than src/) on a temp data dir. Covers the close ordering (requests already
+ * ShardPool with real shard workers: the compiled pool and worker (dist/src/shards, built by
+ * the shard-pool helper when older than src/) on a temp data dir. Covers the close ordering (requests already
  * sent finish before the shards close), a crashed worker (the requests it held fail at once
  * with SHARD_UNAVAILABLE, a new worker takes over, restart listeners are told), and a stalled
  * one (requests past their deadline are not run; a full queue refuses at once; close() keeps
  * to its budget).
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT } from '../../helpers/herald-process.js';
-import type { ShardPool as ShardPoolClass } from '../../../src/shards/pool.js';
-import type { HeraldShardApi } from '../../../src/shard-api.js';
+import { loadShardModules, newShardPool as newPool, outcome, removeShardPoolDirs, SHARD_POOL_APP_ID as APP_ID, withTestHooks } from '../../helpers/shard-pool.js';
 import { sleep } from '../../helpers/wait.js';
 
-type PoolModule = typeof import('../../../src/shards/pool.js');
-type LoadModule = typeof import('../../../src/config/load.js');
-type DataDirModule = typeof import('../../../src/shards/data-dir.js');
-
-const DIST_POOL = join(REPO_ROOT, 'dist/src/shards/pool.js');
-
-/** Newest modification time (ms) of the .ts files under a directory. */
-function newestSource(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestSource(path));
-    else if (entry.name.endsWith('.ts')) newest = Math.max(newest, statSync(path).mtimeMs);
-  }
-  return newest;
-}
-
-/** `npm run build` (tsc) unless dist is newer than every source file: the workers run compiled JS. */
-function ensureBuilt(): void {
-  let built = 0;
-  try {
-    built = statSync(DIST_POOL).mtimeMs;
-  } catch {
-    // not built yet
-  }
-  if (built >= newestSource(join(REPO_ROOT, 'src'))) return;
-  const tsc = spawnSync(process.execPath, [join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: REPO_ROOT, encoding: 'utf8' });
-  // tsc still emits when another file has a type error; the workers only need the output.
-  if (tsc.status !== 0) process.stderr.write(`pool.test: tsc reported errors:\n${tsc.stdout}${tsc.stderr}\n`);
-  statSync(DIST_POOL);
-}
-
-let ShardPool: PoolModule['ShardPool'];
-let parseConfig: LoadModule['parseConfig'];
-let openDataDir: DataDirModule['openDataDir'];
-const dirs: string[] = [];
-
-beforeAll(async () => {
-  ensureBuilt();
-  const dist = (path: string) => pathToFileURL(join(REPO_ROOT, 'dist/src', path)).href;
-  ({ ShardPool } = (await import(dist('shards/pool.js'))) as PoolModule);
-  ({ parseConfig } = (await import(dist('config/load.js'))) as LoadModule);
-  ({ openDataDir } = (await import(dist('shards/data-dir.js'))) as DataDirModule);
-}, 120_000);
-
-afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-
-/** A pool of `shards` workers on a fresh temp data dir, with a long request timeout. */
-async function newPool(shards: number, requestTimeoutMs = 30_000, maxQueuePerShard?: number): Promise<ShardPoolClass<HeraldShardApi>> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'herald-pool-test-'));
-  dirs.push(dataDir);
-  const identity = openDataDir(dataDir, shards);
-  const config = parseConfig({ dataDir, shards, apps: [{ id: APP_ID, key: 'app-key', secret: 'app-secret' }] });
-  const pool = new ShardPool<HeraldShardApi>({
-    workerFile: join(REPO_ROOT, 'dist/src/shard-worker.js'),
-    shardCount: shards,
-    dataDir,
-    config,
-    installSecret: identity.installSecret,
-    requestTimeoutMs,
-    ...(maxQueuePerShard === undefined ? {} : { maxQueuePerShard }),
-  });
-  await pool.broadcast({ type: 'core.ping' }, 30_000);
-  return pool;
-}
+beforeAll(loadShardModules, 120_000);
+afterAll(removeShardPoolDirs);
 
 /** Runs `fn` with what this process writes to stderr (Herald's log lines) captured. */
 async function withStderr<T>(fn: () => Promise<T>): Promise<{ result: T; stderr: string }> {
@@ -97,27 +25,6 @@ async function withStderr<T>(fn: () => Promise<T>): Promise<{ result: T; stderr:
     return { result: await fn(), stderr: captured };
   } finally {
     process.stderr.write = original;
-  }
-}
-
-/** Settles a request into 'ok' or its error code. */
-function outcome(p: Promise<unknown>): Promise<string> {
-  return p.then(
-    () => 'ok',
-    (err: unknown) => String((err as { code?: string }).code ?? err),
-  );
-}
-
-/** With HERALD_TEST_HOOKS=1 in the environment the workers are created with (they copy it). */
-async function withTestHooks<T>(value: string | undefined, fn: () => Promise<T>): Promise<T> {
-  const before = process.env.HERALD_TEST_HOOKS;
-  if (value === undefined) delete process.env.HERALD_TEST_HOOKS;
-  else process.env.HERALD_TEST_HOOKS = value;
-  try {
-    return await fn();
-  } finally {
-    if (before === undefined) delete process.env.HERALD_TEST_HOOKS;
-    else process.env.HERALD_TEST_HOOKS = before;
   }
 }
 
@@ -196,9 +103,6 @@ describe('a crashed shard worker', () => {
     });
   }, 30_000);
 });
-
-/** The app of newPool's config: the channel requests below use it. */
-const APP_ID = 'app-id';
 
 describe('a stalled shard', () => {
   it('does not run the requests that timed out while it was blocked', async () => {
