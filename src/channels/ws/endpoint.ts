@@ -20,6 +20,7 @@ import type { ServerState } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { describeError as describe, log } from '../../log.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
+import type { TopicInterestHook } from '../../http/topic-fanout.js';
 import { ProtocolHandler } from './protocol.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
 import { Subscriptions } from './subscriptions.js';
@@ -42,6 +43,8 @@ export interface WebSocketDeps {
   readonly adapter: ChannelAdapter;
   /** The debug tap (connections opened and closed, client events). */
   readonly debug: DebugTap;
+  /** Told of every topic a socket subscribes to or leaves, closing included (front-end threads). */
+  readonly interest?: TopicInterestHook;
 }
 
 export interface WebSocketEndpoint {
@@ -133,6 +136,16 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     drain: (ws) => events.drain(ws),
     close: (ws, code) => events.close(ws, code),
   };
+  const interest = ctx.interest;
+  if (interest) {
+    // uWS calls it on each socket's subscribe and unsubscribe that changes the topic's count, and
+    // for each topic a closing socket still had (before `close`).
+    behavior.subscription = (_ws, topic, newCount, oldCount) => {
+      const name = Buffer.from(topic).toString('utf8');
+      if (newCount > oldCount) interest.add(name);
+      else if (newCount < oldCount) interest.remove(name);
+    };
+  }
 
   /**
    * An open connection takes its app's new config; true when it was closed instead: with 4001
