@@ -119,7 +119,7 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
       ...(opts.behindMs !== undefined ? { behindMs: opts.behindMs } : {}),
       ...(opts.maxQueuedBytes !== undefined ? { maxQueuedBytes: opts.maxQueuedBytes } : {}),
     };
-    this.writer = new RingWriter(init.rings[thread]!, init.control, init.threads, writerOpts);
+    this.writer = new RingWriter(init.rings[thread]!, init.control, init.threads, writerOpts, thread);
     const reads = thread < init.threads;
     this.interest = reads ? new TopicInterest(this.table, thread) : null;
     if (reads) {

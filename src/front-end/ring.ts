@@ -109,6 +109,8 @@ export class RingWriter {
     control: SharedArrayBuffer,
     private readonly readers: number,
     private readonly opts: RingWriterOptions = {},
+    /** The producer's own reader index (a front-end thread does not read its own ring); -1 for none. */
+    private readonly self = -1,
   ) {
     this.header = new Int32Array(ring.header);
     this.control = new Int32Array(control);
@@ -156,7 +158,7 @@ export class RingWriter {
     let read = this.write;
     let reader = -1;
     for (let r = 0; r < this.readers; r++) {
-      if (Atomics.load(this.control, controlActive(this.readers, r)) === 0) continue;
+      if (r === this.self || Atomics.load(this.control, controlActive(this.readers, r)) === 0) continue;
       const at = Atomics.load(this.header, RING_READ + r);
       if (((this.write - at) | 0) > ((this.write - read) | 0)) {
         read = at;
@@ -222,7 +224,7 @@ export class RingWriter {
   private behindReaders(): number {
     let mask = 0;
     for (let r = 0; r < this.readers; r++) {
-      if (Atomics.load(this.control, controlActive(this.readers, r)) !== 0 && Atomics.load(this.header, RING_READ + r) !== this.write) mask |= 1 << r;
+      if (r !== this.self && Atomics.load(this.control, controlActive(this.readers, r)) !== 0 && Atomics.load(this.header, RING_READ + r) !== this.write) mask |= 1 << r;
     }
     return mask;
   }
@@ -279,7 +281,7 @@ export class RingWriter {
     const { read } = this.slowest();
     const slow: number[] = [];
     for (let r = 0; r < this.readers; r++) {
-      if (Atomics.load(this.control, controlActive(this.readers, r)) !== 0 && Atomics.load(this.header, RING_READ + r) === read) slow.push(r);
+      if (r !== this.self && Atomics.load(this.control, controlActive(this.readers, r)) !== 0 && Atomics.load(this.header, RING_READ + r) === read) slow.push(r);
     }
     this.opts.onReaderBehind(slow, this.queuedBytes);
   }
