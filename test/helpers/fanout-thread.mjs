@@ -20,6 +20,7 @@ const { init, thread, root } = workerData;
 const dist = (path) => import(pathToFileURL(join(root, 'dist/src', path)).href);
 const { loadUws } = await dist('http/uws-native.js');
 const { ThreadedTopicFanout } = await dist('front-end/fanout.js');
+const { interestSubscriptionHandler } = await dist('channels/ws/endpoint.js');
 const { uws } = loadUws();
 
 const app = uws.App();
@@ -41,6 +42,8 @@ const fanout = new ThreadedTopicFanout(init, thread, local, {
   },
 });
 
+const interested = interestSubscriptionHandler(fanout.interest);
+
 app.ws('/*', {
   upgrade: (res, req, context) => {
     const query = new URLSearchParams(req.getQuery() ?? '');
@@ -53,11 +56,9 @@ app.ws('/*', {
       context,
     );
   },
+  // The WebSocket endpoint's handler; `quiet` topics are kept from it.
   subscription: (ws, topic, newCount, oldCount) => {
-    const name = Buffer.from(topic).toString('utf8');
-    if (ws.getUserData().quiet.has(name)) return;
-    if (newCount > oldCount) fanout.interest.add(name);
-    else if (newCount < oldCount) fanout.interest.remove(name);
+    if (!ws.getUserData().quiet.has(Buffer.from(topic).toString('utf8'))) interested(ws, topic, newCount, oldCount);
   },
   open: (ws) => {
     const data = ws.getUserData();

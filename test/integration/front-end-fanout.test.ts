@@ -9,6 +9,7 @@ import { Worker } from 'node:worker_threads';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { createFanoutBuffers, ThreadedTopicFanout, type FanoutInit } from '../../src/front-end/fanout.js';
+import { InterestTable } from '../../src/front-end/interest.js';
 import { REPO_ROOT } from '../helpers/herald-process.js';
 import { nextEvent, until } from '../helpers/wait.js';
 
@@ -101,6 +102,14 @@ describe('ThreadedTopicFanout across worker threads', () => {
     expect(here.frames).toEqual(frames);
     // Records reach thread 2 in order: the marker came after where any news frame would be.
     expect(uninterested.frames).toEqual(['marker']);
+
+    // A closed socket's topics leave the interest table (uWS' subscription handler on close).
+    const table = new InterestTable(init.interest, 3);
+    expect(table.maskFor('app:news', 2)).toBe(0b011);
+    there.ws.close();
+    await until(() => table.maskFor('app:news', 2) === 0b001, 'thread 1 no longer interested');
+    here.ws.close();
+    await until(() => table.maskFor('app:news', 2) === 0, 'thread 0 no longer interested');
 
     const delivered = await Promise.all(threads.map((t) => t.stop()));
     threads = [];

@@ -70,6 +70,18 @@ export interface WebSocketEndpoint {
   applyApp(appId: string, next: AppConfig | undefined): number;
 }
 
+/**
+ * The uWS `subscription` handler that tells `interest` of each topic a socket takes or leaves.
+ * uWS calls it on every subscribe and unsubscribe that changes the topic's count, and for each
+ * topic a closing socket still had (before `close`).
+ */
+export function interestSubscriptionHandler(interest: TopicInterestHook): NonNullable<WebSocketBehavior<SocketUserData>['subscription']> {
+  return (_ws, topic, newCount, oldCount) => {
+    const name = Buffer.from(topic).toString('utf8');
+    if (newCount > oldCount) interest.add(name);
+    else if (newCount < oldCount) interest.remove(name);
+  };
+}
 
 export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   const { config, registry, adapter } = ctx;
@@ -136,16 +148,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     drain: (ws) => events.drain(ws),
     close: (ws, code) => events.close(ws, code),
   };
-  const interest = ctx.interest;
-  if (interest) {
-    // uWS calls it on each socket's subscribe and unsubscribe that changes the topic's count, and
-    // for each topic a closing socket still had (before `close`).
-    behavior.subscription = (_ws, topic, newCount, oldCount) => {
-      const name = Buffer.from(topic).toString('utf8');
-      if (newCount > oldCount) interest.add(name);
-      else if (newCount < oldCount) interest.remove(name);
-    };
-  }
+  if (ctx.interest) behavior.subscription = interestSubscriptionHandler(ctx.interest);
 
   /**
    * An open connection takes its app's new config; true when it was closed instead: with 4001
