@@ -297,6 +297,10 @@ export class RingReader {
   private readonly ints: Int32Array;
   private readonly capacity: number;
   private readonly bit: number;
+  private readonly bytes: Uint8Array;
+  /** The last topic read, and its bytes: a run of frames on one topic decodes it once. */
+  private lastTopic = '';
+  private lastTopicBytes = new Uint8Array(0);
 
   constructor(
     ring: RingBuffers,
@@ -304,6 +308,7 @@ export class RingReader {
   ) {
     this.header = new Int32Array(ring.header);
     this.data = ring.data;
+    this.bytes = new Uint8Array(ring.data);
     this.ints = new Int32Array(ring.data);
     this.capacity = ring.data.byteLength;
     this.bit = 1 << reader;
@@ -328,7 +333,7 @@ export class RingReader {
         const exceptBytes = this.ints[i + R_EXCEPT]!;
         const frameBytes = this.ints[i + R_FRAME]!;
         let at = pos + RECORD_HEADER;
-        const topic = Buffer.from(this.data, at, topicBytes).toString('utf8');
+        const topic = this.topicAt(at, topicBytes);
         at += topicBytes;
         const except = exceptBytes === 0 ? '' : Buffer.from(this.data, at, exceptBytes).toString('latin1');
         at += exceptBytes;
@@ -340,5 +345,17 @@ export class RingReader {
     Atomics.store(this.header, RING_READ + this.reader, read);
     if (Atomics.load(this.header, RING_WAITING) !== 0) Atomics.notify(this.header, RING_READ + this.reader);
     return handled;
+  }
+
+  private topicAt(at: number, length: number): string {
+    const last = this.lastTopicBytes;
+    if (length === last.length) {
+      let i = 0;
+      while (i < length && this.bytes[at + i] === last[i]) i++;
+      if (i === length) return this.lastTopic;
+    }
+    this.lastTopicBytes = this.bytes.slice(at, at + length);
+    this.lastTopic = Buffer.from(this.lastTopicBytes.buffer, 0, length).toString('utf8');
+    return this.lastTopic;
   }
 }
