@@ -80,7 +80,7 @@ export interface RingWriterOptions {
   onReaderBehind?: (readers: number[], queuedBytes: number) => void;
   /** Milliseconds queued before onReaderBehind. Default 5,000. */
   behindMs?: number;
-  /** Queued bytes before onReaderBehind. Default the ring's capacity. */
+  /** Queued bytes (counted at their upper bound, 3 per UTF-16 unit) before onReaderBehind, however recent. Default none: time only. */
   maxQueuedBytes?: number;
 }
 
@@ -119,7 +119,7 @@ export class RingWriter {
     this.capacity = ring.data.byteLength;
     this.write = Atomics.load(this.header, RING_WRITE);
     this.behindMs = opts.behindMs ?? 5000;
-    this.maxQueuedBytes = opts.maxQueuedBytes ?? this.capacity;
+    this.maxQueuedBytes = opts.maxQueuedBytes ?? Infinity;
   }
 
   /** Records queued for room, and their bytes (at most). */

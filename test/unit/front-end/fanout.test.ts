@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RecognizedString } from 'uWebSockets.js';
 import type { PublishingSocket, TopicFanout } from '../../../src/http/topic-fanout.js';
-import { createFanoutBuffers, ThreadedTopicFanout } from '../../../src/front-end/fanout.js';
+import { attachFanoutThread, createFanoutBuffers, detachFanoutThread, ThreadedTopicFanout } from '../../../src/front-end/fanout.js';
 import { countRemoteDelivery } from '../../../src/front-end/delivery-count.js';
 import { deliverToTopic } from '../../../src/channels/adapter/topic-delivery.js';
 import { SocketRegistry } from '../../../src/channels/socket-registry.js';
@@ -96,5 +96,36 @@ describe('ThreadedTopicFanout', () => {
     expect(table.maskFor('app:ch', 0)).toBe(0b10);
     topics.removeAll(b);
     expect(table.maskFor('app:ch', 0)).toBe(0);
+  });
+
+  it('stops addressing and waiting for a thread that is gone, and a replacement reads from then on', async () => {
+    const init = createFanoutBuffers({ threads: 2, ringBytes: 4096, maxFrameBytes: 100 });
+    expect(init.ringBytes).toBe(32 * 1024);
+    const behind: number[][] = [];
+    const producer = new ThreadedTopicFanout(init, 2, new RecordingApp(), { behindMs: 20, onReaderBehind: (threads) => behind.push(threads) });
+    // Thread 0 reads as usual.
+    fanouts.push(producer, new ThreadedTopicFanout(init, 0, new RecordingApp()));
+    // Thread 1 registered its interest and stopped reading (stuck or dead).
+    const table = new InterestTable(init.interest, 2);
+    table.adjust('app:ch', 1, 1);
+    const frame = 'x'.repeat(90);
+    // More than the ring holds (32 KiB).
+    for (let i = 0; i < 400; i++) producer.publish('app:ch', frame);
+    await until(() => behind.length === 1, 'onReaderBehind');
+    expect(behind[0]).toContain(1);
+
+    detachFanoutThread(init, 1);
+    expect(table.maskFor('app:ch', 2)).toBe(0);
+    // The queue is written once nobody holds the ring; nothing is addressed to thread 1 any more.
+    await until(() => new Int32Array(init.rings[2]!.header)[0]! > 400 * 110, 'queued records written');
+
+    attachFanoutThread(init, 1);
+    const app1 = new RecordingApp();
+    const replacement = new ThreadedTopicFanout(init, 1, app1);
+    fanouts.push(replacement);
+    replacement.interest!.add('app:ch');
+    producer.publish('app:ch', 'after');
+    await until(() => app1.sent.length === 1, 'the replacement got the new frame');
+    expect(app1.sent[0]!.frame).toBe('after');
   });
 });
