@@ -5,7 +5,8 @@
  * uWS's publish. Tells the main thread when the count it was told to expect is reached.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { RING_READ, RING_STOP, RING_WRITE, waitAsync, type HandoffSinkData, type SinkCommand, type SinkReply } from './ring.js';
+import { ThreadedTopicFanout } from '../../src/front-end/fanout.js';
+import { BENCH_TOPIC, RING_READ, RING_STOP, RING_WRITE, waitAsync, type HandoffSinkData, type SinkCommand, type SinkReply } from './ring.js';
 import { threadCpuUs } from './thread-cpu.js';
 
 const port = parentPort!;
@@ -61,8 +62,20 @@ port.on('message', (message: SinkCommand | Uint8Array | ArrayBuffer) => {
     target = message.total;
     if (received >= target) done();
   } else {
+    fanout.close();
     port.close();
   }
 });
 
 void readRing();
+
+/** The production path: frames published to this thread's (counting) topic fanout. */
+const fanout = new ThreadedTopicFanout(data.fanout, data.index, {
+  publish: (_topic, message) => {
+    touched += (message as Uint8Array)[0]!;
+    count();
+  },
+  numSubscribers: () => 1,
+  publishFrom: () => {},
+});
+fanout.interest!.add(BENCH_TOPIC);

@@ -10,12 +10,18 @@
  *   (ring.ts), Atomics.notify after each; every thread reads it in place (Atomics.waitAsync).
  * - `SAB ring, notify per batch`: the same, one Atomics.notify per batch of frames, as a writer
  *   that flushes once per event-loop turn would.
+ * - `ThreadedTopicFanout`: Herald's fanout (src/front-end/fanout.ts), the main thread as
+ *   producer publishing a string frame (encoded once into the ring, the interest table read per
+ *   publish, one doorbell per thread per turn); each thread's fanout hands a view of the ring
+ *   to its local publish.
  *
  * Each round puts `batch` frames to every thread and waits until every thread has counted them;
  * rounds run for `seconds`. Figures per frame handed to one thread (a delivery).
  */
 import { Worker } from 'node:worker_threads';
-import { RingWriter, type HandoffSinkData, type SinkCommand, type SinkReply } from './ring.js';
+import { createFanoutBuffers, ThreadedTopicFanout } from '../../src/front-end/fanout.js';
+import { InterestTable } from '../../src/front-end/interest.js';
+import { BENCH_TOPIC, RingWriter, type HandoffSinkData, type SinkCommand, type SinkReply } from './ring.js';
 import { processCpuUs, threadCpuUs } from './thread-cpu.js';
 
 export interface HandoffOptions {
@@ -48,6 +54,7 @@ interface Variant {
 
 export async function runHandoff(options: HandoffOptions, workerFile: URL): Promise<HandoffResult[]> {
   const ring = RingWriter.create(options.threads, Math.max(1024, options.batch * 2), options.frameBytes);
+  const fanoutInit = createFanoutBuffers({ threads: options.threads, maxFrameBytes: options.frameBytes });
   const sinks = await Promise.all(
     Array.from({ length: options.threads }, async (_, index) => {
       const data: HandoffSinkData = {
@@ -57,12 +64,18 @@ export async function runHandoff(options: HandoffOptions, workerFile: URL): Prom
         slots: ring.slotBuffer,
         slotCount: ring.slotCount,
         slotBytes: ring.slotBytes,
+        fanout: fanoutInit,
       };
       const worker = new Worker(workerFile, { workerData: data });
       await new Promise((resolve) => worker.once('online', resolve));
       return worker;
     }),
   );
+  // Every thread has registered its interest in the bench topic.
+  const interest = new InterestTable(fanoutInit.interest, options.threads);
+  while (interest.maskFor(BENCH_TOPIC, options.threads) !== 2 ** options.threads - 1) await new Promise((resolve) => setTimeout(resolve, 10));
+  const producer = new ThreadedTopicFanout(fanoutInit, options.threads, { publish: () => {}, numSubscribers: () => 0, publishFrom: () => {} });
+  const frameText = 'x'.repeat(options.frameBytes);
   const expected = sinks.map(() => 0);
   const sinkCpu = sinks.map(() => 0);
 
@@ -92,6 +105,12 @@ export async function runHandoff(options: HandoffOptions, workerFile: URL): Prom
       round: async (frame, batch) => {
         for (let i = 0; i < batch; i++) await ringPut(frame, false);
         ring.notify();
+      },
+    },
+    {
+      name: 'ThreadedTopicFanout',
+      round: (_frame, batch) => {
+        for (let i = 0; i < batch; i++) producer.publish(BENCH_TOPIC, frameText);
       },
     },
   ];
@@ -141,6 +160,7 @@ export async function runHandoff(options: HandoffOptions, workerFile: URL): Prom
     });
   }
   ring.stop();
+  producer.close();
   await Promise.all(
     sinks.map((sink) => {
       const exited = new Promise((resolve) => sink.once('exit', resolve));

@@ -5,6 +5,8 @@
  * stop flag, then each reader's read sequence. Slots: a 4-byte length, then the frame.
  */
 
+import type { FanoutInit } from '../../src/front-end/fanout.js';
+
 /** Atomics.waitAsync (Node >= 16; not in this project's TypeScript lib). */
 type WaitAsync = (array: Int32Array, index: number, value: number) => { async: false; value: string } | { async: true; value: Promise<string> };
 export const waitAsync: WaitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
@@ -23,7 +25,12 @@ export interface HandoffSinkData {
   slotCount: number;
   /** Bytes per slot, a multiple of 4. */
   slotBytes: number;
+  /** The production fanout's buffers (src/front-end/fanout.ts): the sink also reads as thread `index` of it. */
+  fanout: FanoutInit;
 }
+
+/** The topic the fanout variant publishes on. */
+export const BENCH_TOPIC = 'app:bench';
 
 /** Main → sink (frames themselves come as Uint8Array or ArrayBuffer, or through the ring). */
 export type SinkCommand = { type: 'expect'; total: number } | { type: 'exit' };

@@ -15,7 +15,8 @@
  *    every thread publishes `window` frames to its own App and the load processes count them.
  *    Delivered frames/s and the server process's CPU per delivered frame.
  * 3. Handoff (handoff.ts): one frame to each of N threads by MessagePort (clone, transfer) or a
- *    SharedArrayBuffer ring with Atomics.notify/waitAsync, cost per delivery.
+ *    SharedArrayBuffer ring with Atomics.notify/waitAsync, and through Herald's
+ *    ThreadedTopicFanout (src/front-end/fanout.ts), cost per delivery.
  *
  * Loopback only. Figures on a shared 2-core machine are rough: compare rows of one run.
  *

@@ -4,6 +4,24 @@
  */
 import type { RecognizedString } from 'uWebSockets.js';
 
+/**
+ * Told of each subscription a socket or fallback session takes or drops on a topic, a closed
+ * socket's included: how a front-end thread keeps its share of the topic-interest table.
+ */
+export interface TopicInterestHook {
+  add(topic: string): void;
+  remove(topic: string): void;
+}
+
+/**
+ * A fanout over several front-end threads: it excludes a socket by id on whichever thread
+ * holds it (front-end/fanout.ts).
+ */
+export interface ExceptPublisher {
+  /** Every subscriber of the topic but the socket `exceptSocketId`, wherever it is. */
+  publishExcept(topic: RecognizedString, message: RecognizedString, exceptSocketId: string): void;
+}
+
 /** A socket that publishes from itself: uWS' WebSocket, or an HTTP fallback session standing in for one. */
 export interface PublishingSocket {
   /** Sends to every subscriber of the topic but this socket. */

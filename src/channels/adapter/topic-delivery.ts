@@ -3,7 +3,7 @@
  * last step of every adapter's publish (the local adapter's only step; a cluster adapter's
  * step for its own sockets and for frames other nodes relay).
  */
-import type { TopicFanout } from '../../http/topic-fanout.js';
+import type { ExceptPublisher, TopicFanout } from '../../http/topic-fanout.js';
 import { appCounters } from '../../metrics/node-counters.js';
 import { topicFor, watchTopicFor, watchlistEvents } from '../frames.js';
 import type { SocketRegistry } from '../socket-registry.js';
@@ -22,6 +22,12 @@ export function deliverToTopic(topics: TopicFanout, registry: SocketRegistry, ap
     if (except?.ws && !except.closed && except.ws.isSubscribed(topic)) {
       appCounters(appId).wsMessagesSent += topics.numSubscribers(topic) - 1;
       topics.publishFrom(except.ws, topic, frame);
+      return;
+    }
+    // Another front-end thread may hold it: the fanout excludes it there.
+    if (!except && 'publishExcept' in topics) {
+      appCounters(appId).wsMessagesSent += topics.numSubscribers(topic);
+      (topics as TopicFanout & ExceptPublisher).publishExcept(topic, frame, exceptSocketId);
       return;
     }
   }

@@ -7,13 +7,17 @@
  * frame is JSON-encoded once for all of them.
  */
 import type { RecognizedString } from 'uWebSockets.js';
-import type { PublishingSocket, TopicFanout } from '../../http/topic-fanout.js';
+import type { PublishingSocket, TopicFanout, TopicInterestHook } from '../../http/topic-fanout.js';
 import { SessionSocket } from './session.js';
 
 export class SessionTopics implements TopicFanout {
   private readonly members = new Map<string, Set<SessionSocket>>();
 
-  constructor(private readonly inner: TopicFanout) {}
+  /** `interest`: told of each session's subscribe and unsubscribe (front-end threads). */
+  constructor(
+    private readonly inner: TopicFanout,
+    private readonly interest?: TopicInterestHook,
+  ) {}
 
   add(session: SessionSocket, topic: string): boolean {
     if (session.topics.has(topic)) return false;
@@ -21,6 +25,7 @@ export class SessionTopics implements TopicFanout {
     let set = this.members.get(topic);
     if (!set) this.members.set(topic, (set = new Set()));
     set.add(session);
+    this.interest?.add(topic);
     return true;
   }
 
@@ -31,6 +36,7 @@ export class SessionTopics implements TopicFanout {
       set.delete(session);
       if (set.size === 0) this.members.delete(topic);
     }
+    this.interest?.remove(topic);
     return true;
   }
 

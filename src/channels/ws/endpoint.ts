@@ -20,6 +20,7 @@ import type { ServerState } from '../../server-context.js';
 import { CLOSE_CODES } from '../../errors.js';
 import { describeError as describe, log } from '../../log.js';
 import type { ChannelAdapter } from '../adapter/channel-adapter.js';
+import type { TopicInterestHook } from '../../http/topic-fanout.js';
 import { ProtocolHandler } from './protocol.js';
 import { endWithError, type SocketRegistry, type SocketState, type SocketUserData } from '../socket-registry.js';
 import { Subscriptions } from './subscriptions.js';
@@ -55,6 +56,8 @@ export interface WebSocketDeps {
    * an in-memory rate counter.
    */
   readonly counters?: FrontEndCounters;
+  /** Told of every topic a socket subscribes to or leaves, closing included (front-end threads). */
+  readonly interest?: TopicInterestHook;
 }
 
 export interface WebSocketEndpoint {
@@ -80,6 +83,18 @@ export interface WebSocketEndpoint {
   applyApp(appId: string, next: AppConfig | undefined): number;
 }
 
+/**
+ * The uWS `subscription` handler that tells `interest` of each topic a socket takes or leaves.
+ * uWS calls it on every subscribe and unsubscribe that changes the topic's count, and for each
+ * topic a closing socket still had (before `close`).
+ */
+export function interestSubscriptionHandler(interest: TopicInterestHook): NonNullable<WebSocketBehavior<SocketUserData>['subscription']> {
+  return (_ws, topic, newCount, oldCount) => {
+    const name = Buffer.from(topic).toString('utf8');
+    if (newCount > oldCount) interest.add(name);
+    else if (newCount < oldCount) interest.remove(name);
+  };
+}
 
 export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
   const { config, registry, adapter } = ctx;
@@ -147,6 +162,7 @@ export function registerWebSocket(ctx: WebSocketDeps): WebSocketEndpoint {
     drain: (ws) => events.drain(ws),
     close: (ws, code) => events.close(ws, code),
   };
+  if (ctx.interest) behavior.subscription = interestSubscriptionHandler(ctx.interest);
 
   /**
    * An open connection takes its app's new config; true when it was closed instead: with 4001

@@ -1,0 +1,227 @@
+/**
+ * Delivery of channel frames across front-end threads. Each producer (front-end thread t, and
+ * main as producer `threads`) publishes to its own subscribers and writes ONE record to its
+ * ring (ring.ts) addressed to the other threads whose interest cell for the topic is set
+ * (interest.ts). Each front-end thread reads every other producer's ring and publishes each
+ * record addressed to it on its own uWS topic from a view of the ring: one delivery per thread,
+ * no copy per subscriber, no JSON re-encoding. Frames from one producer reach each thread in
+ * the order published.
+ */
+import type { RecognizedString } from 'uWebSockets.js';
+import type { ExceptPublisher, PublishingSocket, TopicFanout } from '../http/topic-fanout.js';
+import { describeError, log } from '../log.js';
+import { InterestTable, TopicInterest, interestBytes } from './interest.js';
+import { CONTROL_BELL, RingReader, RingWriter, controlActive, controlInts, controlStop, createRing, RING_READ, RING_WRITE, waitAsync, type RingBuffers } from './ring.js';
+import { threadOfSocketId } from './thread-of.js';
+
+/** Default ring size per producer: 4 MiB. */
+export const DEFAULT_RING_BYTES = 4 * 1024 * 1024;
+/** Front-end threads the destination mask (one Int32) can address. */
+export const MAX_FANOUT_THREADS = 32;
+
+/** What every thread is started with (structured-clonable: SharedArrayBuffers and numbers). */
+export interface FanoutInit {
+  /** Front-end threads (readers 0..threads − 1); producer `threads` is the main thread. */
+  readonly threads: number;
+  readonly ringBytes: number;
+  /** Interest table (interest.ts). */
+  readonly interest: SharedArrayBuffer;
+  /** Doorbells, active and stop flags of the readers (ring.ts). */
+  readonly control: SharedArrayBuffer;
+  /** One ring per producer: index t for front-end thread t, `threads` for main. */
+  readonly rings: readonly RingBuffers[];
+}
+
+/**
+ * Makes the shared buffers once, on the main thread. The ring is at least 4× the largest
+ * record (`maxFrameBytes` of frame plus a topic and socket id), rounded up to a power of two.
+ */
+export function createFanoutBuffers(opts: { threads: number; ringBytes?: number; maxFrameBytes: number }): FanoutInit {
+  const { threads } = opts;
+  if (!Number.isInteger(threads) || threads < 1 || threads > MAX_FANOUT_THREADS) throw new RangeError(`threads must be 1..${MAX_FANOUT_THREADS}, got ${threads}`);
+  const wanted = Math.max(opts.ringBytes ?? DEFAULT_RING_BYTES, 4 * (opts.maxFrameBytes + 4096));
+  const ringBytes = 2 ** Math.ceil(Math.log2(wanted));
+  const control = new SharedArrayBuffer(controlInts(threads) * 4);
+  const flags = new Int32Array(control);
+  for (let r = 0; r < threads; r++) flags[controlActive(threads, r)] = 1;
+  const rings: RingBuffers[] = [];
+  for (let p = 0; p <= threads; p++) rings.push(createRing(threads, ringBytes));
+  return { threads, ringBytes, interest: new SharedArrayBuffer(interestBytes(threads)), control, rings };
+}
+
+/**
+ * A front-end thread is gone (main, after it died): nothing is addressed to it any more and
+ * producers stop waiting for it.
+ */
+export function detachFanoutThread(init: FanoutInit, thread: number): void {
+  const control = new Int32Array(init.control);
+  Atomics.store(control, controlActive(init.threads, thread), 0);
+  new InterestTable(init.interest, init.threads).clearThread(thread);
+  for (const ring of init.rings) Atomics.notify(new Int32Array(ring.header), RING_READ + thread);
+}
+
+/** A replacement thread takes slot `thread`: it reads from now on. Call before starting it. */
+export function attachFanoutThread(init: FanoutInit, thread: number): void {
+  for (const ring of init.rings) {
+    const header = new Int32Array(ring.header);
+    Atomics.store(header, RING_READ + thread, Atomics.load(header, RING_WRITE));
+  }
+  const control = new Int32Array(init.control);
+  Atomics.store(control, controlStop(init.threads, thread), 0);
+  Atomics.store(control, controlActive(init.threads, thread), 1);
+}
+
+export interface ThreadedTopicFanoutOptions {
+  /**
+   * The socket `socketId` of this thread, if it is subscribed to `topic`: a remote publish
+   * excluding it is published from it (`publishFrom`).
+   */
+  lookupSocket?: (socketId: string, topic: string) => PublishingSocket | undefined;
+  /**
+   * Frames this thread delivered from another producer's record (its local subscribers of the
+   * topic, the excluded socket not counted): the caller counts them for the topic's app.
+   */
+  onDelivered?: (topic: string, frames: number) => void;
+  /**
+   * Producer side: readers have held this thread's ring for `behindMs` or beyond
+   * `maxQueuedBytes` (see RingWriterOptions); records stay queued.
+   */
+  onReaderBehind?: (threads: number[], queuedBytes: number) => void;
+  behindMs?: number;
+  maxQueuedBytes?: number;
+}
+
+/**
+ * TopicFanout over every front-end thread. `thread` is this thread's index; main passes
+ * `init.threads` (a producer only, `local` then has nobody) and reads nothing.
+ */
+export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
+  /** This thread's subscriptions, for the interest table: give it to the subscription hooks. */
+  readonly interest: TopicInterest | null;
+  private readonly table: InterestTable;
+  private readonly writer: RingWriter;
+  private readonly readers: RingReader[] = [];
+  private readonly control: Int32Array;
+  private closed = false;
+  /** Resolves when the reading loop ended (after close()). */
+  readonly stopped: Promise<void>;
+
+  constructor(
+    private readonly init: FanoutInit,
+    private readonly thread: number,
+    private readonly local: TopicFanout,
+    private readonly opts: ThreadedTopicFanoutOptions = {},
+  ) {
+    this.table = new InterestTable(init.interest, init.threads);
+    this.control = new Int32Array(init.control);
+    const writerOpts = {
+      ...(opts.onReaderBehind ? { onReaderBehind: opts.onReaderBehind } : {}),
+      ...(opts.behindMs !== undefined ? { behindMs: opts.behindMs } : {}),
+      ...(opts.maxQueuedBytes !== undefined ? { maxQueuedBytes: opts.maxQueuedBytes } : {}),
+    };
+    this.writer = new RingWriter(init.rings[thread]!, init.control, init.threads, writerOpts, thread);
+    const reads = thread < init.threads;
+    this.interest = reads ? new TopicInterest(this.table, thread) : null;
+    if (reads) {
+      for (let p = 0; p <= init.threads; p++) if (p !== thread) this.readers.push(new RingReader(init.rings[p]!, thread));
+    }
+    this.stopped = reads ? this.readLoop() : Promise.resolve();
+  }
+
+  publish(topic: RecognizedString, message: RecognizedString): void {
+    this.local.publish(topic, message);
+    this.remote(topic, message, '');
+  }
+
+  /** Local subscribers only: each thread counts the frames it delivers (onDelivered). */
+  numSubscribers(topic: RecognizedString): number {
+    return this.local.numSubscribers(topic);
+  }
+
+  publishFrom(ws: PublishingSocket, topic: RecognizedString, message: RecognizedString): void {
+    this.local.publishFrom(ws, topic, message);
+    this.remote(topic, message, '');
+  }
+
+  /**
+   * Every subscriber of the topic but the socket `exceptSocketId`, on whichever thread holds it
+   * (`threadOf`): that thread publishes from the socket, the others publish to all.
+   */
+  publishExcept(topic: RecognizedString, message: RecognizedString, exceptSocketId: string): void {
+    if (threadOfSocketId(exceptSocketId) === this.thread) {
+      const ws = this.opts.lookupSocket?.(exceptSocketId, text(topic));
+      if (ws) this.local.publishFrom(ws, topic, message);
+      else this.local.publish(topic, message);
+      this.remote(topic, message, '');
+      return;
+    }
+    this.local.publish(topic, message);
+    this.remote(topic, message, exceptSocketId);
+  }
+
+  /** Stops reading and writing; `stopped` resolves once the reading loop is out. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.writer.close();
+    if (this.thread < this.init.threads) {
+      Atomics.store(this.control, controlStop(this.init.threads, this.thread), 1);
+      Atomics.add(this.control, CONTROL_BELL + this.thread, 1);
+      Atomics.notify(this.control, CONTROL_BELL + this.thread);
+    }
+  }
+
+  private remote(topic: RecognizedString, message: RecognizedString, except: string): void {
+    const name = text(topic);
+    const mask = this.table.maskFor(name, this.thread);
+    if (mask === 0) return;
+    this.writer.put(mask, name, except, typeof message === 'string' ? message : bytesOf(message));
+  }
+
+  private readonly deliver = (topic: string, frame: Uint8Array, except: string): void => {
+    try {
+      this.deliverLocally(topic, frame, except);
+    } catch (err) {
+      log.error('fanout delivery failed', { topic, error: describeError(err) });
+    }
+  };
+
+  private deliverLocally(topic: string, frame: Uint8Array, except: string): void {
+    let excepted = false;
+    if (except !== '' && threadOfSocketId(except) === this.thread) {
+      const ws = this.opts.lookupSocket?.(except, topic);
+      if (ws) {
+        this.local.publishFrom(ws, topic, frame);
+        excepted = true;
+      }
+    }
+    if (!excepted) this.local.publish(topic, frame);
+    if (this.opts.onDelivered) {
+      const frames = this.local.numSubscribers(topic) - (excepted ? 1 : 0);
+      if (frames > 0) this.opts.onDelivered(topic, frames);
+    }
+  }
+
+  /** Drains every other producer's ring whenever this thread's doorbell rings; never blocks. */
+  private async readLoop(): Promise<void> {
+    const bell = CONTROL_BELL + this.thread;
+    const stop = controlStop(this.init.threads, this.thread);
+    for (;;) {
+      const rung = Atomics.load(this.control, bell);
+      if (Atomics.load(this.control, stop) !== 0) return;
+      for (const reader of this.readers) reader.drain(this.deliver);
+      const wait = waitAsync(this.control, bell, rung);
+      if (wait.async) await wait.value;
+    }
+  }
+}
+
+function text(s: RecognizedString): string {
+  return typeof s === 'string' ? s : Buffer.from(bytesOf(s)).toString('utf8');
+}
+
+function bytesOf(s: Exclude<RecognizedString, string>): Uint8Array {
+  if (s instanceof Uint8Array) return s;
+  if (ArrayBuffer.isView(s)) return new Uint8Array(s.buffer, s.byteOffset, s.byteLength);
+  return new Uint8Array(s);
+}
