@@ -1,0 +1,186 @@
+/**
+ * Routes served by the main thread behind a front-end thread (src/front-end/route-relay.ts):
+ * a real worker thread runs a uWS app (the built dist/ modules) with the relayed routes on a
+ * free port, this thread answers them with the real handlers, and fetch() goes through the
+ * thread: status, headers, JSON and binary bodies, a POST body, the client's address, a
+ * handler's error, the dashboard's real routes, and a 503 when main does not answer in time.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { MessageChannel, Worker } from 'node:worker_threads';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dashboardRoutes } from '../../src/admin/static.js';
+import { HeraldError } from '../../src/errors.js';
+import { relaySpecs, serveRelayedRoutes } from '../../src/front-end/route-relay.js';
+import type { Route } from '../../src/http/router.js';
+import { REPO_ROOT } from '../helpers/herald-process.js';
+import { nextEvent } from '../helpers/wait.js';
+
+/** The front-end thread: the relayed routes on a uWS app; closes its app when told (a thread exiting with one open aborts the process). */
+const THREAD_SOURCE = `
+import { parentPort, workerData } from 'node:worker_threads';
+const dist = (path) => new URL(path, workerData.dist).href;
+const { loadUws } = await import(dist('http/uws-native.js'));
+const { registerRoutes } = await import(dist('http/router.js'));
+const { relayedRoutes } = await import(dist('front-end/route-relay.js'));
+const { uws } = loadUws();
+const app = uws.App();
+registerRoutes(app, relayedRoutes(workerData.specs, workerData.relay, { timeoutMs: workerData.timeoutMs }));
+app.listen('127.0.0.1', 0, (token) => {
+  parentPort.postMessage({ port: token ? uws.us_socket_local_port(token) : 0 });
+  parentPort.once('message', () => {
+    if (token) uws.us_listen_socket_close(token);
+    app.close();
+    workerData.relay.close();
+    parentPort.close();
+  });
+});
+`;
+
+const TIMEOUT_MS = 500;
+const BYTES = Buffer.from(Array.from({ length: 300 }, (_, i) => i % 256));
+
+let dir: string;
+let thread: Worker;
+let baseUrl: string;
+let stopServing: () => void;
+/** Releases the route main never answers in time. */
+let releaseSlow: () => void = () => {};
+
+const plain = { errorStyle: 'plain' as const, bodyLimit: 0 };
+
+function testRoutes(): Route[] {
+  return [
+    {
+      method: 'get',
+      pattern: '/t/json/:name',
+      options: { ...plain, headers: ['x-test'] },
+      handler: (rc) => ({ status: 201, body: { name: rc.params.name, query: rc.query, header: rc.headers['x-test'], method: rc.method, path: rc.path }, headers: { 'x-reply': 'yes' } }),
+    },
+    {
+      method: 'get',
+      pattern: '/t/binary',
+      options: plain,
+      handler: () => ({ status: 200, body: BYTES, headers: { 'content-type': 'application/octet-stream' } }),
+    },
+    {
+      method: 'post',
+      pattern: '/t/echo',
+      options: { errorStyle: 'push', bodyLimit: 4096, headers: ['content-length', 'content-type'] },
+      handler: (rc) => ({ status: 200, body: { body: rc.body.toString('utf8'), bytes: rc.body.length, remoteAddress: rc.remoteAddress } }),
+    },
+    {
+      method: 'get',
+      pattern: '/t/refused',
+      options: { errorStyle: 'channel', bodyLimit: 0 },
+      handler: () => {
+        throw new HeraldError('INVALID_PARAMETERS', 'refused on main');
+      },
+    },
+    {
+      method: 'get',
+      pattern: '/t/slow',
+      options: { errorStyle: 'push', bodyLimit: 0 },
+      handler: () => new Promise((resolve) => (releaseSlow = () => resolve({ status: 200, body: 'late' }))),
+    },
+  ];
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'herald-relay-test-'));
+  mkdirSync(join(dir, 'dashboard', 'assets'), { recursive: true });
+  writeFileSync(join(dir, 'dashboard', 'index.html'), '<!doctype html><title>relay</title>');
+  writeFileSync(join(dir, 'dashboard', 'assets', 'app.png'), BYTES);
+  const entry = join(dir, 'thread.mjs');
+  writeFileSync(entry, THREAD_SOURCE);
+
+  const routes = [...testRoutes(), ...dashboardRoutes(join(dir, 'dashboard'))];
+  const { port1, port2 } = new MessageChannel();
+  stopServing = serveRelayedRoutes(port1, routes);
+  thread = new Worker(entry, {
+    workerData: { dist: pathToFileURL(join(REPO_ROOT, 'dist/src/')).href, specs: relaySpecs(routes), relay: port2, timeoutMs: TIMEOUT_MS },
+    transferList: [port2],
+  });
+  const { port } = await nextEvent<{ port: number }>(thread, 'message', 'the thread listening', 30_000);
+  expect(port).toBeGreaterThan(0);
+  baseUrl = `http://127.0.0.1:${port}`;
+  port1.unref();
+}, 60_000);
+
+afterAll(async () => {
+  releaseSlow();
+  stopServing?.();
+  if (thread) {
+    const exited = nextEvent<number>(thread, 'exit', 'the thread exiting', 10_000);
+    thread.postMessage('close');
+    expect(await exited).toBe(0);
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('routes relayed from a front-end thread to main', () => {
+  it('answers with main\'s status, headers and JSON body, from the path, query, params and listed headers', async () => {
+    const res = await fetch(`${baseUrl}/t/json/a%20b?x=1&y=2`, { headers: { 'x-test': 'sent', 'x-unlisted': 'no' } });
+    expect(res.status).toBe(201);
+    expect(res.headers.get('x-reply')).toBe('yes');
+    expect(res.headers.get('content-type')).toBe('application/json');
+    expect(await res.json()).toEqual({ name: 'a b', query: 'x=1&y=2', header: 'sent', method: 'get', path: '/t/json/a%20b' });
+  });
+
+  it('carries a binary body byte for byte', async () => {
+    const res = await fetch(`${baseUrl}/t/binary`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/octet-stream');
+    expect(Buffer.from(await res.arrayBuffer()).equals(BYTES)).toBe(true);
+  });
+
+  it('carries a POST body and the client\'s address to main', async () => {
+    const sent = JSON.stringify({ hello: 'wörld', n: 'x'.repeat(1000) });
+    const res = await fetch(`${baseUrl}/t/echo`, { method: 'POST', body: sent, headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { body: string; bytes: number; remoteAddress: string };
+    expect(body.body).toBe(sent);
+    expect(body.bytes).toBe(Buffer.byteLength(sent));
+    expect(body.remoteAddress).toMatch(/127\.0\.0\.1$/);
+  });
+
+  it('refuses a body over the route\'s limit on the thread, in the route\'s error shape', async () => {
+    const res = await fetch(`${baseUrl}/t/echo`, { method: 'POST', body: 'x'.repeat(5000) });
+    expect(res.status).toBe(413);
+    expect(await res.json()).toMatchObject({ error: 'Payload Too Large' });
+  });
+
+  it('answers a handler\'s error as main built it', async () => {
+    const res = await fetch(`${baseUrl}/t/refused`);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ error: 'refused on main', code: 'INVALID_PARAMETERS' });
+  });
+
+  it('serves the dashboard\'s real routes: the page and a binary asset', async () => {
+    const page = await fetch(`${baseUrl}/dashboard/apps/x`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(page.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(await page.text()).toBe('<!doctype html><title>relay</title>');
+    const asset = await fetch(`${baseUrl}/dashboard/assets/app.png`);
+    expect(asset.headers.get('content-type')).toBe('image/png');
+    expect(Buffer.from(await asset.arrayBuffer()).equals(BYTES)).toBe(true);
+    // Asked twice: main's asset is sent by copy, never handed over.
+    const again = await fetch(`${baseUrl}/dashboard/assets/app.png`);
+    expect(Buffer.from(await again.arrayBuffer()).equals(BYTES)).toBe(true);
+  });
+
+  it('answers 503 MAIN_THREAD_TIMEOUT, in the route\'s error shape, when main does not answer in time', async () => {
+    const started = Date.now();
+    const res = await fetch(`${baseUrl}/t/slow`);
+    expect(res.status).toBe(503);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+    expect(res.headers.get('retry-after')).toBe('1');
+    expect(await res.json()).toMatchObject({ error: 'Service Unavailable' });
+    // The thread still serves the next request once main's late answer is dropped.
+    releaseSlow();
+    expect((await fetch(`${baseUrl}/t/binary`)).status).toBe(200);
+  });
+});
