@@ -68,8 +68,8 @@ export function relayedRoutes(routes: readonly RelaySpec[], port: MessagePort, o
   /** Request id → its settle function (undefined: no answer will come). */
   const pending = new Map<number, (reply: RelayedReply | undefined) => void>();
   let nextId = 0;
-  port.on('message', (message: RelayMessage) => {
-    if (message.type !== 'relay.reply') return;
+  port.on('message', (message: RelayMessage | null) => {
+    if (message?.type !== 'relay.reply') return;
     const settle = pending.get(message.id);
     if (settle === undefined) return;
     pending.delete(message.id);
@@ -116,8 +116,8 @@ export function relayedRoutes(routes: readonly RelaySpec[], port: MessagePort, o
  * the thread's specs came from). Returns the function that stops listening.
  */
 export function serveRelayedRoutes(port: MessagePort, routes: readonly Route[]): () => void {
-  const onMessage = (message: RelayMessage): void => {
-    if (message.type !== 'relay.request') return;
+  const onMessage = (message: RelayMessage | null): void => {
+    if (message?.type !== 'relay.request') return;
     void answer(routes[message.route], message).then((reply) => {
       const bytes = reply.body instanceof Uint8Array ? ownedBytes(reply.body) : undefined;
       port.postMessage(bytes === undefined ? reply : { ...reply, body: bytes.bytes }, bytes?.transfer ?? []);

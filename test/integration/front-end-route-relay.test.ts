@@ -1,9 +1,11 @@
 /**
- * Routes served by the main thread behind a front-end thread (src/front-end/route-relay.ts):
- * a real worker thread runs a uWS app (the built dist/ modules) with the relayed routes on a
- * free port, this thread answers them with the real handlers, and fetch() goes through the
+ * Routes served by the main thread behind a front-end thread (src/front-end/route-relay.ts),
+ * and the admin live stream (src/admin/stream-relay.ts): a real worker thread runs a uWS app
+ * (the built dist/ modules) with the relayed routes and stream on a free port, this thread
+ * answers them with the real handlers and stream registry, and fetch() goes through the
  * thread: status, headers, JSON and binary bodies, a POST body, the client's address, a
- * handler's error, the dashboard's real routes, and a 503 when main does not answer in time.
+ * handler's error, the dashboard's real routes, a 503 when main does not answer in time, and
+ * a stream refused, streamed, left by its client and ended by main.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,12 +13,18 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { MessageChannel, Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AdminAuth } from '../../src/admin/auth.js';
+import { DebugHub } from '../../src/admin/debug-hub.js';
+import type { AdminContext } from '../../src/admin/routes.js';
 import { dashboardRoutes } from '../../src/admin/static.js';
+import { adminStreams, type StreamRegistry } from '../../src/admin/stream.js';
 import { HeraldError } from '../../src/errors.js';
 import { relaySpecs, serveRelayedRoutes } from '../../src/front-end/route-relay.js';
+import { serveRelayedStreams } from '../../src/admin/stream-relay.js';
+import { clientAddressResolver } from '../../src/net/client-address.js';
 import type { Route } from '../../src/http/router.js';
 import { REPO_ROOT } from '../helpers/herald-process.js';
-import { nextEvent } from '../helpers/wait.js';
+import { nextEvent, until } from '../helpers/wait.js';
 
 /** The front-end thread: the relayed routes on a uWS app; closes its app when told (a thread exiting with one open aborts the process). */
 const THREAD_SOURCE = `
@@ -25,13 +33,16 @@ const dist = (path) => new URL(path, workerData.dist).href;
 const { loadUws } = await import(dist('http/uws-native.js'));
 const { registerRoutes } = await import(dist('http/router.js'));
 const { relayedRoutes } = await import(dist('front-end/route-relay.js'));
+const { registerRelayedStream } = await import(dist('admin/stream-relay.js'));
 const { uws } = loadUws();
 const app = uws.App();
 registerRoutes(app, relayedRoutes(workerData.specs, workerData.relay, { timeoutMs: workerData.timeoutMs }));
+const endStreams = registerRelayedStream(app, workerData.relay, { timeoutMs: workerData.timeoutMs });
 app.listen('127.0.0.1', 0, (token) => {
   parentPort.postMessage({ port: token ? uws.us_socket_local_port(token) : 0 });
   parentPort.once('message', () => {
     if (token) uws.us_listen_socket_close(token);
+    endStreams();
     app.close();
     workerData.relay.close();
     parentPort.close();
@@ -46,6 +57,10 @@ let dir: string;
 let thread: Worker;
 let baseUrl: string;
 let stopServing: () => void;
+let stopStreams: () => void;
+let hub: DebugHub;
+let streams: StreamRegistry;
+const TOKEN = 'relay-admin-token';
 /** Releases the route main never answers in time. */
 let releaseSlow: () => void = () => {};
 
@@ -99,6 +114,11 @@ beforeAll(async () => {
   const routes = [...testRoutes(), ...dashboardRoutes(join(dir, 'dashboard'))];
   const { port1, port2 } = new MessageChannel();
   stopServing = serveRelayedRoutes(port1, routes);
+  // The admin live stream as main runs it: the real stream registry, debug hub and token check.
+  hub = new DebugHub({ dataDir: dir });
+  const ctx = { state: { ready: true, draining: false }, appsById: new Map([['app-a', { id: 'app-a' }]]) } as unknown as AdminContext;
+  streams = adminStreams({ ctx, hub, auth: new AdminAuth(TOKEN), clientAddressOf: clientAddressResolver([]), connectionCount: (appId) => (appId === undefined ? 5 : 2), startedAt: Date.now() });
+  stopStreams = serveRelayedStreams(port1, streams.open);
   thread = new Worker(entry, {
     workerData: { dist: pathToFileURL(join(REPO_ROOT, 'dist/src/')).href, specs: relaySpecs(routes), relay: port2, timeoutMs: TIMEOUT_MS },
     transferList: [port2],
@@ -112,6 +132,8 @@ beforeAll(async () => {
 afterAll(async () => {
   releaseSlow();
   stopServing?.();
+  stopStreams?.();
+  hub?.close();
   if (thread) {
     const exited = nextEvent<number>(thread, 'exit', 'the thread exiting', 10_000);
     thread.postMessage('close');
@@ -182,5 +204,65 @@ describe('routes relayed from a front-end thread to main', () => {
     // The thread still serves the next request once main's late answer is dropped.
     releaseSlow();
     expect((await fetch(`${baseUrl}/t/binary`)).status).toBe(200);
+  });
+});
+
+interface StreamEvent {
+  type: string;
+  data: Record<string, unknown>;
+}
+
+/** Reads the relayed live stream as the dashboard does (fetch, server-sent events). */
+async function openStream(query: string): Promise<{ events: StreamEvent[]; ended: Promise<void>; close: () => void }> {
+  const controller = new AbortController();
+  const res = await fetch(`${baseUrl}/admin/v1/stream${query}`, { headers: { authorization: `Bearer ${TOKEN}` }, signal: controller.signal });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+  const events: StreamEvent[] = [];
+  const ended = (async () => {
+    const decoder = new TextDecoder();
+    let buffer = '';
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buffer += decoder.decode(chunk, { stream: true });
+        let end: number;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const type = /^event: (.*)$/m.exec(block)?.[1];
+          const data = /^data: (.*)$/m.exec(block)?.[1];
+          if (type && data) events.push({ type, data: JSON.parse(data) as Record<string, unknown> });
+        }
+      }
+    } catch {
+      // aborted
+    }
+  })();
+  return { events, ended, close: () => controller.abort() };
+}
+
+describe('the admin live stream relayed from a front-end thread to main', () => {
+  it('refuses a request without the token, as main\'s stream does', async () => {
+    const res = await fetch(`${baseUrl}/admin/v1/stream`);
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({ code: 'ADMIN_UNAUTHORIZED' });
+    const unknown = await fetch(`${baseUrl}/admin/v1/stream?app=nope`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(unknown.status).toBe(404);
+  });
+
+  it('streams main\'s stats and watched app until the client goes away', async () => {
+    const stream = await openStream('?app=app-a');
+    const stats = await until(() => stream.events.find((e) => e.type === 'stats'), 'a stats event', 10_000);
+    expect(stats.data).toMatchObject({ connections: 5, appConnections: 2, dropped: 0 });
+    expect(hub.watching('app-a')).toBe(true);
+    stream.close();
+    await until(() => !hub.watching('app-a'), 'main to stop watching the app once the client left', 10_000);
+  });
+
+  it('ends the thread\'s response when main ends its streams (shutdown)', async () => {
+    const stream = await openStream('');
+    await until(() => stream.events.some((e) => e.type === 'stats'), 'a stats event', 10_000);
+    streams.closeAll();
+    await stream.ended;
   });
 });
