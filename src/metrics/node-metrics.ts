@@ -44,6 +44,16 @@ export function ownCounters(sources: NodeMetricsSources): NodeCountersSnapshot {
 }
 
 /**
+ * The process's counters: this thread's plus those `gather` brings from the front-end threads
+ * (this thread's alone when there is no gather or it fails), of the configured tenants only.
+ */
+export async function processCounters(sources: NodeMetricsSources, gather?: () => Promise<NodeCountersSnapshot[]>): Promise<NodeCountersSnapshot> {
+  if (gather === undefined) return ownCounters(sources);
+  const others = await gather().catch(() => []);
+  return sumNodeCounters([snapshotNodeCounters(), ...others], liveTenants(sources));
+}
+
+/**
  * Registers the node's own series in `registry`. The counters are read from `counters` at each
  * scrape (default: this thread's own); it must leave out tenants no longer configured.
  */

@@ -8,9 +8,9 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { CoreShardApi } from '../shards/messages.js';
 import type { ShardRequester } from '../shards/requester.js';
 import type { WebhooksClient } from '../webhooks/client.js';
-import { snapshotNodeCounters, sumNodeCounters, type NodeCountersSnapshot } from './counters-snapshot.js';
+import type { NodeCountersSnapshot } from './counters-snapshot.js';
 import { registerHttpMetrics } from './http-metrics.js';
-import { liveTenants, ownCounters, registerNodeMetrics, type NodeMetricsSources } from './node-metrics.js';
+import { liveTenants, processCounters, registerNodeMetrics, type NodeMetricsSources } from './node-metrics.js';
 import { registerShardFigureMetrics, type ShardFigures } from './shard-figure-metrics.js';
 
 /** The shard pool's own load figures (ShardPool has them). */
@@ -91,14 +91,7 @@ export class HeraldMetrics {
 
   /** The node's counters, this thread's plus the front-end threads', gathered once per scrape. */
   private nodeCounters(): Promise<NodeCountersSnapshot> {
-    const gather = this.sources.gather;
-    this.counters ??=
-      gather === undefined
-        ? Promise.resolve(ownCounters(this.sources))
-        : gather().then(
-            (others) => sumNodeCounters([snapshotNodeCounters(), ...others], liveTenants(this.sources)),
-            () => ownCounters(this.sources),
-          );
+    this.counters ??= processCounters(this.sources, this.sources.gather);
     return this.counters;
   }
 

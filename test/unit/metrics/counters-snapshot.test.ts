@@ -1,29 +1,31 @@
 /**
  * A thread's counters as a snapshot (src/metrics/counters-snapshot.ts): taken in a real worker
- * thread (the built dist/ modules: each thread has its own module-level counters) and posted
- * here, summed with this thread's, and scraped through the registered collectors: each series
- * reads one figure, the sum; apps no longer configured are left out.
+ * thread (the built dist/ modules: each thread has its own module-level counters) and gathered
+ * over a port (src/front-end/counter-snapshots.ts), summed with this thread's, and scraped
+ * through the registered collectors: each series reads one figure, the sum; apps no longer
+ * configured are left out, and so is a thread that does not answer.
  */
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { snapshotNodeCounters, sumNodeCounters, type NodeCountersSnapshot } from '../../../src/metrics/counters-snapshot.js';
+import { counterGatherer } from '../../../src/front-end/counter-snapshots.js';
+import { snapshotNodeCounters, type NodeCountersSnapshot } from '../../../src/metrics/counters-snapshot.js';
 import { recordHttpRequest, registerHttpMetrics } from '../../../src/metrics/http-metrics.js';
 import { appCounters, countDisconnect, countPushPublish, countRateLimited } from '../../../src/metrics/node-counters.js';
-import { liveTenants, registerNodeMetrics, type NodeMetricsSources } from '../../../src/metrics/node-metrics.js';
+import { processCounters, registerNodeMetrics, type NodeMetricsSources } from '../../../src/metrics/node-metrics.js';
 import { parsePrometheus } from '../../helpers/prometheus-text.js';
 import { REPO_ROOT } from '../../helpers/herald-process.js';
 import { nextEvent } from '../../helpers/wait.js';
 
-/** Counts on a thread of its own, then posts its snapshot. */
+/** Counts on a thread of its own, then answers main's asks for its counters on the port it was given. */
 const THREAD_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 (async () => {
   const counters = await import(new URL('metrics/node-counters.js', workerData.dist).href);
   const http = await import(new URL('metrics/http-metrics.js', workerData.dist).href);
-  const { snapshotNodeCounters } = await import(new URL('metrics/counters-snapshot.js', workerData.dist).href);
+  const { answerCounterSnapshots } = await import(new URL('front-end/counter-snapshots.js', workerData.dist).href);
   counters.appCounters('app-a').eventsTriggered += 5;
   counters.appCounters('app-a').wsMessagesSent += 7;
   counters.countDisconnect('app-a', 4009);
@@ -32,13 +34,21 @@ const { parentPort, workerData } = require('node:worker_threads');
   counters.countPushPublish('instance-1');
   http.recordHttpRequest('channels', 200, performance.now() - 3);
   http.recordHttpRequest('admin', 401, performance.now());
-  parentPort.postMessage(snapshotNodeCounters());
+  const stop = answerCounterSnapshots(workerData.port);
+  parentPort.postMessage('counted');
+  parentPort.once('message', () => {
+    stop();
+    workerData.port.close();
+  });
 })();
 `;
 
-function threadSnapshot(): Promise<NodeCountersSnapshot> {
-  const thread = new Worker(THREAD_SOURCE, { eval: true, workerData: { dist: pathToFileURL(join(REPO_ROOT, 'dist/src/')).href } });
-  return nextEvent<NodeCountersSnapshot>(thread, 'message', 'the thread\'s snapshot', 30_000);
+/** A worker thread that has counted, and main's end of its port. */
+async function countingThread(): Promise<{ thread: Worker; port: MessagePort }> {
+  const { port1, port2 } = new MessageChannel();
+  const thread = new Worker(THREAD_SOURCE, { eval: true, workerData: { dist: pathToFileURL(join(REPO_ROOT, 'dist/src/')).href, port: port2 }, transferList: [port2] });
+  await nextEvent(thread, 'message', 'the thread counting', 30_000);
+  return { thread, port: port1 };
 }
 
 const sources: NodeMetricsSources = {
@@ -49,7 +59,14 @@ const sources: NodeMetricsSources = {
 
 describe('counters across threads', () => {
   it('sums a worker thread\'s snapshot with this thread\'s: one figure per series', async () => {
-    const other = await threadSnapshot();
+    const { thread, port } = await countingThread();
+    // A second thread that never answers: left out after the timeout.
+    const silent = new MessageChannel();
+    const started = Date.now();
+    const gather = counterGatherer(() => [port, silent.port1], 300);
+    const gathered = await gather();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    expect(gathered).toHaveLength(1);
     appCounters('app-a').eventsTriggered += 2;
     appCounters('app-a').wsMessagesSent += 1;
     countDisconnect('app-a', 4009);
@@ -59,11 +76,17 @@ describe('counters across threads', () => {
     countPushPublish('instance-1');
     recordHttpRequest('channels', 200, performance.now());
 
+    // Wired as HeraldMetrics wires its `gather` option: gathered once per scrape.
     const registry = new Registry();
-    const counters = (): Promise<NodeCountersSnapshot> => Promise.resolve(sumNodeCounters([snapshotNodeCounters(), other], liveTenants(sources)));
+    const scrape = processCounters(sources, gather);
+    const counters = (): Promise<NodeCountersSnapshot> => scrape;
     registerHttpMetrics(registry, async () => (await counters()).http);
     registerNodeMetrics(registry, sources, counters);
     const m = parsePrometheus(await registry.metrics());
+    thread.postMessage('stop');
+    await nextEvent(thread, 'exit', 'the thread exiting', 10_000);
+    port.close();
+    silent.port1.close();
 
     expect(m.get('herald_events_triggered_total{app_id="app-a"}')).toBe(7);
     expect(m.get('herald_ws_messages_sent_total{app_id="app-a"}')).toBe(8);
