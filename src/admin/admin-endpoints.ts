@@ -14,7 +14,7 @@ export interface AdminEndpoints {
   routes: Route[];
   /** Registers the live stream's route on an app (the main one, and each one a TLS reload makes). */
   registerStream(app: TemplatedApp): void;
-  /** Opens a live stream whose request a front-end thread read (front-end/stream-relay.ts). */
+  /** Opens a live stream whose request a front-end thread read (stream-relay.ts). */
   openStream(request: StreamRequest, sink: StreamSink): void;
   /** Ends the open live streams (shutdown). */
   close(): void;

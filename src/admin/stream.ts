@@ -30,7 +30,7 @@ export interface StreamRequest {
 
 /**
  * Where a stream's answer goes: a uWS response (`UwsStreamSink`), or a front-end thread's
- * response reached over a port (front-end/stream-relay.ts).
+ * response reached over a port (stream-relay.ts).
  */
 export interface StreamSink {
   /** Answers an error instead of a stream. */
