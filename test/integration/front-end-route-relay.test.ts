@@ -4,8 +4,8 @@
  * (the built dist/ modules) with the relayed routes and stream on a free port, this thread
  * answers them with the real handlers and stream registry, and fetch() goes through the
  * thread: status, headers, JSON and binary bodies, a POST body, the client's address, a
- * handler's error, the dashboard's real routes, a 503 when main does not answer in time, and
- * a stream refused, streamed, left by its client and ended by main.
+ * handler's error, the real admin API and dashboard routes, a 503 when main does not answer
+ * in time, and a stream refused, streamed, left by its client and ended by main.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,7 +15,7 @@ import { MessageChannel, Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminAuth } from '../../src/admin/auth.js';
 import { DebugHub } from '../../src/admin/debug-hub.js';
-import type { AdminContext } from '../../src/admin/routes.js';
+import { adminRoutes, type AdminContext, type AdminDeps } from '../../src/admin/routes.js';
 import { dashboardRoutes } from '../../src/admin/static.js';
 import { adminStreams, type StreamRegistry } from '../../src/admin/stream.js';
 import { HeraldError } from '../../src/errors.js';
@@ -111,13 +111,16 @@ beforeAll(async () => {
   const entry = join(dir, 'thread.mjs');
   writeFileSync(entry, THREAD_SOURCE);
 
-  const routes = [...testRoutes(), ...dashboardRoutes(join(dir, 'dashboard'))];
+  // The admin API and live stream as main runs them: the real routes, stream registry, debug hub
+  // and token check, over the part of the server context they read here (state and apps).
+  hub = new DebugHub({ dataDir: dir });
+  const ctx = { state: { ready: true, draining: false }, appsById: new Map([['app-a', { id: 'app-a', secret: 'app-a-secret' }]]) } as unknown as AdminContext;
+  const admin: AdminDeps = { ctx, hub, auth: new AdminAuth(TOKEN), clientAddressOf: clientAddressResolver([]), connectionCount: (appId) => (appId === undefined ? 5 : 2), startedAt: Date.now() };
+  streams = adminStreams(admin);
+
+  const routes = [...testRoutes(), ...adminRoutes(admin), ...dashboardRoutes(join(dir, 'dashboard'))];
   const { port1, port2 } = new MessageChannel();
   stopServing = serveRelayedRoutes(port1, routes);
-  // The admin live stream as main runs it: the real stream registry, debug hub and token check.
-  hub = new DebugHub({ dataDir: dir });
-  const ctx = { state: { ready: true, draining: false }, appsById: new Map([['app-a', { id: 'app-a' }]]) } as unknown as AdminContext;
-  streams = adminStreams({ ctx, hub, auth: new AdminAuth(TOKEN), clientAddressOf: clientAddressResolver([]), connectionCount: (appId) => (appId === undefined ? 5 : 2), startedAt: Date.now() });
   stopStreams = serveRelayedStreams(port1, streams.open);
   thread = new Worker(entry, {
     workerData: { dist: pathToFileURL(join(REPO_ROOT, 'dist/src/')).href, specs: relaySpecs(routes), relay: port2, timeoutMs: TIMEOUT_MS },
@@ -192,6 +195,18 @@ describe('routes relayed from a front-end thread to main', () => {
     // Asked twice: main's asset is sent by copy, never handed over.
     const again = await fetch(`${baseUrl}/dashboard/assets/app.png`);
     expect(Buffer.from(await again.arrayBuffer()).equals(BYTES)).toBe(true);
+  });
+
+  it('serves the real admin API routes: the token checked on main, the app read from main\'s registry', async () => {
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    expect(await (await fetch(`${baseUrl}/admin/v1/session`, { headers: auth })).json()).toEqual({ ok: true });
+    expect(await (await fetch(`${baseUrl}/admin/v1/apps/app-a/secret`, { headers: auth })).json()).toEqual({ secret: 'app-a-secret' });
+    const refused = await fetch(`${baseUrl}/admin/v1/session`, { headers: { authorization: 'Bearer wrong' } });
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toMatchObject({ code: 'ADMIN_UNAUTHORIZED' });
+    const unknown = await fetch(`${baseUrl}/admin/v1/no-such-route`, { headers: auth });
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toMatchObject({ code: 'ROUTE_NOT_FOUND' });
   });
 
   it('answers 503 MAIN_THREAD_TIMEOUT, in the route\'s error shape, when main does not answer in time', async () => {
