@@ -43,11 +43,16 @@ export type StreamDownMessage =
 
 export type StreamRelayMessage = StreamUpMessage | StreamDownMessage;
 
-/**
- * Thread side: serves `GET /admin/v1/stream` on `app` by opening each stream on main over
- * `port`. Returns the function that ends every open stream (the thread's shutdown).
- */
-export function registerRelayedStream(app: TemplatedApp, port: MessagePort, opts: { timeoutMs?: number } = {}): () => void {
+/** The thread's side of the relayed streams over one port. */
+export interface RelayedStreams {
+  /** Serves `GET /admin/v1/stream` on `app` (the thread's app, and each app a TLS reload makes). */
+  register(app: TemplatedApp): void;
+  /** Ends every open stream (the thread's shutdown). */
+  endAll(): void;
+}
+
+/** Thread side: the admin live stream, each one opened on main over `port`. */
+export function relayedStreams(port: MessagePort, opts: { timeoutMs?: number } = {}): RelayedStreams {
   const timeoutMs = opts.timeoutMs ?? RELAY_TIMEOUT_MS;
   const streams = new Map<number, { sink: UwsStreamSink; timer: NodeJS.Timeout | undefined }>();
   let nextId = 0;
@@ -88,32 +93,34 @@ export function registerRelayedStream(app: TemplatedApp, port: MessagePort, opts
     }
   };
   port.on('close', endAll);
-  app.get(ADMIN_STREAM_PATH, (res: HttpResponse, req: HttpRequest) => {
-    try {
-      const request = readStreamRequest(res, req);
-      const id = nextId++;
-      const sink = new UwsStreamSink(res, (behind) => post({ type: 'stream.behind', id, behind }));
-      const timer = setTimeout(() => {
-        forget(id);
-        sink.refuse(errorReply(new HeraldError('MAIN_THREAD_TIMEOUT'), 'channel', ADMIN_STREAM_PATH));
-      }, timeoutMs);
-      streams.set(id, { sink, timer });
-      sink.onClosed(() => {
-        if (!streams.has(id)) return;
-        forget(id);
-        post({ type: 'stream.closed', id });
-      });
-      post({ type: 'stream.open', id, request });
-    } catch (err) {
-      log.error('relayed admin stream failed', { error: describeError(err) });
+  const register = (app: TemplatedApp): void => {
+    app.get(ADMIN_STREAM_PATH, (res: HttpResponse, req: HttpRequest) => {
       try {
-        res.cork(() => res.writeStatus('500 Internal Server Error').end('', true));
-      } catch {
-        // Already answered or aborted.
+        const request = readStreamRequest(res, req);
+        const id = nextId++;
+        const sink = new UwsStreamSink(res, (behind) => post({ type: 'stream.behind', id, behind }));
+        const timer = setTimeout(() => {
+          forget(id);
+          sink.refuse(errorReply(new HeraldError('MAIN_THREAD_TIMEOUT'), 'channel', ADMIN_STREAM_PATH));
+        }, timeoutMs);
+        streams.set(id, { sink, timer });
+        sink.onClosed(() => {
+          if (!streams.has(id)) return;
+          forget(id);
+          post({ type: 'stream.closed', id });
+        });
+        post({ type: 'stream.open', id, request });
+      } catch (err) {
+        log.error('relayed admin stream failed', { error: describeError(err) });
+        try {
+          res.cork(() => res.writeStatus('500 Internal Server Error').end('', true));
+        } catch {
+          // Already answered or aborted.
+        }
       }
-    }
-  });
-  return endAll;
+    });
+  };
+  return { register, endAll };
 }
 
 /**

@@ -33,16 +33,17 @@ const dist = (path) => new URL(path, workerData.dist).href;
 const { loadUws } = await import(dist('http/uws-native.js'));
 const { registerRoutes } = await import(dist('http/router.js'));
 const { relayedRoutes } = await import(dist('front-end/route-relay.js'));
-const { registerRelayedStream } = await import(dist('admin/stream-relay.js'));
+const { relayedStreams } = await import(dist('admin/stream-relay.js'));
 const { uws } = loadUws();
 const app = uws.App();
 registerRoutes(app, relayedRoutes(workerData.specs, workerData.relay, { timeoutMs: workerData.timeoutMs }));
-const endStreams = registerRelayedStream(app, workerData.relay, { timeoutMs: workerData.timeoutMs });
+const streams = relayedStreams(workerData.relay, { timeoutMs: workerData.timeoutMs });
+streams.register(app);
 app.listen('127.0.0.1', 0, (token) => {
   parentPort.postMessage({ port: token ? uws.us_socket_local_port(token) : 0 });
   parentPort.once('message', () => {
     if (token) uws.us_listen_socket_close(token);
-    endStreams();
+    streams.endAll();
     app.close();
     workerData.relay.close();
     parentPort.close();
