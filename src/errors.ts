@@ -29,6 +29,12 @@ export const ERROR_CATALOGUE = {
   STORAGE_FULL: { status: 507, kind: 'Insufficient Storage', message: 'The data dir\'s disk is full: writes are refused until space is freed; reads and deletes still work' },
   NOT_READY: { status: 503, kind: 'Service Unavailable', message: 'Server is shutting down; retry the request' },
   CLUSTER_UNAVAILABLE: { status: 503, kind: 'Service Unavailable', message: 'The cluster\'s Redis is not reachable from this node; retry the request' },
+  MAIN_THREAD_TIMEOUT: {
+    status: 503,
+    kind: 'Service Unavailable',
+    message: 'The main thread did not answer this request in time; retry the request',
+    retryAfterSeconds: 1,
+  },
   PUSH_STORE_UNAVAILABLE: {
     status: 503,
     kind: 'Service Unavailable',

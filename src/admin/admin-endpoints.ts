@@ -8,12 +8,14 @@ import { clientAddressResolver } from '../net/client-address.js';
 import { AdminAuth } from './auth.js';
 import { adminRoutes, type AdminDeps } from './routes.js';
 import { dashboardRoutes } from './static.js';
-import { adminStreams } from './stream.js';
+import { adminStreams, type StreamRequest, type StreamSink } from './stream.js';
 
 export interface AdminEndpoints {
   routes: Route[];
   /** Registers the live stream's route on an app (the main one, and each one a TLS reload makes). */
   registerStream(app: TemplatedApp): void;
+  /** Opens a live stream whose request a front-end thread read (stream-relay.ts). */
+  openStream(request: StreamRequest, sink: StreamSink): void;
   /** Ends the open live streams (shutdown). */
   close(): void;
 }
@@ -29,6 +31,7 @@ export function createAdminEndpoints(deps: Omit<AdminDeps, 'auth' | 'clientAddre
   return {
     routes: [...adminRoutes(full), ...dashboardRoutes()],
     registerStream: (app) => streams.register(app),
+    openStream: (request, sink) => streams.open(request, sink),
     close: () => streams.closeAll(),
   };
 }

@@ -1,7 +1,8 @@
 /**
- * HTTP request counts and durations per API (the `api` label: channels, devices, …; main
- * thread). The API comes from the route pattern, so routes need no extra option. Both are plain numbers on the hot path, turned into
- * Prometheus series when scraped.
+ * HTTP request counts and durations per API (the `api` label: channels, devices, …), counted by
+ * the thread that answered. The API comes from the route pattern, so routes need no extra
+ * option. Both are plain numbers on the hot path, turned into Prometheus series when scraped
+ * (a front-end thread's as a snapshot summed on main: counters-snapshot.ts).
  */
 import { Counter, type Registry } from 'prom-client';
 
@@ -31,6 +32,55 @@ interface DurationSeries {
   count: number;
 }
 
+/** api → its request durations. Plain numbers on the hot path; turned into the histogram at scrape. */
+const durations = new Map<HttpApi, DurationSeries>();
+
+/** One API's durations as plain data: observations per bucket (not cumulative, the last above every bound), their sum (s) and count. */
+export interface DurationSnapshot {
+  readonly api: HttpApi;
+  readonly buckets: readonly number[];
+  readonly sum: number;
+  readonly count: number;
+}
+
+/** This thread's HTTP counters as plain data (a front-end thread posts it to main at scrape time). */
+export interface HttpCountersSnapshot {
+  /** [api, status, answers]. */
+  readonly answered: readonly (readonly [HttpApi, number, number])[];
+  readonly durations: readonly DurationSnapshot[];
+}
+
+export function snapshotHttpCounters(): HttpCountersSnapshot {
+  const answeredList: [HttpApi, number, number][] = [];
+  for (const [api, byStatus] of answered) for (const [status, n] of byStatus) answeredList.push([api, status, n]);
+  return { answered: answeredList, durations: [...durations].map(([api, s]) => ({ api, buckets: [...s.buckets], sum: s.sum, count: s.count })) };
+}
+
+/** Several threads' HTTP counters as one: each series summed. */
+export function sumHttpCounters(snapshots: readonly HttpCountersSnapshot[]): HttpCountersSnapshot {
+  const byKey = new Map<string, [HttpApi, number, number]>();
+  const byApi = new Map<HttpApi, { buckets: number[]; sum: number; count: number }>();
+  for (const snapshot of snapshots) {
+    for (const [api, status, n] of snapshot.answered) {
+      const key = `${api} ${status}`;
+      const entry = byKey.get(key);
+      if (entry) entry[2] += n;
+      else byKey.set(key, [api, status, n]);
+    }
+    for (const d of snapshot.durations) {
+      const entry = byApi.get(d.api);
+      if (entry === undefined) {
+        byApi.set(d.api, { buckets: [...d.buckets], sum: d.sum, count: d.count });
+      } else {
+        d.buckets.forEach((n, i) => (entry.buckets[i] = (entry.buckets[i] ?? 0) + n));
+        entry.sum += d.sum;
+        entry.count += d.count;
+      }
+    }
+  }
+  return { answered: [...byKey.values()], durations: [...byApi].map(([api, d]) => ({ api, ...d })) };
+}
+
 /**
  * herald_http_request_duration_seconds, by `api`: counted in plain numbers on the hot path (a
  * prom-client Histogram builds and hashes a label object per observation, ~4 % of a trigger's
@@ -41,43 +91,30 @@ class DurationHistogram {
   readonly help = 'Time from a request arriving to its answer, by API';
   readonly type = 'histogram';
   readonly aggregator = 'sum';
-  private readonly series = new Map<HttpApi, DurationSeries>();
 
-  observe(api: HttpApi, seconds: number): void {
-    let s = this.series.get(api);
-    if (s === undefined) {
-      s = { buckets: new Float64Array(DURATION_BUCKETS.length + 1), sum: 0, count: 0 };
-      this.series.set(api, s);
-    }
-    let i = 0;
-    while (i < DURATION_BUCKETS.length && seconds > DURATION_BUCKETS[i]!) i++;
-    s.buckets[i]!++;
-    s.sum += seconds;
-    s.count++;
-  }
+  constructor(private readonly counters: () => HttpCountersSnapshot | Promise<HttpCountersSnapshot>) {}
 
   /** The registry's view (prom-client's MetricObjectWithValues for a histogram). */
-  get(): Promise<{ name: string; help: string; type: 'histogram'; aggregator: 'sum'; values: { labels: Record<string, string | number>; value: number; metricName: string }[] }> {
+  async get(): Promise<{ name: string; help: string; type: 'histogram'; aggregator: 'sum'; values: { labels: Record<string, string | number>; value: number; metricName: string }[] }> {
     const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
-    for (const [api, s] of this.series) {
+    for (const s of (await this.counters()).durations) {
+      const api = s.api;
       let cumulative = 0;
       DURATION_BUCKETS.forEach((le, i) => {
-        cumulative += s.buckets[i]!;
+        cumulative += s.buckets[i] ?? 0;
         values.push({ labels: { le, api }, value: cumulative, metricName: `${this.name}_bucket` });
       });
       values.push({ labels: { le: '+Inf', api }, value: s.count, metricName: `${this.name}_bucket` });
       values.push({ labels: { api }, value: s.sum, metricName: `${this.name}_sum` });
       values.push({ labels: { api }, value: s.count, metricName: `${this.name}_count` });
     }
-    return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
 
   reset(): void {
-    this.series.clear();
+    // The figures are the process's counters, read at each scrape: nothing held here.
   }
 }
-
-let histogram: DurationHistogram | undefined;
 
 /** Records one answered request; `startMs` is its performance.now() at arrival. */
 export function recordHttpRequest(api: HttpApi, status: number, startMs: number): void {
@@ -87,23 +124,34 @@ export function recordHttpRequest(api: HttpApi, status: number, startMs: number)
     answered.set(api, byStatus);
   }
   byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
-  histogram?.observe(api, (performance.now() - startMs) / 1000);
+  const seconds = (performance.now() - startMs) / 1000;
+  let s = durations.get(api);
+  if (s === undefined) {
+    s = { buckets: new Float64Array(DURATION_BUCKETS.length + 1), sum: 0, count: 0 };
+    durations.set(api, s);
+  }
+  let i = 0;
+  while (i < DURATION_BUCKETS.length && seconds > DURATION_BUCKETS[i]!) i++;
+  s.buckets[i]!++;
+  s.sum += seconds;
+  s.count++;
 }
 
-/** Registers herald_http_requests_total and herald_http_request_duration_seconds. */
-export function registerHttpMetrics(registry: Registry): void {
+/**
+ * Registers herald_http_requests_total and herald_http_request_duration_seconds, read from
+ * `counters` at each scrape (default: this thread's own).
+ */
+export function registerHttpMetrics(registry: Registry, counters: () => HttpCountersSnapshot | Promise<HttpCountersSnapshot> = snapshotHttpCounters): void {
   new Counter({
     name: 'herald_http_requests_total',
     help: 'HTTP requests answered, by API and status',
     labelNames: ['api', 'status'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const { answered: list } = await counters();
       this.reset();
-      for (const [api, byStatus] of answered) {
-        for (const [status, n] of byStatus) this.inc({ api, status: String(status) }, n);
-      }
+      for (const [api, status, n] of list) this.inc({ api, status: String(status) }, n);
     },
   });
-  histogram = new DurationHistogram();
-  registry.registerMetric(histogram as unknown as Parameters<Registry['registerMetric']>[0]);
+  registry.registerMetric(new DurationHistogram(counters) as unknown as Parameters<Registry['registerMetric']>[0]);
 }

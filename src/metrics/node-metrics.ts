@@ -1,12 +1,15 @@
 /**
- * This node's own figures, counted on the main thread (node-counters.ts, the socket registry,
- * the build): connections, channel traffic and refusals per app, publishes accepted per push
- * instance, and herald_build_info. Each configured app and instance has its series from the
- * start, at 0; those of tenants no longer configured are dropped at the next scrape.
+ * This node's own figures, counted by the threads that serve the sockets and requests
+ * (node-counters.ts, summed over the threads at scrape: counters-snapshot.ts), the socket
+ * registry and the build: connections, channel traffic and refusals per app, publishes
+ * accepted per push instance, the front-end threads, and herald_build_info. Each configured
+ * app and instance has its series from the start, at 0; those of tenants no longer configured
+ * are dropped at the next scrape.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { AppConfig } from '../config/schema.js';
-import { allAppCounters, forgetTenantsExcept, pushPublishes, RATE_LIMIT_NAMES, type RateLimitName } from './node-counters.js';
+import { snapshotNodeCounters, sumNodeCounters, type NodeCountersSnapshot } from './counters-snapshot.js';
+import { forgetTenantsExcept, RATE_LIMIT_NAMES, type RateLimitName } from './node-counters.js';
 
 /** What the node's own series read. */
 export interface NodeMetricsSources {
@@ -19,6 +22,11 @@ export interface NodeMetricsSources {
   configured(): { apps: Iterable<Pick<AppConfig, 'id' | RateLimitName>>; instanceIds: Iterable<string> };
   /** What `herald_build_info` says: Herald's version and the uWebSockets.js build that loaded (uws-native.ts). */
   build: { version: string; uws: string };
+  /**
+   * Open WebSocket connections per front-end thread, by thread index; its length is
+   * `herald_front_end_threads`. Absent: one thread holding every connection of `connections()`.
+   */
+  threadConnections?: () => number[];
 }
 
 /** The configured tenants of one scrape, as sets; the counters of tenants no longer configured are dropped. */
@@ -30,8 +38,26 @@ export function liveTenants(sources: NodeMetricsSources): { apps: Pick<AppConfig
   return live;
 }
 
-/** Registers the node's own series in `registry`. */
-export function registerNodeMetrics(registry: Registry, sources: NodeMetricsSources): void {
+/** This thread's own counters, of the configured tenants only: what the series read when no other thread counts. */
+export function ownCounters(sources: NodeMetricsSources): NodeCountersSnapshot {
+  return sumNodeCounters([snapshotNodeCounters()], liveTenants(sources));
+}
+
+/**
+ * The process's counters: this thread's plus those `gather` brings from the front-end threads
+ * (this thread's alone when there is no gather or it fails), of the configured tenants only.
+ */
+export async function processCounters(sources: NodeMetricsSources, gather?: () => Promise<NodeCountersSnapshot[]>): Promise<NodeCountersSnapshot> {
+  if (gather === undefined) return ownCounters(sources);
+  const others = await gather().catch(() => []);
+  return sumNodeCounters([snapshotNodeCounters(), ...others], liveTenants(sources));
+}
+
+/**
+ * Registers the node's own series in `registry`. The counters are read from `counters` at each
+ * scrape (default: this thread's own); it must leave out tenants no longer configured.
+ */
+export function registerNodeMetrics(registry: Registry, sources: NodeMetricsSources, counters: () => Promise<NodeCountersSnapshot> = () => Promise.resolve(ownCounters(sources))): void {
   new Gauge({
     name: 'herald_connections',
     help: 'Open WebSocket connections',
@@ -53,16 +79,36 @@ export function registerNodeMetrics(registry: Registry, sources: NodeMetricsSour
       this.set({ version: sources.build.version, node: process.version, uws: sources.build.uws }, 1);
     },
   });
+  const threadConnections = sources.threadConnections ?? ((): number[] => [[...sources.connections().values()].reduce((a, b) => a + b, 0)]);
+  new Gauge({
+    name: 'herald_front_end_threads',
+    help: 'Front-end threads serving the port (WebSocket and HTTP)',
+    registers: [registry],
+    collect() {
+      this.set(threadConnections().length);
+    },
+  });
+  new Gauge({
+    name: 'herald_front_end_connections',
+    help: 'Open WebSocket connections per front-end thread',
+    labelNames: ['thread'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      threadConnections().forEach((n, thread) => this.set({ thread: String(thread) }, n));
+    },
+  });
   const perApp = (name: string, help: string, pick: 'eventsTriggered' | 'wsMessagesSent' | 'wsMessagesReceived'): void => {
     new Counter({
       name,
       help,
       labelNames: ['app_id'],
       registers: [registry],
-      collect() {
+      async collect() {
+        const { apps } = await counters();
         this.reset();
         for (const appId of liveTenants(sources).appIds) this.inc({ app_id: appId }, 0);
-        for (const [appId, c] of allAppCounters()) if (c[pick] > 0) this.inc({ app_id: appId }, c[pick]);
+        for (const c of apps) if (c[pick] > 0) this.inc({ app_id: c.appId }, c[pick]);
       },
     });
   };
@@ -74,14 +120,15 @@ export function registerNodeMetrics(registry: Registry, sources: NodeMetricsSour
     help: 'Requests (a refused batch counts once) and new connections refused by a per-app rate limit, by the limit\'s field name',
     labelNames: ['app_id', 'limit'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const { apps } = await counters();
       this.reset();
       // At 0 for each limit an app has, so that rate() and alerts see the series before the first refusal.
       for (const app of liveTenants(sources).apps) {
         for (const limit of RATE_LIMIT_NAMES) if (app[limit] !== null) this.inc({ app_id: app.id, limit }, 0);
       }
-      for (const [appId, c] of allAppCounters()) {
-        for (const [limit, n] of c.rateLimited) this.inc({ app_id: appId, limit }, n);
+      for (const c of apps) {
+        for (const [limit, n] of c.rateLimited) this.inc({ app_id: c.appId, limit }, n);
       }
     },
   });
@@ -90,11 +137,11 @@ export function registerNodeMetrics(registry: Registry, sources: NodeMetricsSour
     help: 'WebSocket connections closed, by close code',
     labelNames: ['app_id', 'code'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const { apps } = await counters();
       this.reset();
-      liveTenants(sources);
-      for (const [appId, c] of allAppCounters()) {
-        for (const [code, n] of c.disconnects) this.inc({ app_id: appId, code: String(code) }, n);
+      for (const c of apps) {
+        for (const [code, n] of c.disconnects) this.inc({ app_id: c.appId, code: String(code) }, n);
       }
     },
   });
@@ -103,7 +150,8 @@ export function registerNodeMetrics(registry: Registry, sources: NodeMetricsSour
     help: 'Push publishes accepted (publish API), per instance',
     labelNames: ['instance_id'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const { pushPublishes } = await counters();
       this.reset();
       for (const instanceId of liveTenants(sources).instanceIds) this.inc({ instance_id: instanceId }, 0);
       for (const [instanceId, n] of pushPublishes) this.inc({ instance_id: instanceId }, n);

@@ -8,8 +8,9 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { CoreShardApi } from '../shards/messages.js';
 import type { ShardRequester } from '../shards/requester.js';
 import type { WebhooksClient } from '../webhooks/client.js';
+import type { NodeCountersSnapshot } from './counters-snapshot.js';
 import { registerHttpMetrics } from './http-metrics.js';
-import { liveTenants, registerNodeMetrics, type NodeMetricsSources } from './node-metrics.js';
+import { liveTenants, processCounters, registerNodeMetrics, type NodeMetricsSources } from './node-metrics.js';
 import { registerShardFigureMetrics, type ShardFigures } from './shard-figure-metrics.js';
 
 /** The shard pool's own load figures (ShardPool has them). */
@@ -32,6 +33,12 @@ export interface MetricsSources extends NodeMetricsSources {
   cluster?: () => ClusterFigures;
   /** Cluster mode only: live nodes registered in the cluster (null: Redis did not answer). */
   clusterNodes?: () => Promise<number | null>;
+  /**
+   * With front-end threads: their counters (counters-snapshot.ts), asked for once per scrape
+   * and added to this thread's own. Resolves within the scrape's time, leaving out a thread that
+   * does not answer. Absent: this thread's counters are the node's.
+   */
+  gather?: () => Promise<NodeCountersSnapshot[]>;
 }
 
 /** What a cluster node reports about itself (the Redis adapter). */
@@ -55,12 +62,14 @@ const SHARD_TIMEOUT_MS = 2000;
 export class HeraldMetrics {
   readonly registry = new Registry();
   private scrape: Promise<ShardFigures | null> | undefined;
+  private counters: Promise<NodeCountersSnapshot> | undefined;
 
   constructor(private readonly sources: MetricsSources) {
     const registry = this.registry;
     collectDefaultMetrics({ register: registry });
-    registerHttpMetrics(registry);
-    registerNodeMetrics(registry, sources);
+    const counters = (): Promise<NodeCountersSnapshot> => this.nodeCounters();
+    registerHttpMetrics(registry, async () => (await counters()).http);
+    registerNodeMetrics(registry, sources, counters);
     registerShardFigureMetrics(registry, () => this.shardFigures(), () => liveTenants(sources).instanceIds);
     registerShardLoadMetrics(registry, sources.load);
     if (sources.cluster) registerClusterMetrics(registry, sources.cluster, sources.clusterNodes);
@@ -72,11 +81,18 @@ export class HeraldMetrics {
       return await this.registry.metrics();
     } finally {
       this.scrape = undefined;
+      this.counters = undefined;
     }
   }
 
   get contentType(): string {
     return this.registry.contentType;
+  }
+
+  /** The node's counters, this thread's plus the front-end threads', gathered once per scrape. */
+  private nodeCounters(): Promise<NodeCountersSnapshot> {
+    this.counters ??= processCounters(this.sources, this.sources.gather);
+    return this.counters;
   }
 
   /** One shard round trip per scrape, shared by every collector that needs it. */

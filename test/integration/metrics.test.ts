@@ -93,6 +93,20 @@ describe('GET /metrics', () => {
     expect(series(await scrape(), 'herald_http_requests_total', { api: 'channels', status: '401' })).toBeGreaterThanOrEqual(1);
   });
 
+  it('counts the front-end threads and the WebSocket connections each holds: one thread, all of them', async () => {
+    const clients = [0, 1].map(() => pusherJsClient(herald.port, DEFAULT_APP.key));
+    try {
+      await Promise.all(clients.map((c) => subscribed(c, 'front-end-threads')));
+      const during = await scrape();
+      expect(during.get('herald_front_end_threads')).toBe(1);
+      expect(during.get('herald_front_end_connections{thread="0"}')).toBe(2);
+      expect(series(during, 'herald_front_end_connections')).toBe(series(during, 'herald_connections'));
+    } finally {
+      for (const c of clients) c.disconnect();
+    }
+    await until(async () => (await scrape()).get('herald_front_end_connections{thread="0"}') === 0, 'thread 0 back at 0 connections', 20_000);
+  });
+
   it('counts publishes and notifications by instance, gateway and result', async () => {
     const instance = DEFAULT_PUSH.instanceId;
     const token = `metrics-fcm-${Date.now()}`;
