@@ -335,6 +335,13 @@ async function main(): Promise<void> {
       },
     );
   };
+  // A front-end thread died: Herald stops what runs (connections closed with 4200), and the
+  // process ends with an error code for its supervisor to restart it.
+  void herald.failed.then(() => {
+    const hardStop = setTimeout(() => process.exit(1), config.shutdownTimeoutSeconds * 1000 + 2000);
+    hardStop.unref();
+    herald.stop().finally(() => process.exit(1));
+  });
   // A rejected promise nobody awaited is a bug; log it rather than let Node end the process
   // and every connection with it.
   process.on('unhandledRejection', (reason: unknown) => {

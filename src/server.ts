@@ -5,17 +5,24 @@
  * endpoint), and hands each route module only the clients and config it uses. This thread
  * stays an I/O loop: storage, gateway calls and per-device work happen on the shards.
  */
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { us_listen_socket } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig } from './config/schema.js';
 import { loadUws, type UwsModule } from './http/uws-native.js';
-import { registerRoutes, type Route } from './http/router.js';
-import { LIBUS_LISTEN_DEFAULT, LIBUS_LISTEN_EXCLUSIVE_PORT, type ListenWithOptions } from './http/uws-listen.js';
-import { inFlight, errorReply, type Reply, type RequestContext } from './http/uws-http.js';
-import { systemRoutes } from './http/system-routes.js';
-import { CORS_ANY_ORIGIN } from './http/cors.js';
+import { registerRoutes } from './http/router.js';
+import { messageQuotaOf } from './channels/http-api/routes.js';
+import { routeTable, notFoundRoutes } from './front-end/route-table.js';
+import { claimPort, listen, ListenError } from './http/listen.js';
+import type { Route } from './http/router.js';
+import type { StreamRequest, StreamSink } from './admin/stream.js';
+import { FrontEndThreads } from './front-end/threads.js';
+import { SharedCounters } from './front-end/shared-counters.js';
+import { createFanoutBuffers, ThreadedTopicFanout, type FanoutInit } from './front-end/fanout.js';
+import type { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
+
+export { ListenError } from './http/listen.js';
+import { inFlight } from './http/uws-http.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { MainApp } from './http/tls.js';
 import { HeraldMetrics } from './metrics/prometheus.js';
@@ -25,7 +32,7 @@ import { missingPlatforms } from './config/key-material.js';
 import { setLogLevel } from './log.js';
 import { openDataDir } from './shards/data-dir.js';
 import { ShardPool } from './shards/pool.js';
-import { HeraldError, CLOSE_CODES } from './errors.js';
+import { CLOSE_CODES } from './errors.js';
 import { log } from './log.js';
 import type { ServerContext, ServerState } from './server-context.js';
 import type { HeraldShardApi } from './shard-api.js';
@@ -36,19 +43,15 @@ import { Cluster } from './cluster/cluster.js';
 import { randomNodeId } from './cluster/node-session.js';
 import { describeRedis } from './cluster/connection.js';
 import { hostname } from 'node:os';
-import { registerWebSocket, type WebSocketEndpoint } from './channels/ws/endpoint.js';
+import { registerWebSocket } from './channels/ws/endpoint.js';
 import { SocketRegistry } from './channels/socket-registry.js';
 import { SessionTopics } from './channels/http-fallback/topics.js';
-import { createHttpFallback, type HttpFallback } from './channels/http-fallback/endpoint.js';
+import { createHttpFallback } from './channels/http-fallback/endpoint.js';
 import { clusterSessionDirectory } from './channels/http-fallback/cluster-directory.js';
 import { DevicesClient } from './push/clients/devices.js';
 import { PublishesClient } from './push/clients/publishes.js';
 import { ReportsClient } from './push/clients/reports.js';
 import { WebhooksClient } from './webhooks/client.js';
-import { channelApiRoutes, messageQuotaOf } from './channels/http-api/routes.js';
-import { deviceApiRoutes } from './push/http/devices/routes.js';
-import { publishApiRoutes } from './push/http/publishes/routes.js';
-import { reportingApiRoutes } from './push/http/reports/routes.js';
 import { DebugHub } from './admin/debug-hub.js';
 import { createAdminEndpoints, type AdminEndpoints } from './admin/admin-endpoints.js';
 import { RunningTenants } from './tenants/running-tenants.js';
@@ -58,6 +61,8 @@ import { LmdbTenantStore } from './tenants/lmdb-tenant-store.js';
 import { RedisTenantStore } from './tenants/redis-tenant-store.js';
 
 export interface RunningHerald {
+  /** Settles when a front-end thread died: the server stops itself, and the process should end with an error code. */
+  readonly failed: Promise<Error>;
   readonly port: number;
   readonly host: string;
   /** True when the main port speaks HTTPS/WSS. */
@@ -98,6 +103,10 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
 
   const state: ServerState = { ready: false, draining: false };
   const registry = new SocketRegistry();
+  // Several front-end threads: the budgets they share, the buffers frames cross between them, and the threads once started.
+  const threadCounters = config.frontEndThreads > 1 ? SharedCounters.create({ threads: config.frontEndThreads }) : undefined;
+  const fanoutBuffers = config.frontEndThreads > 1 ? createFanoutBuffers({ threads: config.frontEndThreads, maxFrameBytes: maxFrameBytes(config) }) : undefined;
+  let threaded: FrontEndThreads | undefined;
   const running = new RunningTenants(config, {
     shards,
     config: () => ctx.config,
@@ -105,9 +114,11 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
       ctx.config = next;
       shards.setWorkerConfig(next);
     },
+    ...(threadCounters && { follow: (change, next) => threaded?.applyTenants(change, next) ?? Promise.resolve() }),
   });
-  // Topic delivery reaches HTTP fallback sessions too (channels/http-fallback/topics.ts).
-  const topics = new SessionTopics(main);
+  // Topic delivery reaches HTTP fallback sessions too (channels/http-fallback/topics.ts); with
+  // several front-end threads, this thread's frames (watchlists, the dashboard's events) reach them through the shared fan-out.
+  const topics = new SessionTopics(fanoutBuffers ? new ThreadedTopicFanout(fanoutBuffers, config.frontEndThreads, NO_LOCAL_TOPICS, {}) : main);
   // With a `cluster` block, the cluster is this node's membership, shared by every area that keeps state in Redis.
   const { adapter, cluster } = await stopOnFailure(shards, undefined, () => createChannelAdapter(config, topics, shards, registry, () => ctx.config, running.appsById));
   const ctx: ServerContext = {
@@ -127,26 +138,24 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   };
   // What a cluster adds (null on a single node): shared tenants, fallback relay, overview, figures.
   const capability = adapter.cluster;
-  const quota = messageQuotaOf(adapter);
+  const quota = messageQuotaOf(adapter, threadCounters?.quota);
   const tenants = tenantRegistry(ctx, shards, running, cluster, { capability, quota });
   await stopOnFailure(shards, adapter, () => startTenants(tenants, ctx, running, cluster));
 
   // The dashboard's subscription tap sits on the adapter, where subscriptions are recorded.
   ctx.channels.tapSubscriptions(debug);
-  const ws = registerWebSocket({ config: ctx.config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug });
-  running.attach(ws);
   const token = config.admin.token;
-  // In a cluster, requests of a session that reach another node are relayed to the session's node.
-  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: cluster ? clusterSessionDirectory(cluster) : undefined });
   const admin =
     token === null
       ? undefined
-      : createAdminEndpoints({ ctx, hub: debug, token, trustedProxies: config.trustedProxies, connectionCount: (appId) => ws.connectionCount(appId), startedAt, tenants, ...(cluster && capability && { cluster: () => cluster.overview(capability.figures) }) });
+      : createAdminEndpoints({ ctx, hub: debug, token, trustedProxies: config.trustedProxies, connectionCount: (appId) => front.connectionCount(appId), startedAt, tenants, ...(cluster && capability && { cluster: () => cluster.overview(capability.figures) }) });
   const metrics = new HeraldMetrics({
     core: ctx.core,
     webhooks: ctx.webhooks,
     load: shards,
-    connections: () => ws.connectionCounts(),
+    connections: () => front.connectionCounts(),
+    threadConnections: () => front.threadConnections(),
+    ...(threaded && { gather: () => threaded!.gatherCounters() }),
     configured: () => ({ apps: ctx.appsById.values(), instanceIds: ctx.pushInstances.keys() }),
     build: { version: heraldVersion(), uws: uwsBuild },
     ...(cluster && capability && { cluster: () => capability.figures, clusterNodes: async () => (await cluster.members().catch(() => null))?.nodes.length ?? null }),
@@ -158,42 +167,44 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     metricsApp = uws.App();
     registerRoutes(metricsApp, [...metricsRoutes(ctx, metrics), ...notFoundRoutes()]);
   }
-  const allRoutes = [...routeTable(ctx, quota, metrics, admin, config.metrics !== null), ...notFoundRoutes()];
-  // On the app, and on each app a TLS certificate reload makes (see http/tls.ts).
-  main.install((target) => {
-    fallback.register(target);
-    registerRoutes(target, allRoutes, { draining: () => state.draining });
-    admin?.registerStream(target);
-  }, ws.behavior);
-
-  // With TLS the port is opened shareable (checked free first): a reload opens its new app beside it.
-  const listenSocket = await stopOnFailure(shards, adapter, () => listen(main.app, config.host, config.port, config.reusePort, main.secure));
-  const port = uws.us_socket_local_port(listenSocket);
-  main.listening(config.host, port, listenSocket);
+  const controlPlane = [...(config.metrics ? [] : metricsRoutes(ctx, metrics)), ...(admin?.routes ?? [])];
+  let died: ((error: Error) => void) | undefined;
+  const front: FrontEnd =
+    config.frontEndThreads > 1
+      ? threadedFrontEnd({ config, current: () => ctx.config, dataDir, installSecret, shards, counters: threadCounters!, fanout: fanoutBuffers!, controlPlane, ...(admin && { openStream: admin.openStream }), hub: debug, adapter, onThreads: (t) => (threaded = t), died: (error) => died?.(error) })
+      : frontEndHere({ ctx, main, registry, topics, cluster, quota, controlPlane, admin, running });
+  const port = await stopOnFailure(shards, adapter, () => front.listen());
   let metricsSocket: us_listen_socket | undefined;
   if (metricsApp && config.metrics) {
     const { host: metricsHost, port: metricsPortWanted } = config.metrics;
     metricsSocket = await stopOnFailure(shards, adapter, () =>
-      listen(metricsApp, metricsHost, metricsPortWanted, false).catch((err: unknown) => {
-        uws.us_listen_socket_close(listenSocket);
+      listen(metricsApp, metricsHost, metricsPortWanted, false).catch(async (err: unknown) => {
+        await front.close();
         throw new ListenError(`metrics listener: ${(err as Error).message}`);
       }),
     );
   }
   const metricsPort = metricsSocket ? uws.us_socket_local_port(metricsSocket) : null;
   state.ready = true;
-  log.info('herald listening', { host: config.host, port, tls: main.secure, metricsPort, shards: config.shards, dataDir, uws: uwsBuild, maxConnections: config.maxConnections ?? null });
+  log.info('herald listening', { host: config.host, port, tls: main.secure, metricsPort, shards: config.shards, frontEndThreads: config.frontEndThreads, dataDir, uws: uwsBuild, maxConnections: config.maxConnections ?? null });
   logMissingCredentials(config);
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     if (metricsSocket) uws.us_listen_socket_close(metricsSocket);
     tenants.close();
-    stopping ??= shutdown(main, ws, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter, ctx.webhooks, fallback);
+    stopping ??= shutdown(front, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter, ctx.webhooks);
     return stopping;
   };
-  const reload = async (file: Readonly<HeraldConfig>): Promise<ReloadReport> => applyReload(tenants.merge(file), { ctx, main, shards, running, forget: { capability, quota } });
-  return { port, host: config.host, secure: main.secure, metricsPort, reload, stop };
+  // A front-end thread that dies ends the process: what runs stops as on SIGTERM, and `failed` says why.
+  const failed = new Promise<Error>((resolveFailed) => {
+    died = (error) => {
+      resolveFailed(error);
+      void stop();
+    };
+  });
+  const reload = async (file: Readonly<HeraldConfig>): Promise<ReloadReport> => applyReload(tenants.merge(file), { ctx, main, front, shards, running, forget: { capability, quota } });
+  return { port, host: config.host, secure: main.secure, metricsPort, reload, stop, failed };
 }
 
 /** Starts every shard worker (a broken one fails start-up, not the first request); resolves with the installation secret. */
@@ -244,38 +255,14 @@ function tenantRegistry(
 }
 
 /**
- * The route table: every HTTP route of Herald, by path prefix and the module that defines it.
- *   /  /ready  /health  /debug/shards/*          http/system-routes.ts
- *   /metrics (unless on its own listener)        http/metrics-routes.ts
- *   /apps/:appId/...  (channel API C1-C6)        channels/http-api/routes.ts
- *   /device_api /customer_api /user_api          push/http/devices/routes.ts
- *   /publish_api  (P1, P2)                       push/http/publishes/routes.ts
- *   /reporting_api, publish statistics           push/http/reports/routes.ts
- *   /admin/v1/...  (with an admin block)         admin/routes.ts
- *   anything else: 404                           notFoundRoutes below (added by the caller, last)
- * WebSocket upgrades (/app/<key>; any other path closes with 4005): channels/ws/endpoint.ts.
- */
-function routeTable(ctx: ServerContext, quota: MessageCharger, metrics: HeraldMetrics, admin: AdminEndpoints | undefined, metricsListener: boolean): Route[] {
-  return [
-    ...systemRoutes(ctx),
-    ...(metricsListener ? [] : metricsRoutes(ctx, metrics)),
-    ...channelApiRoutes(ctx, quota),
-    ...deviceApiRoutes(ctx),
-    ...publishApiRoutes(ctx),
-    ...reportingApiRoutes(ctx),
-    ...(admin?.routes ?? []),
-  ];
-}
-
-/**
  * Applies a re-read config (SIGHUP), merged with the stored tenants: see config/reload.ts.
  * Certificates first (bad files leave everything as it was), then the shards, then this thread.
  */
 async function applyReload(
   merged: Readonly<HeraldConfig>,
-  live: { ctx: ServerContext; main: MainApp; shards: ShardPool<HeraldShardApi>; running: RunningTenants; forget: AppForgetting },
+  live: { ctx: ServerContext; main: MainApp; front: FrontEnd; shards: ShardPool<HeraldShardApi>; running: RunningTenants; forget: AppForgetting },
 ): Promise<ReloadReport> {
-  const { ctx, main, shards, running, forget } = live;
+  const { ctx, main, front, shards, running, forget } = live;
   const plan = planReload(ctx.config, merged);
   const { effective, tenants } = plan;
   if (effective.tls) main.reloadCertificates(effective.tls);
@@ -298,6 +285,7 @@ async function applyReload(
     if (a.status === 'rejected') log.error('reload: a shard did not take the new config', { error: String(a.reason) });
   }
   setLogLevel(effective.logLevel);
+  await front.reload(effective).catch((err: unknown) => log.error('reload: a front-end thread did not take the new config', { error: String(err) }));
   await Promise.all(tenants.removedApps.map((id) => forgetRemovedApp(forget, id)));
   if (plan.changed.includes('push')) logMissingCredentials(effective);
   return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections: closed };
@@ -349,6 +337,14 @@ function logMissingCredentials(config: Readonly<HeraldConfig>): void {
       log.info('push instance has no credentials for some platforms: publishes count their devices as failed', { instanceId: instance.instanceId, platforms: missing });
     }
   }
+}
+
+/** The main thread's own topics when several front-end threads serve: it holds no socket. */
+const NO_LOCAL_TOPICS: TopicFanout = { publish: () => {}, numSubscribers: () => 0, publishFrom: () => {} };
+
+/** The largest frame a channel event can make (the fan-out's buffers must hold one). */
+function maxFrameBytes(config: Readonly<HeraldConfig>): number {
+  return Math.max(config.maxRequestBodyBytes, config.maxWebSocketFrameBytes) * 2 + 4096;
 }
 
 /** The shard worker entry (compiled beside this file): it lists the areas every shard runs. */
@@ -424,91 +420,24 @@ function describePostgres(url: string): string {
   }
 }
 
-/** First path segments of the push APIs (Beams): their 404s use the push error body. */
-const PUSH_PREFIXES = ['device_api', 'publish_api', 'reporting_api', 'customer_api', 'user_api'];
-
-/**
- * The catch-all 404 for every method and path no route serves (registered last; uWS prefers
- * any more specific pattern). Paths under a push API prefix answer in the push error shape,
- * every other one in the channel API's; both with `Access-Control-Allow-Origin: *` like the
- * APIs themselves, so a browser page sees the error instead of a CORS failure.
- */
-function notFoundRoutes(): Route[] {
-  const notFound = (rc: RequestContext): Reply => {
-    const first = rc.path.split('/')[1] ?? '';
-    const err = new HeraldError('ROUTE_NOT_FOUND', `No route for ${rc.method.toUpperCase()} ${rc.path}`);
-    return errorReply(err, PUSH_PREFIXES.includes(first) ? 'push' : 'channel', rc.path);
-  };
-  return [{ method: 'any', pattern: '/*', handler: notFound, options: { errorStyle: 'channel', bodyLimit: 0, extraHeaders: CORS_ANY_ORIGIN } }];
-}
-
-/** Thrown when the port cannot be had; the CLI prints the message alone. */
-export class ListenError extends Error {
-  override readonly name = 'ListenError';
-}
-
-/**
- * Listens on host:port; by default alone (a port in use fails), with `reusePort` shared with
- * other processes that also ask for it. `shareable` (TLS): opened with SO_REUSEPORT even without
- * `reusePort`, so that a certificate reload can open a new listener beside it; the port is then
- * first checked free with a listener that does not share (a port in use still fails).
- */
-async function listen(app: ReturnType<UwsModule['App']>, host: string, port: number, reusePort: boolean, shareable = false): Promise<us_listen_socket> {
-  const failure = (at: number): ListenError => {
-    const hint = reusePort
-      ? 'it is in use by a process that does not share it (or not permitted)'
-      : 'it is in use (another Herald or another program), or not permitted; ' +
-        'choose another port (port, or HERALD_PORT); to run several Herald nodes of one cluster on one port, set "reusePort": true on each';
-    return new ListenError(`cannot listen on ${host}:${at}: ${hint}`);
-  };
-  let at = port;
-  if (shareable && !reusePort) {
-    // Also picks the port when 0 (an ephemeral port cannot be shared once bound).
-    at = await new Promise<number>((resolvePort, reject) => {
-      const probe = createNetServer();
-      probe.once('error', () => reject(failure(port)));
-      probe.listen({ host, port, exclusive: true }, () => {
-        const bound = (probe.address() as AddressInfo).port;
-        probe.close(() => resolvePort(bound));
-      });
-    });
-  }
-  return new Promise((resolvePromise, reject) => {
-    const options = reusePort || shareable ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
-    (app.listen as unknown as ListenWithOptions).call(app, host, at, options, (socket) => {
-      if (socket) resolvePromise(socket);
-      else reject(failure(at));
-    });
-  });
-}
-
 async function shutdown(
-  main: MainApp,
-  ws: WebSocketEndpoint,
+  front: FrontEnd,
   shards: ShardPool<HeraldShardApi>,
   state: ServerState,
   timeoutMs: number,
   admin: AdminEndpoints | undefined,
   adapter: ChannelAdapter,
   webhooks: WebhooksClient,
-  fallback: HttpFallback,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   state.draining = true;
   state.ready = false;
   log.info('shutting down: no new connections');
-  main.closeListener();
-  ws.closeAll(CLOSE_CODES.GENERIC_RECONNECT, 'Server shutting down');
   admin?.close();
-  // Requests finish, and the closed sockets' close handlers run (their leaves start: a cluster
-  // node's leave webhooks are decided before it leaves the cluster).
-  while ((inFlight.count > 0 || ws.connectionCount() > 0) && Date.now() < deadline - 2000) {
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  if (inFlight.count > 0) log.warn('shutdown: requests still in flight at the deadline', { inFlight: inFlight.count });
-  if (ws.connectionCount() > 0) log.warn('shutdown: connections not closed by the deadline', { connections: ws.connectionCount() });
-  // HTTP fallback sessions were closed with the connections and their close lines written: their streams end.
-  fallback.close();
+  // No new connection; every one closed with 4200; requests finish, and the closed sockets'
+  // close handlers run (their leaves start: a cluster node's leave webhooks are decided before
+  // it leaves the cluster). HTTP fallback sessions were closed with the connections: their streams end.
+  await front.drain(deadline - 2000);
   // A cluster node leaves its cluster while its shards still take the webhooks that produces.
   await adapter.close().catch((err: unknown) => log.warn('shutdown: leaving the cluster failed', { error: String(err) }));
   // Webhooks due now get their first attempt before the shards stop: a node that does not come
@@ -518,6 +447,142 @@ async function shutdown(
     const left = await webhooks.drain(drainMs).catch(() => -1);
     if (left !== 0) log.warn('shutdown: webhooks due at the stop were not all attempted; they are sent after the next start', { left });
   }
+  await front.close();
   await shards.close(Math.max(1000, deadline - Date.now()));
   log.info('shutdown complete');
+}
+
+/** What serves the port: this thread (one front-end thread), or several front-end threads. */
+interface FrontEnd {
+  /** Live connections, of one app or of all. */
+  connectionCount(appId?: string): number;
+  /** Open connections per app id. */
+  connectionCounts(): Map<string, number>;
+  /** Open connections per front-end thread. */
+  threadConnections(): number[];
+  /** Opens the port; answers the port it got. */
+  listen(): Promise<number>;
+  /** A reload's settings the front end reads (certificates, log level, the running config). */
+  reload(effective: Readonly<HeraldConfig>): Promise<void>;
+  /** Shutdown: no new connection, every one closed with 4200, requests answered; until `deadline`. */
+  drain(deadline: number): Promise<void>;
+  /** Shutdown, last: what is left closed. */
+  close(): Promise<void>;
+}
+
+/** One front-end thread, this one: the WebSocket endpoint, HTTP fallback and every route on the main app. */
+function frontEndHere(deps: {
+  ctx: ServerContext;
+  main: MainApp;
+  registry: SocketRegistry;
+  topics: SessionTopics;
+  cluster: Cluster | null;
+  quota: MessageCharger;
+  controlPlane: Route[];
+  admin: AdminEndpoints | undefined;
+  running: RunningTenants;
+}): FrontEnd {
+  const { ctx, main, registry, topics, cluster, quota, controlPlane, admin, running } = deps;
+  const { config, state } = ctx;
+  const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug: ctx.debug });
+  running.attach(ws);
+  // In a cluster, requests of a session that reach another node are relayed to the session's node.
+  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: cluster ? clusterSessionDirectory(cluster) : undefined });
+  const allRoutes = [...routeTable(ctx, quota, controlPlane), ...notFoundRoutes()];
+  // On the app, and on each app a TLS certificate reload makes (see http/tls.ts).
+  main.install((target) => {
+    fallback.register(target);
+    registerRoutes(target, allRoutes, { draining: () => state.draining });
+    admin?.registerStream(target);
+  }, ws.behavior);
+  let listenSocket: us_listen_socket | undefined;
+  return {
+    connectionCount: (appId) => ws.connectionCount(appId),
+    connectionCounts: () => ws.connectionCounts(),
+    threadConnections: () => [ws.connectionCount()],
+    listen: async () => {
+      // With TLS the port is opened shareable (checked free first): a reload opens its new app beside it.
+      listenSocket = await listen(main.app, config.host, config.port, config.reusePort, main.secure);
+      const port = loadUws().uws.us_socket_local_port(listenSocket);
+      main.listening(config.host, port, listenSocket);
+      return port;
+    },
+    reload: async () => {},
+    drain: async (deadline) => {
+      main.closeListener();
+      ws.closeAll(CLOSE_CODES.GENERIC_RECONNECT, 'Server shutting down');
+      while ((inFlight.count > 0 || ws.connectionCount() > 0) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      if (inFlight.count > 0) log.warn('shutdown: requests still in flight at the deadline', { inFlight: inFlight.count });
+      if (ws.connectionCount() > 0) log.warn('shutdown: connections not closed by the deadline', { connections: ws.connectionCount() });
+      fallback.close();
+    },
+    close: async () => {
+      main.closeListener();
+    },
+  };
+}
+
+/**
+ * Several front-end threads (front-end/threads.ts): this thread serves no connection; it keeps
+ * the control plane, and its adapter publishes (watchlists, the dashboard's events) through the
+ * threads' shared fan-out.
+ */
+function threadedFrontEnd(deps: {
+  config: Readonly<HeraldConfig>;
+  /** The running config (stored tenants included) when the threads start. */
+  current: () => Readonly<HeraldConfig>;
+  dataDir: string;
+  installSecret: string;
+  shards: ShardPool<HeraldShardApi>;
+  counters: SharedCounters;
+  fanout: FanoutInit;
+  controlPlane: Route[];
+  openStream?: (request: StreamRequest, sink: StreamSink) => void;
+  hub: DebugHub;
+  adapter: ChannelAdapter;
+  onThreads: (threads: FrontEndThreads) => void;
+  died: (error: Error) => void;
+}): FrontEnd {
+  const { config, counters } = deps;
+  let threads: FrontEndThreads | undefined;
+  return {
+    connectionCount: (appId) => counters.connectionCount(appId),
+    connectionCounts: () => counters.connectionCounts(),
+    threadConnections: () => Array.from({ length: config.frontEndThreads }, (_, t) => counters.threadConnections(t)),
+    listen: async () => {
+      // Every thread listens in the port's SO_REUSEPORT group: the port is checked free (and chosen, for 0) first.
+      const port = config.reusePort ? config.port : await claimPort(config.host, config.port);
+      threads = await FrontEndThreads.start({
+        config: deps.current(),
+        dataDir: deps.dataDir,
+        port,
+        installSecret: deps.installSecret,
+        attach: (t) => deps.shards.attachFrontEnd(t),
+        counters,
+        fanout: deps.fanout,
+        controlPlane: deps.controlPlane,
+        ...(deps.openStream && { openStream: deps.openStream }),
+        hub: deps.hub,
+        presence: (appId, userId, online) => deps.adapter.userPresence(appId, userId, online),
+        died: (t, error) => {
+          const lost = deps.adapter as LocalChannelAdapter;
+          void lost.dropFrontEnd(t).finally(() => deps.died(new Error(`front-end thread ${t} died: ${error}`)));
+        },
+      });
+      deps.shards.onFrontEndPort((t, shard, p) => threads?.shardPort(t, shard, p));
+      deps.onThreads(threads);
+      return port;
+    },
+    reload: async (effective) => {
+      await threads?.reload(effective);
+    },
+    drain: async (deadline) => {
+      await threads?.drain(deadline);
+    },
+    close: async () => {
+      await threads?.exit();
+    },
+  };
 }

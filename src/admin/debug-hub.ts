@@ -57,10 +57,12 @@ export class DebugHub implements DebugTap {
   private readonly now: () => number;
   private readonly toShards: BroadcastChannel;
   private readonly fromShards: BroadcastChannel;
-  /** Since start: messages published (one per channel of an API event, one per client event). */
-  messages = 0;
-  /** Since start: connections accepted. */
-  connectionsOpened = 0;
+  /** Since start, on this thread: messages published (one per channel of an API event, one per client event). */
+  private ownMessages = 0;
+  /** Since start, on this thread: connections accepted. */
+  private ownConnectionsOpened = 0;
+  /** The same totals of each front-end thread (when several serve), as they last reported them. */
+  private readonly threadTotals = new Map<number, { messages: number; connectionsOpened: number }>();
 
   constructor(opts: DebugHubOptions) {
     this.maxPerSecond = opts.maxEventsPerSecond ?? DEFAULT_MAX_EVENTS_PER_SECOND;
@@ -72,6 +74,25 @@ export class DebugHub implements DebugTap {
     // Neither keeps the process alive.
     this.toShards.unref();
     this.fromShards.unref();
+  }
+
+  /** Since start: messages published (one per channel of an API event, one per client event), every thread. */
+  get messages(): number {
+    let n = this.ownMessages;
+    for (const t of this.threadTotals.values()) n += t.messages;
+    return n;
+  }
+
+  /** Since start: connections accepted, every thread. */
+  get connectionsOpened(): number {
+    let n = this.ownConnectionsOpened;
+    for (const t of this.threadTotals.values()) n += t.connectionsOpened;
+    return n;
+  }
+
+  /** A front-end thread's totals since start (front-end/thread-tap.ts). */
+  threadReported(thread: number, totals: { messages: number; connectionsOpened: number }): void {
+    this.threadTotals.set(thread, totals);
   }
 
   close(): void {
@@ -114,7 +135,7 @@ export class DebugHub implements DebugTap {
   }
 
   connectionOpened(appId: string, socketId: string): void {
-    this.connectionsOpened++;
+    this.ownConnectionsOpened++;
     if (this.watching(appId)) this.emit(appId, { kind: 'connection', action: 'opened', socketId });
   }
 
@@ -127,7 +148,7 @@ export class DebugHub implements DebugTap {
   }
 
   apiEvent(appId: string, channels: readonly string[], event: string, data: string, socketId?: string): void {
-    this.messages += channels.length;
+    this.ownMessages += channels.length;
     if (!this.watching(appId)) return;
     const e: DebugEvent = { kind: 'api_event', channels: [...channels], event, data: dataPreview(data), dataBytes: Buffer.byteLength(data) };
     if (socketId !== undefined) e.socketId = socketId;
@@ -135,7 +156,7 @@ export class DebugHub implements DebugTap {
   }
 
   clientEvent(appId: string, channel: string, event: string, data: string, socketId: string, userId?: string): void {
-    this.messages++;
+    this.ownMessages++;
     if (!this.watching(appId)) return;
     const e: DebugEvent = { kind: 'client_event', channel, event, data: dataPreview(data), dataBytes: Buffer.byteLength(data), socketId };
     if (userId !== undefined) e.userId = userId;

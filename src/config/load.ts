@@ -1,6 +1,7 @@
 /** Loads, validates and freezes the configuration: file, then environment overrides. */
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { checkFrontEndThreads } from './front-end-threads.js';
 import { z } from 'zod';
 import { DEVELOPMENT_CONFIG, configSchema, type HeraldConfig } from './schema.js';
 import { isLogLevel, LOG_LEVELS } from '../log.js';
@@ -54,6 +55,7 @@ export function loadConfig(sources: ConfigSources = {}): Readonly<HeraldConfig> 
   if (env.HERALD_PORT) fromEnv.port = envInteger('HERALD_PORT', env.HERALD_PORT);
   if (env.HERALD_DATA_DIR) fromEnv.dataDir = env.HERALD_DATA_DIR;
   if (env.HERALD_SHARDS) fromEnv.shards = envInteger('HERALD_SHARDS', env.HERALD_SHARDS);
+  if (env.HERALD_FRONT_END_THREADS) fromEnv.frontEndThreads = envInteger('HERALD_FRONT_END_THREADS', env.HERALD_FRONT_END_THREADS);
   if (env.HERALD_ADMIN_TOKEN !== undefined) fromEnv.admin = { ...adminOf(raw), token: env.HERALD_ADMIN_TOKEN || null };
   if (env.HERALD_REDIS_URL) {
     // Replaces only the URL (and turns the cluster on): keyPrefix and nodeTimeoutMs keep the file's values or defaults.
@@ -102,11 +104,12 @@ export function parseConfig(raw: unknown): Readonly<HeraldConfig> {
   checkKeyMaterial(parsed, fail);
   if (parsed.tls) checkTlsFiles(parsed.tls, fail);
   const shards = parsed.shards ?? Math.max(1, availableParallelism() - 1);
+  const frontEndThreads = checkFrontEndThreads(parsed.frontEndThreads, parsed.cluster !== undefined, fail);
   const maxConnections =
     parsed.maxConnections !== undefined
       ? parsed.maxConnections
       : defaultMaxConnections({ shards, pushConcurrency: parsed.pushDelivery.concurrency, webhookConcurrencyPerUrl: parsed.webhookDelivery.concurrencyPerUrl });
-  return deepFreeze({ ...parsed, shards, maxConnections });
+  return deepFreeze({ ...parsed, shards, frontEndThreads, maxConnections });
 }
 
 /**

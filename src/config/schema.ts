@@ -514,6 +514,12 @@ export const configSchema = z.strictObject({
   dataDir: z.string().min(1).default('./data'),
   /** Worker-thread shards; default cores − 1, at least 1. */
   shards: z.number().int().min(1).max(64).optional(),
+  /**
+   * Threads that serve the port (each its own uWS app, sharing the port through SO_REUSEPORT);
+   * default from the host (config/front-end-threads.ts), at most the host's CPUs (2 on a 1-CPU
+   * host) and 32. With more than 1, the main thread keeps the control plane and serves nothing.
+   */
+  frontEndThreads: z.number({ error: 'must be a whole number from 1 up' }).int('must be a whole number from 1 up').min(1, 'must be a whole number from 1 up').optional(),
   pushDomain: z.string().min(1).default('pushnotifications.pusher.com'),
   /** Timeout for one main→shard request (ms); a timed-out request answers 500. */
   shardRequestTimeoutMs: z.number().int().positive().default(10_000),
@@ -564,7 +570,7 @@ export const configSchema = z.strictObject({
 
 export type HistoryConfig = z.infer<typeof historySchema>;
 
-export type HeraldConfig = z.infer<typeof configSchema> & { shards: number };
+export type HeraldConfig = z.infer<typeof configSchema> & { shards: number; frontEndThreads: number };
 export type AppConfig = z.infer<typeof appSchema>;
 export type PushInstanceConfig = z.infer<typeof pushInstanceSchema>;
 export type ApnsConfig = z.infer<typeof apnsSchema>;

@@ -9,10 +9,16 @@ import { appCounters } from '../metrics/node-counters.js';
 export function countRemoteDelivery(topic: string, frames: number): void {
   const colon = topic.indexOf(':');
   if (colon <= 0 || topic.charCodeAt(colon + 1) === 0x3a) return;
-  appCounters(appIdOfTopic(topic.slice(0, colon))).wsMessagesSent += frames;
+  appCounters(decodedPart(topic.slice(0, colon))).wsMessagesSent += frames;
 }
 
-function appIdOfTopic(part: string): string {
+/** The app id of any topic (channel, watchlist, server-to-user): its first part. */
+export function appIdOfTopic(topic: string): string {
+  const colon = topic.indexOf(':');
+  return decodedPart(colon < 0 ? topic : topic.slice(0, colon));
+}
+
+function decodedPart(part: string): string {
   if (!part.includes('%')) return part;
   try {
     return decodeURIComponent(part);

@@ -12,7 +12,7 @@ import type { ExceptPublisher, PublishingSocket, TopicFanout } from '../http/top
 import { describeError, log } from '../log.js';
 import { InterestTable, TopicInterest, interestBytes } from './interest.js';
 import { CONTROL_BELL, RingReader, RingWriter, controlActive, controlInts, controlStop, createRing, RING_READ, RING_WRITE, waitAsync, type RingBuffers } from './ring.js';
-import { threadOfSocketId } from './thread-of.js';
+import { threadOf } from '../channels/socket-id.js';
 
 /** Default ring size per producer: 4 MiB. */
 export const DEFAULT_RING_BYTES = 4 * 1024 * 1024;
@@ -148,7 +148,7 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
    * (`threadOf`): that thread publishes from the socket, the others publish to all.
    */
   publishExcept(topic: RecognizedString, message: RecognizedString, exceptSocketId: string): void {
-    if (threadOfSocketId(exceptSocketId) === this.thread) {
+    if (threadOf(exceptSocketId) === this.thread) {
       const ws = this.opts.lookupSocket?.(exceptSocketId, text(topic));
       if (ws) this.local.publishFrom(ws, topic, message);
       else this.local.publish(topic, message);
@@ -188,7 +188,7 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
 
   private deliverLocally(topic: string, frame: Uint8Array, except: string): void {
     let excepted = false;
-    if (except !== '' && threadOfSocketId(except) === this.thread) {
+    if (except !== '' && threadOf(except) === this.thread) {
       const ws = this.opts.lookupSocket?.(except, topic);
       if (ws) {
         this.local.publishFrom(ws, topic, frame);

@@ -80,6 +80,8 @@ export class MainApp implements TopicFanout {
   /** Old listen sockets still accepting for SETTLE_MS after a handover (see handOver). */
   private readonly retiring = new Set<us_listen_socket>();
   private closed = false;
+  /** Every app made (a thread that ends closes them all first: an open uWS app aborts a worker thread's exit). */
+  private readonly made = new Set<TemplatedApp>();
   /** Fingerprint of the current app's files; when the last handover was; a handover waiting for the interval. */
   private installed = '';
   private handedOverAt = Number.NEGATIVE_INFINITY;
@@ -119,6 +121,7 @@ export class MainApp implements TopicFanout {
   }
 
   private installOn(app: TemplatedApp): void {
+    this.made.add(app);
     const behavior = this.wsBehavior;
     this.installRoutes?.(app);
     if (!behavior) return;
@@ -184,6 +187,13 @@ export class MainApp implements TopicFanout {
   /** The listen socket the server opened for the app (host and the port it got). */
   listening(host: string, port: number, socket: us_listen_socket): void {
     this.listener = { host, port, socket };
+  }
+
+  /** Closes the listeners and every app, with their connections (a front-end thread that ends). */
+  closeApps(): void {
+    this.closeListener();
+    for (const app of this.made) app.close();
+    this.made.clear();
   }
 
   /** Closes the listen socket(s): no new connection (shutdown). */

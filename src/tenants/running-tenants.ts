@@ -26,6 +26,11 @@ export interface RunningTenantsDeps {
   config: () => Readonly<HeraldConfig>;
   /** Adopts the running config after a change (this thread's, and a restarted shard's). */
   configChanged: (config: Readonly<HeraldConfig>) => void;
+  /**
+   * Hands the change on, once the shards have it (the front-end threads, when several serve), with
+   * the whole running config when the change came with one (start-up, reload); `taken` waits for it.
+   */
+  follow?: (change: TenantChange, config: Readonly<HeraldConfig> | undefined) => Promise<void>;
 }
 
 export interface ApplyOptions {
@@ -86,7 +91,7 @@ export class RunningTenants {
    * maps, the running config and the changed apps' sockets take it.
    */
   apply(change: TenantChange, options: ApplyOptions = {}): Applied {
-    const taken = options.shardsUpToDate ? Promise.resolve() : this.send(change);
+    const sent = options.shardsUpToDate ? Promise.resolve() : this.send(change);
     for (const id of change.removedApps ?? []) {
       const previous = this.apps.get(id);
       if (!previous) continue;
@@ -101,7 +106,11 @@ export class RunningTenants {
     }
     for (const id of change.removedPush ?? []) this.push.delete(id);
     for (const instance of change.push ?? []) this.push.set(instance.instanceId, instance);
-    this.deps.configChanged(options.config ?? configWithTenants(this.deps.config(), { apps: this.apps, push: this.push }));
+    const config = options.config ?? configWithTenants(this.deps.config(), { apps: this.apps, push: this.push });
+    this.deps.configChanged(config);
+    const follow = this.deps.follow;
+    // The followers get the change even when a shard missed it (that shard takes the config when it restarts).
+    const taken = follow ? sent.then(() => follow(change, options.config), (err: unknown) => follow(change, options.config).then(() => Promise.reject(err))) : sent;
     let closed = 0;
     if (this.sockets) {
       for (const id of change.removedApps ?? []) closed += this.sockets.applyApp(id, undefined);

@@ -11,6 +11,7 @@ import type { HeraldProcess } from './herald-process.js';
 import { decodeFrame, type Frame } from './protocol-frame.js';
 import { channelsSdk, pusherJsClient, type ChannelsCreds, type PusherJsClient } from './sdk-clients.js';
 import { until } from './wait.js';
+import { threadOf } from '../../src/channels/socket-id.js';
 
 /** One event as the application code of a pusher-js client sees it. */
 export interface Received {
@@ -165,6 +166,20 @@ export class ClientPool {
     return client;
   }
 
+  /**
+   * A client whose connection the kernel gave to front-end thread `thread` (its socket id says
+   * which): connections are opened until one lands there, the others closed.
+   */
+  async connectOnThread(node: HeraldProcess, thread: number, identity: Identity = {}): Promise<ChannelClient> {
+    for (let attempt = 0; attempt < 60; attempt++) {
+      const client = await this.connect(node, identity);
+      if (threadOf(client.socketId) === thread) return client;
+      client.disconnect();
+      this.clients.splice(this.clients.indexOf(client), 1);
+    }
+    throw new Error(`no connection landed on front-end thread ${thread} in 60 tries`);
+  }
+
   /** connect() then signIn(). */
   async signedIn(node: HeraldProcess, identity: Identity): Promise<ChannelClient> {
     const client = await this.connect(node, identity);
@@ -254,6 +269,17 @@ export async function rawConnection(node: HeraldProcess, key: string): Promise<{
     });
   });
   return { ws, first, closed };
+}
+
+/** A bare WebSocket to `/app/<key>` of `node` that the kernel gave to front-end thread `thread` (the others tried are closed). */
+export async function rawConnectionOnThread(node: HeraldProcess, key: string, thread: number): Promise<{ ws: WebSocket; socketId: string; closed: Promise<number> }> {
+  for (let attempt = 0; attempt < 60; attempt++) {
+    const { ws, first, closed } = await rawConnection(node, key);
+    const socketId = (first.data as { socket_id: string }).socket_id;
+    if (threadOf(socketId) === thread) return { ws, socketId, closed };
+    ws.close();
+  }
+  throw new Error(`no connection landed on front-end thread ${thread} in 60 tries`);
 }
 
 /**

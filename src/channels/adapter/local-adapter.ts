@@ -178,7 +178,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
     tellWatchers(this.topics, appId, userId, online);
   }
 
-  watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[] {
+  watch(socket: ChannelSocket, appId: string, userIds: readonly string[]): string[] | Promise<string[]> {
     for (const id of userIds) socket.subscribe(watchTopicFor(appId, id));
     return userIds.filter((id) => this.registry.isOnline(appId, id));
   }

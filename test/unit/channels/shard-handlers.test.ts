@@ -61,6 +61,7 @@ beforeEach(() => {
       ],
     }),
     shards: 1,
+    frontEndThreads: 1,
   };
   ctx = { shardIndex: 0, shardCount: 1, dataDir: dir, config, installSecret: '00'.repeat(32), root: undefined as unknown as RootDatabase, testHooks: false };
   openArea();

@@ -66,7 +66,7 @@ function config(): Readonly<HeraldConfig> {
     push: [fakes.instanceConfig({ instanceId: INSTANCE, secretKey: 's' })],
     pushDelivery: { concurrency: 1, retryBaseDelayMs: 5 },
   });
-  return { ...parsed, shards: 1 };
+  return { ...parsed, shards: 1, frontEndThreads: 1 };
 }
 
 /** Opens the shard's environment (again, after a "restart") and builds its push area. */

@@ -47,7 +47,7 @@ beforeEach(async () => {
   devices = new LmdbDeviceStore(root);
   const publishes = new LmdbPublishStore(root);
   emitter = new RecordingEmitter();
-  const config = { ...configSchema.parse({ dataDir: dir, push: [{ instanceId: INSTANCE, secretKey: 'push-secret' }] }), shards: 1 };
+  const config = { ...configSchema.parse({ dataDir: dir, push: [{ instanceId: INSTANCE, secretKey: 'push-secret' }] }), shards: 1, frontEndThreads: 1 };
   area = createReportArea({
     ctx: { shardIndex: 0, shardCount: 1, dataDir: dir, config, installSecret: '00'.repeat(32), root, testHooks: false },
     store: devices,

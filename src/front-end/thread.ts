@@ -1,0 +1,185 @@
+/**
+ * A front-end thread (with `frontEndThreads` > 1): its own uWS app on the shared port (TLS
+ * included), serving everything the port serves: the WebSocket endpoint, HTTP fallback
+ * sessions, the channel and push APIs, `/ready`; the admin API, the dashboard and `/metrics` are
+ * the main thread's, relayed there. It talks to the shard workers over its own ports, delivers
+ * frames to the other threads through shared memory (fanout.ts), counts every per-app budget
+ * in the process-wide counters (shared-counters.ts), and asks the main thread for what spans
+ * the threads (who is online, terminating a user, where a fallback session lives).
+ *
+ * A thread that fails closes its uWS apps before it ends (an open app aborts the whole
+ * process when its thread exits) and tells the main thread, which ends the process cleanly.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import type { MessagePort } from 'node:worker_threads';
+import type { HeraldConfig } from '../config/schema.js';
+import { loadUws } from '../http/uws-native.js';
+import { registerRoutes, type Route } from '../http/router.js';
+import { listenOn } from '../http/listen.js';
+import { inFlight } from '../http/uws-http.js';
+import { MainApp } from '../http/tls.js';
+import { describeError, log, setLogLevel } from '../log.js';
+import { CLOSE_CODES } from '../errors.js';
+import type { ServerContext, ServerState } from '../server-context.js';
+import type { HeraldShardApi } from '../shard-api.js';
+import { SocketRegistry } from '../channels/socket-registry.js';
+import { SessionTopics } from '../channels/http-fallback/topics.js';
+import { registerWebSocket } from '../channels/ws/endpoint.js';
+import { createHttpFallback } from '../channels/http-fallback/endpoint.js';
+import { DevicesClient } from '../push/clients/devices.js';
+import { PublishesClient } from '../push/clients/publishes.js';
+import { ReportsClient } from '../push/clients/reports.js';
+import { WebhooksClient } from '../webhooks/client.js';
+import { RunningTenants } from '../tenants/running-tenants.js';
+import type { TenantChange } from '../shards/context.js';
+import { PortShardRequester } from '../shards/port-requester.js';
+import { ControlLink } from './control.js';
+import { routeTable, notFoundRoutes } from './route-table.js';
+import { relayedRoutes } from './route-relay.js';
+import { ThreadedChannelAdapter } from './threaded-adapter.js';
+import { threadSessionDirectory } from './thread-directory.js';
+import { ThreadTap } from './thread-tap.js';
+import { SharedCounters } from './shared-counters.js';
+import { ThreadedTopicFanout } from './fanout.js';
+import { appIdOfTopic, countRemoteDelivery } from './delivery-count.js';
+import type { TopicInterestHook } from '../http/topic-fanout.js';
+import { snapshotNodeCounters } from '../metrics/counters-snapshot.js';
+import { forgetTenantsExcept } from '../metrics/node-counters.js';
+import { relayedStreams } from '../admin/stream-relay.js';
+import type { FrontEndThreadData } from './thread-data.js';
+
+const data = workerData as FrontEndThreadData;
+const link = new ControlLink(parentPort!);
+let main: MainApp | undefined;
+
+/** Ends the thread after an error it cannot recover from: apps closed first, then the main thread told. */
+function fail(err: unknown): void {
+  log.error('front-end thread failed: closing its connections and ending', { thread: data.thread, error: describeError(err) });
+  try {
+    main?.closeApps();
+  } catch {
+    // Closing what is left is all that can be done.
+  }
+  link.tell('dying', { error: describeError(err) });
+  // The main thread ends the process; this thread's loop has nothing left to run.
+  setImmediate(() => process.exit(1));
+}
+process.on('uncaughtException', fail);
+process.on('unhandledRejection', fail);
+
+async function start(): Promise<void> {
+  const config: Readonly<HeraldConfig> = data.config;
+  setLogLevel(config.logLevel);
+  const { uws } = loadUws();
+  main = new MainApp(uws, config.tls);
+  const app = main;
+  const shards = new PortShardRequester<HeraldShardApi>(data.shardPorts, { requestTimeoutMs: config.shardRequestTimeoutMs });
+  link.on<{ shard: number; port: MessagePort }>('shardPort', ({ shard, port }) => shards.replacePort(shard, port));
+  const counters = SharedCounters.attach(data.counters, data.thread);
+  for (const [appId, slot] of data.slots) counters.setSlot(appId, slot);
+  const state: ServerState = { ready: false, draining: false };
+  const registry = new SocketRegistry();
+  const running = new RunningTenants(config, {
+    shards,
+    config: () => ctx.config,
+    configChanged: (next) => {
+      ctx.config = next;
+    },
+  });
+  // Fallback sessions and WebSockets alike tell the fan-out which topics this thread has subscribers on.
+  const interest: TopicInterestHook = { add: (topic) => fanout.interest?.add(topic), remove: (topic) => fanout.interest?.remove(topic) };
+  const topics = new SessionTopics(main, interest);
+  const fanout = new ThreadedTopicFanout(data.fanout, data.thread, topics, {
+    lookupSocket: (socketId, topic) => {
+      const state = registry.get(appIdOfTopic(topic), socketId);
+      return state?.ws && !state.closed && state.ws.isSubscribed(topic) ? state.ws : undefined;
+    },
+    onDelivered: countRemoteDelivery,
+    onReaderBehind: (threads, queuedBytes) => log.warn('front-end threads behind on frames from this thread: frames queue here until they catch up', { thread: data.thread, behind: threads, queuedBytes }),
+  });
+  const adapter = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId) });
+  const debug = new ThreadTap(link);
+  const ctx: ServerContext = {
+    config,
+    appsById: running.appsById,
+    appsByKey: running.appsByKey,
+    pushInstances: running.pushInstances,
+    installSecret: data.installSecret,
+    state,
+    debug,
+    core: shards,
+    channels: adapter,
+    devices: new DevicesClient(shards),
+    publishes: new PublishesClient(shards),
+    reports: new ReportsClient(shards),
+    webhooks: new WebhooksClient(shards),
+  };
+  adapter.tapSubscriptions(debug);
+  const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter, debug, frontEndThread: data.thread, counters, interest });
+  running.attach(ws);
+  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: threadSessionDirectory(data.thread, link) });
+  const controlPlane = relayedRoutes(data.relaySpecs, data.relayPort);
+  // The admin API's live stream (the dashboard's debug console) is opened on the main thread too.
+  const streams = data.adminStream ? relayedStreams(data.relayPort) : null;
+  const allRoutes = [...routeTable(ctx, counters.quota, controlPlane, counters.rateCounter), ...(process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute()] : []), ...notFoundRoutes()];
+  main.install((target) => {
+    fallback.register(target);
+    registerRoutes(target, allRoutes, { draining: () => state.draining });
+    streams?.register(target);
+  }, ws.behavior);
+
+  link.on<{ change: TenantChange; config: HeraldConfig | undefined; slots: [string, number][] }>('tenants', ({ change, config: next, slots }) => {
+    for (const [appId, slot] of slots) counters.setSlot(appId, slot);
+    running.apply(change, next ? { config: next, shardsUpToDate: true } : { shardsUpToDate: true });
+    for (const appId of change.removedApps ?? []) counters.clearSlot(appId);
+    // An app or instance created again with the same id starts its counters from 0.
+    forgetTenantsExcept(new Set(ctx.appsById.keys()), new Set(ctx.pushInstances.keys()));
+  });
+  link.on<{ config: HeraldConfig }>('reload', ({ config: next }) => {
+    if (next.tls) app.reloadCertificates(next.tls);
+    setLogLevel(next.logLevel);
+    ctx.config = next;
+  });
+  link.on<{ appId: string; userId: string }>('terminateUser', ({ appId, userId }) => registry.terminateUser(appId, userId));
+  link.on('counters', () => snapshotNodeCounters());
+  link.on('connections', () => ws.connectionCount());
+  link.on<{ deadline: number }>('drain', async ({ deadline }) => {
+    state.draining = true;
+    state.ready = false;
+    app.closeListener();
+    streams?.endAll();
+    ws.closeAll(CLOSE_CODES.GENERIC_RECONNECT, 'Server shutting down');
+    while ((inFlight.count > 0 || ws.connectionCount() > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    fallback.close();
+    return { inFlight: inFlight.count, connections: ws.connectionCount() };
+  });
+  link.on('exit', () => {
+    debug.close();
+    app.closeApps();
+    fanout.close();
+    shards.close();
+    setImmediate(() => process.exit(0));
+  });
+
+  const listenSocket = await listenOn(main.app, config.host, data.port, { reusePort: config.reusePort, shared: true });
+  main.listening(config.host, data.port, listenSocket);
+  state.ready = true;
+  link.tell('listening', null);
+}
+
+/** Test hook: the thread that takes `POST /debug/front-end/crash` fails as an uncaught error would make it (after answering). */
+function crashRoute(): Route {
+  return {
+    method: 'post',
+    pattern: '/debug/front-end/crash',
+    options: { errorStyle: 'plain', bodyLimit: 0 },
+    handler: () => {
+      setTimeout(() => {
+        throw new Error('test hook: front-end thread crash');
+      }, 50);
+      return { status: 200, body: { thread: data.thread } };
+    },
+  };
+}
+
+start().catch(fail);
