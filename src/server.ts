@@ -552,8 +552,9 @@ function threadedFrontEnd(deps: {
     connectionCounts: () => counters.connectionCounts(),
     threadConnections: () => Array.from({ length: config.frontEndThreads }, (_, t) => counters.threadConnections(t)),
     listen: async () => {
-      // Every thread listens in the port's SO_REUSEPORT group: the port is checked free (and chosen, for 0) first.
-      const port = config.reusePort ? config.port : await claimPort(config.host, config.port);
+      // Every thread listens in the port's SO_REUSEPORT group: the port is checked free first
+      // (unless shared with other processes on purpose), and chosen first when 0.
+      const port = config.reusePort && config.port !== 0 ? config.port : await claimPort(config.host, config.port);
       threads = await FrontEndThreads.start({
         config: deps.current(),
         dataDir: deps.dataDir,

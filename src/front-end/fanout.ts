@@ -202,6 +202,26 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
     }
   }
 
+  /** Hands on the records of every other producer's ring written so far, in the order they were written (their sequences). */
+  private drainInOrder(): void {
+    const readers = this.readers;
+    for (const reader of readers) reader.begin();
+    for (;;) {
+      let next: RingReader | undefined;
+      let nextSequence = 0;
+      for (const reader of readers) {
+        const sequence = reader.head();
+        if (sequence !== null && (next === undefined || ((sequence - nextSequence) | 0) < 0)) {
+          next = reader;
+          nextSequence = sequence;
+        }
+      }
+      if (next === undefined) break;
+      next.take(this.deliver);
+    }
+    for (const reader of readers) reader.finish();
+  }
+
   /** Drains every other producer's ring whenever this thread's doorbell rings; never blocks. */
   private async readLoop(): Promise<void> {
     const bell = CONTROL_BELL + this.thread;
@@ -209,7 +229,7 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
     for (;;) {
       const rung = Atomics.load(this.control, bell);
       if (Atomics.load(this.control, stop) !== 0) return;
-      for (const reader of this.readers) reader.drain(this.deliver);
+      this.drainInOrder();
       const wait = waitAsync(this.control, bell, rung);
       if (wait.async) await wait.value;
     }

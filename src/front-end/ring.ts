@@ -6,8 +6,13 @@
  *
  * Record, 4-byte aligned and never split across the end of the ring (a padding record fills
  * the rest and the next starts at 0):
- * `[bytes][destination mask][topic bytes][except bytes][frame bytes][topic][except socket id][frame UTF-8]`.
+ * `[bytes][destination mask][topic bytes][except bytes][frame bytes][sequence][topic][except socket id][frame UTF-8]`.
  * A record whose `bytes` is under the header size, or whose mask is 0, is padding.
+ *
+ * Every record carries a sequence from one counter shared by all the rings (taken when it is
+ * written), and a reader hands on the records it finds in all the rings in that order: a frame
+ * written after another was in its ring (an event triggered after the previous trigger was
+ * answered, through another thread) is delivered after it.
  *
  * The writer never waits in the event loop: what does not fit queues in order and is written
  * when the slowest reader advances (`Atomics.waitAsync` on its read sequence). Readers are woken
@@ -32,15 +37,18 @@ export const RING_READ = 2;
 export const CONTROL_BELL = 0;
 export const controlActive = (readers: number, r: number): number => readers + r;
 export const controlStop = (readers: number, r: number): number => 2 * readers + r;
-export const controlInts = (readers: number): number => 3 * readers;
+/** The sequence counter every ring's records take theirs from. */
+export const controlSequence = (readers: number): number => 3 * readers;
+export const controlInts = (readers: number): number => 3 * readers + 1;
 
 /** Bytes of a record before its topic. */
-export const RECORD_HEADER = 20;
+export const RECORD_HEADER = 24;
 const R_BYTES = 0;
 const R_MASK = 1;
 const R_TOPIC = 2;
 const R_EXCEPT = 3;
 const R_FRAME = 4;
+const R_SEQUENCE = 5;
 
 /** The buffers of one producer's ring. */
 export interface RingBuffers {
@@ -202,6 +210,7 @@ export class RingWriter {
     this.ints[i + R_TOPIC] = topicBytes;
     this.ints[i + R_EXCEPT] = exceptBytes;
     this.ints[i + R_FRAME] = frameBytes;
+    this.ints[i + R_SEQUENCE] = Atomics.add(this.control, controlSequence(this.readers), 1);
     this.write = (this.write + pad + bytes) | 0;
     Atomics.store(this.header, RING_WRITE, this.write);
     this.turnMask |= mask;
@@ -301,6 +310,9 @@ export class RingReader {
   /** The last topic read, and its bytes: a run of frames on one topic decodes it once. */
   private lastTopic = '';
   private lastTopicBytes = new Uint8Array(0);
+  /** The pass under way: where this reader is, and the write sequence it reads up to. */
+  private read = 0;
+  private end = 0;
 
   constructor(
     ring: RingBuffers,
@@ -321,30 +333,54 @@ export class RingReader {
 
   /** Hands each record addressed to this reader to `handle`, in order; returns how many. */
   drain(handle: RecordHandler): number {
-    let read = Atomics.load(this.header, RING_READ + this.reader);
-    const write = Atomics.load(this.header, RING_WRITE);
+    this.begin();
     let handled = 0;
-    while (read !== write) {
-      const pos = read & (this.capacity - 1);
-      const i = pos >> 2;
-      const bytes = this.ints[i + R_BYTES]!;
-      if (bytes >= RECORD_HEADER && (this.ints[i + R_MASK]! & this.bit) !== 0) {
-        const topicBytes = this.ints[i + R_TOPIC]!;
-        const exceptBytes = this.ints[i + R_EXCEPT]!;
-        const frameBytes = this.ints[i + R_FRAME]!;
-        let at = pos + RECORD_HEADER;
-        const topic = this.topicAt(at, topicBytes);
-        at += topicBytes;
-        const except = exceptBytes === 0 ? '' : Buffer.from(this.data, at, exceptBytes).toString('latin1');
-        at += exceptBytes;
-        handle(topic, new Uint8Array(this.data, at, frameBytes), except);
-        handled++;
-      }
-      read = (read + bytes) | 0;
+    while (this.head() !== null) {
+      this.take(handle);
+      handled++;
     }
-    Atomics.store(this.header, RING_READ + this.reader, read);
-    if (Atomics.load(this.header, RING_WAITING) !== 0) Atomics.notify(this.header, RING_READ + this.reader);
+    this.finish();
     return handled;
+  }
+
+  /** Starts a pass over the records written so far. */
+  begin(): void {
+    this.read = Atomics.load(this.header, RING_READ + this.reader);
+    this.end = Atomics.load(this.header, RING_WRITE);
+  }
+
+  /** The sequence of the next record of this pass addressed to this reader, or null when there is none (padding and records for others skipped). */
+  head(): number | null {
+    while (this.read !== this.end) {
+      const i = (this.read & (this.capacity - 1)) >> 2;
+      const bytes = this.ints[i + R_BYTES]!;
+      if (bytes >= RECORD_HEADER && (this.ints[i + R_MASK]! & this.bit) !== 0) return this.ints[i + R_SEQUENCE]!;
+      this.read = (this.read + bytes) | 0;
+    }
+    return null;
+  }
+
+  /** Hands the record head() named to `handle` and moves past it. */
+  take(handle: RecordHandler): void {
+    const pos = this.read & (this.capacity - 1);
+    const i = pos >> 2;
+    const bytes = this.ints[i + R_BYTES]!;
+    const topicBytes = this.ints[i + R_TOPIC]!;
+    const exceptBytes = this.ints[i + R_EXCEPT]!;
+    const frameBytes = this.ints[i + R_FRAME]!;
+    let at = pos + RECORD_HEADER;
+    const topic = this.topicAt(at, topicBytes);
+    at += topicBytes;
+    const except = exceptBytes === 0 ? '' : Buffer.from(this.data, at, exceptBytes).toString('latin1');
+    at += exceptBytes;
+    this.read = (this.read + bytes) | 0;
+    handle(topic, new Uint8Array(this.data, at, frameBytes), except);
+  }
+
+  /** Ends the pass: what was read is free for the writer. */
+  finish(): void {
+    Atomics.store(this.header, RING_READ + this.reader, this.read);
+    if (Atomics.load(this.header, RING_WAITING) !== 0) Atomics.notify(this.header, RING_READ + this.reader);
   }
 
   private topicAt(at: number, length: number): string {

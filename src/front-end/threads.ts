@@ -29,6 +29,9 @@ import type { StreamRequest, StreamSink } from '../admin/stream.js';
 
 const THREAD_FILE = fileURLToPath(new URL('./thread.js', import.meta.url));
 
+/** How long the threads have to close their apps and end at shutdown (ms). */
+const EXIT_TIMEOUT_MS = 5000;
+
 /** How long a scrape waits for a thread's counters (ms). */
 const COUNTERS_TIMEOUT_MS = 2000;
 
@@ -222,7 +225,9 @@ export class FrontEndThreads {
       r.link.tell('exit');
       r.stopRelay();
     }
-    await Promise.all(this.threads.filter(Boolean).map((r) => r.exited));
+    // A thread that does not end in time is left to the process' exit.
+    const late = new Promise<void>((resolve) => setTimeout(resolve, EXIT_TIMEOUT_MS).unref());
+    await Promise.race([Promise.all(this.threads.filter(Boolean).map((r) => r.exited)), late]);
   }
 
   private async askAll<R>(type: string, body: unknown): Promise<R[]> {

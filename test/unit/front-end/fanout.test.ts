@@ -39,6 +39,24 @@ afterEach(async () => {
 });
 
 describe('ThreadedTopicFanout', () => {
+  it('delivers frames of several producers in the order they were written, whatever their rings', async () => {
+    const init = createFanoutBuffers({ threads: 3, ringBytes: 4096, maxFrameBytes: 100 });
+    const reader = new RecordingApp();
+    const t0 = new ThreadedTopicFanout(init, 0, new RecordingApp());
+    const t1 = new ThreadedTopicFanout(init, 1, new RecordingApp());
+    const t2 = new ThreadedTopicFanout(init, 2, reader);
+    fanouts.push(t0, t1, t2);
+    const topic = topicFor('app-o', 'orders');
+    t2.interest!.add(topic);
+    // Written in one turn, before thread 2 reads: the later ring first, then the earlier one, then the later again.
+    t1.publish(topic, 'first');
+    t0.publish(topic, 'second');
+    t1.publish(topic, 'third');
+    t0.publish(topic, 'fourth');
+    await until(() => reader.sent.length === 4, 'thread 2 delivered four frames');
+    expect(reader.sent.map((s) => s.frame)).toEqual(['first', 'second', 'third', 'fourth']);
+  });
+
   it('excludes a socket of another thread when channel delivery names it, and that thread counts its deliveries for the app', async () => {
     const init = createFanoutBuffers({ threads: 2, ringBytes: 4096, maxFrameBytes: 100 });
     const app0 = new RecordingApp();
