@@ -14,6 +14,7 @@ import { ClientPool, rawConnectionOnThread } from '../helpers/channel-clients.js
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
 import { flushedBy, until } from '../helpers/wait.js';
+import { signedQuery } from '../helpers/signed-request.js';
 import { connectSession, FALLBACK_QUERY, parseLines, sessionBase } from '../helpers/fallback-session.js';
 import { threadOf } from '../../src/channels/socket-id.js';
 
@@ -67,6 +68,30 @@ describe('two front-end threads', () => {
     const expected = Array.from({ length: 50 }, (_, i) => ({ i }));
     await until(() => ra.data('n').length >= 50 && rb.data('n').length >= 50, 'fifty events on both threads');
     await flushedBy(() => sdk.trigger('orders', 'marker', {}), () => ra.data('marker').length === 1 && rb.data('marker').length === 1, 'the marker');
+    expect(ra.data('n')).toEqual(expected);
+    expect(rb.data('n')).toEqual(expected);
+  });
+
+  it('delivers events triggered one after another through either thread in that order', async () => {
+    const a = await pool.connectOnThread(herald, 0);
+    const b = await pool.connectOnThread(herald, 1);
+    const ra = await a.subscribe('spread');
+    const rb = await b.subscribe('spread');
+    // Each trigger on a TCP connection of its own: the kernel hands them to either thread.
+    const trigger = (i: number): Promise<number> =>
+      new Promise((resolve, reject) => {
+        const body = JSON.stringify({ name: 'n', channel: 'spread', data: JSON.stringify({ i }) });
+        const path = `/apps/${APP.id}/events`;
+        const req = httpRequest(`${herald.baseUrl}${path}?${signedQuery(APP, 'POST', path, { body })}`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json' } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.once('error', reject);
+        req.end(body);
+      });
+    for (let i = 0; i < 30; i++) expect(await trigger(i)).toBe(200);
+    const expected = Array.from({ length: 30 }, (_, i) => ({ i }));
+    await until(() => ra.data('n').length >= 30 && rb.data('n').length >= 30, 'thirty events on both threads');
     expect(ra.data('n')).toEqual(expected);
     expect(rb.data('n')).toEqual(expected);
   });
