@@ -34,6 +34,8 @@ import { openDataDir } from './shards/data-dir.js';
 import { ShardPool } from './shards/pool.js';
 import { CLOSE_CODES } from './errors.js';
 import { log } from './log.js';
+import { tenantsAndClients } from './server-clients.js';
+import type { WebhooksClient } from './webhooks/client.js';
 import type { ServerContext, ServerState } from './server-context.js';
 import type { HeraldShardApi } from './shard-api.js';
 import type { ChannelAdapter, ClusterCapability, MessageCharger } from './channels/adapter/channel-adapter.js';
@@ -48,10 +50,6 @@ import { SocketRegistry } from './channels/socket-registry.js';
 import { SessionTopics } from './channels/http-fallback/topics.js';
 import { createHttpFallback } from './channels/http-fallback/endpoint.js';
 import { clusterSessionDirectory } from './channels/http-fallback/cluster-directory.js';
-import { DevicesClient } from './push/clients/devices.js';
-import { PublishesClient } from './push/clients/publishes.js';
-import { ReportsClient } from './push/clients/reports.js';
-import { WebhooksClient } from './webhooks/client.js';
 import { DebugHub } from './admin/debug-hub.js';
 import { createAdminEndpoints, type AdminEndpoints } from './admin/admin-endpoints.js';
 import { RunningTenants } from './tenants/running-tenants.js';
@@ -121,21 +119,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const topics = new SessionTopics(fanoutBuffers ? new ThreadedTopicFanout(fanoutBuffers, config.frontEndThreads, NO_LOCAL_TOPICS, {}) : main);
   // With a `cluster` block, the cluster is this node's membership, shared by every area that keeps state in Redis.
   const { adapter, cluster } = await stopOnFailure(shards, undefined, () => createChannelAdapter(config, topics, shards, registry, () => ctx.config, running.appsById));
-  const ctx: ServerContext = {
-    config,
-    appsById: running.appsById,
-    appsByKey: running.appsByKey,
-    pushInstances: running.pushInstances,
-    installSecret,
-    state,
-    debug,
-    core: shards,
-    channels: adapter,
-    devices: new DevicesClient(shards),
-    publishes: new PublishesClient(shards),
-    reports: new ReportsClient(shards),
-    webhooks: new WebhooksClient(shards),
-  };
+  const ctx: ServerContext = { config, installSecret, state, debug, channels: adapter, ...tenantsAndClients(running, shards) };
   // What a cluster adds (null on a single node): shared tenants, fallback relay, overview, figures.
   const capability = adapter.cluster;
   const quota = messageQuotaOf(adapter, threadCounters?.quota);

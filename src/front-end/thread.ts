@@ -20,16 +20,13 @@ import { inFlight } from '../http/uws-http.js';
 import { MainApp } from '../http/tls.js';
 import { describeError, log, setLogLevel } from '../log.js';
 import { CLOSE_CODES } from '../errors.js';
+import { tenantsAndClients } from '../server-clients.js';
 import type { ServerContext, ServerState } from '../server-context.js';
 import type { HeraldShardApi } from '../shard-api.js';
 import { SocketRegistry } from '../channels/socket-registry.js';
 import { SessionTopics } from '../channels/http-fallback/topics.js';
 import { registerWebSocket } from '../channels/ws/endpoint.js';
 import { createHttpFallback } from '../channels/http-fallback/endpoint.js';
-import { DevicesClient } from '../push/clients/devices.js';
-import { PublishesClient } from '../push/clients/publishes.js';
-import { ReportsClient } from '../push/clients/reports.js';
-import { WebhooksClient } from '../webhooks/client.js';
 import { RunningTenants } from '../tenants/running-tenants.js';
 import type { TenantChange } from '../shards/context.js';
 import { PortShardRequester } from '../shards/port-requester.js';
@@ -99,21 +96,7 @@ async function start(): Promise<void> {
   });
   const adapter = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId) });
   const debug = new ThreadTap(link);
-  const ctx: ServerContext = {
-    config,
-    appsById: running.appsById,
-    appsByKey: running.appsByKey,
-    pushInstances: running.pushInstances,
-    installSecret: data.installSecret,
-    state,
-    debug,
-    core: shards,
-    channels: adapter,
-    devices: new DevicesClient(shards),
-    publishes: new PublishesClient(shards),
-    reports: new ReportsClient(shards),
-    webhooks: new WebhooksClient(shards),
-  };
+  const ctx: ServerContext = { config, installSecret: data.installSecret, state, debug, channels: adapter, ...tenantsAndClients(running, shards) };
   adapter.tapSubscriptions(debug);
   const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter, debug, frontEndThread: data.thread, counters, interest });
   running.attach(ws);
