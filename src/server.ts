@@ -132,7 +132,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const admin =
     token === null
       ? undefined
-      : createAdminEndpoints({ ctx, hub: debug, token, trustedProxies: config.trustedProxies, connectionCount: (appId) => front.connectionCount(appId), startedAt, tenants, ...(cluster && capability && { cluster: () => cluster.overview(capability.figures) }) });
+      : createAdminEndpoints({ ctx, hub: debug, token, trustedProxies: config.trustedProxies, connectionCount: (appId) => front.connectionCount(appId), threadConnections: () => front.threadConnections(), startedAt, tenants, ...(cluster && capability && { cluster: () => cluster.overview(capability.figures) }) });
   const metrics = new HeraldMetrics({
     core: ctx.core,
     webhooks: ctx.webhooks,

@@ -127,6 +127,8 @@ export interface Overview {
     occupiedChannels: number | null;
     shards: { shard: number; up: boolean; uptimeMs: number; queueDepth: number }[];
   };
+  /** The threads serving the port and this node's connections on each, by thread index. */
+  frontEnd: FrontEndFigures;
   /** null on a single node. */
   cluster: ClusterOverview | null;
   webhooks: { pending: number; inFlight: number; sent: number; failedAttempts: number; deadLettered: number } | null;
@@ -139,6 +141,11 @@ export interface Overview {
   pushInstances: PushSummary[];
   pushInstancesTotal: number;
   pushInstancesNextCursor: string | null;
+}
+
+export interface FrontEndFigures {
+  threads: number;
+  connections: number[];
 }
 
 export interface ClusterOverview {

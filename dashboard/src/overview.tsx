@@ -1,10 +1,10 @@
 /**
- * Overview: this node, its shards and webhooks, its cluster, live message rate, and a page of the
- * apps and of the push instances (OVERVIEW_PAGE a page, with their totals): the poll's answer
- * stays the same size however many apps there are.
+ * Overview: this node, its shards, front-end threads and webhooks, its cluster, live message
+ * rate, and a page of the apps and of the push instances (OVERVIEW_PAGE a page, with their
+ * totals): the poll's answer stays the same size however many apps there are.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { openStream, type ClusterOverview, type Overview, type Stats } from './api';
+import { openStream, type ClusterOverview, type FrontEndFigures, type Overview, type Stats } from './api';
 import { LiveChart, pushPoint, type Series } from './chart';
 import { Link } from './router';
 import { Secret, Stat, formatDuration, formatNumber, usePoll } from './util';
@@ -86,29 +86,32 @@ export function OverviewPage() {
           <LiveChart label="push notifications per second" series={pushRate} />
         </section>
       </div>
-      <section class="card">
-        <h2>Shards</h2>
-        <table>
-          <thead>
-            <tr>
-              <th>Shard</th>
-              <th>State</th>
-              <th>Queue depth</th>
-              <th>Worker uptime</th>
-            </tr>
-          </thead>
-          <tbody>
-            {node?.shards.map((s) => (
-              <tr key={s.shard}>
-                <td>{s.shard}</td>
-                <td>{s.up ? 'up' : <span class="bad">not answering</span>}</td>
-                <td>{formatNumber(s.queueDepth)}</td>
-                <td>{s.up ? formatDuration(Math.floor(s.uptimeMs / 1000)) : '–'}</td>
+      <div class="columns">
+        <section class="card">
+          <h2>Shards</h2>
+          <table>
+            <thead>
+              <tr>
+                <th>Shard</th>
+                <th>State</th>
+                <th>Queue depth</th>
+                <th>Worker uptime</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      </section>
+            </thead>
+            <tbody>
+              {node?.shards.map((s) => (
+                <tr key={s.shard}>
+                  <td>{s.shard}</td>
+                  <td>{s.up ? 'up' : <span class="bad">not answering</span>}</td>
+                  <td>{formatNumber(s.queueDepth)}</td>
+                  <td>{s.up ? formatDuration(Math.floor(s.uptimeMs / 1000)) : '–'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </section>
+        <FrontEndCard frontEnd={data?.frontEnd} />
+      </div>
       {data?.cluster && <ClusterCard cluster={data.cluster} />}
       <section class="card">
         <h2>Apps{data && <span class="hint"> ({formatNumber(data.appsTotal)})</span>}</h2>
@@ -191,6 +194,39 @@ function Pager(props: { next: string | null; paged: boolean; onPage: (cursor: st
         </button>
       )}
     </div>
+  );
+}
+
+/**
+ * The threads serving the port and the connections on each, with each one's share: the kernel
+ * spreads new connections over them, so a lasting imbalance shows here.
+ */
+function FrontEndCard({ frontEnd }: { frontEnd: FrontEndFigures | undefined }) {
+  const total = frontEnd?.connections.reduce((sum, n) => sum + n, 0) ?? 0;
+  return (
+    <section class="card" aria-label="Front-end threads">
+      <h2>
+        Front-end threads{frontEnd && <span class="hint" data-threads={frontEnd.threads}> ({formatNumber(frontEnd.threads)})</span>}
+      </h2>
+      <table class="front-end-threads">
+        <thead>
+          <tr>
+            <th>Thread</th>
+            <th>Connections</th>
+            <th>Share</th>
+          </tr>
+        </thead>
+        <tbody>
+          {frontEnd?.connections.map((n, thread) => (
+            <tr key={thread} data-thread={thread}>
+              <td>{thread}</td>
+              <td>{formatNumber(n)}</td>
+              <td>{total > 0 ? `${formatNumber((n * 100) / total)} %` : '–'}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
   );
 }
 

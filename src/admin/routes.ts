@@ -55,6 +55,11 @@ export interface AdminDeps {
   clientAddressOf: ClientAddressOf;
   /** Live WebSocket connections of this node, of one app or all. */
   connectionCount(appId?: string): number;
+  /**
+   * Live WebSocket connections on each front-end thread, by thread index (`frontEndThreads`);
+   * absent, the node has one thread holding all of `connectionCount()`.
+   */
+  threadConnections?: () => number[];
   /** When the server started, ms since the epoch. */
   startedAt: number;
   /** The cluster as this node sees it; absent on a single node (the overview says null). */
@@ -134,8 +139,14 @@ function overviewLimit(params: URLSearchParams, name: string): number {
   return limit;
 }
 
+/** The threads serving the port and the connections each holds, index = thread. */
+function frontEndFigures(deps: Pick<AdminDeps, 'connectionCount' | 'threadConnections'>): { threads: number; connections: number[] } {
+  const connections = deps.threadConnections ? deps.threadConnections() : [deps.connectionCount()];
+  return { threads: connections.length, connections };
+}
+
 /**
- * GET /admin/v1/overview: this node, its shards, webhooks, push usage, and one page of the apps
+ * GET /admin/v1/overview: this node, its shards and front-end threads, webhooks, push usage, and one page of the apps
  * and of the push instances in id order (`limit` and `cursor`; `pushLimit` and `pushCursor`),
  * with their totals. Nothing here walks every app: the node's figures are counts kept as they
  * change, the per-app figures are those of the page.
@@ -175,6 +186,7 @@ async function overview(deps: AdminDeps, rc: RequestContext): Promise<Reply> {
         occupiedChannels: channelCounts?.total ?? null,
         shards: pings.map((p) => ({ ...p, queueDepth: ctx.core.inFlightCount(p.shard) })),
       },
+      frontEnd: frontEndFigures(deps),
       // null on a single node.
       cluster,
       webhooks,

@@ -3,7 +3,8 @@
  * push instances) come a page at a time in id order, every app exactly once over the pages,
  * with their totals; the answer's size does not grow with the apps; the node's figures
  * (connections, occupied channels) and the apps' own follow creates, deletes, connects,
- * subscriptions and disconnects.
+ * subscriptions and disconnects; the front-end threads with the connections on each, for one
+ * thread and for two (a pusher-js client placed on each).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { adminRequest, type AdminRequest } from '../helpers/admin-client.js';
@@ -23,6 +24,7 @@ interface OverviewApp {
 }
 interface Overview {
   node: { connections: number; occupiedChannels: number | null };
+  frontEnd: { threads: number; connections: number[] };
   apps: OverviewApp[];
   appsTotal: number;
   appsNextCursor: string | null;
@@ -35,7 +37,7 @@ let herald: HeraldProcess;
 const pools: ClientPool[] = [];
 
 beforeAll(async () => {
-  herald = await startHerald({ config: { admin: { token: TOKEN }, apps: Array.from({ length: FILE_APPS }, (_, i) => fileApp(i)) } });
+  herald = await startHerald({ config: { frontEndThreads: 1, admin: { token: TOKEN }, apps: Array.from({ length: FILE_APPS }, (_, i) => fileApp(i)) } });
 }, 60_000);
 afterEach(() => {
   for (const p of pools.splice(0)) p.disconnectAll();
@@ -44,13 +46,13 @@ afterAll(async () => {
   await herald?.dispose();
 });
 
-function admin(path: string, init: AdminRequest = {}): Promise<Response> {
-  return adminRequest(herald.baseUrl, TOKEN, path, init);
+function admin(path: string, init: AdminRequest = {}, node: HeraldProcess = herald): Promise<Response> {
+  return adminRequest(node.baseUrl, TOKEN, path, init);
 }
 
-/** One overview answer: its parsed body and its size in bytes. */
-async function overview(query = ''): Promise<{ body: Overview; bytes: number }> {
-  const res = await admin(`/overview${query}`);
+/** One overview answer (of `node`, default the many-apps one): its parsed body and its size in bytes. */
+async function overview(query = '', node: HeraldProcess = herald): Promise<{ body: Overview; bytes: number }> {
+  const res = await admin(`/overview${query}`, {}, node);
   const text = await res.text();
   expect(res.status, text.slice(0, 300)).toBe(200);
   return { body: JSON.parse(text) as Overview, bytes: Buffer.byteLength(text) };
@@ -145,6 +147,9 @@ describe('the admin overview with many apps', () => {
       return entry?.connections === 2 && entry.occupiedChannels === 2 && node.connections === base.connections + 3 && node.occupiedChannels === base.occupiedChannels! + 3;
     }, 'the overview counting 3 connections and 3 occupied channels (2 of counted-app)');
     expect((await appEntry(other.id, ids)).app).toMatchObject({ connections: 1, occupiedChannels: 1 });
+    // One front-end thread: it holds every connection of the node.
+    const { body } = await overview();
+    expect(body.frontEnd).toEqual({ threads: 1, connections: [body.node.connections] });
 
     b.unsubscribe('presence-room');
     await until(async () => (await appEntry('counted-app', ids)).app?.occupiedChannels === 1, 'presence-room vacated');
@@ -154,5 +159,33 @@ describe('the admin overview with many apps', () => {
       const { app: entry, node } = await appEntry('counted-app', ids);
       return entry?.connections === 0 && entry.occupiedChannels === 0 && node.connections === base.connections && node.occupiedChannels === base.occupiedChannels;
     }, 'the overview back to the figures before the clients');
+  });
+});
+
+describe('the admin overview with two front-end threads', () => {
+  const APP = { id: 'threads-app', key: 'threads-key', secret: 'threads-secret' };
+  let threaded: HeraldProcess;
+
+  beforeAll(async () => {
+    threaded = await startHerald({ config: { frontEndThreads: 2, admin: { token: TOKEN }, apps: [APP] } });
+  }, 60_000);
+  afterAll(async () => {
+    await threaded?.dispose();
+  });
+
+  it('gives the threads and the connections on each', async () => {
+    expect((await overview('', threaded)).body.frontEnd).toEqual({ threads: 2, connections: [0, 0] });
+    const clients = new ClientPool(APP);
+    pools.push(clients);
+    await clients.connectOnThread(threaded, 0);
+    await clients.connectOnThread(threaded, 1);
+    await until(async () => {
+      const { body } = await overview('', threaded);
+      return body.frontEnd.connections.join() === '1,1' && body.node.connections === 2;
+    }, 'the overview counting one connection on each thread');
+    expect((await overview('', threaded)).body.frontEnd).toEqual({ threads: 2, connections: [1, 1] });
+
+    clients.disconnectAll();
+    await until(async () => (await overview('', threaded)).body.frontEnd.connections.join() === '0,0', 'both threads back to no connection');
   });
 });

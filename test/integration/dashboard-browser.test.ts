@@ -1,5 +1,6 @@
 /**
- * The dashboard in a real Chromium against the built server: sign-in, the app view with
+ * The dashboard in a real Chromium against the built server: sign-in, the overview with its
+ * front-end threads (one, and two with a pusher-js client on each), the app view with
  * pusher-js clients and the `pusher` SDK, the event creator, the push view with a publish
  * through the Beams SDK (fake gateways) and a test notification to one device id, with no
  * page errors, on a laptop and a phone screen.
@@ -14,6 +15,7 @@ import { DEFAULT_APP, DEFAULT_PUSH, HeraldProcess, REPO_ROOT, startHerald } from
 import { CHROMIUM_PATH, chromiumAvailable, collectErrors, launchChromium, wordsBrokenIn } from '../helpers/browser.js';
 import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
 import { beamsSdk, channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
+import { ClientPool } from '../helpers/channel-clients.js';
 import { flushedBy, until } from '../helpers/wait.js';
 
 const TOKEN = 'dashboard-test-token-0123456789';
@@ -75,6 +77,12 @@ async function expectTimeOfDayTicks(page: Page, label: string): Promise<void> {
   }
 }
 
+/** The overview's front-end threads table, a row of cell texts per thread (thread, connections, share). */
+async function threadRows(page: Page): Promise<string[][]> {
+  const rows = page.locator('table.front-end-threads tbody tr');
+  return Promise.all((await rows.all()).map(async (row) => (await row.locator('td').allTextContents()).map((t) => t.trim())));
+}
+
 async function connectClient(): Promise<PusherJsClient> {
   const client = pusherJsClient(herald.port, DEFAULT_APP.key);
   clients.push(client);
@@ -89,6 +97,7 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
     [herald, browser] = await Promise.all([
       startHerald({
         config: {
+          frontEndThreads: 1,
           admin: { token: TOKEN },
           apps: [{ ...DEFAULT_APP }],
           push: [{ ...DEFAULT_PUSH, ...fakes.instanceConfig() }, { ...FCM_ONLY, ...fakes.instanceConfig(), apns: null, web: null }],
@@ -128,6 +137,10 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
     // Secrets are masked on the page.
     expect(await page.content()).not.toContain(DEFAULT_APP.secret);
     await page.getByRole('cell', { name: 'up', exact: true }).first().waitFor();
+    // One front-end thread, holding no connection yet.
+    const threads = page.locator('section[aria-label="Front-end threads"]');
+    await threads.locator('[data-threads="1"]').waitFor();
+    expect(await threadRows(page)).toEqual([['0', '0', '–']]);
     // The charts open on the last minute, not on years (uPlot's own range for 0 or 1 point).
     for (const label of ['messages per second', 'push notifications per second']) {
       const chart = page.locator(`.chart[aria-label="${label}"]`);
@@ -139,6 +152,30 @@ describe.skipIf(process.env.HERALD_SKIP_BROWSER === '1')('dashboard in Chromium'
     }
     await screenshot(page, 'overview');
     expect(realErrors(errors)).toEqual([]);
+  });
+
+  it('shows two front-end threads and the connections on each, a pusher-js client placed on each', async () => {
+    const threaded = await startHerald({ config: { frontEndThreads: 2, admin: { token: TOKEN }, apps: [{ ...DEFAULT_APP }] } });
+    const pool = new ClientPool(DEFAULT_APP);
+    try {
+      await pool.connectOnThread(threaded, 0);
+      await pool.connectOnThread(threaded, 1);
+      context = await browser.newContext({ viewport: LAPTOP });
+      const page = await context.newPage();
+      const errors = collectErrors(page);
+      await page.goto(`${threaded.baseUrl}/dashboard#token=${TOKEN}`);
+      await page.locator('section[aria-label="Front-end threads"] [data-threads="2"]').waitFor();
+      // The page polls the overview: wait for the answer that counts both clients.
+      await until(async () => (await threadRows(page)).map((r) => r[1]).join() === '1,1', 'one connection shown on each thread');
+      expect(await threadRows(page)).toEqual([
+        ['0', '1', '50 %'],
+        ['1', '1', '50 %'],
+      ]);
+      expect(realErrors(errors)).toEqual([]);
+    } finally {
+      pool.disconnectAll();
+      await threaded.dispose();
+    }
   });
 
   it('shows pusher-js connections, their channel and an event triggered with the pusher SDK', async () => {
