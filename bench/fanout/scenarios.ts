@@ -323,6 +323,7 @@ export function phaseMetrics(prefix: string, shape: TriggerShape, r: PhaseResult
       metric(`${prefix} server cpu per ${shape.unitSingular}`, 'µs', serverCpuPer(r.cpu, r.unitsOk), 'lower'),
       metric(`${prefix} server main-thread cpu per ${shape.unitSingular}`, 'µs', serverCpuPer(r.cpu, r.unitsOk, 'serverMain'), 'lower'),
     );
+    if (shape.deliveriesPerUnit > 1) out.push(metric(`${prefix} server cpu per delivered msg`, 'µs', serverCpuPer(r.cpu, r.stats.received), 'lower'));
   }
   return out;
 }
