@@ -1,6 +1,6 @@
 /**
- * `npm run bench:fanout [-- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N]
- *  [--payload BYTES] [--repeat N] [--cpu-prof] [--watch-dashboard] [scenario ...]]`
+ * `npm run bench:fanout [-- [--quick] [--target herald|ceiling] [--threads N] [--clients N]
+ *  [--http-connections N] [--payload BYTES] [--repeat N] [--cpu-prof] [--watch-dashboard] [scenario ...]]`
  * (`scale` and `scale-2proc` run only when named: `npm run bench:fanout -- scale scale-2proc`)
  *
  * Whole-system fan-out benchmark over loopback: for each scenario, starts the built Herald and
@@ -12,6 +12,9 @@
  * figure and the range of the per-run ratios: on a shared machine one run's ratio moves with
  * whatever else runs at that moment. Figures, never pass/fail; the exit code is 0 unless the
  * benchmark itself broke. Scenario names: see SCENARIOS in bench/fanout/scenarios.ts.
+ * `--threads N` starts Herald with `frontEndThreads: N` (N threads serve the port; the load
+ * clients' many sockets spread over them by SO_REUSEPORT); without it Herald takes its default.
+ * The ceiling is one bare-uWS thread either way. Server CPU counts every thread of the process.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -32,6 +35,7 @@ const { values, positionals } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
     target: { type: 'string', multiple: true },
+    threads: { type: 'string' },
     clients: { type: 'string', default: '2' },
     'http-connections': { type: 'string', default: '32' },
     payload: { type: 'string', default: '100' },
@@ -42,7 +46,7 @@ const { values, positionals } = parseArgs({
   },
 });
 
-const selected = selectScenarios(SCENARIOS, positionals, values.help!, 'usage: npm run bench:fanout -- [--quick] [--target herald|ceiling] [--clients N] [--http-connections N] [--payload BYTES] [--repeat N] [--cpu-prof] [--watch-dashboard] [scenario ...]');
+const selected = selectScenarios(SCENARIOS, positionals, values.help!, 'usage: npm run bench:fanout -- [--quick] [--target herald|ceiling] [--threads N] [--clients N] [--http-connections N] [--payload BYTES] [--repeat N] [--cpu-prof] [--watch-dashboard] [scenario ...]');
 const targets = (values.target?.length ? values.target : ['herald', 'ceiling']) as TargetName[];
 const quick = values.quick!;
 const sizes: Sizes = quick ? QUICK_SIZES : FULL_SIZES;
@@ -51,6 +55,8 @@ const httpConnections = Math.max(1, Number(values['http-connections']));
 const payloadBytes = Math.max(20, Number(values.payload));
 const repeat = Math.max(1, Math.floor(Number(values.repeat)) || 1);
 const watchDashboard = values['watch-dashboard']!;
+/** Herald's frontEndThreads, or undefined for its default. */
+const frontEndThreads = values.threads === undefined ? undefined : Math.max(1, Math.floor(Number(values.threads)) || 1);
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 const resultsDir = join(REPO_ROOT, 'bench/results');
 const cpuProfDir = values['cpu-prof'] ? join(resultsDir, `profiles-${stamp}`) : undefined;
@@ -63,7 +69,7 @@ function runOne(scenario: Scenario, name: TargetName, heraldMaxUnitsPerSec: numb
   return runScenario({
     label: `${scenario.name} on ${name}`,
     start: async () => {
-      const options = { cpuProfDir, profileLabel: `${scenario.name}-${name}`, watchDashboard };
+      const options = { cpuProfDir, profileLabel: `${scenario.name}-${name}`, watchDashboard, ...(frontEndThreads === undefined ? {} : { extraConfig: { frontEndThreads } }) };
       return scenario.start ? scenario.start(name, options) : [await startTarget(name, options)];
     },
     measure: async (servers, pool, trigger) => {
@@ -95,12 +101,12 @@ async function main(): Promise<void> {
   if (Number(machine.openFilesSoft) < needed + 500) {
     log(`WARNING: the open files limit is below ${needed + 500}; raise it (ulimit -n) or expect failed connects`);
   }
-  log(`${quick ? 'QUICK' : 'FULL'} run${repeat > 1 ? `, each scenario ${repeat} times per target` : ''}; ${clientProcesses} load-client processes, ${httpConnections} keep-alive trigger connections, ${payloadBytes} B event data${watchDashboard ? '; a dashboard watches the app (debug taps on)' : ''}`);
+  log(`${quick ? 'QUICK' : 'FULL'} run${repeat > 1 ? `, each scenario ${repeat} times per target` : ''}; ${clientProcesses} load-client processes, ${httpConnections} keep-alive trigger connections, ${payloadBytes} B event data${watchDashboard ? '; a dashboard watches the app (debug taps on)' : ''}; Herald frontEndThreads ${frontEndThreads ?? 'default'}`);
   const run: RunRecord = {
     startedAt: new Date().toISOString(),
     command: process.argv.slice(2).join(' '),
     quick,
-    options: { targets, clientProcesses, httpConnections, payloadBytes, repeat, sizes, cpuProfDir, watchDashboard },
+    options: { targets, frontEndThreads, clientProcesses, httpConnections, payloadBytes, repeat, sizes, cpuProfDir, watchDashboard },
     machine,
     scenarios: [],
   };

@@ -1,6 +1,6 @@
 /**
  * `npm run bench:large-host [-- [--loaders N] [--subscribers N] [--duration S] [--payload BYTES]
- *  [--target herald|ceiling] [--budget S] [scenario ...]]`
+ *  [--target herald|ceiling] [--threads N] [--budget S] [scenario ...]]`
  *
  * One server driven by several load processes at once, as a many-core host would be: for each
  * target (the bare-uWS ceiling, bench/fanout/ceiling-server.ts, then the built Herald as one
@@ -15,7 +15,8 @@
  * flight) and `unicast` (per process one channel per subscriber, 32 in flight). Defaults fit a
  * small machine (2 processes × 500 subscribers, 4 s); a 16-core host takes e.g. `--loaders 8
  * --subscribers 1000 --duration 6`. Bounded: every wait has a deadline and the run stops
- * starting new phases past `--budget` seconds. Figures, never pass/fail.
+ * starting new phases past `--budget` seconds. `--threads N` starts Herald with
+ * `frontEndThreads: N` (default: Herald's own default for the host). Figures, never pass/fail.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -51,7 +52,7 @@ const SCENARIOS: LargeHostScenario[] = [
   { name: 'unicast', description: 'per load process one channel per subscriber; C1 triggers round-robin, 32 in flight per process', channels: (n) => n, concurrency: 32 },
 ];
 
-const USAGE = 'usage: npm run bench:large-host -- [--loaders N] [--subscribers N] [--duration S] [--payload BYTES] [--target herald|ceiling] [--budget S] [broadcast|unicast ...]';
+const USAGE = 'usage: npm run bench:large-host -- [--loaders N] [--subscribers N] [--duration S] [--payload BYTES] [--target herald|ceiling] [--threads N] [--budget S] [broadcast|unicast ...]';
 const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
@@ -60,6 +61,7 @@ const { values, positionals } = parseArgs({
     duration: { type: 'string', default: '4' },
     payload: { type: 'string', default: '100' },
     target: { type: 'string', multiple: true },
+    threads: { type: 'string' },
     budget: { type: 'string', default: '300' },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -72,6 +74,8 @@ const durationMs = Math.max(0.5, Number(values.duration) || 4) * 1000;
 const payloadBytes = Math.max(20, Number(values.payload) || 100);
 const budgetMs = Math.max(10, Number(values.budget) || 300) * 1000;
 const targets = (values.target?.length ? values.target : ['ceiling', 'herald']) as TargetName[];
+/** Herald's frontEndThreads, or undefined for its default. */
+const frontEndThreads = values.threads === undefined ? undefined : Math.max(1, Math.floor(Number(values.threads)) || 1);
 
 const log = (line: string): void => {
   process.stdout.write(`${line}\n`);
@@ -175,7 +179,7 @@ async function main(): Promise<void> {
   const machine = machineInfo();
   const deadline = Date.now() + budgetMs;
   log(`machine: ${machine.nproc} cores (${machine.cpuModel}), ${machine.memGiB} GiB, node ${machine.node}, load ${machine.loadAverageAtStart}`);
-  log(`${loaders} load processes × ${subscribers} subscribers, ${durationMs / 1000} s per phase, ${payloadBytes} B event data; open files: ${machine.openFilesSoft} per process`);
+  log(`${loaders} load processes × ${subscribers} subscribers, ${durationMs / 1000} s per phase, ${payloadBytes} B event data; Herald frontEndThreads ${frontEndThreads ?? 'default'}; open files: ${machine.openFilesSoft} per process`);
   const soft = Number(machine.openFilesSoft);
   if (Number.isFinite(soft) && subscribers + LOAD_PROCESS_SPARE_FILES > soft) {
     throw new Error(`${subscribers} subscribers do not fit one load process (open files limit ${soft}): use more --loaders with fewer --subscribers each`);
@@ -193,7 +197,7 @@ async function main(): Promise<void> {
       }
       let target: RunningTarget | undefined;
       try {
-        target = await startTarget(name);
+        target = await startTarget(name, frontEndThreads === undefined ? {} : { extraConfig: { frontEndThreads } });
         const r = await runPhase(target, scenario);
         results[name][scenario.name] = r;
         log(
@@ -216,7 +220,7 @@ async function main(): Promise<void> {
   const dir = join(REPO_ROOT, 'bench/results');
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `large-host-${stamp}.json`);
-  writeFileSync(file, JSON.stringify({ startedAt: new Date().toISOString(), command: process.argv.slice(2).join(' '), machine, options: { loaders, subscribers, durationMs, payloadBytes, targets }, results }, null, 2));
+  writeFileSync(file, JSON.stringify({ startedAt: new Date().toISOString(), command: process.argv.slice(2).join(' '), machine, options: { loaders, subscribers, durationMs, payloadBytes, targets, frontEndThreads }, results }, null, 2));
   log('');
   log(`results: ${file}`);
 }

@@ -43,6 +43,7 @@ Environment (each wins over the config file):
   HERALD_HOST, HERALD_PORT         host and port to listen on (host, port)
   HERALD_DATA_DIR                  data directory (dataDir)
   HERALD_SHARDS                    worker-thread shards (shards)
+  HERALD_FRONT_END_THREADS         threads serving the port (frontEndThreads)
   HERALD_LOG_LEVEL                 debug, info, warn or error (logLevel)
   HERALD_ADMIN_TOKEN               admin API and dashboard token (admin.token; empty turns them off)
   HERALD_REDIS_URL                 redis:// or rediss:// URL: runs as a cluster node (cluster.redisUrl)

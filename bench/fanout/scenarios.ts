@@ -323,6 +323,7 @@ export function phaseMetrics(prefix: string, shape: TriggerShape, r: PhaseResult
       metric(`${prefix} server cpu per ${shape.unitSingular}`, 'µs', serverCpuPer(r.cpu, r.unitsOk), 'lower'),
       metric(`${prefix} server main-thread cpu per ${shape.unitSingular}`, 'µs', serverCpuPer(r.cpu, r.unitsOk, 'serverMain'), 'lower'),
     );
+    if (shape.deliveriesPerUnit > 1) out.push(metric(`${prefix} server cpu per delivered msg`, 'µs', serverCpuPer(r.cpu, r.stats.received), 'lower'));
   }
   return out;
 }
@@ -334,7 +335,21 @@ export async function connectAndSubscribe(ctx: ScenarioContext, count: number, p
   const subscribed = await ctx.pool.subscribe(plan, 200, { key: BENCH_APP.key, secret: BENCH_APP.secret });
   if (subscribed.failed > 0) ctx.log(`  ${subscribed.failed} subscriptions failed: ${subscribed.errors.join('; ')}`);
   if (subscribed.done === 0) throw new Error(`no subscription succeeded: ${subscribed.errors.join('; ')}`);
+  if (ctx.target.name === 'herald') {
+    const spread = await frontEndSpread(ctx.target);
+    if (spread.length > 1) ctx.log(`  connections per front-end thread: ${spread.join(' / ')}`);
+  }
   return subscribed;
+}
+
+/** Herald's open WebSockets per front-end thread (`herald_front_end_connections` of /metrics); empty when unreadable. */
+async function frontEndSpread(target: RunningTarget): Promise<number[]> {
+  try {
+    const text = await (await fetch(`${target.baseUrl}/metrics`)).text();
+    return [...text.matchAll(/^herald_front_end_connections\{thread="(\d+)"\} (\d+)/gm)].sort((a, b) => Number(a[1]) - Number(b[1])).map((m) => Number(m[2]));
+  } catch {
+    return [];
+  }
 }
 
 /**

@@ -1,16 +1,22 @@
 /**
  * The built CLI's own options: --version, --help listing every environment variable Herald
  * reads (found in the sources, so a new one cannot be left out), and a stray argument or an
- * unknown option answered with the usage and exit code 2, never a stack trace.
+ * unknown option answered with the usage and exit code 2, never a stack trace; a bad config
+ * value ends the start with exit code 1 and the name of the field.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { CLI, REPO_ROOT } from '../helpers/herald-process.js';
 
 function run(...args: string[]) {
-  return spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, HERALD_CONFIG: '' } });
+  return runWith({}, ...args);
+}
+
+function runWith(env: Record<string, string>, ...args: string[]) {
+  return spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, HERALD_CONFIG: '', ...env } });
 }
 
 /** HERALD_* names read in src/, less the test-only hooks. */
@@ -56,5 +62,18 @@ describe('herald CLI', () => {
       expect(r.stderr).not.toMatch(/\n\s+at /);
       expect(r.stdout).toBe('');
     }
+  });
+
+  it('refuses to start on a bad frontEndThreads with exit code 1, naming the field, before touching the data dir', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'herald-cli-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const config = join(dir, 'config.json');
+    writeFileSync(config, JSON.stringify({ frontEndThreads: 0 }));
+    const r = runWith({ HERALD_DATA_DIR: join(dir, 'data'), HERALD_HOST: '127.0.0.1', HERALD_PORT: '0' }, '--config', config);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('invalid config at frontEndThreads: must be a whole number from 1 up');
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(r.stdout).not.toContain('listening on');
+    expect(existsSync(join(dir, 'data'))).toBe(false);
   });
 });
