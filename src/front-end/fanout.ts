@@ -94,6 +94,8 @@ export interface ThreadedTopicFanoutOptions {
   onReadersDropped?: (threads: number[], queuedBytes: number) => void;
   /** Bytes of frames a producer queues for a thread that holds its ring before dropping it (RingWriterOptions; default half the ring). */
   maxQueuedBytes?: number;
+  /** Milliseconds a thread may hold this thread's ring without moving while frames queue before it is dropped (RingWriterOptions; default 5,000). */
+  maxHeldMs?: number;
   /**
    * Reader side: producer `producer` dropped this thread, which missed `missed` of its frames;
    * told before any later frame of that producer is delivered. Without it, a warning is logged.
@@ -127,6 +129,7 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
     const writerOpts = {
       ...(opts.onReadersDropped ? { onReadersDropped: opts.onReadersDropped } : {}),
       ...(opts.maxQueuedBytes !== undefined ? { maxQueuedBytes: opts.maxQueuedBytes } : {}),
+      ...(opts.maxHeldMs !== undefined ? { maxHeldMs: opts.maxHeldMs } : {}),
     };
     this.writer = new RingWriter(init.rings[thread]!, init.control, init.threads, writerOpts, thread);
     const reads = thread < init.threads;

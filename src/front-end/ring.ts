@@ -14,8 +14,9 @@
  * through their doorbell in the control buffer, once per producer turn.
  *
  * The queue is bounded (`maxQueuedBytes`, by default half the ring: a reader holds a producer
- * back by at most one and a half rings of its frames). Past it the writer drops the readers that
- * hold the ring: it stops waiting for them and addressing them, so the other readers go on, and
+ * back by at most one and a half rings of its frames), and so is the time a reader may hold the
+ * ring without moving while records queue (`maxHeldMs`, 5 s). Past either the writer drops the
+ * readers that hold the ring: it stops waiting for them and addressing them, so the other readers go on, and
  * keeps which topics of theirs it did not deliver (the records in the ring they had not read,
  * the queued ones, and each one put while they are dropped). A reader between two drains can be
  * dropped, one in the middle of a drain cannot (its state cell, below, says which). A dropped
@@ -115,6 +116,8 @@ export interface RingWriterOptions {
   onReadersDropped?: (readers: number[], queuedBytes: number) => void;
   /** Queued bytes (counted at their upper bound, 3 per UTF-16 unit) past which the readers holding the ring are dropped. Default half the ring. */
   maxQueuedBytes?: number;
+  /** Milliseconds a reader may hold the ring without moving while records queue before it is dropped, however few. Default 5,000. */
+  maxHeldMs?: number;
 }
 
 /** The producer's side of a ring. */
@@ -141,6 +144,9 @@ export class RingWriter {
    * the growth past it, so a drop is never followed by another before the others could read.
    */
   private queueFloor = 0;
+  /** The reader holding the ring while records queue, at which read sequence, since when (epoch ms). */
+  private held = { reader: -1, read: 0, since: 0 };
+  private readonly maxHeldMs: number;
   private readonly missed = new Map<number, Missed>();
 
   constructor(
@@ -158,6 +164,7 @@ export class RingWriter {
     this.capacity = ring.data.byteLength;
     this.write = Atomics.load(this.header, RING_WRITE);
     this.maxQueuedBytes = opts.maxQueuedBytes ?? this.capacity / 2;
+    this.maxHeldMs = opts.maxHeldMs ?? 5000;
   }
 
   /** Records queued for room, and their bytes (at most). */
@@ -415,14 +422,18 @@ export class RingWriter {
       this.drainQueue();
       if (this.queue.length === 0 || this.closed) {
         this.waiting = false;
+        this.held = { reader: -1, read: 0, since: 0 };
         Atomics.store(this.header, RING_WAITING, 0);
         return;
       }
-      if (this.queuedBytes - this.queueFloor > this.maxQueuedBytes) {
+      const held = this.slowest();
+      if (held.reader !== this.held.reader || held.read !== this.held.read) this.held = { ...held, since: Date.now() };
+      if (this.queuedBytes - this.queueFloor > this.maxQueuedBytes || Date.now() - this.held.since >= this.maxHeldMs) {
         const queued = this.queuedBytes;
         const gone = this.dropSlowest();
         if (gone.length > 0) {
           this.queueFloor = this.queuedBytes;
+          this.held = { reader: -1, read: 0, since: 0 };
           for (const r of gone) this.watchRejoin(r);
           this.opts.onReadersDropped?.(gone, queued);
           queueMicrotask(step);
@@ -437,7 +448,7 @@ export class RingWriter {
         setImmediate(step);
         return;
       }
-      const wait = waitAsync(this.header, RING_READ + reader, read, 1000);
+      const wait = waitAsync(this.header, RING_READ + reader, read, Math.min(this.maxHeldMs, 1000));
       if (wait.async) void wait.value.then(step);
       else setImmediate(step);
     };

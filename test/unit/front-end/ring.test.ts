@@ -210,6 +210,24 @@ describe('fanout ring', () => {
     expect(gaps).toEqual([{ records: 1500, topics: null }]);
   });
 
+  it('drops a reader that holds the ring without moving for maxHeldMs, however little is queued', async () => {
+    const { ring, control } = ringFor(2, 256);
+    const dropped: number[][] = [];
+    const writer = new RingWriter(ring, control, 2, { maxQueuedBytes: Infinity, maxHeldMs: 100, onReadersDropped: (readers) => dropped.push(readers) });
+    const fast = new RingReader(ring, 0);
+    const fastGot: Got[] = [];
+    for (let i = 0; i < 6; i++) {
+      writer.put(0b11, 't', '', frameOf(i, 20));
+      collect(fast, fastGot);
+    }
+    expect(writer.queued.records).toBeGreaterThan(0);
+    await until(() => {
+      collect(fast, fastGot);
+      return fastGot.length === 6;
+    }, 'the fast reader at the end');
+    expect(dropped).toEqual([[1]]);
+  });
+
   it('skips a reader marked inactive when counting free space', () => {
     const { ring, control } = ringFor(2, 256);
     const writer = new RingWriter(ring, control, 2);
