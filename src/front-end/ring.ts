@@ -202,7 +202,21 @@ export class RingWriter {
     if (this.queue.length === 0 && this.tryWrite(mask, topic, except, frame, bytes, gap !== undefined)) return;
     this.queue.push(gap ? { mask, topic, except, frame, bytes, gap } : { mask, topic, except, frame, bytes });
     this.queuedBytes += bytes;
+    // The bound holds at each record, not only when the writer next looks at the readers.
+    if (this.queuedBytes - this.queueFloor > this.maxQueuedBytes && this.dropHolders()) this.drainQueue();
     this.waitForRoom();
+  }
+
+  /** Drops the readers holding the ring (dropSlowest) and tells the owner; false if none could be. */
+  private dropHolders(): boolean {
+    const queued = this.queuedBytes;
+    const gone = this.dropSlowest();
+    if (gone.length === 0) return false;
+    this.queueFloor = this.queuedBytes;
+    this.held = { reader: -1, read: 0, since: 0 };
+    for (const r of gone) this.watchRejoin(r);
+    this.opts.onReadersDropped?.(gone, queued);
+    return true;
   }
 
   /** Adds a missed record (or a gap record's content) to what dropped reader r missed. */
@@ -428,17 +442,9 @@ export class RingWriter {
       }
       const held = this.slowest();
       if (held.reader !== this.held.reader || held.read !== this.held.read) this.held = { ...held, since: Date.now() };
-      if (this.queuedBytes - this.queueFloor > this.maxQueuedBytes || Date.now() - this.held.since >= this.maxHeldMs) {
-        const queued = this.queuedBytes;
-        const gone = this.dropSlowest();
-        if (gone.length > 0) {
-          this.queueFloor = this.queuedBytes;
-          this.held = { reader: -1, read: 0, since: 0 };
-          for (const r of gone) this.watchRejoin(r);
-          this.opts.onReadersDropped?.(gone, queued);
-          queueMicrotask(step);
-          return;
-        }
+      if ((this.queuedBytes - this.queueFloor > this.maxQueuedBytes || Date.now() - this.held.since >= this.maxHeldMs) && this.dropHolders()) {
+        queueMicrotask(step);
+        return;
       }
       Atomics.store(this.header, RING_WAITING, 1);
       const { read, reader } = this.slowest();

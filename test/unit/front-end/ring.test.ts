@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RingReader, RingWriter, controlActive, controlInts, createRing, type Missed, type RingBuffers } from '../../../src/front-end/ring.js';
+import { RingReader, RingWriter, controlActive, controlInts, createRing, recordBound, type Missed, type RingBuffers } from '../../../src/front-end/ring.js';
 import { until } from '../../helpers/wait.js';
 
 interface Got {
@@ -123,7 +123,14 @@ describe('fanout ring', () => {
   it('drops a reader that holds the ring past the bound: the others go on, it gets a gap listing the topics, then every later record', async () => {
     const { ring, control } = ringFor(2, 1024);
     const dropped: number[][] = [];
-    const writer = new RingWriter(ring, control, 2, { maxQueuedBytes: 512, onReadersDropped: (readers) => dropped.push(readers) });
+    let queuedAtDrop = 0;
+    const writer = new RingWriter(ring, control, 2, {
+      maxQueuedBytes: 512,
+      onReadersDropped: (readers, queued) => {
+        dropped.push(readers);
+        queuedAtDrop = queued;
+      },
+    });
     const fast = new RingReader(ring, 0);
     const stuck = new RingReader(ring, 1);
     const fastGot: Got[] = [];
@@ -140,6 +147,9 @@ describe('fanout ring', () => {
     }, () => `the fast reader at the end: ${fastGot.length} ${JSON.stringify(writer.queued)} ${writer.droppedReaders}`);
     expect(fastGot.map((g) => g.frame)).toEqual(sent);
     expect(dropped).toEqual([[1]]);
+    // Dropped at the record that passed the bound.
+    expect(queuedAtDrop).toBeGreaterThan(512);
+    expect(queuedAtDrop).toBeLessThanOrEqual(512 + recordBound(1, 0, 3 * 23));
     expect(writer.droppedReaders).toBe(0b10);
 
     // The stuck reader runs again: it asks to rejoin, reading nothing, and is addressed again.
