@@ -6,12 +6,16 @@
  * record addressed to it on its own uWS topic from a view of the ring: one delivery per thread,
  * no copy per subscriber, no JSON re-encoding. Frames from one producer reach each thread in
  * the order published.
+ *
+ * A thread that falls behind holds a producer back by a bounded queue (ring.ts); past it the
+ * producer drops it and goes on with the others, and the thread is told what it missed
+ * (`onMissed`) before it reads that producer's frames again.
  */
 import type { RecognizedString } from 'uWebSockets.js';
 import type { ExceptPublisher, PublishingSocket, TopicFanout } from '../http/topic-fanout.js';
 import { describeError, log } from '../log.js';
 import { InterestTable, TopicInterest, interestBytes } from './interest.js';
-import { CONTROL_BELL, RingReader, RingWriter, controlActive, controlInts, controlStop, createRing, RING_READ, RING_WRITE, waitAsync, type RingBuffers } from './ring.js';
+import { CONTROL_BELL, RingReader, RingWriter, controlActive, controlInts, controlStop, createRing, READER_IDLE, readerState, RING_READ, RING_WRITE, waitAsync, type Missed, type RingBuffers } from './ring.js';
 import { threadOf } from '../channels/socket-id.js';
 
 /** Default ring size per producer: 4 MiB. */
@@ -65,6 +69,7 @@ export function attachFanoutThread(init: FanoutInit, thread: number): void {
   for (const ring of init.rings) {
     const header = new Int32Array(ring.header);
     Atomics.store(header, RING_READ + thread, Atomics.load(header, RING_WRITE));
+    Atomics.store(header, readerState(init.threads, thread), READER_IDLE);
   }
   const control = new Int32Array(init.control);
   Atomics.store(control, controlStop(init.threads, thread), 0);
@@ -83,12 +88,19 @@ export interface ThreadedTopicFanoutOptions {
    */
   onDelivered?: (topic: string, frames: number) => void;
   /**
-   * Producer side: readers have held this thread's ring for `behindMs` or beyond
-   * `maxQueuedBytes` (see RingWriterOptions); records stay queued.
+   * Producer side: threads whose frames queued here past `maxQueuedBytes` were dropped: this
+   * thread goes on without them until they rejoin (each is told with onMissed).
    */
-  onReaderBehind?: (threads: number[], queuedBytes: number) => void;
-  behindMs?: number;
+  onReadersDropped?: (threads: number[], queuedBytes: number) => void;
+  /** Bytes of frames a producer queues for a thread that holds its ring before dropping it (RingWriterOptions; default half the ring). */
   maxQueuedBytes?: number;
+  /** Milliseconds a thread may hold this thread's ring without moving while frames queue before it is dropped (RingWriterOptions; default 5,000). */
+  maxHeldMs?: number;
+  /**
+   * Reader side: producer `producer` dropped this thread, which missed `missed` of its frames;
+   * told before any later frame of that producer is delivered. Without it, a warning is logged.
+   */
+  onMissed?: (producer: number, missed: Missed) => void;
 }
 
 /**
@@ -100,7 +112,7 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
   readonly interest: TopicInterest | null;
   private readonly table: InterestTable;
   private readonly writer: RingWriter;
-  private readonly readers: RingReader[] = [];
+  private readonly readers: { reader: RingReader; gap: (missed: Missed) => void }[] = [];
   private readonly control: Int32Array;
   private closed = false;
   /** Resolves when the reading loop ended (after close()). */
@@ -115,15 +127,15 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
     this.table = new InterestTable(init.interest, init.threads);
     this.control = new Int32Array(init.control);
     const writerOpts = {
-      ...(opts.onReaderBehind ? { onReaderBehind: opts.onReaderBehind } : {}),
-      ...(opts.behindMs !== undefined ? { behindMs: opts.behindMs } : {}),
+      ...(opts.onReadersDropped ? { onReadersDropped: opts.onReadersDropped } : {}),
       ...(opts.maxQueuedBytes !== undefined ? { maxQueuedBytes: opts.maxQueuedBytes } : {}),
+      ...(opts.maxHeldMs !== undefined ? { maxHeldMs: opts.maxHeldMs } : {}),
     };
     this.writer = new RingWriter(init.rings[thread]!, init.control, init.threads, writerOpts, thread);
     const reads = thread < init.threads;
     this.interest = reads ? new TopicInterest(this.table, thread) : null;
     if (reads) {
-      for (let p = 0; p <= init.threads; p++) if (p !== thread) this.readers.push(new RingReader(init.rings[p]!, thread));
+      for (let p = 0; p <= init.threads; p++) if (p !== thread) this.readers.push({ reader: new RingReader(init.rings[p]!, thread), gap: (missed) => this.missed(p, missed) });
     }
     this.stopped = reads ? this.readLoop() : Promise.resolve();
   }
@@ -202,24 +214,33 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
     }
   }
 
+  private missed(producer: number, missed: Missed): void {
+    try {
+      if (this.opts.onMissed) this.opts.onMissed(producer, missed);
+      else log.warn('frames missed: this thread fell behind and was dropped by a producer', { thread: this.thread, producer, records: missed.records, topics: missed.topics?.size ?? 'all' });
+    } catch (err) {
+      log.error('handling missed frames failed', { producer, error: describeError(err) });
+    }
+  }
+
   /** Hands on the records of every other producer's ring written so far, in the order they were written (their sequences). */
   private drainInOrder(): void {
     const readers = this.readers;
-    for (const reader of readers) reader.begin();
+    for (const { reader } of readers) reader.begin();
     for (;;) {
-      let next: RingReader | undefined;
+      let next: (typeof readers)[number] | undefined;
       let nextSequence = 0;
-      for (const reader of readers) {
-        const sequence = reader.head();
+      for (const r of readers) {
+        const sequence = r.reader.head();
         if (sequence !== null && (next === undefined || ((sequence - nextSequence) | 0) < 0)) {
-          next = reader;
+          next = r;
           nextSequence = sequence;
         }
       }
       if (next === undefined) break;
-      next.take(this.deliver);
+      next.reader.take(this.deliver, next.gap);
     }
-    for (const reader of readers) reader.finish();
+    for (const { reader } of readers) reader.finish();
   }
 
   /** Drains every other producer's ring whenever this thread's doorbell rings; never blocks. */

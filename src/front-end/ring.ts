@@ -17,6 +17,18 @@
  * The writer never waits in the event loop: what does not fit queues in order and is written
  * when the slowest reader advances (`Atomics.waitAsync` on its read sequence). Readers are woken
  * through their doorbell in the control buffer, once per producer turn.
+ *
+ * The queue is bounded (`maxQueuedBytes`, by default half the ring: a reader holds a producer
+ * back by at most one and a half rings of its frames), and so is the time a reader may hold the
+ * ring without moving while records queue (`maxHeldMs`, 5 s). Past either the writer drops the
+ * readers that hold the ring: it stops waiting for them and addressing them, so the other readers go on, and
+ * keeps which topics of theirs it did not deliver (the records in the ring they had not read,
+ * the queued ones, and each one put while they are dropped). A reader between two drains can be
+ * dropped, one in the middle of a drain cannot (its state cell, below, says which). A dropped
+ * reader that drains next asks to rejoin; the writer then moves its read sequence to the write
+ * sequence and addresses it a gap record (`except bytes` −1, the frame
+ * `{"records":n,"topics":[…] or null for every topic}`) before anything else, so a reader
+ * learns of every record it missed, in order: nothing is lost silently.
  */
 
 /** Atomics.waitAsync (Node >= 16; not in this project's TypeScript lib). */
@@ -28,10 +40,17 @@ type WaitAsync = (
 ) => { async: false; value: 'not-equal' | 'timed-out' } | { async: true; value: Promise<'ok' | 'timed-out'> };
 export const waitAsync: WaitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 
-/** Ring header (Int32): the write sequence, the writer-is-waiting flag, then reader r's read sequence at READ + r. */
+/** Ring header (Int32): the write sequence, the writer-is-waiting flag, then reader r's read sequence at READ + r, then reader r's state at readerState(readers, r). */
 export const RING_WRITE = 0;
 export const RING_WAITING = 1;
 export const RING_READ = 2;
+export const readerState = (readers: number, r: number): number => RING_READ + readers + r;
+
+/** Reader states: addressed (between drains), draining (the writer may not drop it), dropped by the writer, asking to rejoin. */
+export const READER_IDLE = 0;
+export const READER_DRAINING = 1;
+export const READER_DROPPED = 2;
+export const READER_REJOIN = 3;
 
 /** Control buffer (Int32), shared by every ring: reader r's doorbell, active flag and stop flag. */
 export const CONTROL_BELL = 0;
@@ -49,6 +68,14 @@ const R_TOPIC = 2;
 const R_EXCEPT = 3;
 const R_FRAME = 4;
 const R_SEQUENCE = 5;
+/** `except bytes` of a gap record. */
+const GAP = -1;
+
+/** The content of a gap record's frame. */
+function parseGap(frame: Uint8Array): Missed {
+  const { records, topics } = JSON.parse(Buffer.from(frame.buffer, frame.byteOffset, frame.byteLength).toString('utf8')) as { records: number; topics: string[] | null };
+  return { records, topics: topics ? new Set(topics) : null };
+}
 
 /** The buffers of one producer's ring. */
 export interface RingBuffers {
@@ -58,7 +85,7 @@ export interface RingBuffers {
 
 export function createRing(readers: number, capacity: number): RingBuffers {
   if (capacity < 64 || (capacity & (capacity - 1)) !== 0) throw new RangeError(`ring capacity must be a power of two of at least 64 bytes, got ${capacity}`);
-  return { header: new SharedArrayBuffer((RING_READ + readers) * 4), data: new SharedArrayBuffer(capacity) };
+  return { header: new SharedArrayBuffer((RING_READ + 2 * readers) * 4), data: new SharedArrayBuffer(capacity) };
 }
 
 /** Bytes a record takes at most: header, topic and except id (UTF-8, 3 bytes per UTF-16 unit at most) and the frame. */
@@ -70,26 +97,35 @@ const align4 = (n: number): number => (n + 3) & ~3;
 
 const encoder = new TextEncoder();
 
-/** A frame waiting for room in the ring. */
+/** A frame waiting for room in the ring; `gap` marks a gap record (its frame is the gap's JSON). */
 interface Queued {
   mask: number;
   topic: string;
   except: string;
   frame: string | Uint8Array;
   bytes: number;
+  gap?: Missed;
 }
+
+/** What a dropped reader missed: records, and their topics (null: too many to list, every topic). */
+export interface Missed {
+  records: number;
+  topics: Set<string> | null;
+}
+
+/** Topics a gap record lists at most; past it the gap is for every topic. */
+const GAP_MAX_TOPICS = 1000;
 
 export interface RingWriterOptions {
   /**
-   * Called once when records have queued for `behindMs` or beyond `maxQueuedBytes`, with the
-   * readers that hold the ring (the slowest); called again only after the queue drained. The
-   * records stay queued: nothing is dropped.
+   * Called when readers are dropped (their queue passed `maxQueuedBytes`), with the readers and
+   * the bytes that were queued: the writer goes on without them until they rejoin.
    */
-  onReaderBehind?: (readers: number[], queuedBytes: number) => void;
-  /** Milliseconds queued before onReaderBehind. Default 5,000. */
-  behindMs?: number;
-  /** Queued bytes (counted at their upper bound, 3 per UTF-16 unit) before onReaderBehind, however recent. Default none: time only. */
+  onReadersDropped?: (readers: number[], queuedBytes: number) => void;
+  /** Queued bytes (counted at their upper bound, 3 per UTF-16 unit) past which the readers holding the ring are dropped. Default half the ring. */
   maxQueuedBytes?: number;
+  /** Milliseconds a reader may hold the ring without moving while records queue before it is dropped, however few. Default 5,000. */
+  maxHeldMs?: number;
 }
 
 /** The producer's side of a ring. */
@@ -106,11 +142,20 @@ export class RingWriter {
   private turnMask = 0;
   private flushScheduled = false;
   private waiting = false;
-  private behindSince = 0;
-  private behindTold = false;
   private closed = false;
-  private readonly behindMs: number;
   private readonly maxQueuedBytes: number;
+  /** Readers dropped and not yet rejoined (bit r), and what each missed. */
+  private dropped = 0;
+  /**
+   * Queued bytes the readers still addressed were not yet given a turn to make room for: what
+   * was queued when the last readers were dropped (lowered as the queue drains). The bound is on
+   * the growth past it, so a drop is never followed by another before the others could read.
+   */
+  private queueFloor = 0;
+  /** The reader holding the ring while records queue, at which read sequence, since when (epoch ms). */
+  private held = { reader: -1, read: 0, since: 0 };
+  private readonly maxHeldMs: number;
+  private readonly missed = new Map<number, Missed>();
 
   constructor(
     ring: RingBuffers,
@@ -126,8 +171,8 @@ export class RingWriter {
     this.ints = new Int32Array(ring.data);
     this.capacity = ring.data.byteLength;
     this.write = Atomics.load(this.header, RING_WRITE);
-    this.behindMs = opts.behindMs ?? 5000;
-    this.maxQueuedBytes = opts.maxQueuedBytes ?? Infinity;
+    this.maxQueuedBytes = opts.maxQueuedBytes ?? this.capacity / 2;
+    this.maxHeldMs = opts.maxHeldMs ?? 5000;
   }
 
   /** Records queued for room, and their bytes (at most). */
@@ -141,17 +186,135 @@ export class RingWriter {
    */
   put(mask: number, topic: string, except: string, frame: string | Uint8Array): void {
     if (mask === 0 || this.closed) return;
+    if (this.dropped !== 0) {
+      this.rejoinAsked();
+      const lost = mask & this.dropped;
+      if (lost !== 0) {
+        for (let r = 0; r < this.readers; r++) if ((lost & (1 << r)) !== 0) this.noteMissed(r, topic, null);
+        mask &= ~lost;
+        if (mask === 0) return;
+      }
+    }
+    this.enqueue(mask, topic, except, frame);
+  }
+
+  /** Readers dropped and not yet rejoined, as a bit mask. */
+  get droppedReaders(): number {
+    return this.dropped;
+  }
+
+  private enqueue(mask: number, topic: string, except: string, frame: string | Uint8Array, gap?: Missed): void {
     let bytes = recordBound(topic.length, except.length, typeof frame === 'string' ? 3 * frame.length : frame.length);
     if (bytes > this.capacity / 2 && typeof frame === 'string') bytes = recordBound(topic.length, except.length, Buffer.byteLength(frame));
     if (bytes > this.capacity / 2) throw new RangeError(`record of ${bytes} bytes does not fit a ring of ${this.capacity} bytes`);
-    if (this.queue.length === 0 && this.tryWrite(mask, topic, except, frame, bytes)) return;
-    this.queue.push({ mask, topic, except, frame, bytes });
+    if (this.queue.length === 0 && this.tryWrite(mask, topic, except, frame, bytes, gap !== undefined)) return;
+    this.queue.push(gap ? { mask, topic, except, frame, bytes, gap } : { mask, topic, except, frame, bytes });
     this.queuedBytes += bytes;
-    if (this.queue.length === 1) {
-      this.behindSince = Date.now();
-      this.behindTold = false;
-    }
+    // The bound holds at each record, not only when the writer next looks at the readers.
+    if (this.queuedBytes - this.queueFloor > this.maxQueuedBytes && this.dropHolders()) this.drainQueue();
     this.waitForRoom();
+  }
+
+  /** Drops the readers holding the ring (dropSlowest) and tells the owner; false if none could be. */
+  private dropHolders(): boolean {
+    const queued = this.queuedBytes;
+    const gone = this.dropSlowest();
+    if (gone.length === 0) return false;
+    this.queueFloor = this.queuedBytes;
+    this.held = { reader: -1, read: 0, since: 0 };
+    for (const r of gone) this.watchRejoin(r);
+    this.opts.onReadersDropped?.(gone, queued);
+    return true;
+  }
+
+  /** Adds a missed record (or a gap record's content) to what dropped reader r missed. */
+  private noteMissed(r: number, topic: string, gap: Missed | null): void {
+    let m = this.missed.get(r);
+    if (!m) this.missed.set(r, (m = { records: 0, topics: new Set() }));
+    if (gap) {
+      m.records += gap.records;
+      if (gap.topics === null) m.topics = null;
+      else if (m.topics) for (const t of gap.topics) m.topics.add(t);
+    } else {
+      m.records++;
+      m.topics?.add(topic);
+    }
+    if (m.topics && m.topics.size > GAP_MAX_TOPICS) m.topics = null;
+  }
+
+  /**
+   * Drops the readers that hold the ring (at the slowest read sequence, between two drains):
+   * what they had not read and what is queued for them goes to `missed`, their bells ring so that
+   * they ask to rejoin as soon as they run. Returns the readers dropped.
+   */
+  private dropSlowest(): number[] {
+    const { read, reader } = this.slowest();
+    if (reader < 0) return [];
+    const out: number[] = [];
+    for (let r = 0; r < this.readers; r++) {
+      if (r === this.self || (this.dropped & (1 << r)) !== 0 || Atomics.load(this.control, controlActive(this.readers, r)) === 0) continue;
+      if (Atomics.load(this.header, RING_READ + r) !== read) continue;
+      if (Atomics.compareExchange(this.header, readerState(this.readers, r), READER_IDLE, READER_DROPPED) !== READER_IDLE) continue;
+      this.dropped |= 1 << r;
+      out.push(r);
+      // Read again: it may have drained once more before the exchange; it cannot move now.
+      this.scanUnread(r, Atomics.load(this.header, RING_READ + r));
+    }
+    if (out.length === 0) return out;
+    const gone = out.reduce((mask, r) => mask | (1 << r), 0);
+    let kept = 0;
+    for (const q of this.queue) {
+      const lost = q.mask & gone;
+      for (let r = 0; lost !== 0 && r < this.readers; r++) if ((lost & (1 << r)) !== 0) this.noteMissed(r, q.topic, q.gap ?? null);
+      q.mask &= ~gone;
+      if (q.mask !== 0) this.queue[kept++] = q;
+      else this.queuedBytes -= q.bytes;
+    }
+    this.queue.length = kept;
+    this.ringBells(gone);
+    return out;
+  }
+
+  /** Notes the records addressed to reader r in the ring from `read` to the write sequence (r is dropped: it reads nothing now). */
+  private scanUnread(r: number, read: number): void {
+    const bit = 1 << r;
+    while (read !== this.write) {
+      const pos = read & (this.capacity - 1);
+      const i = pos >> 2;
+      const bytes = this.ints[i + R_BYTES]!;
+      if (bytes >= RECORD_HEADER && (this.ints[i + R_MASK]! & bit) !== 0) {
+        const topicBytes = this.ints[i + R_TOPIC]!;
+        const topic = Buffer.from(this.bytes.buffer, pos + RECORD_HEADER, topicBytes).toString('utf8');
+        if (this.ints[i + R_EXCEPT] === GAP) {
+          this.noteMissed(r, '', parseGap(this.bytes.subarray(pos + RECORD_HEADER + topicBytes, pos + RECORD_HEADER + topicBytes + this.ints[i + R_FRAME]!)));
+        } else {
+          this.noteMissed(r, topic, null);
+        }
+      }
+      read = (read + bytes) | 0;
+    }
+  }
+
+  /** Readers that asked to rejoin are addressed again, a gap record first. */
+  private rejoinAsked(): void {
+    for (let r = 0; r < this.readers; r++) {
+      const bit = 1 << r;
+      if ((this.dropped & bit) === 0) continue;
+      const state = Atomics.load(this.header, readerState(this.readers, r));
+      if (state === READER_IDLE) {
+        // A new reader took the slot (attachFanoutThread): it starts from the write sequence, owing nothing.
+        this.dropped &= ~bit;
+        this.missed.delete(r);
+        continue;
+      }
+      if (state !== READER_REJOIN) continue;
+      Atomics.store(this.header, RING_READ + r, this.write);
+      this.dropped &= ~bit;
+      const missed = this.missed.get(r) ?? { records: 0, topics: new Set<string>() };
+      this.missed.delete(r);
+      Atomics.store(this.header, readerState(this.readers, r), READER_IDLE);
+      this.enqueue(bit, '', '', JSON.stringify({ records: missed.records, topics: missed.topics ? [...missed.topics] : null }), missed);
+    }
   }
 
   /** Stops writing; queued records are dropped (the process is shutting down). */
@@ -159,6 +322,7 @@ export class RingWriter {
     this.closed = true;
     this.queue.length = 0;
     this.queuedBytes = 0;
+    this.queueFloor = 0;
   }
 
   /** The slowest active reader's read sequence (the write sequence when none is active). */
@@ -166,7 +330,7 @@ export class RingWriter {
     let read = this.write;
     let reader = -1;
     for (let r = 0; r < this.readers; r++) {
-      if (r === this.self || Atomics.load(this.control, controlActive(this.readers, r)) === 0) continue;
+      if (r === this.self || (this.dropped & (1 << r)) !== 0 || Atomics.load(this.control, controlActive(this.readers, r)) === 0) continue;
       const at = Atomics.load(this.header, RING_READ + r);
       if (((this.write - at) | 0) > ((this.write - read) | 0)) {
         read = at;
@@ -180,7 +344,7 @@ export class RingWriter {
     return this.capacity - ((this.write - this.slowest().read) | 0);
   }
 
-  private tryWrite(mask: number, topic: string, except: string, frame: string | Uint8Array, bound: number): boolean {
+  private tryWrite(mask: number, topic: string, except: string, frame: string | Uint8Array, bound: number, gap = false): boolean {
     const free = this.free();
     let pos = this.write & (this.capacity - 1);
     const tail = this.capacity - pos;
@@ -208,7 +372,7 @@ export class RingWriter {
     this.ints[i + R_BYTES] = bytes;
     this.ints[i + R_MASK] = mask;
     this.ints[i + R_TOPIC] = topicBytes;
-    this.ints[i + R_EXCEPT] = exceptBytes;
+    this.ints[i + R_EXCEPT] = gap ? GAP : exceptBytes;
     this.ints[i + R_FRAME] = frameBytes;
     this.ints[i + R_SEQUENCE] = Atomics.add(this.control, controlSequence(this.readers), 1);
     this.write = (this.write + pad + bytes) | 0;
@@ -233,7 +397,7 @@ export class RingWriter {
   private behindReaders(): number {
     let mask = 0;
     for (let r = 0; r < this.readers; r++) {
-      if (r !== this.self && Atomics.load(this.control, controlActive(this.readers, r)) !== 0 && Atomics.load(this.header, RING_READ + r) !== this.write) mask |= 1 << r;
+      if (r !== this.self && (this.dropped & (1 << r)) === 0 && Atomics.load(this.control, controlActive(this.readers, r)) !== 0 && Atomics.load(this.header, RING_READ + r) !== this.write) mask |= 1 << r;
     }
     return mask;
   }
@@ -250,10 +414,27 @@ export class RingWriter {
   private drainQueue(): void {
     while (this.queue.length > 0) {
       const q = this.queue[0]!;
-      if (!this.tryWrite(q.mask, q.topic, q.except, q.frame, q.bytes)) return;
+      if (!this.tryWrite(q.mask, q.topic, q.except, q.frame, q.bytes, q.gap !== undefined)) return;
       this.queue.shift();
       this.queuedBytes -= q.bytes;
+      if (this.queuedBytes < this.queueFloor) this.queueFloor = this.queuedBytes;
     }
+  }
+
+  /** Waits (asynchronously) for dropped reader r to ask to rejoin, then addresses it again. */
+  private watchRejoin(r: number): void {
+    const cell = readerState(this.readers, r);
+    const step = (): void => {
+      if (this.closed || (this.dropped & (1 << r)) === 0 || Atomics.load(this.control, controlActive(this.readers, r)) === 0) return;
+      if (Atomics.load(this.header, cell) !== READER_DROPPED) {
+        this.rejoinAsked();
+        return;
+      }
+      const wait = waitAsync(this.header, cell, READER_DROPPED, 1000);
+      if (wait.async) void wait.value.then(step);
+      else setImmediate(step);
+    };
+    step();
   }
 
   /** Waits (asynchronously) on the slowest reader until the queue is written. */
@@ -264,10 +445,16 @@ export class RingWriter {
       this.drainQueue();
       if (this.queue.length === 0 || this.closed) {
         this.waiting = false;
+        this.held = { reader: -1, read: 0, since: 0 };
         Atomics.store(this.header, RING_WAITING, 0);
         return;
       }
-      this.tellIfBehind();
+      const held = this.slowest();
+      if (held.reader !== this.held.reader || held.read !== this.held.read) this.held = { ...held, since: Date.now() };
+      if ((this.queuedBytes - this.queueFloor > this.maxQueuedBytes || Date.now() - this.held.since >= this.maxHeldMs) && this.dropHolders()) {
+        queueMicrotask(step);
+        return;
+      }
       Atomics.store(this.header, RING_WAITING, 1);
       const { read, reader } = this.slowest();
       // Everyone behind is asked to move on, including readers no record addressed.
@@ -276,28 +463,18 @@ export class RingWriter {
         setImmediate(step);
         return;
       }
-      const wait = waitAsync(this.header, RING_READ + reader, read, Math.min(this.behindMs, 1000));
+      const wait = waitAsync(this.header, RING_READ + reader, read, Math.min(this.maxHeldMs, 1000));
       if (wait.async) void wait.value.then(step);
       else setImmediate(step);
     };
     queueMicrotask(step);
   }
-
-  private tellIfBehind(): void {
-    if (this.behindTold || !this.opts.onReaderBehind) return;
-    if (this.queuedBytes <= this.maxQueuedBytes && Date.now() - this.behindSince < this.behindMs) return;
-    this.behindTold = true;
-    const { read } = this.slowest();
-    const slow: number[] = [];
-    for (let r = 0; r < this.readers; r++) {
-      if (r !== this.self && Atomics.load(this.control, controlActive(this.readers, r)) !== 0 && Atomics.load(this.header, RING_READ + r) === read) slow.push(r);
-    }
-    this.opts.onReaderBehind(slow, this.queuedBytes);
-  }
 }
 
 /** One record as a reader sees it; `frame` is a view into the ring, valid until drain returns. */
 export type RecordHandler = (topic: string, frame: Uint8Array, except: string) => void;
+/** This reader was dropped (ring.ts, top) and missed `missed`; told in order, before the records after the gap. */
+export type GapHandler = (missed: Missed) => void;
 
 /** A reader's side of one producer's ring. */
 export class RingReader {
@@ -307,10 +484,12 @@ export class RingReader {
   private readonly capacity: number;
   private readonly bit: number;
   private readonly bytes: Uint8Array;
+  private readonly stateCell: number;
   /** The last topic read, and its bytes: a run of frames on one topic decodes it once. */
   private lastTopic = '';
   private lastTopicBytes = new Uint8Array(0);
-  /** The pass under way: where this reader is, and the write sequence it reads up to. */
+  /** The pass under way: whether one is, where this reader is, and the write sequence it reads up to. */
+  private passing = false;
   private read = 0;
   private end = 0;
 
@@ -324,6 +503,7 @@ export class RingReader {
     this.ints = new Int32Array(ring.data);
     this.capacity = ring.data.byteLength;
     this.bit = 1 << reader;
+    this.stateCell = readerState((this.header.length - RING_READ) / 2, reader);
   }
 
   /** Bytes written and not yet read by this reader. */
@@ -331,26 +511,39 @@ export class RingReader {
     return (Atomics.load(this.header, RING_WRITE) - Atomics.load(this.header, RING_READ + this.reader)) | 0;
   }
 
-  /** Hands each record addressed to this reader to `handle`, in order; returns how many. */
-  drain(handle: RecordHandler): number {
-    this.begin();
+  /**
+   * Hands each record addressed to this reader to `handle`, in order, and each gap to `gap`;
+   * returns how many records. Dropped, it asks to rejoin instead and reads nothing.
+   */
+  drain(handle: RecordHandler, gap: GapHandler): number {
+    if (!this.begin()) return 0;
     let handled = 0;
-    while (this.head() !== null) {
-      this.take(handle);
-      handled++;
-    }
+    while (this.head() !== null) if (this.take(handle, gap)) handled++;
     this.finish();
     return handled;
   }
 
-  /** Starts a pass over the records written so far. */
-  begin(): void {
+  /**
+   * Starts a pass over the records written so far; false when this reader takes no part (the
+   * writer dropped it: it asks to rejoin instead, and the writer readdresses it with a gap record).
+   */
+  begin(): boolean {
+    const was = Atomics.compareExchange(this.header, this.stateCell, READER_IDLE, READER_DRAINING);
+    if (was === READER_DROPPED) {
+      Atomics.store(this.header, this.stateCell, READER_REJOIN);
+      Atomics.notify(this.header, this.stateCell);
+      return false;
+    }
+    if (was !== READER_IDLE) return false;
     this.read = Atomics.load(this.header, RING_READ + this.reader);
     this.end = Atomics.load(this.header, RING_WRITE);
+    this.passing = true;
+    return true;
   }
 
-  /** The sequence of the next record of this pass addressed to this reader, or null when there is none (padding and records for others skipped). */
+  /** The sequence of this pass's next record addressed to this reader (padding and others' records skipped), or null when none is left. */
   head(): number | null {
+    if (!this.passing) return null;
     while (this.read !== this.end) {
       const i = (this.read & (this.capacity - 1)) >> 2;
       const bytes = this.ints[i + R_BYTES]!;
@@ -360,26 +553,34 @@ export class RingReader {
     return null;
   }
 
-  /** Hands the record head() named to `handle` and moves past it. */
-  take(handle: RecordHandler): void {
+  /** Hands the record head() named to `handle` (a gap to `gap`) and moves past it; true for a record, false for a gap. */
+  take(handle: RecordHandler, gap: GapHandler): boolean {
     const pos = this.read & (this.capacity - 1);
     const i = pos >> 2;
     const bytes = this.ints[i + R_BYTES]!;
     const topicBytes = this.ints[i + R_TOPIC]!;
     const exceptBytes = this.ints[i + R_EXCEPT]!;
     const frameBytes = this.ints[i + R_FRAME]!;
+    this.read = (this.read + bytes) | 0;
+    if (exceptBytes === GAP) {
+      gap(parseGap(new Uint8Array(this.data, pos + RECORD_HEADER + topicBytes, frameBytes)));
+      return false;
+    }
     let at = pos + RECORD_HEADER;
     const topic = this.topicAt(at, topicBytes);
     at += topicBytes;
     const except = exceptBytes === 0 ? '' : Buffer.from(this.data, at, exceptBytes).toString('latin1');
     at += exceptBytes;
-    this.read = (this.read + bytes) | 0;
     handle(topic, new Uint8Array(this.data, at, frameBytes), except);
+    return true;
   }
 
   /** Ends the pass: what was read is free for the writer. */
   finish(): void {
+    if (!this.passing) return;
+    this.passing = false;
     Atomics.store(this.header, RING_READ + this.reader, this.read);
+    Atomics.store(this.header, this.stateCell, READER_IDLE);
     if (Atomics.load(this.header, RING_WAITING) !== 0) Atomics.notify(this.header, RING_READ + this.reader);
   }
 

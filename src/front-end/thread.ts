@@ -38,6 +38,7 @@ import { threadSessionDirectory } from './thread-directory.js';
 import { ThreadTap } from './thread-tap.js';
 import { SharedCounters } from './shared-counters.js';
 import { ThreadedTopicFanout } from './fanout.js';
+import { closeMissedSubscribers } from './missed-frames.js';
 import { appIdOfTopic, countRemoteDelivery } from './delivery-count.js';
 import type { TopicInterestHook } from '../http/topic-fanout.js';
 import { snapshotNodeCounters } from '../metrics/counters-snapshot.js';
@@ -92,7 +93,18 @@ async function start(): Promise<void> {
       return state?.ws && !state.closed && state.ws.isSubscribed(topic) ? state.ws : undefined;
     },
     onDelivered: countRemoteDelivery,
-    onReaderBehind: (threads, queuedBytes) => log.warn('front-end threads behind on frames from this thread: frames queue here until they catch up', { thread: data.thread, behind: threads, queuedBytes }),
+    onReadersDropped: (threads, queuedBytes) =>
+      log.warn('front-end threads fell behind on frames from this thread past the bound: going on without them until they catch up', { thread: data.thread, dropped: threads, queuedBytes }),
+    onMissed: (producer, missed) => {
+      const closed = closeMissedSubscribers(registry.all(), missed);
+      log.warn('this front-end thread fell behind and missed frames: closing their subscribers with 4100', {
+        thread: data.thread,
+        producer,
+        records: missed.records,
+        topics: missed.topics === null ? 'all' : missed.topics.size,
+        closed,
+      });
+    },
   });
   const adapter = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId) });
   const debug = new ThreadTap(link);
@@ -104,7 +116,7 @@ async function start(): Promise<void> {
   const controlPlane = relayedRoutes(data.relaySpecs, data.relayPort);
   // The admin API's live stream (the dashboard's debug console) is opened on the main thread too.
   const streams = data.adminStream ? relayedStreams(data.relayPort) : null;
-  const allRoutes = [...routeTable(ctx, counters.quota, controlPlane, counters.rateCounter), ...(process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute()] : []), ...notFoundRoutes()];
+  const allRoutes = [...routeTable(ctx, counters.quota, controlPlane, counters.rateCounter), ...(process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(), stallRoute()] : []), ...notFoundRoutes()];
   main.install((target) => {
     fallback.register(target);
     registerRoutes(target, allRoutes, { draining: () => state.draining });
@@ -161,6 +173,31 @@ function crashRoute(): Route {
         throw new Error('test hook: front-end thread crash');
       }, 50);
       return { status: 200, body: { thread: data.thread } };
+    },
+  };
+}
+
+/**
+ * Test hook: the thread that takes `POST /debug/front-end/stall?stall_ms=` answers its index,
+ * then blocks its event loop that long (0: answers only, to learn which thread a connection is on).
+ */
+function stallRoute(): Route {
+  return {
+    method: 'post',
+    pattern: '/debug/front-end/stall',
+    options: { errorStyle: 'plain', bodyLimit: 0 },
+    handler: (req) => {
+      const stallMs = Number(new URLSearchParams(req.query).get('stall_ms') ?? 0);
+      if (!Number.isFinite(stallMs) || stallMs < 0 || stallMs > 10_000) return { status: 400, body: { error: 'stall_ms must be in [0, 10000]' } };
+      if (stallMs > 0) {
+        setTimeout(() => {
+          const until = Date.now() + stallMs;
+          while (Date.now() < until) {
+            // Blocked, as a thread busy with something else would be.
+          }
+        }, 20);
+      }
+      return { status: 200, body: { thread: data.thread, stallMs } };
     },
   };
 }

@@ -16,7 +16,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { pathToFileURL, URLSearchParams } from 'node:url';
 import { join } from 'node:path';
 
-const { init, thread, root } = workerData;
+const { init, thread, root, maxQueuedBytes } = workerData;
 const dist = (path) => import(pathToFileURL(join(root, 'dist/src', path)).href);
 const { loadUws } = await dist('http/uws-native.js');
 const { ThreadedTopicFanout } = await dist('front-end/fanout.js');
@@ -40,6 +40,7 @@ const fanout = new ThreadedTopicFanout(init, thread, local, {
   onDelivered: (_topic, frames) => {
     delivered += frames;
   },
+  ...(maxQueuedBytes !== undefined && { maxQueuedBytes }),
 });
 
 const interested = interestSubscriptionHandler(fanout.interest);

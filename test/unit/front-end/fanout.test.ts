@@ -116,11 +116,35 @@ describe('ThreadedTopicFanout', () => {
     expect(table.maskFor('app:ch', 0)).toBe(0);
   });
 
-  it('stops addressing and waiting for a thread that is gone, and a replacement reads from then on', async () => {
+  it('tells a dropped thread what it missed, from which producer, before the frames after the gap', async () => {
+    const init = createFanoutBuffers({ threads: 1, ringBytes: 4096, maxFrameBytes: 100 });
+    const producer = new ThreadedTopicFanout(init, 1, new RecordingApp(), { maxQueuedBytes: 4096 });
+    const app0 = new RecordingApp();
+    const missed: { producer: number; records: number; topics: string[] | null; sentBefore: number }[] = [];
+    const reader = new ThreadedTopicFanout(init, 0, app0, {
+      onMissed: (from, m) => missed.push({ producer: from, records: m.records, topics: m.topics && [...m.topics].sort(), sentBefore: app0.sent.length }),
+    });
+    fanouts.push(producer, reader);
+    reader.interest!.add('app:a');
+    reader.interest!.add('app:b');
+    // In one turn, more than the ring (32 KiB) and the bound: thread 0 cannot read meanwhile.
+    for (let i = 0; i < 400; i++) producer.publish(i % 2 === 0 ? 'app:a' : 'app:b', `${i}:${'x'.repeat(90)}`);
+    await until(() => missed.length === 1, 'onMissed');
+    producer.publish('app:a', 'after');
+    await until(() => app0.sent.at(-1)?.frame === 'after', 'the frame after the gap');
+    const m = missed[0]!;
+    expect(m.producer).toBe(1);
+    expect(m.topics).toEqual(['app:a', 'app:b']);
+    // What it got before the gap and what the gap counts are the 400 frames, in order.
+    expect(m.sentBefore + m.records).toBe(400);
+    expect(app0.sent.slice(0, m.sentBefore).map((x) => Number(x.frame.split(':')[0]))).toEqual([...Array(m.sentBefore).keys()]);
+  });
+
+  it('drops a thread that holds the ring, stops addressing a thread that is gone, and a replacement reads from then on', async () => {
     const init = createFanoutBuffers({ threads: 2, ringBytes: 4096, maxFrameBytes: 100 });
     expect(init.ringBytes).toBe(32 * 1024);
     const behind: number[][] = [];
-    const producer = new ThreadedTopicFanout(init, 2, new RecordingApp(), { behindMs: 20, onReaderBehind: (threads) => behind.push(threads) });
+    const producer = new ThreadedTopicFanout(init, 2, new RecordingApp(), { onReadersDropped: (threads) => behind.push(threads) });
     // Thread 0 reads as usual.
     fanouts.push(producer, new ThreadedTopicFanout(init, 0, new RecordingApp()));
     // Thread 1 registered its interest and stopped reading (stuck or dead).
@@ -129,13 +153,17 @@ describe('ThreadedTopicFanout', () => {
     const frame = 'x'.repeat(90);
     // More than the ring holds (32 KiB).
     for (let i = 0; i < 400; i++) producer.publish('app:ch', frame);
-    await until(() => behind.length === 1, 'onReaderBehind');
+    await until(() => behind.length === 1, 'onReadersDropped');
     expect(behind[0]).toContain(1);
 
     detachFanoutThread(init, 1);
     expect(table.maskFor('app:ch', 2)).toBe(0);
-    // The queue is written once nobody holds the ring; nothing is addressed to thread 1 any more.
-    await until(() => new Int32Array(init.rings[2]!.header)[0]! > 400 * 110, 'queued records written');
+    // Nothing is addressed to thread 1 any more, nor does it hold the ring: a publish is written once thread 0 has read on.
+    const written = new Int32Array(init.rings[2]!.header)[0]!;
+    table.adjust('app:ch', 0, 1);
+    producer.publish('app:ch', 'to thread 0');
+    await until(() => new Int32Array(init.rings[2]!.header)[0]! > written, 'the publish written');
+    table.adjust('app:ch', 0, -1);
 
     attachFanoutThread(init, 1);
     const app1 = new RecordingApp();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RingReader, RingWriter, controlActive, controlInts, createRing, type RingBuffers } from '../../../src/front-end/ring.js';
+import { RingReader, RingWriter, controlActive, controlInts, createRing, recordBound, type Missed, type RingBuffers } from '../../../src/front-end/ring.js';
 import { until } from '../../helpers/wait.js';
 
 interface Got {
@@ -15,8 +15,15 @@ function ringFor(readers: number, capacity: number): { ring: RingBuffers; contro
   return { ring: createRing(readers, capacity), control };
 }
 
-function collect(reader: RingReader, into: Got[]): number {
-  return reader.drain((topic, frame, except) => into.push({ topic, frame: Buffer.from(frame).toString('utf8'), except }));
+/** Drains `reader` into `into`; a gap (the reader was dropped) becomes an entry `{ gap }` in `gaps` and in `into` (topic '#gap'). */
+function collect(reader: RingReader, into: Got[], gaps: Missed[] = []): number {
+  return reader.drain(
+    (topic, frame, except) => into.push({ topic, frame: Buffer.from(frame).toString('utf8'), except }),
+    (missed) => {
+      gaps.push(missed);
+      into.push({ topic: '#gap', frame: '', except: '' });
+    },
+  );
 }
 
 /** A frame of `n` characters, some of them 2- and 3-byte UTF-8, numbered. */
@@ -58,7 +65,7 @@ describe('fanout ring', () => {
 
   it('queues records in order while the ring is full and writes them as the reader moves on', async () => {
     const { ring, control } = ringFor(1, 256);
-    const writer = new RingWriter(ring, control, 1);
+    const writer = new RingWriter(ring, control, 1, { maxQueuedBytes: Infinity });
     const reader = new RingReader(ring, 0);
     const sent = Array.from({ length: 40 }, (_, i) => frameOf(i, 20));
     for (const frame of sent) writer.put(1, 't', '', frame);
@@ -73,7 +80,7 @@ describe('fanout ring', () => {
 
   it('serves two readers at different speeds, each everything in order', async () => {
     const { ring, control } = ringFor(2, 512);
-    const writer = new RingWriter(ring, control, 2);
+    const writer = new RingWriter(ring, control, 2, { maxQueuedBytes: Infinity });
     const fast = new RingReader(ring, 0);
     const slow = new RingReader(ring, 1);
     const fastGot: Got[] = [];
@@ -113,26 +120,122 @@ describe('fanout ring', () => {
     expect(readers[2]!.lag()).toBe(0);
   });
 
-  it('tells the owner once which reader holds the ring, and drops nothing', async () => {
-    const { ring, control } = ringFor(2, 256);
-    const behind: number[][] = [];
-    const writer = new RingWriter(ring, control, 2, { behindMs: 50, onReaderBehind: (readers) => behind.push(readers) });
+  it('drops a reader that holds the ring past the bound: the others go on, it gets a gap listing the topics, then every later record', async () => {
+    const { ring, control } = ringFor(2, 1024);
+    const dropped: number[][] = [];
+    let queuedAtDrop = 0;
+    const writer = new RingWriter(ring, control, 2, {
+      maxQueuedBytes: 512,
+      onReadersDropped: (readers, queued) => {
+        dropped.push(readers);
+        queuedAtDrop = queued;
+      },
+    });
     const fast = new RingReader(ring, 0);
     const stuck = new RingReader(ring, 1);
     const fastGot: Got[] = [];
-    for (let i = 0; i < 30; i++) writer.put(0b11, 't', '', frameOf(i, 20));
+    const sent: string[] = [];
+    for (let i = 0; i < 100; i++) {
+      sent.push(frameOf(i, 20));
+      writer.put(0b11, i % 2 === 0 ? 'a' : 'b', '', sent[i]!);
+      collect(fast, fastGot);
+    }
+    // Dropped once the queue passed 512 bytes: the fast reader was not held back beyond that.
     await until(() => {
       collect(fast, fastGot);
-      return behind.length > 0;
-    }, 'onReaderBehind');
-    expect(behind).toEqual([[1]]);
+      return fastGot.length === sent.length && writer.queued.records === 0;
+    }, () => `the fast reader at the end: ${fastGot.length} ${JSON.stringify(writer.queued)} ${writer.droppedReaders}`);
+    expect(fastGot.map((g) => g.frame)).toEqual(sent);
+    expect(dropped).toEqual([[1]]);
+    // Dropped at the record that passed the bound.
+    expect(queuedAtDrop).toBeGreaterThan(512);
+    expect(queuedAtDrop).toBeLessThanOrEqual(512 + recordBound(1, 0, 3 * 23));
+    expect(writer.droppedReaders).toBe(0b10);
+
+    // The stuck reader runs again: it asks to rejoin, reading nothing, and is addressed again.
     const stuckGot: Got[] = [];
+    const gaps: Missed[] = [];
+    expect(collect(stuck, stuckGot, gaps)).toBe(0);
+    await until(() => writer.droppedReaders === 0, 'the writer takes the reader back');
+    writer.put(0b11, 'c', '', 'after');
     await until(() => {
       collect(fast, fastGot);
-      collect(stuck, stuckGot);
-      return writer.queued.records === 0 && stuckGot.length === 30 && fastGot.length === 30;
-    }, 'both readers at the end');
-    expect(behind).toHaveLength(1);
+      collect(stuck, stuckGot, gaps);
+      return stuckGot.length === 2;
+    }, 'the gap and the next record');
+    expect(stuckGot.map((g) => g.topic)).toEqual(['#gap', 'c']);
+    expect(gaps[0]!.records).toBe(100);
+    expect([...gaps[0]!.topics!].sort()).toEqual(['a', 'b']);
+    expect(fastGot.at(-1)!.frame).toBe('after');
+  });
+
+  it('a reader dropped again before it read its gap gets one gap for both', async () => {
+    const { ring, control } = ringFor(2, 1024);
+    const writer = new RingWriter(ring, control, 2, { maxQueuedBytes: 512 });
+    const fast = new RingReader(ring, 0);
+    const stuck = new RingReader(ring, 1);
+    const fastGot: Got[] = [];
+    const burst = async (topic: string): Promise<void> => {
+      for (let i = 0; i < 60; i++) {
+        writer.put(0b11, topic, '', frameOf(i, 20));
+        collect(fast, fastGot);
+      }
+      await until(() => {
+        collect(fast, fastGot);
+        return writer.queued.records === 0 && writer.droppedReaders === 0b10;
+      }, `dropped on ${topic}`);
+    };
+    await burst('a');
+    collect(stuck, []);
+    await until(() => writer.droppedReaders === 0, 'taken back');
+    // Its gap record is in the ring, unread, when it is dropped again.
+    await burst('b');
+    collect(stuck, []);
+    await until(() => writer.droppedReaders === 0, 'taken back again');
+    const got: Got[] = [];
+    const gaps: Missed[] = [];
+    collect(stuck, got, gaps);
+    expect(got.map((g) => g.topic)).toEqual(['#gap']);
+    expect(gaps[0]!.records).toBe(120);
+    expect([...gaps[0]!.topics!].sort()).toEqual(['a', 'b']);
+  });
+
+  it('lists no topics past 1,000 in a gap: every topic then', async () => {
+    const { ring, control } = ringFor(2, 4096);
+    const writer = new RingWriter(ring, control, 2, { maxQueuedBytes: 256 });
+    const fast = new RingReader(ring, 0);
+    const stuck = new RingReader(ring, 1);
+    for (let i = 0; i < 1500; i++) {
+      writer.put(0b11, `t${i}`, '', 'x');
+      collect(fast, []);
+    }
+    await until(() => {
+      collect(fast, []);
+      return writer.droppedReaders === 0b10 && writer.queued.records === 0;
+    }, 'dropped');
+    collect(stuck, []);
+    await until(() => writer.droppedReaders === 0, 'taken back');
+    const gaps: Missed[] = [];
+    collect(stuck, [], gaps);
+    expect(gaps).toEqual([{ records: 1500, topics: null }]);
+  });
+
+  it('drops a reader that holds the ring without moving for maxHeldMs, however little is queued', async () => {
+    const { ring, control } = ringFor(2, 256);
+    const dropped: number[][] = [];
+    const writer = new RingWriter(ring, control, 2, { maxQueuedBytes: Infinity, maxHeldMs: 100, onReadersDropped: (readers) => dropped.push(readers) });
+    const fast = new RingReader(ring, 0);
+    const fastGot: Got[] = [];
+    for (let i = 0; i < 6; i++) {
+      writer.put(0b11, 't', '', frameOf(i, 20));
+      collect(fast, fastGot);
+    }
+    expect(writer.queued.records).toBeGreaterThan(0);
+    await until(() => {
+      collect(fast, fastGot);
+      return fastGot.length === 6;
+    }, 'the fast reader at the end');
+    expect(dropped).toEqual([[1]]);
   });
 
   it('skips a reader marked inactive when counting free space', () => {
