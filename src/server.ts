@@ -161,7 +161,8 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     load: shards,
     connections: () => front.connectionCounts(),
     threadConnections: () => front.threadConnections(),
-    ...(threaded && { gather: () => threaded!.gatherCounters() }),
+    // The threads start later (listen): each scrape asks those running then.
+    ...(config.frontEndThreads > 1 && { gather: () => threaded?.gatherCounters() ?? Promise.resolve([]) }),
     configured: () => ({ apps: ctx.appsById.values(), instanceIds: ctx.pushInstances.keys() }),
     build: { version: heraldVersion(), uws: uwsBuild },
     ...(cluster && capability && { cluster: () => capability.figures, clusterNodes: async () => (await cluster.members().catch(() => null))?.nodes.length ?? null }),

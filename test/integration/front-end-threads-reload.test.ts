@@ -324,6 +324,26 @@ describe('admin API changes with two front-end threads', () => {
   }, 60_000);
 });
 
+describe('metrics with two front-end threads', () => {
+  it("sums the threads' own counters into /metrics", async () => {
+    const disconnects = async (): Promise<number> => {
+      const text = (await httpsOnce('/metrics')).body;
+      return text
+        .split('\n')
+        .filter((l) => l.startsWith('herald_ws_disconnects_total{') && l.includes(`app_id="${A.id}"`))
+        .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
+    };
+    const before = await disconnects();
+    for (const thread of [0, 1]) {
+      const conn = await wssOnThread(A.key, thread);
+      conn.ws.close();
+      await conn.closed;
+    }
+    // Each thread counts its own: the connections closed on both (and the tries on the wrong thread) are in the sum.
+    await until(async () => (await disconnects()) >= before + 2, 'the disconnects of both threads counted');
+  });
+});
+
 describe('shutdown with two front-end threads and TLS', () => {
   it('drains both threads on SIGTERM: connections from before and after a certificate reload get 4200', async () => {
     const on = [await wssOnThread(A.key, 0), await wssOnThread(C.key, 1)];
