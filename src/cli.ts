@@ -383,6 +383,7 @@ function reloader(herald: RunningHerald, configPath: string | undefined): () => 
       if (report.restartNeeded.length > 0) {
         log.warn('config reload: these settings changed but need a restart; the running values are kept', { restartNeeded: report.restartNeeded });
       }
+      if (report.notApplied.length > 0) log.warn('config reload: not taken everywhere (see each line above)', { notApplied: report.notApplied });
       log.info('config reloaded', { changed: report.changed, closedConnections: report.closedConnections });
     } catch (err) {
       log.error('config reload refused: keeping the running config', { error: err instanceof ConfigError ? err.message : describeError(err) });

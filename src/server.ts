@@ -81,8 +81,14 @@ export interface ReloadReport {
   changed: string[];
   /** Settings that changed in the file but need a restart (running values kept). */
   restartNeeded: string[];
-  /** Connections closed because their app was removed or disabled. */
+  /** Connections closed because their app was removed or disabled (on every front-end thread). */
   closedConnections: number;
+  /**
+   * What some front-end thread did not take, one line each (a thread whose certificate files
+   * turned bad after they were checked keeps its certificate; a thread that did not answer):
+   * the others took the whole config. Empty when every thread took it.
+   */
+  notApplied: string[];
 }
 
 export async function startHerald(config: Readonly<HeraldConfig>): Promise<RunningHerald> {
@@ -112,7 +118,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
       ctx.config = next;
       shards.setWorkerConfig(next);
     },
-    ...(threadCounters && { follow: (change, next) => threaded?.applyTenants(change, next) ?? Promise.resolve() }),
+    ...(threadCounters && { follow: (change, next) => threaded?.applyTenants(change, next) ?? Promise.resolve(0) }),
   });
   // Topic delivery reaches HTTP fallback sessions too (channels/http-fallback/topics.ts); with
   // several front-end threads, this thread's frames (watchlists, the dashboard's events) reach them through the shared fan-out.
@@ -139,7 +145,8 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     load: shards,
     connections: () => front.connectionCounts(),
     threadConnections: () => front.threadConnections(),
-    ...(threaded && { gather: () => threaded!.gatherCounters() }),
+    // The threads start later (listen): each scrape asks those running then.
+    ...(config.frontEndThreads > 1 && { gather: () => threaded?.gatherCounters() ?? Promise.resolve([]) }),
     configured: () => ({ apps: ctx.appsById.values(), instanceIds: ctx.pushInstances.keys() }),
     build: { version: heraldVersion(), uws: uwsBuild },
     ...(cluster && capability && { cluster: () => capability.figures, clusterNodes: async () => (await cluster.members().catch(() => null))?.nodes.length ?? null }),
@@ -175,7 +182,9 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
+    // Closed once (a second close would touch a listen socket uSockets has freed).
     if (metricsSocket) uws.us_listen_socket_close(metricsSocket);
+    metricsSocket = undefined;
     tenants.close();
     stopping ??= shutdown(front, shards, state, config.shutdownTimeoutSeconds * 1000, admin, adapter, ctx.webhooks);
     return stopping;
@@ -263,16 +272,18 @@ async function applyReload(
     : await Promise.allSettled(Array.from({ length: ctx.core.shardCount }, (_, i) => ctx.core.request(i, { type: 'core.reload', config: effective as HeraldConfig })));
   // The shards before this thread: a request this thread lets through for a new app must find
   // the app on its shard. A shard that misses it gets the config when it restarts.
-  const { closed, taken } = running.apply(tenants, { config: effective, shardsUpToDate: !onlyTenants });
+  const { closed, taken, followed } = running.apply(tenants, { config: effective, shardsUpToDate: !onlyTenants });
   const answers = [...reloaded, ...(await Promise.allSettled([taken]))];
   for (const a of answers) {
     if (a.status === 'rejected') log.error('reload: a shard did not take the new config', { error: String(a.reason) });
   }
   setLogLevel(effective.logLevel);
-  await front.reload(effective).catch((err: unknown) => log.error('reload: a front-end thread did not take the new config', { error: String(err) }));
+  // Each thread takes what it can: one that fails is reported, the others are not held back.
+  const notApplied = await front.reload(effective);
+  for (const problem of notApplied) log.error('reload: a front-end thread did not take all of the new config', { problem });
   await Promise.all(tenants.removedApps.map((id) => forgetRemovedApp(forget, id)));
   if (plan.changed.includes('push')) logMissingCredentials(effective);
-  return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections: closed };
+  return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections: closed + (await followed), notApplied };
 }
 
 /** What a removed app leaves beside its shards' state: the cluster's records and the message quota's count. */
@@ -446,8 +457,8 @@ interface FrontEnd {
   threadConnections(): number[];
   /** Opens the port; answers the port it got. */
   listen(): Promise<number>;
-  /** A reload's settings the front end reads (certificates, log level, the running config). */
-  reload(effective: Readonly<HeraldConfig>): Promise<void>;
+  /** A reload's settings the front end reads (certificates, log level, the running config); answers what a thread did not take. */
+  reload(effective: Readonly<HeraldConfig>): Promise<string[]>;
   /** Shutdown: no new connection, every one closed with 4200, requests answered; until `deadline`. */
   drain(deadline: number): Promise<void>;
   /** Shutdown, last: what is left closed. */
@@ -491,7 +502,7 @@ function frontEndHere(deps: {
       main.listening(config.host, port, listenSocket);
       return port;
     },
-    reload: async () => {},
+    reload: async () => [],
     drain: async (deadline) => {
       main.closeListener();
       ws.closeAll(CLOSE_CODES.GENERIC_RECONNECT, 'Server shutting down');
@@ -560,9 +571,7 @@ function threadedFrontEnd(deps: {
       deps.onThreads(threads);
       return port;
     },
-    reload: async (effective) => {
-      await threads?.reload(effective);
-    },
+    reload: async (effective) => (await threads?.reload(effective)) ?? [],
     drain: async (deadline) => {
       await threads?.drain(deadline);
     },

@@ -125,15 +125,26 @@ async function start(): Promise<void> {
 
   link.on<{ change: TenantChange; config: HeraldConfig | undefined; slots: [string, number][] }>('tenants', ({ change, config: next, slots }) => {
     for (const [appId, slot] of slots) counters.setSlot(appId, slot);
-    running.apply(change, next ? { config: next, shardsUpToDate: true } : { shardsUpToDate: true });
+    const { closed } = running.apply(change, next ? { config: next, shardsUpToDate: true } : { shardsUpToDate: true });
     for (const appId of change.removedApps ?? []) counters.clearSlot(appId);
     // An app or instance created again with the same id starts its counters from 0.
     forgetTenantsExcept(new Set(ctx.appsById.keys()), new Set(ctx.pushInstances.keys()));
+    return closed;
   });
+  // Answers null, or why this thread kept its certificate (the rest of the config is taken either way).
   link.on<{ config: HeraldConfig }>('reload', ({ config: next }) => {
-    if (next.tls) app.reloadCertificates(next.tls);
     setLogLevel(next.logLevel);
     ctx.config = next;
+    if (!next.tls) return null;
+    try {
+      // The main thread checked the files; they may have changed since.
+      app.reloadCertificates(next.tls);
+      return null;
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      log.error('tls certificates not re-read on this front-end thread: its certificate stays', { thread: data.thread, error: reason });
+      return reason;
+    }
   });
   link.on<{ appId: string; userId: string }>('terminateUser', ({ appId, userId }) => registry.terminateUser(appId, userId));
   link.on('counters', () => snapshotNodeCounters());

@@ -188,17 +188,32 @@ export class FrontEndThreads {
     return closed.reduce((a, b) => a + b, 0);
   }
 
-  /** Every thread takes a tenant change (after the shards did); resolves once each has. */
-  async applyTenants(change: TenantChange, config: Readonly<HeraldConfig> | undefined): Promise<void> {
+  /** Every thread takes a tenant change (after the shards did); resolves once each has, with how many connections they closed. */
+  async applyTenants(change: TenantChange, config: Readonly<HeraldConfig> | undefined): Promise<number> {
     const slots = (change.apps ?? []).map((a) => [a.id, this.deps.counters.assignSlot(a.id)]);
-    await this.askAll('tenants', { change, config, slots });
+    const closed = await this.askAll<number>('tenants', { change, config, slots });
     // The threads closed the removed apps' sockets and forgot their slots.
     for (const appId of change.removedApps ?? []) this.deps.counters.releaseSlot(appId);
+    return closed.reduce((a, b) => a + b, 0);
   }
 
-  /** Every thread takes a reloaded config (certificates, log level, settings read live). */
-  async reload(config: Readonly<HeraldConfig>): Promise<void> {
-    await this.askAll('reload', { config });
+  /**
+   * Every thread takes a reloaded config (log level, settings read live, certificates). A thread
+   * that cannot does not hold the others back: answers what was not applied, one line per thread
+   * (its certificate files turned bad after the main thread checked them, or it did not answer).
+   */
+  async reload(config: Readonly<HeraldConfig>): Promise<string[]> {
+    const live = this.threads.flatMap((r, t) => (this.dead.has(t) ? [] : [{ t, answer: r.link.ask<string | null>('reload', { config }) }]));
+    const notApplied: string[] = [];
+    for (const { t, answer } of live) {
+      await answer.then(
+        (refused) => {
+          if (refused !== null) notApplied.push(`front-end thread ${t} kept its certificate: ${refused}`);
+        },
+        (err: unknown) => notApplied.push(`front-end thread ${t} did not take the new config: ${err instanceof Error ? err.message : String(err)}`),
+      );
+    }
+    return notApplied;
   }
 
   /** Each thread's counters of the hot paths (metrics). */

@@ -196,12 +196,17 @@ export class MainApp implements TopicFanout {
     this.made.clear();
   }
 
-  /** Closes the listen socket(s): no new connection (shutdown). */
+  /**
+   * Closes the listen socket(s): no new connection (shutdown). Once only: uSockets frees a
+   * closed listen socket after the loop iteration, and closing it again then touches freed
+   * memory (shutdown calls this on drain and again when the apps close).
+   */
   closeListener(): void {
     this.closed = true;
     if (this.handoverTimer !== undefined) clearTimeout(this.handoverTimer);
     this.handoverTimer = undefined;
     if (this.listener) this.uws.us_listen_socket_close(this.listener.socket);
+    this.listener = undefined;
     for (const socket of this.retiring) this.uws.us_listen_socket_close(socket);
     this.retiring.clear();
   }

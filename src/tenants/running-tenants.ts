@@ -28,9 +28,10 @@ export interface RunningTenantsDeps {
   configChanged: (config: Readonly<HeraldConfig>) => void;
   /**
    * Hands the change on, once the shards have it (the front-end threads, when several serve), with
-   * the whole running config when the change came with one (start-up, reload); `taken` waits for it.
+   * the whole running config when the change came with one (start-up, reload); `taken` waits for
+   * it. Answers how many connections the followers closed.
    */
-  follow?: (change: TenantChange, config: Readonly<HeraldConfig> | undefined) => Promise<void>;
+  follow?: (change: TenantChange, config: Readonly<HeraldConfig> | undefined) => Promise<number>;
 }
 
 export interface ApplyOptions {
@@ -41,8 +42,13 @@ export interface ApplyOptions {
 }
 
 export interface Applied {
-  /** Connections closed because their app was removed, disabled or given another key. */
+  /** Connections closed because their app was removed, disabled or given another key (this thread's). */
   closed: number;
+  /**
+   * Settles once the followers (the front-end threads) took the change, with how many
+   * connections they closed (0 without followers, or when they failed); never rejects.
+   */
+  followed: Promise<number>;
   /**
    * Settles once every shard answered; rejects with the first failure (a shard that missed the
    * change takes the running config when its worker restarts).
@@ -110,13 +116,14 @@ export class RunningTenants {
     this.deps.configChanged(config);
     const follow = this.deps.follow;
     // The followers get the change even when a shard missed it (that shard takes the config when it restarts).
-    const taken = follow ? sent.then(() => follow(change, options.config), (err: unknown) => follow(change, options.config).then(() => Promise.reject(err))) : sent;
+    const followed = follow ? sent.then(() => follow(change, options.config), () => follow(change, options.config)) : Promise.resolve(0);
+    const taken = follow ? followed.then(() => sent) : sent;
     let closed = 0;
     if (this.sockets) {
       for (const id of change.removedApps ?? []) closed += this.sockets.applyApp(id, undefined);
       for (const app of change.apps ?? []) closed += this.sockets.applyApp(app.id, app);
     }
-    return { closed, taken };
+    return { closed, taken, followed: followed.catch(() => 0) };
   }
 
   /** Every shard gets the change as `core.tenants` pages. */

@@ -193,7 +193,7 @@ export class TenantRegistry implements TenantHolder {
     if (kind === 'push') await this.deps.retirePush(id);
     await this.deps.store.delete(kind, id);
     this.drop(kind, id);
-    this.applyRemoval(kind, id);
+    await this.applyRemoval(kind, id);
     if (kind === 'app') await this.deps.effects.appDeleted(id);
     await this.notify(kind, id);
   }
@@ -264,7 +264,7 @@ export class TenantRegistry implements TenantHolder {
   private async commit(record: TenantRecord): Promise<void> {
     await this.deps.store.put(record);
     this.keep(record);
-    this.applyRecord(record);
+    await this.applyRecord(record);
     await this.notify(record.kind, idOf(record));
   }
 
@@ -308,32 +308,35 @@ export class TenantRegistry implements TenantHolder {
     if (record) {
       if (kept && JSON.stringify(kept) === JSON.stringify(record)) return;
       this.keep(record);
-      this.applyRecord(record);
+      void this.applyRecord(record);
     } else if (kept) {
       this.drop(kind, id);
-      this.applyRemoval(kind, id);
+      void this.applyRemoval(kind, id);
     }
   }
 
-  private applyRecord(record: TenantRecord): void {
+  private async applyRecord(record: TenantRecord): Promise<void> {
     if (this.shadowed(record)) return;
-    this.apply(record.kind === 'app' ? { apps: [running(record)] } : { push: [running(record)] });
+    await this.apply(record.kind === 'app' ? { apps: [running(record)] } : { push: [running(record)] });
   }
 
-  private applyRemoval(kind: TenantKind, id: string): void {
+  private async applyRemoval(kind: TenantKind, id: string): Promise<void> {
     if (this.source(kind, id) === 'config') return;
     if (kind === 'app') {
-      if (this.deps.running.appsById.has(id)) this.apply({ removedApps: [id] });
+      if (this.deps.running.appsById.has(id)) await this.apply({ removedApps: [id] });
     } else if (this.deps.running.pushInstances.has(id)) {
-      this.apply({ removedPush: [id] });
+      await this.apply({ removedPush: [id] });
     }
   }
 
-  private apply(change: TenantChange): void {
-    this.deps.running.apply(change).taken.catch((err: unknown) => {
+  /** Applies the change here; resolves once the front-end threads (when several serve) have it too, so an answer given after it holds on every thread. */
+  private async apply(change: TenantChange): Promise<void> {
+    const applied = this.deps.running.apply(change);
+    applied.taken.catch((err: unknown) => {
       // A shard that missed it takes the running config when its worker restarts.
       log.error('tenants: a shard did not take the change', { error: String(err) });
     });
+    await applied.followed;
   }
 }
 
