@@ -114,7 +114,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
       ctx.config = next;
       shards.setWorkerConfig(next);
     },
-    ...(threadCounters && { follow: (change, next) => threaded?.applyTenants(change, next) ?? Promise.resolve() }),
+    ...(threadCounters && { follow: (change, next) => threaded?.applyTenants(change, next) ?? Promise.resolve(0) }),
   });
   // Topic delivery reaches HTTP fallback sessions too (channels/http-fallback/topics.ts); with
   // several front-end threads, this thread's frames (watchlists, the dashboard's events) reach them through the shared fan-out.
@@ -155,7 +155,8 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     load: shards,
     connections: () => front.connectionCounts(),
     threadConnections: () => front.threadConnections(),
-    ...(threaded && { gather: () => threaded!.gatherCounters() }),
+    // `threaded` is set once the threads start, after this: read it at each scrape.
+    ...(threadCounters && { gather: () => threaded?.gatherCounters() ?? Promise.resolve([]) }),
     configured: () => ({ apps: ctx.appsById.values(), instanceIds: ctx.pushInstances.keys() }),
     build: { version: heraldVersion(), uws: uwsBuild },
     ...(cluster && capability && { cluster: () => capability.figures, clusterNodes: async () => (await cluster.members().catch(() => null))?.nodes.length ?? null }),
@@ -280,7 +281,8 @@ async function applyReload(
   // The shards before this thread: a request this thread lets through for a new app must find
   // the app on its shard. A shard that misses it gets the config when it restarts.
   const { closed, taken } = running.apply(tenants, { config: effective, shardsUpToDate: !onlyTenants });
-  const answers = [...reloaded, ...(await Promise.allSettled([taken]))];
+  const followed = (await Promise.allSettled([taken]))[0]!;
+  const answers = [...reloaded, followed];
   for (const a of answers) {
     if (a.status === 'rejected') log.error('reload: a shard did not take the new config', { error: String(a.reason) });
   }
@@ -288,7 +290,7 @@ async function applyReload(
   await front.reload(effective).catch((err: unknown) => log.error('reload: a front-end thread did not take the new config', { error: String(err) }));
   await Promise.all(tenants.removedApps.map((id) => forgetRemovedApp(forget, id)));
   if (plan.changed.includes('push')) logMissingCredentials(effective);
-  return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections: closed };
+  return { changed: plan.changed, restartNeeded: plan.restartNeeded, closedConnections: closed + (followed.status === 'fulfilled' ? followed.value : 0) };
 }
 
 /** What a removed app leaves beside its shards' state: the cluster's records and the message quota's count. */

@@ -82,6 +82,8 @@ export interface ThreadedTopicFanoutOptions {
    * topic, the excluded socket not counted): the caller counts them for the topic's app.
    */
   onDelivered?: (topic: string, frames: number) => void;
+  /** Every frame this thread takes from another producer's record, whether or not it has subscribers of the topic (read it before returning: it is a view of the ring). */
+  onRemoteFrame?: (topic: string, frame: Uint8Array) => void;
   /**
    * Producer side: readers have held this thread's ring for `behindMs` or beyond
    * `maxQueuedBytes` (see RingWriterOptions); records stay queued.
@@ -187,6 +189,7 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
   };
 
   private deliverLocally(topic: string, frame: Uint8Array, except: string): void {
+    this.opts.onRemoteFrame?.(topic, frame);
     let excepted = false;
     if (except !== '' && threadOf(except) === this.thread) {
       const ws = this.opts.lookupSocket?.(except, topic);

@@ -89,15 +89,19 @@ async function start(): Promise<void> {
   // Fallback sessions and WebSockets alike tell the fan-out which topics this thread has subscribers on.
   const interest: TopicInterestHook = { add: (topic) => fanout.interest?.add(topic), remove: (topic) => fanout.interest?.remove(topic) };
   const topics = new SessionTopics(main, interest);
+  const frameWatch: { adapter?: ThreadedChannelAdapter } = {};
   const fanout = new ThreadedTopicFanout(data.fanout, data.thread, topics, {
     lookupSocket: (socketId, topic) => {
       const state = registry.get(appIdOfTopic(topic), socketId);
       return state?.ws && !state.closed && state.ws.isSubscribed(topic) ? state.ws : undefined;
     },
     onDelivered: countRemoteDelivery,
+    // The fan-out reads from its construction on, before the adapter exists.
+    onRemoteFrame: (topic, frame) => frameWatch.adapter?.remoteFrame(topic, frame),
     onReaderBehind: (threads, queuedBytes) => log.warn('front-end threads behind on frames from this thread: frames queue here until they catch up', { thread: data.thread, behind: threads, queuedBytes }),
   });
-  const adapter = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId) });
+  const adapter = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId), interest });
+  frameWatch.adapter = adapter;
   const debug = new ThreadTap(link);
   const ctx: ServerContext = {
     config,
@@ -130,10 +134,11 @@ async function start(): Promise<void> {
 
   link.on<{ change: TenantChange; config: HeraldConfig | undefined; slots: [string, number][] }>('tenants', ({ change, config: next, slots }) => {
     for (const [appId, slot] of slots) counters.setSlot(appId, slot);
-    running.apply(change, next ? { config: next, shardsUpToDate: true } : { shardsUpToDate: true });
+    const { closed } = running.apply(change, next ? { config: next, shardsUpToDate: true } : { shardsUpToDate: true });
     for (const appId of change.removedApps ?? []) counters.clearSlot(appId);
     // An app or instance created again with the same id starts its counters from 0.
     forgetTenantsExcept(new Set(ctx.appsById.keys()), new Set(ctx.pushInstances.keys()));
+    return closed;
   });
   link.on<{ config: HeraldConfig }>('reload', ({ config: next }) => {
     if (next.tls) app.reloadCertificates(next.tls);

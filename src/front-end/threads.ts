@@ -185,12 +185,13 @@ export class FrontEndThreads {
     return closed.reduce((a, b) => a + b, 0);
   }
 
-  /** Every thread takes a tenant change (after the shards did); resolves once each has. */
-  async applyTenants(change: TenantChange, config: Readonly<HeraldConfig> | undefined): Promise<void> {
+  /** Every thread takes a tenant change (after the shards did); resolves once each has, with the connections they closed. */
+  async applyTenants(change: TenantChange, config: Readonly<HeraldConfig> | undefined): Promise<number> {
     const slots = (change.apps ?? []).map((a) => [a.id, this.deps.counters.assignSlot(a.id)]);
-    await this.askAll('tenants', { change, config, slots });
+    const closed = await this.askAll<number>('tenants', { change, config, slots });
     // The threads closed the removed apps' sockets and forgot their slots.
     for (const appId of change.removedApps ?? []) this.deps.counters.releaseSlot(appId);
+    return closed.reduce((a, b) => a + b, 0);
   }
 
   /** Every thread takes a reloaded config (certificates, log level, settings read live). */

@@ -29,8 +29,9 @@ export interface RunningTenantsDeps {
   /**
    * Hands the change on, once the shards have it (the front-end threads, when several serve), with
    * the whole running config when the change came with one (start-up, reload); `taken` waits for it.
+   * Answers how many connections the followers closed (their sockets, as `closed` counts this thread's).
    */
-  follow?: (change: TenantChange, config: Readonly<HeraldConfig> | undefined) => Promise<void>;
+  follow?: (change: TenantChange, config: Readonly<HeraldConfig> | undefined) => Promise<number>;
 }
 
 export interface ApplyOptions {
@@ -41,13 +42,14 @@ export interface ApplyOptions {
 }
 
 export interface Applied {
-  /** Connections closed because their app was removed, disabled or given another key. */
+  /** Connections closed on this thread because their app was removed, disabled or given another key. */
   closed: number;
   /**
-   * Settles once every shard answered; rejects with the first failure (a shard that missed the
-   * change takes the running config when its worker restarts).
+   * Settles once every shard (and follower) answered, with the connections the followers closed
+   * (0 without followers); rejects with the first failure (a shard that missed the change takes
+   * the running config when its worker restarts).
    */
-  taken: Promise<void>;
+  taken: Promise<number>;
 }
 
 export class RunningTenants {
@@ -110,7 +112,7 @@ export class RunningTenants {
     this.deps.configChanged(config);
     const follow = this.deps.follow;
     // The followers get the change even when a shard missed it (that shard takes the config when it restarts).
-    const taken = follow ? sent.then(() => follow(change, options.config), (err: unknown) => follow(change, options.config).then(() => Promise.reject(err))) : sent;
+    const taken = follow ? sent.then(() => follow(change, options.config), (err: unknown) => follow(change, options.config).then(() => Promise.reject(err))) : sent.then(() => 0);
     let closed = 0;
     if (this.sockets) {
       for (const id of change.removedApps ?? []) closed += this.sockets.applyApp(id, undefined);
