@@ -39,7 +39,7 @@ import { relayedRoutes } from './route-relay.js';
 import { ThreadedChannelAdapter } from './threaded-adapter.js';
 import { threadSessionDirectory } from './thread-directory.js';
 import { ThreadTap } from './thread-tap.js';
-import { SharedCounters } from './shared-counters.js';
+import { SharedCounters, SharedMissBudget } from './shared-counters.js';
 import { ThreadedTopicFanout } from './fanout.js';
 import { appIdOfTopic, countRemoteDelivery } from './delivery-count.js';
 import type { TopicInterestHook } from '../http/topic-fanout.js';
@@ -121,7 +121,7 @@ async function start(): Promise<void> {
   adapter.tapSubscriptions(debug);
   const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter, debug, frontEndThread: data.thread, counters, interest });
   running.attach(ws);
-  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: threadSessionDirectory(data.thread, link) });
+  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: threadSessionDirectory(data.thread, link), misses: new SharedMissBudget(data.counters, config.httpFallback.maxSessionMissesPerMinute) });
   const controlPlane = relayedRoutes(data.relaySpecs, data.relayPort);
   // The admin API's live stream (the dashboard's debug console) is opened on the main thread too.
   const streams = data.adminStream ? relayedStreams(data.relayPort) : null;

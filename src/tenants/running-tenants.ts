@@ -82,6 +82,11 @@ export class RunningTenants {
     return this.push;
   }
 
+  /** Whether a change is handed on (`follow`): front-end threads serve the APIs. */
+  get followed(): boolean {
+    return this.deps.follow !== undefined;
+  }
+
   /** From now on a changed app's sockets take the change (the WebSocket endpoint opens after the stored tenants are loaded). */
   attach(sockets: AppSockets): void {
     this.sockets = sockets;

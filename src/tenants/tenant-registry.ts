@@ -193,7 +193,7 @@ export class TenantRegistry implements TenantHolder {
     if (kind === 'push') await this.deps.retirePush(id);
     await this.deps.store.delete(kind, id);
     this.drop(kind, id);
-    this.applyRemoval(kind, id);
+    await this.applyRemoval(kind, id);
     if (kind === 'app') await this.deps.effects.appDeleted(id);
     await this.notify(kind, id);
   }
@@ -264,7 +264,7 @@ export class TenantRegistry implements TenantHolder {
   private async commit(record: TenantRecord): Promise<void> {
     await this.deps.store.put(record);
     this.keep(record);
-    this.applyRecord(record);
+    await this.applyRecord(record);
     await this.notify(record.kind, idOf(record));
   }
 
@@ -308,32 +308,42 @@ export class TenantRegistry implements TenantHolder {
     if (record) {
       if (kept && JSON.stringify(kept) === JSON.stringify(record)) return;
       this.keep(record);
-      this.applyRecord(record);
+      void this.applyRecord(record);
     } else if (kept) {
       this.drop(kind, id);
-      this.applyRemoval(kind, id);
+      void this.applyRemoval(kind, id);
     }
   }
 
-  private applyRecord(record: TenantRecord): void {
-    if (this.shadowed(record)) return;
-    this.apply(record.kind === 'app' ? { apps: [running(record)] } : { push: [running(record)] });
+  private applyRecord(record: TenantRecord): Promise<void> {
+    if (this.shadowed(record)) return Promise.resolve();
+    return this.apply(record.kind === 'app' ? { apps: [running(record)] } : { push: [running(record)] });
   }
 
-  private applyRemoval(kind: TenantKind, id: string): void {
-    if (this.source(kind, id) === 'config') return;
+  private applyRemoval(kind: TenantKind, id: string): Promise<void> {
+    if (this.source(kind, id) === 'config') return Promise.resolve();
     if (kind === 'app') {
-      if (this.deps.running.appsById.has(id)) this.apply({ removedApps: [id] });
+      if (this.deps.running.appsById.has(id)) return this.apply({ removedApps: [id] });
     } else if (this.deps.running.pushInstances.has(id)) {
-      this.apply({ removedPush: [id] });
+      return this.apply({ removedPush: [id] });
     }
+    return Promise.resolve();
   }
 
-  private apply(change: TenantChange): void {
-    this.deps.running.apply(change).taken.catch((err: unknown) => {
-      // A shard that missed it takes the running config when its worker restarts.
-      log.error('tenants: a shard did not take the change', { error: String(err) });
-    });
+  /**
+   * Applies the change here. With followers (front-end threads, which serve the APIs) it
+   * settles once they have it, so that an admin API answer is followed by requests that see the
+   * change; otherwise at once (the shards take changes in the order they are sent).
+   */
+  private apply(change: TenantChange): Promise<void> {
+    const taken = this.deps.running.apply(change).taken.then(
+      () => undefined,
+      (err: unknown) => {
+        // A shard that missed it takes the running config when its worker restarts.
+        log.error('tenants: a shard did not take the change', { error: String(err) });
+      },
+    );
+    return this.deps.running.followed ? taken : Promise.resolve();
   }
 }
 
