@@ -73,9 +73,15 @@ describe('logs at debug level', () => {
       () => unknown('other-key').length > 0,
       "the other key's line",
     );
-    // 202 refusals within the 10 s window: one line (the first), the rest counted for later.
-    expect(lines().filter((l) => l.msg === 'websocket connection refused' && l.code === 4001)).toHaveLength(1);
-    expect(unknown('no-such-key')).toHaveLength(1);
+    // 202 refusals within the 10 s window: one line (the first), the rest counted for later; with
+    // several front-end threads (HERALD_FRONT_END_THREADS) one line per thread that refused.
+    const threads = Number(process.env.HERALD_FRONT_END_THREADS || 1);
+    const once = (n: number): void => {
+      expect(n).toBeGreaterThanOrEqual(1);
+      expect(n).toBeLessThanOrEqual(threads);
+    };
+    once(lines().filter((l) => l.msg === 'websocket connection refused' && l.code === 4001).length);
+    once(unknown('no-such-key').length);
   });
 
   it('log an auth failure with its reason and never the secret', async () => {
