@@ -87,6 +87,8 @@ export interface ThreadedTopicFanoutOptions {
    * topic, the excluded socket not counted): the caller counts them for the topic's app.
    */
   onDelivered?: (topic: string, frames: number) => void;
+  /** Every frame this thread takes from another producer's record, whether or not it has subscribers of the topic (read it before returning: it is a view of the ring). */
+  onRemoteFrame?: (topic: string, frame: Uint8Array) => void;
   /**
    * Producer side: threads whose frames queued here past `maxQueuedBytes` were dropped: this
    * thread goes on without them until they rejoin (each is told with onMissed).
@@ -199,6 +201,7 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
   };
 
   private deliverLocally(topic: string, frame: Uint8Array, except: string): void {
+    this.opts.onRemoteFrame?.(topic, frame);
     let excepted = false;
     if (except !== '' && threadOf(except) === this.thread) {
       const ws = this.opts.lookupSocket?.(except, topic);

@@ -17,6 +17,8 @@
  * - `hashedWindows`, BigUint64: 2^16 rate windows for the per-IP keys (and any key of an app
  *   without a slot), at the key's FNV-1a hash: two keys that collide share one budget, which
  *   is stricter, never looser.
+ * - `missWindows`, BigUint64: 2^16 windows of the HTTP fallback's misses per address block
+ *   (SharedMissBudget: window end in ms << 20 | misses), hashed the same way.
  *
  * App slots: main assigns one per app id (`assignSlot`) before any thread serves the app, and
  * tells the threads (`setSlot`); a removed app's slot is zeroed (`releaseSlot`, `clearSlot`).
@@ -30,6 +32,7 @@ import type { MessageCharger } from '../channels/adapter/channel-adapter.js';
 import { overQuota } from '../channels/quota.js';
 import type { RateCounter } from '../channels/rate-limits/rate-counter.js';
 import { fnv1a32 } from '../shards/hash.js';
+import { MISS_WINDOW_MS, type MissCounter } from '../channels/http-fallback/miss-budget.js';
 
 /** What a thread attaches with: plain and structured-clonable (the buffers are shared, not copied). */
 export interface SharedCountersInit {
@@ -40,6 +43,7 @@ export interface SharedCountersInit {
   readonly connections: SharedArrayBuffer;
   readonly appWindows: SharedArrayBuffer;
   readonly hashedWindows: SharedArrayBuffer;
+  readonly missWindows: SharedArrayBuffer;
 }
 
 /** `now` returns epoch milliseconds (an option so tests can move the clock). */
@@ -105,6 +109,7 @@ export class SharedCounters implements FrontEndCounters {
       connections: new SharedArrayBuffer((maxApps + 1) * (1 + threads) * Int32Array.BYTES_PER_ELEMENT),
       appWindows: new SharedArrayBuffer(maxApps * WINDOWS_PER_SLOT * BigUint64Array.BYTES_PER_ELEMENT),
       hashedWindows: new SharedArrayBuffer(HASHED_WINDOWS * BigUint64Array.BYTES_PER_ELEMENT),
+      missWindows: new SharedArrayBuffer(HASHED_WINDOWS * BigUint64Array.BYTES_PER_ELEMENT),
     };
     return new SharedCounters(init, null, opts);
   }
@@ -325,4 +330,48 @@ export class SharedMessageQuota implements MessageCharger {
   private today(): bigint {
     return BigInt(Math.floor(this.now() / MS_PER_DAY) & DAY_MASK);
   }
+}
+
+/** A miss window: its end (epoch ms, 44 bits) and the misses in it (20 bits, counted up to their maximum). */
+const MISS_BITS = 20n;
+const MISS_MASK = (1n << MISS_BITS) - 1n;
+
+/**
+ * The HTTP fallback's misses per address block (channels/http-fallback/miss-budget.ts) counted
+ * for every thread of the process: the same answers as MissBudget, a window opened by a block's
+ * first miss and lasting a minute, at the block's hashed cell (two blocks that collide share one
+ * budget). Nothing to sweep: an ended window is reset by the next miss.
+ */
+export class SharedMissBudget implements MissCounter {
+  private readonly windows: BigUint64Array;
+
+  /** `perMinute`: misses allowed per block and minute; null: unlimited (nothing is counted). */
+  constructor(
+    init: SharedCountersInit,
+    private readonly perMinute: number | null,
+  ) {
+    this.windows = new BigUint64Array(init.missWindows);
+  }
+
+  retryAfterSeconds(block: string, now: number): number {
+    if (this.perMinute === null) return 0;
+    const current = Atomics.load(this.windows, fnv1a32(block) % HASHED_WINDOWS);
+    const endsMs = Number(current >> MISS_BITS);
+    if (endsMs <= now || Number(current & MISS_MASK) < this.perMinute) return 0;
+    return Math.max(1, Math.ceil((endsMs - now) / 1000));
+  }
+
+  missed(block: string, now: number): void {
+    if (this.perMinute === null) return;
+    const index = fnv1a32(block) % HASHED_WINDOWS;
+    for (;;) {
+      const current = Atomics.load(this.windows, index);
+      const endsMs = Number(current >> MISS_BITS);
+      const misses = current & MISS_MASK;
+      const next = endsMs > now ? (current >> MISS_BITS << MISS_BITS) | (misses < MISS_MASK ? misses + 1n : misses) : (BigInt(now + MISS_WINDOW_MS) << MISS_BITS) | 1n;
+      if (Atomics.compareExchange(this.windows, index, current, next) === current) return;
+    }
+  }
+
+  sweep(): void {}
 }

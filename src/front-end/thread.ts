@@ -36,7 +36,7 @@ import { relayedRoutes } from './route-relay.js';
 import { ThreadedChannelAdapter } from './threaded-adapter.js';
 import { threadSessionDirectory } from './thread-directory.js';
 import { ThreadTap } from './thread-tap.js';
-import { SharedCounters } from './shared-counters.js';
+import { SharedCounters, SharedMissBudget } from './shared-counters.js';
 import { ThreadedTopicFanout } from './fanout.js';
 import { closeMissedSubscribers } from './missed-frames.js';
 import { appIdOfTopic, countRemoteDelivery } from './delivery-count.js';
@@ -87,12 +87,15 @@ async function start(): Promise<void> {
   // Fallback sessions and WebSockets alike tell the fan-out which topics this thread has subscribers on.
   const interest: TopicInterestHook = { add: (topic) => fanout.interest?.add(topic), remove: (topic) => fanout.interest?.remove(topic) };
   const topics = new SessionTopics(main, interest);
+  const frameWatch: { adapter?: ThreadedChannelAdapter } = {};
   const fanout = new ThreadedTopicFanout(data.fanout, data.thread, topics, {
     lookupSocket: (socketId, topic) => {
       const state = registry.get(appIdOfTopic(topic), socketId);
       return state?.ws && !state.closed && state.ws.isSubscribed(topic) ? state.ws : undefined;
     },
     onDelivered: countRemoteDelivery,
+    // The fan-out reads from its construction on, before the adapter exists.
+    onRemoteFrame: (topic, frame) => frameWatch.adapter?.remoteFrame(topic, frame),
     onReadersDropped: (threads, queuedBytes) =>
       log.warn('front-end threads fell behind on frames from this thread past the bound: going on without them until they catch up', { thread: data.thread, dropped: threads, queuedBytes }),
     onMissed: (producer, missed) => {
@@ -106,13 +109,14 @@ async function start(): Promise<void> {
       });
     },
   });
-  const adapter = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId) });
+  const adapter = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId), interest });
+  frameWatch.adapter = adapter;
   const debug = new ThreadTap(link);
   const ctx: ServerContext = { config, installSecret: data.installSecret, state, debug, channels: adapter, ...tenantsAndClients(running, shards) };
   adapter.tapSubscriptions(debug);
   const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter, debug, frontEndThread: data.thread, counters, interest });
   running.attach(ws);
-  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: threadSessionDirectory(data.thread, link) });
+  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: threadSessionDirectory(data.thread, link), misses: new SharedMissBudget(data.counters, config.httpFallback.maxSessionMissesPerMinute) });
   const controlPlane = relayedRoutes(data.relaySpecs, data.relayPort);
   // The admin API's live stream (the dashboard's debug console) is opened on the main thread too.
   const streams = data.adminStream ? relayedStreams(data.relayPort) : null;

@@ -197,7 +197,9 @@ describe('HTTP fallback sessions', () => {
     expect(((await badRes.json()) as { code: string }).code).toBe('FALLBACK_BAD_PAYLOAD');
   });
 
-  it('gives sessions and WebSockets socket ids of front-end thread 0', async () => {
+  it('gives sessions and WebSockets socket ids of a front-end thread that serves (thread 0 when one serves)', async () => {
+    // The suite runs again with HERALD_FRONT_END_THREADS=2 (npm run test:threads).
+    const threads = Number(process.env.HERALD_FRONT_END_THREADS || 1);
     // A random first number is a multiple of 64 one time in 64: ten ids all of thread 0 are no chance.
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push(await connect(sessionBase()));
@@ -208,7 +210,7 @@ describe('HTTP fallback sessions', () => {
     }
     for (const id of ids) {
       expect(isValidSocketId(id), id).toBe(true);
-      expect(threadOf(id), id).toBe(0);
+      expect(threadOf(id), id).toBeLessThan(threads);
     }
   });
 

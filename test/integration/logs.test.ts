@@ -41,6 +41,15 @@ function logged(match: (l: LogLine) => boolean, what: string): Promise<LogLine> 
   return until(() => lines().find(match), () => `the log line ${what} in:\n${herald.stderr}`);
 }
 
+/**
+ * A rate-limited line logged once: with several front-end threads (HERALD_FRONT_END_THREADS, as
+ * npm run test:threads runs this file) each thread limits its own lines, so once per thread at most.
+ */
+function loggedOnce(count: number): void {
+  expect(count).toBeGreaterThanOrEqual(1);
+  expect(count).toBeLessThanOrEqual(Number(process.env.HERALD_FRONT_END_THREADS || 1));
+}
+
 function closeCodeOf(url: string): Promise<number> {
   const ws = new WebSocket(url);
   return new Promise((resolve, reject) => {
@@ -74,8 +83,8 @@ describe('logs at debug level', () => {
       "the other key's line",
     );
     // 202 refusals within the 10 s window: one line (the first), the rest counted for later.
-    expect(lines().filter((l) => l.msg === 'websocket connection refused' && l.code === 4001)).toHaveLength(1);
-    expect(unknown('no-such-key')).toHaveLength(1);
+    loggedOnce(lines().filter((l) => l.msg === 'websocket connection refused' && l.code === 4001).length);
+    loggedOnce(unknown('no-such-key').length);
   });
 
   it('log an auth failure with its reason and never the secret', async () => {
@@ -117,7 +126,7 @@ describe('logs at debug level', () => {
       () => lines().some((l) => l.msg === "channel API: no app has key 'marker-key' (apps[].key)"),
       "the marker key's line",
     );
-    expect(lines().filter((l) => l.msg === line.msg)).toHaveLength(1);
+    loggedOnce(lines().filter((l) => l.msg === line.msg).length);
   });
 });
 

@@ -56,7 +56,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
   readonly cluster = null;
   private readonly frontEnds: ((lost: LostChannels) => FrontEndSubscription[])[] = [];
   /** Cache events stored while a join of their channel is in flight (cache-join-watch.ts). */
-  private readonly cacheJoins = new CacheJoinWatch();
+  protected readonly cacheJoins = new CacheJoinWatch();
   /** Joins and leaves, batched per shard; leaves never dropped; reconcile (membership-batches.ts). */
   private readonly memberships: MembershipBatches;
   /** History events, batched per shard per turn (history-appends.ts). */

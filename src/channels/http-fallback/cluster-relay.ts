@@ -1,7 +1,8 @@
 /**
  * Cluster mode: the requests for a session that reach another node than the one holding it
  * (a load balancer without sticky sessions), over the directory's relay messages (directory.ts):
- * - an xhr_send's messages go to the session's node (`send`), which injects them;
+ * - an xhr_send's messages go to the session's node (`send`), which injects them; one over the
+ *   body cap is not read: the session's node closes the session with 1009 (`tooLarge`);
  * - a poll is relayed (`poll`): the session's node makes it the session's receiver and answers
  *   it with `lines` (its flush, or a heartbeat); a session that is no longer there answers `gone`,
  *   and the poll is served here instead (`local`: a new session). A relayed poll with no answer
@@ -9,7 +10,9 @@
  * Streams are never relayed: a stream for a session held elsewhere opens one here (routes.ts).
  */
 import type { HttpResponse } from 'uWebSockets.js';
+import { CLOSE_CODES } from '../../errors.js';
 import { describeError as describe, log } from '../../log.js';
+import { errorFrame } from '../frames.js';
 import type { FallbackRelay, SessionDirectory } from './directory.js';
 import { answerPoll } from './responses.js';
 import type { SessionTable } from './session-table.js';
@@ -67,6 +70,11 @@ export class ClusterRelay {
     this.directory.send(owner, { op: 'send', id, messages });
   }
 
+  /** An xhr_send over the body cap for a session `owner` holds: closed there with 1009 and the pusher:error `message`. */
+  relayTooLarge(owner: string, id: string, message: string): void {
+    this.directory.send(owner, { op: 'tooLarge', id, message });
+  }
+
   /** Stops the relayed polls' timers (shutdown). */
   close(): void {
     for (const pending of this.remotePolls.values()) clearTimeout(pending.timer);
@@ -83,6 +91,15 @@ export class ClusterRelay {
         if (!session || session.ended) return;
         table.renew(session, now);
         table.inject(session, m.messages);
+        return;
+      }
+      case 'tooLarge': {
+        const session = table.get(m.id);
+        if (!session || session.ended) return;
+        session.cork(() => {
+          session.send(errorFrame(null, m.message));
+          session.end(CLOSE_CODES.MESSAGE_TOO_BIG, 'Message too big');
+        });
         return;
       }
       case 'poll': {

@@ -34,6 +34,8 @@ export interface SessionDirectory {
 export type FallbackRelay =
   /** xhr_send reached another node: the messages, for the session's node to take. */
   | { op: 'send'; id: string; messages: string[] }
+  /** xhr_send reached another node with a body over the cap: the session's node sends it `message` (pusher:error) and closes it with 1009. */
+  | { op: 'tooLarge'; id: string; message: string }
   /** A poll reached another node: the session's node answers it with `lines` (or `gone`). */
   | { op: 'poll'; id: string; pollId: string }
   | { op: 'lines'; pollId: string; body: string }

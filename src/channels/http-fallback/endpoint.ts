@@ -33,6 +33,7 @@
  * holds), session.ts (one session, a ClientSocket to the WebSocket endpoint), responses.ts (the
  * HTTP answers), topics.ts (channel frames to sessions).
  */
+import type { MissCounter } from './miss-budget.js';
 import type { TemplatedApp } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig } from '../../config/schema.js';
 import type { WebSocketEndpoint } from '../ws/endpoint.js';
@@ -49,6 +50,8 @@ export interface HttpFallbackDeps {
   readonly topics: SessionTopics;
   /** Cluster mode: where sessions live, for requests that reach another node than their session's. */
   readonly directory?: SessionDirectory | undefined;
+  /** Several front-end threads: the misses per address block counted for the process (routes.ts). */
+  readonly misses?: MissCounter | undefined;
 }
 
 export interface HttpFallback {
@@ -66,7 +69,7 @@ export function createHttpFallback(deps: HttpFallbackDeps): HttpFallback {
   const events = endpoint.events;
   const table = new SessionTable({ heartbeatMs, sessionTimeoutMs, hardCapBytes: config.maxSocketBackpressureBytes * 2, events, topics, directory });
   const relay = directory ? new ClusterRelay(directory, table, heartbeatMs) : null;
-  const routes = new FallbackRoutes({ config, appsByKey: deps.appsByKey, events, table, relay });
+  const routes = new FallbackRoutes({ config, appsByKey: deps.appsByKey, events, table, relay, misses: deps.misses });
   return {
     register: (app) => {
       if (config.httpFallback.enabled) routes.register(app);

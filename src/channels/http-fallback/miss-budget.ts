@@ -8,7 +8,7 @@
  * every try. Memory: one entry per block that missed in the last minute, at most MAX_TRACKED.
  */
 
-const WINDOW_MS = 60_000;
+export const MISS_WINDOW_MS = 60_000;
 /** Blocks tracked at once; past it a new block's misses go uncounted until windows end. */
 const MAX_TRACKED = 100_000;
 
@@ -17,7 +17,14 @@ interface Window {
   count: number;
 }
 
-export class MissBudget {
+/** What the fallback routes ask of a miss budget (MissBudget here; front-end/shared-counters.ts' SharedMissBudget for every thread of a process). */
+export interface MissCounter {
+  retryAfterSeconds(block: string, now: number): number;
+  missed(block: string, now: number): void;
+  sweep(now: number): void;
+}
+
+export class MissBudget implements MissCounter {
   private readonly windows = new Map<string, Window>();
 
   /** `perMinute`: misses allowed per block and minute; null: unlimited (nothing is tracked). */
@@ -43,7 +50,7 @@ export class MissBudget {
       return;
     }
     if (!w && this.windows.size >= MAX_TRACKED) return;
-    this.windows.set(block, { endsMs: now + WINDOW_MS, count: 1 });
+    this.windows.set(block, { endsMs: now + MISS_WINDOW_MS, count: 1 });
   }
 
   /** Forgets the windows that ended (run now and then). */

@@ -22,7 +22,7 @@ import { errorFrame } from '../frames.js';
 import { parseHandshake } from '../ws/handshake.js';
 import type { SocketEvents } from '../ws/socket-events.js';
 import type { ClusterRelay } from './cluster-relay.js';
-import { MissBudget } from './miss-budget.js';
+import { MissBudget, type MissCounter } from './miss-budget.js';
 import { answerError, answerPoll, answerRetry, answerSent, preflight, responseReceiver, startStream } from './responses.js';
 import type { SessionTable } from './session-table.js';
 
@@ -33,6 +33,8 @@ export interface FallbackRoutesDeps {
   readonly table: SessionTable;
   /** Cluster mode: requests for sessions another node holds. */
   readonly relay: ClusterRelay | null;
+  /** The misses per address block, when several front-end threads share one budget; one of this thread's own otherwise. */
+  readonly misses?: MissCounter | undefined;
 }
 
 const SERVER_ID = /^\d{1,4}$/;
@@ -82,7 +84,7 @@ function guarded(what: string, handler: (res: HttpResponse, req: HttpRequest) =>
 
 export class FallbackRoutes {
   private readonly clientAddressOf: ClientAddressOf;
-  private readonly misses: MissBudget;
+  private readonly misses: MissCounter;
   private readonly missSweep: NodeJS.Timeout;
   /** xhr_send bodies: every message may be up to the frame limit, JSON-escaped (twice as long at worst). */
   private readonly sendBodyLimit: number;
@@ -90,7 +92,7 @@ export class FallbackRoutes {
   constructor(private readonly deps: FallbackRoutesDeps) {
     const { config } = deps;
     this.clientAddressOf = clientAddressResolver(config.trustedProxies);
-    this.misses = new MissBudget(config.httpFallback.maxSessionMissesPerMinute);
+    this.misses = deps.misses ?? new MissBudget(config.httpFallback.maxSessionMissesPerMinute);
     this.missSweep = setInterval(() => this.misses.sweep(Date.now()), MISS_SWEEP_MS);
     this.missSweep.unref();
     this.sendBodyLimit = config.maxWebSocketFrameBytes * 2 + 1024;
@@ -236,11 +238,20 @@ export class FallbackRoutes {
     const declared = Number(req.getHeader('content-length') || '0');
     const tooLarge = (): void => {
       answerError(res, new HeraldError('BODY_TOO_LARGE', `xhr_send body is larger than ${limit} bytes`), true);
+      const message = `Message larger than the limit of ${config.maxWebSocketFrameBytes} bytes`;
       if (session && !session.ended) {
         session.cork(() => {
-          session.send(errorFrame(null, `Message larger than the limit of ${config.maxWebSocketFrameBytes} bytes`));
+          session.send(errorFrame(null, message));
           session.end(CLOSE_CODES.MESSAGE_TOO_BIG, 'Message too big');
         });
+      } else if (!session && relay) {
+        // Held by another node (or thread): closed there.
+        relay.directory.owner(ids.id).then(
+          (owner) => {
+            if (owner !== null && owner !== relay.directory.nodeId) relay.relayTooLarge(owner, ids.id, message);
+          },
+          () => undefined,
+        );
       }
     };
     if (Number.isFinite(declared) && declared > limit) return tooLarge();

@@ -61,7 +61,7 @@ function overQuota(max: number): Refusal {
 }
 
 export class Admission {
-  /** Node-wide connection limit (config.maxConnections; null: none); logged once per episode. */
+  /** Node-wide connection limit (config.maxConnections; null: none); logged once per episode (by each front-end thread that refuses). */
   private readonly maxConnections: number | null;
   private atLimitLogged = false;
 
@@ -86,7 +86,10 @@ export class Admission {
    */
   closed(ws: ClientSocket): void {
     this.uncount(ws);
-    if (this.maxConnections !== null && this.atLimitLogged && this.deps.openSockets() < this.maxConnections * 0.9) this.atLimitLogged = false;
+    if (this.maxConnections === null || !this.atLimitLogged) return;
+    // The node's connections: the process' counts when several threads share the limit, not this thread's share.
+    const open = this.deps.counts ? this.deps.counts.connectionCount() : this.deps.openSockets();
+    if (open < this.maxConnections * 0.9) this.atLimitLogged = false;
   }
 
   /** Steps 2 and 3: what this node decides alone. */

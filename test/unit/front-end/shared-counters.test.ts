@@ -14,7 +14,8 @@ import { LocalRateCounter } from '../../../src/channels/rate-limits/local-rate-c
 import type { RateCounter } from '../../../src/channels/rate-limits/rate-counter.js';
 import { LocalConnectionCounts } from '../../../src/channels/local-connection-counts.js';
 import type { ConnectionCounts } from '../../../src/channels/connection-counts.js';
-import { SharedCounters } from '../../../src/front-end/shared-counters.js';
+import { SharedCounters, SharedMissBudget } from '../../../src/front-end/shared-counters.js';
+import { MissBudget, type MissCounter } from '../../../src/channels/http-fallback/miss-budget.js';
 import { nextEvent } from '../../helpers/wait.js';
 
 const APPS = ['a', 'b', 'c'];
@@ -321,3 +322,36 @@ import(moduleUrl).then(({ SharedCounters }) => {
   parentPort.postMessage(result);
 }).catch((err) => parentPort.postMessage({ error: String(err && err.stack || err) }));
 `;
+
+describe('SharedMissBudget', () => {
+  /** The same answers as MissBudget: a minute's window from a block's first miss, refusing past the budget. */
+  const contract = (name: string, make: () => MissCounter): void => {
+    it(`${name}: refuses a block past its misses until its window ends; other blocks unaffected`, () => {
+      const misses = make();
+      const t0 = 1_800_000_000_000;
+      for (let i = 0; i < 3; i++) {
+        expect(misses.retryAfterSeconds('203.0.113.7', t0 + i)).toBe(0);
+        misses.missed('203.0.113.7', t0 + i);
+      }
+      expect(misses.retryAfterSeconds('203.0.113.7', t0 + 10)).toBe(60);
+      expect(misses.retryAfterSeconds('203.0.113.7', t0 + 59_500)).toBe(1);
+      expect(misses.retryAfterSeconds('198.51.100.1', t0 + 10)).toBe(0);
+      expect(misses.retryAfterSeconds('203.0.113.7', t0 + 60_000)).toBe(0);
+      misses.missed('203.0.113.7', t0 + 60_000);
+      expect(misses.retryAfterSeconds('203.0.113.7', t0 + 60_001)).toBe(0);
+    });
+  };
+  contract('MissBudget', () => new MissBudget(3));
+  contract('SharedMissBudget', () => new SharedMissBudget(SharedCounters.create({ threads: 2, maxApps: 1 }).init, 3));
+
+  it('is one budget for every thread: misses on one refuse on another', () => {
+    const init = SharedCounters.create({ threads: 2, maxApps: 1 }).init;
+    const [a, b] = [new SharedMissBudget(init, 2), new SharedMissBudget(init, 2)];
+    const now = 1_800_000_000_000;
+    a.missed('203.0.113.7', now);
+    expect(b.retryAfterSeconds('203.0.113.7', now)).toBe(0);
+    b.missed('203.0.113.7', now);
+    expect(a.retryAfterSeconds('203.0.113.7', now)).toBe(60);
+    expect(new SharedMissBudget(init, null).retryAfterSeconds('203.0.113.7', now)).toBe(0);
+  });
+});
