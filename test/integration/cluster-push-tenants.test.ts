@@ -113,6 +113,8 @@ describe.skipIf(ONE_PROCESS)('push instances of the admin API in a cluster with 
     expect((await admin(cluster.a, `/push/${INSTANCE}`, { method: 'DELETE' })).status).toBe(204);
     const onB = new DeviceApi(cluster.b.baseUrl, INSTANCE);
     await untilBackToBack(async () => (await onB.get('fcm', oldIds[0]!)).status === 404, 'the instance gone on B', 2000);
+    // The devices are gone from the shared store before B's registry hears of the deletion (a notice): create once B no longer lists it.
+    await until(async () => (await admin(cluster.b, `/push/${INSTANCE}`)).status === 404, "the deletion in B's registry");
     const newKey = await create(cluster.b);
     for (const api of [onA, onB]) {
       await untilBackToBack(async () => (await api.register('fcm', { token: fcmToken('recreate-new') })).status === 200, 'the new instance on both nodes', 2000);
