@@ -18,6 +18,7 @@ export function threadSessionDirectory(thread: number, link: ControlLink): Sessi
   link.on<{ from: number; message: FallbackRelay }>('fallbackRelay', ({ from, message }) => handler?.(message, threadNodeId(from)));
   return {
     nodeId: threadNodeId(thread),
+    relaysStreams: true,
     owner: async (id) => {
       const owner = await link.ask<number | null>('fallbackOwner', { id });
       return owner === null ? null : threadNodeId(owner);

@@ -5,7 +5,7 @@
  * X-Forwarded-For) with node:http.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { request as httpRequest, type RequestOptions } from 'node:http';
+import { request as httpRequest, type Agent, type RequestOptions } from 'node:http';
 import { expect } from 'vitest';
 import { untilBackToBack } from './wait.js';
 
@@ -98,6 +98,8 @@ export async function connectSession(base: string): Promise<string> {
 export interface From {
   readonly localAddress?: string;
   readonly forwardedFor?: string;
+  /** The connections it goes over (a keep-alive agent: one connection, on a known front-end thread); a new connection of its own otherwise. */
+  readonly agent?: Agent;
 }
 
 export interface Answer {
@@ -111,7 +113,7 @@ function postOptions(url: string, from: From, body: string | undefined): Request
   const headers: Record<string, string> = {};
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (from.forwardedFor !== undefined) headers['x-forwarded-for'] = from.forwardedFor;
-  return { host: u.hostname, port: u.port, path: `${u.pathname}${u.search}`, method: 'POST', headers, localAddress: from.localAddress, agent: false };
+  return { host: u.hostname, port: u.port, path: `${u.pathname}${u.search}`, method: 'POST', headers, localAddress: from.localAddress, agent: from.agent ?? false };
 }
 
 /** One POST to a session route from `from`, read to its end; rejects when no answer ends within `timeoutMs`. */

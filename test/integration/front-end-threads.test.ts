@@ -8,14 +8,14 @@
  * sessions, and a thread that dies.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest } from 'node:http';
 import WebSocket from 'ws';
 import { ClientPool, rawConnectionOnThread } from '../helpers/channel-clients.js';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
 import { flushedBy, until } from '../helpers/wait.js';
 import { signedQuery } from '../helpers/signed-request.js';
-import { connectSession, FALLBACK_QUERY, parseLines, sessionBase } from '../helpers/fallback-session.js';
+import { connectSession, FALLBACK_QUERY, openStream, parseLines, pollFrom, send, sessionBase, type OpenStream } from '../helpers/fallback-session.js';
 import { threadOf } from '../../src/channels/socket-id.js';
 
 const APP = { id: 'ft-app', key: 'ft-key', secret: 'ft-secret', clientEvents: true, userAuthentication: true, subscriptionCount: true };
@@ -242,6 +242,56 @@ describe('tenants, fallback and the end of a process with two front-end threads'
       }, `event ${i} through the session on thread ${owner}`);
     }
     expect(events.filter((e) => e.startsWith('n'))).toEqual(Array.from({ length: 8 }, (_, i) => `n{"i":${i}}`));
+  });
+
+  it("relays a session's stream re-opened on the other thread (pusher-js re-opens it after 256 KB): it continues the session, events in order", async () => {
+    const base = sessionBase(herald.baseUrl, APP.key);
+    const first = openStream(base);
+    const established = (s: OpenStream): string | undefined => {
+      const frame = s.lines().frames.find((f) => f.event === 'pusher:connection_established');
+      return frame ? (JSON.parse(frame.data as string) as { socket_id: string }).socket_id : undefined;
+    };
+    const socketId = await until(() => established(first), () => `the stream's connection_established; got ${first.text()}`);
+    const owner = threadOf(socketId);
+    expect((await send(base, [{ event: 'pusher:subscribe', data: { channel: 'fb-stream' } }])).status).toBe(204);
+    await until(() => first.lines().frames.some((f) => f.event === 'pusher_internal:subscription_succeeded'), () => `the subscription; got ${first.text()}`);
+
+    // A connection the other thread serves: a throw-away session polled over it names its thread.
+    let agent: Agent | undefined;
+    for (let attempt = 0; attempt < 60 && !agent; attempt++) {
+      const candidate = new Agent({ keepAlive: true, maxSockets: 1 });
+      const probe = sessionBase(herald.baseUrl, APP.key);
+      let probeId: string | undefined;
+      for (let polls = 0; polls < 5 && !probeId; polls++) {
+        const frame = (await pollFrom(probe, { agent: candidate })).lines.frames.find((f) => f.event === 'pusher:connection_established');
+        probeId = frame ? (JSON.parse(frame.data as string) as { socket_id: string }).socket_id : undefined;
+      }
+      if (probeId !== undefined && threadOf(probeId) !== owner) agent = candidate;
+      else candidate.destroy();
+    }
+    expect(agent, `no connection landed on the thread other than ${owner} in 60 tries`).toBeDefined();
+    const again = openStream(base, { agent: agent! });
+    try {
+      expect(await again.status).toBe(200);
+      // The session continued (a heartbeat first), not a new one opened there (`o`); the old stream let go.
+      await until(() => again.text().includes('\n'), () => `the re-opened stream's first line; got ${again.text()}`);
+      expect(again.text().startsWith('h\n')).toBe(true);
+      expect(again.lines().opened).toBe(false);
+      await until(() => first.ended(), 'the first stream to be let go');
+      const sdk = pool.sdk(herald);
+      for (let i = 0; i < 20; i++) await sdk.trigger('fb-stream', 'n', { i });
+      await until(() => again.lines().frames.filter((f) => f.event === 'n').length >= 20, () => `twenty events on the re-opened stream; got ${again.text()}`);
+      expect(again.lines().frames.filter((f) => f.event === 'n').map((f) => JSON.parse(f.data as string) as unknown)).toEqual(Array.from({ length: 20 }, (_, i) => ({ i })));
+      // The client's sends reach the session too, and its answers come down the relayed stream.
+      expect((await send(base, [{ event: 'pusher:ping', data: {} }])).status).toBe(204);
+      await until(() => again.lines().frames.some((f) => f.event === 'pusher:pong'), () => `the pong on the re-opened stream; got ${again.text()}`);
+      expect(again.ended()).toBe(false);
+      expect(first.lines().frames.filter((f) => f.event === 'n')).toEqual([]);
+    } finally {
+      again.close();
+      first.close();
+      agent?.destroy();
+    }
   });
 });
 

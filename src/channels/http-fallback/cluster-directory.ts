@@ -19,6 +19,7 @@ export function clusterSessionDirectory(cluster: Cluster): SessionDirectory {
   });
   return {
     nodeId,
+    relaysStreams: false,
     owner: (id) => redis.get(key(id)),
     claim: (id, ttlMs) => {
       const renewal = held.has(id);

@@ -10,6 +10,12 @@
 export interface SessionDirectory {
   readonly nodeId: string;
   /**
+   * Whether a stream for a session held elsewhere is relayed to its holder (streamOpen …
+   * streamEnd below): the front-end threads of one process do; a cluster's nodes do not (a
+   * stream opens a session where it lands).
+   */
+  readonly relaysStreams: boolean;
+  /**
    * The node holding the session, or null when none does. Rejects when the directory cannot be
    * read (Redis away): the caller answers "retry" and opens nothing, since another node may
    * hold the session.
@@ -40,4 +46,18 @@ export type FallbackRelay =
   | { op: 'poll'; id: string; pollId: string }
   | { op: 'lines'; pollId: string; body: string }
   /** The session is not on the node the directory named (it expired meanwhile). */
-  | { op: 'gone'; pollId: string };
+  | { op: 'gone'; pollId: string }
+  /**
+   * A stream reached another node than its session's (relaysStreams): the session's node makes
+   * it the session's receiver and sends it the session's lines (`streamLines`, the first of them
+   * `h`, which opens the response) until it lets it go (`streamEnd`, its last lines: replaced
+   * by a newer receiver, or the session is over); `streamGone`: the session is not there.
+   */
+  | { op: 'streamOpen'; id: string; streamId: string }
+  | { op: 'streamLines'; streamId: string; lines: string }
+  | { op: 'streamEnd'; streamId: string; lines: string }
+  | { op: 'streamGone'; streamId: string }
+  /** The relayed stream's client went away: its session, if it is still the receiver, is idle from now on. */
+  | { op: 'streamAborted'; id: string; streamId: string }
+  /** The relayed stream's connection holds unsent lines (`blocked`), or took them (not blocked): the session's lines wait meanwhile. */
+  | { op: 'streamBlocked'; id: string; streamId: string; blocked: boolean };

@@ -5,7 +5,8 @@
  *   the path (sessionIds); a session held here is served (serve: opened when new, its handshake
  *   checked like a WebSocket upgrade's; the request becomes its receiver). In a cluster, one not
  *   held here is looked up in the directory first: a poll for a session another node holds is
- *   relayed there (cluster-relay.ts), anything else opens a session here once the directory
+ *   relayed there (cluster-relay.ts), and so is a stream where the directory relaysStreams (the
+ *   front-end threads of one process); anything else opens a session here once the directory
  *   records it (openHere); a directory that cannot be read is answered 503 with Retry-After.
  * - `xhr_send` (send): refused with 429 past the address' miss budget (miss-budget.ts); the body
  *   is capped while it is read (BODY_TOO_LARGE, the session closed with 1009); its messages go
@@ -133,18 +134,23 @@ export class FallbackRoutes {
     // A cluster: the session may live on another node (a load balancer without sticky sessions).
     const directory = relay.directory;
     let aborted = false;
+    /** A relayed stream's end on the session's node, when the client aborts. */
+    let abortRelayed: (() => void) | null = null;
     res.onAborted(() => {
       aborted = true;
+      abortRelayed?.();
     });
     const isAborted = (): boolean => aborted;
     directory.owner(ids.id).then(
       (owner) => {
         if (aborted) return;
         try {
+          const here = (): void => (table.get(ids.id) ? this.serve(res, ids, query, stream) : this.openHere(res, ids, query, stream, isAborted));
           if (table.get(ids.id)) this.serve(res, ids, query, stream);
-          else if (!stream && owner !== null && owner !== directory.nodeId) {
-            relay.relayPoll(res, ids.id, owner, isAborted, () => (table.get(ids.id) ? this.serve(res, ids, query, false) : this.openHere(res, ids, query, false, isAborted)));
-          } else this.openHere(res, ids, query, stream, isAborted);
+          else if (owner === null || owner === directory.nodeId) this.openHere(res, ids, query, stream, isAborted);
+          else if (!stream) relay.relayPoll(res, ids.id, owner, isAborted, here);
+          else if (directory.relaysStreams) abortRelayed = relay.relayStream(res, ids.id, owner, here);
+          else this.openHere(res, ids, query, stream, isAborted);
         } catch (err) {
           log.error('http fallback: request failed', { error: describe(err) });
         }
