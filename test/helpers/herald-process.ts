@@ -190,9 +190,11 @@ export class HeraldProcess {
   }
 }
 
-/** `config` with the test app and push instance where it names none (HeraldOptions.config). */
+/** `config` with the test app and push instance where it names none, and one front-end thread (HeraldOptions.config). */
 export function withTestDefaults(config: Record<string, unknown>): Record<string, unknown> {
-  return { apps: [{ ...DEFAULT_APP }], push: [{ ...DEFAULT_PUSH }], ...config };
+  // One front-end thread whatever the host's CPUs (the default grows with them), unless the test
+  // names its own or HERALD_FRONT_END_THREADS (which wins over the file: npm run test:threads) does.
+  return { apps: [{ ...DEFAULT_APP }], push: [{ ...DEFAULT_PUSH }], frontEndThreads: 1, ...config };
 }
 
 /** Starts a Herald process; call dispose() in afterAll. */
