@@ -374,7 +374,7 @@ async function createChannelAdapter(
       );
     }
   }
-  const adapter = await openChannelAdapter({ topics, registry, shards, cluster: null, subscriptionWaitMs: 0, config: running, apps });
+  const adapter = await openChannelAdapter({ topics, registry, shards, cluster: null, subscriptionWaitMs: 0, config: running, apps, keptByShards: config.frontEndThreads > 1 });
   return { adapter, cluster: null };
 }
 

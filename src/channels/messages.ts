@@ -147,6 +147,18 @@ export interface HistoryAppend {
   data: string;
   /** Presence client events: the sender's user id. */
   userId?: string;
+  /** The socket the event must not reach (a client event's sender, a trigger's `socket_id`). */
+  except?: string;
+}
+
+/** What a shard tells every front-end thread when several serve: a history channel's event was kept (front-end-notices.ts). */
+export interface KeptNotice {
+  type: 'channels.kept';
+  appId: string;
+  channel: string;
+  /** The frame, serial included. */
+  frame: string;
+  except?: string;
 }
 
 /** A kept event of a history channel. */

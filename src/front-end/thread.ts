@@ -29,6 +29,7 @@ import { registerWebSocket } from '../channels/ws/endpoint.js';
 import { createHttpFallback } from '../channels/http-fallback/endpoint.js';
 import { RunningTenants } from '../tenants/running-tenants.js';
 import type { TenantChange } from '../shards/context.js';
+import type { KeptNotice } from '../channels/messages.js';
 import { PortShardRequester } from '../shards/port-requester.js';
 import { ControlLink } from './control.js';
 import { routeTable, notFoundRoutes } from './route-table.js';
@@ -111,6 +112,10 @@ async function start(): Promise<void> {
   });
   const adapter = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId), interest });
   frameWatch.adapter = adapter;
+  // A history channel's kept events come from its shard, in serial order, for this thread's sockets.
+  shards.onNotice((notice) => {
+    if (notice.type === 'channels.kept') adapter.keptByShard(notice as KeptNotice, topics);
+  });
   const debug = new ThreadTap(link);
   const ctx: ServerContext = { config, installSecret: data.installSecret, state, debug, channels: adapter, ...tenantsAndClients(running, shards) };
   adapter.tapSubscriptions(debug);

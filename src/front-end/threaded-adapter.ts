@@ -48,7 +48,7 @@ export class ThreadedChannelAdapter extends LocalChannelAdapter {
     registry: SocketRegistry,
     private readonly deps: ThreadedAdapterDeps,
   ) {
-    super(topics, shards, registry, { frontEnd: deps.frontEnd });
+    super(topics, shards, registry, { frontEnd: deps.frontEnd, keptByShards: true });
   }
 
   /** The user's first connection on this thread, or its last one here closed: the main thread decides for the process. */

@@ -94,6 +94,17 @@ export class FrontEndPorts {
     port.postMessage(encoded, [encoded.buffer]);
   }
 
+  /** Whether any front end is attached. */
+  get any(): boolean {
+    return this.attached.size > 0;
+  }
+
+  /** Posts a notice (not an answer: no id) to every attached front end, encoded once. */
+  broadcast(notice: unknown): void {
+    const encoded = this.codec.encode({ notice });
+    for (const { port } of this.attached.values()) port.postMessage(encoded);
+  }
+
   /** The front end no longer holds the others back; the last one releases the held requests. */
   private restoredBy(frontEnd: number): void {
     if (!this.awaited.delete(frontEnd) || this.awaited.size > 0) return;

@@ -13,6 +13,7 @@
  * this front end, then sends `core.restored`, which the worker waits for from every front end
  * before it runs their other requests.
  */
+import type { ShardNotice } from './front-end-notices.js';
 import type { MessagePort } from 'node:worker_threads';
 import { HeraldError } from '../errors.js';
 import { describeError, log } from '../log.js';
@@ -54,6 +55,7 @@ export class PortShardRequester<Api> implements ShardRequester<Api> {
   private readonly maxQueue: number;
   private readonly queueFull: QueueFullRefusal;
   private readonly restartListeners: ShardRestartListener[] = [];
+  private readonly noticeListeners: ((notice: ShardNotice) => void)[] = [];
   private nextId = 1;
   private closed = false;
 
@@ -80,6 +82,11 @@ export class PortShardRequester<Api> implements ShardRequester<Api> {
    * Registers a listener told when a shard's worker was replaced (replacePort): it runs before
    * any other request goes out on the new port, so requests it sends are the first there.
    */
+  /** Registers a listener of the shards' notices (front-end-notices.ts), in the order each shard posts them. */
+  onNotice(listener: (notice: ShardNotice) => void): void {
+    this.noticeListeners.push(listener);
+  }
+
   onShardRestart(listener: ShardRestartListener): void {
     this.restartListeners.push(listener);
   }
@@ -187,6 +194,10 @@ export class PortShardRequester<Api> implements ShardRequester<Api> {
       reply = codec.decode(bytes) as ShardPortReply;
     } catch (err) {
       log.error('shard port reply undecodable', { shard, error: String(err) });
+      return;
+    }
+    if ('notice' in reply) {
+      for (const listener of this.noticeListeners) listener((reply as { notice: ShardNotice }).notice);
       return;
     }
     const entry = line.pending.get(reply.id);

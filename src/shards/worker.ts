@@ -14,6 +14,7 @@ import { shardMetrics } from './shard-counters.js';
 import { ShardCodec } from './codec.js';
 import type { ShardEnvelope, ShardPortTask, ShardReply, ShardWorkerData } from './messages.js';
 import { FrontEndPorts } from './front-end-ports.js';
+import { setFrontEndNotices } from './front-end-notices.js';
 import { mergeHandlers, requireTestHooks, type AnyHandler, type ShardArea, type ShardContext, type TenantChange } from './context.js';
 import { openShardDatabase } from './storage.js';
 import { installDiskFullGuard, isWriteSpaceError, logWriteFailure, type DiskFullGuard } from './disk-full.js';
@@ -57,6 +58,7 @@ export function createShardWorker(build: ShardAreasFactory): (task: Uint8Array |
   let closing: Promise<void> | undefined;
   // `answer` (below) is hoisted; it reads the handlers only when a request arrives.
   const frontEnds = new FrontEndPorts(codec, answer, ctx.shardIndex);
+  setFrontEndNotices((notice) => frontEnds.broadcast(notice), () => frontEnds.any);
 
   const core: Record<string, AnyHandler> = {
     'core.ping': () => ({ shardIndex: ctx.shardIndex, pid: process.pid, uptimeMs: Date.now() - startedAt }),

@@ -36,7 +36,7 @@ import type { TopicFanout } from '../../http/topic-fanout.js';
 import { CacheJoinWatch } from './cache-join-watch.js';
 import { HistoryAppends } from './history-appends.js';
 import type { SocketRegistry } from '../socket-registry.js';
-import type { HistoryRead } from '../messages.js';
+import type { HistoryAppend, HistoryRead, KeptNotice } from '../messages.js';
 import { keptEvent } from '../frames.js';
 
 /** Subscriptions per `channels.restore` request: keeps one message well under a megabyte. */
@@ -49,6 +49,12 @@ export interface LocalChannelAdapterOptions {
    * they cover every subscriber.
    */
   frontEnd?: number | undefined;
+  /**
+   * Several front-end threads serve: a history channel's kept events reach every thread's
+   * sockets from its shard (a notice, in serial order: see keptByShard), not through this
+   * adapter's publish.
+   */
+  keptByShards?: boolean;
 }
 
 export class LocalChannelAdapter implements ChannelAdapter {
@@ -63,6 +69,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
   private readonly historyAppends: HistoryAppends;
   /** The debug console's subscriptions (tap-point.ts). */
   private readonly tapPoint = new TapPoint();
+  private readonly keptByShards: boolean;
 
   constructor(
     private readonly topics: TopicFanout,
@@ -76,6 +83,7 @@ export class LocalChannelAdapter implements ChannelAdapter {
       frontEnd: options.frontEnd,
     });
     this.historyAppends = new HistoryAppends(shards);
+    this.keptByShards = options.keptByShards === true;
     shards.onShardRestart((shard) => this.restoreShard(shard));
   }
 
@@ -193,8 +201,12 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   async publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string): Promise<void> {
-    const append = { appId, channel, event, data };
-    const serial = await this.historyAppends.append(this.shardOf(appId, channel), userId === undefined ? append : { ...append, userId });
+    const append: HistoryAppend = { appId, channel, event, data };
+    if (userId !== undefined) append.userId = userId;
+    if (this.keptByShards && exceptSocketId !== undefined) append.except = exceptSocketId;
+    const serial = await this.historyAppends.append(this.shardOf(appId, channel), append);
+    // Several front-end threads: the shard hands the kept event to each of them (keptByShard).
+    if (this.keptByShards && serial !== null) return;
     // In the turn the answer arrived: the shard answers appends in serial order, and a recovering
     // join's answer holds exactly the events answered before it (history-store.ts).
     const frame = serial === null ? frameWithoutSerial(event, channel, data, userId) : keptEvent(event, channel, data, serial, userId);
@@ -302,6 +314,14 @@ export class LocalChannelAdapter implements ChannelAdapter {
 
   async terminateUserConnections(appId: string, userId: string): Promise<number> {
     return this.registry.terminateUser(appId, userId);
+  }
+
+  /**
+   * A history channel's event kept by its shard, for this thread's sockets (several front-end
+   * threads: every thread gets each, in serial order, and delivers it to its own sockets only).
+   */
+  keptByShard(notice: KeptNotice, local: TopicFanout): void {
+    deliverToTopic(local, this.registry, notice.appId, notice.channel, notice.frame, notice.except);
   }
 
   /** Nothing to leave: the shards stop after this (server.ts). */

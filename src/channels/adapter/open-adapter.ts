@@ -27,11 +27,13 @@ export interface ChannelAdapterDeps {
   config: () => Readonly<HeraldConfig>;
   /** The running apps by id (updated in place by a reload). */
   apps: ReadonlyMap<string, AppConfig>;
+  /** Several front-end threads serve (one node only): history events reach them from the shards (LocalChannelAdapterOptions). */
+  keptByShards?: boolean;
 }
 
 /** Opens the adapter; with a cluster it resolves once the node has joined (rejects when it cannot). */
 export async function openChannelAdapter(deps: ChannelAdapterDeps): Promise<ChannelAdapter> {
   const { cluster, ...rest } = deps;
   if (cluster) return RedisChannelAdapter.start({ ...rest, cluster });
-  return new LocalChannelAdapter(deps.topics, deps.shards, deps.registry);
+  return new LocalChannelAdapter(deps.topics, deps.shards, deps.registry, { keptByShards: deps.keptByShards === true });
 }

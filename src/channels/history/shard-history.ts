@@ -8,7 +8,9 @@ import type { RootDatabase } from 'lmdb';
 import type { AppConfig } from '../../config/schema.js';
 import { HeraldError } from '../../errors.js';
 import { describeError, log } from '../../log.js';
-import type { ChannelShardApi, HistoryAppend, HistoryRead, HistoryRecovery } from '../messages.js';
+import type { ChannelShardApi, HistoryAppend, HistoryRead, HistoryRecovery, KeptNotice } from '../messages.js';
+import { frontEndsAttached, noticeFrontEnds } from '../../shards/front-end-notices.js';
+import { keptEvent } from '../frames.js';
 import { HistoryStore, type HistoryBounds } from './history-store.js';
 import { keepsHistory } from './patterns.js';
 import { parseSerial } from './serial.js';
@@ -69,6 +71,17 @@ export class ShardHistory {
     );
     // Readable from now on: the answer goes out in this turn, before any later request is taken.
     for (const t of taken) if (!('failed' in t)) t.answered();
+    // Several front-end threads: each gets every kept event from here, in serial order, and
+    // delivers it to its own sockets (whichever thread appended it).
+    if (frontEndsAttached()) {
+      appends.forEach((a, i) => {
+        const r = results[i];
+        if (!r?.ok || r.serial === null) return;
+        const notice: KeptNotice = { type: 'channels.kept', appId: a.appId, channel: a.channel, frame: keptEvent(a.event, a.channel, a.data, r.serial, a.userId) };
+        if (a.except !== undefined) notice.except = a.except;
+        noticeFrontEnds(notice);
+      });
+    }
     return { results };
   }
 
