@@ -14,7 +14,9 @@
  * benchmark itself broke. Scenario names: see SCENARIOS in bench/fanout/scenarios.ts.
  * `--threads N` starts Herald with `frontEndThreads: N` (N threads serve the port; the load
  * clients' many sockets spread over them by SO_REUSEPORT); without it Herald takes its default.
- * The ceiling is one bare-uWS thread either way. Server CPU counts every thread of the process.
+ * The ceiling is one bare-uWS thread either way. Server CPU counts every thread of the process;
+ * each trigger phase also logs the server's CPU per unit by thread (`main` is the thread whose id
+ * is the pid, the others by thread id from /proc/<pid>/task).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';

@@ -8,7 +8,7 @@
  * and buffers (RssAnon); only RssAnon is memory the process holds on to, so both are kept.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 let ticksPerSecond: number | undefined;
 
@@ -85,6 +85,19 @@ export function processSystemCpuUs(pid: number): number {
 /** CPU time of a process's main thread only, µs (for Herald: the uWS I/O loop). */
 export function mainThreadCpuUs(pid: number): number {
   return statCpuUs(`/proc/${pid}/task/${pid}/stat`);
+}
+
+/** CPU time of each thread of a process, µs, by thread id (the main thread's id is the pid); empty when unreadable. */
+export function threadCpuUs(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) out.set(Number(tid), statCpuUs(`/proc/${pid}/task/${tid}/stat`));
+  return out;
 }
 
 /** Busy CPU time of the whole machine (all cores, every process), µs, from /proc/stat. */

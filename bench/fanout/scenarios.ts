@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { monotonicUs } from './clock.js';
 import { ClientPool, type PoolStats, type WaveResult } from './client-pool.js';
 import type { ChannelPlan } from './client-messages.js';
-import { CpuMeter, machineBusyCpuUs, mainThreadCpuUs, processCpuUs, processSystemCpuUs, rssKb } from '../proc-stats.js';
+import { CpuMeter, machineBusyCpuUs, mainThreadCpuUs, processCpuUs, processSystemCpuUs, rssKb, threadCpuUs } from '../proc-stats.js';
 import { readdirSync, readlinkSync } from 'node:fs';
 import { freePort, RedisServer } from '../../test/helpers/redis-server.js';
 import { BENCH_APP, startTarget, type RunningTarget, type TargetName, type TargetOptions } from './targets.js';
@@ -226,10 +226,29 @@ async function waitForAnswers(trigger: TriggerClient): Promise<void> {
   while (trigger.inFlight > 0 && Date.now() < deadline) await sleep(5);
 }
 
-async function finishPhase(ctx: ScenarioContext, shape: TriggerShape, startUs: number, sendMs: number, okBefore: number, failedBefore: number, meter: CpuMeter, rateHeld: boolean): Promise<PhaseResult> {
+/** Per-thread CPU of the server processes at the start of a phase, to log where its CPU went. */
+function threadCpuStart(ctx: ScenarioContext): Map<number, Map<number, number>> {
+  return new Map((ctx.serverPids ?? [ctx.target.pid]).map((pid) => [pid, threadCpuUs(pid)]));
+}
+
+/** Logs each server thread's CPU per unit over the phase, busiest first ("main" is tid == pid; others by tid, in order of creation). */
+function logThreadCpu(ctx: ScenarioContext, phase: string, start: Map<number, Map<number, number>>, units: number, unit: string): void {
+  if (units <= 0) return;
+  for (const [pid, before] of start) {
+    const parts = [...threadCpuUs(pid)]
+      .map(([tid, us]) => ({ tid, us: us - (before.get(tid) ?? 0) }))
+      .filter((t) => t.us > 0)
+      .sort((a, b) => b.us - a.us)
+      .map((t) => `${t.tid === pid ? 'main' : `tid ${t.tid}`} ${(t.us / units).toFixed(2)}`);
+    ctx.log(`  ${phase}: server ${pid} cpu per ${unit} by thread, µs: ${parts.join(', ') || 'none'}`);
+  }
+}
+
+async function finishPhase(ctx: ScenarioContext, shape: TriggerShape, startUs: number, sendMs: number, okBefore: number, failedBefore: number, meter: CpuMeter, rateHeld: boolean, threads: { phase: string; start: Map<number, Map<number, number>> }): Promise<PhaseResult> {
   await waitForAnswers(ctx.trigger);
   const cpu = cpuResult(meter);
   const unitsOk = ctx.trigger.ok - okBefore;
+  logThreadCpu(ctx, threads.phase, threads.start, unitsOk, shape.unitSingular);
   const unitsFailed = ctx.trigger.failed - failedBefore;
   const expected = unitsOk * shape.deliveriesPerUnit;
   await drain(ctx, expected);
@@ -244,6 +263,7 @@ export async function maxPhase(ctx: ScenarioContext, shape: TriggerShape): Promi
   const okBefore = ctx.trigger.ok;
   const failedBefore = ctx.trigger.failed;
   const windowUnits = Math.max(1, Math.floor((SOCKET_BACKLOG * shape.subscribers) / shape.deliveriesPerUnit));
+  const threads = threadCpuStart(ctx);
   const meter = cpuMeter(ctx);
   const startUs = monotonicUs();
   const endAt = performance.now() + ctx.sizes.phaseMs;
@@ -258,7 +278,7 @@ export async function maxPhase(ctx: ScenarioContext, shape: TriggerShape): Promi
   };
   await Promise.all(Array.from({ length: ctx.httpConnections }, lane));
   const sendMs = (monotonicUs() - startUs) / 1000;
-  return finishPhase(ctx, shape, startUs, sendMs, okBefore, failedBefore, meter, true);
+  return finishPhase(ctx, shape, startUs, sendMs, okBefore, failedBefore, meter, true, { phase: 'max', start: threads });
 }
 
 /** Phases 2 and 3: `rate` units/s for the phase length, whatever the answers. */
@@ -267,6 +287,7 @@ export async function fixedRatePhase(ctx: ScenarioContext, shape: TriggerShape, 
   const okBefore = ctx.trigger.ok;
   const failedBefore = ctx.trigger.failed;
   const total = Math.max(1, Math.min(MAX_UNITS_PER_PHASE, Math.round((rate * ctx.sizes.phaseMs) / 1000)));
+  const threads = threadCpuStart(ctx);
   const meter = cpuMeter(ctx);
   const startUs = monotonicUs();
   const start = performance.now();
@@ -289,7 +310,7 @@ export async function fixedRatePhase(ctx: ScenarioContext, shape: TriggerShape, 
     else await new Promise((r) => setImmediate(r));
   }
   const sendMs = (monotonicUs() - startUs) / 1000;
-  return finishPhase(ctx, shape, startUs, sendMs, okBefore, failedBefore, meter, rateHeld);
+  return finishPhase(ctx, shape, startUs, sendMs, okBefore, failedBefore, meter, rateHeld, { phase: `${Math.round(rate)}/s`, start: threads });
 }
 
 /** The figures of one phase; `throughput` adds the rates and the CPU of every process. */
