@@ -13,6 +13,7 @@ import { loadUws, type UwsModule } from './http/uws-native.js';
 import { registerRoutes } from './http/router.js';
 import { messageQuotaOf } from './channels/http-api/routes.js';
 import { routeTable, notFoundRoutes } from './front-end/route-table.js';
+import { drainServing, installServing } from './front-end/serving.js';
 import { claimPort, listen, ListenError } from './http/listen.js';
 import type { Route } from './http/router.js';
 import type { StreamRequest, StreamSink } from './admin/stream.js';
@@ -22,7 +23,6 @@ import { createFanoutBuffers, ThreadedTopicFanout, type FanoutInit } from './fro
 import type { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
 
 export { ListenError } from './http/listen.js';
-import { inFlight } from './http/uws-http.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { MainApp } from './http/tls.js';
 import { HeraldMetrics } from './metrics/prometheus.js';
@@ -32,7 +32,6 @@ import { missingPlatforms } from './config/key-material.js';
 import { setLogLevel } from './log.js';
 import { openDataDir } from './shards/data-dir.js';
 import { ShardPool } from './shards/pool.js';
-import { CLOSE_CODES } from './errors.js';
 import { log } from './log.js';
 import { tenantsAndClients } from './server-clients.js';
 import type { WebhooksClient } from './webhooks/client.js';
@@ -483,13 +482,8 @@ function frontEndHere(deps: {
   running.attach(ws);
   // In a cluster, requests of a session that reach another node are relayed to the session's node.
   const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: cluster ? clusterSessionDirectory(cluster) : undefined });
-  const allRoutes = [...routeTable(ctx, quota, controlPlane), ...notFoundRoutes()];
-  // On the app, and on each app a TLS certificate reload makes (see http/tls.ts).
-  main.install((target) => {
-    fallback.register(target);
-    registerRoutes(target, allRoutes, { draining: () => state.draining });
-    admin?.registerStream(target);
-  }, ws.behavior);
+  const serving = { ws, fallback };
+  installServing(main, serving, [...routeTable(ctx, quota, controlPlane), ...notFoundRoutes()], state, admin && ((target) => admin.registerStream(target)));
   let listenSocket: us_listen_socket | undefined;
   return {
     connectionCount: (appId) => ws.connectionCount(appId),
@@ -504,14 +498,9 @@ function frontEndHere(deps: {
     },
     reload: async () => [],
     drain: async (deadline) => {
-      main.closeListener();
-      ws.closeAll(CLOSE_CODES.GENERIC_RECONNECT, 'Server shutting down');
-      while ((inFlight.count > 0 || ws.connectionCount() > 0) && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 20));
-      }
-      if (inFlight.count > 0) log.warn('shutdown: requests still in flight at the deadline', { inFlight: inFlight.count });
-      if (ws.connectionCount() > 0) log.warn('shutdown: connections not closed by the deadline', { connections: ws.connectionCount() });
-      fallback.close();
+      const left = await drainServing(main, serving, deadline);
+      if (left.inFlight > 0) log.warn('shutdown: requests still in flight at the deadline', { inFlight: left.inFlight });
+      if (left.connections > 0) log.warn('shutdown: connections not closed by the deadline', { connections: left.connections });
     },
     close: async () => {
       main.closeListener();

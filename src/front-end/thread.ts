@@ -14,12 +14,10 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { MessagePort } from 'node:worker_threads';
 import type { HeraldConfig } from '../config/schema.js';
 import { loadUws } from '../http/uws-native.js';
-import { registerRoutes, type Route } from '../http/router.js';
+import type { Route } from '../http/router.js';
 import { listenOn } from '../http/listen.js';
-import { inFlight } from '../http/uws-http.js';
 import { MainApp } from '../http/tls.js';
 import { describeError, log, setLogLevel } from '../log.js';
-import { CLOSE_CODES } from '../errors.js';
 import { tenantsAndClients } from '../server-clients.js';
 import type { ServerContext, ServerState } from '../server-context.js';
 import type { HeraldShardApi } from '../shard-api.js';
@@ -33,6 +31,7 @@ import type { KeptNotice } from '../channels/messages.js';
 import { PortShardRequester } from '../shards/port-requester.js';
 import { ControlLink } from './control.js';
 import { routeTable, notFoundRoutes } from './route-table.js';
+import { drainServing, installServing } from './serving.js';
 import { relayedRoutes } from './route-relay.js';
 import { ThreadedChannelAdapter } from './threaded-adapter.js';
 import { threadSessionDirectory } from './thread-directory.js';
@@ -126,11 +125,8 @@ async function start(): Promise<void> {
   // The admin API's live stream (the dashboard's debug console) is opened on the main thread too.
   const streams = data.adminStream ? relayedStreams(data.relayPort) : null;
   const allRoutes = [...routeTable(ctx, counters.quota, controlPlane, counters.rateCounter), ...(process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(), stallRoute()] : []), ...notFoundRoutes()];
-  main.install((target) => {
-    fallback.register(target);
-    registerRoutes(target, allRoutes, { draining: () => state.draining });
-    streams?.register(target);
-  }, ws.behavior);
+  const serving = { ws, fallback };
+  installServing(main, serving, allRoutes, state, streams ? (target) => streams.register(target) : undefined);
 
   link.on<{ change: TenantChange; config: HeraldConfig | undefined; slots: [string, number][] }>('tenants', ({ change, config: next, slots }) => {
     for (const [appId, slot] of slots) counters.setSlot(appId, slot);
@@ -157,16 +153,11 @@ async function start(): Promise<void> {
   });
   link.on<{ appId: string; userId: string }>('terminateUser', ({ appId, userId }) => registry.terminateUser(appId, userId));
   link.on('counters', () => snapshotNodeCounters());
-  link.on('connections', () => ws.connectionCount());
   link.on<{ deadline: number }>('drain', async ({ deadline }) => {
     state.draining = true;
     state.ready = false;
-    app.closeListener();
     streams?.endAll();
-    ws.closeAll(CLOSE_CODES.GENERIC_RECONNECT, 'Server shutting down');
-    while ((inFlight.count > 0 || ws.connectionCount() > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    fallback.close();
-    return { inFlight: inFlight.count, connections: ws.connectionCount() };
+    return drainServing(app, serving, deadline);
   });
   link.on('exit', () => {
     debug.close();
