@@ -5,6 +5,7 @@
  * the event creator and the test notification. The browser side is dashboard-browser.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readEventStream, type StreamEvent } from '../helpers/admin-client.js';
 import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { startFakeGateways, type FakeGateways } from '../helpers/fake-gateways.js';
@@ -57,37 +58,13 @@ function admin(path: string, init: { method?: string; body?: unknown; token?: st
   });
 }
 
-interface StreamEvent {
-  type: string;
-  data: Record<string, unknown>;
-}
-
 /** Reads /admin/v1/stream as the page does (fetch, server-sent events). */
 async function openStream(query = ''): Promise<{ events: StreamEvent[]; next: (match: (e: StreamEvent) => boolean, timeoutMs?: number) => Promise<StreamEvent>; close: () => void }> {
   const controller = new AbortController();
   const res = await fetch(`${herald.baseUrl}/admin/v1/stream${query}`, { headers: { authorization: `Bearer ${ENV_TOKEN}` }, signal: controller.signal });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toContain('text/event-stream');
-  const events: StreamEvent[] = [];
-  void (async () => {
-    const decoder = new TextDecoder();
-    let buffer = '';
-    try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buffer += decoder.decode(chunk, { stream: true });
-        let end: number;
-        while ((end = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const type = /^event: (.*)$/m.exec(block)?.[1];
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (type && data) events.push({ type, data: JSON.parse(data) as Record<string, unknown> });
-        }
-      }
-    } catch {
-      // aborted
-    }
-  })();
+  const { events } = readEventStream(res);
   const next = (match: (e: StreamEvent) => boolean, timeoutMs = 15_000): Promise<StreamEvent> => {
     const seen = (): string => `a matching stream event; got ${JSON.stringify(events.filter((e) => e.type !== 'stats')).slice(0, 2000)}`;
     return until(() => events.find(match), seen, timeoutMs);

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { MessageChannel, Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readEventStream, type StreamEvent } from '../helpers/admin-client.js';
 import { AdminAuth } from '../../src/admin/auth.js';
 import { DebugHub } from '../../src/admin/debug-hub.js';
 import { adminRoutes, type AdminContext, type AdminDeps } from '../../src/admin/routes.js';
@@ -223,37 +224,13 @@ describe('routes relayed from a front-end thread to main', () => {
   });
 });
 
-interface StreamEvent {
-  type: string;
-  data: Record<string, unknown>;
-}
-
 /** Reads the relayed live stream as the dashboard does (fetch, server-sent events). */
 async function openStream(query: string): Promise<{ events: StreamEvent[]; ended: Promise<void>; close: () => void }> {
   const controller = new AbortController();
   const res = await fetch(`${baseUrl}/admin/v1/stream${query}`, { headers: { authorization: `Bearer ${TOKEN}` }, signal: controller.signal });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
-  const events: StreamEvent[] = [];
-  const ended = (async () => {
-    const decoder = new TextDecoder();
-    let buffer = '';
-    try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buffer += decoder.decode(chunk, { stream: true });
-        let end: number;
-        while ((end = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const type = /^event: (.*)$/m.exec(block)?.[1];
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (type && data) events.push({ type, data: JSON.parse(data) as Record<string, unknown> });
-        }
-      }
-    } catch {
-      // aborted
-    }
-  })();
+  const { events, ended } = readEventStream(res);
   return { events, ended, close: () => controller.abort() };
 }
 

@@ -5,14 +5,13 @@
  * their events, a bad certificate that leaves both as they were, a config reload (app removed,
  * added and changed; the log level) applied on both, and SIGTERM draining both.
  */
-import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { TLSSocket } from 'node:tls';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { createTestCa, serverCert } from '../helpers/test-ca.js';
 import { startHerald, type HeraldProcess } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
@@ -31,29 +30,15 @@ let config: Record<string, unknown>;
 let firstSerial: string;
 let secondSerial: string;
 
-function openssl(...args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-}
-
-/** A server certificate for localhost and 127.0.0.1 signed by the test CA; returns its serial (hex, upper case). */
-function serverCert(name: string): string {
-  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
-  openssl('req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}-key.pem`, '-out', `${name}.csr`, '-subj', '/CN=localhost');
-  openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', `${name}.pem`);
-  return execFileSync('openssl', ['x509', '-in', `${name}.pem`, '-noout', '-serial'], { cwd: dir, encoding: 'utf8' }).trim().split('=')[1]!.toUpperCase();
-}
-
 function useCert(name: string): void {
   copyFileSync(join(dir, `${name}.pem`), join(dir, 'cert.pem'));
   copyFileSync(join(dir, `${name}-key.pem`), join(dir, 'key.pem'));
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'herald-ft-tls-'));
-  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=Herald Test CA');
-  ca = readFileSync(join(dir, 'ca.pem'));
-  firstSerial = serverCert('first');
-  secondSerial = serverCert('second');
+  ({ dir, ca } = createTestCa('herald-ft-tls-'));
+  firstSerial = serverCert(dir, 'first');
+  secondSerial = serverCert(dir, 'second');
   useCert('first');
   config = { frontEndThreads: 2, logLevel: 'info', tls: { certFile: join(dir, 'cert.pem'), keyFile: join(dir, 'key.pem') }, apps: [A, B], push: [], admin: { token: TOKEN } };
   // The config file's logLevel applies (an empty HERALD_LOG_LEVEL does not override it).

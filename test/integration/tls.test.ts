@@ -4,14 +4,14 @@
  * that port, a new certificate picked up on SIGHUP by clients with and without a server name
  * (open connections kept), and bad files refused at start-up.
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync, readFileSync, copyFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync, copyFileSync } from 'node:fs';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { createTestCa, serverCert } from '../helpers/test-ca.js';
 import { CLI, DEFAULT_APP, DEFAULT_PUSH, HeraldProcess, REPO_ROOT, appConfig, startHerald } from '../helpers/herald-process.js';
 import { decodeFrame, type Frame } from '../helpers/protocol-frame.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
@@ -21,27 +21,13 @@ let dir: string;
 let ca: Buffer;
 let herald: HeraldProcess;
 
-function openssl(...args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-}
-
-/** A server certificate for localhost and 127.0.0.1 signed by the test CA; returns its serial (hex, upper case). */
-function serverCert(name: string): string {
-  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
-  openssl('req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}-key.pem`, '-out', `${name}.csr`, '-subj', '/CN=localhost');
-  openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', `${name}.pem`);
-  return execFileSync('openssl', ['x509', '-in', `${name}.pem`, '-noout', '-serial'], { cwd: dir, encoding: 'utf8' }).trim().split('=')[1]!.toUpperCase();
-}
-
 let firstSerial: string;
 let secondSerial: string;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'herald-tls-'));
-  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=Herald Test CA');
-  ca = readFileSync(join(dir, 'ca.pem'));
-  firstSerial = serverCert('first');
-  secondSerial = serverCert('second');
+  ({ dir, ca } = createTestCa('herald-tls-'));
+  firstSerial = serverCert(dir, 'first');
+  secondSerial = serverCert(dir, 'second');
   copyFileSync(join(dir, 'first.pem'), join(dir, 'cert.pem'));
   copyFileSync(join(dir, 'first-key.pem'), join(dir, 'key.pem'));
   herald = await startHerald({
