@@ -162,7 +162,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   const front: FrontEnd =
     config.frontEndThreads > 1
       ? threadedFrontEnd({ config, current: () => ctx.config, dataDir, installSecret, shards, counters: threadCounters!, fanout: fanoutBuffers!, controlPlane, ...(admin && { openStream: admin.openStream }), hub: debug, adapter, onThreads: (t) => (threaded = t), died: (error) => died?.(error) })
-      : frontEndHere({ ctx, main, registry, topics, cluster, quota, controlPlane, admin, running });
+      : frontEndHere({ uws, ctx, main, registry, topics, cluster, quota, controlPlane, admin, running });
   const port = await stopOnFailure(shards, adapter, () => front.listen());
   let metricsSocket: us_listen_socket | undefined;
   if (metricsApp && config.metrics) {
@@ -466,6 +466,7 @@ interface FrontEnd {
 
 /** One front-end thread, this one: the WebSocket endpoint, HTTP fallback and every route on the main app. */
 function frontEndHere(deps: {
+  uws: UwsModule;
   ctx: ServerContext;
   main: MainApp;
   registry: SocketRegistry;
@@ -476,7 +477,7 @@ function frontEndHere(deps: {
   admin: AdminEndpoints | undefined;
   running: RunningTenants;
 }): FrontEnd {
-  const { ctx, main, registry, topics, cluster, quota, controlPlane, admin, running } = deps;
+  const { uws, ctx, main, registry, topics, cluster, quota, controlPlane, admin, running } = deps;
   const { config, state } = ctx;
   const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter: ctx.channels, debug: ctx.debug });
   running.attach(ws);
@@ -492,7 +493,7 @@ function frontEndHere(deps: {
     listen: async () => {
       // With TLS the port is opened shareable (checked free first): a reload opens its new app beside it.
       listenSocket = await listen(main.app, config.host, config.port, config.reusePort, main.secure);
-      const port = loadUws().uws.us_socket_local_port(listenSocket);
+      const port = uws.us_socket_local_port(listenSocket);
       main.listening(config.host, port, listenSocket);
       return port;
     },
