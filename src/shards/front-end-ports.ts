@@ -7,7 +7,9 @@
  * it (`awaitRestoreOf`). Until each of them has sent `core.restored`, a front end's requests
  * after its own `core.restored` are held, in arrival order, so every front end's restore runs
  * before any front end's other requests. A front end that detaches or whose port closes no
- * longer holds the others. A held request keeps its deadline: held past it, it is refused.
+ * longer holds the others, and none holds them longer than `restoreHoldMs` (the shard request
+ * timeout): past it, the held requests run and the front ends still awaited are logged. A held
+ * request keeps its deadline: held past it, it is refused.
  */
 import type { MessagePort } from 'node:worker_threads';
 import { log } from '../log.js';
@@ -30,17 +32,23 @@ export class FrontEndPorts {
   private awaitListTaken = false;
   /** Requests held until `awaited` is empty, in arrival order. */
   private held: (() => void)[] = [];
+  private holdTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly codec: ShardCodec,
     private readonly answer: Answer,
     private readonly shardIndex: number,
+    private readonly restoreHoldMs: number,
   ) {}
 
   attach(frontEnd: number, port: MessagePort, awaitRestoreOf: readonly number[] | undefined): void {
     if (awaitRestoreOf && !this.awaitListTaken) {
       this.awaitListTaken = true;
       for (const id of awaitRestoreOf) this.awaited.add(id);
+      if (this.awaited.size > 0) {
+        this.holdTimer = setTimeout(() => this.endHold(), this.restoreHoldMs);
+        this.holdTimer.unref();
+      }
     }
     this.attached.get(frontEnd)?.port.close();
     const entry: AttachedPort = { port, restoring: this.awaited.has(frontEnd) };
@@ -108,6 +116,25 @@ export class FrontEndPorts {
   /** The front end no longer holds the others back; the last one releases the held requests. */
   private restoredBy(frontEnd: number): void {
     if (!this.awaited.delete(frontEnd) || this.awaited.size > 0) return;
+    this.release();
+  }
+
+  /** The hold's bound passed: the front ends not restored yet no longer hold the others. */
+  private endHold(): void {
+    if (this.awaited.size === 0) return;
+    log.warn('front ends did not restore their subscriptions on the new shard worker in time: running the other requests', {
+      shard: this.shardIndex,
+      frontEnds: [...this.awaited],
+      heldRequests: this.held.length,
+      restoreHoldMs: this.restoreHoldMs,
+    });
+    this.awaited.clear();
+    for (const entry of this.attached.values()) entry.restoring = false;
+    this.release();
+  }
+
+  private release(): void {
+    clearTimeout(this.holdTimer);
     const held = this.held;
     this.held = [];
     for (const run of held) run();

@@ -369,11 +369,11 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
     for (const frontEnd of frontEnds) {
       const { port1, port2 } = new MessageChannel();
       const attach = { type: 'core.attachFrontEnd', frontEnd, awaitRestoreOf: frontEnds };
+      // The port is never closed here: a worker slower to start than the timeout still takes it
+      // (the worker attaches a port whatever its request's deadline), and one that dies holding it
+      // is replaced by a worker that gets a fresh port for every front end.
       this.run(shard, attach, this.timeoutMs, port1).catch((err: unknown) => {
-        // A new worker that dies too is replaced, and its replacement re-attaches every front end.
-        log.warn('front end port not attached to the new shard worker', { shard, frontEnd, error: String(err) });
-        // Its front end sees the port close (a no-op if the dead worker had taken it: closed with it).
-        port1.close();
+        log.warn('front end port not attached to the new shard worker yet', { shard, frontEnd, error: String(err) });
       });
       for (const listener of this.frontEndPortListeners) {
         try {

@@ -57,7 +57,7 @@ export function createShardWorker(build: ShardAreasFactory): (task: Uint8Array |
   const storageWrites = new Set<string>(areas.flatMap((a) => (a.storageWrites ?? []) as string[]));
   let closing: Promise<void> | undefined;
   // `answer` (below) is hoisted; it reads the handlers only when a request arrives.
-  const frontEnds = new FrontEndPorts(codec, answer, ctx.shardIndex);
+  const frontEnds = new FrontEndPorts(codec, answer, ctx.shardIndex, ctx.config.shardRequestTimeoutMs);
   setFrontEndNotices((notice) => frontEnds.broadcast(notice), () => frontEnds.any);
 
   const core: Record<string, AnyHandler> = {
@@ -135,7 +135,8 @@ export function createShardWorker(build: ShardAreasFactory): (task: Uint8Array |
       if (closing && type !== 'core.close') throw new HeraldError('SHARD_UNAVAILABLE', 'Shard is closing');
       // Queued behind a stall past the time the main thread waits: it has answered the caller
       // with a failure already, so doing the work now would only do what the caller was told failed.
-      if (Date.now() > message.deadline) throw new HeraldError('SHARD_UNAVAILABLE', `Shard ${ctx.shardIndex} reached the request after its deadline`);
+      // A front end's port is taken whenever it comes: it is that front end's only line to this shard.
+      if (Date.now() > message.deadline && type !== 'core.attachFrontEnd') throw new HeraldError('SHARD_UNAVAILABLE', `Shard ${ctx.shardIndex} reached the request after its deadline`);
       if (storageWrites.has(type)) diskFull.refuseWrite();
       reply = { ok: true, value: await handler(message.request), boot: threadId };
     } catch (err) {

@@ -69,12 +69,12 @@ export function removeShardPoolDirs(): void {
 }
 
 /** A started pool of `shards` workers on a fresh temp data dir (every shard answered a ping). */
-export async function newShardPool(shards: number, requestTimeoutMs = 30_000, maxQueuePerShard?: number): Promise<ShardPool<HeraldShardApi>> {
+export async function newShardPool(shards: number, requestTimeoutMs = 30_000, maxQueuePerShard?: number, configFields: Record<string, unknown> = {}): Promise<ShardPool<HeraldShardApi>> {
   if (!modules) throw new Error('loadShardModules() first');
   const dataDir = mkdtempSync(join(tmpdir(), 'herald-pool-test-'));
   dirs.push(dataDir);
   const identity = modules.openDataDir(dataDir, shards);
-  const config = modules.parseConfig({ dataDir, shards, apps: [{ id: SHARD_POOL_APP_ID, key: 'app-key', secret: 'app-secret' }] });
+  const config = modules.parseConfig({ dataDir, shards, apps: [{ id: SHARD_POOL_APP_ID, key: 'app-key', secret: 'app-secret' }], ...configFields });
   const pool = new modules.ShardPool<HeraldShardApi>({
     workerFile: join(REPO_ROOT, 'dist/src/shard-worker.js'),
     shardCount: shards,

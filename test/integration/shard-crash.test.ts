@@ -121,7 +121,12 @@ async function channelState() {
     channelGet(`/channels/${PRESENCE}`, { info: 'user_count' }),
     channelGet(`/channels/${PUBLIC}`, { info: 'subscription_count' }),
   ]);
-  return { users: users.body, presence: presence.body, news: news.body };
+  // The users endpoint promises no order; with several front-end threads the restored roster's
+  // order is the order the threads re-announced their sockets in.
+  const byId = (a: { id: string }, b: { id: string }) => a.id.localeCompare(b.id);
+  const listed = users.body as { users?: { id: string }[] };
+  const roster = listed?.users ? { ...listed, users: [...listed.users].sort(byId) } : listed;
+  return { users: roster, presence: presence.body, news: news.body };
 }
 
 describe('a crashed shard worker', () => {

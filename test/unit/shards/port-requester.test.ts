@@ -128,6 +128,34 @@ describe('PortShardRequester on a real pool', () => {
     });
   }, 30_000);
 
+  it('a replacement worker slower to start than the request timeout still takes the new port', async () => {
+    await withTestHooks('1', async () => {
+      // 150 ms: far less than a worker takes to start, so the re-attach waits past its timeout.
+      const pool = await newShardPool(1, 150);
+      const front = requester(await pool.attachFrontEnd(3), 150);
+      let given = 0;
+      pool.onFrontEndPort((_frontEnd, shard, port) => {
+        given++;
+        front.replacePort(shard, port);
+      });
+      try {
+        expect(await outcome(pool.request(0, { type: 'core.crash' }, 5000))).toBe('SHARD_UNAVAILABLE');
+        await until(() => given === 1, 'the new port');
+        // Once the new worker is up, this front end's line to it works: nothing closed or dropped the port.
+        let last = '';
+        await until(
+          async () => (last = await outcome(front.request(0, { type: 'core.ping' }, 2000))) === 'ok',
+          () => `a ping answered over the new port (last: ${last})`,
+          15_000,
+        );
+        expect(given).toBe(1);
+      } finally {
+        front.close();
+        await pool.close();
+      }
+    });
+  }, 30_000);
+
   it('a replaced worker runs no front end request past its restore until every front end has restored', async () => {
     await withTestHooks('1', async () => {
       const pool = await newShardPool(1);
@@ -163,6 +191,32 @@ describe('PortShardRequester on a real pool', () => {
       } finally {
         first.close();
         second.close();
+        await pool.close();
+      }
+    });
+  }, 30_000);
+
+  it('a front end that never restores holds the others no longer than the shard request timeout', async () => {
+    await withTestHooks('1', async () => {
+      const pool = await newShardPool(1, 30_000, undefined, { shardRequestTimeoutMs: 600 });
+      const first = requester(await pool.attachFrontEnd(1));
+      await pool.attachFrontEnd(2); // its ports are never used: it never restores
+      let firstList: Promise<{ names: string[] }> | undefined;
+      first.onShardRestart((shard) => first.send(shard, subscribe('restore-1', '1.1')));
+      pool.onFrontEndPort((frontEnd, shard, port) => {
+        if (frontEnd !== 1) return; // the second front end's new port is dropped, left open
+        first.replacePort(shard, port);
+        firstList = first.request(shard, LIST, 20_000);
+      });
+      try {
+        expect(await outcome(first.request(0, { type: 'core.crash' }))).toBe('SHARD_UNAVAILABLE');
+        await until(() => firstList !== undefined, 'the new port');
+        const started = Date.now();
+        // Held while the second front end is awaited, then run once the hold's bound passed.
+        expect((await firstList!).names).toEqual(['restore-1']);
+        expect(Date.now() - started).toBeLessThan(10_000);
+      } finally {
+        first.close();
         await pool.close();
       }
     });
