@@ -4,7 +4,8 @@
  * app's live traffic):
  *
  * - per client address (the forwarded one behind a proxy in `trustedProxies`: the caller resolves
- *   it, net/client-address.ts): MAX_FAILURES within FAILURE_WINDOW_MS lock the address until its window
+ *   it, net/client-address.ts), an IPv6 address counted by its /64 (one subscriber line holds a
+ *   whole /64, so a guesser there would get a fresh address per guess): MAX_FAILURES within FAILURE_WINDOW_MS lock the address until its window
  *   ends, the right token included, so guessing cannot go on in the background;
  * - all addresses together: past GLOBAL_FREE_FAILURES in one burst (failures with no quiet
  *   FAILURE_WINDOW_MS between them, counted from the end of the last delay), each further failure locks sign-in for every address for a
@@ -19,6 +20,7 @@
 import { secretEquals } from '../crypto.js';
 import { HeraldError } from '../errors.js';
 import { log } from '../log.js';
+import { addressBlock } from '../net/client-address.js';
 
 /** Failed attempts per address within FAILURE_WINDOW_MS before the address is refused. */
 export const MAX_FAILURES = 10;
@@ -97,7 +99,8 @@ export class AdminAuth {
    * Checks the Authorization header of a request from `address`; throws ADMIN_UNAUTHORIZED
    * (401) or SignInRateLimited (429). A refused request is not counted as a failure.
    */
-  check(authorization: string | undefined, address: string): void {
+  check(authorization: string | undefined, clientAddress: string): void {
+    const address = addressBlock(clientAddress);
     const now = this.#now();
     this.#expire(now);
     const own = this.#failures.get(address) ?? (this.#trustedAt(address, now) === undefined ? this.#shared : undefined);

@@ -49,6 +49,18 @@ describe('AdminAuth', () => {
     expect(() => auth.check(`Bearer ${TOKEN}`, '10.0.0.1')).not.toThrow();
   });
 
+  it('counts an IPv6 client by its /64: guesses from many addresses of one /64 lock the whole /64, not its neighbours', () => {
+    const { auth, clock } = clocked();
+    // One subscriber line holds a /64: each guess from a new address in it.
+    for (let i = 0; i < MAX_FAILURES; i++) expect(codeOf(() => auth.check('Bearer wrong', `2001:db8:1:2::${(i + 1).toString(16)}`))).toBe('ADMIN_UNAUTHORIZED');
+    expect(thrown(() => auth.check(`Bearer ${TOKEN}`, '2001:db8:1:2:ffff:1:2:3'))).toBeInstanceOf(SignInRateLimited);
+    expect(thrown(() => auth.check(`Bearer ${TOKEN}`, '2001:db8:1:2::1'))).toBeInstanceOf(SignInRateLimited);
+    // The next /64 is another client.
+    expect(() => auth.check(`Bearer ${TOKEN}`, '2001:db8:1:3::1')).not.toThrow();
+    clock.now += FAILURE_WINDOW_MS;
+    expect(() => auth.check(`Bearer ${TOKEN}`, '2001:db8:1:2::99')).not.toThrow();
+  });
+
   it('delays every address once failures from many addresses pass the global budget, the delay doubling, with one warning', () => {
     const { auth, clock, warnings } = clocked();
     expect(() => auth.check(`Bearer ${TOKEN}`, '192.0.2.1')).not.toThrow(); // the operator, signed in earlier
