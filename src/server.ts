@@ -163,6 +163,7 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     config.frontEndThreads > 1
       ? threadedFrontEnd({ config, current: () => ctx.config, dataDir, installSecret, shards, counters: threadCounters!, fanout: fanoutBuffers!, controlPlane, ...(admin && { openStream: admin.openStream }), hub: debug, adapter, onThreads: (t) => (threaded = t), died: (error) => died?.(error) })
       : frontEndHere({ uws, ctx, main, registry, topics, cluster, quota, controlPlane, admin, running });
+  await testListenDelay();
   const port = await stopOnFailure(shards, adapter, () => front.listen());
   let metricsSocket: us_listen_socket | undefined;
   if (metricsApp && config.metrics) {
@@ -175,6 +176,9 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     );
   }
   const metricsPort = metricsSocket ? uws.us_socket_local_port(metricsSocket) : null;
+  // What waits for clients to come back after a restart (the leaves of the channels the previous
+  // run left occupied) is timed from now: every front end accepts them.
+  await shards.markServing();
   state.ready = true;
   log.info('herald listening', { host: config.host, port, tls: main.secure, metricsPort, shards: config.shards, frontEndThreads: config.frontEndThreads, dataDir, uws: uwsBuild, maxConnections: config.maxConnections ?? null });
   logMissingCredentials(config);
@@ -208,6 +212,7 @@ async function startShards(config: Readonly<HeraldConfig>, dataDir: string, loca
     config,
     installSecret: localSecret,
     requestTimeoutMs: config.shardRequestTimeoutMs,
+    holdUntilServing: true,
   });
   await shards.broadcast({ type: 'core.ping' }, 30_000);
   // Device ids derive from this secret: in a cluster, the one every node shares (PostgreSQL).
@@ -569,4 +574,11 @@ function threadedFrontEnd(deps: {
       await threads?.exit();
     },
   };
+}
+
+/** Test hook (HERALD_TEST_HOOKS=1): HERALD_TEST_LISTEN_DELAY_MS between the shards' start and listening, as a slow start. */
+async function testListenDelay(): Promise<void> {
+  if (process.env.HERALD_TEST_HOOKS !== '1') return;
+  const ms = Number(process.env.HERALD_TEST_LISTEN_DELAY_MS);
+  if (Number.isInteger(ms) && ms > 0) await new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -121,7 +121,7 @@ class ChannelArea {
     this.apps = new Map<string, AppConfig>(ctx.config.apps.map((a) => [a.id, a]));
     this.prune = setInterval(() => this.store.pruneCache(), CACHE_PRUNE_INTERVAL_MS);
     this.prune.unref();
-    this.occupancy = new OccupancyRecovery(ctx.root, this.apps, (app, event) => this.emit(app, event), ctx.config.webhookDelivery.pageReloadDebounceMs + RECOVERY_WINDOW_MS);
+    this.occupancy = new OccupancyRecovery(ctx.root, this.apps, (app, event) => this.emit(app, event), ctx.config.webhookDelivery.pageReloadDebounceMs + RECOVERY_WINDOW_MS, ctx.onServing);
     this.history = new ShardHistory(ctx.root, ctx, (appId) => this.apps.get(appId));
     this.reconciler = new Reconciler({
       stored: () => this.store.subscriptions(),
@@ -156,8 +156,11 @@ class ChannelArea {
     const outcome = this.store.join({ ...req, maxMembers: app.maxPresenceMembers }, presence);
     this.occupancy.recordJoin(app, req.channel, outcome, req.member?.userId);
     if (outcome.changed) {
-      if (outcome.occupied) this.emit(app, { name: 'channel_occupied', channel: req.channel });
-      if (outcome.memberAdded && req.member) this.emit(app, { name: 'member_added', channel: req.channel, user_id: req.member.userId });
+      // A channel (or member) the previous worker left, whose leave has not gone out yet: neither goes out.
+      if (outcome.occupied && !this.occupancy.takeBack(app.id, req.channel)) this.emit(app, { name: 'channel_occupied', channel: req.channel });
+      if (outcome.memberAdded && req.member && !this.occupancy.takeBack(app.id, req.channel, req.member.userId)) {
+        this.emit(app, { name: 'member_added', channel: req.channel, user_id: req.member.userId });
+      }
       if (countsSubscriptions(app, req.channel)) {
         this.emit(app, { name: 'subscription_count', channel: req.channel, subscription_count: outcome.subscriptionCount });
       }
@@ -209,10 +212,11 @@ class ChannelArea {
       this.occupancy.recordJoin(app, sub.channel, outcome, userId);
       // Silent, except where this start emitted a vacated / member_removed for the channel
       // (recorded occupied by the previous worker): the re-occupy cancels it in the debounce.
-      if (outcome.occupied && this.occupancy.takeRecovered(appId, sub.channel)) {
+      // One not emitted yet is taken back: neither goes out.
+      if (outcome.occupied && !this.occupancy.takeBack(appId, sub.channel) && this.occupancy.takeRecovered(appId, sub.channel)) {
         this.emit(app, { name: 'channel_occupied', channel: sub.channel });
       }
-      if (outcome.memberAdded && userId !== undefined && this.occupancy.takeRecovered(appId, sub.channel, userId)) {
+      if (outcome.memberAdded && userId !== undefined && !this.occupancy.takeBack(appId, sub.channel, userId) && this.occupancy.takeRecovered(appId, sub.channel, userId)) {
         this.emit(app, { name: 'member_added', channel: sub.channel, user_id: userId });
       }
     }

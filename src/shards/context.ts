@@ -14,6 +14,12 @@ export interface ShardContext {
   readonly root: RootDatabase;
   /** Test-only requests are answered (HERALD_TEST_HOOKS=1, or the pool's `testHooks`). */
   readonly testHooks: boolean;
+  /**
+   * Runs `run` once the server accepts clients on every front end (`core.serving`): at once in
+   * a worker started after that (a crash replacement), or without the pool's `holdUntilServing`.
+   * What a client must have a chance to answer (a page-reload debounce) is timed from there.
+   */
+  readonly onServing: (run: () => void) => void;
 }
 
 /** Apps and push instances added or changed (whole entries) and removed (ids), as `core.tenants` carries them. */

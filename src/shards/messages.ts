@@ -36,6 +36,8 @@ export interface CoreShardApi {
    * (a PortShardRequester sends it itself after its restart listeners); see core.attachFrontEnd.
    */
   'core.restored': { req: {}; res: { restored: true } };
+  /** The server accepts clients on every front end (ShardPool.markServing): ShardContext.serving resolves. */
+  'core.serving': { req: {}; res: { serving: true } };
   /** Flush pending writes and close LMDB; the shard answers nothing else afterwards. */
   'core.close': { req: {}; res: { closed: true } };
   /**
@@ -103,4 +105,6 @@ export interface ShardWorkerData {
   installSecret: string;
   /** Test-only requests (core.crash, core.stall, debug reads) are answered. */
   testHooks: boolean;
+  /** The server already accepts clients (false until ShardPool.markServing): see ShardContext.serving. */
+  serving: boolean;
 }

@@ -63,6 +63,8 @@ export interface ShardPoolOptions {
   maxQueuePerShard?: number;
   /** Answer test-only requests (default: HERALD_TEST_HOOKS=1 in the environment). */
   testHooks?: boolean;
+  /** Workers wait for markServing() before they time what waits for clients (ShardContext.serving); default false. */
+  holdUntilServing?: boolean;
 }
 
 export type { ShardRestartListener } from './requester.js';
@@ -118,6 +120,7 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
         config: opts.config,
         installSecret: opts.installSecret,
         testHooks: opts.testHooks ?? process.env.HERALD_TEST_HOOKS === '1',
+        serving: opts.holdUntilServing !== true,
       };
       this.workerDatas.push(workerData);
       const pool = new Piscina({
@@ -191,6 +194,16 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
   /** Worker deaths (and replacements) since start, over every shard. */
   get restarts(): number {
     return this.losses.reduce((a, b) => a + b, 0);
+  }
+
+  /**
+   * The server accepts clients on every front end: each worker's ShardContext.serving resolves,
+   * and a worker started from now on (a crash replacement) starts with it resolved.
+   */
+  async markServing(): Promise<void> {
+    for (const data of this.workerDatas) data.serving = true;
+    const serving = { type: 'core.serving' };
+    await Promise.all(this.pools.map((_, shard) => this.run(shard, serving, this.timeoutMs)));
   }
 
   /** The config a worker started from now on (a crash replacement) is given; after a reload. */

@@ -42,6 +42,12 @@ export function createShardWorker(build: ShardAreasFactory): (task: Uint8Array |
   const root = openShardDatabase(shardDir);
   const diskFull = installDiskFullGuard(shardDir, data.dataDir, data.shardIndex);
   takeStorageFailures(diskFull);
+  const servingWaiters: (() => void)[] = [];
+  let serving = data.serving;
+  const markServing = (): void => {
+    serving = true;
+    for (const run of servingWaiters.splice(0)) run();
+  };
   const ctx: ShardContext = {
     shardIndex: data.shardIndex,
     shardCount: data.shardCount,
@@ -50,6 +56,7 @@ export function createShardWorker(build: ShardAreasFactory): (task: Uint8Array |
     installSecret: data.installSecret,
     root,
     testHooks: data.testHooks || process.env.HERALD_TEST_HOOKS === '1',
+    onServing: (run) => (serving ? run() : void servingWaiters.push(run)),
   };
   // The running apps and push instances by id: a change replaces one entry (tenant-lists.ts).
   let tenants = tenantMapsOf(ctx.config);
@@ -97,6 +104,10 @@ export function createShardWorker(build: ShardAreasFactory): (task: Uint8Array |
     'core.detachFrontEnd': (req) => ({ detached: frontEnds.detach((req as { frontEnd: number }).frontEnd) }),
     // The hold it ends is kept by FrontEndPorts, which sees it on its way here.
     'core.restored': () => ({ restored: true }),
+    'core.serving': () => {
+      markServing();
+      return { serving: true };
+    },
     'core.crash': (req) => {
       requireTestHooks(ctx, 'core.crash');
       // Block the thread (requests sent meanwhile pile up unanswered), then die without

@@ -277,12 +277,21 @@ describe('channel webhooks: channels occupied at a kill -9', () => {
   let receiver: WebhookReceiver;
   let herald: HeraldProcess;
   const clients: PusherClient[] = [];
-  /** Long enough for a restart and a reconnect to fall inside it. */
+  /** Long enough for a reconnect to fall inside it. */
   const LEAVE_DEBOUNCE_MS = 2500;
+  /**
+   * Every start is slower than the debounce between the shards' start and listening: the
+   * debounce of the leaves found at start counts from when clients can come back, not before.
+   */
+  const SLOW_START_MS = LEAVE_DEBOUNCE_MS + 300;
 
   beforeAll(async () => {
     receiver = await WebhookReceiver.start();
-    herald = await startHerald({ shards: SHARDS, config: heraldConfig(receiver, { pageReloadDebounceMs: LEAVE_DEBOUNCE_MS }) });
+    herald = await startHerald({
+      shards: SHARDS,
+      config: heraldConfig(receiver, { pageReloadDebounceMs: LEAVE_DEBOUNCE_MS }),
+      env: { HERALD_TEST_HOOKS: '1', HERALD_TEST_LISTEN_DELAY_MS: String(SLOW_START_MS) },
+    });
   });
   afterAll(async () => {
     for (const c of clients) c.disconnect();

@@ -63,7 +63,7 @@ beforeEach(() => {
     shards: 1,
     frontEndThreads: 1,
   };
-  ctx = { shardIndex: 0, shardCount: 1, dataDir: dir, config, installSecret: '00'.repeat(32), root: undefined as unknown as RootDatabase, testHooks: false };
+  ctx = { shardIndex: 0, shardCount: 1, dataDir: dir, config, installSecret: '00'.repeat(32), root: undefined as unknown as RootDatabase, testHooks: false, onServing: (run) => run() };
   openArea();
 });
 
@@ -253,6 +253,31 @@ describe('channel shard handlers', () => {
       { name: 'member_added', channel: 'presence-a', user_id: 'ada' },
     ]);
     expect(await h()['channels.users']({ appId: HOOKED, channel: 'presence-a' })).toEqual({ userIds: ['ada'] });
+  });
+
+  it('holds the leaves it found until the server serves; a join or restore before then takes them back, and neither goes out', async () => {
+    await h()['channels.subscribe']({ appId: HOOKED, channel: 'presence-a', socketId: '1.1', member: { userId: 'ada' } });
+    await h()['channels.subscribe']({ appId: HOOKED, channel: 'presence-a', socketId: '1.2', member: { userId: 'bob' } });
+    await h()['channels.subscribe']({ appId: HOOKED, channel: 'b', socketId: '1.1' });
+    await h()['channels.subscribe']({ appId: HOOKED, channel: 'c', socketId: '1.1' });
+    await closeArea();
+    // The next start: its front ends are not all listening yet.
+    const waiting: (() => void)[] = [];
+    ctx = { ...ctx, onServing: (run) => void waiting.push(run) };
+    openArea();
+    expect(events()).toEqual([]);
+    // One front end serves already: ada joins again there, and 'b' is restored.
+    const join = await h()['channels.subscribe']({ appId: HOOKED, channel: 'presence-a', socketId: '2.1', member: { userId: 'ada' } });
+    expect(join).toMatchObject({ occupied: true, memberAdded: true });
+    expect(await h()['channels.restore']({ appId: HOOKED, subscriptions: [{ channel: 'b', socketId: '2.1' }] })).toEqual({ restored: 1 });
+    // For the receiver presence-a and b never emptied and ada never left: nothing about them.
+    expect(events().filter((e) => e.name !== 'subscription_count')).toEqual([]);
+    // Every front end serves: what nobody took back goes out.
+    for (const run of waiting) run();
+    const released = events().filter((e) => e.name !== 'subscription_count');
+    expect(released).toHaveLength(2);
+    expect(released).toContainEqual({ name: 'member_removed', channel: 'presence-a', user_id: 'bob' });
+    expect(released).toContainEqual({ name: 'channel_vacated', channel: 'c' });
   });
 
   describe('an app removed', () => {

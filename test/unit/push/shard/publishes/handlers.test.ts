@@ -73,7 +73,7 @@ function config(): Readonly<HeraldConfig> {
 function openArea(emitter: RecordingEmitter): { area: ShardArea<PushShardApi>; devices: LmdbDevices; publishes: LmdbPublishStore } {
   const root = openShardDatabase(join(dir, 'shard-0'));
   roots.push(root);
-  const ctx: ShardContext = { shardIndex: 0, shardCount: 1, dataDir: dir, config: config(), installSecret: '00'.repeat(32), root, testHooks: false };
+  const ctx: ShardContext = { shardIndex: 0, shardCount: 1, dataDir: dir, config: config(), installSecret: '00'.repeat(32), root, testHooks: false, onServing: (run) => run() };
   const area = createPushArea(ctx, emitter);
   areas.push(area);
   emitter.publishes = new LmdbPublishStore(root);

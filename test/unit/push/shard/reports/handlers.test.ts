@@ -49,7 +49,7 @@ beforeEach(async () => {
   emitter = new RecordingEmitter();
   const config = { ...configSchema.parse({ dataDir: dir, push: [{ instanceId: INSTANCE, secretKey: 'push-secret' }] }), shards: 1, frontEndThreads: 1 };
   area = createReportArea({
-    ctx: { shardIndex: 0, shardCount: 1, dataDir: dir, config, installSecret: '00'.repeat(32), root, testHooks: false },
+    ctx: { shardIndex: 0, shardCount: 1, dataDir: dir, config, installSecret: '00'.repeat(32), root, testHooks: false, onServing: (run) => run() },
     store: devices,
     publishes,
     webhooks: emitter,
