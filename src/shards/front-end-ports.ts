@@ -66,6 +66,9 @@ export class FrontEndPorts {
     const entry = this.attached.get(frontEnd);
     if (!entry) return false;
     this.attached.delete(frontEnd);
+    // Told before the close: the front end refuses its requests to this shard at once instead of
+    // waiting for a new port that will not come.
+    entry.port.postMessage(this.codec.encode({ notice: { type: 'core.detached' } }));
     entry.port.close();
     this.restoredBy(frontEnd);
     return true;

@@ -8,10 +8,13 @@
  *
  * A shard whose worker died: its port closes, and the requests it held fail at once; until
  * the new port comes (`replacePort`, forwarded from the pool's onFrontEndPort), requests to it
- * are refused. `replacePort` runs the onShardRestart listeners before anything else can be
- * sent on the new port, so what they send (the restore) is the first the new worker gets from
- * this front end, then sends `core.restored`, which the worker waits for from every front end
- * before it runs their other requests.
+ * wait, each within its own timeout, as the pool's own requests wait for a new worker.
+ * `replacePort` runs the onShardRestart listeners before anything else can be sent on the new
+ * port, so what they send (the restore) is the first the new worker gets from this front end,
+ * then sends `core.restored`, which the worker waits for from every front end before it runs
+ * their other requests, then the requests that waited, in the order they were made. A port
+ * the pool detached (`core.detached` comes before its close) gets no replacement: requests to
+ * it are refused at once.
  */
 import type { ShardNotice } from './front-end-notices.js';
 import type { MessagePort } from 'node:worker_threads';
@@ -42,9 +45,21 @@ interface Pending {
 /** One shard's line: its port, and the requests sent on it and not answered yet, by id. */
 interface ShardLine {
   port: MessagePort;
-  /** False once the port closed (its worker died): requests are refused until replacePort. */
+  /** False once the port closed (its worker died): requests wait for replacePort. */
   open: boolean;
+  /** The pool detached this front end: no port will replace this one. */
+  detached: boolean;
   pending: Map<number, Pending>;
+}
+
+/** A request made while its shard's line was closed, sent once the new port comes. */
+interface Waiting {
+  message: { type: string };
+  /** When its timeout ends (ms). */
+  deadline: number;
+  resolve: (value: unknown) => void;
+  reject: (err: HeraldError) => void;
+  timer: NodeJS.Timeout;
 }
 
 /** Requests to the shards over a front end's own ports; see the file header. */
@@ -56,6 +71,8 @@ export class PortShardRequester<Api> implements ShardRequester<Api> {
   private readonly queueFull: QueueFullRefusal;
   private readonly restartListeners: ShardRestartListener[] = [];
   private readonly noticeListeners: ((notice: ShardNotice) => void)[] = [];
+  /** Per shard: requests waiting for its new port, in the order made. */
+  private readonly waiting: Waiting[][];
   private nextId = 1;
   private closed = false;
 
@@ -66,6 +83,7 @@ export class PortShardRequester<Api> implements ShardRequester<Api> {
     this.maxQueue = opts.maxQueuePerShard ?? DEFAULT_MAX_QUEUE_PER_SHARD;
     this.queueFull = new QueueFullRefusal(ports.length);
     this.lines = ports.map((port, shard) => this.open(shard, port));
+    this.waiting = ports.map(() => []);
   }
 
   /** False once close() was called: requests are refused from then on. */
@@ -75,7 +93,7 @@ export class PortShardRequester<Api> implements ShardRequester<Api> {
 
   /** Requests sent to the shard and not answered yet (timed out ones included). */
   inFlightCount(shard: number): number {
-    return this.lines[shard]?.pending.size ?? 0;
+    return (this.lines[shard]?.pending.size ?? 0) + (this.waiting[shard]?.length ?? 0);
   }
 
   /**
@@ -128,17 +146,29 @@ export class PortShardRequester<Api> implements ShardRequester<Api> {
       }
     }
     this.post(shard, { type: 'core.restored' }, this.timeoutMs).catch(() => undefined);
+    const waited = this.waiting[shard]!.splice(0);
+    for (const w of waited) {
+      clearTimeout(w.timer);
+      this.post(shard, w.message, Math.max(1, w.deadline - Date.now())).then(w.resolve, w.reject);
+    }
   }
 
   /** Refuses requests from now on, fails those pending (SHARD_UNAVAILABLE) and closes the ports. */
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.lines.forEach((line, shard) => this.shut(shard, line, new HeraldError('SHARD_UNAVAILABLE', 'Server is shutting down')));
+    const stopping = new HeraldError('SHARD_UNAVAILABLE', 'Server is shutting down');
+    this.lines.forEach((line, shard) => this.shut(shard, line, stopping));
+    for (const waited of this.waiting) {
+      for (const w of waited.splice(0)) {
+        clearTimeout(w.timer);
+        w.reject(stopping);
+      }
+    }
   }
 
   private open(shard: number, port: MessagePort): ShardLine {
-    const line: ShardLine = { port, open: true, pending: new Map() };
+    const line: ShardLine = { port, open: true, detached: false, pending: new Map() };
     port.on('message', (bytes: Uint8Array) => this.answered(shard, line, bytes));
     // The worker holding the other end died (or the pool detached this front end).
     port.on('close', () => {
@@ -162,8 +192,12 @@ export class PortShardRequester<Api> implements ShardRequester<Api> {
     const line = this.lines[shard];
     if (!line) return Promise.reject(new Error(`no shard ${shard}`));
     if (this.closed) return this.refuse(shard, message, new HeraldError('SHARD_UNAVAILABLE', 'Server is shutting down'));
-    if (!line.open) return this.refuse(shard, message, new HeraldError('SHARD_UNAVAILABLE', `Shard ${shard} is restarting`));
-    if (line.pending.size >= this.maxQueue) return Promise.reject(this.queueFull.error(shard, line.pending.size));
+    const unanswered = line.pending.size + this.waiting[shard]!.length;
+    if (unanswered >= this.maxQueue) return Promise.reject(this.queueFull.error(shard, unanswered));
+    if (!line.open) {
+      if (line.detached) return this.refuse(shard, message, new HeraldError('SHARD_UNAVAILABLE', `Shard ${shard} is not attached to this front end`));
+      return this.waitForPort(shard, message, timeoutMs);
+    }
     const id = this.nextId++;
     const envelope: ShardEnvelope = { id, deadline: Date.now() + timeoutMs, request: message };
     const encoded = codec.encode(envelope);
@@ -183,6 +217,26 @@ export class PortShardRequester<Api> implements ShardRequester<Api> {
     });
   }
 
+  /** Keeps a request until the shard's new port comes (replacePort), or fails it at its timeout. */
+  private waitForPort(shard: number, message: { type: string }, timeoutMs: number): Promise<unknown> {
+    const waited = this.waiting[shard]!;
+    return new Promise((resolve, reject) => {
+      const w: Waiting = {
+        message,
+        deadline: Date.now() + timeoutMs,
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          const at = waited.indexOf(w);
+          if (at >= 0) waited.splice(at, 1);
+          log.warn('shard request failed', { shard, type: message.type, error: `no new worker within ${timeoutMs} ms` });
+          reject(timedOut(shard, timeoutMs));
+        }, timeoutMs),
+      };
+      waited.push(w);
+    });
+  }
+
   private refuse(shard: number, message: { type: string }, error: HeraldError): Promise<never> {
     log.warn('shard request failed', { shard, type: message.type, error: error.message });
     return Promise.reject(error);
@@ -197,7 +251,12 @@ export class PortShardRequester<Api> implements ShardRequester<Api> {
       return;
     }
     if ('notice' in reply) {
-      for (const listener of this.noticeListeners) listener((reply as { notice: ShardNotice }).notice);
+      const notice = (reply as { notice: ShardNotice }).notice;
+      if (notice.type === 'core.detached') {
+        line.detached = true;
+        return;
+      }
+      for (const listener of this.noticeListeners) listener(notice);
       return;
     }
     const entry = line.pending.get(reply.id);

@@ -332,14 +332,16 @@ describe('admin API', () => {
         expect(crash.status).toBe(500);
       }
       const client = await connect();
-      // Subscribing retries until the replaced worker answers.
-      const channel = `after-crash-${Date.now()}`;
+      // Subscribing retries until the replaced worker answers, each time on a new channel:
+      // pusher-js sends nothing when a channel refused with pusher:subscription_error is
+      // unsubscribed and subscribed again (the channel stays pending on its side).
+      let attempt = 0;
       await until(async () => {
+        const channel = `after-crash-${Date.now()}-${attempt++}`;
         const sub = client.subscribe(channel);
         let refused = false;
         sub.bind('pusher:subscription_error', () => (refused = true));
         await until(() => sub.subscribed || refused, `an answer to the subscription to ${channel}`);
-        if (refused) client.unsubscribe(channel);
         return sub.subscribed;
       }, 'a subscription answered by a replaced worker', 20_000);
       await watched.next(debugOf('webhook', (d) => d.ok === true && (d.events as string[]).includes('channel_occupied')), 20_000);

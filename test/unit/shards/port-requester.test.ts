@@ -128,6 +128,30 @@ describe('PortShardRequester on a real pool', () => {
     });
   }, 30_000);
 
+  it('a request made while the new port is on its way waits for it, as the pool\'s own requests wait for a new worker', async () => {
+    await withTestHooks('1', async () => {
+      const pool = await newShardPool(1);
+      const front = requester(await pool.attachFrontEnd(4));
+      let newPort: MessagePort | undefined;
+      pool.onFrontEndPort((_frontEnd, _shard, port) => (newPort = port)); // handed over below
+      try {
+        expect(await outcome(front.request(0, { type: 'core.crash' }))).toBe('SHARD_UNAVAILABLE');
+        // The old port is closed and the new one not handed over yet.
+        let settled = '';
+        const waiting = outcome(front.request(0, subscribe('while-restarting'))).then((o) => (settled = o));
+        await until(() => newPort !== undefined, 'the new port');
+        expect(settled).toBe('');
+        expect(front.inFlightCount(0)).toBe(1);
+        front.replacePort(0, newPort!);
+        expect(await waiting).toBe('ok');
+        expect((await front.request(0, LIST)).names).toEqual(['while-restarting']);
+      } finally {
+        front.close();
+        await pool.close();
+      }
+    });
+  }, 30_000);
+
   it('a replacement worker slower to start than the request timeout still takes the new port', async () => {
     await withTestHooks('1', async () => {
       // 150 ms: far less than a worker takes to start, so the re-attach waits past its timeout.
@@ -229,7 +253,10 @@ describe('PortShardRequester on a real pool', () => {
       await front.broadcast({ type: 'core.ping' });
       await pool.detachFrontEnd(3);
       await until(async () => (await outcome(front.request(1, { type: 'core.ping' }))) === 'SHARD_UNAVAILABLE', 'the port closed');
+      // At once: no new port will come, so nothing waits for one (the timeout is 30 s).
+      const started = Date.now();
       expect(await outcome(front.request(0, { type: 'core.ping' }))).toBe('SHARD_UNAVAILABLE');
+      expect(Date.now() - started).toBeLessThan(1000);
     } finally {
       front.close();
       await pool.close();
