@@ -31,7 +31,7 @@ function environmentVariables(): string[] {
   };
   walk(join(REPO_ROOT, 'src'));
   // Test hooks (read only with HERALD_TEST_HOOKS=1) are not for users.
-  return [...names].filter((n) => n !== 'HERALD_TEST_HOOKS' && !n.startsWith('HERALD_RESHARD_') && !n.startsWith('HERALD_PUSH_TO_POSTGRES_')).sort();
+  return [...names].filter((n) => !n.startsWith('HERALD_TEST_') && !n.startsWith('HERALD_RESHARD_') && !n.startsWith('HERALD_PUSH_TO_POSTGRES_')).sort();
 }
 
 describe('herald CLI', () => {

@@ -137,10 +137,10 @@ describe('PortShardRequester on a real pool', () => {
       try {
         expect(await outcome(front.request(0, { type: 'core.crash' }))).toBe('SHARD_UNAVAILABLE');
         // The old port is closed and the new one not handed over yet.
-        let settled = '';
-        const waiting = outcome(front.request(0, subscribe('while-restarting'))).then((o) => (settled = o));
+        let answered = '';
+        const waiting = outcome(front.request(0, subscribe('while-restarting'))).then((o) => (answered = o));
         await until(() => newPort !== undefined, 'the new port');
-        expect(settled).toBe('');
+        expect(answered).toBe('');
         expect(front.inFlightCount(0)).toBe(1);
         front.replacePort(0, newPort!);
         expect(await waiting).toBe('ok');
