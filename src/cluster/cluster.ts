@@ -68,6 +68,12 @@ export type ControlMessage =
 /** Hears a control message from another node (or from this one, when sent to 'all'). */
 export type ControlListener = (message: ControlMessage, origin: string) => void;
 
+/** Publishes a control message from node `origin` to every node ('all', the origin included) or to one node id. */
+export function sendControlOn(commands: Redis, keys: ClusterKeys, origin: string, target: 'all' | string, message: ControlMessage): Promise<number> {
+  const topic = target === 'all' ? keys.controlAll() : keys.controlNode(target);
+  return whenAvailable(() => commands.publish(topic, JSON.stringify({ origin, message })));
+}
+
 export class Cluster {
   readonly connections: RedisConnections;
   readonly keys: ClusterKeys;
@@ -131,8 +137,7 @@ export class Cluster {
 
   /** Sends a control message to every node ('all', this one included) or to one node id. */
   sendControl(target: 'all' | string, message: ControlMessage): Promise<number> {
-    const topic = target === 'all' ? this.keys.controlAll() : this.keys.controlNode(target);
-    return whenAvailable(() => this.connections.commands.publish(topic, JSON.stringify({ origin: this.nodeId, message })));
+    return sendControlOn(this.connections.commands, this.keys, this.nodeId, target, message);
   }
 
   /** Adds a listener of the control messages this node receives. */

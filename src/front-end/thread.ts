@@ -45,6 +45,13 @@ import { snapshotNodeCounters } from '../metrics/counters-snapshot.js';
 import { forgetTenantsExcept } from '../metrics/node-counters.js';
 import { relayedStreams } from '../admin/stream-relay.js';
 import type { FrontEndThreadData } from './thread-data.js';
+import type { ChannelAdapter } from '../channels/adapter/channel-adapter.js';
+import { RedisChannelAdapter, type ThreadSide } from '../channels/adapter/redis/redis-adapter.js';
+import type { NodeSubscription } from '../channels/adapter/redis/channel-state.js';
+import { messageQuotaOf } from '../channels/http-api/routes.js';
+import type { ClusterConfig } from '../config/schema.js';
+import { ThreadNode, type ThreadClusterInit } from './thread-node.js';
+import { MARK_SIGNAL } from './cluster-host.js';
 
 const data = workerData as FrontEndThreadData;
 const link = new ControlLink(parentPort!);
@@ -87,7 +94,7 @@ async function start(): Promise<void> {
   // Fallback sessions and WebSockets alike tell the fan-out which topics this thread has subscribers on.
   const interest: TopicInterestHook = { add: (topic) => fanout.interest?.add(topic), remove: (topic) => fanout.interest?.remove(topic) };
   const topics = new SessionTopics(main, interest);
-  const frameWatch: { adapter?: ThreadedChannelAdapter } = {};
+  const frameWatch: { remote?: (topic: string, frame: Uint8Array, producer: number, except: string) => void; mark?: (token: string) => void } = {};
   const fanout = new ThreadedTopicFanout(data.fanout, data.thread, topics, {
     lookupSocket: (socketId, topic) => {
       const state = registry.get(appIdOfTopic(topic), socketId);
@@ -95,7 +102,10 @@ async function start(): Promise<void> {
     },
     onDelivered: countRemoteDelivery,
     // The fan-out reads from its construction on, before the adapter exists.
-    onRemoteFrame: (topic, frame) => frameWatch.adapter?.remoteFrame(topic, frame),
+    onRemoteFrame: (topic, frame, producer, except) => frameWatch.remote?.(topic, frame, producer, except),
+    onSignal: (name, message) => {
+      if (name === MARK_SIGNAL) frameWatch.mark?.(message);
+    },
     onReadersDropped: (threads, queuedBytes) =>
       log.warn('front-end threads fell behind on frames from this thread past the bound: going on without them until they catch up', { thread: data.thread, dropped: threads, queuedBytes }),
     onMissed: (producer, missed) => {
@@ -109,12 +119,26 @@ async function start(): Promise<void> {
       });
     },
   });
-  const adapter = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId), interest });
-  frameWatch.adapter = adapter;
-  // A history channel's kept events come from its shard, in serial order, for this thread's sockets.
-  shards.onNotice((notice) => {
-    if (notice.type === 'channels.kept') adapter.keptByShard(notice as KeptNotice, topics);
-  });
+  let adapter: ChannelAdapter;
+  let clusterAdapter: RedisChannelAdapter | undefined;
+  if (data.cluster && config.cluster) {
+    clusterAdapter = await clusterShare(data.cluster, config.cluster, { fanout, shards, registry, interest, counters, running, config: () => ctx.config });
+    const relayed = clusterAdapter;
+    // What the main thread relays from the node's subscriber connection: recovering joins take their history frames and marks from it.
+    frameWatch.remote = (topic, frame, producer, except) => {
+      if (producer === data.threads) relayed.relayedFrame(topic, frame, except);
+    };
+    frameWatch.mark = (token) => relayed.relayedMark(token);
+    adapter = clusterAdapter;
+  } else {
+    const local = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId), interest });
+    frameWatch.remote = (topic, frame) => local.remoteFrame(topic, frame);
+    // A history channel's kept events come from its shard, in serial order, for this thread's sockets.
+    shards.onNotice((notice) => {
+      if (notice.type === 'channels.kept') local.keptByShard(notice as KeptNotice, topics);
+    });
+    adapter = local;
+  }
   const debug = new ThreadTap(link);
   const ctx: ServerContext = { config, installSecret: data.installSecret, state, debug, channels: adapter, ...tenantsAndClients(running, shards) };
   adapter.tapSubscriptions(debug);
@@ -124,7 +148,8 @@ async function start(): Promise<void> {
   const controlPlane = relayedRoutes(data.relaySpecs, data.relayPort);
   // The admin API's live stream (the dashboard's debug console) is opened on the main thread too.
   const streams = data.adminStream ? relayedStreams(data.relayPort) : null;
-  const allRoutes = [...routeTable(ctx, counters.quota, controlPlane, counters.rateCounter), ...(process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(), stallRoute()] : []), ...notFoundRoutes()];
+  // In a cluster the quota and rate limits count in Redis, across nodes (the adapter's).
+  const allRoutes = [...routeTable(ctx, messageQuotaOf(adapter, counters.quota), controlPlane, counters.rateCounter), ...(process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(), stallRoute()] : []), ...notFoundRoutes()];
   const serving = { ws, fallback };
   installServing(main, serving, allRoutes, state, streams ? (target) => streams.register(target) : undefined);
 
@@ -157,8 +182,17 @@ async function start(): Promise<void> {
     state.draining = true;
     state.ready = false;
     streams?.endAll();
-    return drainServing(app, serving, deadline);
+    const left = await drainServing(app, serving, deadline);
+    // The leaves of the closed sockets are recorded before the node leaves the cluster (main, next).
+    await clusterAdapter?.close();
+    return left;
   });
+  if (clusterAdapter) {
+    const share = clusterAdapter;
+    link.on<{ session: string }>('clusterRegister', ({ session }) => share.registerShare(session));
+    link.on('clusterSettled', () => share.node.state.settled());
+    link.on<{ left: NodeSubscription[] }>('clusterForget', ({ left }) => share.node.state.forget(left));
+  }
   link.on('exit', () => {
     debug.close();
     app.closeApps();
@@ -171,6 +205,37 @@ async function start(): Promise<void> {
   main.listening(config.host, data.port, listenSocket);
   state.ready = true;
   link.tell('listening', null);
+}
+
+/**
+ * The thread's share of its cluster node (thread-node.ts): the Redis channel adapter on the
+ * thread's own command connection, asking the main thread for what is the node's.
+ */
+async function clusterShare(
+  init: ThreadClusterInit,
+  settings: ClusterConfig,
+  deps: { fanout: ThreadedTopicFanout; shards: PortShardRequester<HeraldShardApi>; registry: SocketRegistry; interest: TopicInterestHook; counters: SharedCounters; running: RunningTenants; config: () => Readonly<HeraldConfig> },
+): Promise<RedisChannelAdapter> {
+  const node = new ThreadNode(settings, init, data.thread, link);
+  const side: ThreadSide = {
+    node,
+    thread: data.thread,
+    adoptSession: (session) => node.adopt(session),
+    userPresence: (appId, userId, online) => link.tell('userPresence', { appId, userId, online }),
+    terminateUser: (appId, userId) => link.ask<number>('terminateUser', { appId, userId }),
+    catchUp: (appId, channel) => link.ask<boolean>('catchUp', { appId, channel }),
+    connectionCount: (appId) => deps.counters.connectionCount(appId),
+    interest: deps.interest,
+  };
+  return RedisChannelAdapter.start({
+    topics: deps.fanout,
+    registry: deps.registry,
+    shards: deps.shards,
+    subscriptionWaitMs: settings.subscriptionWaitMs,
+    config: deps.config,
+    apps: deps.running.appsById,
+    thread: side,
+  });
 }
 
 /** Test hook: the thread that takes `POST /debug/front-end/crash` fails as an uncaught error would make it (after answering). */

@@ -1,0 +1,92 @@
+/**
+ * The main thread's side of a cluster node served by several front-end threads: the node's
+ * membership, liveness and re-registration, its one subscriber connection (the delivery bus)
+ * and its reports stay here, on the main thread's RedisChannelAdapter; each thread runs the
+ * per-request work on its own command connection (thread-node.ts).
+ *
+ * - A thread's first subscriber of a channel makes the node listen to it (`busWatch`, answered
+ *   once Redis confirmed the SUBSCRIBE), its last one lets it go (`busUnwatch`): the bus counts
+ *   the threads as it counts sockets. What the node receives goes into the threads' shared
+ *   fan-out, to the threads with subscribers on the topic.
+ * - A re-registration asks each thread to record its share under the new session (`RecordedPart`).
+ * - The node's availability is written to shared memory every CLUSTER_FLAGS_MS for the threads.
+ */
+import type { Cluster } from '../cluster/cluster.js';
+import type { NodeThreads, RedisChannelAdapter } from '../channels/adapter/redis/redis-adapter.js';
+import type { NodeSubscription, Registration } from '../channels/adapter/redis/channel-state.js';
+import type { RecordedPart } from '../channels/adapter/redis/session-records.js';
+import type { ControlLink } from './control.js';
+import type { ThreadedTopicFanout } from './fanout.js';
+import type { FrontEndThreads } from './threads.js';
+import { CLUSTER_FLAGS_MS, ClusterFlags, type ThreadClusterInit } from './thread-node.js';
+
+/** The signal that carries a recovering join's mark to its thread (fanout.ts). */
+export const MARK_SIGNAL = 'mark';
+
+/** How long a thread may take to record its share at a re-registration (ms). */
+const REGISTER_TIMEOUT_MS = 30_000;
+
+export class ClusterThreadsHost implements NodeThreads {
+  private threads: FrontEndThreads | undefined;
+  private adapter: RedisChannelAdapter | undefined;
+  private readonly flags = new ClusterFlags();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly fanout: ThreadedTopicFanout,
+  ) {}
+
+  /** The node's adapter is up: its state is shared with the threads from now on. */
+  started(adapter: RedisChannelAdapter): void {
+    this.adapter = adapter;
+    const write = (): void => this.flags.write(adapter.node.registered, adapter.node.available, adapter.node.bus.listening);
+    write();
+    this.timer = setInterval(write, CLUSTER_FLAGS_MS);
+    this.timer.unref();
+  }
+
+  /** The threads are running. */
+  follow(threads: FrontEndThreads): void {
+    this.threads = threads;
+  }
+
+  init(): ThreadClusterInit {
+    return { nodeId: this.cluster.nodeId, session: this.cluster.session.current, flags: this.flags.buffer };
+  }
+
+  /** What a thread asks of the node. */
+  serve(_thread: number, link: ControlLink): void {
+    link.on<{ appId: string; channel: string }>('busWatch', ({ appId, channel }) => this.adapter?.threadWatch(appId, channel));
+    link.on<{ appId: string; channel: string }>('busUnwatch', ({ appId, channel }) => this.adapter?.threadUnwatch(appId, channel));
+    link.on<{ appId: string; channel: string }>('catchUp', ({ appId, channel }) => this.adapter?.threadCatchUp(appId, channel) ?? false);
+    link.on<{ session: string }>('sessionGone', ({ session }) => {
+      // Once for the node, whichever thread found it first.
+      if (this.cluster.session.current === session) this.cluster.session.reportGone();
+    });
+  }
+
+  parts(): RecordedPart[] {
+    return (this.threads?.links() ?? []).map((link) => ({
+      register: (session) => link.ask<{ registration: Registration; left: NodeSubscription[] }>('clusterRegister', { session }, [], REGISTER_TIMEOUT_MS),
+      settled: () => link.ask<void>('clusterSettled', null, [], REGISTER_TIMEOUT_MS),
+      forget: (left) => link.tell('clusterForget', { left }),
+    }));
+  }
+
+  terminateUser(appId: string, userId: string): Promise<number> {
+    return this.threads?.terminateUser(appId, userId) ?? Promise.resolve(0);
+  }
+
+  onlineUsers(): { appId: string; userId: string }[] {
+    return this.threads?.users.signedIn() ?? [];
+  }
+
+  mark(thread: number, token: string): void {
+    this.fanout.signal(thread, MARK_SIGNAL, token);
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+}
