@@ -58,8 +58,8 @@ export interface ClusterOverview extends ClusterFigures {
 export type ControlMessage =
   /** Close every connection of this user of the app (C5, terminate_connections). */
   | { type: 'terminateUser'; appId: string; userId: string }
-  /** An HTTP fallback session's request relayed to or answered by the node holding it (channels/http-fallback). */
-  | { type: 'fallback'; data: unknown }
+  /** An HTTP fallback session's request relayed to or answered by the node holding it (channels/http-fallback); `to`: the holder, a front-end thread of the node with several. */
+  | { type: 'fallback'; data: unknown; to?: string }
   /** An app or push instance changed through the admin API of the origin node (src/tenants). */
   | { type: 'tenantChanged'; kind: 'app' | 'push'; id: string }
   /** A recovering join's mark, published to this node's own channel by its history read (channels/adapter/redis/history-seam.ts). */

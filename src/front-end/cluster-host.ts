@@ -16,6 +16,7 @@ import type { NodeThreads, RedisChannelAdapter } from '../channels/adapter/redis
 import type { NodeSubscription, Registration } from '../channels/adapter/redis/channel-state.js';
 import type { RecordedPart } from '../channels/adapter/redis/session-records.js';
 import type { ControlLink } from './control.js';
+import { threadOfHolder } from '../channels/http-fallback/cluster-directory.js';
 import type { ThreadedTopicFanout } from './fanout.js';
 import type { FrontEndThreads } from './threads.js';
 import { CLUSTER_FLAGS_MS, ClusterFlags, type ThreadClusterInit } from './thread-node.js';
@@ -35,7 +36,14 @@ export class ClusterThreadsHost implements NodeThreads {
   constructor(
     private readonly cluster: Cluster,
     private readonly fanout: ThreadedTopicFanout,
-  ) {}
+  ) {
+    // An HTTP fallback session's relay for the thread holding it (thread-directory.ts).
+    cluster.onControl((message, origin) => {
+      if (message.type !== 'fallback' || message.to === undefined) return;
+      const thread = threadOfHolder(message.to, cluster.nodeId);
+      if (thread !== null) this.threads?.tell(thread, 'fallbackRemote', { origin, message: message.data });
+    });
+  }
 
   /** The node's adapter is up: its state is shared with the threads from now on. */
   started(adapter: RedisChannelAdapter): void {

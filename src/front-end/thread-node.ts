@@ -143,6 +143,13 @@ export class ThreadNode implements ChannelNode {
     this.session.adopt(init.session);
     // A script found the session gone: the main thread re-registers the node (once for all threads).
     this.session.onGone(() => link.tell('sessionGone', { session: this.session.current }));
+    // Back after a drop of this thread's connection: what failed meanwhile (a socket's
+    // disconnect, a join) is set right by re-registering the node, as after a drop of main's.
+    let connected = false;
+    this.connection.commands.on('ready', () => {
+      if (connected) this.session.reportGone();
+      connected = true;
+    });
     this.state = new RedisChannelState(this.commands, this.keys, this.session);
     // Not the node id: the node's subscriber brings this thread's frames back to every thread.
     this.bus = new RelayedBus(this.commands, this.keys, `${init.nodeId}/t${thread}`, link, this.flags);
@@ -169,8 +176,9 @@ export class ThreadNode implements ChannelNode {
     this.session.adopt(session);
   }
 
-  sendControl(target: 'all' | string, message: ControlMessage): Promise<number> {
-    return sendControlOn(this.commands, this.controlKeys, this.nodeId, target, message);
+  /** `origin`: who answers are for (a fallback session's relay names this thread). */
+  sendControl(target: 'all' | string, message: ControlMessage, origin = this.nodeId): Promise<number> {
+    return sendControlOn(this.commands, this.controlKeys, origin, target, message);
   }
 
   async start(readyTimeoutMs = 10_000): Promise<void> {

@@ -34,7 +34,7 @@ import { routeTable, notFoundRoutes } from './route-table.js';
 import { drainServing, installServing } from './serving.js';
 import { relayedRoutes } from './route-relay.js';
 import { ThreadedChannelAdapter } from './threaded-adapter.js';
-import { threadSessionDirectory } from './thread-directory.js';
+import { threadClusterDirectory, threadSessionDirectory } from './thread-directory.js';
 import { ThreadTap } from './thread-tap.js';
 import { SharedCounters, SharedMissBudget } from './shared-counters.js';
 import { ThreadedTopicFanout } from './fanout.js';
@@ -121,8 +121,10 @@ async function start(): Promise<void> {
   });
   let adapter: ChannelAdapter;
   let clusterAdapter: RedisChannelAdapter | undefined;
+  let clusterNode: ThreadNode | undefined;
   if (data.cluster && config.cluster) {
     clusterAdapter = await clusterShare(data.cluster, config.cluster, { fanout, shards, registry, interest, counters, running, config: () => ctx.config });
+    clusterNode = clusterAdapter.node as ThreadNode;
     const relayed = clusterAdapter;
     // What the main thread relays from the node's subscriber connection: recovering joins take their history frames and marks from it.
     frameWatch.remote = (topic, frame, producer, except) => {
@@ -144,7 +146,7 @@ async function start(): Promise<void> {
   adapter.tapSubscriptions(debug);
   const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter, debug, frontEndThread: data.thread, counters, interest });
   running.attach(ws);
-  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: threadSessionDirectory(data.thread, link), misses: new SharedMissBudget(data.counters, config.httpFallback.maxSessionMissesPerMinute) });
+  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: clusterNode ? threadClusterDirectory(data.thread, link, clusterNode) : threadSessionDirectory(data.thread, link), misses: new SharedMissBudget(data.counters, config.httpFallback.maxSessionMissesPerMinute) });
   const controlPlane = relayedRoutes(data.relaySpecs, data.relayPort);
   // The admin API's live stream (the dashboard's debug console) is opened on the main thread too.
   const streams = data.adminStream ? relayedStreams(data.relayPort) : null;

@@ -174,6 +174,11 @@ export class FrontEndThreads {
     link.on<PublishJob>('publishAccepted', (job) => this.deps.hub.publishAccepted(job));
   }
 
+  /** A notice to thread `thread`, if it runs. */
+  tell(thread: number, type: string, body: unknown): void {
+    if (!this.dead.has(thread)) this.threads[thread]?.link.tell(type, body);
+  }
+
   /** The links to the threads running now. */
   links(): ControlLink[] {
     return this.threads.filter((r, t) => r && !this.dead.has(t)).map((r) => r.link);
