@@ -123,8 +123,7 @@ async function start(): Promise<void> {
   let clusterAdapter: RedisChannelAdapter | undefined;
   let clusterNode: ThreadNode | undefined;
   if (data.cluster && config.cluster) {
-    clusterAdapter = await clusterShare(data.cluster, config.cluster, { fanout, shards, registry, interest, counters, running, config: () => ctx.config });
-    clusterNode = clusterAdapter.node as ThreadNode;
+    ({ adapter: clusterAdapter, node: clusterNode } = await clusterShare(data.cluster, config.cluster, { fanout, shards, registry, interest, counters, running, config: () => ctx.config }));
     const relayed = clusterAdapter;
     // What the main thread relays from the node's subscriber connection: recovering joins take their history frames and marks from it.
     frameWatch.remote = (topic, frame, producer, except) => {
@@ -217,7 +216,7 @@ async function clusterShare(
   init: ThreadClusterInit,
   settings: ClusterConfig,
   deps: { fanout: ThreadedTopicFanout; shards: PortShardRequester<HeraldShardApi>; registry: SocketRegistry; interest: TopicInterestHook; counters: SharedCounters; running: RunningTenants; config: () => Readonly<HeraldConfig> },
-): Promise<RedisChannelAdapter> {
+): Promise<{ adapter: RedisChannelAdapter; node: ThreadNode }> {
   const node = new ThreadNode(settings, init, data.thread, link);
   const side: ThreadSide = {
     node,
@@ -229,7 +228,7 @@ async function clusterShare(
     connectionCount: (appId) => deps.counters.connectionCount(appId),
     interest: deps.interest,
   };
-  return RedisChannelAdapter.start({
+  const adapter = await RedisChannelAdapter.start({
     topics: deps.fanout,
     registry: deps.registry,
     shards: deps.shards,
@@ -238,6 +237,7 @@ async function clusterShare(
     apps: deps.running.appsById,
     thread: side,
   });
+  return { adapter, node };
 }
 
 /** Test hook: the thread that takes `POST /debug/front-end/crash` fails as an uncaught error would make it (after answering). */

@@ -978,6 +978,12 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     // Leaves in flight (the node's sockets were just closed) finish first: their webhooks too
     // are decided now, not after the node has gone (a failed one is not retried once closed).
     if (this.leavesInFlight > 0) await new Promise<void>((resolve) => this.leavesDrained.push(resolve));
+    if (this.side) {
+      // A front-end thread's connection closes with it: the frames its leaves answered
+      // (member_removed, subscription_count) are published first.
+      await new Promise((resolve) => setImmediate(resolve));
+      await this.lastRelay;
+    }
     // Held leave webhooks stay in Redis: the other nodes release them when due (or the next
     // node to start, when this was the last one).
     clearInterval(this.heldSweep);
