@@ -208,6 +208,9 @@ async function start(): Promise<void> {
   link.tell('listening', null);
 }
 
+/** How long a re-registration waits for this thread's Redis connection (ms); the main thread waits 30 s for the thread's answer. */
+const REGISTER_WAIT_MS = 25_000;
+
 /**
  * The thread's share of its cluster node (thread-node.ts): the Redis channel adapter on the
  * thread's own command connection, asking the main thread for what is the node's.
@@ -222,6 +225,7 @@ async function clusterShare(
     node,
     thread: data.thread,
     adoptSession: (session) => node.adopt(session),
+    connected: () => node.start(REGISTER_WAIT_MS),
     userPresence: (appId, userId, online) => link.tell('userPresence', { appId, userId, online }),
     terminateUser: (appId, userId) => link.ask<number>('terminateUser', { appId, userId }),
     catchUp: (appId, channel) => link.ask<boolean>('catchUp', { appId, channel }),

@@ -148,6 +148,8 @@ export interface ThreadSide {
   thread: number;
   /** Takes the session the main thread switched the node to (a re-registration). */
   adoptSession(session: string): void;
+  /** Resolves once this thread's connection is up (rejects past a while). */
+  connected(): Promise<void>;
   /** The user's first connection on this thread signed in, or its last one here closed. */
   userPresence(appId: string, userId: string, online: boolean): void;
   /** Closes the user's connections on every thread of the node; answers how many. */
@@ -963,6 +965,10 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
    * answers the registration and what ended since this thread last registered.
    */
   async registerShare(session: string): Promise<{ registration: Registration; left: NodeSubscription[] }> {
+    // This thread's connection may come back after the main thread's (an outage): the switch
+    // waits for it rather than fail, and a failed switch would have registered the new session
+    // (hiding whether Redis lost the previous one) without this thread's share.
+    await this.side?.connected();
     const state = this.node.state;
     state.flushChanges();
     this.side?.adoptSession(session);
