@@ -27,6 +27,9 @@ export const MARK_SIGNAL = 'mark';
 /** How long a thread may take to record its share at a re-registration (ms). */
 const REGISTER_TIMEOUT_MS = 30_000;
 
+/** Pause before a re-registration a thread failed is made again (ms). */
+const REGISTER_RETRY_MS = 1000;
+
 export class ClusterThreadsHost implements NodeThreads {
   private threads: FrontEndThreads | undefined;
   private adapter: RedisChannelAdapter | undefined;
@@ -76,7 +79,15 @@ export class ClusterThreadsHost implements NodeThreads {
 
   parts(): RecordedPart[] {
     return (this.threads?.links() ?? []).map((link) => ({
-      register: (session) => link.ask<{ registration: Registration; left: NodeSubscription[] }>('clusterRegister', { session }, [], REGISTER_TIMEOUT_MS),
+      register: (session) =>
+        link.ask<{ registration: Registration; left: NodeSubscription[] }>('clusterRegister', { session }, [], REGISTER_TIMEOUT_MS).catch((err: unknown) => {
+          // The switch fails with it; no reconnect of this thread's connections may follow to
+          // retry it (the thread's own connection, or its answer, failed): retried in a second.
+          setTimeout(() => {
+            if (this.cluster.session.current === session) this.cluster.session.reportGone();
+          }, REGISTER_RETRY_MS).unref();
+          throw err;
+        }),
       settled: () => link.ask<void>('clusterSettled', null, [], REGISTER_TIMEOUT_MS),
       forget: (left) => link.tell('clusterForget', { left }),
     }));

@@ -97,7 +97,9 @@ export class ChannelSessionRecords implements SessionRecords {
     // previous session, or lost with it when Redis came back without it.
     const ownLeft = this.state.leftSince(snapshot);
     const parts = this.options.parts?.() ?? [];
-    const partRegistrations = parts.map((part) => part.register(me));
+    // The threads record on their own connections: after the new session's first heartbeat is
+    // in (on this connection, it is ahead of this node's own registration).
+    const partRegistrations = parts.map((part) => change.started.then(() => part.register(me)));
     const [, own, ...others] = await whenAvailable(() => Promise.all([change.started, registration, ...partRegistrations]));
     const registered = mergeRegistrations([own, ...others.map((o) => o.registration)]);
     const left = [...ownLeft, ...others.flatMap((o) => o.left)];
