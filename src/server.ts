@@ -20,7 +20,7 @@ import type { StreamRequest, StreamSink } from './admin/stream.js';
 import { FrontEndThreads } from './front-end/threads.js';
 import { SharedCounters } from './front-end/shared-counters.js';
 import { createFanoutBuffers, ThreadedTopicFanout, type FanoutInit } from './front-end/fanout.js';
-import { ClusterThreadsHost } from './front-end/cluster-host.js';
+
 import type { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
 
 export { ListenError } from './http/listen.js';
@@ -39,7 +39,7 @@ import type { WebhooksClient } from './webhooks/client.js';
 import type { ServerContext, ServerState } from './server-context.js';
 import type { HeraldShardApi } from './shard-api.js';
 import type { ChannelAdapter, ClusterCapability, MessageCharger } from './channels/adapter/channel-adapter.js';
-import { openChannelAdapter } from './channels/adapter/open-adapter.js';
+import { ClusterThreadsHost, openChannelAdapter } from './channels/adapter/open-adapter.js';
 import type { TopicFanout } from './http/topic-fanout.js';
 import { Cluster } from './cluster/cluster.js';
 import { randomNodeId } from './cluster/node-session.js';

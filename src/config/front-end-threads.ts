@@ -23,7 +23,7 @@ export function maxFrontEndThreads(cpus: number = availableParallelism()): numbe
 
 /**
  * The configured value checked, or the default. A cluster node's default is 1 thread (nodes
- * scale a cluster out); it runs several when set (front-end/cluster-host.ts).
+ * scale a cluster out); it runs several when set (channels/adapter/redis/thread-host.ts).
  */
 export function checkFrontEndThreads(configured: number | undefined, cluster: boolean, fail: (field: string, message: string) => never): number {
   if (configured === undefined) return cluster ? 1 : defaultFrontEndThreads();

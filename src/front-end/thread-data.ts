@@ -4,7 +4,7 @@ import type { HeraldConfig } from '../config/schema.js';
 import type { SharedCountersInit } from './shared-counters.js';
 import type { FanoutInit } from './fanout.js';
 import type { RelaySpec } from './route-relay.js';
-import type { ThreadClusterInit } from './thread-node.js';
+import type { ThreadClusterInit } from '../channels/adapter/open-adapter.js';
 
 export interface FrontEndThreadData {
   /** This thread's index, 0 to threads − 1 (socket ids carry it). */

@@ -6,7 +6,8 @@
  */
 import type { FallbackRelay, SessionDirectory } from '../channels/http-fallback/directory.js';
 import type { ControlLink } from './control.js';
-import type { ThreadNode } from './thread-node.js';
+import type { Redis } from 'ioredis';
+import type { ControlMessage } from '../cluster/cluster.js';
 import { nodeOfHolder, sessionRecords, threadHolder, threadOfHolder } from '../channels/http-fallback/cluster-directory.js';
 
 /** The name of a thread in relay messages. */
@@ -41,7 +42,15 @@ export function threadSessionDirectory(thread: number, link: ControlLink): Sessi
  * node over the cluster's control channel (from there, its node's main thread hands it to the
  * holder).
  */
-export function threadClusterDirectory(thread: number, link: ControlLink, node: ThreadNode): SessionDirectory {
+/** What the directory uses of the thread's share of its cluster node (channels/adapter/redis/thread-node.ts). */
+export interface ThreadClusterNode {
+  readonly nodeId: string;
+  readonly commands: Redis;
+  readonly keys: { readonly prefix: string };
+  sendControl(target: string, message: ControlMessage, origin: string): Promise<number>;
+}
+
+export function threadClusterDirectory(thread: number, link: ControlLink, node: ThreadClusterNode): SessionDirectory {
   const name = threadHolder(node.nodeId, thread);
   let handler: ((message: unknown, origin: string) => void) | undefined;
   link.on<{ from: number; message: FallbackRelay }>('fallbackRelay', ({ from, message }) => handler?.(message, threadHolder(node.nodeId, from)));

@@ -46,12 +46,8 @@ import { forgetTenantsExcept } from '../metrics/node-counters.js';
 import { relayedStreams } from '../admin/stream-relay.js';
 import type { FrontEndThreadData } from './thread-data.js';
 import type { ChannelAdapter } from '../channels/adapter/channel-adapter.js';
-import { RedisChannelAdapter, type ThreadSide } from '../channels/adapter/redis/redis-adapter.js';
-import type { NodeSubscription } from '../channels/adapter/redis/channel-state.js';
+import { startThreadShare, type ThreadShare } from '../channels/adapter/open-adapter.js';
 import { messageQuotaOf } from '../channels/http-api/routes.js';
-import type { ClusterConfig } from '../config/schema.js';
-import { ThreadNode, type ThreadClusterInit } from './thread-node.js';
-import { MARK_SIGNAL } from './cluster-host.js';
 
 const data = workerData as FrontEndThreadData;
 const link = new ControlLink(parentPort!);
@@ -94,7 +90,7 @@ async function start(): Promise<void> {
   // Fallback sessions and WebSockets alike tell the fan-out which topics this thread has subscribers on.
   const interest: TopicInterestHook = { add: (topic) => fanout.interest?.add(topic), remove: (topic) => fanout.interest?.remove(topic) };
   const topics = new SessionTopics(main, interest);
-  const frameWatch: { remote?: (topic: string, frame: Uint8Array, producer: number, except: string) => void; mark?: (token: string) => void } = {};
+  const frameWatch: { remote?: (topic: string, frame: Uint8Array, producer: number, except: string) => void; signal?: (name: string, message: string) => void } = {};
   const fanout = new ThreadedTopicFanout(data.fanout, data.thread, topics, {
     lookupSocket: (socketId, topic) => {
       const state = registry.get(appIdOfTopic(topic), socketId);
@@ -103,9 +99,7 @@ async function start(): Promise<void> {
     onDelivered: countRemoteDelivery,
     // The fan-out reads from its construction on, before the adapter exists.
     onRemoteFrame: (topic, frame, producer, except) => frameWatch.remote?.(topic, frame, producer, except),
-    onSignal: (name, message) => {
-      if (name === MARK_SIGNAL) frameWatch.mark?.(message);
-    },
+    onSignal: (name, message) => frameWatch.signal?.(name, message),
     onReadersDropped: (threads, queuedBytes) =>
       log.warn('front-end threads fell behind on frames from this thread past the bound: going on without them until they catch up', { thread: data.thread, dropped: threads, queuedBytes }),
     onMissed: (producer, missed) => {
@@ -120,17 +114,25 @@ async function start(): Promise<void> {
     },
   });
   let adapter: ChannelAdapter;
-  let clusterAdapter: RedisChannelAdapter | undefined;
-  let clusterNode: ThreadNode | undefined;
+  let share: ThreadShare | undefined;
   if (data.cluster && config.cluster) {
-    ({ adapter: clusterAdapter, node: clusterNode } = await clusterShare(data.cluster, config.cluster, { fanout, shards, registry, interest, counters, running, config: () => ctx.config }));
-    const relayed = clusterAdapter;
-    // What the main thread relays from the node's subscriber connection: recovering joins take their history frames and marks from it.
-    frameWatch.remote = (topic, frame, producer, except) => {
-      if (producer === data.threads) relayed.relayedFrame(topic, frame, except);
-    };
-    frameWatch.mark = (token) => relayed.relayedMark(token);
-    adapter = clusterAdapter;
+    share = await startThreadShare({
+      init: data.cluster,
+      settings: config.cluster,
+      thread: data.thread,
+      mainProducer: data.threads,
+      link,
+      topics: fanout,
+      shards,
+      registry,
+      interest,
+      connectionCount: (appId) => counters.connectionCount(appId),
+      config: () => ctx.config,
+      apps: running.appsById,
+    });
+    frameWatch.remote = share.remoteFrame;
+    frameWatch.signal = share.signal;
+    adapter = share.adapter;
   } else {
     const local = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId), interest });
     frameWatch.remote = (topic, frame) => local.remoteFrame(topic, frame);
@@ -145,7 +147,7 @@ async function start(): Promise<void> {
   adapter.tapSubscriptions(debug);
   const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter, debug, frontEndThread: data.thread, counters, interest });
   running.attach(ws);
-  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: clusterNode ? threadClusterDirectory(data.thread, link, clusterNode) : threadSessionDirectory(data.thread, link), misses: new SharedMissBudget(data.counters, config.httpFallback.maxSessionMissesPerMinute) });
+  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: share ? threadClusterDirectory(data.thread, link, share.node) : threadSessionDirectory(data.thread, link), misses: new SharedMissBudget(data.counters, config.httpFallback.maxSessionMissesPerMinute) });
   const controlPlane = relayedRoutes(data.relaySpecs, data.relayPort);
   // The admin API's live stream (the dashboard's debug console) is opened on the main thread too.
   const streams = data.adminStream ? relayedStreams(data.relayPort) : null;
@@ -185,15 +187,9 @@ async function start(): Promise<void> {
     streams?.endAll();
     const left = await drainServing(app, serving, deadline);
     // The leaves of the closed sockets are recorded before the node leaves the cluster (main, next).
-    await clusterAdapter?.close();
+    if (share) await adapter.close();
     return left;
   });
-  if (clusterAdapter) {
-    const share = clusterAdapter;
-    link.on<{ session: string }>('clusterRegister', ({ session }) => share.registerShare(session));
-    link.on('clusterSettled', () => share.node.state.settled());
-    link.on<{ left: NodeSubscription[] }>('clusterForget', ({ left }) => share.node.state.forget(left));
-  }
   link.on('exit', () => {
     debug.close();
     app.closeApps();
@@ -206,42 +202,6 @@ async function start(): Promise<void> {
   main.listening(config.host, data.port, listenSocket);
   state.ready = true;
   link.tell('listening', null);
-}
-
-/** How long a re-registration waits for this thread's Redis connection (ms); the main thread waits 30 s for the thread's answer. */
-const REGISTER_WAIT_MS = 25_000;
-
-/**
- * The thread's share of its cluster node (thread-node.ts): the Redis channel adapter on the
- * thread's own command connection, asking the main thread for what is the node's.
- */
-async function clusterShare(
-  init: ThreadClusterInit,
-  settings: ClusterConfig,
-  deps: { fanout: ThreadedTopicFanout; shards: PortShardRequester<HeraldShardApi>; registry: SocketRegistry; interest: TopicInterestHook; counters: SharedCounters; running: RunningTenants; config: () => Readonly<HeraldConfig> },
-): Promise<{ adapter: RedisChannelAdapter; node: ThreadNode }> {
-  const node = new ThreadNode(settings, init, data.thread, link);
-  const side: ThreadSide = {
-    node,
-    thread: data.thread,
-    adoptSession: (session) => node.adopt(session),
-    connected: () => node.start(REGISTER_WAIT_MS),
-    userPresence: (appId, userId, online) => link.tell('userPresence', { appId, userId, online }),
-    terminateUser: (appId, userId) => link.ask<number>('terminateUser', { appId, userId }),
-    catchUp: (appId, channel) => link.ask<boolean>('catchUp', { appId, channel }),
-    connectionCount: (appId) => deps.counters.connectionCount(appId),
-    interest: deps.interest,
-  };
-  const adapter = await RedisChannelAdapter.start({
-    topics: deps.fanout,
-    registry: deps.registry,
-    shards: deps.shards,
-    subscriptionWaitMs: settings.subscriptionWaitMs,
-    config: deps.config,
-    apps: deps.running.appsById,
-    thread: side,
-  });
-  return { adapter, node };
 }
 
 /** Test hook: the thread that takes `POST /debug/front-end/crash` fails as an uncaught error would make it (after answering). */

@@ -21,7 +21,7 @@ import { relaySpecs, serveRelayedRoutes } from './route-relay.js';
 import type { SharedCounters } from './shared-counters.js';
 import { detachFanoutThread, type FanoutInit } from './fanout.js';
 import type { FrontEndThreadData } from './thread-data.js';
-import type { ThreadClusterInit } from './thread-node.js';
+import type { NodeThreadsView, ThreadClusterInit } from '../channels/adapter/open-adapter.js';
 import type { TapTotals } from './thread-tap.js';
 import type { FallbackRelay } from '../channels/http-fallback/directory.js';
 import type { NodeCountersSnapshot } from '../metrics/counters-snapshot.js';
@@ -55,7 +55,7 @@ export interface FrontEndThreadsDeps {
   hub: DebugHub;
   /** Tells watchers of a user, on every thread, that it came online or went offline. */
   presence(appId: string, userId: string, online: boolean): void;
-  /** A cluster node's share for its threads (cluster-host.ts): what each starts with, and the requests it serves. */
+  /** A cluster node's share for its threads (channels/adapter/redis/thread-host.ts): what each starts with, and the requests it serves. */
   cluster?: { init(): ThreadClusterInit; serve(thread: number, link: ControlLink): void };
   /** A thread died: the process ends (server.ts stops the rest). */
   died(thread: number, error: string): void;
@@ -68,7 +68,7 @@ interface Running {
   exited: Promise<void>;
 }
 
-export class FrontEndThreads {
+export class FrontEndThreads implements NodeThreadsView {
   private readonly threads: Running[] = [];
   readonly users: UserDirectory;
   private readonly sessions = new ThreadSessionTable();
@@ -172,6 +172,11 @@ export class FrontEndThreads {
     link.on<{ to: number; message: FallbackRelay }>('fallbackRelay', ({ to, message }) => this.threads[to]?.link.tell('fallbackRelay', { from: t, message }));
     link.on<TapTotals>('tapTotals', (totals) => this.deps.hub.threadReported(t, totals));
     link.on<PublishJob>('publishAccepted', (job) => this.deps.hub.publishAccepted(job));
+  }
+
+  /** Every user signed in on some thread. */
+  signedIn(): { appId: string; userId: string }[] {
+    return this.users.signedIn();
   }
 
   /** A notice to thread `thread`, if it runs. */

@@ -29,9 +29,13 @@ export interface ChannelAdapterDeps {
   apps: ReadonlyMap<string, AppConfig>;
   /** Several front-end threads serve (one node only): history events reach them from the shards (LocalChannelAdapterOptions). */
   keptByShards?: boolean;
-  /** Several front-end threads serve a cluster node: the main thread's side of them (front-end/cluster-host.ts). */
+  /** Several front-end threads serve a cluster node: the main thread's side of them (channels/adapter/redis/thread-host.ts). */
   threads?: NodeThreads;
 }
+
+export { ClusterThreadsHost, type NodeThreadsView } from './redis/thread-host.js';
+export { startThreadShare, type ThreadShare } from './redis/thread-share.js';
+export type { ThreadClusterInit, ThreadLink } from './redis/thread-node.js';
 
 /** Opens the adapter; with a cluster it resolves once the node has joined (rejects when it cannot). */
 export async function openChannelAdapter(deps: ChannelAdapterDeps): Promise<ChannelAdapter> {

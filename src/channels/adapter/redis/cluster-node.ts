@@ -32,7 +32,7 @@ export type NodeBus = Pick<DeliveryBus, 'watch' | 'unwatch' | 'watches' | 'publi
 
 /**
  * What the channel adapter uses of its node: the whole node (ClusterNode), or, on a front-end
- * thread of a node with several, the thread's share of it (front-end/thread-node.ts).
+ * thread of a node with several, the thread's share of it (thread-node.ts).
  */
 export interface ChannelNode {
   readonly nodeId: string;

@@ -12,16 +12,25 @@
  * read without asking.
  */
 import type { Redis } from 'ioredis';
-import type { ClusterSettings, ControlMessage } from '../cluster/cluster.js';
-import { sendControlOn } from '../cluster/cluster.js';
-import { createCommandConnection, replyTimeoutMs } from '../cluster/connection.js';
-import { ClusterKeys } from '../cluster/keys.js';
-import { NodeSession } from '../cluster/node-session.js';
-import { RedisChannelState } from '../channels/adapter/redis/channel-state.js';
-import type { ChannelNode, NodeBus } from '../channels/adapter/redis/cluster-node.js';
-import { publishOnBus } from '../channels/adapter/redis/delivery-bus.js';
-import { RedisKeys } from '../channels/adapter/redis/keys.js';
-import type { ControlLink } from './control.js';
+import type { ClusterSettings, ControlMessage } from '../../../cluster/cluster.js';
+import { sendControlOn } from '../../../cluster/cluster.js';
+import { createCommandConnection, replyTimeoutMs } from '../../../cluster/connection.js';
+import { ClusterKeys } from '../../../cluster/keys.js';
+import { NodeSession } from '../../../cluster/node-session.js';
+import { RedisChannelState } from './channel-state.js';
+import type { ChannelNode, NodeBus } from './cluster-node.js';
+import { publishOnBus } from './delivery-bus.js';
+import { RedisKeys } from './keys.js';
+
+/** The control link between a front-end thread and the main thread (front-end/control.ts), as used here. */
+export interface ThreadLink {
+  on<T>(type: string, handler: (body: T) => unknown): void;
+  ask<R>(type: string, body?: unknown, transfer?: readonly never[], timeoutMs?: number): Promise<R>;
+  tell(type: string, body?: unknown): void;
+}
+
+/** The fan-out signal that carries a recovering join's mark to its thread. */
+export const MARK_SIGNAL = 'mark';
 
 /** What a front-end thread of a cluster node is started with. */
 export interface ThreadClusterInit {
@@ -75,7 +84,7 @@ class RelayedBus implements NodeBus {
     private readonly commands: Redis,
     private readonly keys: RedisKeys,
     private readonly origin: string,
-    private readonly link: ControlLink,
+    private readonly link: ThreadLink,
     private readonly flags: ClusterFlags,
   ) {}
 
@@ -132,7 +141,7 @@ export class ThreadNode implements ChannelNode {
     private readonly settings: ClusterSettings,
     init: ThreadClusterInit,
     thread: number,
-    link: ControlLink,
+    link: ThreadLink,
   ) {
     this.flags = new ClusterFlags(init.flags);
     this.connection = createCommandConnection(settings, { nodeId: `${init.nodeId}-t${thread}`, replyTimeoutMs: replyTimeoutMs(settings.nodeTimeoutMs) });

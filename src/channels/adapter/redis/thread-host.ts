@@ -11,18 +11,29 @@
  * - A re-registration asks each thread to record its share under the new session (`RecordedPart`).
  * - The node's availability is written to shared memory every CLUSTER_FLAGS_MS for the threads.
  */
-import type { Cluster } from '../cluster/cluster.js';
-import type { NodeThreads, RedisChannelAdapter } from '../channels/adapter/redis/redis-adapter.js';
-import type { NodeSubscription, Registration } from '../channels/adapter/redis/channel-state.js';
-import type { RecordedPart } from '../channels/adapter/redis/session-records.js';
-import type { ControlLink } from './control.js';
-import { threadOfHolder } from '../channels/http-fallback/cluster-directory.js';
-import type { ThreadedTopicFanout } from './fanout.js';
-import type { FrontEndThreads } from './threads.js';
-import { CLUSTER_FLAGS_MS, ClusterFlags, type ThreadClusterInit } from './thread-node.js';
+import type { Cluster } from '../../../cluster/cluster.js';
+import type { NodeThreads, RedisChannelAdapter } from './redis-adapter.js';
+import type { NodeSubscription, Registration } from './channel-state.js';
+import type { RecordedPart } from './session-records.js';
+import { threadOfHolder } from '../../http-fallback/cluster-directory.js';
+import { CLUSTER_FLAGS_MS, ClusterFlags, MARK_SIGNAL, type ThreadClusterInit, type ThreadLink } from './thread-node.js';
 
-/** The signal that carries a recovering join's mark to its thread (fanout.ts). */
-export const MARK_SIGNAL = 'mark';
+/** The front-end threads, as the node sees them (front-end/threads.ts). */
+export interface NodeThreadsView {
+  /** The links to the threads running now. */
+  links(): ThreadLink[];
+  /** A notice to one thread. */
+  tell(thread: number, type: string, body: unknown): void;
+  terminateUser(appId: string, userId: string): Promise<number>;
+  /** Every user signed in on some thread. */
+  signedIn(): { appId: string; userId: string }[];
+}
+
+/** The main thread's producer into the threads' shared fan-out (front-end/fanout.ts). */
+export interface SignalSender {
+  /** A signal to one thread, after every frame sent before it. */
+  signal(thread: number, name: string, message: string): void;
+}
 
 /** How long a thread may take to record its share at a re-registration (ms). */
 const REGISTER_TIMEOUT_MS = 30_000;
@@ -31,14 +42,14 @@ const REGISTER_TIMEOUT_MS = 30_000;
 const REGISTER_RETRY_MS = 1000;
 
 export class ClusterThreadsHost implements NodeThreads {
-  private threads: FrontEndThreads | undefined;
+  private threads: NodeThreadsView | undefined;
   private adapter: RedisChannelAdapter | undefined;
   private readonly flags = new ClusterFlags();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly cluster: Cluster,
-    private readonly fanout: ThreadedTopicFanout,
+    private readonly fanout: SignalSender,
   ) {
     // An HTTP fallback session's relay for the thread holding it (thread-directory.ts).
     cluster.onControl((message, origin) => {
@@ -58,7 +69,7 @@ export class ClusterThreadsHost implements NodeThreads {
   }
 
   /** The threads are running. */
-  follow(threads: FrontEndThreads): void {
+  follow(threads: NodeThreadsView): void {
     this.threads = threads;
   }
 
@@ -67,7 +78,7 @@ export class ClusterThreadsHost implements NodeThreads {
   }
 
   /** What a thread asks of the node. */
-  serve(_thread: number, link: ControlLink): void {
+  serve(_thread: number, link: ThreadLink): void {
     link.on<{ appId: string; channel: string }>('busWatch', ({ appId, channel }) => this.adapter?.threadWatch(appId, channel));
     link.on<{ appId: string; channel: string }>('busUnwatch', ({ appId, channel }) => this.adapter?.threadUnwatch(appId, channel));
     link.on<{ appId: string; channel: string }>('catchUp', ({ appId, channel }) => this.adapter?.threadCatchUp(appId, channel) ?? false);
@@ -98,7 +109,7 @@ export class ClusterThreadsHost implements NodeThreads {
   }
 
   onlineUsers(): { appId: string; userId: string }[] {
-    return this.threads?.users.signedIn() ?? [];
+    return this.threads?.signedIn() ?? [];
   }
 
   mark(thread: number, token: string): void {
