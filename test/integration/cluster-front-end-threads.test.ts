@@ -82,6 +82,29 @@ describe('a cluster node with two front-end threads', () => {
     await until(() => [alice, bob].every((c) => presence.get(c)!.memberIds().join() === 'alice,bob'), 'carl removed everywhere');
   });
 
+  it('during a Redis outage a client event still reaches the other thread of its node, counted as a relay failure; delivery across nodes resumes after', async () => {
+    const cluster = await bed.start({ apps: [APP], config: { frontEndThreads: 2 } });
+    const onA0 = await pool.connectOnThread(cluster.a, 0, { userId: 'o0' });
+    const onA1 = await pool.connectOnThread(cluster.a, 1, { userId: 'o1' });
+    const onB = await pool.connect(cluster.b, { userId: 'ob' });
+    const [r0, r1, rB] = [await onA0.subscribe('private-outage'), await onA1.subscribe('private-outage'), await onB.subscribe('private-outage')];
+    const failures = async (): Promise<number> => series(parsePrometheus(await (await fetch(`${cluster.a.baseUrl}/metrics`)).text()), 'herald_cluster_relay_failures_total');
+    const before = await failures();
+
+    await cluster.killRedis();
+    // Once node A has noticed the outage, a client event from thread 1 cannot be relayed, yet thread 0 gets it.
+    await until(async () => {
+      r1.channel.trigger('client-ping', 'during');
+      return r0.data('client-ping').length > 0;
+    }, 'the client event on the other thread of node A during the outage');
+    expect(await failures()).toBeGreaterThan(before);
+    expect(r1.data('client-ping')).toEqual([]);
+
+    await cluster.restartRedis();
+    await until(() => pool.sdk(cluster.a).trigger('private-outage', 'after', 'A').then(() => true, () => false), 'a trigger through node A once Redis is back', 20_000);
+    await until(() => [r0, r1, rB].every((r) => r.data('after').length === 1), 'the trigger on every client after the outage');
+  }, 60_000);
+
   it('closes a user’s connections on both threads and on the other node (terminate_connections)', async () => {
     const cluster = await bed.start({ apps: [APP], config: { frontEndThreads: 2 } });
     const dana0 = await pool.connectOnThread(cluster.a, 0, { userId: 'dana' });

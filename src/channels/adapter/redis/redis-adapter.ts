@@ -137,6 +137,8 @@ export interface NodeThreads {
   onlineUsers(): Iterable<{ appId: string; userId: string }>;
   /** A recovering join's mark for thread `thread`, after the frames received before it. */
   mark(thread: number, token: string): void;
+  /** Frames the threads could not relay to the other nodes, so far. */
+  relayFailures(): number;
 }
 
 /**
@@ -158,6 +160,8 @@ export interface ThreadSide {
   catchUp(appId: string, channel: string): Promise<boolean>;
   /** The app's live connections on every thread. */
   connectionCount(appId: string): number;
+  /** A frame this thread could not relay to the other nodes (the node's figure counts it). */
+  relayFailed(): void;
   /** This thread's interest in a topic: held while a recovering join takes the frames the main thread relays. */
   interest: TopicInterestHook;
 }
@@ -366,6 +370,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
 
   private busFailed(err: unknown): void {
     this.relayFailures++;
+    this.side?.relayFailed();
     busLog.write('publish', 'cluster: a frame could not be relayed to the other nodes (Redis unavailable)', { error: String(err) });
   }
 
@@ -925,7 +930,8 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
 
   /** This node's cluster figures for /metrics. */
   get figures(): ClusterFigures {
-    return { available: this.available, relayFailures: this.relayFailures, watchedChannels: this.node.bus.watchedCount() };
+    const threads = 'threads' in this.deps ? (this.deps.threads?.relayFailures() ?? 0) : 0;
+    return { available: this.available, relayFailures: this.relayFailures + threads, watchedChannels: this.node.bus.watchedCount() };
   }
 
   onStateLost(frontEnd: (lost: LostChannels) => FrontEndSubscription[]): void {

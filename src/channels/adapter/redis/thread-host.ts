@@ -112,6 +112,10 @@ export class ClusterThreadsHost implements NodeThreads {
     return this.threads?.signedIn() ?? [];
   }
 
+  relayFailures(): number {
+    return this.flags.relayFailures;
+  }
+
   mark(thread: number, token: string): void {
     this.fanout.signal(thread, MARK_SIGNAL, token);
   }

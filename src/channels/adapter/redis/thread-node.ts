@@ -44,12 +44,14 @@ export interface ThreadClusterInit {
 const REGISTERED = 0;
 const AVAILABLE = 1;
 const LISTENING = 2;
+/** Frames the threads could not relay to the other nodes (the node's herald_cluster_relay_failures_total). */
+const RELAY_FAILURES = 3;
 
 /** The main thread's cluster state, shared with its front-end threads. */
 export class ClusterFlags {
   private readonly cells: Int32Array;
 
-  constructor(readonly buffer: SharedArrayBuffer = new SharedArrayBuffer(3 * 4)) {
+  constructor(readonly buffer: SharedArrayBuffer = new SharedArrayBuffer(4 * 4)) {
     this.cells = new Int32Array(buffer);
   }
 
@@ -70,6 +72,16 @@ export class ClusterFlags {
 
   get listening(): boolean {
     return Atomics.load(this.cells, LISTENING) === 1;
+  }
+
+  /** A thread: a frame it could not relay. */
+  relayFailed(): void {
+    Atomics.add(this.cells, RELAY_FAILURES, 1);
+  }
+
+  /** Main: the frames the threads could not relay, so far. */
+  get relayFailures(): number {
+    return Atomics.load(this.cells, RELAY_FAILURES);
   }
 }
 
@@ -178,6 +190,11 @@ export class ThreadNode implements ChannelNode {
 
   get available(): boolean {
     return this.flags.available && this.commands.status === 'ready';
+  }
+
+  /** A frame this thread could not relay to the other nodes: counted for the node. */
+  relayFailed(): void {
+    this.flags.relayFailed();
   }
 
   /** Takes the session the main thread switched the node to. */

@@ -59,6 +59,7 @@ export async function startThreadShare(deps: ThreadShareDeps): Promise<ThreadSha
     terminateUser: (appId, userId) => link.ask<number>('terminateUser', { appId, userId }),
     catchUp: (appId, channel) => link.ask<boolean>('catchUp', { appId, channel }),
     connectionCount: deps.connectionCount,
+    relayFailed: () => node.relayFailed(),
     interest: deps.interest,
   };
   const adapter = await RedisChannelAdapter.start({
