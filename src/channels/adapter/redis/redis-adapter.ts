@@ -12,6 +12,10 @@
  * hidden channel (`#online`, a name no client can subscribe to), so `online` goes out when a
  * user's first connection anywhere signs in and `offline` when the last one leaves, a reaped
  * node's users included. Watchlist events travel on a hidden per-app channel (`#watch`).
+ *
+ * A node served by several front-end threads runs this adapter on every thread: on the main
+ * thread with the node (its liveness, subscriber connection and reports: NodeThreads), on each
+ * front-end thread with its share of it (its own command connection: ThreadSide, thread-node.ts).
  */
 import type { AppConfig, HeraldConfig } from '../../../config/schema.js';
 import { HeraldError } from '../../../errors.js';
@@ -122,7 +126,7 @@ export interface RedisAdapterDeps {
 type Shards = ShardRequester<ChannelShardApi & WebhookShardApi>;
 
 /**
- * The main thread's side of a node served by several front-end threads (front-end/threads.ts):
+ * The main thread's side of a node served by several front-end threads (thread-host.ts):
  * the node's membership, liveness, subscriber connection and reports stay here; the sockets
  * and their joins are the threads'.
  */
@@ -183,6 +187,8 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   readonly node: ChannelNode;
   /** On a front-end thread of a node with several: that thread's side (ThreadSide). */
   private readonly side: ThreadSide | undefined;
+  /** On the main thread of a node with several front-end threads: what they hold (NodeThreads). */
+  private readonly threads: NodeThreads | undefined;
   /** Topics of this thread's recovering joins, and their channels (see relayedFrame). */
   private readonly seamTopics = new Map<string, { appId: string; channel: string; joins: number }>();
   readonly messageQuota: MessageCharger;
@@ -236,6 +242,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       this.seams = new RecoverySeams(threadMarkPrefix(deps.thread.thread));
     } else {
       const threads = deps.threads;
+      this.threads = threads;
       this.node = new ClusterNode(deps.cluster, {
         snapshot: () => this.snapshot(),
         ...(threads && { parts: () => threads.parts() }),
@@ -517,7 +524,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   /** Closes the user's connections on this node (every front-end thread of it). */
   private terminateHere(appId: string, userId: string): number | Promise<number> {
     if (this.side) return this.side.terminateUser(appId, userId);
-    if ('threads' in this.deps && this.deps.threads) return this.deps.threads.terminateUser(appId, userId);
+    if (this.threads) return this.threads.terminateUser(appId, userId);
     return this.registry.terminateUser(appId, userId);
   }
 
@@ -525,7 +532,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     if (message.type === 'historyMark') {
       if (this.catchUp.mark(message.token)) return;
       const thread = threadOfMark(message.token);
-      if (thread !== null && 'threads' in this.deps && this.deps.threads) this.deps.threads.mark(thread, message.token);
+      if (thread !== null && this.threads) this.threads.mark(thread, message.token);
       else this.seams.mark(message.token);
       return;
     }
@@ -930,7 +937,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
 
   /** This node's cluster figures for /metrics. */
   get figures(): ClusterFigures {
-    const threads = 'threads' in this.deps ? (this.deps.threads?.relayFailures() ?? 0) : 0;
+    const threads = this.threads?.relayFailures() ?? 0;
     return { available: this.available, relayFailures: this.relayFailures + threads, watchedChannels: this.node.bus.watchedCount() };
   }
 
@@ -944,8 +951,8 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     const subscriptions: NodeSnapshot['subscriptions'] = [];
     const online = new Set<string>();
     // Several front-end threads: their users are recorded here, on the main thread, once for the node.
-    if ('threads' in this.deps && this.deps.threads) {
-      for (const { appId, userId } of this.deps.threads.onlineUsers()) subscriptions.push({ appId, channel: ONLINE_CHANNEL, socketId: onlineSubscriptionId(userId), member: { userId } });
+    if (this.threads) {
+      for (const { appId, userId } of this.threads.onlineUsers()) subscriptions.push({ appId, channel: ONLINE_CHANNEL, socketId: onlineSubscriptionId(userId), member: { userId } });
     }
     for (const state of this.registry.all()) {
       if (state.closed) continue;
