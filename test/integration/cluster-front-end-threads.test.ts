@@ -8,7 +8,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ClientPool, type ChannelClient, type ChannelRecord } from '../helpers/channel-clients.js';
-import { heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
+import { deliveryResumes, heraldClusterBed, ONE_PROCESS } from '../helpers/herald-cluster.js';
 import type { HeraldProcess } from '../helpers/herald-process.js';
 import { parsePrometheus, series } from '../helpers/prometheus-text.js';
 import { flushedBy, until } from '../helpers/wait.js';
@@ -83,12 +83,13 @@ describe.skipIf(ONE_PROCESS)('a cluster node with two front-end threads', () => 
     await until(() => [alice, bob].every((c) => presence.get(c)!.memberIds().join() === 'alice,bob'), 'carl removed everywhere');
   });
 
-  it('during a Redis outage a client event still reaches the other thread of its node, counted as a relay failure; delivery across nodes resumes after', async () => {
+  it('during a Redis outage a client event still reaches the other thread of its node, counted as a relay failure; after it, every thread re-registers its members and delivery across nodes resumes', async () => {
     const cluster = await bed.start({ apps: [APP], config: { frontEndThreads: 2 } });
     const onA0 = await pool.connectOnThread(cluster.a, 0, { userId: 'o0' });
     const onA1 = await pool.connectOnThread(cluster.a, 1, { userId: 'o1' });
     const onB = await pool.connect(cluster.b, { userId: 'ob' });
     const [r0, r1, rB] = [await onA0.subscribe('private-outage'), await onA1.subscribe('private-outage'), await onB.subscribe('private-outage')];
+    for (const c of [onA0, onA1, onB]) await c.subscribe('presence-outage');
     const failures = async (): Promise<number> => series(parsePrometheus(await (await fetch(`${cluster.a.baseUrl}/metrics`)).text()), 'herald_cluster_relay_failures_total');
     const before = await failures();
 
@@ -102,9 +103,34 @@ describe.skipIf(ONE_PROCESS)('a cluster node with two front-end threads', () => 
     expect(r1.data('client-ping')).toEqual([]);
 
     await cluster.restartRedis();
-    await until(() => pool.sdk(cluster.a).trigger('private-outage', 'after', 'A').then(() => true, () => false), 'a trigger through node A once Redis is back', 20_000);
-    await until(() => [r0, r1, rB].every((r) => r.data('after').length === 1), 'the trigger on every client after the outage');
+    // Both ways, to both threads of node A (each node listens again a moment after Redis is back).
+    await deliveryResumes(pool.sdk(cluster.a), 'private-outage', rB, 'after-a');
+    await deliveryResumes(pool.sdk(cluster.b), 'private-outage', r0, 'after-b');
+    await until(() => r1.data('after-b').length > 0, 'the events through node B on thread 1 of node A too');
+    // Redis came back empty: node A recorded again the members of both its threads.
+    const users = await until(async () => {
+      const res = await pool.sdk(cluster.b).get({ path: '/channels/presence-outage/users' }).catch(() => null);
+      if (!res) return null;
+      const ids = ((await res.json()) as { users: { id: string }[] }).users.map((u) => u.id).sort();
+      return ids.length === 3 && ids;
+    }, 'the members of both threads of node A and of node B listed through node B', 20_000);
+    expect(users).toEqual(['o0', 'o1', 'ob']);
   }, 60_000);
+
+  it('stopped gracefully, a node tells the others at once that the members on each of its threads left', async () => {
+    const cluster = await bed.start({ apps: [APP], config: { frontEndThreads: 2 }, nodeTimeoutMs: 30_000 });
+    const watcher = await pool.connect(cluster.b, { userId: 'watcher' });
+    const room = await watcher.subscribe('presence-stop');
+    const on0 = await pool.connectOnThread(cluster.a, 0, { userId: 's0' });
+    const on1 = await pool.connectOnThread(cluster.a, 1, { userId: 's1' });
+    for (const c of [on0, on1]) await c.subscribe('presence-stop');
+    await until(() => room.memberIds().join() === 's0,s1,watcher', 'both members of node A seen on node B');
+    await cluster.a.stop('SIGTERM');
+    on0.disconnect();
+    on1.disconnect();
+    // Long before nodeTimeoutMs: the leaves of both threads, not a reap.
+    await until(() => room.memberIds().join() === 'watcher', 'both members removed on node B', 8000);
+  });
 
   it('closes a user’s connections on both threads and on the other node (terminate_connections)', async () => {
     const cluster = await bed.start({ apps: [APP], config: { frontEndThreads: 2 } });
