@@ -20,7 +20,6 @@ import type { StreamRequest, StreamSink } from './admin/stream.js';
 import { FrontEndThreads } from './front-end/threads.js';
 import { SharedCounters } from './front-end/shared-counters.js';
 import { createFanoutBuffers, ThreadedTopicFanout, type FanoutInit } from './front-end/fanout.js';
-
 import type { LocalChannelAdapter } from './channels/adapter/local-adapter.js';
 
 export { ListenError } from './http/listen.js';

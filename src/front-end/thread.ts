@@ -187,7 +187,7 @@ async function start(): Promise<void> {
     streams?.endAll();
     const left = await drainServing(app, serving, deadline);
     // The leaves of the closed sockets are recorded before the node leaves the cluster (main, next).
-    if (share) await adapter.close();
+    if (share) await adapter.close().catch((err: unknown) => log.warn('shutdown: closing this thread\'s share of the cluster node failed', { thread: data.thread, error: describeError(err) }));
     return left;
   });
   link.on('exit', () => {
