@@ -38,7 +38,7 @@ import type { WebhooksClient } from './webhooks/client.js';
 import type { ServerContext, ServerState } from './server-context.js';
 import type { HeraldShardApi } from './shard-api.js';
 import type { ChannelAdapter, ClusterCapability, MessageCharger } from './channels/adapter/channel-adapter.js';
-import { openChannelAdapter } from './channels/adapter/open-adapter.js';
+import { ClusterThreadsHost, openChannelAdapter } from './channels/adapter/open-adapter.js';
 import type { TopicFanout } from './http/topic-fanout.js';
 import { Cluster } from './cluster/cluster.js';
 import { randomNodeId } from './cluster/node-session.js';
@@ -120,10 +120,12 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
     ...(threadCounters && { follow: (change, next) => threaded?.applyTenants(change, next) ?? Promise.resolve(0) }),
   });
   // Topic delivery reaches HTTP fallback sessions too (channels/http-fallback/topics.ts); with
-  // several front-end threads, this thread's frames (watchlists, the dashboard's events) reach them through the shared fan-out.
-  const topics = new SessionTopics(fanoutBuffers ? new ThreadedTopicFanout(fanoutBuffers, config.frontEndThreads, NO_LOCAL_TOPICS, {}) : main);
+  // several front-end threads, this thread holds none: its adapter's frames (watchlists, frames
+  // relayed from other nodes) go into the shared fan-out, which excludes a socket on any thread.
+  const mainFanout = fanoutBuffers ? new ThreadedTopicFanout(fanoutBuffers, config.frontEndThreads, NO_LOCAL_TOPICS, {}) : undefined;
+  const topics = new SessionTopics(main);
   // With a `cluster` block, the cluster is this node's membership, shared by every area that keeps state in Redis.
-  const { adapter, cluster } = await stopOnFailure(shards, undefined, () => createChannelAdapter(config, topics, shards, registry, () => ctx.config, running.appsById));
+  const { adapter, cluster, clusterThreads } = await stopOnFailure(shards, undefined, () => createChannelAdapter(config, mainFanout ?? topics, shards, registry, () => ctx.config, running.appsById, mainFanout));
   const ctx: ServerContext = { config, installSecret, state, debug, channels: adapter, ...tenantsAndClients(running, shards) };
   // What a cluster adds (null on a single node): shared tenants, fallback relay, overview, figures.
   const capability = adapter.cluster;
@@ -161,7 +163,25 @@ export async function startHerald(config: Readonly<HeraldConfig>): Promise<Runni
   let died: ((error: Error) => void) | undefined;
   const front: FrontEnd =
     config.frontEndThreads > 1
-      ? threadedFrontEnd({ config, current: () => ctx.config, dataDir, installSecret, shards, counters: threadCounters!, fanout: fanoutBuffers!, controlPlane, ...(admin && { openStream: admin.openStream }), hub: debug, adapter, onThreads: (t) => (threaded = t), died: (error) => died?.(error) })
+      ? threadedFrontEnd({
+          config,
+          current: () => ctx.config,
+          dataDir,
+          installSecret,
+          shards,
+          counters: threadCounters!,
+          fanout: fanoutBuffers!,
+          controlPlane,
+          ...(admin && { openStream: admin.openStream }),
+          hub: debug,
+          adapter,
+          ...(clusterThreads && { cluster: clusterThreads }),
+          onThreads: (t) => {
+            threaded = t;
+            clusterThreads?.follow(t);
+          },
+          died: (error) => died?.(error),
+        })
       : frontEndHere({ uws, ctx, main, registry, topics, cluster, quota, controlPlane, admin, running });
   await testListenDelay();
   const port = await stopOnFailure(shards, adapter, () => front.listen());
@@ -365,13 +385,16 @@ async function createChannelAdapter(
   registry: SocketRegistry,
   running: () => Readonly<HeraldConfig>,
   apps: ReadonlyMap<string, AppConfig>,
-): Promise<{ adapter: ChannelAdapter; cluster: Cluster | null }> {
+  mainFanout: ThreadedTopicFanout | undefined,
+): Promise<{ adapter: ChannelAdapter; cluster: Cluster | null; clusterThreads?: ClusterThreadsHost }> {
   if (config.cluster) {
     try {
       const cluster = new Cluster(config.cluster, { nodeId: config.cluster.nodeId ?? randomNodeId(hostname()) });
-      const adapter = await openChannelAdapter({ topics, registry, shards, cluster, subscriptionWaitMs: config.cluster.subscriptionWaitMs, config: running, apps });
+      // Several front-end threads: the node's subscriber and liveness stay on this thread, which relays to them.
+      const clusterThreads = mainFanout ? new ClusterThreadsHost(cluster, mainFanout) : undefined;
+      const adapter = await openChannelAdapter({ topics, registry, shards, cluster, subscriptionWaitMs: config.cluster.subscriptionWaitMs, config: running, apps, ...(clusterThreads && { threads: clusterThreads }) });
       log.info('cluster: node joined', { nodeId: cluster.nodeId, redis: describeRedis(config.cluster), keyPrefix: config.cluster.keyPrefix });
-      return { adapter, cluster };
+      return { adapter, cluster, ...(clusterThreads && { clusterThreads }) };
     } catch (err) {
       throw new ClusterStartError(
         `cluster: cannot join through ${describeRedis(config.cluster)}: ${(err as Error).message}; check cluster.redisUrl (or HERALD_REDIS_URL) and that Redis runs there`,
@@ -532,6 +555,8 @@ function threadedFrontEnd(deps: {
   openStream?: (request: StreamRequest, sink: StreamSink) => void;
   hub: DebugHub;
   adapter: ChannelAdapter;
+  /** A cluster node: its share for the threads. */
+  cluster?: ClusterThreadsHost;
   onThreads: (threads: FrontEndThreads) => void;
   died: (error: Error) => void;
 }): FrontEnd {
@@ -557,9 +582,13 @@ function threadedFrontEnd(deps: {
         ...(deps.openStream && { openStream: deps.openStream }),
         hub: deps.hub,
         presence: (appId, userId, online) => deps.adapter.userPresence(appId, userId, online),
+        ...(deps.cluster && { cluster: deps.cluster }),
         died: (t, error) => {
+          const died = (): void => deps.died(new Error(`front-end thread ${t} died: ${error}`));
+          // A cluster node's subscriptions go with its session when the process ends.
+          if (deps.cluster) return died();
           const lost = deps.adapter as LocalChannelAdapter;
-          void lost.dropFrontEnd(t).finally(() => deps.died(new Error(`front-end thread ${t} died: ${error}`)));
+          void lost.dropFrontEnd(t).finally(died);
         },
       });
       deps.shards.onFrontEndPort((t, shard, p) => threads?.shardPort(t, shard, p));
@@ -571,6 +600,7 @@ function threadedFrontEnd(deps: {
       await threads?.drain(deadline);
     },
     close: async () => {
+      deps.cluster?.close();
       await threads?.exit();
     },
   };

@@ -58,8 +58,8 @@ export interface ClusterOverview extends ClusterFigures {
 export type ControlMessage =
   /** Close every connection of this user of the app (C5, terminate_connections). */
   | { type: 'terminateUser'; appId: string; userId: string }
-  /** An HTTP fallback session's request relayed to or answered by the node holding it (channels/http-fallback). */
-  | { type: 'fallback'; data: unknown }
+  /** An HTTP fallback session's request relayed to or answered by the node holding it (channels/http-fallback); `to`: the holder, a front-end thread of the node with several. */
+  | { type: 'fallback'; data: unknown; to?: string }
   /** An app or push instance changed through the admin API of the origin node (src/tenants). */
   | { type: 'tenantChanged'; kind: 'app' | 'push'; id: string }
   /** A recovering join's mark, published to this node's own channel by its history read (channels/adapter/redis/history-seam.ts). */
@@ -67,6 +67,12 @@ export type ControlMessage =
 
 /** Hears a control message from another node (or from this one, when sent to 'all'). */
 export type ControlListener = (message: ControlMessage, origin: string) => void;
+
+/** Publishes a control message from node `origin` to every node ('all', the origin included) or to one node id. */
+export function sendControlOn(commands: Redis, keys: ClusterKeys, origin: string, target: 'all' | string, message: ControlMessage): Promise<number> {
+  const topic = target === 'all' ? keys.controlAll() : keys.controlNode(target);
+  return whenAvailable(() => commands.publish(topic, JSON.stringify({ origin, message })));
+}
 
 export class Cluster {
   readonly connections: RedisConnections;
@@ -131,8 +137,7 @@ export class Cluster {
 
   /** Sends a control message to every node ('all', this one included) or to one node id. */
   sendControl(target: 'all' | string, message: ControlMessage): Promise<number> {
-    const topic = target === 'all' ? this.keys.controlAll() : this.keys.controlNode(target);
-    return whenAvailable(() => this.connections.commands.publish(topic, JSON.stringify({ origin: this.nodeId, message })));
+    return sendControlOn(this.connections.commands, this.keys, this.nodeId, target, message);
   }
 
   /** Adds a listener of the control messages this node receives. */

@@ -69,6 +69,20 @@ export interface ConnectionOptions {
 
 /** Creates (and starts connecting) the command and subscriber connections. */
 export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' | 'sentinel'>, options: ConnectionOptions): RedisConnections {
+  const opened = openConnections(cluster, options, true);
+  return { ...opened, subscriber: opened.subscriber! };
+}
+
+/**
+ * A front-end thread's own command connection (several threads on one node): the thread runs
+ * its joins, leaves and publishes on it; the node's subscriber connection stays the main thread's.
+ */
+export function createCommandConnection(cluster: Pick<ClusterConfig, 'redisUrl' | 'sentinel'>, options: ConnectionOptions): Omit<RedisConnections, 'subscriber'> {
+  const { subscriber: _none, ...opened } = openConnections(cluster, options, false);
+  return opened;
+}
+
+function openConnections(cluster: Pick<ClusterConfig, 'redisUrl' | 'sentinel'>, options: ConnectionOptions, withSubscriber: boolean): Omit<RedisConnections, 'subscriber'> & { subscriber: Redis | null } {
   const base: RedisOptions = {
     retryStrategy: (times) => reconnectDelayMs(times),
     enableOfflineQueue: false,
@@ -83,7 +97,8 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
   if (cluster.sentinel) Object.assign(base, sentinelOptions(cluster.sentinel, masterTls, options.tls));
   const commands = new Redis(cluster.redisUrl, { ...base, enableAutoPipelining: true, connectionName: `herald-${options.nodeId}` });
   // Subscriptions are re-made by the delivery bus on every 'ready' (it knows which it wants).
-  const subscriber = new Redis(cluster.redisUrl, { ...base, autoResubscribe: false, connectionName: `herald-${options.nodeId}-sub` });
+  const subscriber = withSubscriber ? new Redis(cluster.redisUrl, { ...base, autoResubscribe: false, connectionName: `herald-${options.nodeId}-sub` }) : null;
+  const all = subscriber ? [commands, subscriber] : [commands];
   // Errors are also reported through failing commands and 'close'/'ready'; without a listener
   // ioredis would print every reconnect failure.
   let refusal: string | null = null;
@@ -93,27 +108,22 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
   commands.on('ready', () => {
     refusal = null;
   });
-  subscriber.on('error', () => {});
+  subscriber?.on('error', () => {});
   // Not awaited by ready(): through sentinels that refuse us, connect() never settles (ioredis
   // keeps asking them), and start-up must still give up after its timeout.
-  void Promise.allSettled([commands.connect(), subscriber.connect()]);
+  void Promise.allSettled(all.map((redis) => redis.connect()));
   const replyTimeout = options.replyTimeoutMs ?? replyTimeoutMs(10_000);
   let closed = false;
   const isClosed = (): boolean => closed;
-  const guards = [
-    watchReplies(commands, 'commands', replyTimeout),
-    watchReplies(subscriber, 'subscriber', replyTimeout),
-    keepConnecting(commands, 'commands', isClosed),
-    keepConnecting(subscriber, 'subscriber', isClosed),
-  ];
+  const labels = ['commands', 'subscriber'];
+  const guards = all.flatMap((redis, i) => [watchReplies(redis, labels[i]!, replyTimeout), keepConnecting(redis, labels[i]!, isClosed)]);
   /** No reconnect from here on: the guards stop (keepConnecting would start a closed connection again). */
   const release = (): void => {
     closed = true;
     for (const stop of guards) stop();
   };
   const disconnect = (): void => {
-    commands.disconnect();
-    subscriber.disconnect();
+    for (const redis of all) redis.disconnect();
   };
   return {
     commands,
@@ -121,7 +131,7 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
     async ready(timeoutMs = 10_000, options = {}) {
       const started = Date.now();
       const deadline = started + timeoutMs;
-      while (commands.status !== 'ready' || subscriber.status !== 'ready') {
+      while (all.some((redis) => redis.status !== 'ready')) {
         if (closed || options.stop?.()) throw new RedisUnavailableError('connections closed');
         if (options.failFast && refusal !== null && Date.now() - started >= REFUSED_GIVE_UP_MS) {
           throw new RedisUnavailableError(`${refusal} (${describeRedis(cluster)})`);
@@ -137,7 +147,7 @@ export function createRedisConnections(cluster: Pick<ClusterConfig, 'redisUrl' |
     async close() {
       release();
       // QUIT, unless Redis does not answer it (hung, cut off): then just drop the connections.
-      const quit = Promise.allSettled([commands.quit(), subscriber.quit()]);
+      const quit = Promise.allSettled(all.map((redis) => redis.quit()));
       await Promise.race([quit, new Promise((r) => setTimeout(r, replyTimeout).unref())]);
       disconnect();
     },

@@ -32,6 +32,12 @@ export class NodeSession {
     return previous;
   }
 
+  /** Takes the session id the node switched to elsewhere (a front-end thread follows its main thread's). */
+  adopt(sessionId: string): void {
+    if (NodeSession.nodeIdOf(sessionId) !== this.nodeId) throw new Error(`session ${sessionId} is not node ${this.nodeId}'s`);
+    this.sessionId = sessionId;
+  }
+
   /** A script found the session gone (reaped): listeners (liveness.ts) re-register the node. */
   reportGone(): void {
     for (const listener of this.goneListeners) listener();

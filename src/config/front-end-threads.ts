@@ -22,13 +22,12 @@ export function maxFrontEndThreads(cpus: number = availableParallelism()): numbe
 }
 
 /**
- * The configured value checked, or the default. Several threads with a `cluster` block are
- * refused: a cluster node runs one front-end thread; its default is 1.
+ * The configured value checked, or the default. A cluster node's default is 1 thread (nodes
+ * scale a cluster out); it runs several when set (channels/adapter/redis/thread-host.ts).
  */
 export function checkFrontEndThreads(configured: number | undefined, cluster: boolean, fail: (field: string, message: string) => never): number {
   if (configured === undefined) return cluster ? 1 : defaultFrontEndThreads();
   const max = maxFrontEndThreads();
   if (configured > max) fail('frontEndThreads', `${configured} is more than this host can use (at most ${max}: its CPUs, and 32)`);
-  if (configured > 1 && cluster) fail('frontEndThreads', 'a cluster node runs one front-end thread: remove frontEndThreads or the cluster block');
   return configured;
 }

@@ -20,6 +20,9 @@ import { threadOf } from '../channels/socket-id.js';
 
 /** Default ring size per producer: 4 MiB. */
 export const DEFAULT_RING_BYTES = 4 * 1024 * 1024;
+/** How a signal's record is told from a frame's: its topic starts with it (no channel topic does). */
+const SIGNAL_PREFIX = '\u0000';
+
 /** Front-end threads the destination mask (one Int32) can address. */
 export const MAX_FANOUT_THREADS = 32;
 
@@ -87,8 +90,14 @@ export interface ThreadedTopicFanoutOptions {
    * topic, the excluded socket not counted): the caller counts them for the topic's app.
    */
   onDelivered?: (topic: string, frames: number) => void;
-  /** Every frame this thread takes from another producer's record, whether or not it has subscribers of the topic (read it before returning: it is a view of the ring). */
-  onRemoteFrame?: (topic: string, frame: Uint8Array) => void;
+  /**
+   * Every frame this thread takes from another producer's record (`producer`: `threads` for
+   * main), whether or not it has subscribers of the topic, with the socket it excludes ('' for
+   * none) (read it before returning: it is a view of the ring).
+   */
+  onRemoteFrame?: (topic: string, frame: Uint8Array, producer: number, except: string) => void;
+  /** A signal main sent this thread (`signal`), after every frame main wrote before it. */
+  onSignal?: (name: string, message: string) => void;
   /**
    * Producer side: threads whose frames queued here past `maxQueuedBytes` were dropped: this
    * thread goes on without them until they rejoin (each is told with onMissed).
@@ -114,7 +123,7 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
   readonly interest: TopicInterest | null;
   private readonly table: InterestTable;
   private readonly writer: RingWriter;
-  private readonly readers: { reader: RingReader; gap: (missed: Missed) => void }[] = [];
+  private readonly readers: { reader: RingReader; gap: (missed: Missed) => void; deliver: (topic: string, frame: Uint8Array, except: string) => void }[] = [];
   private readonly control: Int32Array;
   private closed = false;
   /** Resolves when the reading loop ended (after close()). */
@@ -137,7 +146,9 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
     const reads = thread < init.threads;
     this.interest = reads ? new TopicInterest(this.table, thread) : null;
     if (reads) {
-      for (let p = 0; p <= init.threads; p++) if (p !== thread) this.readers.push({ reader: new RingReader(init.rings[p]!, thread), gap: (missed) => this.missed(p, missed) });
+      for (let p = 0; p <= init.threads; p++) {
+        if (p !== thread) this.readers.push({ reader: new RingReader(init.rings[p]!, thread), gap: (missed) => this.missed(p, missed), deliver: (topic, frame, except) => this.deliver(p, topic, frame, except) });
+      }
     }
     this.stopped = reads ? this.readLoop() : Promise.resolve();
   }
@@ -173,6 +184,14 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
     this.remote(topic, message, exceptSocketId);
   }
 
+  /**
+   * Main: a signal to front-end thread `thread` (`onSignal` there), read after every frame main
+   * published before it (a recovering join's mark follows the frames received before it).
+   */
+  signal(thread: number, name: string, message: string): void {
+    this.writer.put(1 << thread, SIGNAL_PREFIX + name, '', message);
+  }
+
   /** Stops reading and writing; `stopped` resolves once the reading loop is out. */
   close(): void {
     if (this.closed) return;
@@ -192,16 +211,20 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
     this.writer.put(mask, name, except, typeof message === 'string' ? message : bytesOf(message));
   }
 
-  private readonly deliver = (topic: string, frame: Uint8Array, except: string): void => {
+  private deliver(producer: number, topic: string, frame: Uint8Array, except: string): void {
     try {
-      this.deliverLocally(topic, frame, except);
+      if (topic.startsWith(SIGNAL_PREFIX)) {
+        this.opts.onSignal?.(topic.slice(SIGNAL_PREFIX.length), Buffer.from(frame.buffer, frame.byteOffset, frame.byteLength).toString('utf8'));
+        return;
+      }
+      this.deliverLocally(producer, topic, frame, except);
     } catch (err) {
       log.error('fanout delivery failed', { topic, error: describeError(err) });
     }
-  };
+  }
 
-  private deliverLocally(topic: string, frame: Uint8Array, except: string): void {
-    this.opts.onRemoteFrame?.(topic, frame);
+  private deliverLocally(producer: number, topic: string, frame: Uint8Array, except: string): void {
+    this.opts.onRemoteFrame?.(topic, frame, producer, except);
     let excepted = false;
     if (except !== '' && threadOf(except) === this.thread) {
       const ws = this.opts.lookupSocket?.(except, topic);
@@ -241,7 +264,7 @@ export class ThreadedTopicFanout implements TopicFanout, ExceptPublisher {
         }
       }
       if (next === undefined) break;
-      next.reader.take(this.deliver, next.gap);
+      next.reader.take(next.deliver, next.gap);
     }
     for (const { reader } of readers) reader.finish();
   }

@@ -4,6 +4,7 @@ import type { HeraldConfig } from '../config/schema.js';
 import type { SharedCountersInit } from './shared-counters.js';
 import type { FanoutInit } from './fanout.js';
 import type { RelaySpec } from './route-relay.js';
+import type { ThreadClusterInit } from '../channels/adapter/open-adapter.js';
 
 export interface FrontEndThreadData {
   /** This thread's index, 0 to threads − 1 (socket ids carry it). */
@@ -27,4 +28,6 @@ export interface FrontEndThreadData {
   relayPort: MessagePort;
   /** The admin API's live stream is served (relayed on `relayPort`). */
   adminStream: boolean;
+  /** A cluster node: the thread's share of it (thread-node.ts). */
+  cluster?: ThreadClusterInit;
 }

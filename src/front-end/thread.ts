@@ -34,7 +34,7 @@ import { routeTable, notFoundRoutes } from './route-table.js';
 import { drainServing, installServing } from './serving.js';
 import { relayedRoutes } from './route-relay.js';
 import { ThreadedChannelAdapter } from './threaded-adapter.js';
-import { threadSessionDirectory } from './thread-directory.js';
+import { threadClusterDirectory, threadSessionDirectory } from './thread-directory.js';
 import { ThreadTap } from './thread-tap.js';
 import { SharedCounters, SharedMissBudget } from './shared-counters.js';
 import { ThreadedTopicFanout } from './fanout.js';
@@ -45,6 +45,9 @@ import { snapshotNodeCounters } from '../metrics/counters-snapshot.js';
 import { forgetTenantsExcept } from '../metrics/node-counters.js';
 import { relayedStreams } from '../admin/stream-relay.js';
 import type { FrontEndThreadData } from './thread-data.js';
+import type { ChannelAdapter } from '../channels/adapter/channel-adapter.js';
+import { startThreadShare, type ThreadShare } from '../channels/adapter/open-adapter.js';
+import { messageQuotaOf } from '../channels/http-api/routes.js';
 
 const data = workerData as FrontEndThreadData;
 const link = new ControlLink(parentPort!);
@@ -87,7 +90,7 @@ async function start(): Promise<void> {
   // Fallback sessions and WebSockets alike tell the fan-out which topics this thread has subscribers on.
   const interest: TopicInterestHook = { add: (topic) => fanout.interest?.add(topic), remove: (topic) => fanout.interest?.remove(topic) };
   const topics = new SessionTopics(main, interest);
-  const frameWatch: { adapter?: ThreadedChannelAdapter } = {};
+  const frameWatch: { remote?: (topic: string, frame: Uint8Array, producer: number, except: string) => void; signal?: (name: string, message: string) => void } = {};
   const fanout = new ThreadedTopicFanout(data.fanout, data.thread, topics, {
     lookupSocket: (socketId, topic) => {
       const state = registry.get(appIdOfTopic(topic), socketId);
@@ -95,7 +98,8 @@ async function start(): Promise<void> {
     },
     onDelivered: countRemoteDelivery,
     // The fan-out reads from its construction on, before the adapter exists.
-    onRemoteFrame: (topic, frame) => frameWatch.adapter?.remoteFrame(topic, frame),
+    onRemoteFrame: (topic, frame, producer, except) => frameWatch.remote?.(topic, frame, producer, except),
+    onSignal: (name, message) => frameWatch.signal?.(name, message),
     onReadersDropped: (threads, queuedBytes) =>
       log.warn('front-end threads fell behind on frames from this thread past the bound: going on without them until they catch up', { thread: data.thread, dropped: threads, queuedBytes }),
     onMissed: (producer, missed) => {
@@ -109,22 +113,46 @@ async function start(): Promise<void> {
       });
     },
   });
-  const adapter = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId), interest });
-  frameWatch.adapter = adapter;
-  // A history channel's kept events come from its shard, in serial order, for this thread's sockets.
-  shards.onNotice((notice) => {
-    if (notice.type === 'channels.kept') adapter.keptByShard(notice as KeptNotice, topics);
-  });
+  let adapter: ChannelAdapter;
+  let share: ThreadShare | undefined;
+  if (data.cluster && config.cluster) {
+    share = await startThreadShare({
+      init: data.cluster,
+      settings: config.cluster,
+      thread: data.thread,
+      mainProducer: data.threads,
+      link,
+      topics: fanout,
+      shards,
+      registry,
+      interest,
+      connectionCount: (appId) => counters.connectionCount(appId),
+      config: () => ctx.config,
+      apps: running.appsById,
+    });
+    frameWatch.remote = share.remoteFrame;
+    frameWatch.signal = share.signal;
+    adapter = share.adapter;
+  } else {
+    const local = new ThreadedChannelAdapter(fanout, shards, registry, { frontEnd: data.thread, link, connectionCount: (appId) => counters.connectionCount(appId), interest });
+    frameWatch.remote = (topic, frame) => local.remoteFrame(topic, frame);
+    // A history channel's kept events come from its shard, in serial order, for this thread's sockets.
+    shards.onNotice((notice) => {
+      if (notice.type === 'channels.kept') local.keptByShard(notice as KeptNotice, topics);
+    });
+    adapter = local;
+  }
   const debug = new ThreadTap(link);
   const ctx: ServerContext = { config, installSecret: data.installSecret, state, debug, channels: adapter, ...tenantsAndClients(running, shards) };
   adapter.tapSubscriptions(debug);
   const ws = registerWebSocket({ config, state, appsByKey: ctx.appsByKey, registry, adapter, debug, frontEndThread: data.thread, counters, interest });
   running.attach(ws);
-  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: threadSessionDirectory(data.thread, link), misses: new SharedMissBudget(data.counters, config.httpFallback.maxSessionMissesPerMinute) });
+  const fallback = createHttpFallback({ config, appsByKey: ctx.appsByKey, endpoint: ws, topics, directory: share ? threadClusterDirectory(data.thread, link, share.node) : threadSessionDirectory(data.thread, link), misses: new SharedMissBudget(data.counters, config.httpFallback.maxSessionMissesPerMinute) });
   const controlPlane = relayedRoutes(data.relaySpecs, data.relayPort);
   // The admin API's live stream (the dashboard's debug console) is opened on the main thread too.
   const streams = data.adminStream ? relayedStreams(data.relayPort) : null;
-  const allRoutes = [...routeTable(ctx, counters.quota, controlPlane, counters.rateCounter), ...(process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(), stallRoute()] : []), ...notFoundRoutes()];
+  // In a cluster the quota and rate limits count in Redis, across nodes (the adapter's).
+  const allRoutes = [...routeTable(ctx, messageQuotaOf(adapter, counters.quota), controlPlane, counters.rateCounter), ...(process.env.HERALD_TEST_HOOKS === '1' ? [crashRoute(), stallRoute()] : []), ...notFoundRoutes()];
   const serving = { ws, fallback };
   installServing(main, serving, allRoutes, state, streams ? (target) => streams.register(target) : undefined);
 
@@ -157,7 +185,10 @@ async function start(): Promise<void> {
     state.draining = true;
     state.ready = false;
     streams?.endAll();
-    return drainServing(app, serving, deadline);
+    const left = await drainServing(app, serving, deadline);
+    // The leaves of the closed sockets are recorded before the node leaves the cluster (main, next).
+    if (share) await adapter.close().catch((err: unknown) => log.warn('shutdown: closing this thread\'s share of the cluster node failed', { thread: data.thread, error: describeError(err) }));
+    return left;
   });
   link.on('exit', () => {
     debug.close();

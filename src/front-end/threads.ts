@@ -21,6 +21,7 @@ import { relaySpecs, serveRelayedRoutes } from './route-relay.js';
 import type { SharedCounters } from './shared-counters.js';
 import { detachFanoutThread, type FanoutInit } from './fanout.js';
 import type { FrontEndThreadData } from './thread-data.js';
+import type { NodeThreadsView, ThreadClusterInit } from '../channels/adapter/open-adapter.js';
 import type { TapTotals } from './thread-tap.js';
 import type { FallbackRelay } from '../channels/http-fallback/directory.js';
 import type { NodeCountersSnapshot } from '../metrics/counters-snapshot.js';
@@ -54,6 +55,8 @@ export interface FrontEndThreadsDeps {
   hub: DebugHub;
   /** Tells watchers of a user, on every thread, that it came online or went offline. */
   presence(appId: string, userId: string, online: boolean): void;
+  /** A cluster node's share for its threads (channels/adapter/redis/thread-host.ts): what each starts with, and the requests it serves. */
+  cluster?: { init(): ThreadClusterInit; serve(thread: number, link: ControlLink): void };
   /** A thread died: the process ends (server.ts stops the rest). */
   died(thread: number, error: string): void;
 }
@@ -65,7 +68,7 @@ interface Running {
   exited: Promise<void>;
 }
 
-export class FrontEndThreads {
+export class FrontEndThreads implements NodeThreadsView {
   private readonly threads: Running[] = [];
   readonly users: UserDirectory;
   private readonly sessions = new ThreadSessionTable();
@@ -123,6 +126,7 @@ export class FrontEndThreads {
       relaySpecs: relaySpecs(this.deps.controlPlane),
       relayPort: relay.port2,
       adminStream: openStream !== undefined,
+      ...(this.deps.cluster && { cluster: this.deps.cluster.init() }),
     };
     const worker = new Worker(THREAD_FILE, { workerData: data, transferList: [...shardPorts, relay.port2] });
     const link = new ControlLink(worker, config.shardRequestTimeoutMs);
@@ -130,6 +134,7 @@ export class FrontEndThreads {
     const running: Running = { worker, link, stopRelay, exited };
     this.threads[t] = running;
     this.serve(t, link);
+    this.deps.cluster?.serve(t, link);
     const listening = new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`front-end thread ${t} did not start within ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS);
       link.on('listening', () => {
@@ -167,6 +172,21 @@ export class FrontEndThreads {
     link.on<{ to: number; message: FallbackRelay }>('fallbackRelay', ({ to, message }) => this.threads[to]?.link.tell('fallbackRelay', { from: t, message }));
     link.on<TapTotals>('tapTotals', (totals) => this.deps.hub.threadReported(t, totals));
     link.on<PublishJob>('publishAccepted', (job) => this.deps.hub.publishAccepted(job));
+  }
+
+  /** Every user signed in on some thread. */
+  signedIn(): { appId: string; userId: string }[] {
+    return this.users.signedIn();
+  }
+
+  /** A notice to thread `thread`, if it runs. */
+  tell(thread: number, type: string, body: unknown): void {
+    if (!this.dead.has(thread)) this.threads[thread]?.link.tell(type, body);
+  }
+
+  /** The links to the threads running now. */
+  links(): ControlLink[] {
+    return this.threads.filter((r, t) => r && !this.dead.has(t)).map((r) => r.link);
   }
 
   /** A thread is gone while the process runs: what it held is let go, and the process ends. */

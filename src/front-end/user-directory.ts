@@ -42,6 +42,13 @@ export class UserDirectory {
   }
 
   /** The threads holding connections of the user. */
+  /** Every user signed in on some thread. */
+  signedIn(): { appId: string; userId: string }[] {
+    const out: { appId: string; userId: string }[] = [];
+    for (const [appId, users] of this.apps) for (const userId of users.keys()) out.push({ appId, userId });
+    return out;
+  }
+
   threadsOf(appId: string, userId: string): number[] {
     return [...(this.apps.get(appId)?.get(userId) ?? [])];
   }

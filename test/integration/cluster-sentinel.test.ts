@@ -88,12 +88,17 @@ async function twoMembers(a: HeraldProcess, b: HeraldProcess, users: [string, st
   return { newsA, newsB, presenceA, presenceB };
 }
 
+/** Front-end threads per node: with more than 1 (npm run test:threads), each has its own command connection. */
+const THREADS = Number(process.env.HERALD_FRONT_END_THREADS || 1);
+
 /**
  * The Redis connections of these nodes (CLIENT SETNAME), sorted: each node's command and
- * subscriber connections, and its shard's shared webhook outbox's two (one shard per node).
+ * subscriber connections, each front-end thread's command connection (several threads), and its
+ * shard's shared webhook outbox's two (one shard per node).
  */
 function connectionsOf(...nodeIds: string[]): string[] {
-  return nodeIds.flatMap((id) => [`herald-${id}`, `herald-${id}-sub`, `herald-${id}-webhooks-s0`, `herald-${id}-webhooks-s0-sub`]).sort();
+  const threads = (id: string): string[] => (THREADS > 1 ? Array.from({ length: THREADS }, (_, t) => `herald-${id}-t${t}`) : []);
+  return nodeIds.flatMap((id) => [`herald-${id}`, `herald-${id}-sub`, ...threads(id), `herald-${id}-webhooks-s0`, `herald-${id}-webhooks-s0-sub`]).sort();
 }
 
 describe.skipIf(ONE_PROCESS)('Redis behind Sentinel', () => {

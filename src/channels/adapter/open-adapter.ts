@@ -12,7 +12,7 @@ import type { ChannelShardApi } from '../messages.js';
 import type { SocketRegistry } from '../socket-registry.js';
 import type { ChannelAdapter } from './channel-adapter.js';
 import { LocalChannelAdapter } from './local-adapter.js';
-import { RedisChannelAdapter } from './redis/redis-adapter.js';
+import { RedisChannelAdapter, type NodeThreads } from './redis/redis-adapter.js';
 
 export interface ChannelAdapterDeps {
   /** The uWS topics frames go to (the main app's, http/tls.ts). */
@@ -29,11 +29,21 @@ export interface ChannelAdapterDeps {
   apps: ReadonlyMap<string, AppConfig>;
   /** Several front-end threads serve (one node only): history events reach them from the shards (LocalChannelAdapterOptions). */
   keptByShards?: boolean;
+  /** Several front-end threads serve a cluster node: the main thread's side of them (channels/adapter/redis/thread-host.ts). */
+  threads?: NodeThreads;
 }
+
+export { ClusterThreadsHost, type NodeThreadsView } from './redis/thread-host.js';
+export { startThreadShare, type ThreadShare } from './redis/thread-share.js';
+export type { ThreadClusterInit, ThreadLink } from './redis/thread-node.js';
 
 /** Opens the adapter; with a cluster it resolves once the node has joined (rejects when it cannot). */
 export async function openChannelAdapter(deps: ChannelAdapterDeps): Promise<ChannelAdapter> {
-  const { cluster, ...rest } = deps;
-  if (cluster) return RedisChannelAdapter.start({ ...rest, cluster });
+  const { cluster, threads, ...rest } = deps;
+  if (cluster) {
+    const adapter = await RedisChannelAdapter.start({ ...rest, cluster, ...(threads && { threads }) });
+    threads?.started(adapter);
+    return adapter;
+  }
   return new LocalChannelAdapter(deps.topics, deps.shards, deps.registry, { keptByShards: deps.keptByShards === true });
 }

@@ -10,11 +10,11 @@
 export interface SessionDirectory {
   readonly nodeId: string;
   /**
-   * Whether a stream for a session held elsewhere is relayed to its holder (streamOpen …
-   * streamEnd below): the front-end threads of one process do; a cluster's nodes do not (a
-   * stream opens a session where it lands).
+   * Whether a stream for a session `owner` holds is relayed to it (streamOpen … streamEnd
+   * below): between the front-end threads of one process it is; between a cluster's nodes it
+   * is not (a stream opens a session where it lands).
    */
-  readonly relaysStreams: boolean;
+  relaysStreams(owner: string): boolean;
   /**
    * The node holding the session, or null when none does. Rejects when the directory cannot be
    * read (Redis away): the caller answers "retry" and opens nothing, since another node may

@@ -149,7 +149,7 @@ export class FallbackRoutes {
           if (table.get(ids.id)) this.serve(res, ids, query, stream);
           else if (owner === null || owner === directory.nodeId) this.openHere(res, ids, query, stream, isAborted);
           else if (!stream) relay.relayPoll(res, ids.id, owner, isAborted, here);
-          else if (directory.relaysStreams) abortRelayed = relay.relayStream(res, ids.id, owner, here);
+          else if (directory.relaysStreams(owner)) abortRelayed = relay.relayStream(res, ids.id, owner, here);
           else this.openHere(res, ids, query, stream, isAborted);
         } catch (err) {
           log.error('http fallback: request failed', { error: describe(err) });

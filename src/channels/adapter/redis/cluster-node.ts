@@ -5,18 +5,21 @@
  * (redis-adapter.ts) is built on this; tests use it to run several simulated nodes on one Redis.
  * The node starts and closes its cluster with itself.
  */
-import type { Cluster } from '../../../cluster/cluster.js';
+import type { Redis } from 'ioredis';
+import type { Cluster, ControlMessage } from '../../../cluster/cluster.js';
 import type { RedisConnections } from '../../../cluster/connection.js';
 import { NodeLiveness } from '../../../cluster/liveness.js';
 import type { NodeSession } from '../../../cluster/node-session.js';
 import { RedisChannelState, type ChannelTransition, type NodeSnapshot } from './channel-state.js';
 import { DeliveryBus, type DeliveryHandlers } from './delivery-bus.js';
 import { RedisKeys } from './keys.js';
-import { ChannelSessionRecords } from './session-records.js';
+import { ChannelSessionRecords, type RecordedPart } from './session-records.js';
 
 export interface ClusterNodeOptions extends DeliveryHandlers {
   /** What the node has locally (sockets, subscriptions), read at re-registration. */
   snapshot: () => NodeSnapshot;
+  /** The node's front-end threads, each recording its own share at a re-registration (several threads). */
+  parts?: () => RecordedPart[];
   /** Transitions found by a reap or a re-registration that this node must report. */
   onTransitions: (transitions: ChannelTransition[]) => void;
   /** Overrides for tests: heartbeat and reaper periods (ms). */
@@ -24,7 +27,31 @@ export interface ClusterNodeOptions extends DeliveryHandlers {
   reapIntervalMs?: number;
 }
 
-export class ClusterNode {
+/** The part of the delivery bus the channel adapter uses (a front-end thread's relays to the main thread's bus). */
+export type NodeBus = Pick<DeliveryBus, 'watch' | 'unwatch' | 'watches' | 'publish' | 'listening' | 'watchedCount'>;
+
+/**
+ * What the channel adapter uses of its node: the whole node (ClusterNode), or, on a front-end
+ * thread of a node with several, the thread's share of it (thread-node.ts).
+ */
+export interface ChannelNode {
+  readonly nodeId: string;
+  readonly keys: RedisKeys;
+  readonly state: RedisChannelState;
+  /** The connection this side runs its commands on. */
+  readonly commands: Redis;
+  readonly bus: NodeBus;
+  readonly nodeTimeoutMs: number;
+  /** Redis is reachable and the node's session registered. */
+  readonly registered: boolean;
+  /** Registered, and the node receives what the others publish (frames and control messages). */
+  readonly available: boolean;
+  sendControl(target: 'all' | string, message: ControlMessage): Promise<number>;
+  start(readyTimeoutMs?: number): Promise<unknown>;
+  stop(deregister?: boolean): Promise<void>;
+}
+
+export class ClusterNode implements ChannelNode {
   /** The cluster's connections. */
   readonly connections: RedisConnections;
   readonly keys: RedisKeys;
@@ -42,7 +69,7 @@ export class ClusterNode {
     this.session = cluster.session;
     const { commands, subscriber } = this.connections;
     this.state = new RedisChannelState(commands, this.keys, this.session);
-    const records = new ChannelSessionRecords(commands, this.keys, this.state, { snapshot: options.snapshot, onTransitions: options.onTransitions });
+    const records = new ChannelSessionRecords(commands, this.keys, this.state, { snapshot: options.snapshot, onTransitions: options.onTransitions, ...(options.parts && { parts: options.parts }) });
     this.liveness = new NodeLiveness(commands, this.keys, this.session, records, {
       nodeTimeoutMs: cluster.config.nodeTimeoutMs,
       ...(options.heartbeatIntervalMs !== undefined && { heartbeatIntervalMs: options.heartbeatIntervalMs }),
@@ -53,6 +80,26 @@ export class ClusterNode {
 
   get nodeId(): string {
     return this.session.nodeId;
+  }
+
+  get commands(): Redis {
+    return this.connections.commands;
+  }
+
+  get nodeTimeoutMs(): number {
+    return this.cluster.config.nodeTimeoutMs;
+  }
+
+  get registered(): boolean {
+    return this.liveness.available;
+  }
+
+  get available(): boolean {
+    return this.liveness.available && this.bus.listening && this.cluster.listening;
+  }
+
+  sendControl(target: 'all' | string, message: ControlMessage): Promise<number> {
+    return this.cluster.sendControl(target, message);
   }
 
   /** Starts the cluster (connects, up to `readyTimeoutMs`), registers the session, starts heartbeats, reaper and bus. */

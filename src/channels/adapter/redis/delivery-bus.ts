@@ -35,6 +35,17 @@ export interface DeliveryHandlers {
   onListening?(): void;
 }
 
+/**
+ * Publishes a frame to the nodes listening to the channel, from `origin`: a node drops what its
+ * own id published (it delivered it itself); a front-end thread of a node with several publishes
+ * under another origin (thread-node.ts), so its node's subscriber brings the frame back to
+ * every thread. Rejects with RedisUnavailableError during an outage.
+ */
+export function publishOnBus(commands: Redis, keys: RedisKeys, origin: string, appId: string, channel: string, frame: string, exceptSocketId?: string): Promise<number> {
+  const envelope = `${origin}\n${exceptSocketId ?? ''}\n${frame}`;
+  return whenAvailable(() => commands.publish(keys.channelTopic(appId, channel), envelope));
+}
+
 export class DeliveryBus {
   /** Redis channel → local watchers (subscriptions on this node). */
   private readonly watched = new Map<string, number>();
@@ -150,8 +161,7 @@ export class DeliveryBus {
    * listen (0 when none has a subscriber); rejects with RedisUnavailableError during an outage.
    */
   publish(appId: string, channel: string, frame: string, exceptSocketId?: string): Promise<number> {
-    const envelope = `${this.nodeId}\n${exceptSocketId ?? ''}\n${frame}`;
-    return whenAvailable(() => this.commands.publish(this.keys.channelTopic(appId, channel), envelope));
+    return publishOnBus(this.commands, this.keys, this.nodeId, appId, channel, frame, exceptSocketId);
   }
 
   private schedule(topic: string, subscribe: boolean): void {

@@ -48,8 +48,11 @@ export class RecoverySeams {
   private readonly bySocket = new Map<string, string>();
   private counter = 0;
 
+  /** `prefix`: starts every token (a front-end thread's names its marks for the main thread to carry). */
+  constructor(private readonly prefix = '') {}
+
   open(appId: string, channel: string, socketId: string): OpenSeam {
-    const token = String(++this.counter);
+    const token = `${this.prefix}${++this.counter}`;
     const key = `${appId}\u0000${channel}`;
     let onMark!: () => void;
     const marked = new Promise<void>((resolve) => (onMark = resolve));

@@ -12,6 +12,10 @@
  * hidden channel (`#online`, a name no client can subscribe to), so `online` goes out when a
  * user's first connection anywhere signs in and `offline` when the last one leaves, a reaped
  * node's users included. Watchlist events travel on a hidden per-app channel (`#watch`).
+ *
+ * A node served by several front-end threads runs this adapter on every thread: on the main
+ * thread with the node (its liveness, subscriber connection and reports: NodeThreads), on each
+ * front-end thread with its share of it (its own command connection: ThreadSide, thread-node.ts).
  */
 import type { AppConfig, HeraldConfig } from '../../../config/schema.js';
 import { HeraldError } from '../../../errors.js';
@@ -51,9 +55,11 @@ import { deliverToTopic, tellWatchers } from '../topic-delivery.js';
 import type { TopicFanout } from '../../../http/topic-fanout.js';
 import { CacheJoinWatch } from '../cache-join-watch.js';
 import type { RateCounter } from '../../rate-limits/rate-counter.js';
-import type { ChannelTransition, NodeSnapshot } from './channel-state.js';
+import type { ChannelTransition, NodeSnapshot, NodeSubscription, Registration } from './channel-state.js';
+import type { RecordedPart } from './session-records.js';
+import type { TopicInterestHook } from '../../../http/topic-fanout.js';
 import type { Cluster, ControlMessage } from '../../../cluster/cluster.js';
-import { ClusterNode } from './cluster-node.js';
+import { ClusterNode, type ChannelNode } from './cluster-node.js';
 import { AvailabilityWait } from './availability-wait.js';
 import { RedisUnavailableError } from '../../../cluster/connection.js';
 import { HIDDEN_CHANNELS, STATE_SCRIPTS } from './scripts.js';
@@ -107,6 +113,8 @@ export interface RedisAdapterDeps {
   shards: ShardRequester<ChannelShardApi & WebhookShardApi>;
   /** This node's cluster membership (not started yet): the adapter's node starts and closes it. */
   cluster: Cluster;
+  /** The main thread of a node served by several front-end threads: what the threads hold. */
+  threads?: NodeThreads;
   /** How long a subscription waits for the cluster to be available again (ms); cluster.subscriptionWaitMs. */
   subscriptionWaitMs: number;
   /** The running config (replaced by a reload): apps, webhook debounce. */
@@ -117,10 +125,72 @@ export interface RedisAdapterDeps {
 
 type Shards = ShardRequester<ChannelShardApi & WebhookShardApi>;
 
+/**
+ * The main thread's side of a node served by several front-end threads (thread-host.ts):
+ * the node's membership, liveness, subscriber connection and reports stay here; the sockets
+ * and their joins are the threads'.
+ */
+export interface NodeThreads {
+  /** The node's adapter started: the threads' requests reach it from now on. */
+  started(adapter: RedisChannelAdapter): void;
+  /** Each thread's share of what the node records, for a re-registration. */
+  parts(): RecordedPart[];
+  /** Closes the user's connections on every thread; answers how many. */
+  terminateUser(appId: string, userId: string): Promise<number>;
+  /** The users signed in on some thread (recorded once for the node on `#online`, here). */
+  onlineUsers(): Iterable<{ appId: string; userId: string }>;
+  /** A recovering join's mark for thread `thread`, after the frames received before it. */
+  mark(thread: number, token: string): void;
+  /** Frames the threads could not relay to the other nodes, so far. */
+  relayFailures(): number;
+}
+
+/**
+ * A front-end thread's side of a node served by several: its share of the node (its own command
+ * connection, the main thread's bus through it: thread-node.ts) and what it asks of the main thread.
+ */
+export interface ThreadSide {
+  node: ChannelNode;
+  thread: number;
+  /** Takes the session the main thread switched the node to (a re-registration). */
+  adoptSession(session: string): void;
+  /** Resolves once this thread's connection is up (rejects past a while). */
+  connected(): Promise<void>;
+  /** The user's first connection on this thread signed in, or its last one here closed. */
+  userPresence(appId: string, userId: string, online: boolean): void;
+  /** Closes the user's connections on every thread of the node; answers how many. */
+  terminateUser(appId: string, userId: string): Promise<number>;
+  /** The main thread's history catch-up of a channel watched here (HistoryCatchUp.watch). */
+  catchUp(appId: string, channel: string): Promise<boolean>;
+  /** The app's live connections on every thread. */
+  connectionCount(appId: string): number;
+  /** A frame this thread could not relay to the other nodes (the node's figure counts it). */
+  relayFailed(): void;
+  /** This thread's interest in a topic: held while a recovering join takes the frames the main thread relays. */
+  interest: TopicInterestHook;
+}
+
+export type ThreadAdapterDeps = Omit<RedisAdapterDeps, 'cluster' | 'threads'> & { thread: ThreadSide };
+
+/** The prefix of a thread's recovering-join tokens (its marks are carried to it by the main thread). */
+const threadMarkPrefix = (thread: number): string => `t${thread}.`;
+
+/** The thread a recovering join's token belongs to; null for the node's own. */
+function threadOfMark(token: string): number | null {
+  const m = /^t(\d+)\./.exec(token);
+  return m ? Number(m[1]) : null;
+}
+
 export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   /** The adapter is its own cluster capability (its members are on this class). */
   readonly cluster: ClusterCapability = this;
-  readonly node: ClusterNode;
+  readonly node: ChannelNode;
+  /** On a front-end thread of a node with several: that thread's side (ThreadSide). */
+  private readonly side: ThreadSide | undefined;
+  /** On the main thread of a node with several front-end threads: what they hold (NodeThreads). */
+  private readonly threads: NodeThreads | undefined;
+  /** Topics of this thread's recovering joins, and their channels (see relayedFrame). */
+  private readonly seamTopics = new Map<string, { appId: string; channel: string; joins: number }>();
   readonly messageQuota: MessageCharger;
   readonly rateCounter: RateCounter;
   private readonly topics: TopicFanout;
@@ -157,23 +227,33 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   /** Channel history, shared by every node (history-store.ts). */
   private readonly keptEvents: RedisHistory;
   /** Recovering joins between their read and their attach (history-seam.ts). */
-  private readonly seams = new RecoverySeams();
+  private readonly seams: RecoverySeams;
   /** History channels with subscribers here: what they missed while the subscriber connection was down (history-catch-up.ts). */
   private readonly catchUp: HistoryCatchUp;
   private historyPrune: NodeJS.Timeout | undefined;
 
-  private constructor(private readonly deps: RedisAdapterDeps) {
+  private constructor(private readonly deps: RedisAdapterDeps | ThreadAdapterDeps) {
     this.topics = deps.topics;
     this.registry = deps.registry;
     this.shards = deps.shards;
-    this.node = new ClusterNode(deps.cluster, {
-      snapshot: () => this.snapshot(),
-      onTransitions: (transitions) => this.reportTransitions(transitions),
-      onFrame: (appId, channel, frame, except) => this.fromOtherNode(appId, channel, frame, except),
-      onDropped: () => this.catchUp.dropped(),
-      onListening: () => this.catchUp.listening(),
-    });
-    deps.cluster.onControl((message, origin) => this.control(message, origin));
+    if ('thread' in deps) {
+      this.side = deps.thread;
+      this.node = deps.thread.node;
+      this.seams = new RecoverySeams(threadMarkPrefix(deps.thread.thread));
+    } else {
+      const threads = deps.threads;
+      this.threads = threads;
+      this.node = new ClusterNode(deps.cluster, {
+        snapshot: () => this.snapshot(),
+        ...(threads && { parts: () => threads.parts() }),
+        onTransitions: (transitions) => this.reportTransitions(transitions),
+        onFrame: (appId, channel, frame, except) => this.fromOtherNode(appId, channel, frame, except),
+        onDropped: () => this.catchUp.dropped(),
+        onListening: () => this.catchUp.listening(),
+      });
+      deps.cluster.onControl((message, origin) => this.control(message, origin));
+      this.seams = new RecoverySeams();
+    }
     const state = this.node.state;
     this.messageQuota = {
       charge: async (app, messages) => {
@@ -184,7 +264,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       forget: (appId) => this.call(() => state.forgetQuota(appId)),
     };
     this.rateCounter = { take: (key, cost, limit) => this.call(() => state.takeRate(key, cost, limit)) };
-    this.keptEvents = new RedisHistory(this.node.connections.commands, this.node.keys.prefix);
+    this.keptEvents = new RedisHistory(this.node.commands, this.node.keys.prefix);
     this.catchUp = new HistoryCatchUp({
       read: (appId, channel, since, mark) => {
         const bounds = this.historyBoundsOf(appId, channel);
@@ -197,12 +277,12 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       deliver: (appId, channel, frame, except) => deliverToTopic(this.topics, this.registry, appId, channel, frame, except),
       markFor: (token) => this.markFor(token),
       listening: () => this.node.bus.listening,
-      markWaitMs: deps.cluster.config.nodeTimeoutMs,
+      markWaitMs: this.node.nodeTimeoutMs,
     });
   }
 
   /** Connects to Redis, registers the node, and starts heartbeats, reaper and delivery. */
-  static async start(deps: RedisAdapterDeps, readyTimeoutMs = 10_000): Promise<RedisChannelAdapter> {
+  static async start(deps: RedisAdapterDeps | ThreadAdapterDeps, readyTimeoutMs = 10_000): Promise<RedisChannelAdapter> {
     const adapter = new RedisChannelAdapter(deps);
     try {
       await adapter.node.start(readyTimeoutMs);
@@ -210,6 +290,8 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       await adapter.node.stop(false).catch(() => {});
       throw err;
     }
+    // A front-end thread leaves the node's sweeps to the main thread.
+    if (adapter.side) return adapter;
     adapter.heldSweep = setInterval(() => void adapter.releaseDueHolds(), HELD_SWEEP_MS);
     adapter.heldSweep.unref();
     adapter.historyPrune = setInterval(() => void adapter.pruneHistory(), HISTORY_PRUNE_MS);
@@ -223,12 +305,12 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
    * cancelled it (scripts.ts heraldReleaseHeld), so each goes out once.
    */
   async releaseDueHolds(): Promise<number> {
-    if (this.sweeping || this.closed || !this.node.liveness.available) return 0;
+    if (this.sweeping || this.closed || !this.node.registered) return 0;
     this.sweeping = true;
     let released = 0;
     try {
       for (;;) {
-        const n = await STATE_SCRIPTS.run<number>(this.node.connections.commands, 'heraldReleaseHeld', [this.node.keys.prefix, HELD_RELEASE_BATCH]);
+        const n = await STATE_SCRIPTS.run<number>(this.node.commands, 'heraldReleaseHeld', [this.node.keys.prefix, HELD_RELEASE_BATCH]);
         released += n;
         if (n < HELD_RELEASE_BATCH) return released;
       }
@@ -258,7 +340,10 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     const deliver = (): void => deliverToTopic(this.topics, this.registry, appId, channel, frame, exceptSocketId);
     this.lastRelay = this.node.bus.publish(appId, busName(channel), frame, exceptSocketId).then(
       () => {
-        deliver();
+        // On a front-end thread, the node's subscriber connection (the main thread's) brings the
+        // frame back to the node's sockets on every thread, in the order Redis took it; while it
+        // does not listen, this thread's publish reaches them directly.
+        if (!this.side || !this.node.bus.listening) deliver();
         return true;
       },
       (err: unknown) => {
@@ -292,6 +377,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
 
   private busFailed(err: unknown): void {
     this.relayFailures++;
+    this.side?.relayFailed();
     busLog.write('publish', 'cluster: a frame could not be relayed to the other nodes (Redis unavailable)', { error: String(err) });
   }
 
@@ -329,10 +415,27 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     if (!this.node.bus.watches(appId, busName(channel))) this.catchUp.forget(appId, channel);
   }
 
+  // --- the node's front-end threads (on the main thread, several threads) ---------------
+
+  /** A front-end thread's first subscriber of a channel (its bus name): the node listens to it; resolves once Redis confirmed it. */
+  threadWatch(appId: string, name: string): Promise<void> {
+    return this.node.bus.watch(appId, name);
+  }
+
+  /** A front-end thread's last subscriber of a channel left. */
+  threadUnwatch(appId: string, name: string): void {
+    this.unwatch(appId, fromBusName(name));
+  }
+
+  /** A front-end thread's join of a history channel: the node's catch-up knows it (false: Redis away). */
+  threadCatchUp(appId: string, channel: string): Promise<boolean> {
+    return this.catchUp.watch(appId, channel).catch(() => false);
+  }
+
   // --- connections and users ------------------------------------------------------------
 
   connectionCount(appId: string): number {
-    return this.registry.connectionCount(appId);
+    return this.side ? this.side.connectionCount(appId) : this.registry.connectionCount(appId);
   }
 
   admit(appId: string, socketId: string, maxConnections: number | null): Promise<boolean> {
@@ -375,6 +478,11 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   }
 
   userPresence(appId: string, userId: string, online: boolean): void {
+    // The node records its users once, on the main thread (which hears from every thread).
+    if (this.side) {
+      this.side.userPresence(appId, userId, online);
+      return;
+    }
     const state = this.node.state;
     const id = onlineSubscriptionId(userId);
     const change = online ? state.join(appId, ONLINE_CHANNEL, id, { userId }).then((o) => o.changed && o.memberAdded) : state.leave(appId, ONLINE_CHANNEL, id).then((o) => o.changed && o.memberRemoved !== null);
@@ -403,23 +511,33 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     }
     if (userIds.length === 0) return (listening ?? Promise.resolve()).then(() => []);
     const key = this.node.keys.presenceUsers(appId, ONLINE_CHANNEL);
-    const online = this.call(() => this.node.connections.commands.hmget(key, ...userIds));
+    const online = this.call(() => this.node.commands.hmget(key, ...userIds));
     return Promise.all([online, listening]).then(([counts]) => userIds.filter((_, i) => counts[i] !== null));
   }
 
   async terminateUserConnections(appId: string, userId: string): Promise<number> {
-    const closed = this.registry.terminateUser(appId, userId);
-    await this.call(() => this.node.cluster.sendControl('all', { type: 'terminateUser', appId, userId }));
+    const closed = await this.terminateHere(appId, userId);
+    await this.call(() => this.node.sendControl('all', { type: 'terminateUser', appId, userId }));
     return closed;
+  }
+
+  /** Closes the user's connections on this node (every front-end thread of it). */
+  private terminateHere(appId: string, userId: string): number | Promise<number> {
+    if (this.side) return this.side.terminateUser(appId, userId);
+    if (this.threads) return this.threads.terminateUser(appId, userId);
+    return this.registry.terminateUser(appId, userId);
   }
 
   private control(message: ControlMessage, origin: string): void {
     if (message.type === 'historyMark') {
-      if (!this.catchUp.mark(message.token)) this.seams.mark(message.token);
+      if (this.catchUp.mark(message.token)) return;
+      const thread = threadOfMark(message.token);
+      if (thread !== null && this.threads) this.threads.mark(thread, message.token);
+      else this.seams.mark(message.token);
       return;
     }
     if (origin === this.node.nodeId) return;
-    if (message.type === 'terminateUser') this.registry.terminateUser(message.appId, message.userId);
+    if (message.type === 'terminateUser') void Promise.resolve(this.terminateHere(message.appId, message.userId)).catch(() => {});
   }
 
   // --- channel state --------------------------------------------------------------------
@@ -473,6 +591,42 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   }
 
   /**
+   * recover(), on a front-end thread holding the channel's frames the main thread relays from
+   * before the read until the end of the turn the join is answered in (the socket is attached
+   * by then, and the thread's own interest in the topic takes over).
+   */
+  private async recoverHere(app: AppConfig, channel: string, socketId: string, since: string): Promise<HistoryRecovery> {
+    if (!this.side) return this.recover(app, channel, socketId, since);
+    const topic = topicOf(app.id, channel);
+    let relay = this.seamTopics.get(topic);
+    if (!relay) this.seamTopics.set(topic, (relay = { appId: app.id, channel, joins: 0 }));
+    relay.joins++;
+    this.side.interest.add(topic);
+    const held = relay;
+    try {
+      return await this.recover(app, channel, socketId, since);
+    } finally {
+      setImmediate(() => {
+        this.side?.interest.remove(topic);
+        if (--held.joins === 0 && this.seamTopics.get(topic) === held) this.seamTopics.delete(topic);
+      });
+    }
+  }
+
+  /** On a front-end thread: a frame the main thread relayed from the node's subscriber connection (recovering joins keep the history frames they need). */
+  relayedFrame(topic: string, frame: Uint8Array, exceptSocketId: string): void {
+    const relay = this.seamTopics.get(topic);
+    if (!relay) return;
+    const text = Buffer.from(frame.buffer, frame.byteOffset, frame.byteLength).toString('utf8');
+    this.seams.frame(relay.appId, relay.channel, text, exceptSocketId === '' ? undefined : exceptSocketId);
+  }
+
+  /** On a front-end thread: a recovering join's mark, relayed by the main thread after the frames received before it. */
+  relayedMark(token: string): void {
+    this.seams.mark(token);
+  }
+
+  /**
    * A recovering join's kept events after `since`, read once this node listens to the channel,
    * with a mark that tells which frames the read saw (history-seam.ts): the answer holds the
    * events after `since` up to the moment the socket is attached, each once.
@@ -488,7 +642,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       // The mark follows the read's frames on the subscriber connection; it is lost only with
       // that connection (then the join is refused as during any outage, and made again).
       let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), this.deps.cluster.config.nodeTimeoutMs)));
+      const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), this.node.nodeTimeoutMs)));
       const isLate = await Promise.race([seam.marked.then(() => false), late]);
       clearTimeout(timer);
       if (isLate || !this.node.bus.listening) throw new HeraldError('CLUSTER_UNAVAILABLE');
@@ -501,7 +655,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
 
   /** Drops expired history events of the apps keeping history (any node may; each script is atomic). */
   private async pruneHistory(): Promise<void> {
-    if (this.closed || !this.node.liveness.available) return;
+    if (this.closed || !this.node.registered) return;
     const apps: { appId: string; ttlSeconds: number }[] = [];
     for (const app of this.deps.apps.values()) if (app.history !== null) apps.push({ appId: app.id, ttlSeconds: app.history.ttlSeconds });
     await this.keptEvents.prune(apps).catch((err: unknown) => log.debug('cluster: history prune failed', { error: String(err) }));
@@ -560,9 +714,9 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       const out = await this.joinState(req, app);
       await listening;
       // Read once this node listens: what is published after the read reaches it.
-      const baseline = this.historyBoundsOf(appId, channel) ? this.call(() => this.catchUp.watch(appId, channel)) : undefined;
+      const baseline = this.historyBoundsOf(appId, channel) ? this.call(() => (this.side ? this.side.catchUp(appId, channel) : this.catchUp.watch(appId, channel))) : undefined;
       baseline?.catch(() => {});
-      if (req.since !== undefined) out.recovery = await this.recover(app, channel, socketId, req.since);
+      if (req.since !== undefined) out.recovery = await this.recoverHere(app, channel, socketId, req.since);
       // What this node delivers on the channel is known from here: a drop of its subscriber connection is caught up.
       if (baseline && !(await baseline)) throw new HeraldError('CLUSTER_UNAVAILABLE');
       return out;
@@ -768,7 +922,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   }
 
   private get available(): boolean {
-    return this.node.liveness.available && this.node.bus.listening && this.node.cluster.listening;
+    return this.node.available;
   }
 
   /** Runs a Redis call; an outage becomes CLUSTER_UNAVAILABLE (a 503 the SDKs retry). */
@@ -783,7 +937,8 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
 
   /** This node's cluster figures for /metrics. */
   get figures(): ClusterFigures {
-    return { available: this.available, relayFailures: this.relayFailures, watchedChannels: this.node.bus.watchedCount() };
+    const threads = this.threads?.relayFailures() ?? 0;
+    return { available: this.available, relayFailures: this.relayFailures + threads, watchedChannels: this.node.bus.watchedCount() };
   }
 
   onStateLost(frontEnd: (lost: LostChannels) => FrontEndSubscription[]): void {
@@ -795,10 +950,14 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     const sockets: NodeSnapshot['sockets'] = [];
     const subscriptions: NodeSnapshot['subscriptions'] = [];
     const online = new Set<string>();
+    // Several front-end threads: their users are recorded here, on the main thread, once for the node.
+    if (this.threads) {
+      for (const { appId, userId } of this.threads.onlineUsers()) subscriptions.push({ appId, channel: ONLINE_CHANNEL, socketId: onlineSubscriptionId(userId), member: { userId } });
+    }
     for (const state of this.registry.all()) {
       if (state.closed) continue;
       sockets.push({ appId: state.app.id, socketId: state.socketId });
-      if (state.userId !== null) {
+      if (state.userId !== null && !this.side) {
         const key = `${state.app.id}\u0000${state.userId}`;
         if (!online.has(key)) {
           online.add(key);
@@ -813,12 +972,37 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     return { sockets, subscriptions };
   }
 
+  /**
+   * On a front-end thread, at the node's re-registration: takes the new session and records
+   * what this thread holds under it, in this turn (its later joins and leaves run after these);
+   * answers the registration and what ended since this thread last registered.
+   */
+  async registerShare(session: string): Promise<{ registration: Registration; left: NodeSubscription[] }> {
+    // This thread's connection may come back after the main thread's (an outage): the switch
+    // waits for it rather than fail, and a failed switch would have registered the new session
+    // (hiding whether Redis lost the previous one) without this thread's share.
+    await this.side?.connected();
+    const state = this.node.state;
+    state.flushChanges();
+    this.side?.adoptSession(session);
+    const snapshot = this.snapshot();
+    const registration = state.register(snapshot);
+    const left = state.leftSince(snapshot);
+    return { registration: await registration, left };
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     this.availability.close();
     // Leaves in flight (the node's sockets were just closed) finish first: their webhooks too
     // are decided now, not after the node has gone (a failed one is not retried once closed).
     if (this.leavesInFlight > 0) await new Promise<void>((resolve) => this.leavesDrained.push(resolve));
+    if (this.side) {
+      // A front-end thread's connection closes with it: the frames its leaves answered
+      // (member_removed, subscription_count) are published first.
+      await new Promise((resolve) => setImmediate(resolve));
+      await this.lastRelay;
+    }
     // Held leave webhooks stay in Redis: the other nodes release them when due (or the next
     // node to start, when this was the last one).
     clearInterval(this.heldSweep);

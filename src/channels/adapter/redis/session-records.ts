@@ -17,7 +17,7 @@ import type { Redis } from 'ioredis';
 import { log } from '../../../log.js';
 import { whenAvailable } from '../../../cluster/connection.js';
 import type { SessionRecords, SessionSwitch } from '../../../cluster/liveness.js';
-import type { ChannelTransition, NodeSnapshot, NodeSubscription, RedisChannelState, Registration } from './channel-state.js';
+import type { ChannelTransition, NodeSnapshot, NodeSubscription, RedisChannelState, RegisteredChannel, Registration } from './channel-state.js';
 import type { RedisKeys } from './keys.js';
 import { STATE_SCRIPTS } from './scripts.js';
 
@@ -25,9 +25,26 @@ import { STATE_SCRIPTS } from './scripts.js';
 export const REAP_BATCH_CHANNELS = 100;
 const NOTHING_REGISTERED: Registration = { transitions: [], channels: [] };
 
+/**
+ * What a front-end thread records under the node's session when several serve the node: at a
+ * switch it takes the new session and records what it holds under it itself, on its own
+ * connection, in one turn (so its later joins and leaves run after them), as the node does for
+ * what it holds on its own thread.
+ */
+export interface RecordedPart {
+  /** Takes `session` and records what the part holds under it; answers the registration and what ended since the part last registered. */
+  register(session: string): Promise<{ registration: Registration; left: NodeSubscription[] }>;
+  /** Resolves once every join and connect the part issued so far has settled. */
+  settled(): Promise<void>;
+  /** What ended is reported by the previous session's reap from here on (RedisChannelState.forget). */
+  forget(left: NodeSubscription[]): void;
+}
+
 export interface ChannelRecordsOptions {
   /** What this node has locally right now (read synchronously at re-registration). */
   snapshot: () => NodeSnapshot;
+  /** The node's front-end threads, each recording its own share (several threads). */
+  parts?: () => RecordedPart[];
   /** Transitions this node must report; no other node reports the same ones. */
   onTransitions: (transitions: ChannelTransition[]) => void;
 }
@@ -78,8 +95,14 @@ export class ChannelSessionRecords implements SessionRecords {
     const registration = this.state.register(snapshot);
     // What ended since the node last registered (read with the snapshot): in Redis under the
     // previous session, or lost with it when Redis came back without it.
-    const left = this.state.leftSince(snapshot);
-    const [, registered] = await whenAvailable(() => Promise.all([change.started, registration]));
+    const ownLeft = this.state.leftSince(snapshot);
+    const parts = this.options.parts?.() ?? [];
+    // The threads record on their own connections: after the new session's first heartbeat is
+    // in (on this connection, it is ahead of this node's own registration).
+    const partRegistrations = parts.map((part) => change.started.then(() => part.register(me)));
+    const [, own, ...others] = await whenAvailable(() => Promise.all([change.started, registration, ...partRegistrations]));
+    const registered = mergeRegistrations([own, ...others.map((o) => o.registration)]);
+    const left = [...ownLeft, ...others.flatMap((o) => o.left)];
     const fate = await change.fateOfPrevious();
     // Members re-added are announced to the channels' sockets only when the others saw them
     // leave (a survivor reaped the previous session); after Redis came back empty nobody did.
@@ -90,7 +113,7 @@ export class ChannelSessionRecords implements SessionRecords {
     try {
       // Joins in flight across the switch record themselves under the new session too (channel-state.ts):
       // let them land before the previous session's records are reaped.
-      await this.state.settled();
+      await Promise.all([this.state.settled(), ...parts.map((part) => part.settled())]);
       change.registered();
       if (fate === 'lost') {
         if (left.length > 0) await this.restoreLeft(change, left);
@@ -98,7 +121,8 @@ export class ChannelSessionRecords implements SessionRecords {
         await this.reapEntries(previous, me, change.leaseMs, (batch) => reaped.push(...batch));
       }
       // Reported from here on by the reap of the previous session (this node's or another's).
-      this.state.forget(left);
+      this.state.forget(ownLeft);
+      parts.forEach((part, i) => part.forget(others[i]!.left));
       log.info('cluster: node re-registered', { session: me, previous });
     } finally {
       // What the registration did is reported even if reaping the previous session failed
@@ -149,6 +173,20 @@ export class ChannelSessionRecords implements SessionRecords {
       log.error('cluster: transition listener failed', { error: String(err) });
     }
   }
+}
+
+/** Several registrations of one switch (the node's and its threads') as one: a channel's additions summed. */
+export function mergeRegistrations(all: Registration[]): Registration {
+  if (all.length === 1) return all[0]!;
+  const channels = new Map<string, RegisteredChannel>();
+  for (const r of all) {
+    for (const c of r.channels) {
+      const id = `${c.appId}:${c.channel}`;
+      const seen = channels.get(id);
+      channels.set(id, seen ? { ...seen, added: seen.added + c.added, subscriptionCount: Math.max(seen.subscriptionCount, c.subscriptionCount) } : { ...c });
+    }
+  }
+  return { transitions: all.flatMap((r) => r.transitions), channels: [...channels.values()] };
 }
 
 /**
