@@ -33,6 +33,7 @@ import { openShardDatabase } from './shards/storage.js';
 import { RESHARD_PLAN_FILE, lockDataDir, type DataDirIdentity } from './shards/data-dir.js';
 import { ReshardError, type DatabaseDeclaration, type DatabaseEncoding, type NewShards, type OldShards, type ShardLayout, type StoredRecord } from './shards/shard-layout.js';
 import { SHARD_LAYOUTS } from './shard-layouts.js';
+import { testHookNumber } from './test-hooks.js';
 
 const NEW_DIR = 'reshard-new';
 const OLD_DIR = 'reshard-old';
@@ -146,16 +147,12 @@ export function processesHoldingDataDir(dataDir: string, shards: number): number
 
 /** Test hook (HERALD_TEST_HOOKS=1): end the process abruptly after this many records / renames. */
 function testHook(name: 'HERALD_RESHARD_EXIT_AFTER_RECORDS' | 'HERALD_RESHARD_EXIT_AFTER_RENAMES'): number {
-  if (process.env.HERALD_TEST_HOOKS !== '1') return Infinity;
-  const value = Number(process.env[name]);
-  return Number.isInteger(value) && value >= 0 ? value : Infinity;
+  return testHookNumber(name, 0) ?? Infinity;
 }
 
 /** Test hook (HERALD_TEST_HOOKS=1): milliseconds to wait once the data dir's lock is held. */
 function pauseAfterLockMs(): number {
-  if (process.env.HERALD_TEST_HOOKS !== '1') return 0;
-  const value = Number(process.env.HERALD_RESHARD_PAUSE_AFTER_LOCK_MS);
-  return Number.isInteger(value) && value > 0 ? value : 0;
+  return testHookNumber('HERALD_RESHARD_PAUSE_AFTER_LOCK_MS') ?? 0;
 }
 
 function killNow(): never {

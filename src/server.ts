@@ -56,6 +56,7 @@ import { TenantRegistry } from './tenants/tenant-registry.js';
 import { retirePushInstance } from './push/clients/instances.js';
 import { LmdbTenantStore } from './tenants/lmdb-tenant-store.js';
 import { RedisTenantStore } from './tenants/redis-tenant-store.js';
+import { testHookNumber } from './test-hooks.js';
 
 export interface RunningHerald {
   /** Settles when a front-end thread died: the server stops itself, and the process should end with an error code. */
@@ -608,7 +609,6 @@ function threadedFrontEnd(deps: {
 
 /** Test hook (HERALD_TEST_HOOKS=1): HERALD_TEST_LISTEN_DELAY_MS between the shards' start and listening, as a slow start. */
 async function testListenDelay(): Promise<void> {
-  if (process.env.HERALD_TEST_HOOKS !== '1') return;
-  const ms = Number(process.env.HERALD_TEST_LISTEN_DELAY_MS);
-  if (Number.isInteger(ms) && ms > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+  const ms = testHookNumber('HERALD_TEST_LISTEN_DELAY_MS');
+  if (ms !== undefined) await new Promise((resolve) => setTimeout(resolve, ms));
 }

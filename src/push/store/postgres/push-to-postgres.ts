@@ -24,15 +24,14 @@ import { decodeKey, keyAfter } from '../../keys.js';
 import { decodeDeviceRecord, type DeviceRecord } from '../../shard/devices/device-record.js';
 import { interestsOf, openDeviceDatabases } from '../../shard/devices/device-databases.js';
 import { migrate } from './migrations.js';
+import { testHookNumber } from '../../../test-hooks.js';
 
 /** Devices per transaction. */
 const BATCH = 500;
 
 /** A positive integer test hook (HERALD_TEST_HOOKS=1), else undefined. */
 function testHook(name: 'HERALD_PUSH_TO_POSTGRES_BATCH' | 'HERALD_PUSH_TO_POSTGRES_PAUSE_AFTER_BATCHES'): number | undefined {
-  if (process.env.HERALD_TEST_HOOKS !== '1') return undefined;
-  const value = Number(process.env[name]);
-  return Number.isInteger(value) && value > 0 ? value : undefined;
+  return testHookNumber(name);
 }
 
 /**
