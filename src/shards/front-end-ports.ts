@@ -132,7 +132,6 @@ export class FrontEndPorts {
       restoreHoldMs: this.restoreHoldMs,
     });
     this.awaited.clear();
-    for (const entry of this.attached.values()) entry.restoring = false;
     this.release();
   }
 

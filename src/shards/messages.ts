@@ -36,7 +36,7 @@ export interface CoreShardApi {
    * (a PortShardRequester sends it itself after its restart listeners); see core.attachFrontEnd.
    */
   'core.restored': { req: {}; res: { restored: true } };
-  /** The server accepts clients on every front end (ShardPool.markServing): ShardContext.serving resolves. */
+  /** The server accepts clients on every front end (ShardPool.markServing): what waits on ShardContext.onServing runs. */
   'core.serving': { req: {}; res: { serving: true } };
   /** Flush pending writes and close LMDB; the shard answers nothing else afterwards. */
   'core.close': { req: {}; res: { closed: true } };
@@ -105,6 +105,6 @@ export interface ShardWorkerData {
   installSecret: string;
   /** Test-only requests (core.crash, core.stall, debug reads) are answered. */
   testHooks: boolean;
-  /** The server already accepts clients (false until ShardPool.markServing): see ShardContext.serving. */
+  /** The server already accepts clients (false until ShardPool.markServing): see ShardContext.onServing. */
   serving: boolean;
 }

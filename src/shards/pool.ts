@@ -63,7 +63,7 @@ export interface ShardPoolOptions {
   maxQueuePerShard?: number;
   /** Answer test-only requests (default: HERALD_TEST_HOOKS=1 in the environment). */
   testHooks?: boolean;
-  /** Workers wait for markServing() before they time what waits for clients (ShardContext.serving); default false. */
+  /** Workers wait for markServing() before they time what waits for clients (ShardContext.onServing); default false. */
   holdUntilServing?: boolean;
 }
 
@@ -197,8 +197,8 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
   }
 
   /**
-   * The server accepts clients on every front end: each worker's ShardContext.serving resolves,
-   * and a worker started from now on (a crash replacement) starts with it resolved.
+   * The server accepts clients on every front end: what waits on each worker's
+   * ShardContext.onServing runs, and a worker started from now on (a crash replacement) runs it at once.
    */
   async markServing(): Promise<void> {
     for (const data of this.workerDatas) data.serving = true;

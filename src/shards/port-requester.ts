@@ -96,15 +96,15 @@ export class PortShardRequester<Api> implements ShardRequester<Api> {
     return (this.lines[shard]?.pending.size ?? 0) + (this.waiting[shard]?.length ?? 0);
   }
 
-  /**
-   * Registers a listener told when a shard's worker was replaced (replacePort): it runs before
-   * any other request goes out on the new port, so requests it sends are the first there.
-   */
   /** Registers a listener of the shards' notices (front-end-notices.ts), in the order each shard posts them. */
   onNotice(listener: (notice: ShardNotice) => void): void {
     this.noticeListeners.push(listener);
   }
 
+  /**
+   * Registers a listener told when a shard's worker was replaced (replacePort): it runs before
+   * any other request goes out on the new port, so requests it sends are the first there.
+   */
   onShardRestart(listener: ShardRestartListener): void {
     this.restartListeners.push(listener);
   }
