@@ -17,9 +17,7 @@
  *   a stream for a session held elsewhere opens one here (routes.ts).
  */
 import type { HttpResponse } from 'uWebSockets.js';
-import { CLOSE_CODES } from '../../errors.js';
 import { describeError as describe, log } from '../../log.js';
-import { errorFrame } from '../frames.js';
 import type { FallbackRelay, SessionDirectory } from './directory.js';
 import { answerPoll, startStream } from './responses.js';
 import type { Receiver, SessionSocket } from './session.js';
@@ -161,10 +159,7 @@ export class ClusterRelay {
       case 'tooLarge': {
         const session = table.get(m.id);
         if (!session || session.ended) return;
-        session.cork(() => {
-          session.send(errorFrame(null, m.message));
-          session.end(CLOSE_CODES.MESSAGE_TOO_BIG, 'Message too big');
-        });
+        session.endTooLarge(m.message);
         return;
       }
       case 'poll': {

@@ -16,7 +16,7 @@
  */
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { AppConfig, HeraldConfig } from '../../config/schema.js';
-import { CLOSE_CODES, HeraldError } from '../../errors.js';
+import { HeraldError } from '../../errors.js';
 import { describeError as describe, log } from '../../log.js';
 import { addressBlock, clientAddressResolver, type ClientAddressOf } from '../../net/client-address.js';
 import { errorFrame } from '../frames.js';
@@ -246,10 +246,7 @@ export class FallbackRoutes {
       answerError(res, new HeraldError('BODY_TOO_LARGE', `xhr_send body is larger than ${limit} bytes`), true);
       const message = `Message larger than the limit of ${config.maxWebSocketFrameBytes} bytes`;
       if (session && !session.ended) {
-        session.cork(() => {
-          session.send(errorFrame(null, message));
-          session.end(CLOSE_CODES.MESSAGE_TOO_BIG, 'Message too big');
-        });
+        session.endTooLarge(message);
       } else if (!session && relay) {
         // Held by another node (or thread): closed there.
         relay.directory.owner(ids.id).then(

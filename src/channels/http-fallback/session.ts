@@ -9,6 +9,8 @@
  */
 import type { RecognizedString } from 'uWebSockets.js';
 import type { ClientSocket, SocketUserData } from '../socket-registry.js';
+import { CLOSE_CODES } from '../../errors.js';
+import { errorFrame } from '../frames.js';
 
 /** What a session needs from the place that holds the sessions (session-table.ts). */
 export interface SessionHost {
@@ -109,6 +111,14 @@ export class SessionSocket implements ClientSocket {
     this.closeLine = `c${JSON.stringify([code, reason])}`;
     this.host.ended(this, code);
     this.host.schedule(this);
+  }
+
+  /** An xhr_send over the body cap (read here or on another node): the client is told `message` (pusher:error), then the session ends with 1009. */
+  endTooLarge(message: string): void {
+    this.cork(() => {
+      this.send(errorFrame(null, message));
+      this.end(CLOSE_CODES.MESSAGE_TOO_BIG, 'Message too big');
+    });
   }
 
   /** uWS' close: ends at once, nothing more is delivered but the close (1006, as a dropped connection). */
