@@ -10,7 +10,28 @@
  */
 import { LUA_PREFIX_AND_CLOCK, LUA_SESSION_ALIVE, LuaScripts } from './lua-scripts.js';
 
-const COMMON = LUA_PREFIX_AND_CLOCK + LUA_SESSION_ALIVE;
+/**
+ * Lua: `noteLiveness(now, timeoutMs)`, run by every liveness script. When Redis ran none of any
+ * node for over half a timeout (every node beats every third of one), Redis itself was silent:
+ * stalled (a long fork, swapped out, stopped) or cut off from every node. Each session then lost
+ * that time from its expiry without its node being silent, so nobody is claimed dead (`reapHeld`)
+ * until every node has had a full timeout to beat again. The last run's time has no TTL: a
+ * stall must not erase it.
+ */
+const LUA_STALL_GUARD = `
+local function noteLiveness(now, timeout)
+  local last = tonumber(redis.call('GET', P .. 'liveness:last'))
+  redis.call('SET', P .. 'liveness:last', now)
+  if last and now - last > timeout / 2 then
+    redis.call('SET', P .. 'liveness:hold', last, 'PX', timeout)
+  end
+end
+local function reapHeld()
+  return redis.call('EXISTS', P .. 'liveness:hold') == 1
+end
+`;
+
+const COMMON = LUA_PREFIX_AND_CLOCK + LUA_SESSION_ALIVE + LUA_STALL_GUARD;
 
 /**
  * ARGV: prefix, session, timeoutMs, mode ('start'|'beat'). 'start' registers the session;
@@ -19,6 +40,7 @@ const COMMON = LUA_PREFIX_AND_CLOCK + LUA_SESSION_ALIVE;
  */
 const HEARTBEAT = `
 local session, timeout = ARGV[2], tonumber(ARGV[3])
+noteLiveness(nowMs(), timeout)
 if ARGV[4] ~= 'start' and not sessionAlive(session) then return 0 end
 redis.call('ZADD', P .. 'nodes', nowMs() + timeout, session)
 return 1
@@ -26,12 +48,14 @@ return 1
 
 /**
  * ARGV: prefix, me, timeoutMs, max. Claims up to `max` sessions whose heartbeat expired, and
- * reaps whose claimant stopped renewing its claim. Atomic: one claimant per dead session.
- * Returns the claimed session ids.
+ * reaps whose claimant stopped renewing its claim; none for a timeout after Redis was silent
+ * (noteLiveness). Atomic: one claimant per dead session. Returns the claimed session ids.
  */
 const CLAIM_DEAD = `
 local me, timeout, max = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = nowMs()
+noteLiveness(now, timeout)
+if reapHeld() then return {} end
 local claim = me .. '|' .. (now + timeout)
 local claimed = {}
 for _, s in ipairs(redis.call('ZRANGEBYSCORE', P .. 'nodes', '-inf', now, 'LIMIT', 0, max)) do
@@ -64,6 +88,7 @@ return claimed
 const CLAIM_SESSION = `
 local me, target, timeout = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local now = nowMs()
+noteLiveness(now, timeout)
 local current = redis.call('HGET', P .. 'reaping', target)
 local function hasRecords()
   for i = 5, #ARGV do

@@ -51,7 +51,10 @@ describe.skipIf(ONE_PROCESS)('a cluster node with two front-end threads', () => 
     await pool.sdk(cluster.b).trigger('presence-room', 'news', { n: 1 });
     await pool.sdk(cluster.a).trigger('presence-room', 'news', { n: 2 }, { socket_id: alice.socketId });
     // A client event from thread 1 of node A: to thread 0 and node B, not back to its sender.
+    // It travels on thread 1's own Redis connection, the triggers on another, so nothing orders
+    // it against them: the markers below go out once it has arrived, and then flush any echo.
     presence.get(carl)!.channel.trigger('client-wave', 'hi');
+    await until(() => [alice, bob].every((c) => presence.get(c)!.data('client-wave').length > 0), 'the client event on thread 0 of node A and on node B');
     await flushedBy(
       () => Promise.all([pool.sdk(cluster.a).trigger('presence-room', 'marker', 'A'), pool.sdk(cluster.b).trigger('presence-room', 'marker', 'B')]),
       () => [alice, carl, bob].every((c) => presence.get(c)!.data('marker').length === 2),

@@ -214,4 +214,37 @@ describe('NodeLiveness', () => {
     await until(() => b.frames.some((f) => f.frame === 'after'), 'frame after the restart', 10_000);
     expect(b.frames.map((f) => f.frame)).not.toContain('lost');
   });
+  it('reaps nobody for a timeout after Redis stalls: a node whose connection survived the stall does not reap the sessions that expired meanwhile', async () => {
+    const prefix = bed.prefix();
+    // The stall is longer than the timeout, so every session's expiry passes while Redis is
+    // stopped. Node A gives up its command connection during it (as its reply watchdog does when
+    // a command waits too long) and reconnects; node B keeps its own, so the heartbeat and the
+    // reaper claim B sent meanwhile run the moment Redis goes on, before A can register again.
+    const [a, b] = [bed.node({ nodeId: 'a', keyPrefix: prefix, nodeTimeoutMs: 1000 }), bed.node({ nodeId: 'b', keyPrefix: prefix, nodeTimeoutMs: 1000 })];
+    await Promise.all([a.start(), b.start()]);
+    await a.connect('app', 'a.1');
+    await b.connect('app', 'b.1');
+    await a.join('app', 'presence-stall', 'a.1', { userId: 'alice' });
+    await b.join('app', 'presence-stall', 'b.1', { userId: 'bob' });
+    const dropped = new Promise((resolve) => a.node.commands.once('close', resolve));
+    bed.redis.pause();
+    try {
+      a.node.commands.stream.destroy(new Error('Redis did not answer'));
+      await dropped;
+      // time: the stall itself, past the sessions' expiry.
+      await sleep(1500);
+    } finally {
+      bed.redis.resume();
+    }
+    await until(() => a.node.liveness.available && b.node.liveness.available, 'both nodes available after the stall', 10_000);
+    // time: two timeouts of reaper passes (every half timeout) after the stall.
+    await sleep(2000);
+    const reported = [...a.transitions, ...b.transitions];
+    expect([...ofType(reported, 'member_removed'), ...ofType(reported, 'channel_vacated')]).toEqual([]);
+    expect(await b.state.presenceUserIds('app', 'presence-stall')).toEqual(['alice', 'bob']);
+    // The hold ends: a node that dies after it is reaped as always.
+    a.node.crash();
+    await until(() => ofType(b.transitions, 'member_removed').length === 1, 'the dead node reaped', 10_000);
+    expect(await b.state.presenceUserIds('app', 'presence-stall')).toEqual(['bob']);
+  });
 });
