@@ -10,7 +10,7 @@ import type { AppConfig, HeraldConfig, PushInstanceConfig } from '../config/sche
 
 export interface CoreShardApi {
   /** Liveness and identity; used at start-up and by /health. */
-  'core.ping': { req: {}; res: { shardIndex: number; pid: number; uptimeMs: number } };
+  'core.ping': { req: {}; res: { shardIndex: number; pid: number; uptimeMs: number; serving: boolean } };
   /** This shard's counters for GET /metrics (since the worker started). */
   'core.metrics': { req: {}; res: ShardMetrics };
   /** A reloaded config (SIGHUP): apps, push instances and their limits and credentials. */

@@ -203,7 +203,9 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
   async markServing(): Promise<void> {
     for (const data of this.workerDatas) data.serving = true;
     const serving = { type: 'core.serving' };
-    await Promise.all(this.pools.map((_, shard) => this.run(shard, serving, this.timeoutMs)));
+    // A notice the start does not hang on: a worker takes it whenever it comes (past its
+    // deadline too), so one that answers late (logged by run) is told all the same.
+    await Promise.all(this.pools.map((_, shard) => this.run(shard, serving, this.timeoutMs).catch(() => undefined)));
   }
 
   /** The config a worker started from now on (a crash replacement) is given; after a reload. */

@@ -28,6 +28,9 @@ const MAX_TEST_STALL_MS = 10_000;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type ShardAreasFactory = (ctx: ShardContext) => ShardArea<any>[];
 
+/** Requests a worker takes even after their deadline: each is the only one of its kind to come. */
+const TAKEN_PAST_DEADLINE = new Set(['core.attachFrontEnd', 'core.serving']);
+
 /**
  * Starts this worker's shard with the areas `build` returns and answers the Piscina task entry
  * (the entry file's default export): one encoded request (a ShardPortTask when it hands over a
@@ -68,7 +71,7 @@ export function createShardWorker(build: ShardAreasFactory): (task: Uint8Array |
   setFrontEndNotices((notice) => frontEnds.broadcast(notice), () => frontEnds.any);
 
   const core: Record<string, AnyHandler> = {
-    'core.ping': () => ({ shardIndex: ctx.shardIndex, pid: process.pid, uptimeMs: Date.now() - startedAt }),
+    'core.ping': () => ({ shardIndex: ctx.shardIndex, pid: process.pid, uptimeMs: Date.now() - startedAt, serving }),
     'core.metrics': () => ({ ...shardMetrics(), storage: diskFull.figures() }),
     // A reloaded config (SIGHUP): the context takes it, then every area's reload hook.
     'core.reload': (req) => {
@@ -146,8 +149,9 @@ export function createShardWorker(build: ShardAreasFactory): (task: Uint8Array |
       if (closing && type !== 'core.close') throw new HeraldError('SHARD_UNAVAILABLE', 'Shard is closing');
       // Queued behind a stall past the time the main thread waits: it has answered the caller
       // with a failure already, so doing the work now would only do what the caller was told failed.
-      // A front end's port is taken whenever it comes: it is that front end's only line to this shard.
-      if (Date.now() > message.deadline && type !== 'core.attachFrontEnd') throw new HeraldError('SHARD_UNAVAILABLE', `Shard ${ctx.shardIndex} reached the request after its deadline`);
+      // A front end's port is taken whenever it comes: it is that front end's only line to this
+      // shard; so is the notice that the server serves, which nothing else would bring.
+      if (Date.now() > message.deadline && !TAKEN_PAST_DEADLINE.has(type)) throw new HeraldError('SHARD_UNAVAILABLE', `Shard ${ctx.shardIndex} reached the request after its deadline`);
       if (storageWrites.has(type)) diskFull.refuseWrite();
       reply = { ok: true, value: await handler(message.request), boot: threadId };
     } catch (err) {

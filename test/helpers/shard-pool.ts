@@ -69,7 +69,13 @@ export function removeShardPoolDirs(): void {
 }
 
 /** A started pool of `shards` workers on a fresh temp data dir (every shard answered a ping). */
-export async function newShardPool(shards: number, requestTimeoutMs = 30_000, maxQueuePerShard?: number, configFields: Record<string, unknown> = {}): Promise<ShardPool<HeraldShardApi>> {
+export async function newShardPool(
+  shards: number,
+  requestTimeoutMs = 30_000,
+  maxQueuePerShard?: number,
+  configFields: Record<string, unknown> = {},
+  poolFields: { holdUntilServing?: boolean } = {},
+): Promise<ShardPool<HeraldShardApi>> {
   if (!modules) throw new Error('loadShardModules() first');
   const dataDir = mkdtempSync(join(tmpdir(), 'herald-pool-test-'));
   dirs.push(dataDir);
@@ -83,6 +89,7 @@ export async function newShardPool(shards: number, requestTimeoutMs = 30_000, ma
     installSecret: identity.installSecret,
     requestTimeoutMs,
     ...(maxQueuePerShard === undefined ? {} : { maxQueuePerShard }),
+    ...poolFields,
   });
   await pool.broadcast({ type: 'core.ping' }, 30_000);
   return pool;

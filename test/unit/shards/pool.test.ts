@@ -128,6 +128,24 @@ describe('a stalled shard', () => {
     });
   }, 30_000);
 
+  it('is told that the server serves even when the notice reaches it past its deadline, and the start goes on', async () => {
+    await withTestHooks('1', async () => {
+      const pool = await newPool(1, 200, undefined, {}, { holdUntilServing: true });
+      try {
+        expect((await pool.request(0, { type: 'core.ping' })).serving).toBe(false);
+        const stall = pool.request(0, { type: 'core.stall', stallMs: 600 }, 5000);
+        // time: the stall reaches the worker, which then blocks.
+        await sleep(50);
+        // The worker answers after the pool's 200 ms: the notice does not fail the caller.
+        await pool.markServing();
+        await stall;
+        expect((await pool.request(0, { type: 'core.ping' })).serving).toBe(true);
+      } finally {
+        await pool.close();
+      }
+    });
+  }, 30_000);
+
   it('refuses requests at once with SHARD_UNAVAILABLE once its queue is full', async () => {
     await withTestHooks('1', async () => {
       const pool = await newPool(1, 30_000, 10);
