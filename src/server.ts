@@ -235,7 +235,7 @@ async function startShards(config: Readonly<HeraldConfig>, dataDir: string, loca
     requestTimeoutMs: config.shardRequestTimeoutMs,
     holdUntilServing: true,
   });
-  await shards.broadcast({ type: 'core.ping' }, 30_000);
+  await shards.broadcast({ type: 'core.ping' }, SHARD_START_TIMEOUT_MS);
   // Device ids derive from this secret: in a cluster, the one every node shares (PostgreSQL).
   const installSecret = config.cluster?.postgresUrl ? await pushStoreReady(shards, config.cluster.postgresUrl, localSecret) : localSecret;
   return { shards, installSecret };
@@ -369,6 +369,12 @@ function maxFrameBytes(config: Readonly<HeraldConfig>): number {
 
 /** The shard worker entry (compiled beside this file): it lists the areas every shard runs. */
 const SHARD_WORKER_FILE = fileURLToPath(new URL('./shard-worker.js', import.meta.url));
+/**
+ * How long the start waits for the shard workers to come up, then to take each front-end
+ * thread's ports (ms): a first start opens their storage, however short a request's timeout
+ * (shardRequestTimeoutMs) is once the server runs.
+ */
+const SHARD_START_TIMEOUT_MS = 30_000;
 
 /** Thrown when a cluster node cannot join its cluster (Redis unreachable, push instance leased elsewhere). */
 export class ClusterStartError extends Error {
@@ -576,7 +582,7 @@ function threadedFrontEnd(deps: {
         dataDir: deps.dataDir,
         port,
         installSecret: deps.installSecret,
-        attach: (t) => deps.shards.attachFrontEnd(t),
+        attach: (t) => deps.shards.attachFrontEnd(t, Math.max(SHARD_START_TIMEOUT_MS, deps.current().shardRequestTimeoutMs)),
         counters,
         fanout: deps.fanout,
         controlPlane: deps.controlPlane,

@@ -164,10 +164,10 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
    * the shard's worker, the other answered (index = shard) for the caller to transfer to the
    * front end's thread (see PortShardRequester). Attaching a front end again replaces its ports.
    */
-  async attachFrontEnd(frontEnd: number): Promise<MessagePort[]> {
+  async attachFrontEnd(frontEnd: number, timeoutMs = this.timeoutMs): Promise<MessagePort[]> {
     if (this.closing) throw new HeraldError('SHARD_UNAVAILABLE', 'Server is shutting down');
     this.frontEnds.add(frontEnd);
-    return Promise.all(this.pools.map((_, shard) => this.attachPort(shard, frontEnd)));
+    return Promise.all(this.pools.map((_, shard) => this.attachPort(shard, frontEnd, undefined, timeoutMs)));
   }
 
   /** Closes a front end's ports on every shard; it is no longer re-attached after a restart. */
@@ -264,10 +264,10 @@ export class ShardPool<Api = CoreShardApi> implements ShardRequester<Api> {
   }
 
   /** Attaches a new port of the front end to the shard's worker; answers the other end. */
-  private attachPort(shard: number, frontEnd: number, awaitRestoreOf?: number[]): Promise<MessagePort> {
+  private attachPort(shard: number, frontEnd: number, awaitRestoreOf?: number[], timeoutMs = this.timeoutMs): Promise<MessagePort> {
     const { port1, port2 } = new MessageChannel();
     const attach = { type: 'core.attachFrontEnd', frontEnd, ...(awaitRestoreOf ? { awaitRestoreOf } : {}) };
-    return this.run(shard, attach, this.timeoutMs, port1).then(
+    return this.run(shard, attach, timeoutMs, port1).then(
       () => port2,
       (err: unknown) => {
         port2.close();

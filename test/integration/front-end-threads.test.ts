@@ -309,6 +309,16 @@ describe('the end of a process with two front-end threads', () => {
     }
   });
 
+  it('starts with a shard request timeout shorter than the shards take to attach a thread (1 ms), and serves on both threads', async () => {
+    const own = await startHerald({ config: { frontEndThreads: 2, shardRequestTimeoutMs: 1, apps: [APP] } });
+    try {
+      const on = [await rawConnectionOnThread(own, APP.key, 0), await rawConnectionOnThread(own, APP.key, 1)];
+      expect(on.map((c) => threadOf(c.socketId))).toEqual([0, 1]);
+    } finally {
+      await own.dispose();
+    }
+  });
+
   it("ends the process when a thread dies, after closing the other thread's connections with 4200", async () => {
     const own = await startHerald({ config: { frontEndThreads: 2, apps: [APP] }, env: { HERALD_TEST_HOOKS: '1' } });
     try {
