@@ -40,9 +40,10 @@ const COMMON = LUA_PREFIX_AND_CLOCK + LUA_SESSION_ALIVE + LUA_STALL_GUARD;
  */
 const HEARTBEAT = `
 local session, timeout = ARGV[2], tonumber(ARGV[3])
-noteLiveness(nowMs(), timeout)
+local now = nowMs()
+noteLiveness(now, timeout)
 if ARGV[4] ~= 'start' and not sessionAlive(session) then return 0 end
-redis.call('ZADD', P .. 'nodes', nowMs() + timeout, session)
+redis.call('ZADD', P .. 'nodes', now + timeout, session)
 return 1
 `;
 
