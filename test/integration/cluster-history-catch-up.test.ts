@@ -3,21 +3,23 @@
  * sockets stay up) catches its history channels up once it listens again: a pusher-js client
  * with the recovery plugin on that node, never disconnected, gets the events published through
  * the other node meanwhile once, in order, then live ones, also under a steady publish rate;
- * and `herald:recovery_failed` when the history no longer reaches back. Two real nodes over a private redis-server; node A is
- * paused (SIGSTOP) while its subscriber connection is killed and node B publishes, so that the
- * events surely fall in the gap.
+ * and `herald:recovery_failed` when the history no longer reaches back; the catch-up leaves out
+ * the sender of a client event and the socket a trigger's socket_id names, as live delivery
+ * does. Two real nodes over a private redis-server; node A is paused (SIGSTOP) while its
+ * subscriber connection is killed and node B publishes, so that the events surely fall in the gap.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { withRecovery } from '../../src/client/recovery.js';
+import { ClientPool } from '../helpers/channel-clients.js';
 import { numbered, record } from '../helpers/channel-record.js';
 import { heraldClusterBed, ONE_PROCESS, type HeraldCluster } from '../helpers/herald-cluster.js';
 import { channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
-import { sleep, until } from '../helpers/wait.js';
+import { flushedBy, sleep, until } from '../helpers/wait.js';
 
 const APP = { id: 'gap-app', key: 'gap-key', secret: 'gap-secret' };
 const SMALL = { id: 'gap-small', key: 'gap-small-key', secret: 'gap-small-secret' };
 const APPS = [
-  { ...APP, history: { channels: ['history-*'], maxEvents: 1000, ttlSeconds: 300 } },
+  { ...APP, clientEvents: true, history: { channels: ['history-*', 'private-history-*'], maxEvents: 1000, ttlSeconds: 300 } },
   { ...SMALL, history: { channels: ['history-*'], maxEvents: 3, ttlSeconds: 300 } },
 ];
 
@@ -113,6 +115,41 @@ describe.skipIf(ONE_PROCESS)("history channels when a node's subscriber connecti
     await until(() => numbered(seen).length >= sent, () => `${sent} events, got ${numbered(seen).length}`, 20_000);
     expect(numbered(seen)).toEqual(Array.from({ length: sent }, (_, i) => i));
     expect(seen.filter(([e]) => e !== 'n')).toEqual([]);
+  }, 60_000);
+
+  it("leaves a client event's sender and a trigger's socket_id out of the catch-up, each other subscriber getting the event once", async () => {
+    const cluster = await bed.start({ apps: APPS });
+    const viaB = channelsSdk(cluster.b.port, APP);
+    const pool = new ClientPool(APP);
+    try {
+      const [sender, alsoOnA, onB] = await Promise.all([pool.connect(cluster.a), pool.connect(cluster.a), pool.connect(cluster.b)]);
+      const channel = 'private-history-echo';
+      const [fromSender, seenA, seenB] = await Promise.all([sender.subscribe(channel), alsoOnA.subscribe(channel), onB.subscribe(channel)]);
+      const all = [fromSender, seenA, seenB];
+      const socketIds = [sender.socketId, alsoOnA.socketId];
+      await flushedBy(() => viaB.trigger(channel, 'n', 0), () => all.every((r) => r.data('n').length === 1), 'the first event on all three');
+
+      await dropSubscriberOfA(cluster, async () => {
+        // Node A, paused, reads it once it resumes, before its subscriber connection is back:
+        // kept while A hears nothing, it comes to A's sockets through the catch-up.
+        fromSender.channel.trigger('client-said', { n: 1 });
+        expect((await viaB.trigger(channel, 'n', 1, { socket_id: alsoOnA.socketId })).status).toBe(200);
+      });
+      // Kept by then: the marker after it comes after it on every node.
+      await until(() => seenB.data('client-said').length === 1, 'the client event on node B', 20_000);
+      await flushedBy(() => viaB.trigger(channel, 'end', 0), () => all.every((r) => r.data('end').length === 1), 'a later event on all three', 20_000);
+
+      expect(fromSender.data('client-said')).toEqual([]);
+      expect(fromSender.data('n')).toEqual([0, 1]);
+      expect(seenA.data('client-said')).toEqual([{ n: 1 }]);
+      expect(seenA.data('n')).toEqual([0]);
+      expect(seenB.data('client-said')).toEqual([{ n: 1 }]);
+      expect(seenB.data('n')).toEqual([0, 1]);
+      // The node caught up, not the clients: they never reconnected.
+      expect([sender.socketId, alsoOnA.socketId]).toEqual(socketIds);
+    } finally {
+      pool.disconnectAll();
+    }
   }, 60_000);
 
   it('sends herald:recovery_failed when the history no longer reaches back, then goes on live', async () => {

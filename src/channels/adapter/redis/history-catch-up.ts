@@ -11,11 +11,17 @@
  * recovering join's, history-seam.ts): the held frames before the mark are events the read
  * holds (or older), dropped; those after it are later. The channel's sockets get the read's
  * events in order (or `herald:recovery_failed` when the history no longer reaches back), then
- * the frames held after the mark, then live ones: nothing missed, nothing twice.
+ * the frames held after the mark, then live ones: nothing missed, nothing twice. Each event
+ * leaves out the socket its live frame would (a client event's sender, a trigger's socket_id),
+ * kept with it in Redis.
+ *
+ * A node's own history events reach its sockets only through its subscriber connection (the
+ * append script publishes them to every node, this one included; redis-adapter.ts publishKept
+ * delivers nothing itself): one appended while that connection was down reached none of them,
+ * and the catch-up delivers it once.
  */
 import { keptEvent, recoveryFailed } from '../../frames.js';
-import type { HistoryRead } from '../../messages.js';
-import type { HistoryMark } from './history-store.js';
+import type { EnvelopeRead, HistoryMark } from './history-store.js';
 
 /** Pause before a catch-up whose read failed or whose mark did not arrive is tried again (ms). */
 const RETRY_PAUSE_MS = 200;
@@ -25,8 +31,8 @@ const SERIAL_TAIL = 38;
 const SERIAL_KEY = '"serial":"';
 
 export interface CatchUpDeps {
-  /** The kept events after `since` with the channel's last serial given, publishing `mark` in the same step; null when the channel keeps no history now. */
-  read(appId: string, channel: string, since: string, mark: HistoryMark): Promise<(HistoryRead & { lastGiven: string }) | null>;
+  /** The kept events after `since`, each with its except socket, and the channel's last serial given, publishing `mark` in the same step; null when the channel keeps no history now. */
+  read(appId: string, channel: string, since: string, mark: HistoryMark): Promise<EnvelopeRead | null>;
   /** The channel's last serial given, publishing `mark` in the same step; null when it keeps no history now. */
   point(appId: string, channel: string, mark: HistoryMark): Promise<string | null>;
   /** Sends a frame to the channel's sockets on this node. */
@@ -192,8 +198,8 @@ export class HistoryCatchUp {
         continue;
       }
       if (read !== null) {
-        if (read.complete) for (const e of read.events) this.deps.deliver(w.appId, w.channel, keptEvent(e.event, w.channel, e.data, e.serial, e.userId), undefined);
-        else this.deps.deliver(w.appId, w.channel, recoveryFailed(w.channel, 'history_evicted'), undefined);
+        if (!read.complete) this.deps.deliver(w.appId, w.channel, recoveryFailed(w.channel, 'history_evicted'), undefined);
+        else for (const { kept: e, exceptSocketId } of read.envelopes) this.deps.deliver(w.appId, w.channel, keptEvent(e.event, w.channel, e.data, e.serial, e.userId), exceptSocketId);
         if (read.lastGiven !== '') raise(w, read.lastGiven);
       }
       this.release(w);

@@ -5,7 +5,9 @@
  * Keys (beside the adapter's, under the same prefix; `<cid>` is `<appId>:<channel>`):
  * - `hist:s:<cid>`: a stream of the channel's kept events, oldest first; entry id
  *   `<generation>-<sequence>` (the serial's parts, history/serial.ts), fields e (event),
- *   d (data), t (publishedAt, Redis ms), b (bytes counted), u (user id, presence client events);
+ *   d (data), t (publishedAt, Redis ms), b (bytes counted), u (user id, presence client events),
+ *   x (the socket it is not sent to: a client event's sender, a trigger's socket_id; none in
+ *   entries written before it was kept, which go to every socket);
  * - `hist:m:<cid>`: the channel's generation and last sequence given (g, s), kept for
  *   max(1 h, ttlSeconds) after its last event, so that a client whose last serial is the
  *   channel's last still recovers once every event has expired (started with sequence 0 by a
@@ -112,10 +114,11 @@ end
 /**
  * ARGV: prefix, appId, channel, event, data, userId ('' none), bytes, maxEvents, ttlMs,
  * maxBytes, keepMs, topic, envelope head (origin and except socket, each ended by a newline),
- * frame head (the frame up to its serial's opening quote). Returns the serial.
+ * frame head (the frame up to its serial's opening quote), except socket ('' none). Returns
+ * the serial.
  */
 const APPEND = `
-local appId, channel, event, data, userId = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local appId, channel, event, data, userId, except = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[15]
 local bytes, maxEvents, ttl, maxBytes, keep = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local s, m = streamKey(appId, channel), metaKey(appId, channel)
 local b, o, c = P .. 'hist:b:' .. appId, P .. 'hist:o:' .. appId, P .. 'hist:c:' .. appId
@@ -135,12 +138,14 @@ if bytes > maxBytes then
   while dropOldest(appId, channel) do end
   rescore(appId, channel)
 else
-  local id = string.format('%d-%d', gen, seq)
-  if userId == '' then
-    redis.call('XADD', s, id, 'e', event, 'd', data, 't', now, 'b', bytes)
-  else
-    redis.call('XADD', s, id, 'e', event, 'd', data, 't', now, 'b', bytes, 'u', userId)
+  local entry = {'e', event, 'd', data, 't', now, 'b', bytes}
+  for _, kv in ipairs({{'u', userId}, {'x', except}}) do
+    if kv[2] ~= '' then
+      entry[#entry + 1] = kv[1]
+      entry[#entry + 1] = kv[2]
+    end
   end
+  redis.call('XADD', s, string.format('%d-%d', gen, seq), unpack(entry))
   local used = redis.call('INCRBY', b, bytes)
   -- Scored by its oldest event's time; a channel kept already keeps its score unless that one goes.
   redis.call('ZADD', o, 'NX', now, channel)
@@ -168,7 +173,7 @@ return serial
 /**
  * ARGV: prefix, appId, channel, since ('' none), since as a stream id, limit, ttlMs, mark topic
  * ('' none), mark message. Returns {complete, last serial given ('' none), serial, event, data,
- * publishedAt, userId, ...}.
+ * publishedAt, userId, except socket, ...} ('' for no user id, no except socket).
  */
 const READ = `
 local appId, channel, since, sinceId = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -206,6 +211,7 @@ for _, row in ipairs(rows) do
   out[#out + 1] = f.d
   out[#out + 1] = f.t
   out[#out + 1] = f.u or ''
+  out[#out + 1] = f.x or ''
 end
 return out
 `;
@@ -281,6 +287,23 @@ export interface HistoryMark {
   message: string;
 }
 
+/**
+ * A kept event in its envelope: the socket it is not sent to (a client event's sender, a
+ * trigger's socket_id; undefined: every socket). For a node's own delivery only: the except
+ * socket is never in what a client receives.
+ */
+export interface KeptEnvelope {
+  kept: KeptEvent;
+  exceptSocketId: string | undefined;
+}
+
+/** A read of kept events in their envelopes; `lastGiven`: the channel's last serial given ('' none). */
+export interface EnvelopeRead {
+  envelopes: KeptEnvelope[];
+  complete: boolean;
+  lastGiven: string;
+}
+
 export class RedisHistory {
   private readonly run: ReturnType<typeof SCRIPTS.define>;
 
@@ -305,7 +328,7 @@ export class RedisHistory {
     const envelopeHead = `${HISTORY_ORIGIN}\n${e.exceptSocketId ?? ''}\n`;
     const args = [
       this.prefix, e.appId, e.channel, e.event, e.data, e.userId ?? '', cacheEntryBytes(e.channel, e.event, e.data),
-      bounds.maxEvents, bounds.ttlSeconds * 1000, bounds.maxBytes, keepMs(bounds.ttlSeconds), topic, envelopeHead, frameHead,
+      bounds.maxEvents, bounds.ttlSeconds * 1000, bounds.maxBytes, keepMs(bounds.ttlSeconds), topic, envelopeHead, frameHead, e.exceptSocketId ?? '',
     ];
     return (await whenAvailable(() => this.run.heraldHistoryAppend(...args))) as string;
   }
@@ -316,17 +339,23 @@ export class RedisHistory {
    * serial given at that step ('' when it has no generation).
    */
   async read(appId: string, channel: string, since: string | undefined, limit: number, ttlSeconds: number, mark?: HistoryMark): Promise<HistoryRead & { lastGiven: string }> {
+    const { envelopes, complete, lastGiven } = await this.readEnvelopes(appId, channel, since, limit, ttlSeconds, mark);
+    return { events: envelopes.map((e) => e.kept), complete, lastGiven };
+  }
+
+  /** read(), each event with the socket it is not sent to: for the node's own delivery (history-catch-up.ts). */
+  async readEnvelopes(appId: string, channel: string, since: string | undefined, limit: number, ttlSeconds: number, mark?: HistoryMark): Promise<EnvelopeRead> {
     const parts = since === undefined ? null : parseSerial(since);
     const sinceId = parts ? `${parts.generation}-${parts.sequence}` : '';
     const args = [this.prefix, appId, channel, since ?? '', sinceId, limit, ttlSeconds * 1000, mark?.topic ?? '', mark?.message ?? ''];
     const reply = (await whenAvailable(() => this.run.heraldHistoryRead(...args))) as (number | string)[];
-    const events: KeptEvent[] = [];
-    for (let i = 2; i + 4 < reply.length; i += 5) {
-      const e: KeptEvent = { serial: String(reply[i]), event: String(reply[i + 1]), data: String(reply[i + 2]), publishedAt: Number(reply[i + 3]) };
-      if (reply[i + 4] !== '') e.userId = String(reply[i + 4]);
-      events.push(e);
+    const envelopes: KeptEnvelope[] = [];
+    for (let i = 2; i + 5 < reply.length; i += 6) {
+      const kept: KeptEvent = { serial: String(reply[i]), event: String(reply[i + 1]), data: String(reply[i + 2]), publishedAt: Number(reply[i + 3]) };
+      if (reply[i + 4] !== '') kept.userId = String(reply[i + 4]);
+      envelopes.push({ kept, exceptSocketId: reply[i + 5] === '' ? undefined : String(reply[i + 5]) });
     }
-    return { events, complete: reply[0] === 1, lastGiven: String(reply[1]) };
+    return { envelopes, complete: reply[0] === 1, lastGiven: String(reply[1]) };
   }
 
   /**

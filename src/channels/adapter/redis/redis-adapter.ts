@@ -268,7 +268,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     this.catchUp = new HistoryCatchUp({
       read: (appId, channel, since, mark) => {
         const bounds = this.historyBoundsOf(appId, channel);
-        return bounds ? this.keptEvents.read(appId, channel, since, bounds.maxEvents, bounds.ttlSeconds, mark) : Promise.resolve(null);
+        return bounds ? this.keptEvents.readEnvelopes(appId, channel, since, bounds.maxEvents, bounds.ttlSeconds, mark) : Promise.resolve(null);
       },
       point: (appId, channel, mark) => {
         const bounds = this.historyBoundsOf(appId, channel);

@@ -3,7 +3,8 @@
  * by one per channel, complete only when nothing after `since` is missing, maxEvents,
  * ttlSeconds and maxHistoryBytes (counted exactly across channels, oldest first), a new
  * generation after the channel's record was lost, the prune and an app's removal; each append
- * publishes the frame with its serial; a point read starts a generation a later read reaches.
+ * publishes the frame with its serial; a point read starts a generation a later read reaches;
+ * an event's except socket comes back in the envelope read only.
  */
 import type { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -84,6 +85,32 @@ describe('RedisHistory', () => {
     const serial = await history.append({ appId: 'app', channel: 'history-pub', event: 'e', data: '{"a":1}', exceptSocketId: '1.2' }, BOUNDS, 'topic:history-pub', keptEvent('e', 'history-pub', '{"a":1}', '').slice(0, -2));
     await until(() => got.length === 1, 'the frame');
     expect(got[0]).toBe(`*\n1.2\n${keptEvent('e', 'history-pub', '{"a":1}', serial)}`);
+  });
+
+  it("keeps an event's except socket for the node's own delivery, never in the read clients get; an event kept without one excepts nobody", async () => {
+    const { history, redis, prefix } = store();
+    const channel = 'history-except';
+    const keep = (data: string, extra: { userId?: string; exceptSocketId?: string }): Promise<string> =>
+      history.append({ appId: 'app', channel, event: 'e', data, ...extra }, BOUNDS, `topic:${channel}`, keptEvent('e', channel, data, '').slice(0, -2));
+    const plain = await keep('plain', {});
+    const said = await keep('said', { userId: 'u1', exceptSocketId: '123.456' });
+    const triggered = await keep('triggered', { exceptSocketId: '789.012' });
+
+    const read = await history.readEnvelopes('app', channel, undefined, 100, 300);
+    expect(read).toMatchObject({ complete: true, lastGiven: triggered });
+    expect(read.envelopes).toEqual([
+      { kept: { serial: plain, event: 'e', data: 'plain', publishedAt: expect.any(Number) }, exceptSocketId: undefined },
+      { kept: { serial: said, event: 'e', data: 'said', publishedAt: expect.any(Number), userId: 'u1' }, exceptSocketId: '123.456' },
+      { kept: { serial: triggered, event: 'e', data: 'triggered', publishedAt: expect.any(Number) }, exceptSocketId: '789.012' },
+    ]);
+    expect((await history.readEnvelopes('app', channel, plain, 100, 300)).envelopes.map((e) => e.exceptSocketId)).toEqual(['123.456', '789.012']);
+    // An event without one is stored as every event was before the except socket was kept.
+    const [[, fields]] = await redis.xrange(`${prefix}hist:s:app:${channel}`, '-', '+', 'COUNT', 1);
+    expect(fields.filter((_, i) => i % 2 === 0)).toEqual(['e', 'd', 't', 'b']);
+
+    const forClients = await history.read('app', channel, undefined, 100, 300);
+    expect(forClients.events).toEqual(read.envelopes.map((e) => e.kept));
+    expect(JSON.stringify(forClients)).not.toMatch(/123\.456|789\.012/);
   });
 
   it('keeps the last maxEvents; since before the first kept is complete only right before it', async () => {
