@@ -1,5 +1,5 @@
 /**
- * `npm run bench:fanout [-- [--quick] [--target herald|ceiling] [--threads N] [--clients N]
+ * `npm run bench:fanout [-- [--quick] [--target herald|ceiling] [--threads N] [--against-threads M] [--clients N]
  *  [--http-connections N] [--payload BYTES] [--repeat N] [--cpu-prof] [--watch-dashboard] [scenario ...]]`
  * (`scale` and `scale-2proc` run only when named: `npm run bench:fanout -- scale scale-2proc`)
  *
@@ -14,7 +14,11 @@
  * benchmark itself broke. Scenario names: see SCENARIOS in bench/fanout/scenarios.ts.
  * `--threads N` starts Herald with `frontEndThreads: N` (N threads serve the port; the load
  * clients' many sockets spread over them by SO_REUSEPORT); without it Herald takes its default.
- * The ceiling is one bare-uWS thread either way. Server CPU counts every thread of the process;
+ * The ceiling is one bare-uWS thread either way. `--against-threads M` puts Herald with
+ * `frontEndThreads: M` where the ceiling was (the table's right column, driven at the left's
+ * half-max rate like the ceiling), so N threads compare with M in one run: read the fixed-rate
+ * phases (`moderate`, `half`) for the cost of the threads at one rate, the max phase for what
+ * each sustains. Server CPU counts every thread of the process;
  * each trigger phase also logs the server's CPU per unit by thread (`main` is the thread whose id
  * is the pid, the others by thread id from /proc/<pid>/task).
  */
@@ -38,6 +42,7 @@ const { values, positionals } = parseArgs({
     quick: { type: 'boolean', default: false },
     target: { type: 'string', multiple: true },
     threads: { type: 'string' },
+    'against-threads': { type: 'string' },
     clients: { type: 'string', default: '2' },
     'http-connections': { type: 'string', default: '32' },
     payload: { type: 'string', default: '100' },
@@ -48,7 +53,7 @@ const { values, positionals } = parseArgs({
   },
 });
 
-const selected = selectScenarios(SCENARIOS, positionals, values.help!, 'usage: npm run bench:fanout -- [--quick] [--target herald|ceiling] [--threads N] [--clients N] [--http-connections N] [--payload BYTES] [--repeat N] [--cpu-prof] [--watch-dashboard] [scenario ...]');
+const selected = selectScenarios(SCENARIOS, positionals, values.help!, 'usage: npm run bench:fanout -- [--quick] [--target herald|ceiling] [--threads N] [--against-threads M] [--clients N] [--http-connections N] [--payload BYTES] [--repeat N] [--cpu-prof] [--watch-dashboard] [scenario ...]');
 const targets = (values.target?.length ? values.target : ['herald', 'ceiling']) as TargetName[];
 const quick = values.quick!;
 const sizes: Sizes = quick ? QUICK_SIZES : FULL_SIZES;
@@ -59,6 +64,10 @@ const repeat = Math.max(1, Math.floor(Number(values.repeat)) || 1);
 const watchDashboard = values['watch-dashboard']!;
 /** Herald's frontEndThreads, or undefined for its default. */
 const frontEndThreads = values.threads === undefined ? undefined : Math.max(1, Math.floor(Number(values.threads)) || 1);
+/** Herald's frontEndThreads in the right column instead of the ceiling, or undefined for the ceiling. */
+const againstThreads = values['against-threads'] === undefined ? undefined : Math.max(1, Math.floor(Number(values['against-threads'])) || 1);
+/** The table's column names: the left target and the right one. */
+const labels: [string, string] = againstThreads === undefined ? ['herald', 'ceiling'] : [`herald ${frontEndThreads ?? 'default'} thr`, `herald ${againstThreads} thr`];
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 const resultsDir = join(REPO_ROOT, 'bench/results');
 const cpuProfDir = values['cpu-prof'] ? join(resultsDir, `profiles-${stamp}`) : undefined;
@@ -67,11 +76,14 @@ const log = (line: string): void => {
   process.stdout.write(`${line}\n`);
 };
 
-function runOne(scenario: Scenario, name: TargetName, heraldMaxUnitsPerSec: number | undefined): Promise<TargetOutcome> {
+/** Runs `scenario` on the target of the column `slot` ('ceiling' is the right one: Herald with `againstThreads` when given). */
+function runOne(scenario: Scenario, slot: TargetName, heraldMaxUnitsPerSec: number | undefined): Promise<TargetOutcome> {
+  const name: TargetName = againstThreads === undefined ? slot : 'herald';
+  const threads = slot === 'herald' ? frontEndThreads : againstThreads;
   return runScenario({
-    label: `${scenario.name} on ${name}`,
+    label: `${scenario.name} on ${labels[slot === 'herald' ? 0 : 1]}`,
     start: async () => {
-      const options = { cpuProfDir, profileLabel: `${scenario.name}-${name}`, watchDashboard, ...(frontEndThreads === undefined ? {} : { extraConfig: { frontEndThreads } }) };
+      const options = { cpuProfDir, profileLabel: `${scenario.name}-${slot}`, watchDashboard, ...(threads === undefined ? {} : { extraConfig: { frontEndThreads: threads } }) };
       return scenario.start ? scenario.start(name, options) : [await startTarget(name, options)];
     },
     measure: async (servers, pool, trigger) => {
@@ -103,12 +115,12 @@ async function main(): Promise<void> {
   if (Number(machine.openFilesSoft) < needed + 500) {
     log(`WARNING: the open files limit is below ${needed + 500}; raise it (ulimit -n) or expect failed connects`);
   }
-  log(`${quick ? 'QUICK' : 'FULL'} run${repeat > 1 ? `, each scenario ${repeat} times per target` : ''}; ${clientProcesses} load-client processes, ${httpConnections} keep-alive trigger connections, ${payloadBytes} B event data${watchDashboard ? '; a dashboard watches the app (debug taps on)' : ''}; Herald frontEndThreads ${frontEndThreads ?? 'default'}`);
+  log(`${quick ? 'QUICK' : 'FULL'} run${repeat > 1 ? `, each scenario ${repeat} times per target` : ''}; ${clientProcesses} load-client processes, ${httpConnections} keep-alive trigger connections, ${payloadBytes} B event data${watchDashboard ? '; a dashboard watches the app (debug taps on)' : ''}; Herald frontEndThreads ${frontEndThreads ?? 'default'}${againstThreads === undefined ? '' : `, against Herald with ${againstThreads} (in the ceiling's place)`}`);
   const run: RunRecord = {
     startedAt: new Date().toISOString(),
     command: process.argv.slice(2).join(' '),
     quick,
-    options: { targets, frontEndThreads, clientProcesses, httpConnections, payloadBytes, repeat, sizes, cpuProfDir, watchDashboard },
+    options: { targets, frontEndThreads, againstThreads, labels, clientProcesses, httpConnections, payloadBytes, repeat, sizes, cpuProfDir, watchDashboard },
     machine,
     scenarios: [],
   };

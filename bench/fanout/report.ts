@@ -157,10 +157,11 @@ export function formatTable(rows: string[][], leftAligned = 2): string {
 /** The results as fixed-width text: one block per scenario. */
 export function renderTable(run: RunRecord): string {
   const repeated = run.scenarios.some((s) => (s.runs?.length ?? 0) > 1);
-  const header = ['scenario / figure', 'unit', 'herald', 'ceiling', 'herald/ceiling'];
+  const [left, right] = (run.options['labels'] as [string, string] | undefined) ?? ['herald', 'ceiling'];
+  const header = ['scenario / figure', 'unit', left, right, `${left}/${right}`];
   if (repeated) {
-    header[2] = 'herald (median)';
-    header[3] = 'ceiling (median)';
+    header[2] = `${left} (median)`;
+    header[3] = `${right} (median)`;
     header.push('per-run ratios');
   }
   const rows: string[][] = [header];
