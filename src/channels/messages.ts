@@ -15,6 +15,11 @@ export interface ChannelShardApi {
       member?: { userId: string; userInfo?: unknown };
       /** A recovering client's last serial: the answer carries `recovery`. */
       since?: string;
+      /**
+       * With `since`: the socket ids the client had since that serial (previous_socket_ids,
+       * history/previous-sockets.ts): an event left out for one of them is not replayed.
+       */
+      previousSocketIds?: string[];
     };
     res: {
       subscriptionCount: number;
@@ -147,7 +152,10 @@ export interface HistoryAppend {
   data: string;
   /** Presence client events: the sender's user id. */
   userId?: string;
-  /** The socket the event must not reach (a client event's sender, a trigger's `socket_id`). */
+  /**
+   * The socket the event must not reach (a client event's sender, a trigger's `socket_id`):
+   * kept with the event, so that a recovering join does not replay it to that client.
+   */
   except?: string;
 }
 
@@ -173,6 +181,16 @@ export interface KeptEvent {
   userId?: string;
 }
 
+/**
+ * A kept event with the socket it is not sent to (a client event's sender, a trigger's
+ * socket_id; undefined: every socket). For the server's own use (delivery, a recovering join's
+ * replay): the except socket is never in what a client or the history API receives.
+ */
+export interface KeptEnvelope {
+  kept: KeptEvent;
+  exceptSocketId: string | undefined;
+}
+
 /** Kept events after a serial (or the last ones), and whether nothing else is missing. */
 export interface HistoryRead {
   events: KeptEvent[];
@@ -184,7 +202,7 @@ export interface HistoryRead {
 export interface HistoryRecovery {
   events: KeptEvent[];
   /** Null: every event after `since` is in `events`. */
-  failed: null | 'history_evicted' | 'not_a_history_channel' | 'invalid_serial';
+  failed: null | 'history_evicted' | 'not_a_history_channel' | 'invalid_serial' | 'invalid_previous_socket_ids';
 }
 
 /** One join or leave of a channels.memberships batch. */

@@ -175,7 +175,7 @@ class ChannelArea {
       res.cached = cached ? { event: cached.event, data: cached.data } : null;
       if (!cached) this.emit(app, { name: 'cache_miss', channel: req.channel });
     }
-    if (req.since !== undefined) res.recovery = this.history.recoveryAfter(app, req.channel, req.since);
+    if (req.since !== undefined) res.recovery = this.history.recoveryAfter(app, req.channel, req.since, req.socketId, req.previousSocketIds);
     return res;
   }
 

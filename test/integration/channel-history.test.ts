@@ -3,7 +3,9 @@
  * strictly increasing serial (other channels' frames are byte-for-byte as before), the history
  * API answers the kept events and refuses other channels, a subscribe with `since` replays
  * what was missed with no gap and no duplicate at the seam while events are being published,
- * eviction answers herald:recovery_failed, and kept events survive kill -9.
+ * eviction answers herald:recovery_failed, and kept events survive kill -9. A replay leaves out
+ * what was left out for the client (its own client events, triggers naming its socket) under
+ * its current socket id and its previous_socket_ids, which are bounded and checked.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -11,7 +13,7 @@ import { HeraldProcess, appConfig, startHerald } from '../helpers/herald-process
 import { decodeFrame } from '../helpers/protocol-frame.js';
 import { channelsSdk } from '../helpers/sdk-clients.js';
 import { signedQuery } from '../helpers/signed-request.js';
-import { until } from '../helpers/wait.js';
+import { flushedBy, until } from '../helpers/wait.js';
 
 const APP = { id: 'hist-app', key: 'hist-key', secret: 'hist-secret' };
 const SMALL = { id: 'small-app', key: 'small-key', secret: 'small-secret' };
@@ -267,6 +269,82 @@ describe('channel history', () => {
       ['herald:recovered', { missed: 1 }, undefined],
     ]);
     for (const x of [a, b, c]) x.close();
+  });
+});
+
+describe('a replay leaves out what was left out for the client', () => {
+  /** The frames a client received on `channel` from its `n`-th subscription_succeeded on (1 = the first). */
+  const fromSubscription = (client: RawClient, channel: string, n: number): RawFrame[] => {
+    const frames = client.frames.filter((f) => f.channel === channel);
+    const starts = frames.flatMap((f, i) => (f.event === 'pusher_internal:subscription_succeeded' ? [i] : []));
+    return starts[n - 1] === undefined ? [] : frames.slice(starts[n - 1]! + 1);
+  };
+
+  it('does not replay to a socket that subscribes again with since its own client event, nor a trigger naming it', async () => {
+    const sdk = channelsSdk(herald.port, APP);
+    const channel = 'private-history-again';
+    const [a, b] = await Promise.all([RawClient.open(APP.key), RawClient.open(APP.key)]);
+    const auth = (c: RawClient): string => sdk.authorizeChannel(c.socketId, channel).auth;
+    for (const c of [a, b]) await c.subscribe(channel, { auth: auth(c) });
+    expect((await sdk.trigger(channel, 'n', 'first')).status).toBe(200);
+    await until(() => a.on(channel, 'n').length === 1, 'the first event');
+    const since = a.on(channel, 'n')[0]!.serial!;
+    a.ws.send(JSON.stringify({ event: 'client-mine', channel, data: { from: 'a' } }));
+    await until(() => b.on(channel, 'client-mine').length === 1, 'a\'s client event at b');
+    expect((await sdk.trigger(channel, 'n', 'not-to-a', { socket_id: a.socketId })).status).toBe(200);
+    b.ws.send(JSON.stringify({ event: 'client-theirs', channel, data: { from: 'b' } }));
+    await until(() => a.on(channel, 'client-theirs').length === 1 && b.on(channel, 'n').length === 2, 'the others\' events');
+
+    a.ws.send(JSON.stringify({ event: 'pusher:unsubscribe', data: { channel } }));
+    a.ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel, auth: auth(a), since } }));
+    await until(() => fromSubscription(a, channel, 2).some((f) => f.event.startsWith('herald:')), 'the replay');
+    expect(fromSubscription(a, channel, 2).map((f) => [f.event, f.data])).toEqual([
+      ['client-theirs', { from: 'b' }],
+      ['herald:recovered', { missed: 1 }],
+    ]);
+
+    // Kept as sent; no frame and no history answer names the socket left out.
+    const kept = await historyOf(APP, channel);
+    expect(kept.body.events.map((e) => e.event)).toEqual(['n', 'client-mine', 'n', 'client-theirs']);
+    for (const e of kept.body.events) expect(Object.keys(e).sort()).toEqual(['data', 'event', 'published_at', 'serial']);
+    for (const f of [...a.frames, ...b.frames]) if (f.channel === channel) expect(f.text).not.toContain(a.socketId);
+    a.close();
+    b.close();
+  });
+
+  it('answers herald:recovery_failed (invalid_previous_socket_ids) to malformed previous_socket_ids, and the subscription holds', async () => {
+    const sdk = channelsSdk(herald.port, APP);
+    expect((await sdk.trigger('history-prev', 'n', 'kept')).status).toBe(200);
+    const since = (await historyOf(APP, 'history-prev')).body.events[0]!.serial;
+    const before = since.replace(/\d{12}$/, (seq) => String(Number(seq) - 1).padStart(12, '0'));
+    const client = await RawClient.open(APP.key);
+    const ids = Array.from({ length: 9 }, (_, i) => `${1000 + i}.${2000 + i}`);
+    const malformed: unknown[] = ['1.2', { 0: '1.2' }, [1], ['not-a-socket-id'], ['1.2', ''], ids];
+    for (const [i, previous] of malformed.entries()) {
+      const channel = `history-prev-${i}`;
+      await client.subscribe(channel, { since, previous_socket_ids: previous });
+      await until(() => client.on(channel).length === 1, `the answer to ${JSON.stringify(previous)}`);
+      expect(client.on(channel)[0]).toMatchObject({ event: 'herald:recovery_failed', data: { reason: 'invalid_previous_socket_ids' } });
+    }
+    // The subscription holds: live events arrive, without a replay.
+    const live = 'history-prev-5';
+    expect((await sdk.trigger(live, 'n', 'live')).status).toBe(200);
+    await until(() => client.on(live, 'n').length === 1, 'the live event');
+    expect(client.on(live).map((f) => [f.event, f.data])).toEqual([
+      ['herald:recovery_failed', { reason: 'invalid_previous_socket_ids' }],
+      ['n', 'live'],
+    ]);
+    // Eight socket ids are fine; without since the field is ignored.
+    await client.subscribe('history-prev', { since: before, previous_socket_ids: ids.slice(0, 8) });
+    await until(() => client.on('history-prev', 'herald:recovered').length === 1, 'the replay');
+    expect(client.on('history-prev').map((f) => [f.event, f.data])).toEqual([
+      ['n', 'kept'],
+      ['herald:recovered', { missed: 1 }],
+    ]);
+    await client.subscribe('history-prev-none', { previous_socket_ids: 'whatever' });
+    await flushedBy(() => sdk.trigger('history-prev-none', 'n', 'live'), () => client.on('history-prev-none').length > 0, 'a live event');
+    expect(client.on('history-prev-none').map((f) => f.event)).toEqual(['n']);
+    client.close();
   });
 });
 

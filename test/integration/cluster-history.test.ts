@@ -6,7 +6,9 @@
  * steady publish rate through both nodes; client events are kept through either node and
  * reach the other subscribers on both nodes once; an event answered 200 survives kill -9 of the node
  * that took it; an evicted history answers herald:recovery_failed; maxHistoryBytes bounds the
- * app's events across the nodes; deleting the app drops its history from Redis.
+ * app's events across the nodes; deleting the app drops its history from Redis; a client that
+ * moves from node A to node B is not replayed its own client event, nor a trigger naming its
+ * socket on A.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { withRecovery } from '../../src/client/recovery.js';
@@ -16,7 +18,7 @@ import { ClientPool } from '../helpers/channel-clients.js';
 import { DroppingProxy } from '../helpers/dropping-proxy.js';
 import { heraldClusterBed, ONE_PROCESS, type HeraldCluster } from '../helpers/herald-cluster.js';
 import type { HeraldProcess } from '../helpers/herald-process.js';
-import { channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
+import { channelsSdk, pusherJsClient, type PusherJsClient, type PusherJsOptions } from '../helpers/sdk-clients.js';
 import { signedQuery } from '../helpers/signed-request.js';
 import { flushedBy, sleep, until } from '../helpers/wait.js';
 
@@ -52,11 +54,11 @@ async function historyOf(node: HeraldProcess, app: typeof APP, channel: string, 
   return (await res.json()) as HistoryBody;
 }
 
-/** A recovering pusher-js client reaching the cluster through a proxy in front of `node`. */
-async function recoveringClientOf(node: HeraldProcess, key: string): Promise<{ pusher: ReturnType<typeof withRecovery<PusherJsClient>>; proxy: DroppingProxy }> {
+/** A recovering pusher-js client reaching the cluster through a proxy in front of `node` (`options`: auth handlers). */
+async function recoveringClientOf(node: HeraldProcess, key: string, options: PusherJsOptions = {}): Promise<{ pusher: ReturnType<typeof withRecovery<PusherJsClient>>; proxy: DroppingProxy }> {
   const proxy = await new DroppingProxy(node.port).start();
   proxies.push(proxy);
-  const pusher = withRecovery(pusherJsClient(proxy.port, key, { activityTimeout: 5000, pongTimeout: 2000 }));
+  const pusher = withRecovery(pusherJsClient(proxy.port, key, { activityTimeout: 5000, pongTimeout: 2000, ...options }));
   clients.push(pusher);
   return { pusher, proxy };
 }
@@ -166,6 +168,50 @@ describe.skipIf(ONE_PROCESS)('channel history in a cluster', () => {
       expect(fromA.data('client-said')).toEqual([{ n: 2 }]);
       expect(seenA.data('client-said')).toEqual([{ n: 1 }, { n: 2 }]);
       expect(seenB.data('client-said')).toEqual([{ n: 1 }]);
+    } finally {
+      pool.disconnectAll();
+    }
+  }, 60_000);
+
+  it('does not replay to a client that moves from node A to node B its own client event, nor a trigger naming its socket on A', async () => {
+    const cluster = await bed.start({ apps: APPS });
+    const viaA = channelsSdk(cluster.a.port, APP);
+    const viaB = channelsSdk(cluster.b.port, APP);
+    const name = 'private-history-echo';
+    const authorised: PusherJsOptions = {
+      channelAuthorization: { endpoint: '/unused', transport: 'ajax', customHandler: ({ socketId, channelName }, callback) => callback(null, viaA.authorizeChannel(socketId, channelName)) },
+    };
+    const { pusher, proxy } = await recoveringClientOf(cluster.a, APP.key, authorised);
+    const channel = pusher.subscribe(name);
+    const seen = record(channel);
+    const pool = new ClientPool(APP);
+    try {
+      const other = await (await pool.connect(cluster.b)).subscribe(name);
+      await until(subscribed(channel), 'subscription on node A');
+      await viaA.trigger(name, 'n', 0);
+      await until(() => numbered(seen).length === 1 && other.data('n').length === 1, 'the first event on both');
+      const before = pusher.connection.socket_id;
+      channel.trigger('client-said', { from: 'me' });
+      await until(() => other.data('client-said').length === 1, 'the client event on node B');
+      expect((await viaB.trigger(name, 'n', 1, { socket_id: before })).status).toBe(200);
+      await until(() => other.data('n').length === 2, 'the toOthers trigger on node B');
+
+      await moveToB(cluster, pusher, proxy);
+      expect((await viaB.trigger(name, 'n', 2)).status).toBe(200);
+      other.channel.trigger('client-said', { from: 'other' });
+      await until(async () => (await historyOf(cluster.a, APP, name)).events.length === 5, 'the other client\'s client event kept');
+      proxy.restore();
+      await until(() => seen.some(([e]) => e === 'herald:recovered'), 'herald:recovered', 20_000);
+      expect(pusher.connection.socket_id).not.toBe(before);
+      await viaA.trigger(name, 'n', 3);
+      await until(() => numbered(seen).includes(3), 'the live event');
+      expect(seen).toEqual([
+        ['n', 0],
+        ['n', 2],
+        ['client-said', { from: 'other' }],
+        ['herald:recovered', { missed: 2 }],
+        ['n', 3],
+      ]);
     } finally {
       pool.disconnectAll();
     }

@@ -3,7 +3,8 @@
  * and Laravel Echo's pusher connector, through a TCP proxy on loopback that cuts the connection:
  * events published while the client is away arrive once, in order, after the reconnect, then
  * live events; the seam holds under a steady publish rate; a history that no longer reaches
- * back answers herald:recovery_failed.
+ * back answers herald:recovery_failed; a client's own client event, and a trigger with its
+ * previous socket id as socket_id, are not replayed to it under its new socket id.
  */
 import Echo from 'laravel-echo';
 import PusherJs from 'pusher-js';
@@ -12,7 +13,7 @@ import { withRecovery } from '../../src/client/recovery.js';
 import { numbered, record } from '../helpers/channel-record.js';
 import { DroppingProxy } from '../helpers/dropping-proxy.js';
 import { HeraldProcess, appConfig, startHerald } from '../helpers/herald-process.js';
-import { channelsSdk, pusherJsClient, type PusherJsClient } from '../helpers/sdk-clients.js';
+import { channelsSdk, pusherJsClient, type PusherJsClient, type PusherJsOptions } from '../helpers/sdk-clients.js';
 import { sleep, until } from '../helpers/wait.js';
 
 const APP = { id: 'rec-app', key: 'rec-key', secret: 'rec-secret' };
@@ -26,7 +27,7 @@ beforeAll(async () => {
   herald = await startHerald({
     config: {
       apps: [
-        appConfig({ ...APP, history: { channels: ['history-*', 'private-history-*'], maxEvents: 1000, ttlSeconds: 300 } }),
+        appConfig({ ...APP, clientEvents: true, history: { channels: ['history-*', 'private-history-*'], maxEvents: 1000, ttlSeconds: 300 } }),
         appConfig({ ...SMALL, history: { channels: ['history-*'], maxEvents: 3, ttlSeconds: 300 } }),
       ],
     },
@@ -40,10 +41,16 @@ afterAll(async () => {
   await herald?.dispose();
 });
 
+/** pusher-js options that authorise private channels of APP as its server would (the official SDK signs). */
+function authorisedByApp(): PusherJsOptions {
+  const signer = channelsSdk(herald.port, APP);
+  return { channelAuthorization: { endpoint: '/unused', transport: 'ajax', customHandler: ({ socketId, channelName }, callback) => callback(null, signer.authorizeChannel(socketId, channelName)) } };
+}
+
 /** A pusher-js client through the proxy, with recovery on (WebSocket unless `transport` names an HTTP fallback). */
-function recoveringClient(key: string, transport?: 'xhr_streaming' | 'xhr_polling'): ReturnType<typeof withRecovery<PusherJsClient>> {
+function recoveringClient(key: string, transport?: 'xhr_streaming' | 'xhr_polling', options: PusherJsOptions = {}): ReturnType<typeof withRecovery<PusherJsClient>> {
   const fallback = transport ? { enabledTransports: [transport], httpHost: '127.0.0.1', httpPort: proxy.port } : {};
-  const pusher = withRecovery(pusherJsClient(proxy.port, key, { activityTimeout: 5000, pongTimeout: 2000, ...fallback }));
+  const pusher = withRecovery(pusherJsClient(proxy.port, key, { activityTimeout: 5000, pongTimeout: 2000, ...fallback, ...options }));
   clients.push(pusher);
   return pusher;
 }
@@ -126,6 +133,52 @@ describe('withRecovery (pusher-js over WebSocket)', () => {
     await sdk.trigger('history-short', 'n', 6);
     await until(() => numbered(seen).includes(6), 'the live event');
     expect(seen).toEqual([['n', 0], ['herald:recovery_failed', { reason: 'history_evicted' }], ['n', 6]]);
+  });
+});
+
+describe('withRecovery: what was left out for the client stays left out', () => {
+  it('does not replay its own client event, nor a trigger with its previous socket id, after it reconnects with a new one', async () => {
+    const sdk = channelsSdk(herald.port, APP);
+    const name = 'private-history-echo';
+    const pusher = recoveringClient(APP.key, undefined, authorisedByApp());
+    const channel = pusher.subscribe(name);
+    const seen = record(channel);
+    // Another client, straight to Herald (not through the proxy): it stays connected.
+    const other = pusherJsClient(herald.port, APP.key, authorisedByApp());
+    clients.push(other);
+    const otherChannel = other.subscribe(name);
+    const otherSeen = record(otherChannel);
+    await until(() => (channel as unknown as { subscribed: boolean }).subscribed && (otherChannel as unknown as { subscribed: boolean }).subscribed, 'both subscriptions');
+    await sdk.trigger(name, 'n', 0);
+    await until(() => numbered(seen).length === 1 && numbered(otherSeen).length === 1, 'the first event on both');
+    const before = pusher.connection.socket_id;
+
+    // Left out for this socket live: its own client event, and a trigger naming it (toOthers()).
+    channel.trigger('client-said', { from: 'me' });
+    await until(() => numbered(otherSeen, 'client-said').length === 1, 'the client event at the other client');
+    expect((await sdk.trigger(name, 'n', 1, { socket_id: before })).status).toBe(200);
+    await until(() => numbered(otherSeen).length === 2, 'the toOthers trigger at the other client');
+
+    await cutOff(pusher);
+    // What others publish meanwhile is replayed.
+    expect((await sdk.trigger(name, 'n', 2)).status).toBe(200);
+    otherChannel.trigger('client-said', { from: 'other' });
+    await until(() => numbered(otherSeen).length === 3, 'the trigger while away at the other client');
+    const kept = async (): Promise<number> => ((await (await sdk.get({ path: `/channels/${name}/history` })).json()) as { events: unknown[] }).events.length;
+    await until(async () => (await kept()) === 5, 'the other client\'s client event kept');
+    proxy.restore();
+    await until(() => seen.some(([e]) => e === 'herald:recovered'), 'herald:recovered', 20_000);
+    expect(pusher.connection.socket_id).not.toBe(before);
+    await sdk.trigger(name, 'n', 3);
+    await until(() => numbered(seen).includes(3), 'the live event');
+
+    expect(seen).toEqual([
+      ['n', 0],
+      ['n', 2],
+      ['client-said', { from: 'other' }],
+      ['herald:recovered', { missed: 2 }],
+      ['n', 3],
+    ]);
   });
 });
 

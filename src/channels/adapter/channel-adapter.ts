@@ -54,6 +54,11 @@ export interface SubscribeRequest {
   member?: PresenceMember;
   /** A recovering client's last serial: the result carries `recovery`. */
   since?: string;
+  /**
+   * With `since`: the socket ids the client had since that serial (at most 8, each a socket
+   * id): the replay leaves out the events left out for them, as for `socketId`.
+   */
+  previousSocketIds?: readonly string[];
 }
 
 /** A cache channel's cached event: name and data as last published. */

@@ -203,7 +203,8 @@ export class LocalChannelAdapter implements ChannelAdapter {
   async publishKept(appId: string, channel: string, event: string, data: string, exceptSocketId?: string, userId?: string): Promise<void> {
     const append: HistoryAppend = { appId, channel, event, data };
     if (userId !== undefined) append.userId = userId;
-    if (this.keptByShards && exceptSocketId !== undefined) append.except = exceptSocketId;
+    // Kept with the event (a recovering join does not replay it to that socket); several front-end threads also deliver by it.
+    if (exceptSocketId !== undefined) append.except = exceptSocketId;
     const serial = await this.historyAppends.append(this.shardOf(appId, channel), append);
     // Several front-end threads: the shard hands the kept event to each of them (keptByShard).
     if (this.keptByShards && serial !== null) return;
@@ -235,8 +236,9 @@ export class LocalChannelAdapter implements ChannelAdapter {
   }
 
   private async join(req: SubscribeRequest, wanted: (() => boolean) | undefined): Promise<SubscribeResult | null> {
-    const message: { appId: string; channel: string; socketId: string; since?: string } = { appId: req.appId, channel: req.channel, socketId: req.socketId };
+    const message: { appId: string; channel: string; socketId: string; since?: string; previousSocketIds?: string[] } = { appId: req.appId, channel: req.channel, socketId: req.socketId };
     if (req.since !== undefined) message.since = req.since;
+    if (req.since !== undefined && req.previousSocketIds !== undefined && req.previousSocketIds.length > 0) message.previousSocketIds = [...req.previousSocketIds];
     const res = await this.memberships.join(
       this.shardOf(req.appId, req.channel),
       req.member ? { ...message, member: { userId: req.member.userId, userInfo: req.member.userInfo ?? null } } : message,

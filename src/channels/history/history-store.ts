@@ -4,8 +4,12 @@
  * serials: in the order it takes the events, which is the order their frames go out.
  *
  * Held in memory for reads and written through to the shard's LMDB environment
- * (`channels/history`, key `[appId, channel, serial]`, value `[event, data, publishedAt, userId?]`),
- * read back when the shard starts: kept events survive a restart. Writes are lmdb-js
+ * (`channels/history`, key `[appId, channel, serial]`, value `[event, data, publishedAt, userId?,
+ * except?]`: userId null when there is none but an except socket, the except socket only when
+ * there is one, so records written before it was kept exclude nobody), read back when the
+ * shard starts: kept events survive a restart. The except socket (a client event's sender, a
+ * trigger's socket_id) is for the recovering read (readEnvelopes) only: read() and the events it
+ * answers never carry it. Writes are lmdb-js
  * asynchronous writes, committed with the turn's other writes, in order. An appended event is
  * answered (and so sent) only once committed, and reads leave out events not answered yet: a
  * recovering join read before an event's answer went out leaves that event to the live
@@ -23,7 +27,7 @@ import { logWriteFailure } from '../../shards/disk-full.js';
 import { log } from '../../log.js';
 import { cacheEntryBytes } from '../state/channel-store.js';
 import { formatSerial, parseSerial } from './serial.js';
-import type { HistoryRead, KeptEvent } from '../messages.js';
+import type { HistoryRead, KeptEnvelope, KeptEvent } from '../messages.js';
 
 /** The database's name (also declared to the reshard, history-layout.ts). */
 export const HISTORY_DATABASE = 'channels/history';
@@ -43,13 +47,15 @@ export interface HistoryBounds {
 }
 
 type Key = [appId: string, channel: string, serial: string];
-type Value = [event: string, data: string, publishedAt: number, userId?: string];
+type Value = [event: string, data: string, publishedAt: number, userId?: string | null, except?: string];
 
 interface Stored extends KeptEvent {
   sequence: number;
   bytes: number;
   /** Committed and answered (reads leave out the others). */
   committed: boolean;
+  /** The socket the event is not sent to (a client event's sender, a trigger's socket_id). */
+  except?: string;
 }
 
 interface ChannelHistory {
@@ -94,7 +100,8 @@ export class HistoryStore {
   /**
    * Gives the event the channel's next serial and keeps it within the bounds. Answers the serial,
    * its write (resolves once committed, durable; rejects when it failed) and `answered`, to call
-   * when its answer goes out: reads include the event from then on, not before.
+   * when its answer goes out: reads include the event from then on, not before. `except`: the
+   * socket it is not sent to, kept with it (readEnvelopes).
    */
   append(
     appId: string,
@@ -103,6 +110,7 @@ export class HistoryStore {
     data: string,
     userId: string | undefined,
     bounds: HistoryBounds,
+    except?: string,
   ): { serial: string; written: Promise<void>; answered: () => void } {
     const now = this.now();
     let app = this.apps.get(appId);
@@ -120,10 +128,11 @@ export class HistoryStore {
     }
     const stored: Stored = { serial, event, data, publishedAt: now, sequence, bytes, committed: false };
     if (userId !== undefined) stored.userId = userId;
+    if (except !== undefined) stored.except = except;
     ch.events.push(stored);
     app.order.push({ channel: ch, sequence });
     app.bytes += bytes;
-    const written = this.db.put([appId, channel, serial], userId === undefined ? [event, data, now] : [event, data, now, userId]).then(() => undefined);
+    const written = this.db.put([appId, channel, serial], recordOf(event, data, now, userId, except)).then(() => undefined);
     this.expire(appId, app, ch, bounds, now);
     while (ch.events.length - ch.head > bounds.maxEvents) this.evictOldest(appId, app, ch);
     this.evictForBytes(appId, app, bounds.maxBytes);
@@ -141,16 +150,27 @@ export class HistoryStore {
    * `since` is given and the newest `limit` otherwise. `since` must be a serial (parseSerial).
    */
   read(appId: string, channel: string, since: string | undefined, limit: number, bounds: HistoryBounds): HistoryRead {
+    const { events, complete } = this.readStored(appId, channel, since, limit, bounds);
+    return { events: events.map(publicEvent), complete };
+  }
+
+  /** read(), each event with the socket it is not sent to: for a recovering join's replay (previous-sockets.ts). */
+  readEnvelopes(appId: string, channel: string, since: string | undefined, limit: number, bounds: HistoryBounds): { envelopes: KeptEnvelope[]; complete: boolean } {
+    const { events, complete } = this.readStored(appId, channel, since, limit, bounds);
+    return { envelopes: events.map((e) => ({ kept: publicEvent(e), exceptSocketId: e.except })), complete };
+  }
+
+  private readStored(appId: string, channel: string, since: string | undefined, limit: number, bounds: HistoryBounds): { events: Stored[]; complete: boolean } {
     const app = this.apps.get(appId);
     const ch = app?.channels.get(channel);
     if (!app || !ch) return { events: [], complete: since === undefined };
     this.expire(appId, app, ch, bounds, this.now());
     const kept = ch.events.slice(ch.head).filter((e) => e.committed);
     if (since === undefined) {
-      return { events: kept.slice(Math.max(0, kept.length - limit)).map(publicEvent), complete: kept.length <= limit };
+      return { events: kept.slice(Math.max(0, kept.length - limit)), complete: kept.length <= limit };
     }
     const after = kept.filter((e) => e.serial > since);
-    return { events: after.slice(0, limit).map(publicEvent), complete: this.reaches(ch, since) && after.length <= limit };
+    return { events: after.slice(0, limit), complete: this.reaches(ch, since) && after.length <= limit };
   }
 
   /** Drops expired events and forgets channels long empty; called on a timer by the shard. */
@@ -260,9 +280,10 @@ export class HistoryStore {
         ch = { channel, generation: parts.generation, sequence: parts.sequence - 1, events: [], head: 0, lastAt: value[2] };
         app.channels.set(channel, ch);
       }
-      const [event, data, publishedAt, userId] = value;
+      const [event, data, publishedAt, userId, except] = value;
       const stored: Stored = { serial, event, data, publishedAt, sequence: parts.sequence, bytes: cacheEntryBytes(channel, event, data), committed: true };
-      if (userId !== undefined) stored.userId = userId;
+      if (typeof userId === 'string') stored.userId = userId;
+      if (typeof except === 'string') stored.except = except;
       ch.events.push(stored);
       ch.sequence = parts.sequence;
       ch.lastAt = publishedAt;
@@ -289,8 +310,14 @@ export class HistoryStore {
   }
 }
 
+/** An event's record: the optional fields only when set (userId null to hold the place of an except socket). */
+function recordOf(event: string, data: string, publishedAt: number, userId: string | undefined, except: string | undefined): Value {
+  if (except !== undefined) return [event, data, publishedAt, userId ?? null, except];
+  return userId === undefined ? [event, data, publishedAt] : [event, data, publishedAt, userId];
+}
+
 function publicEvent(e: Stored): KeptEvent {
-  // A fresh object of the wire fields only (not `bytes`, `sequence`, `committed`).
+  // A fresh object of the wire fields only (not `bytes`, `sequence`, `committed`, `except`).
   const out: KeptEvent = { serial: e.serial, event: e.event, data: e.data, publishedAt: e.publishedAt };
   if (e.userId !== undefined) out.userId = e.userId;
   return out;

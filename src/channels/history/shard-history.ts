@@ -13,6 +13,7 @@ import { frontEndsAttached, noticeFrontEnds } from '../../shards/front-end-notic
 import { keptEvent } from '../frames.js';
 import { HistoryStore, type HistoryBounds } from './history-store.js';
 import { keepsHistory } from './patterns.js';
+import { replayedTo } from './previous-sockets.js';
 import { parseSerial } from './serial.js';
 
 /** How often expired history events are dropped (ms); reads check expiry themselves. */
@@ -85,13 +86,17 @@ export class ShardHistory {
     return { results };
   }
 
-  /** The kept events after a recovering client's serial, read in the turn its join is recorded. */
-  recoveryAfter(app: AppConfig, channel: string, since: string): HistoryRecovery {
+  /**
+   * The kept events after a recovering client's serial, read in the turn its join is recorded,
+   * less those left out for the client: for `socketId` (its socket now) or one of
+   * `previousSocketIds` (previous-sockets.ts).
+   */
+  recoveryAfter(app: AppConfig, channel: string, since: string, socketId: string, previousSocketIds?: readonly string[]): HistoryRecovery {
     const bounds = this.bounds(app.id);
     if (!bounds || !keepsHistory(app, channel)) return { events: [], failed: 'not_a_history_channel' };
     if (parseSerial(since) === null) return { events: [], failed: 'invalid_serial' };
-    const read = this.store.read(app.id, channel, since, bounds.maxEvents, bounds);
-    return read.complete ? { events: read.events, failed: null } : { events: [], failed: 'history_evicted' };
+    const read = this.store.readEnvelopes(app.id, channel, since, bounds.maxEvents, bounds);
+    return read.complete ? { events: replayedTo(read.envelopes, socketId, previousSocketIds), failed: null } : { events: [], failed: 'history_evicted' };
   }
 
   /** `channels.history`: the kept events of a channel after `since`; complete and empty for an app without history. */
@@ -114,6 +119,6 @@ export class ShardHistory {
   private append(req: HistoryAppend, app: AppConfig): { serial: string | null; written: Promise<void>; answered: () => void } {
     const bounds = this.bounds(req.appId);
     if (!bounds || !keepsHistory(app, req.channel)) return { serial: null, written: Promise.resolve(), answered: () => undefined };
-    return this.store.append(req.appId, req.channel, req.event, req.data, req.userId, bounds);
+    return this.store.append(req.appId, req.channel, req.event, req.data, req.userId, bounds, req.except);
   }
 }

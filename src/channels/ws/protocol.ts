@@ -13,8 +13,9 @@ import { channelSignatureInput, userSignatureInput, verifyAuth } from '../auth.j
 import { MAX_USER_ID_LENGTH, channelType, isValidChannelName, isValidUserId, requiresAuth } from '../names.js';
 import * as frames from '../frames.js';
 import { keepsHistory } from '../history/patterns.js';
+import { parsePreviousSocketIds } from '../history/previous-sockets.js';
 import { endWithError, type SocketRegistry, type SocketState, type ClientSocket } from '../socket-registry.js';
-import type { Subscriptions } from './subscriptions.js';
+import type { Recovering, Subscriptions } from './subscriptions.js';
 import type { DebugTap } from '../../debug-tap/tap.js';
 import { graceSecret } from '../../config/secret-grace.js';
 
@@ -127,14 +128,16 @@ export class ProtocolHandler {
     // A recovering client's last serial (apps[].history): anything but a string is no serial.
     const rawSince = data!.since;
     const since = rawSince === undefined || rawSince === null ? undefined : typeof rawSince === 'string' ? rawSince : '';
-    if (!presence) return this.deps.subscriptions.subscribe(state, channel, undefined, since);
+    // With it, the socket ids the client had since that serial (null: malformed); ignored without.
+    const recovery: Recovering | undefined = since === undefined ? undefined : { since, previousSocketIds: parsePreviousSocketIds(data!.previous_socket_ids) };
+    if (!presence) return this.deps.subscriptions.subscribe(state, channel, undefined, recovery);
     const member = parseMember(channelData as string);
     if (member instanceof HeraldError) return refuse(member);
     const infoBytes = member.userInfo === null ? 0 : Buffer.byteLength(JSON.stringify(member.userInfo), 'utf8');
     if (infoBytes > app.maxPresenceUserInfoBytes) {
       return refuse(new HeraldError('PRESENCE_USER_INFO_TOO_LARGE', `user_info is ${infoBytes} bytes; the limit is ${app.maxPresenceUserInfoBytes} bytes`));
     }
-    this.deps.subscriptions.subscribe(state, channel, member, since);
+    this.deps.subscriptions.subscribe(state, channel, member, recovery);
   }
 
   /** `#server-to-user-<id>`: pusher-js subscribes after sign-in; only that user may. */

@@ -14,6 +14,18 @@ import { countsSubscriptions } from '../names.js';
 import * as frames from '../frames.js';
 import { Membership, type SocketState } from '../socket-registry.js';
 
+/** What a recovering subscribe asks for (`since`, `previous_socket_ids`), as the client sent it. */
+export interface Recovering {
+  /** The last serial the client saw on the channel. */
+  since: string;
+  /**
+   * The socket ids it had since (history/previous-sockets.ts); null when malformed: the
+   * subscription goes ahead without a replay, and the client gets herald:recovery_failed
+   * (`invalid_previous_socket_ids`).
+   */
+  previousSocketIds: readonly string[] | null;
+}
+
 export class Subscriptions {
   /**
    * Closed connections with a membership still to leave (a leave queued or in flight). Open
@@ -59,17 +71,18 @@ export class Subscriptions {
   }
 
   /**
-   * The last serial of each subscription that asked to recover (`since`), until its join is
-   * answered: kept beside the memberships, since few have one.
+   * What each subscription that asked to recover asked for, until its join is answered: kept
+   * beside the memberships, since few have one.
    */
-  private readonly recovering = new WeakMap<Membership, string>();
+  private readonly recovering = new WeakMap<Membership, Recovering>();
 
   /**
    * The client asked to subscribe (already authorised). A repeated subscribe is ignored. With
-   * `since` (a recovering client's last serial), subscription_succeeded is followed by the
-   * channel's kept events after it, or herald:recovery_failed, before any live event.
+   * `recovery` (a recovering client's last serial), subscription_succeeded is followed by the
+   * channel's kept events after it (less those left out for this client), or
+   * herald:recovery_failed, before any live event.
    */
-  subscribe(state: SocketState, channel: string, member?: { userId: string; userInfo: unknown }, since?: string): void {
+  subscribe(state: SocketState, channel: string, member?: { userId: string; userInfo: unknown }, recovery?: Recovering): void {
     let m = state.channels.get(channel);
     if (m?.wanted) return;
     if (!m) {
@@ -78,8 +91,8 @@ export class Subscriptions {
     }
     m.wanted = true;
     m.request = member;
-    if (since === undefined) this.recovering.delete(m);
-    else this.recovering.set(m, since);
+    if (recovery === undefined) this.recovering.delete(m);
+    else this.recovering.set(m, recovery);
     this.reconcile(state, channel, m);
   }
 
@@ -130,10 +143,13 @@ export class Subscriptions {
     const req: SubscribeRequest = member
       ? { appId: state.app.id, channel, socketId: state.socketId, member: { userId: member.userId, userInfo: member.userInfo } }
       : { appId: state.app.id, channel, socketId: state.socketId };
-    const since = this.recovering.get(m);
-    if (since !== undefined) {
-      req.since = since;
-      this.recovering.delete(m);
+    const recovery = this.recovering.get(m);
+    this.recovering.delete(m);
+    // Malformed previous_socket_ids: joined without a replay, and told so (deliver).
+    const refused = recovery !== undefined && recovery.previousSocketIds === null;
+    if (recovery !== undefined && recovery.previousSocketIds !== null) {
+      req.since = recovery.since;
+      if (recovery.previousSocketIds.length > 0) req.previousSocketIds = recovery.previousSocketIds;
     }
     const stillWanted = (): boolean => m.wanted && !state.closed;
     this.adapter.subscribe(req, stillWanted).then(
@@ -146,6 +162,7 @@ export class Subscriptions {
         }
         m.joined = true;
         m.joinedAs = member;
+        if (refused) res.recovery = { events: [], failed: 'invalid_previous_socket_ids' };
         if (m.wanted && !state.closed) this.deliver(state, channel, m, res);
         else this.announceJoinToOthers(state, channel, m, res);
         this.reconcile(state, channel, m);

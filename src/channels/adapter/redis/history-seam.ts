@@ -22,6 +22,8 @@ const SEAM_OPEN_AFTER_MARK_MS = 10_000;
 interface Seam {
   key: string;
   socketId: string;
+  /** The socket ids the client had before (previous_socket_ids): frames left out for them are not kept either. */
+  previousSocketIds: readonly string[];
   /** Whether the mark arrived: frames from then on are after the read. */
   marked: boolean;
   /** The events after the mark, then (adopt) the read's events before them. */
@@ -51,12 +53,13 @@ export class RecoverySeams {
   /** `prefix`: starts every token (a front-end thread's names its marks for the main thread to carry). */
   constructor(private readonly prefix = '') {}
 
-  open(appId: string, channel: string, socketId: string): OpenSeam {
+  /** `previousSocketIds`: the recovering client's previous socket ids (frames left out for one of them are not kept). */
+  open(appId: string, channel: string, socketId: string, previousSocketIds: readonly string[] = []): OpenSeam {
     const token = `${this.prefix}${++this.counter}`;
     const key = `${appId}\u0000${channel}`;
     let onMark!: () => void;
     const marked = new Promise<void>((resolve) => (onMark = resolve));
-    const seam: Seam = { key, socketId, marked: false, events: [], onMark };
+    const seam: Seam = { key, socketId, previousSocketIds, marked: false, events: [], onMark };
     this.byToken.set(token, seam);
     let set = this.byChannel.get(key);
     if (!set) this.byChannel.set(key, (set = new Set()));
@@ -92,7 +95,7 @@ export class RecoverySeams {
     if (!set) return;
     let event: KeptEvent | null | undefined;
     for (const seam of set) {
-      if (!seam.marked || seam.socketId === exceptSocketId) continue;
+      if (!seam.marked || seam.socketId === exceptSocketId || (exceptSocketId !== undefined && seam.previousSocketIds.includes(exceptSocketId))) continue;
       event ??= keptEventOf(frame);
       if (event) seam.events.push(event);
     }

@@ -28,7 +28,7 @@
 import type { Redis } from 'ioredis';
 import { cacheEntryBytes } from '../../state/channel-store.js';
 import { parseSerial } from '../../history/serial.js';
-import type { HistoryRead, KeptEvent } from '../../messages.js';
+import type { HistoryRead, KeptEnvelope, KeptEvent } from '../../messages.js';
 import { whenAvailable } from '../../../cluster/connection.js';
 import { LUA_PREFIX_AND_CLOCK, LuaScripts } from '../../../cluster/lua-scripts.js';
 
@@ -287,16 +287,6 @@ export interface HistoryMark {
   message: string;
 }
 
-/**
- * A kept event in its envelope: the socket it is not sent to (a client event's sender, a
- * trigger's socket_id; undefined: every socket). For a node's own delivery only: the except
- * socket is never in what a client receives.
- */
-export interface KeptEnvelope {
-  kept: KeptEvent;
-  exceptSocketId: string | undefined;
-}
-
 /** A read of kept events in their envelopes; `lastGiven`: the channel's last serial given ('' none). */
 export interface EnvelopeRead {
   envelopes: KeptEnvelope[];
@@ -343,7 +333,7 @@ export class RedisHistory {
     return { events: envelopes.map((e) => e.kept), complete, lastGiven };
   }
 
-  /** read(), each event with the socket it is not sent to: for the node's own delivery (history-catch-up.ts). */
+  /** read(), each event with the socket it is not sent to: for the node's own delivery (history-catch-up.ts) and a recovering join's replay. */
   async readEnvelopes(appId: string, channel: string, since: string | undefined, limit: number, ttlSeconds: number, mark?: HistoryMark): Promise<EnvelopeRead> {
     const parts = since === undefined ? null : parseSerial(since);
     const sinceId = parts ? `${parts.generation}-${parts.sequence}` : '';

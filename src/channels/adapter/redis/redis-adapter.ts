@@ -29,6 +29,7 @@ import { SERVER_TO_USER_PREFIX, channelType, countsSubscriptions, serverToUserId
 import { channelEvent, keptEvent, memberAdded, memberRemoved, snapshotOf, subscriptionCount, topicFor as topicOf, watchTopicFor } from '../../frames.js';
 import { keepsHistory } from '../../history/patterns.js';
 import { parseSerial } from '../../history/serial.js';
+import { replayedTo } from '../../history/previous-sockets.js';
 import type { SocketRegistry } from '../../socket-registry.js';
 import type {
   CachedEvent,
@@ -595,8 +596,8 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
    * before the read until the end of the turn the join is answered in (the socket is attached
    * by then, and the thread's own interest in the topic takes over).
    */
-  private async recoverHere(app: AppConfig, channel: string, socketId: string, since: string): Promise<HistoryRecovery> {
-    if (!this.side) return this.recover(app, channel, socketId, since);
+  private async recoverHere(app: AppConfig, channel: string, socketId: string, since: string, previousSocketIds: readonly string[]): Promise<HistoryRecovery> {
+    if (!this.side) return this.recover(app, channel, socketId, since, previousSocketIds);
     const topic = topicOf(app.id, channel);
     let relay = this.seamTopics.get(topic);
     if (!relay) this.seamTopics.set(topic, (relay = { appId: app.id, channel, joins: 0 }));
@@ -604,7 +605,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
     this.side.interest.add(topic);
     const held = relay;
     try {
-      return await this.recover(app, channel, socketId, since);
+      return await this.recover(app, channel, socketId, since, previousSocketIds);
     } finally {
       setImmediate(() => {
         this.side?.interest.remove(topic);
@@ -629,16 +630,17 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
   /**
    * A recovering join's kept events after `since`, read once this node listens to the channel,
    * with a mark that tells which frames the read saw (history-seam.ts): the answer holds the
-   * events after `since` up to the moment the socket is attached, each once.
+   * events after `since` up to the moment the socket is attached, each once, less those left
+   * out for the client: for `socketId` or one of `previousSocketIds` (previous-sockets.ts).
    */
-  private async recover(app: AppConfig, channel: string, socketId: string, since: string): Promise<HistoryRecovery> {
+  private async recover(app: AppConfig, channel: string, socketId: string, since: string, previousSocketIds: readonly string[]): Promise<HistoryRecovery> {
     const bounds = historyBounds(app);
     if (!bounds || !keepsHistory(app, channel)) return { events: [], failed: 'not_a_history_channel' };
     if (parseSerial(since) === null) return { events: [], failed: 'invalid_serial' };
-    const seam = this.seams.open(app.id, channel, socketId);
+    const seam = this.seams.open(app.id, channel, socketId, previousSocketIds);
     try {
       const mark = this.markFor(seam.token);
-      const read = await this.call(() => this.keptEvents.read(app.id, channel, since, bounds.maxEvents, bounds.ttlSeconds, mark));
+      const read = await this.call(() => this.keptEvents.readEnvelopes(app.id, channel, since, bounds.maxEvents, bounds.ttlSeconds, mark));
       // The mark follows the read's frames on the subscriber connection; it is lost only with
       // that connection (then the join is refused as during any outage, and made again).
       let timer: NodeJS.Timeout | undefined;
@@ -646,7 +648,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       const isLate = await Promise.race([seam.marked.then(() => false), late]);
       clearTimeout(timer);
       if (isLate || !this.node.bus.listening) throw new HeraldError('CLUSTER_UNAVAILABLE');
-      return read.complete ? { events: seam.adopt(read.events), failed: null } : { events: seam.adopt([]), failed: 'history_evicted' };
+      return read.complete ? { events: seam.adopt(replayedTo(read.envelopes, socketId, previousSocketIds)), failed: null } : { events: seam.adopt([]), failed: 'history_evicted' };
     } catch (err) {
       seam.close();
       throw err;
@@ -716,7 +718,7 @@ export class RedisChannelAdapter implements ChannelAdapter, ClusterCapability {
       // Read once this node listens: what is published after the read reaches it.
       const baseline = this.historyBoundsOf(appId, channel) ? this.call(() => (this.side ? this.side.catchUp(appId, channel) : this.catchUp.watch(appId, channel))) : undefined;
       baseline?.catch(() => {});
-      if (req.since !== undefined) out.recovery = await this.recoverHere(app, channel, socketId, req.since);
+      if (req.since !== undefined) out.recovery = await this.recoverHere(app, channel, socketId, req.since, req.previousSocketIds ?? []);
       // What this node delivers on the channel is known from here: a drop of its subscriber connection is caught up.
       if (baseline && !(await baseline)) throw new HeraldError('CLUSTER_UNAVAILABLE');
       return out;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { HistoryStore, type HistoryBounds } from '../../../../src/channels/history/history-store.js';
+import { HISTORY_DATABASE, HistoryStore, type HistoryBounds } from '../../../../src/channels/history/history-store.js';
+import { formatSerial } from '../../../../src/channels/history/serial.js';
 import { cacheEntryBytes } from '../../../../src/channels/state/channel-store.js';
 import { temporaryShardDatabases } from '../../../helpers/shard-database.js';
 
@@ -90,6 +91,36 @@ describe('HistoryStore', () => {
     expect(store.read('app', 'h', first, 10, BOUNDS)).toEqual({ complete: true, events: [] });
     answered();
     expect(datas(store.read('app', 'h', first, 10, BOUNDS))).toEqual(['b']);
+  });
+
+  it('keeps each event\'s except socket for readEnvelopes, across a restart; read() never shows it; a record without one excludes nobody', async () => {
+    const root = openRoot();
+    const c = clock();
+    // Records as written before the except socket was kept: [event, data, publishedAt, userId?].
+    const generation = c.now() - 1000;
+    const old = root.openDB<unknown[], string[]>({ name: HISTORY_DATABASE });
+    await old.put(['app', 'h', formatSerial(generation, 1)], ['e', 'old', c.now() - 1000]);
+    await old.put(['app', 'h', formatSerial(generation, 2)], ['e', 'old-user', c.now() - 1000, 'u1']);
+    const store = new HistoryStore(root, () => BOUNDS, c.now);
+    const keepExcept = async (data: string, userId: string | undefined, except: string | undefined): Promise<void> => {
+      const { written, answered } = store.append('app', 'h', 'e', data, userId, BOUNDS, except);
+      await written;
+      answered();
+    };
+    await keepExcept('mine', undefined, '1.1');
+    await keepExcept('mine-user', 'u2', '2.2');
+    await keepExcept('everyone', undefined, undefined);
+    const expected = [
+      { data: 'old', exceptSocketId: undefined, userId: undefined },
+      { data: 'old-user', exceptSocketId: undefined, userId: 'u1' },
+      { data: 'mine', exceptSocketId: '1.1', userId: undefined },
+      { data: 'mine-user', exceptSocketId: '2.2', userId: 'u2' },
+      { data: 'everyone', exceptSocketId: undefined, userId: undefined },
+    ];
+    const envelopes = (s: HistoryStore) => s.readEnvelopes('app', 'h', undefined, 10, BOUNDS).envelopes.map((e) => ({ data: e.kept.data, exceptSocketId: e.exceptSocketId, userId: e.kept.userId }));
+    expect(envelopes(store)).toEqual(expected);
+    for (const e of store.read('app', 'h', undefined, 10, BOUNDS).events) expect(Object.keys(e).sort()).toEqual(e.userId === undefined ? ['data', 'event', 'publishedAt', 'serial'] : ['data', 'event', 'publishedAt', 'serial', 'userId']);
+    expect(envelopes(new HistoryStore(root, () => BOUNDS, c.now))).toEqual(expected);
   });
 
   it('drops a removed app\'s events', async () => {
