@@ -5,8 +5,9 @@
  *
  * Held in memory for reads and written through to the shard's LMDB environment
  * (`channels/history`, key `[appId, channel, serial]`, value `[event, data, publishedAt, userId?,
- * except?]`: userId null when there is none but an except socket, the except socket only when
- * there is one, so records written before it was kept exclude nobody), read back when the
+ * except?]`: userId undefined when there is none but an except socket, the except socket only
+ * when there is one, so records written before it was kept exclude nobody and a version of
+ * Herald from before reads the new ones as it always did), read back when the
  * shard starts: kept events survive a restart. The except socket (a client event's sender, a
  * trigger's socket_id) is for the recovering read (readEnvelopes) only: read() and the events it
  * answers never carry it. Writes are lmdb-js
@@ -47,7 +48,7 @@ export interface HistoryBounds {
 }
 
 type Key = [appId: string, channel: string, serial: string];
-type Value = [event: string, data: string, publishedAt: number, userId?: string | null, except?: string];
+type Value = [event: string, data: string, publishedAt: number, userId?: string, except?: string];
 
 interface Stored extends KeptEvent {
   sequence: number;
@@ -310,9 +311,9 @@ export class HistoryStore {
   }
 }
 
-/** An event's record: the optional fields only when set (userId null to hold the place of an except socket). */
+/** An event's record: the optional fields only when set (userId undefined, which msgpackr keeps, holds the place of an except socket). */
 function recordOf(event: string, data: string, publishedAt: number, userId: string | undefined, except: string | undefined): Value {
-  if (except !== undefined) return [event, data, publishedAt, userId ?? null, except];
+  if (except !== undefined) return [event, data, publishedAt, userId, except];
   return userId === undefined ? [event, data, publishedAt] : [event, data, publishedAt, userId];
 }
 

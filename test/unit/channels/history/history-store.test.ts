@@ -121,6 +121,10 @@ describe('HistoryStore', () => {
     expect(envelopes(store)).toEqual(expected);
     for (const e of store.read('app', 'h', undefined, 10, BOUNDS).events) expect(Object.keys(e).sort()).toEqual(e.userId === undefined ? ['data', 'event', 'publishedAt', 'serial'] : ['data', 'event', 'publishedAt', 'serial', 'userId']);
     expect(envelopes(new HistoryStore(root, () => BOUNDS, c.now))).toEqual(expected);
+    // A Herald from before reads [event, data, publishedAt, userId?] and ignores the rest: an
+    // event with an except socket and no user must read as one with no user there.
+    const records = [...old.getRange({})].map(({ value }) => value);
+    expect(records.map((r) => r[3])).toEqual([undefined, 'u1', undefined, 'u2', undefined]);
   });
 
   it('drops a removed app\'s events', async () => {
