@@ -182,6 +182,34 @@ describe('withRecovery: what was left out for the client stays left out', () => 
   });
 });
 
+describe('withRecovery on a flaky network', () => {
+  it('keeps recovering after more reconnects than previous_socket_ids may name (8), never told its ids are malformed', async () => {
+    const sdk = channelsSdk(herald.port, APP);
+    const name = 'history-flaky';
+    const pusher = recoveringClient(APP.key);
+    const channel = pusher.subscribe(name);
+    const seen = record(channel);
+    await until(() => (channel as unknown as { subscribed: boolean }).subscribed, 'subscription');
+    await sdk.trigger(name, 'n', 0);
+    await until(() => numbered(seen).length === 1, 'the first event');
+    // The last serial stays the one of connection 1: each recovering subscribe names every
+    // socket since, up to the newest 8.
+    const sockets = new Set([pusher.connection.socket_id]);
+    const recoveries = (): number => seen.filter(([e]) => e === 'herald:recovered').length;
+    for (let drop = 1; drop <= 10; drop++) {
+      await cutOff(pusher);
+      proxy.restore();
+      await until(() => recoveries() === drop || seen.some(([e]) => e === 'herald:recovery_failed'), `recovery ${drop}`, 20_000);
+      expect(seen.filter(([e]) => e === 'herald:recovery_failed'), `after reconnect ${drop}`).toEqual([]);
+      sockets.add(pusher.connection.socket_id);
+    }
+    expect(sockets.size).toBe(11);
+    await sdk.trigger(name, 'n', 1);
+    await until(() => numbered(seen).includes(1), 'the live event');
+    expect(seen).toEqual([['n', 0], ...Array.from({ length: 10 }, () => ['herald:recovered', { missed: 0 }]), ['n', 1]]);
+  });
+});
+
 describe.each(['xhr_streaming', 'xhr_polling'] as const)('withRecovery (pusher-js over %s)', (transport) => {
   it('delivers the events published while away once, in order, after the reconnect', async () => {
     const sdk = channelsSdk(herald.port, APP);
