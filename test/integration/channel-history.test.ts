@@ -341,6 +341,10 @@ describe('a replay leaves out what was left out for the client', () => {
       ['n', 'kept'],
       ['herald:recovered', { missed: 1 }],
     ]);
+    // A channel that keeps no history says so, whatever the ids.
+    await client.subscribe('plain-prev', { since, previous_socket_ids: ids });
+    await until(() => client.on('plain-prev').length === 1, 'the answer on a channel without history');
+    expect(client.on('plain-prev')[0]).toMatchObject({ event: 'herald:recovery_failed', data: { reason: 'not_a_history_channel' } });
     await client.subscribe('history-prev-none', { previous_socket_ids: 'whatever' });
     await flushedBy(() => sdk.trigger('history-prev-none', 'n', 'live'), () => client.on('history-prev-none').length > 0, 'a live event');
     expect(client.on('history-prev-none').map((f) => f.event)).toEqual(['n']);

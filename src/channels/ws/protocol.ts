@@ -128,8 +128,10 @@ export class ProtocolHandler {
     // A recovering client's last serial (apps[].history): anything but a string is no serial.
     const rawSince = data!.since;
     const since = rawSince === undefined || rawSince === null ? undefined : typeof rawSince === 'string' ? rawSince : '';
-    // With it, the socket ids the client had since that serial (null: malformed); ignored without.
-    const recovery: Recovering | undefined = since === undefined ? undefined : { since, previousSocketIds: parsePreviousSocketIds(data!.previous_socket_ids) };
+    // With it, the socket ids the client had since that serial (null: malformed); ignored
+    // without, and on a channel that keeps no history (which is what the client is told then).
+    const previousSocketIds = keepsHistory(app, channel) ? parsePreviousSocketIds(data!.previous_socket_ids) : [];
+    const recovery: Recovering | undefined = since === undefined ? undefined : { since, previousSocketIds };
     if (!presence) return this.deps.subscriptions.subscribe(state, channel, undefined, recovery);
     const member = parseMember(channelData as string);
     if (member instanceof HeraldError) return refuse(member);
